@@ -1,0 +1,222 @@
+//! Launch geometry: how many blocks and threads a kernel runs with.
+//!
+//! The lab's default is one block of 256 threads per 64 query rows of one
+//! query head. A student file may declare its own geometry in a comment line
+//! (see [`LaunchGeometry::parse_directive`]) so that a tiled kernel can pick
+//! its tile height, thread count, dynamic shared memory (above 48 KiB too)
+//! and whether a block serves one query head or a whole KV group.
+
+use serde::{Deserialize, Serialize};
+
+use super::contract::{Shape, HKV, HQ};
+
+/// The marker that starts a geometry declaration inside a `.cu` file.
+pub const DIRECTIVE: &str = "@flashprof";
+
+/// What the second grid dimension enumerates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GridY {
+    /// `blockIdx.y` is the query head, 0..32 (the lab's layout).
+    QueryHead,
+    /// `blockIdx.y` is the KV head, 0..8; the block serves its 4 query heads.
+    KvGroup,
+}
+
+/// Grid and block shape for one launch of `attention_prefill`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchGeometry {
+    /// Query rows one block covers: `gridDim.x = ceil(chunkLen / rows_per_block)`.
+    pub rows_per_block: u32,
+    /// Threads per block (`blockDim.x`).
+    pub threads: u32,
+    /// Dynamic shared memory per block, bytes.
+    pub dynamic_smem_bytes: u32,
+    /// What `blockIdx.y` enumerates.
+    pub grid_y: GridY,
+}
+
+impl Default for LaunchGeometry {
+    fn default() -> Self {
+        Self {
+            rows_per_block: 64,
+            threads: 256,
+            dynamic_smem_bytes: 0,
+            grid_y: GridY::QueryHead,
+        }
+    }
+}
+
+/// A geometry declaration that could not be understood.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {message}")]
+pub struct GeometryError {
+    /// 1-based line of the student's file.
+    pub line: usize,
+    pub message: String,
+}
+
+/// Hopper's per-block limits, checked up front so a bad declaration is a
+/// clear message rather than a launch failure.
+const MAX_THREADS: u32 = 1024;
+const MAX_DYNAMIC_SMEM: u32 = 227 * 1024;
+
+impl LaunchGeometry {
+    /// `(gridDim.x, gridDim.y)` for a shape.
+    pub fn grid(&self, shape: Shape) -> (u32, u32) {
+        let x = shape
+            .chunk_len
+            .div_ceil(self.rows_per_block as usize)
+            .max(1) as u32;
+        let y = match self.grid_y {
+            GridY::QueryHead => HQ as u32,
+            GridY::KvGroup => HKV as u32,
+        };
+        (x, y)
+    }
+
+    /// Reads the geometry declared in `source`, or the lab default when none is.
+    ///
+    /// The declaration is one comment line, for example
+    /// `// @flashprof rows_per_block=128 threads=256 dynamic_smem=98304 grid=kv_group`.
+    /// Every key is optional; omitted keys keep the lab default. A comment
+    /// (rather than a `#pragma`) keeps the file compiling unchanged under nvcc.
+    pub fn from_source(source: &str) -> Result<Self, GeometryError> {
+        let mut found: Option<(usize, Self)> = None;
+        for (index, text) in source.lines().enumerate() {
+            let line = index + 1;
+            let Some(rest) = directive_body(text) else {
+                continue;
+            };
+            if let Some((first, _)) = found {
+                return Err(GeometryError {
+                    line,
+                    message: format!(
+                        "a second {DIRECTIVE} declaration (the first is on line {first})"
+                    ),
+                });
+            }
+            found = Some((
+                line,
+                Self::parse_directive(rest).map_err(|message| GeometryError { line, message })?,
+            ));
+        }
+        Ok(found.map(|(_, g)| g).unwrap_or_default())
+    }
+
+    /// Parses the `key=value` pairs after the [`DIRECTIVE`] marker.
+    pub fn parse_directive(body: &str) -> Result<Self, String> {
+        let mut geometry = Self::default();
+        for pair in body.split_whitespace() {
+            let (key, value) = pair
+                .split_once('=')
+                .ok_or_else(|| format!("expected key=value, found `{pair}`"))?;
+            let number = || {
+                value
+                    .parse::<u32>()
+                    .map_err(|_| format!("`{key}` needs a whole number, found `{value}`"))
+            };
+            match key {
+                "rows_per_block" => geometry.rows_per_block = number()?,
+                "threads" => geometry.threads = number()?,
+                "dynamic_smem" => geometry.dynamic_smem_bytes = number()?,
+                "grid" => {
+                    geometry.grid_y = match value {
+                        "head" => GridY::QueryHead,
+                        "kv_group" => GridY::KvGroup,
+                        _ => {
+                            return Err(format!("`grid` is `head` or `kv_group`, found `{value}`"))
+                        }
+                    }
+                }
+                _ => {
+                    return Err(format!(
+                        "unknown key `{key}` (known: rows_per_block, threads, dynamic_smem, grid)"
+                    ))
+                }
+            }
+        }
+        geometry.validate()?;
+        Ok(geometry)
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if self.rows_per_block == 0 {
+            return Err("rows_per_block must be at least 1".into());
+        }
+        if self.threads == 0 || self.threads > MAX_THREADS {
+            return Err(format!(
+                "threads must be 1..={MAX_THREADS}, found {}",
+                self.threads
+            ));
+        }
+        if self.dynamic_smem_bytes > MAX_DYNAMIC_SMEM {
+            return Err(format!(
+                "dynamic_smem may be at most {MAX_DYNAMIC_SMEM} bytes (227 KiB on Hopper), found {}",
+                self.dynamic_smem_bytes
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The text after the marker when `line` is a `//` comment holding a declaration.
+fn directive_body(line: &str) -> Option<&str> {
+    let comment = line.trim_start().strip_prefix("//")?;
+    comment.trim_start().strip_prefix(DIRECTIVE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_is_the_labs_launch() {
+        let g = LaunchGeometry::from_source("__global__ void f() {}").unwrap();
+        assert_eq!(g, LaunchGeometry::default());
+        assert_eq!(
+            g.grid(Shape {
+                chunk_len: 2048,
+                prefix_len: 2048
+            }),
+            (32, 32)
+        );
+        assert_eq!(
+            g.grid(Shape {
+                chunk_len: 17,
+                prefix_len: 0
+            }),
+            (1, 32)
+        );
+    }
+
+    #[test]
+    fn declaration_overrides_only_named_keys() {
+        let src = "x\n  // @flashprof rows_per_block=128 dynamic_smem=98304 grid=kv_group\n";
+        let g = LaunchGeometry::from_source(src).unwrap();
+        assert_eq!(g.rows_per_block, 128);
+        assert_eq!(g.threads, 256);
+        assert_eq!(g.dynamic_smem_bytes, 98304);
+        assert_eq!(
+            g.grid(Shape {
+                chunk_len: 129,
+                prefix_len: 5
+            }),
+            (2, 8)
+        );
+    }
+
+    #[test]
+    fn bad_declarations_name_their_line() {
+        let err = LaunchGeometry::from_source("\n// @flashprof threads=2048").unwrap_err();
+        assert_eq!(err.line, 2);
+        assert!(err.message.contains("threads"));
+        let err = LaunchGeometry::from_source("// @flashprof grid=row").unwrap_err();
+        assert!(err.message.contains("kv_group"));
+        let err = LaunchGeometry::from_source("// @flashprof warps=4").unwrap_err();
+        assert!(err.message.contains("unknown key `warps`"));
+        let err =
+            LaunchGeometry::from_source("// @flashprof\n// @flashprof threads=64").unwrap_err();
+        assert_eq!(err.line, 2);
+    }
+}

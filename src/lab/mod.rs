@@ -1,0 +1,5 @@
+//! The lab itself, with no GPU and no screen: the tensor contract, launch
+//! geometry, student source files and the hazard cases.
+
+pub mod contract;
+pub mod geometry;
