@@ -1,0 +1,391 @@
+//! A student's kernel file, checked and ready for the compiler.
+//!
+//! Two forms are accepted. A *translation unit* is a complete `.cu` file, as
+//! nvcc would take it, that defines `attention_prefill` itself. A *body* is
+//! what the lab's editor shows: only the statements inside the kernel, with
+//! `HQ`, `HKV`, `DH` and `GROUP` in scope; flashprof wraps it in the entry
+//! point's signature. Either way every check that can be made without a
+//! compiler is made here, so a wrong file gets a message about the file and
+//! not a compiler error about code the student never wrote.
+//!
+//! This module is pure: [`StudentSource::from_path`] is the only function
+//! that touches the file system.
+
+mod prelude;
+mod scan;
+
+use std::path::Path;
+
+use self::scan::{find_kernels, tokenize, KernelDecl, Token, TokenKind};
+use super::contract::{ENTRY_POINT, ENTRY_SIGNATURE};
+use super::geometry::{GeometryError, LaunchGeometry};
+
+pub use self::prelude::{StandInHeader, PRELUDE_FILE, STAND_IN_HEADERS};
+
+/// Largest accepted source file. Real kernels are a few KiB; anything near
+/// this is a wrong file, and refusing it early keeps NVRTC from chewing on it.
+pub const MAX_SOURCE_BYTES: u64 = 1 << 20;
+
+/// How the student wrote the kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceForm {
+    /// A whole `.cu` file defining `attention_prefill`.
+    TranslationUnit,
+    /// Only the kernel's statements, as in the lab's editor.
+    Body,
+}
+
+/// Why a file cannot be used as a kernel source.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SourceError {
+    #[error("{path}: no such file")]
+    Missing { path: String },
+    #[error("{path}: not a regular file")]
+    NotAFile { path: String },
+    #[error("{path}: cannot be read: {reason}")]
+    Unreadable { path: String, reason: String },
+    #[error("{path}: {size} bytes is more than the {limit}-byte limit for a kernel source")]
+    TooLarge { path: String, size: u64, limit: u64 },
+    #[error("{path}: has no code (only whitespace or comments)")]
+    Empty { path: String },
+    #[error("{path}: looks like a binary file (NUL byte at byte offset {offset}, line {line})")]
+    Binary {
+        path: String,
+        offset: usize,
+        line: usize,
+    },
+    #[error("{path}: is not UTF-8 text (invalid byte at byte offset {offset}, line {line})")]
+    NotUtf8 {
+        path: String,
+        offset: usize,
+        line: usize,
+    },
+    #[error(
+        "{path}:{line}: defines kernel `{name}`, but the lab launches `{ENTRY_POINT}`\n  \
+         found:    {found}\n  expected: {ENTRY_SIGNATURE}"
+    )]
+    WrongEntryName {
+        path: String,
+        line: usize,
+        name: String,
+        found: String,
+    },
+    #[error(
+        "{path}:{line}: `{ENTRY_POINT}` {problem}\n  found:    {found}\n  expected: {ENTRY_SIGNATURE}"
+    )]
+    WrongSignature {
+        path: String,
+        line: usize,
+        problem: String,
+        found: String,
+    },
+    #[error("{path}: {source}")]
+    Geometry { path: String, source: GeometryError },
+}
+
+/// A validated kernel source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StudentSource {
+    display_path: String,
+    text: String,
+    form: SourceForm,
+    geometry: LaunchGeometry,
+    /// Prelude names the file defines itself (see [`prelude::prelude_for`]).
+    self_defined: Vec<&'static str>,
+}
+
+/// What NVRTC is given for one student file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreparedSource {
+    /// The full program text: prelude, `#line` markers and the student's text.
+    pub text: String,
+    /// NVRTC's program name: the student's display path.
+    pub program_name: String,
+    /// Headers to hand NVRTC alongside the program.
+    pub headers: &'static [StandInHeader],
+}
+
+/// Names the prelude may define; see [`prelude`].
+const PRELUDE_NAMES: [&str; 6] = ["INFINITY", "NAN", "HQ", "HKV", "DH", "GROUP"];
+
+impl StudentSource {
+    /// Reads and checks the file at `path`, shown to the user as given.
+    pub fn from_path(path: &Path) -> Result<Self, SourceError> {
+        let shown = path.display().to_string();
+        let unreadable = |error: std::io::Error| SourceError::Unreadable {
+            path: shown.clone(),
+            reason: error.to_string(),
+        };
+        let metadata = std::fs::metadata(path).map_err(|error| match error.kind() {
+            std::io::ErrorKind::NotFound => SourceError::Missing {
+                path: shown.clone(),
+            },
+            _ => unreadable(error),
+        })?;
+        if !metadata.is_file() {
+            return Err(SourceError::NotAFile { path: shown });
+        }
+        // Checked before reading so a huge file is never loaded.
+        check_size(&shown, metadata.len())?;
+        let bytes = std::fs::read(path).map_err(unreadable)?;
+        Self::from_bytes(&shown, &bytes)
+    }
+
+    /// Checks `bytes` as the contents of a file shown as `display_path`.
+    pub fn from_bytes(display_path: &str, bytes: &[u8]) -> Result<Self, SourceError> {
+        let path = display_path.to_owned();
+        check_size(&path, bytes.len() as u64)?;
+        if let Some(offset) = bytes.iter().position(|&b| b == 0) {
+            let line = line_of_offset(bytes, offset);
+            return Err(SourceError::Binary { path, offset, line });
+        }
+        let text = std::str::from_utf8(bytes).map_err(|error| {
+            let offset = error.valid_up_to();
+            let line = line_of_offset(bytes, offset);
+            SourceError::NotUtf8 {
+                path: path.clone(),
+                offset,
+                line,
+            }
+        })?;
+        // Editors on Windows may save a byte-order mark; it is not code.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        let tokens = tokenize(text);
+        if tokens.is_empty() {
+            return Err(SourceError::Empty { path });
+        }
+        let kernels = find_kernels(&tokens);
+        let form = if kernels.is_empty() {
+            SourceForm::Body
+        } else {
+            check_entry_point(&path, text, &kernels)?;
+            SourceForm::TranslationUnit
+        };
+        let geometry =
+            LaunchGeometry::from_source(text).map_err(|source| SourceError::Geometry {
+                path: path.clone(),
+                source,
+            })?;
+        let self_defined = PRELUDE_NAMES
+            .into_iter()
+            .filter(|name| defines(&tokens, name, form))
+            .collect();
+        Ok(Self {
+            display_path: path,
+            text: text.to_owned(),
+            form,
+            geometry,
+            self_defined,
+        })
+    }
+
+    /// The path as the user should see it in messages.
+    pub fn display_path(&self) -> &str {
+        &self.display_path
+    }
+
+    /// The student's text, without any byte-order mark.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    pub fn form(&self) -> SourceForm {
+        self.form
+    }
+
+    /// The launch geometry the file declares, or the lab default.
+    pub fn geometry(&self) -> LaunchGeometry {
+        self.geometry
+    }
+
+    /// The student's line `line` (1-based), for showing next to a diagnostic.
+    pub fn line(&self, line: usize) -> Option<&str> {
+        self.text.lines().nth(line.checked_sub(1)?)
+    }
+
+    /// The program NVRTC compiles. `#line` markers make every diagnostic in
+    /// the student's text name the student's path and line; a body is
+    /// wrapped in the entry point's signature first.
+    pub fn prepared(&self) -> PreparedSource {
+        let mut text = prelude::prelude_for(|name| self.self_defined.contains(&name));
+        if self.form == SourceForm::Body {
+            text.push_str(ENTRY_SIGNATURE);
+            text.push_str(" {\n");
+        }
+        text.push_str(&prelude::line_marker(1, &self.display_path));
+        text.push_str(&self.text);
+        if !self.text.ends_with('\n') {
+            text.push('\n');
+        }
+        if self.form == SourceForm::Body {
+            text.push_str("}\n");
+        }
+        PreparedSource {
+            text,
+            program_name: self.display_path.clone(),
+            headers: STAND_IN_HEADERS,
+        }
+    }
+}
+
+fn check_size(path: &str, size: u64) -> Result<(), SourceError> {
+    if size > MAX_SOURCE_BYTES {
+        return Err(SourceError::TooLarge {
+            path: path.to_owned(),
+            size,
+            limit: MAX_SOURCE_BYTES,
+        });
+    }
+    Ok(())
+}
+
+fn line_of_offset(bytes: &[u8], offset: usize) -> usize {
+    1 + bytes[..offset].iter().filter(|&&b| b == b'\n').count()
+}
+
+/// Whether the file defines `name` in a way the prelude's definition would
+/// clash with: as a macro anywhere, or (in a whole file) as something
+/// initialised at file scope. A body's own `const int DH = 64;` sits inside
+/// the kernel and merely shadows the prelude, so it does not count.
+fn defines(tokens: &[Token], name: &str, form: SourceForm) -> bool {
+    let mut depth = 0usize;
+    tokens.iter().enumerate().any(|(i, token)| {
+        match token.text {
+            "{" => depth += 1,
+            "}" => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        if token.kind == TokenKind::Directive {
+            return defined_macro(token.text) == Some(name);
+        }
+        let initialised = tokens.get(i + 1).is_some_and(|t| t.text == "=")
+            && tokens.get(i + 2).is_none_or(|t| t.text != "=");
+        form == SourceForm::TranslationUnit && depth == 0 && token.text == name && initialised
+    })
+}
+
+/// The macro a `#define` line defines.
+fn defined_macro(directive: &str) -> Option<&str> {
+    let rest = directive.strip_prefix('#')?.trim_start();
+    let rest = rest.strip_prefix("define")?;
+    let rest = rest.strip_prefix([' ', '\t'])?.trim_start();
+    let end = rest
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(rest.len());
+    Some(&rest[..end])
+}
+
+/// Words that name a type, so a parameter's last word is its name only when
+/// it is not one of these.
+const TYPE_WORDS: [&str; 10] = [
+    "float", "double", "int", "unsigned", "signed", "long", "short", "char", "bool", "void",
+];
+
+/// Qualifiers that do not change what a launch passes, so they are not
+/// compared: `const float*` and `float* __restrict__` are the same argument.
+const IGNORED_QUALIFIERS: [&str; 5] = [
+    "const",
+    "volatile",
+    "__restrict__",
+    "__restrict",
+    "restrict",
+];
+
+/// A parameter's type with its name and ignorable qualifiers removed,
+/// written compactly (`float*`).
+fn parameter_type(tokens: &[&str]) -> String {
+    let mut kept: Vec<&str> = tokens
+        .iter()
+        .copied()
+        .filter(|t| !IGNORED_QUALIFIERS.contains(t))
+        .collect();
+    if let [_, .., last] = kept[..] {
+        let is_name = last.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && !TYPE_WORDS.contains(&last);
+        if is_name {
+            kept.pop();
+        }
+    }
+    let mut written = String::new();
+    for token in kept {
+        if !written.is_empty() && !matches!(token, "*" | "&") {
+            written.push(' ');
+        }
+        written.push_str(token);
+    }
+    written
+}
+
+/// The parameter types the lab launches with, read from the contract's own
+/// signature so the two can never drift apart.
+fn expected_parameter_types() -> Vec<String> {
+    let tokens = tokenize(ENTRY_SIGNATURE);
+    find_kernels(&tokens)
+        .first()
+        .map(|entry| entry.params.iter().map(|p| parameter_type(p)).collect())
+        .unwrap_or_default()
+}
+
+fn check_entry_point(path: &str, text: &str, kernels: &[KernelDecl]) -> Result<(), SourceError> {
+    let shown = |kernel: &KernelDecl| {
+        let (first, last) = kernel.lines;
+        text.lines()
+            .skip(first - 1)
+            .take(last + 1 - first)
+            .map(str::trim)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let entries: Vec<&KernelDecl> = kernels.iter().filter(|k| k.name == ENTRY_POINT).collect();
+    if entries.is_empty() {
+        let first = &kernels[0];
+        return Err(SourceError::WrongEntryName {
+            path: path.to_owned(),
+            line: first.line,
+            name: first.name.to_owned(),
+            found: shown(first),
+        });
+    }
+    let expected = expected_parameter_types();
+    for entry in entries {
+        if let Some(problem) = signature_problem(entry, &expected) {
+            return Err(SourceError::WrongSignature {
+                path: path.to_owned(),
+                line: entry.line,
+                problem,
+                found: shown(entry),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn signature_problem(entry: &KernelDecl, expected: &[String]) -> Option<String> {
+    if !entry.c_linkage {
+        return Some(
+            "is not declared extern \"C\", so its symbol name is mangled and the launcher cannot find it"
+                .into(),
+        );
+    }
+    let found: Vec<String> = entry.params.iter().map(|p| parameter_type(p)).collect();
+    if found.len() != expected.len() {
+        return Some(format!(
+            "takes {} parameters; the lab passes {}",
+            found.len(),
+            expected.len()
+        ));
+    }
+    let (index, (got, want)) = found
+        .iter()
+        .zip(expected)
+        .enumerate()
+        .find(|(_, (got, want))| got != want)?;
+    Some(format!(
+        "parameter {} is `{got}`, but the lab passes `{want}`",
+        index + 1
+    ))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,129 @@
+//! The text NVRTC compiles in front of, and around, the student's own.
+//!
+//! nvcc includes the CUDA runtime and the C math library into every `.cu`
+//! file implicitly and finds system headers on disk; NVRTC does neither. A
+//! file written for nvcc should still compile unchanged, so this module
+//! supplies the few things such files lean on: the `INFINITY`/`NAN` macros,
+//! the lab's shape constants, and stand-ins for the headers kernels commonly
+//! include. Which headers need a stand-in was settled against NVRTC 13.0
+//! itself: it ships none of them (not even `cuda_fp16.h`), while the device
+//! functions they declare (`expf`, `printf`, `__shfl_xor_sync`, ...) are
+//! built in.
+
+use crate::lab::contract::{DH, GROUP, HKV, HQ};
+
+/// A header NVRTC receives with the program, so `#include <name>` resolves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StandInHeader {
+    /// The name as written between `<>` or `""`.
+    pub name: &'static str,
+    pub text: &'static str,
+}
+
+/// The device functions these headers declare under nvcc are NVRTC
+/// built-ins, so the stand-in only needs to exist.
+const BUILT_IN: &str = "// flashprof: NVRTC provides this header's device functions itself.\n";
+
+/// `__half` and friends are not available: the lab is fp32 throughout, and
+/// NVRTC 13 does not ship the real header. Including it is harmless; using
+/// `__half` is reported by the compiler at the student's line.
+const NO_HALF: &str =
+    "// flashprof: stand-in; the fp16 types are not available under NVRTC here.\n";
+
+const FIXED_WIDTH_INTS: &str = "#pragma once\n\
+typedef signed char int8_t; typedef unsigned char uint8_t;\n\
+typedef short int16_t; typedef unsigned short uint16_t;\n\
+typedef int int32_t; typedef unsigned int uint32_t;\n\
+typedef long long int64_t; typedef unsigned long long uint64_t;\n";
+
+const FLOAT_LIMITS: &str = "#pragma once\n\
+#define FLT_MAX 3.402823466e+38F\n\
+#define FLT_MIN 1.175494351e-38F\n\
+#define FLT_EPSILON 1.192092896e-07F\n";
+
+/// Headers a kernel file may include, and what stands in for each.
+pub const STAND_IN_HEADERS: &[StandInHeader] = &[
+    StandInHeader {
+        name: "cuda_runtime.h",
+        text: BUILT_IN,
+    },
+    StandInHeader {
+        name: "math.h",
+        text: BUILT_IN,
+    },
+    StandInHeader {
+        name: "cmath",
+        text: BUILT_IN,
+    },
+    StandInHeader {
+        name: "stdio.h",
+        text: BUILT_IN,
+    },
+    StandInHeader {
+        name: "cstdio",
+        text: BUILT_IN,
+    },
+    StandInHeader {
+        name: "cuda_fp16.h",
+        text: NO_HALF,
+    },
+    StandInHeader {
+        name: "stdint.h",
+        text: FIXED_WIDTH_INTS,
+    },
+    StandInHeader {
+        name: "cstdint",
+        text: FIXED_WIDTH_INTS,
+    },
+    StandInHeader {
+        name: "float.h",
+        text: FLOAT_LIMITS,
+    },
+    StandInHeader {
+        name: "cfloat",
+        text: FLOAT_LIMITS,
+    },
+];
+
+/// The file name diagnostics carry for lines of the prelude itself, so they
+/// can never be mistaken for lines of the student's file.
+pub const PRELUDE_FILE: &str = "<flashprof prelude>";
+
+/// Names the prelude defines, each with its definition. A bit cast rather
+/// than `1.0f/0.0f` keeps the macros constant expressions without a
+/// division-by-zero warning.
+fn definitions() -> [(&'static str, String); 6] {
+    [
+        (
+            "INFINITY",
+            "#define INFINITY __builtin_bit_cast(float, 0x7f800000u)".into(),
+        ),
+        (
+            "NAN",
+            "#define NAN __builtin_bit_cast(float, 0x7fc00000u)".into(),
+        ),
+        ("HQ", format!("constexpr int HQ = {HQ};")),
+        ("HKV", format!("constexpr int HKV = {HKV};")),
+        ("DH", format!("constexpr int DH = {DH};")),
+        ("GROUP", format!("constexpr int GROUP = {GROUP};")),
+    ]
+}
+
+/// The prelude for a file, leaving out any name the file defines itself so
+/// that its own `#define HQ 32` or `constexpr int DH = 64;` does not clash.
+pub fn prelude_for(declares: impl Fn(&str) -> bool) -> String {
+    let mut text = format!("#line 1 \"{PRELUDE_FILE}\"\n");
+    for (name, definition) in definitions() {
+        if !declares(name) {
+            text.push_str(&definition);
+            text.push('\n');
+        }
+    }
+    text
+}
+
+/// A `#line` directive that makes what follows line `line` of `path`.
+pub fn line_marker(line: usize, path: &str) -> String {
+    let escaped = path.replace('\\', "\\\\").replace('"', "\\\"");
+    format!("#line {line} \"{escaped}\"\n")
+}
