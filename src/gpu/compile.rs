@@ -1,0 +1,235 @@
+//! Student source to GPU image, through NVRTC.
+//!
+//! [`compile`] turns a checked [`StudentSource`] into a CUBIN for the GPU
+//! that will run it (so the driver loads it without a JIT step), with line
+//! info for the profiler and ptxas's resource report. Everything a student
+//! needs to fix a failure comes back as [`Diagnostic`]s that point into
+//! their own file; the raw log is kept next to them.
+
+mod diagnostics;
+mod nvrtc;
+
+use std::ffi::CString;
+use std::path::Path;
+use std::time::Instant;
+
+use cudarc::nvrtc::sys::nvrtcResult;
+
+use self::nvrtc::{CallError, Program};
+use super::resources::{parse_ptxas_log, ResourceUsage};
+use crate::lab::contract::ENTRY_POINT;
+use crate::lab::geometry::LaunchGeometry;
+use crate::lab::source::{PreparedSource, SourceError, StudentSource};
+
+pub use self::diagnostics::{Diagnostic, Severity};
+
+/// The builtins library NVRTC 13.0 opens on its own at compile time.
+const BUILTINS_LIBRARY: &str = "libnvrtc-builtins.so.13.0";
+
+const LIBRARY_HINT: &str = "put the folder holding libnvrtc.so.13 and libnvrtc-builtins.so.13.0 \
+     (for example the `lib` folder of the nvidia-cuda-nvrtc wheel) on LD_LIBRARY_PATH";
+
+/// How to compile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompileOptions {
+    /// A real architecture such as `sm_90` gives a CUBIN for exactly that
+    /// GPU; `None` gives PTX for NVRTC's default virtual architecture, which
+    /// the driver compiles when loading.
+    pub arch: Option<String>,
+}
+
+impl Default for CompileOptions {
+    /// Hopper (H100/H200), the GPUs the lab runs on.
+    fn default() -> Self {
+        Self {
+            arch: Some("sm_90".into()),
+        }
+    }
+}
+
+impl CompileOptions {
+    fn image_format(&self) -> ImageFormat {
+        match &self.arch {
+            Some(arch) if arch.starts_with("sm_") => ImageFormat::Cubin,
+            _ => ImageFormat::Ptx,
+        }
+    }
+
+    fn flags(&self) -> Vec<String> {
+        let mut flags = vec!["-lineinfo".to_owned()];
+        if let Some(arch) = &self.arch {
+            flags.push(format!("--gpu-architecture={arch}"));
+        }
+        // ptxas only runs when NVRTC produces machine code.
+        if self.image_format() == ImageFormat::Cubin {
+            flags.push("--ptxas-options=-v".to_owned());
+        }
+        flags
+    }
+}
+
+/// What [`CompiledKernel::image`] holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ImageFormat {
+    Cubin,
+    /// PTX text, for the driver to compile when loading.
+    Ptx,
+}
+
+/// A compiled kernel, ready for the driver to load.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompiledKernel {
+    pub image: Vec<u8>,
+    pub format: ImageFormat,
+    /// NVRTC's whole log: warnings and ptxas's report.
+    pub log: String,
+    /// Warnings (a successful compile has no errors).
+    pub diagnostics: Vec<Diagnostic>,
+    /// ptxas's report for the entry point; `None` for PTX, which ptxas never saw.
+    pub resources: Option<ResourceUsage>,
+    pub geometry: LaunchGeometry,
+    /// Wall time of the NVRTC work, milliseconds.
+    pub compile_ms: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CompileError {
+    #[error("{library} could not be loaded (tried {}); {hint}", tried.join(", "))]
+    LibraryMissing {
+        library: String,
+        tried: Vec<String>,
+        hint: String,
+    },
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    #[error("{}", failure_summary(diagnostics, log))]
+    Failed {
+        diagnostics: Vec<Diagnostic>,
+        log: String,
+    },
+    #[error("{path}: compiled, but no `{ENTRY_POINT}` kernel came out (is its definition inside an #if?)")]
+    MissingEntryPoint { path: String },
+    #[error("NVRTC rejected the compile options: {log}")]
+    InvalidOption { log: String },
+    #[error("NVRTC failed: {0}")]
+    Nvrtc(#[from] CallError),
+}
+
+fn failure_summary(diagnostics: &[Diagnostic], log: &str) -> String {
+    let errors: Vec<&Diagnostic> = diagnostics
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+        .collect();
+    match errors.first() {
+        Some(first) => format!(
+            "{}({}): error: {} ({} error{} in all)",
+            first.file,
+            first.line,
+            first.message,
+            errors.len(),
+            if errors.len() == 1 { "" } else { "s" }
+        ),
+        None => format!("compilation failed: {}", log.trim()),
+    }
+}
+
+/// Reads, checks and compiles the kernel file at `path`.
+pub fn compile_file(path: &Path, opts: &CompileOptions) -> Result<CompiledKernel, CompileError> {
+    compile(&StudentSource::from_path(path)?, opts)
+}
+
+/// Compiles `src` for `opts.arch`.
+pub fn compile(src: &StudentSource, opts: &CompileOptions) -> Result<CompiledKernel, CompileError> {
+    if !nvrtc::library_present() {
+        return Err(CompileError::LibraryMissing {
+            library: "libnvrtc".into(),
+            tried: nvrtc::library_candidates(),
+            hint: LIBRARY_HINT.into(),
+        });
+    }
+    let format = opts.image_format();
+    let started = Instant::now();
+    let program = create_program(src.prepared())?;
+    let outcome = program.compile(&c_strings(opts.flags())?);
+    let log = program.log()?;
+    if let Err(failure) = outcome {
+        return Err(explain_failure(failure, log, src));
+    }
+    let image = match format {
+        ImageFormat::Cubin => program.cubin()?,
+        ImageFormat::Ptx => program.ptx()?,
+    };
+    let compile_ms = started.elapsed().as_secs_f64() * 1e3;
+    let resources = parse_ptxas_log(&log, ENTRY_POINT);
+    let has_entry = match format {
+        ImageFormat::Cubin => resources.is_some(),
+        ImageFormat::Ptx => {
+            String::from_utf8_lossy(&image).contains(&format!(".entry {ENTRY_POINT}("))
+        }
+    };
+    if !has_entry {
+        return Err(CompileError::MissingEntryPoint {
+            path: src.display_path().to_owned(),
+        });
+    }
+    Ok(CompiledKernel {
+        diagnostics: diagnostics::parse_log(&log, src),
+        image,
+        format,
+        log,
+        resources,
+        geometry: src.geometry(),
+        compile_ms,
+    })
+}
+
+fn create_program(prepared: PreparedSource) -> Result<Program, CompileError> {
+    let headers = prepared
+        .headers
+        .iter()
+        .map(|h| Ok((c_string(h.name)?, c_string(h.text)?)))
+        .collect::<Result<Vec<_>, CompileError>>()?;
+    Ok(Program::create(
+        c_string(&prepared.text)?,
+        c_string(&prepared.program_name)?,
+        headers,
+    )?)
+}
+
+/// Source text never holds NUL (`StudentSource` rejects it), but a display
+/// path handed to `from_bytes` might.
+fn c_string(text: &str) -> Result<CString, CompileError> {
+    CString::new(text).map_err(|_| {
+        CompileError::Nvrtc(CallError {
+            call: "nvrtcCreateProgram",
+            code: nvrtcResult::NVRTC_ERROR_INVALID_INPUT,
+        })
+    })
+}
+
+fn c_strings(texts: Vec<String>) -> Result<Vec<CString>, CompileError> {
+    texts.iter().map(|t| c_string(t)).collect()
+}
+
+fn explain_failure(failure: CallError, log: String, src: &StudentSource) -> CompileError {
+    match failure.code {
+        nvrtcResult::NVRTC_ERROR_COMPILATION => CompileError::Failed {
+            diagnostics: diagnostics::parse_log(&log, src),
+            log,
+        },
+        nvrtcResult::NVRTC_ERROR_INVALID_OPTION => CompileError::InvalidOption { log },
+        // NVRTC loads its builtins library itself, on the first compile.
+        nvrtcResult::NVRTC_ERROR_BUILTIN_OPERATION_FAILURE if log.contains(BUILTINS_LIBRARY) => {
+            CompileError::LibraryMissing {
+                library: BUILTINS_LIBRARY.into(),
+                tried: vec![BUILTINS_LIBRARY.into()],
+                hint: LIBRARY_HINT.into(),
+            }
+        }
+        _ => CompileError::Nvrtc(failure),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,209 @@
+//! Compiler messages read out of NVRTC's log.
+//!
+//! NVRTC writes diagnostics as `file(LINE): error: message`, then the
+//! offending source line and a caret under the column. Because the prepared
+//! program carries `#line` markers, `file` is already the student's path for
+//! anything in their text; this module only has to split the log into
+//! records that a screen or a JSON report can use.
+
+use serde::{Deserialize, Serialize};
+
+use crate::lab::source::StudentSource;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+/// One error or warning, located in the file it concerns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Diagnostic {
+    pub severity: Severity,
+    /// The student's display path, or the prelude's name for an error in
+    /// code flashprof added.
+    pub file: String,
+    /// 1-based line in `file`.
+    pub line: usize,
+    /// 1-based column of the caret, when the compiler drew one.
+    pub column: Option<usize>,
+    /// The message, with any notes the compiler attached on later lines.
+    pub message: String,
+    /// The student's own text of `line`, when `file` is the student's.
+    pub source_line: Option<String>,
+}
+
+/// How wide NVRTC indents the echoed source line and its caret.
+const ECHO_INDENT: usize = 2;
+
+/// What a `file(LINE): kind: message` header line announces.
+enum Kind {
+    Severity(Severity),
+    Note,
+    /// Remarks carry no fault of the student's.
+    Remark,
+}
+
+struct Header<'a> {
+    /// `None` for "At end of source", which names no file.
+    location: Option<(&'a str, usize)>,
+    kind: Kind,
+    message: &'a str,
+}
+
+/// Every error and warning in `log`, in order; notes join the diagnostic
+/// they follow.
+pub fn parse_log(log: &str, source: &StudentSource) -> Vec<Diagnostic> {
+    let mut diagnostics: Vec<Diagnostic> = Vec::new();
+    // Whether caret lines belong to the last diagnostic (not to a remark).
+    let mut collecting = false;
+    for text in log.lines() {
+        if let Some(header) = parse_header(text) {
+            collecting = false;
+            match header.kind {
+                Kind::Severity(severity) => {
+                    // The end of the program is the end of the student's
+                    // text (a body's closing brace is flashprof's own).
+                    let (file, line) = header
+                        .location
+                        .unwrap_or((source.display_path(), source.text().lines().count()));
+                    let source_line = (file == source.display_path())
+                        .then(|| source.line(line).map(str::to_owned))
+                        .flatten();
+                    diagnostics.push(Diagnostic {
+                        severity,
+                        file: file.to_owned(),
+                        line,
+                        column: None,
+                        message: header.message.to_owned(),
+                        source_line,
+                    });
+                    collecting = true;
+                }
+                Kind::Note => {
+                    if let Some(last) = diagnostics.last_mut() {
+                        last.message.push_str("\nnote: ");
+                        last.message.push_str(header.message);
+                    }
+                }
+                Kind::Remark => {}
+            }
+        } else if let Some(last) = diagnostics.last_mut().filter(|_| collecting) {
+            if last.column.is_none() {
+                last.column = caret_column(text);
+            }
+        }
+    }
+    diagnostics
+}
+
+/// Splits `path(12): warning #177-D: message`. The path may itself hold
+/// parentheses, so the line number is the last `(digits)` before `): `.
+/// `At end of source: error: message` is the one header without a path.
+fn parse_header(text: &str) -> Option<Header<'_>> {
+    let (location, rest) = match text.strip_prefix("At end of source: ") {
+        Some(rest) => (None, rest),
+        None => {
+            let (close, _) = text.match_indices("): ").find(|(at, _)| {
+                text[..*at]
+                    .rfind('(')
+                    .is_some_and(|open| is_number(&text[open + 1..*at]))
+            })?;
+            let open = text[..close].rfind('(')?;
+            let line = text[open + 1..close].parse().ok()?;
+            (Some((&text[..open], line)), &text[close + 3..])
+        }
+    };
+    let (label, message) = rest.split_once(": ")?;
+    // "warning #177-D" -> "warning"
+    let label = label.split(" #").next().unwrap_or(label);
+    let kind = match label {
+        "error" | "catastrophic error" => Kind::Severity(Severity::Error),
+        "warning" => Kind::Severity(Severity::Warning),
+        "note" => Kind::Note,
+        "remark" => Kind::Remark,
+        _ => return None,
+    };
+    Some(Header {
+        location,
+        kind,
+        message: message.trim(),
+    })
+}
+
+fn is_number(text: &str) -> bool {
+    !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// The column a caret line points at: a line of spaces ending in `^`.
+fn caret_column(text: &str) -> Option<usize> {
+    let caret = text.trim_end();
+    let at = caret.len().checked_sub(1)?;
+    let is_caret = caret.ends_with('^') && caret[..at].bytes().all(|b| b == b' ');
+    (is_caret && at >= ECHO_INDENT).then(|| at - ECHO_INDENT + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LOG: &str = "\
+my (1)/k.cu(3): warning #177-D: variable \"y\" was declared but never referenced
+    int y;
+        ^
+
+Remark: The warnings can be suppressed with \"-diag-suppress <warning-number>\"
+
+my (1)/k.cu(4): error: expression must have a constant value
+    constexpr float z = f();
+                        ^
+my (1)/k.cu(4): note #2703-D: cannot call non-constexpr function \"f\"
+<flashprof prelude>(2): error: expected a \";\"
+At end of source: error: expected a \"}\"
+
+2 errors detected in the compilation of \"my (1)/k.cu\".
+";
+
+    #[test]
+    fn splits_a_log_into_located_diagnostics() {
+        let source = StudentSource::from_bytes(
+            "my (1)/k.cu",
+            b"a;\nb;\n  int y;\n  constexpr float z = f();\n",
+        )
+        .expect("valid body");
+        let found = parse_log(LOG, &source);
+        assert_eq!(found.len(), 4);
+        assert_eq!(
+            found[0],
+            Diagnostic {
+                severity: Severity::Warning,
+                file: "my (1)/k.cu".into(),
+                line: 3,
+                column: Some(7),
+                message: "variable \"y\" was declared but never referenced".into(),
+                source_line: Some("  int y;".into()),
+            }
+        );
+        assert_eq!(found[1].severity, Severity::Error);
+        assert_eq!(found[1].column, Some(23));
+        assert_eq!(
+            found[1].message,
+            "expression must have a constant value\nnote: cannot call non-constexpr function \"f\""
+        );
+        assert_eq!(found[2].file, "<flashprof prelude>");
+        assert_eq!(
+            (found[2].column, found[2].source_line.as_deref()),
+            (None, None)
+        );
+        assert_eq!((found[3].file.as_str(), found[3].line), ("my (1)/k.cu", 4));
+        assert_eq!(found[3].message, "expected a \"}\"");
+    }
+
+    #[test]
+    fn lines_that_are_not_headers_are_ignored() {
+        assert!(parse_header("ptxas info    : Used 8 registers (0): x").is_none());
+        assert!(parse_header("1 error detected in the compilation of \"k.cu\".").is_none());
+        assert!(parse_header("k.cu(x): error: y").is_none());
+    }
+}

@@ -1,0 +1,307 @@
+//! These tests drive the real NVRTC. Without it (no libnvrtc.so.13 on the
+//! library path) each one says why on stderr and returns.
+
+use std::path::{Path, PathBuf};
+
+use super::*;
+use crate::gpu::resources::{theoretical_occupancy, SmLimits};
+use crate::lab::contract::ENTRY_SIGNATURE;
+use crate::lab::source::SourceForm;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sources")
+}
+
+fn source(path: &str, text: &str) -> StudentSource {
+    StudentSource::from_bytes(path, text.as_bytes()).expect("valid source")
+}
+
+/// Compiles with the default options, or `None` (after saying why) when
+/// NVRTC cannot be loaded here.
+fn try_compile(src: &StudentSource) -> Option<Result<CompiledKernel, CompileError>> {
+    try_compile_with(src, &CompileOptions::default())
+}
+
+fn try_compile_with(
+    src: &StudentSource,
+    opts: &CompileOptions,
+) -> Option<Result<CompiledKernel, CompileError>> {
+    match compile(src, opts) {
+        Err(missing @ CompileError::LibraryMissing { .. }) => {
+            eprintln!("skipped: {missing}");
+            None
+        }
+        result => Some(result),
+    }
+}
+
+fn only_error(result: Result<CompiledKernel, CompileError>) -> Diagnostic {
+    let Err(CompileError::Failed { diagnostics, log }) = result else {
+        panic!("expected a failed compile, got {result:?}");
+    };
+    let errors: Vec<Diagnostic> = diagnostics
+        .into_iter()
+        .filter(|d| d.severity == Severity::Error)
+        .collect();
+    assert_eq!(errors.len(), 1, "{log}");
+    errors.into_iter().next().expect("one error")
+}
+
+/// Eight lines of body; line 7 is whatever the caller passes.
+fn body_with_line_7(line_7: &str) -> String {
+    let mut lines: Vec<String> = (1..=8).map(|n| format!("// line {n}")).collect();
+    lines[0] = "const int h = blockIdx.y;".into();
+    lines[6] = line_7.into();
+    lines[7] = "out[h] = q[h];".into();
+    lines.join("\n")
+}
+
+/// A whole file whose line 7 is whatever the caller passes.
+fn unit_with_line_7(line_7: &str) -> String {
+    format!("#include <cuda_runtime.h>\n\n// helper comment\n\n{ENTRY_SIGNATURE}\n{{\n{line_7}\n    out[0] = q[0];\n}}\n")
+}
+
+#[test]
+fn the_starter_body_from_the_lab_text_compiles_to_a_cubin() {
+    let seed = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/seeds/lab-flash-prefill.txt");
+    let Ok(lab_text) = std::fs::read_to_string(&seed) else {
+        eprintln!("skipped: no lab text at {}", seed.display());
+        return;
+    };
+    let (_, starter) = lab_text
+        .split_once("Starter code\n")
+        .expect("the lab text has a starter");
+    let src = source("starter.cu", starter);
+    assert_eq!(src.form(), SourceForm::Body);
+    let Some(result) = try_compile(&src) else {
+        return;
+    };
+    let kernel = result.expect("the starter compiles");
+    assert_eq!(kernel.format, ImageFormat::Cubin);
+    assert!(
+        kernel.image.starts_with(b"\x7fELF"),
+        "a CUBIN is an ELF file"
+    );
+    assert!(kernel.diagnostics.is_empty(), "{}", kernel.log);
+    let usage = kernel.resources.as_ref().expect("ptxas reported the entry");
+    assert!(usage.registers > 0);
+    assert_eq!(usage.static_smem_bytes, 0);
+    let occupancy = theoretical_occupancy(usage, &kernel.geometry, &SmLimits::hopper());
+    // Once NVRTC is loaded and warm, a recompile costs this much.
+    let again = compile(&src, &CompileOptions::default()).expect("compiles again");
+    assert_eq!(again.image.len(), kernel.image.len());
+    eprintln!(
+        "starter: NVRTC {:.1} ms (then {:.1} ms warm) for sm_90; {} registers, {} blocks/SM ({:.0}% occupancy, {:?})",
+        kernel.compile_ms,
+        again.compile_ms,
+        usage.registers,
+        occupancy.blocks_per_sm,
+        occupancy.fraction * 100.0,
+        occupancy.limiter
+    );
+}
+
+#[test]
+fn a_file_with_nvcc_headers_and_math_macros_compiles() {
+    let text = "#include <cuda_runtime.h>\n#include <math.h>\n#include <cmath>\n#include <stdio.h>\n\
+                #include <cuda_fp16.h>\n#include <stdint.h>\n#include <cfloat>\n"
+        .to_owned()
+        + ENTRY_SIGNATURE
+        + " {\n  const uint32_t i = threadIdx.x;\n  float m = -INFINITY;\n  if (isnan(NAN)) m = fmaxf(m, -FLT_MAX);\n\
+           out[i] = expf(q[i] - m) + (float)(HQ * DH);\n}\n";
+    let Some(result) = try_compile(&source("headers.cu", &text)) else {
+        return;
+    };
+    let kernel = result.unwrap_or_else(|e| panic!("{e}"));
+    assert!(kernel.diagnostics.is_empty(), "{}", kernel.log);
+}
+
+#[test]
+fn an_error_on_student_line_7_is_reported_there_in_both_forms() {
+    let line_7 = "    float broken = undefined_name + 1.0f;";
+    for text in [body_with_line_7(line_7), unit_with_line_7(line_7)] {
+        let Some(result) = try_compile(&source("student/k.cu", &text)) else {
+            return;
+        };
+        let error = only_error(result);
+        assert_eq!(error.file, "student/k.cu");
+        assert_eq!(error.line, 7);
+        assert_eq!(error.column, Some(20));
+        assert_eq!(error.source_line.as_deref(), Some(line_7));
+        assert!(
+            error.message.contains("undefined_name"),
+            "{}",
+            error.message
+        );
+    }
+}
+
+#[test]
+fn warnings_point_at_the_student_line_and_do_not_fail() {
+    let line_7 = "    int unused_here = 3;";
+    for text in [body_with_line_7(line_7), unit_with_line_7(line_7)] {
+        let Some(result) = try_compile(&source("w.cu", &text)) else {
+            return;
+        };
+        let kernel = result.unwrap_or_else(|e| panic!("{e}"));
+        let [warning] = &kernel.diagnostics[..] else {
+            panic!("expected one warning: {}", kernel.log);
+        };
+        assert_eq!(warning.severity, Severity::Warning);
+        assert_eq!((warning.file.as_str(), warning.line), ("w.cu", 7));
+        assert_eq!(warning.source_line.as_deref(), Some(line_7));
+    }
+}
+
+#[test]
+fn an_unclosed_body_is_blamed_on_the_student_file() {
+    let Some(result) = try_compile(&source(
+        "open.cu",
+        "if (threadIdx.x == 0) {\n  out[0] = 1.0f;\n",
+    )) else {
+        return;
+    };
+    let error = only_error(result);
+    assert_eq!((error.file.as_str(), error.line), ("open.cu", 2));
+    assert_eq!(error.message, "expected a \"}\"\nnote: to match this \"{\"");
+}
+
+#[test]
+fn wrong_names_and_signatures_stop_before_nvrtc() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let renamed = dir.path().join("renamed.cu");
+    std::fs::write(
+        &renamed,
+        ENTRY_SIGNATURE.replace("attention_prefill", "attn") + " {}\n",
+    )
+    .expect("write");
+    let error = compile_file(&renamed, &CompileOptions::default()).expect_err("wrong name");
+    assert!(
+        matches!(&error, CompileError::Source(SourceError::WrongEntryName { name, .. }) if name == "attn"),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains(ENTRY_SIGNATURE));
+
+    let reshaped = dir.path().join("reshaped.cu");
+    std::fs::write(
+        &reshaped,
+        ENTRY_SIGNATURE.replace(", int prefixLen", "") + " {}\n",
+    )
+    .expect("write");
+    let error = compile_file(&reshaped, &CompileOptions::default()).expect_err("wrong signature");
+    assert!(
+        matches!(
+            error,
+            CompileError::Source(SourceError::WrongSignature { .. })
+        ),
+        "{error:?}"
+    );
+
+    let missing = dir.path().join("missing.cu");
+    let error = compile_file(&missing, &CompileOptions::default()).expect_err("no file");
+    assert!(
+        matches!(error, CompileError::Source(SourceError::Missing { .. })),
+        "{error:?}"
+    );
+}
+
+#[test]
+fn an_entry_point_hidden_by_the_preprocessor_is_missing() {
+    let text = format!("#if 0\n{ENTRY_SIGNATURE} {{}}\n#endif\n__global__ void helper() {{}}\n");
+    // The file-level check sees the definition; only the compiler knows it is dropped.
+    let src = StudentSource::from_bytes("hidden.cu", text.as_bytes());
+    let Ok(src) = src else {
+        panic!("accepted before compiling: {src:?}");
+    };
+    let Some(result) = try_compile(&src) else {
+        return;
+    };
+    assert_eq!(
+        result,
+        Err(CompileError::MissingEntryPoint {
+            path: "hidden.cu".into()
+        })
+    );
+}
+
+#[test]
+fn without_a_real_arch_the_image_is_ptx() {
+    let opts = CompileOptions { arch: None };
+    let Some(result) = try_compile_with(&source("p.cu", "out[0] = q[0];"), &opts) else {
+        return;
+    };
+    let kernel = result.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(kernel.format, ImageFormat::Ptx);
+    assert!(String::from_utf8_lossy(&kernel.image).contains(".entry attention_prefill("));
+    assert_eq!(kernel.resources, None);
+}
+
+#[test]
+fn an_unknown_arch_is_an_option_error() {
+    let opts = CompileOptions {
+        arch: Some("sm_1".into()),
+    };
+    let Some(result) = try_compile_with(&source("a.cu", "out[0] = q[0];"), &opts) else {
+        return;
+    };
+    assert!(
+        matches!(result, Err(CompileError::InvalidOption { .. })),
+        "{result:?}"
+    );
+}
+
+/// Compiles every `.cu` file under `dir` (recursively) and returns how many
+/// there were; fails when there are none, so an emptied folder cannot pass.
+fn compile_every_cu_under(dir: &Path) -> Option<usize> {
+    let mut files = Vec::new();
+    collect_cu_files(dir, &mut files);
+    assert!(!files.is_empty(), "no .cu files under {}", dir.display());
+    for file in &files {
+        match compile_file(file, &CompileOptions::default()) {
+            Err(missing @ CompileError::LibraryMissing { .. }) => {
+                eprintln!("skipped: {missing}");
+                return None;
+            }
+            Err(error) => panic!("{}: {error}", file.display()),
+            Ok(kernel) => assert!(kernel.resources.is_some(), "{}", file.display()),
+        }
+    }
+    Some(files.len())
+}
+
+fn collect_cu_files(dir: &Path, files: &mut Vec<PathBuf>) {
+    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    for entry in entries {
+        let path = entry.expect("directory entry").path();
+        if path.is_dir() {
+            collect_cu_files(&path, files);
+        } else if path.extension().is_some_and(|ext| ext == "cu") {
+            files.push(path);
+        }
+    }
+}
+
+#[test]
+fn every_fixture_source_compiles() {
+    if let Some(count) = compile_every_cu_under(&fixtures()) {
+        assert!(count >= 2);
+    }
+}
+
+#[test]
+fn fixtures_cover_both_forms_and_declare_their_geometry() {
+    let body = StudentSource::from_path(&fixtures().join("row_per_warp_body.cu")).expect("body");
+    let unit = StudentSource::from_path(&fixtures().join("kv_tile_tu.cu")).expect("unit");
+    assert_eq!(
+        (body.form(), unit.form()),
+        (SourceForm::Body, SourceForm::TranslationUnit)
+    );
+    let Some(result) = try_compile(&unit) else {
+        return;
+    };
+    let kernel = result.unwrap_or_else(|e| panic!("{e}"));
+    let usage = kernel.resources.expect("resources");
+    // qRows 64x64, kTile 32x65, vTile 32x64 floats.
+    assert_eq!(usage.static_smem_bytes, (64 * 64 + 32 * 65 + 32 * 64) * 4);
+    assert_eq!(usage.barriers, 1);
+}

@@ -1,0 +1,388 @@
+//! What ptxas says a kernel uses, and the occupancy that allows.
+//!
+//! Both are pure: the compiler log is parsed as text, and occupancy follows
+//! the same allocation rules as NVIDIA's occupancy calculator, so the TUI can
+//! show "64 registers: 4 blocks, 50% of the SM's warps" straight after a
+//! compile, before any GPU runs the kernel.
+
+use serde::{Deserialize, Serialize};
+
+use crate::lab::geometry::LaunchGeometry;
+
+/// Resources ptxas reported for one entry function.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResourceUsage {
+    /// Registers per thread.
+    pub registers: u32,
+    /// Shared memory the kernel declares statically (`__shared__` arrays), bytes.
+    pub static_smem_bytes: u32,
+    /// Per-thread stack frame (local memory), bytes.
+    pub local_bytes: u32,
+    pub spill_store_bytes: u32,
+    pub spill_load_bytes: u32,
+    /// Named barriers used (`__syncthreads` uses barrier 0).
+    pub barriers: u32,
+    /// The ptxas lines this was read from, for showing verbatim.
+    pub raw_lines: Vec<String>,
+}
+
+/// Reads the resources of entry function `entry` from a compile log made
+/// with `--ptxas-options=-v`. `None` when ptxas did not compile that entry.
+///
+/// ptxas reports each entry in a section that starts with "Compiling entry
+/// function"; a section may also describe device functions that were not
+/// inlined, so the stack line is taken only from the entry's own
+/// "Function properties" block.
+pub fn parse_ptxas_log(log: &str, entry: &str) -> Option<ResourceUsage> {
+    let section = entry_section(log, entry)?;
+    let mut usage = ResourceUsage::default();
+    let mut in_own_properties = false;
+    for line in &section {
+        let detail = ptxas_detail(line);
+        if let Some(function) = detail.strip_prefix("Function properties for ") {
+            in_own_properties = function.trim() == entry;
+        } else if detail.contains("bytes stack frame") {
+            if in_own_properties {
+                read_stack_line(detail, &mut usage);
+            }
+        } else if detail.starts_with("Used ") {
+            read_used_line(detail, &mut usage);
+        }
+    }
+    usage.raw_lines = section.into_iter().map(str::to_owned).collect();
+    Some(usage)
+}
+
+/// The log lines from `entry`'s "Compiling entry function" header up to the
+/// next entry's header.
+fn entry_section<'a>(log: &'a str, entry: &str) -> Option<Vec<&'a str>> {
+    let header = |line: &str| {
+        ptxas_detail(line)
+            .strip_prefix("Compiling entry function '")
+            .and_then(|rest| rest.split_once('\''))
+            .map(|(name, _)| name.to_owned())
+    };
+    let mut lines = log
+        .lines()
+        .skip_while(|l| header(l).as_deref() != Some(entry));
+    let first = lines.next()?;
+    let rest = lines.take_while(|l| header(l).is_none() && l.starts_with("ptxas"));
+    Some(std::iter::once(first).chain(rest).collect())
+}
+
+/// The text after `ptxas info    :` or `ptxas         .`.
+fn ptxas_detail(line: &str) -> &str {
+    let Some(rest) = line.strip_prefix("ptxas") else {
+        return "";
+    };
+    let rest = rest.trim_start();
+    let rest = rest
+        .strip_prefix("info")
+        .map_or(rest, str::trim_start)
+        .trim_start_matches([':', '.']);
+    rest.trim()
+}
+
+/// `0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads`
+fn read_stack_line(detail: &str, usage: &mut ResourceUsage) {
+    for item in detail.split(',') {
+        let Some((value, what)) = leading_number(item) else {
+            continue;
+        };
+        match what {
+            "bytes stack frame" => usage.local_bytes = value,
+            "bytes spill stores" => usage.spill_store_bytes = value,
+            "bytes spill loads" => usage.spill_load_bytes = value,
+            _ => {}
+        }
+    }
+}
+
+/// `Used 40 registers, used 1 barriers, 384 bytes cmem[0], 256 bytes smem`
+fn read_used_line(detail: &str, usage: &mut ResourceUsage) {
+    for item in detail.split(',') {
+        let item = item.trim();
+        let item = item
+            .strip_prefix("Used ")
+            .or_else(|| item.strip_prefix("used "))
+            .unwrap_or(item);
+        let Some((value, what)) = leading_number(item) else {
+            continue;
+        };
+        match what {
+            "registers" => usage.registers = value,
+            "barriers" => usage.barriers = value,
+            "bytes smem" => usage.static_smem_bytes = value,
+            _ => {}
+        }
+    }
+}
+
+fn leading_number(item: &str) -> Option<(u32, &str)> {
+    let (number, rest) = item.trim().split_once(' ')?;
+    Some((number.parse().ok()?, rest.trim()))
+}
+
+/// Per-SM limits that bound occupancy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SmLimits {
+    pub registers_per_sm: u32,
+    /// Registers are handed to warps in multiples of this.
+    pub register_granularity_per_warp: u32,
+    pub max_registers_per_block: u32,
+    pub smem_per_sm_bytes: u32,
+    /// Shared memory the driver reserves for every resident block.
+    pub smem_reserved_per_block_bytes: u32,
+    pub max_smem_per_block_bytes: u32,
+    /// Shared memory is handed to blocks in multiples of this.
+    pub smem_granularity_bytes: u32,
+    pub max_threads_per_sm: u32,
+    pub max_blocks_per_sm: u32,
+    pub max_warps_per_sm: u32,
+    pub warp_size: u32,
+}
+
+impl SmLimits {
+    /// Compute capability 9.0 (H100, H200), with the largest shared-memory
+    /// carve-out, which the driver picks for kernels that need it.
+    pub fn hopper() -> Self {
+        Self {
+            registers_per_sm: 65536,
+            register_granularity_per_warp: 256,
+            max_registers_per_block: 65536,
+            smem_per_sm_bytes: 228 * 1024,
+            smem_reserved_per_block_bytes: 1024,
+            max_smem_per_block_bytes: 227 * 1024,
+            smem_granularity_bytes: 128,
+            max_threads_per_sm: 2048,
+            max_blocks_per_sm: 32,
+            max_warps_per_sm: 64,
+            warp_size: 32,
+        }
+    }
+}
+
+/// The resource that caps resident blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Limiter {
+    Registers,
+    SharedMemory,
+    Threads,
+    Blocks,
+}
+
+/// How full one SM can be with this kernel, ignoring the grid's size.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Occupancy {
+    pub blocks_per_sm: u32,
+    pub warps_per_sm: u32,
+    /// Resident warps over the SM's maximum, 0..=1.
+    pub fraction: f64,
+    pub limiter: Limiter,
+}
+
+/// Blocks of `geometry` that fit on one SM at once, and what stops more.
+///
+/// Ties go to the fixed hardware limits (threads, then blocks) before the
+/// kernel's own registers and shared memory: when they tie, trimming
+/// registers or shared memory would not add a block, so naming them would
+/// send the student after the wrong thing.
+pub fn theoretical_occupancy(
+    usage: &ResourceUsage,
+    geometry: &LaunchGeometry,
+    limits: &SmLimits,
+) -> Occupancy {
+    let warps_per_block = geometry.threads.div_ceil(limits.warp_size).max(1);
+    let by_threads = (limits.max_warps_per_sm / warps_per_block)
+        .min(limits.max_threads_per_sm / (warps_per_block * limits.warp_size));
+    let candidates = [
+        (Limiter::Threads, by_threads),
+        (Limiter::Blocks, limits.max_blocks_per_sm),
+        (
+            Limiter::Registers,
+            blocks_by_registers(usage.registers, warps_per_block, limits),
+        ),
+        (
+            Limiter::SharedMemory,
+            blocks_by_smem(
+                usage.static_smem_bytes + geometry.dynamic_smem_bytes,
+                limits,
+            ),
+        ),
+    ];
+    let (limiter, blocks_per_sm) =
+        candidates.into_iter().fold(
+            candidates[0],
+            |best, next| if next.1 < best.1 { next } else { best },
+        );
+    let warps_per_sm = blocks_per_sm * warps_per_block;
+    Occupancy {
+        blocks_per_sm,
+        warps_per_sm,
+        fraction: f64::from(warps_per_sm) / f64::from(limits.max_warps_per_sm),
+        limiter,
+    }
+}
+
+fn blocks_by_registers(registers: u32, warps_per_block: u32, limits: &SmLimits) -> u32 {
+    if registers == 0 {
+        return u32::MAX;
+    }
+    let per_warp =
+        (registers * limits.warp_size).next_multiple_of(limits.register_granularity_per_warp);
+    if per_warp * warps_per_block > limits.max_registers_per_block {
+        return 0;
+    }
+    (limits.registers_per_sm / per_warp) / warps_per_block
+}
+
+fn blocks_by_smem(smem_bytes: u32, limits: &SmLimits) -> u32 {
+    if smem_bytes > limits.max_smem_per_block_bytes {
+        return 0;
+    }
+    let per_block = smem_bytes.next_multiple_of(limits.smem_granularity_bytes)
+        + limits.smem_reserved_per_block_bytes;
+    limits.smem_per_sm_bytes / per_block
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The section NVRTC 13.0 printed for a real kernel, plus a non-inlined
+    /// device function and a second entry around it.
+    const LOG: &str = "\
+student.cu(3): warning #177-D: variable \"y\" was declared but never referenced
+
+ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'helper_kernel' for 'sm_90'
+ptxas info    : Function properties for helper_kernel
+ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 8 registers, used 0 barriers
+ptxas info    : Compiling entry function 'attention_prefill' for 'sm_90'
+ptxas info    : Function properties for _Z6squaref
+ptxas         .     16 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads
+ptxas info    : Function properties for attention_prefill
+ptxas         .     24 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads
+ptxas info    : Used 40 registers, used 1 barriers, 16384 bytes smem, 384 bytes cmem[0]
+ptxas info    : Compile time = 2.622 ms
+";
+
+    #[test]
+    fn reads_only_the_named_entry() {
+        let usage = parse_ptxas_log(LOG, "attention_prefill").expect("entry present");
+        assert_eq!(usage.registers, 40);
+        assert_eq!(usage.barriers, 1);
+        assert_eq!(usage.static_smem_bytes, 16384);
+        assert_eq!(
+            (
+                usage.local_bytes,
+                usage.spill_store_bytes,
+                usage.spill_load_bytes
+            ),
+            (24, 8, 12)
+        );
+        assert_eq!(usage.raw_lines.len(), 7);
+        assert!(usage.raw_lines[0].contains("'attention_prefill'"));
+
+        let helper = parse_ptxas_log(LOG, "helper_kernel").expect("helper present");
+        assert_eq!(
+            (helper.registers, helper.barriers, helper.static_smem_bytes),
+            (8, 0, 0)
+        );
+        assert_eq!(helper.raw_lines.len(), 4);
+    }
+
+    #[test]
+    fn a_missing_entry_is_none() {
+        assert_eq!(parse_ptxas_log(LOG, "attention"), None);
+        assert_eq!(parse_ptxas_log("", "attention_prefill"), None);
+    }
+
+    fn occupancy(threads: u32, registers: u32, static_smem: u32, dynamic_smem: u32) -> Occupancy {
+        let usage = ResourceUsage {
+            registers,
+            static_smem_bytes: static_smem,
+            ..Default::default()
+        };
+        let geometry = LaunchGeometry {
+            threads,
+            dynamic_smem_bytes: dynamic_smem,
+            ..Default::default()
+        };
+        theoretical_occupancy(&usage, &geometry, &SmLimits::hopper())
+    }
+
+    #[test]
+    fn registers_limit_256_threads_at_64_registers_to_half() {
+        // 64 regs * 32 lanes = 2048 per warp; 65536 / 2048 = 32 warps = 4 blocks of 8.
+        let o = occupancy(256, 64, 0, 0);
+        assert_eq!(
+            (o.blocks_per_sm, o.warps_per_sm, o.limiter),
+            (4, 32, Limiter::Registers)
+        );
+        assert_eq!(o.fraction, 0.5);
+    }
+
+    #[test]
+    fn register_granularity_rounds_up_per_warp() {
+        // 33 regs * 32 = 1056, rounded to 1280 per warp: 51 warps fit, so 6 blocks of 8.
+        let o = occupancy(256, 33, 0, 0);
+        assert_eq!((o.blocks_per_sm, o.limiter), (6, Limiter::Registers));
+    }
+
+    #[test]
+    fn a_tie_with_the_thread_limit_names_threads() {
+        // 32 regs: 1024 per warp, 64 warps by registers; 2048 threads also allow 8 blocks.
+        let o = occupancy(256, 32, 0, 0);
+        assert_eq!(
+            (o.blocks_per_sm, o.fraction, o.limiter),
+            (8, 1.0, Limiter::Threads)
+        );
+    }
+
+    #[test]
+    fn shared_memory_counts_static_dynamic_and_the_reserve() {
+        // 48 KiB + 50 KiB = 98 KiB, plus 1 KiB reserved: 228 / 99 = 2 blocks.
+        let o = occupancy(256, 32, 48 * 1024, 50 * 1024);
+        assert_eq!(
+            (o.blocks_per_sm, o.warps_per_sm, o.limiter),
+            (2, 16, Limiter::SharedMemory)
+        );
+        // 100 bytes rounds up to 128, plus 1 KiB: 228 KiB / 1152 = 202, far above 32.
+        assert_eq!(occupancy(32, 16, 100, 0).limiter, Limiter::Blocks);
+    }
+
+    #[test]
+    fn small_blocks_hit_the_block_limit() {
+        let o = occupancy(32, 16, 0, 0);
+        assert_eq!((o.blocks_per_sm, o.warps_per_sm, o.fraction), (32, 32, 0.5));
+        assert_eq!(o.limiter, Limiter::Blocks);
+    }
+
+    #[test]
+    fn a_block_that_cannot_fit_has_zero_occupancy() {
+        let too_many_regs = occupancy(1024, 255, 0, 0);
+        assert_eq!(
+            (too_many_regs.blocks_per_sm, too_many_regs.limiter),
+            (0, Limiter::Registers)
+        );
+        let too_much_smem = occupancy(128, 32, 1024, 227 * 1024);
+        assert_eq!(
+            (too_much_smem.blocks_per_sm, too_much_smem.limiter),
+            (0, Limiter::SharedMemory)
+        );
+        assert_eq!(too_much_smem.fraction, 0.0);
+    }
+
+    #[test]
+    fn odd_thread_counts_round_up_to_whole_warps() {
+        // 100 threads occupy 4 warps: 16 blocks by warps, 20 by the 2048-thread limit.
+        let o = occupancy(100, 16, 0, 0);
+        assert_eq!(
+            (o.blocks_per_sm, o.warps_per_sm, o.limiter),
+            (16, 64, Limiter::Threads)
+        );
+    }
+}
