@@ -106,9 +106,6 @@ pub struct PreparedSource {
     pub headers: &'static [StandInHeader],
 }
 
-/// Names the prelude may define; see [`prelude`].
-const PRELUDE_NAMES: [&str; 6] = ["INFINITY", "NAN", "HQ", "HKV", "DH", "GROUP"];
-
 impl StudentSource {
     /// Reads and checks the file at `path`, shown to the user as given.
     pub fn from_path(path: &Path) -> Result<Self, SourceError> {
@@ -167,8 +164,9 @@ impl StudentSource {
                 path: path.clone(),
                 source,
             })?;
-        let self_defined = PRELUDE_NAMES
+        let self_defined = prelude::definitions()
             .into_iter()
+            .map(|(name, _)| name)
             .filter(|name| defines(&tokens, name, form))
             .collect();
         Ok(Self {

@@ -92,7 +92,7 @@ pub const PRELUDE_FILE: &str = "<flashprof prelude>";
 /// Names the prelude defines, each with its definition. A bit cast rather
 /// than `1.0f/0.0f` keeps the macros constant expressions without a
 /// division-by-zero warning.
-fn definitions() -> [(&'static str, String); 6] {
+pub(super) fn definitions() -> [(&'static str, String); 6] {
     [
         (
             "INFINITY",
