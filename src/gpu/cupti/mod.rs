@@ -29,7 +29,7 @@ mod library_tests;
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::fmt;
 use std::ptr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use cudarc::driver::CudaContext;
 use serde::{Deserialize, Serialize};
@@ -184,8 +184,17 @@ impl HostObject {
         params.pCounterAvailabilityImage = availability
             .as_ref()
             .map_or(ptr::null(), |image| image.as_ptr());
+        // Concurrent first initialisations race inside CUPTI (observed as
+        // CUPTI_ERROR_UNKNOWN from 13.0.85 when tests run in parallel), so
+        // the whole process takes turns.
+        static HOST_INITIALIZE: Mutex<()> = Mutex::new(());
+        let turn = HOST_INITIALIZE
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         // SAFETY: the chip name and image outlive the host object (stored below).
-        unsafe { api.call(Function::HostInitialize, &mut params) }?;
+        let initialized = unsafe { api.call(Function::HostInitialize, &mut params) };
+        drop(turn);
+        initialized?;
         if params.pHostObject.is_null() {
             return Err(CuptiError::EmptyAnswer("profiler host object"));
         }
