@@ -2,4 +2,5 @@
 //! Knows nothing about grading or screens.
 
 pub mod compile;
+pub mod cupti;
 pub mod resources;

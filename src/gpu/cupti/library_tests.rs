@@ -1,0 +1,89 @@
+//! Host-side tests against the real libcupti 13 (no GPU needed). Each skips,
+//! saying why, when the library cannot be loaded; run them with
+//! `LD_LIBRARY_PATH=/work/cuda-libs/nvidia/cu13/lib` or `FLASHPROF_CUPTI_PATH`.
+
+use super::metrics::{DRAM_BYTES_READ, L2_HIT_RATE_PCT, SM_THROUGHPUT_PCT};
+use super::{Cupti, CuptiError, MetricConfig, FULL, QUICK};
+
+const H200_CHIP: &str = "GH100";
+
+fn real_cupti() -> Option<Cupti> {
+    match Cupti::load() {
+        Ok(cupti) => Some(cupti),
+        Err(unavailable) => {
+            eprintln!("skipping: real libcupti not loadable: {unavailable}");
+            None
+        }
+    }
+}
+
+#[test]
+fn quick_set_costs_one_pass_on_gh100() {
+    let Some(cupti) = real_cupti() else { return };
+    let config = MetricConfig::new(&cupti, H200_CHIP, QUICK.metrics).expect("quick config");
+    assert_eq!(config.num_passes(), 1);
+    assert_eq!(config.chip(), H200_CHIP);
+    assert_eq!(config.metrics(), QUICK.metrics);
+}
+
+#[test]
+fn sm_throughput_alone_costs_eight_passes() {
+    let Some(cupti) = real_cupti() else { return };
+    let config = MetricConfig::new(&cupti, H200_CHIP, &[SM_THROUGHPUT_PCT]).expect("config");
+    assert_eq!(config.num_passes(), 8);
+}
+
+/// The FMA-pipe instruction count cannot share sm__throughput's passes, so
+/// the superset costs one more than sm__throughput alone.
+#[test]
+fn full_set_costs_nine_passes() {
+    let Some(cupti) = real_cupti() else { return };
+    let full = MetricConfig::new(&cupti, H200_CHIP, FULL.metrics).expect("full config");
+    assert_eq!(full.num_passes(), 9);
+    let l2_alone = MetricConfig::new(&cupti, H200_CHIP, &[L2_HIT_RATE_PCT]).expect("l2 config");
+    assert_eq!(l2_alone.num_passes(), 2);
+}
+
+#[test]
+fn unknown_metric_is_named_in_the_error() {
+    let Some(cupti) = real_cupti() else { return };
+    let bogus = "dram__bytes_teleported.sum";
+    let error = MetricConfig::new(&cupti, H200_CHIP, &[DRAM_BYTES_READ, bogus])
+        .err()
+        .expect("a bogus metric must be rejected");
+    match &error {
+        CuptiError::UnknownMetrics { chip, names } => {
+            assert_eq!(chip, H200_CHIP);
+            assert_eq!(names, &[bogus.to_string()]);
+        }
+        other => panic!("expected UnknownMetrics, got {other:?}"),
+    }
+    assert!(error.to_string().contains(bogus), "{error}");
+}
+
+#[test]
+fn unknown_chip_is_a_call_error() {
+    let Some(cupti) = real_cupti() else { return };
+    let error = MetricConfig::new(&cupti, "GX999", &[DRAM_BYTES_READ])
+        .err()
+        .expect("an unknown chip must be rejected");
+    assert!(
+        matches!(
+            error,
+            CuptiError::Call {
+                function: super::Function::HostInitialize,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+}
+
+#[test]
+fn empty_metric_list_is_refused_before_calling_cupti() {
+    let Some(cupti) = real_cupti() else { return };
+    let error = MetricConfig::new(&cupti, H200_CHIP, &[])
+        .err()
+        .expect("no metrics");
+    assert!(matches!(error, CuptiError::NoMetrics), "{error:?}");
+}

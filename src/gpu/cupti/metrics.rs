@@ -1,0 +1,73 @@
+//! The metrics flashprof asks for, as data.
+//!
+//! Each extra replay pass re-runs the student's kernel under CUPTI, so the
+//! sets are chosen by pass count: [`QUICK`] fits one pass on GH100 and is
+//! cheap enough to take on every save; [`FULL`] adds SM throughput, whose
+//! sub-counters alone need eight passes, and the L2 hit rate: nine passes in
+//! all, because the FMA-pipe instruction count needs a pass of its own next
+//! to SM throughput.
+
+/// DRAM bytes read, whole device.
+pub const DRAM_BYTES_READ: &str = "dram__bytes_read.sum";
+/// DRAM bytes written, whole device.
+pub const DRAM_BYTES_WRITE: &str = "dram__bytes_write.sum";
+/// Kernel duration in nanoseconds, as the GPU timed it.
+pub const DURATION_NS: &str = "gpu__time_duration.sum";
+/// Achieved occupancy: active warps as a percentage of the SM's warp slots.
+pub const ACHIEVED_OCCUPANCY_PCT: &str = "sm__warps_active.avg.pct_of_peak_sustained_active";
+/// Warp instructions issued to the FMA pipe (FFMA, FADD, FMUL and IMAD).
+pub const FMA_PIPE_WARP_INSTRUCTIONS: &str = "smsp__inst_executed_pipe_fma.sum";
+/// Cycles an average SM had at least one warp resident.
+pub const SM_ACTIVE_CYCLES: &str = "sm__cycles_active.avg";
+/// The SM clock while the kernel ran, in Hz; CUPTI 13.0 does not lock clocks,
+/// so this is reported next to every result.
+pub const SM_CLOCK_HZ: &str = "gpc__cycles_elapsed.avg.per_second";
+/// Share of the elapsed cycles the FMA pipe was busy: a one-pass stand-in for
+/// compute throughput when [`SM_THROUGHPUT_PCT`] is too costly.
+pub const FMA_PIPE_BUSY_PCT: &str = "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_elapsed";
+/// DRAM throughput as a percentage of peak, measured by the memory controller.
+pub const DRAM_THROUGHPUT_PCT: &str = "dram__throughput.avg.pct_of_peak_sustained_elapsed";
+/// The busiest SM sub-unit as a percentage of its peak (eight passes on GH100).
+pub const SM_THROUGHPUT_PCT: &str = "sm__throughput.avg.pct_of_peak_sustained_elapsed";
+/// Share of L2 sector lookups that hit.
+pub const L2_HIT_RATE_PCT: &str = "lts__t_sector_hit_rate.pct";
+
+/// A named list of metrics requested together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MetricSet {
+    pub name: &'static str,
+    pub metrics: &'static [&'static str],
+}
+
+/// Declares [`QUICK`] and [`FULL`] from one list, so the full set is the
+/// quick set plus extras by construction.
+macro_rules! metric_sets {
+    (quick: [$($quick:expr),* $(,)?], full_adds: [$($extra:expr),* $(,)?] $(,)?) => {
+        /// One replay pass on GH100: bytes, time, occupancy, FMA work and clock.
+        pub const QUICK: MetricSet = MetricSet {
+            name: "quick",
+            metrics: &[$($quick),*],
+        };
+        /// Everything in [`QUICK`] plus SM throughput and the L2 hit rate (nine
+        /// passes on GH100).
+        pub const FULL: MetricSet = MetricSet {
+            name: "full",
+            metrics: &[$($quick,)* $($extra),*],
+        };
+    };
+}
+
+metric_sets! {
+    quick: [
+        DRAM_BYTES_READ,
+        DRAM_BYTES_WRITE,
+        DURATION_NS,
+        ACHIEVED_OCCUPANCY_PCT,
+        FMA_PIPE_WARP_INSTRUCTIONS,
+        SM_ACTIVE_CYCLES,
+        SM_CLOCK_HZ,
+        FMA_PIPE_BUSY_PCT,
+        DRAM_THROUGHPUT_PCT,
+    ],
+    full_adds: [SM_THROUGHPUT_PCT, L2_HIT_RATE_PCT],
+}
