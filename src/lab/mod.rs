@@ -3,3 +3,4 @@
 
 pub mod contract;
 pub mod geometry;
+pub mod npy;
