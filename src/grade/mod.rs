@@ -2,6 +2,8 @@
 //! Pure functions: no GPU, no IO, no clock (the golden proof alone reads files).
 
 pub mod compare;
+pub mod diagnosis;
 pub mod golden;
 mod nonfinite;
 pub mod oracle;
+pub mod stats;
