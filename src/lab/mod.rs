@@ -3,4 +3,5 @@
 
 pub mod contract;
 pub mod geometry;
+pub mod npy;
 pub mod source;
