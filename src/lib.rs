@@ -8,6 +8,11 @@
 //! - [`report`]: tables and JSON.
 #![deny(unsafe_code)]
 
+pub mod app;
+pub mod cli;
 pub mod gpu;
 pub mod grade;
 pub mod lab;
+pub mod protocol;
+pub mod report;
+pub mod worker;

@@ -184,6 +184,32 @@ pub fn compile(src: &StudentSource, opts: &CompileOptions) -> Result<CompiledKer
     })
 }
 
+/// Compiles one of flashprof's own kernel files (no prelude, no entry-point
+/// check) to a CUBIN for `opts.arch`.
+pub fn compile_trusted(
+    name: &str,
+    text: &str,
+    opts: &CompileOptions,
+) -> Result<Vec<u8>, CompileError> {
+    if !nvrtc::library_present() {
+        return Err(CompileError::LibraryMissing {
+            library: "libnvrtc".into(),
+            tried: nvrtc::library_candidates(),
+            hint: LIBRARY_HINT.into(),
+        });
+    }
+    let program = Program::create(c_string(text)?, c_string(name)?, Vec::new())?;
+    if program.compile(&c_strings(opts.flags())?).is_err() {
+        return Err(CompileError::InvalidOption {
+            log: program.log()?,
+        });
+    }
+    Ok(match opts.image_format() {
+        ImageFormat::Cubin => program.cubin()?,
+        ImageFormat::Ptx => program.ptx()?,
+    })
+}
+
 fn create_program(prepared: PreparedSource) -> Result<Program, CompileError> {
     let headers = prepared
         .headers

@@ -3,4 +3,6 @@
 
 pub mod compile;
 pub mod cupti;
+pub mod device;
+pub mod libraries;
 pub mod resources;

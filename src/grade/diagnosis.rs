@@ -24,6 +24,13 @@ pub struct Integrity {
     pub runs_differ: bool,
 }
 
+impl Integrity {
+    /// No write outside `out`, no input touched, and both runs agreed bit for bit.
+    pub fn is_clean(&self) -> bool {
+        self.out_of_bounds_writes == 0 && self.inputs_modified.is_empty() && !self.runs_differ
+    }
+}
+
 /// Below this worst error-to-allowance ratio, failures read as lost precision, not a wrong formula.
 const PRECISION_LOSS_RATIO: f64 = 10.0;
 

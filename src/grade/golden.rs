@@ -78,6 +78,16 @@ pub fn prove_oracle(dir: &Path) -> Result<GoldenProof, GoldenError> {
     prove_oracle_from_bytes(&read(0)?, &read(1)?, &read(2)?, &read(3)?)
 }
 
+/// Proves the oracle against the golden case embedded in the binary (assets/golden).
+pub fn prove_embedded() -> Result<GoldenProof, GoldenError> {
+    prove_oracle_from_bytes(
+        include_bytes!("../../assets/golden/q.npy"),
+        include_bytes!("../../assets/golden/k.npy"),
+        include_bytes!("../../assets/golden/v.npy"),
+        include_bytes!("../../assets/golden/expected.npy"),
+    )
+}
+
 /// Proves the oracle against a golden case given as the bytes of its four `.npy` files.
 pub fn prove_oracle_from_bytes(
     q: &[u8],

@@ -14,7 +14,7 @@
 
 use rayon::prelude::*;
 
-use crate::lab::contract::{Shape, DH, GROUP, HKV, SCALE};
+use crate::lab::contract::{Shape, DH, GROUP, HKV, HQ, SCALE};
 
 /// Exact attention of `q` against `k`/`v` for `shape`, laid out like `out`.
 ///
@@ -24,18 +24,33 @@ use crate::lab::contract::{Shape, DH, GROUP, HKV, SCALE};
 /// # Panics
 /// When a slice's length does not match `shape` (a caller bug, not bad data).
 pub fn attention(shape: Shape, q: &[f32], k: &[f32], v: &[f32]) -> Vec<f64> {
+    let every_row: Vec<usize> = (0..shape.chunk_len).collect();
+    attention_rows(shape, q, k, v, &every_row)
+}
+
+/// Exact attention for some query rows only (every head of each), laid out
+/// like `out` restricted to those rows, in the order given. This is what lets
+/// a large output computed elsewhere be spot-checked at a fraction of the cost.
+///
+/// # Panics
+/// When a slice's length does not match `shape`, or a row is past the chunk.
+pub fn attention_rows(shape: Shape, q: &[f32], k: &[f32], v: &[f32], rows: &[usize]) -> Vec<f64> {
     assert_eq!(q.len(), shape.q_elems(), "q does not match {shape:?}");
     assert_eq!(k.len(), shape.kv_elems(), "kCache does not match {shape:?}");
     assert_eq!(v.len(), shape.kv_elems(), "vCache does not match {shape:?}");
+    assert!(
+        rows.iter().all(|&r| r < shape.chunk_len),
+        "row past the chunk of {shape:?}"
+    );
     let keys = split_by_kv_head(k, shape.seq_len());
     let values = split_by_kv_head(v, shape.seq_len());
 
-    let mut out = vec![0.0; shape.q_elems()];
+    let mut out = vec![0.0; rows.len() * HQ * DH];
     // Heads 4g..4g+3 of one row are adjacent in `out`: one chunk per (row, KV group).
     out.par_chunks_mut(GROUP * DH).enumerate().for_each_init(
         Vec::new,
         |scores, (task, out_group)| {
-            let (row, kv_head) = (task / HKV, task % HKV);
+            let (row, kv_head) = (rows[task / HKV], task % HKV);
             let visible = shape.prefix_len + row + 1;
             let group = GroupTask {
                 queries: scaled_queries(q, row, kv_head),

@@ -34,6 +34,34 @@ pub struct Diagnostic {
     pub source_line: Option<String>,
 }
 
+/// Compiler style, `file(line): error: message`, then the student's line
+/// with a caret under the column when the compiler gave one.
+impl std::fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let severity = match self.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        };
+        write!(
+            f,
+            "{}({}): {severity}: {}",
+            self.file, self.line, self.message
+        )?;
+        if let Some(text) = &self.source_line {
+            let gutter = format!("{:>5} | ", self.line);
+            write!(f, "\n{gutter}{text}")?;
+            if let Some(column) = self.column {
+                write!(
+                    f,
+                    "\n{}^",
+                    " ".repeat(gutter.len() + column.saturating_sub(1))
+                )?;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// How wide NVRTC indents the echoed source line and its caret.
 const ECHO_INDENT: usize = 2;
 

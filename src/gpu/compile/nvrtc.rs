@@ -33,6 +33,7 @@ fn check(call: &'static str, code: nvrtcResult) -> Result<(), CallError> {
 /// Whether libnvrtc can be loaded. cudarc panics on the first NVRTC call
 /// when it cannot, so this must be asked first.
 pub fn library_present() -> bool {
+    crate::gpu::libraries::preload_nvrtc();
     // SAFETY: only attempts to dlopen cudarc's candidate library names; no
     // NVRTC function is called.
     unsafe { sys::is_culib_present() }

@@ -1,0 +1,113 @@
+//! A STAND-IN for flashprof's worker process, used only by the protocol tests.
+//!
+//! It speaks the real protocol but runs no kernel: it answers compile and
+//! load at once, and chooses a behaviour per case from the case's name, so a
+//! test can exercise the caller's watchdog and restart logic on a machine
+//! without a GPU:
+//! - a name containing `hang` never answers (the watchdog must kill it);
+//! - `crash` exits abruptly with no answer (a segfaulting driver, say);
+//! - `sticky` answers with a crash and then exits (a sticky CUDA error);
+//! - `garbage` writes a line that is not a message;
+//! - anything else passes.
+//!
+//! A case that arrives before any kernel was compiled or loaded in *this*
+//! process fails, which is how the tests see that a restarted worker got
+//! the kernel image again.
+
+use std::io::{BufReader, Write};
+
+use flashprof::lab::contract::Shape;
+use flashprof::protocol::{
+    read_message, write_message, CaseOutcome, CaseStatus, CompileOutcome, DeviceInfo, Event,
+    Request, PROTOCOL_VERSION,
+};
+
+fn main() {
+    let mut out = std::io::stdout();
+    let mut input = BufReader::new(std::io::stdin());
+    let device = DeviceInfo {
+        ordinal: 0,
+        name: "stand-in GPU".into(),
+        compute_capability: (9, 0),
+        sm_count: 1,
+        l2_bytes: 1 << 20,
+        max_sm_clock_mhz: 1000.0,
+        memory_bytes: 1 << 30,
+        driver_version: 13000,
+    };
+    let ready = Event::Ready {
+        protocol: PROTOCOL_VERSION,
+        gpu: Ok(device),
+        start_ms: 0.0,
+    };
+    write_message(&mut out, &ready).expect("stdout");
+    let mut loaded = false;
+    while let Ok(request) = read_message::<Request>(&mut input) {
+        let event = match request {
+            Request::Shutdown => return,
+            Request::Compile { .. } => {
+                loaded = true;
+                Event::Compiled(CompileOutcome {
+                    ok: true,
+                    diagnostics: Vec::new(),
+                    problem: None,
+                    resources: None,
+                    geometry: Some(Default::default()),
+                    image: b"stand-in image".to_vec(),
+                    compile_ms: 0.0,
+                    load_ms: Some(0.0),
+                })
+            }
+            Request::Load { image, .. } => {
+                loaded = image == b"stand-in image";
+                Event::Loaded { load_ms: 0.0 }
+            }
+            Request::RunCase { case, .. } => {
+                let name = case.name.as_str();
+                if name.contains("hang") {
+                    std::thread::sleep(std::time::Duration::from_secs(3600));
+                }
+                if name.contains("crash") {
+                    eprintln!("stand-in worker: simulated abrupt exit");
+                    std::process::exit(101);
+                }
+                if name.contains("garbage") {
+                    let _ = writeln!(out, "this is not a protocol message");
+                    let _ = out.flush();
+                    continue;
+                }
+                let status = match (loaded, name.contains("sticky")) {
+                    (false, _) => CaseStatus::NotRun,
+                    (true, true) => CaseStatus::Crash,
+                    (true, false) => CaseStatus::Pass,
+                };
+                Event::Case(CaseOutcome {
+                    name: case.name.clone(),
+                    summary: case.summary.clone(),
+                    shape: Shape {
+                        chunk_len: case.chunk,
+                        prefix_len: case.prefix,
+                    },
+                    status,
+                    comparison: None,
+                    integrity: None,
+                    diagnosis: if loaded {
+                        "stand-in".into()
+                    } else {
+                        "no kernel loaded".into()
+                    },
+                    elapsed_ms: 0.0,
+                })
+            }
+            Request::Time { .. } => Event::Failed {
+                message: "the stand-in worker does not time".into(),
+                fatal: false,
+            },
+        };
+        let sticky = matches!(&event, Event::Case(c) if c.status == CaseStatus::Crash);
+        write_message(&mut out, &event).expect("stdout");
+        if sticky {
+            std::process::exit(0);
+        }
+    }
+}

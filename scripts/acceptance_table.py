@@ -1,0 +1,75 @@
+"""Checks flashprof's JSON reports against each kernel's expected verdict and prints a table.
+
+Each planted-bug kernel's first line says what must happen:
+    // flashprof-expect: <case-name> <kind>
+kind: fail, nan, unwritten, race, oob-write, input-mutated, timeout, crash.
+Exit status 0 only when every expectation holds.
+"""
+import json
+import pathlib
+import sys
+
+out = pathlib.Path(sys.argv[1])
+runs = {}
+for line in (out / "runs.txt").read_text().splitlines():
+    name, rc, wall = line.split()
+    runs[name] = (int(rc), float(wall))
+
+
+def load(name):
+    path = out / "reports" / f"{name}.json"
+    try:
+        return json.loads(path.read_text())
+    except Exception as error:  # a crash of flashprof itself is a failed expectation
+        return {"error": str(error)}
+
+
+def holds(case, kind):
+    cmp = case.get("comparison") or {}
+    integrity = case.get("integrity") or {}
+    return {
+        "fail": case["status"] == "fail",
+        "nan": case["status"] == "fail" and (cmp.get("nan", 0) > 0 or cmp.get("inf", 0) > 0),
+        "unwritten": case["status"] == "fail" and cmp.get("unwritten", 0) > 0,
+        "race": integrity.get("runs_differ", False),
+        "oob-write": integrity.get("out_of_bounds_writes", 0) > 0,
+        "input-mutated": bool(integrity.get("inputs_modified")),
+        "timeout": case["status"] == "timeout",
+        "crash": case["status"] == "crash",
+    }[kind]
+
+
+rows = []
+ok_all = True
+for name in ["starter", "reference"]:
+    report = load(name)
+    rc, wall = runs.get(name, (-1, 0.0))
+    timing = report.get("timing") or {}
+    speedup = (timing.get("speedup") or {}).get("point")
+    passed = report.get("passed", False) and rc == 0
+    want_speed = 0.8 if name == "starter" else 10.0
+    ok = passed and speedup is not None and speedup >= want_speed and (name != "starter" or speedup <= 1.25)
+    ok_all &= ok
+    student = (timing.get("student") or {}).get("median")
+    rows.append((name, "all cases pass", f"{sum(c['status']=='pass' for c in report.get('cases', []))}/{len(report.get('cases', []))} pass, "
+                 f"{student if student is None else round(student, 3)} ms, speedup {speedup if speedup is None else round(speedup, 2)}x, wall {wall:.2f} s",
+                 "ok" if ok else "WRONG"))
+
+for path in sorted(pathlib.Path("kernels/bugs").glob("*.cu")):
+    first = path.read_text().splitlines()[0]
+    case_name, kind = first.split("flashprof-expect:", 1)[1].split()[:2]
+    name = f"bug-{path.stem}"
+    report = load(name)
+    rc, wall = runs.get(name, (-1, 0.0))
+    case = next((c for c in report.get("cases", []) if c["name"] == case_name), None)
+    ok = case is not None and holds(case, kind) and rc != 0
+    ok_all &= ok
+    seen = "missing" if case is None else f"{case['status']}: {case['diagnosis'][:70]}"
+    rows.append((path.stem, f"{case_name} {kind}", seen, "ok" if ok else "WRONG"))
+
+width = [max(len(r[i]) for r in rows) for i in range(3)]
+print(f"{'kernel':<{width[0]}}  {'expected':<{width[1]}}  {'seen':<{width[2]}}  verdict")
+for r in rows:
+    print(f"{r[0]:<{width[0]}}  {r[1]:<{width[1]}}  {r[2]:<{width[2]}}  {r[3]}")
+print("ACCEPTANCE", "PASSED" if ok_all else "FAILED")
+sys.exit(0 if ok_all else 1)

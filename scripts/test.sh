@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The test command: fetches the real NVRTC and CUPTI libraries (PyPI wheels,
+# CUDA 13.0 line, no GPU needed) on first use, then runs every test.
+# Tests that need a GPU skip themselves, saying so, on machines without one.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DEPS=.cuda-wheels
+if [ ! -e "$DEPS/nvidia/cu13/lib/libnvrtc.so.13" ] || [ ! -e "$DEPS/nvidia/cu13/lib/libcupti.so.13" ]; then
+  echo "fetching NVRTC and CUPTI 13.0 from PyPI into $DEPS/ (once)"
+  python3 -m pip install --quiet --disable-pip-version-check --target "$DEPS" \
+    "nvidia-cuda-nvrtc==13.0.88" "nvidia-cuda-cupti==13.0.85"
+fi
+# NVRTC opens its builtins library by name, so the folder must be on the loader path.
+export LD_LIBRARY_PATH="$PWD/$DEPS/nvidia/cu13/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+exec cargo test --all-targets "$@"

@@ -1,0 +1,389 @@
+//! One full check of a student file: compile, every hazard case, timing.
+//!
+//! This is the engine behind `flashprof check`, the TUI and the batch grader.
+//! It drives a worker request by request, each under its own watchdog, and
+//! reports every result through a callback as soon as it exists, so a screen
+//! can fill in while the rest still runs. A case that hangs or faults costs
+//! only itself: the worker is replaced, the compiled image reloaded, and the
+//! remaining cases carry on.
+
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::worker_handle::{WorkerCommand, WorkerFailure, WorkerHandle};
+use crate::lab::cases::CaseSpec;
+use crate::lab::contract::Shape;
+use crate::lab::geometry::LaunchGeometry;
+use crate::protocol::{
+    CaseOutcome, CaseStatus, CompileOutcome, CompileProblem, CompileProblemKind, DeviceInfo, Event,
+    GpuProblem, Request, TimingConfig, TimingOutcome,
+};
+
+/// How long a worker may take to start (CUDA initialisation included).
+const WORKER_START_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long NVRTC may take on one file.
+const COMPILE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Everything one check needs to know.
+#[derive(Debug, Clone)]
+pub struct CheckPlan {
+    pub source_path: String,
+    pub source_text: String,
+    pub cases: Vec<CaseSpec>,
+    pub seed: u64,
+    /// Watchdog for one case (two launches and the checks).
+    pub case_timeout: Duration,
+    pub timing: Option<TimingPlan>,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct TimingPlan {
+    pub shape: Shape,
+    pub config: TimingConfig,
+    pub timeout: Duration,
+}
+
+/// Progress of a check, in the order things happen.
+#[derive(Debug, Clone)]
+pub enum Progress {
+    WorkerStarted {
+        gpu: Result<DeviceInfo, GpuProblem>,
+        start_ms: f64,
+    },
+    Compiled(CompileOutcome),
+    CaseStarted {
+        index: usize,
+    },
+    CaseFinished {
+        index: usize,
+        outcome: CaseOutcome,
+    },
+    WorkerRestarted {
+        reason: String,
+    },
+    TimingStarted,
+    TimingFinished(Result<TimingOutcome, String>),
+}
+
+/// Wall time of each phase, measured by the caller (what a user waits for).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PhaseTimes {
+    pub worker_start_ms: f64,
+    pub compile_ms: f64,
+    pub cases_ms: f64,
+    pub timing_ms: f64,
+    pub total_ms: f64,
+}
+
+/// The full result of a check.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckReport {
+    pub source_path: String,
+    pub seed: u64,
+    pub gpu: Result<DeviceInfo, GpuProblem>,
+    pub compile: CompileOutcome,
+    pub cases: Vec<CaseOutcome>,
+    pub timing: Option<TimingOutcome>,
+    pub timing_error: Option<String>,
+    pub worker_restarts: usize,
+    pub phases: PhaseTimes,
+}
+
+impl CheckReport {
+    /// Every case ran and passed, and the timed output (when timed) was correct.
+    pub fn all_passed(&self) -> bool {
+        self.compile.ok
+            && !self.cases.is_empty()
+            && self.cases.iter().all(|c| c.status == CaseStatus::Pass)
+            && self.timing_error.is_none()
+            && self.timing.as_ref().is_none_or(|t| t.speedup.is_some())
+    }
+}
+
+/// Why a check could not run at all.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    #[error("{0}")]
+    Worker(#[from] WorkerFailure),
+}
+
+/// Runs a check, reusing `worker` when it is alive and leaving a live one in it.
+pub fn run_check(
+    plan: &CheckPlan,
+    command: &WorkerCommand,
+    worker: &mut Option<WorkerHandle>,
+    mut progress: impl FnMut(Progress),
+) -> Result<CheckReport, CheckError> {
+    let started = Instant::now();
+    let mut phases = PhaseTimes::default();
+    if worker.is_none() {
+        let spawned = Instant::now();
+        let handle = WorkerHandle::spawn(command, WORKER_START_TIMEOUT)?;
+        phases.worker_start_ms = ms_since(spawned);
+        progress(Progress::WorkerStarted {
+            gpu: handle.gpu.clone(),
+            start_ms: handle.start_ms,
+        });
+        *worker = Some(handle);
+    }
+    let gpu = worker.as_ref().map(|w| w.gpu.clone()).unwrap_or_else(|| {
+        Err(GpuProblem::NoDevice {
+            detail: "no worker".into(),
+        })
+    });
+
+    let compile_started = Instant::now();
+    let compile = compile_in_worker(plan, worker);
+    phases.compile_ms = ms_since(compile_started);
+    progress(Progress::Compiled(compile.clone()));
+
+    let mut run = Run {
+        command,
+        worker,
+        restarts: 0,
+        image: compile.image.clone(),
+        geometry: compile.geometry.unwrap_or_default(),
+    };
+    let not_run_reason = if !compile.ok {
+        Some("not run: the kernel did not compile".to_string())
+    } else if let Err(problem) = &gpu {
+        Some(format!("not run: {}", problem.describe()))
+    } else {
+        None
+    };
+
+    let cases_started = Instant::now();
+    let mut cases = Vec::with_capacity(plan.cases.len());
+    for (index, case) in plan.cases.iter().enumerate() {
+        let outcome = match &not_run_reason {
+            Some(reason) => not_run(case, reason.clone()),
+            None => {
+                progress(Progress::CaseStarted { index });
+                run.case(case, plan, &mut progress)
+            }
+        };
+        progress(Progress::CaseFinished {
+            index,
+            outcome: outcome.clone(),
+        });
+        cases.push(outcome);
+    }
+    phases.cases_ms = ms_since(cases_started);
+
+    let faulted = cases
+        .iter()
+        .any(|c| matches!(c.status, CaseStatus::Timeout | CaseStatus::Crash));
+    let (timing, timing_error) = match plan.timing {
+        Some(timing) if not_run_reason.is_none() && !faulted => {
+            progress(Progress::TimingStarted);
+            let timing_started = Instant::now();
+            let result = run.time(timing, plan.seed);
+            phases.timing_ms = ms_since(timing_started);
+            progress(Progress::TimingFinished(result.clone()));
+            match result {
+                Ok(t) => (Some(t), None),
+                Err(e) => (None, Some(e)),
+            }
+        }
+        Some(_) if faulted => (None, Some("not timed: a case hung or crashed".into())),
+        _ => (None, None),
+    };
+    phases.total_ms = ms_since(started);
+    Ok(CheckReport {
+        source_path: plan.source_path.clone(),
+        seed: plan.seed,
+        gpu,
+        compile,
+        cases,
+        timing,
+        timing_error,
+        worker_restarts: run.restarts,
+        phases,
+    })
+}
+
+fn ms_since(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+fn not_run(case: &CaseSpec, reason: String) -> CaseOutcome {
+    CaseOutcome {
+        name: case.name.clone(),
+        summary: case.summary.clone(),
+        shape: Shape {
+            chunk_len: case.chunk,
+            prefix_len: case.prefix,
+        },
+        status: CaseStatus::NotRun,
+        comparison: None,
+        integrity: None,
+        diagnosis: reason,
+        elapsed_ms: 0.0,
+    }
+}
+
+fn compile_in_worker(plan: &CheckPlan, worker: &mut Option<WorkerHandle>) -> CompileOutcome {
+    let failed = |message: String| CompileOutcome {
+        ok: false,
+        diagnostics: Vec::new(),
+        problem: Some(CompileProblem {
+            kind: CompileProblemKind::CompilerFailed,
+            message,
+        }),
+        resources: None,
+        geometry: None,
+        image: Vec::new(),
+        compile_ms: 0.0,
+        load_ms: None,
+    };
+    let Some(handle) = worker.as_mut() else {
+        return failed("no worker".into());
+    };
+    let request = Request::Compile {
+        source_path: plan.source_path.clone(),
+        source_text: plan.source_text.clone(),
+    };
+    match handle.request(&request, COMPILE_TIMEOUT) {
+        Ok(Event::Compiled(outcome)) => outcome,
+        Ok(Event::Failed { message, fatal }) => {
+            if fatal {
+                *worker = None;
+            }
+            failed(message)
+        }
+        Ok(other) => failed(format!("unexpected answer to compile: {other:?}")),
+        Err(failure) => {
+            *worker = None;
+            failed(format!("the compiler did not finish: {failure}"))
+        }
+    }
+}
+
+/// The part of a check after compilation, with the means to replace a dead worker.
+struct Run<'a> {
+    command: &'a WorkerCommand,
+    worker: &'a mut Option<WorkerHandle>,
+    restarts: usize,
+    image: Vec<u8>,
+    geometry: LaunchGeometry,
+}
+
+impl Run<'_> {
+    /// A live worker with the student's kernel loaded, starting a new one if needed.
+    fn live_worker(
+        &mut self,
+        progress: &mut impl FnMut(Progress),
+        reason: &str,
+    ) -> Result<&mut WorkerHandle, String> {
+        if self.worker.is_none() {
+            let mut handle = WorkerHandle::spawn(self.command, WORKER_START_TIMEOUT)
+                .map_err(|e| e.to_string())?;
+            let load = Request::Load {
+                image: self.image.clone(),
+                geometry: self.geometry,
+            };
+            match handle.request(&load, COMPILE_TIMEOUT) {
+                Ok(Event::Loaded { .. }) => {}
+                Ok(other) => {
+                    return Err(format!(
+                        "the restarted worker could not load the kernel: {other:?}"
+                    ))
+                }
+                Err(e) => {
+                    return Err(format!(
+                        "the restarted worker could not load the kernel: {e}"
+                    ))
+                }
+            }
+            self.restarts += 1;
+            progress(Progress::WorkerRestarted {
+                reason: reason.to_string(),
+            });
+            *self.worker = Some(handle);
+        }
+        self.worker.as_mut().ok_or_else(|| "no worker".to_string())
+    }
+
+    fn case(
+        &mut self,
+        case: &CaseSpec,
+        plan: &CheckPlan,
+        progress: &mut impl FnMut(Progress),
+    ) -> CaseOutcome {
+        let mut outcome = not_run(case, String::new());
+        let handle = match self.live_worker(progress, "the previous case hung or crashed") {
+            Ok(h) => h,
+            Err(e) => {
+                outcome.status = CaseStatus::Crash;
+                outcome.diagnosis = format!("could not start a worker: {e}");
+                return outcome;
+            }
+        };
+        let request = Request::RunCase {
+            case: case.clone(),
+            seed: plan.seed,
+        };
+        match handle.request(&request, plan.case_timeout) {
+            Ok(Event::Case(result)) => {
+                if result.status == CaseStatus::Crash {
+                    // The worker exits after a sticky fault; make sure it is gone.
+                    *self.worker = None;
+                }
+                result
+            }
+            Ok(Event::Failed { message, fatal }) => {
+                if fatal {
+                    *self.worker = None;
+                }
+                outcome.status = CaseStatus::Crash;
+                outcome.diagnosis = message;
+                outcome
+            }
+            Ok(other) => {
+                outcome.status = CaseStatus::Crash;
+                outcome.diagnosis = format!("unexpected answer: {other:?}");
+                outcome
+            }
+            Err(WorkerFailure::Timeout(limit)) => {
+                *self.worker = None;
+                outcome.status = CaseStatus::Timeout;
+                outcome.diagnosis = format!(
+                    "no result within {:.1} s: the kernel probably never finishes for this shape (a loop bound or a barrier only some threads reach)",
+                    limit.as_secs_f64()
+                );
+                outcome
+            }
+            Err(failure) => {
+                *self.worker = None;
+                outcome.status = CaseStatus::Crash;
+                outcome.diagnosis = format!("the worker died during this case: {failure}");
+                outcome
+            }
+        }
+    }
+
+    fn time(&mut self, plan: TimingPlan, seed: u64) -> Result<TimingOutcome, String> {
+        let mut ignore = |_| {};
+        let handle = self.live_worker(&mut ignore, "before timing")?;
+        let request = Request::Time {
+            shape: plan.shape,
+            seed,
+            config: plan.config,
+        };
+        match handle.request(&request, plan.timeout) {
+            Ok(Event::Timing(t)) => Ok(t),
+            Ok(Event::Failed { message, fatal }) => {
+                if fatal {
+                    *self.worker = None;
+                }
+                Err(message)
+            }
+            Ok(other) => Err(format!("unexpected answer to timing: {other:?}")),
+            Err(failure) => {
+                *self.worker = None;
+                Err(format!("timing failed: {failure}"))
+            }
+        }
+    }
+}

@@ -1,0 +1,5 @@
+//! The application layer: the engine that drives a worker through a check,
+//! and (next to it) the pieces the commands share.
+
+pub mod check;
+pub mod worker_handle;

@@ -1,0 +1,216 @@
+//! `flashprof check FILE`: the whole grading loop once, as a table or JSON.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::ExitCode;
+use crate::app::check::{run_check, CheckPlan, Progress, TimingPlan};
+use crate::app::worker_handle::WorkerCommand;
+use crate::grade::golden;
+use crate::lab::cases::{embedded_cases, parse_cases};
+use crate::lab::contract::{Shape, TIMING_SHAPE};
+use crate::lab::source::StudentSource;
+use crate::protocol::{CaseStatus, CompileProblemKind, TimingConfig};
+use crate::report::{render_json, render_table};
+
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    /// The student's .cu file (a whole translation unit, or a kernel body as the lab's editor shows it).
+    pub file: PathBuf,
+    /// Print the report as JSON (schema flashprof.check/1, docs/JSON.md) instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Seed for the random inputs; a report prints the seed it used, so a failure reproduces.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// A cases file to use instead of the embedded one (format: docs/CASES.md).
+    #[arg(long, value_name = "FILE")]
+    pub cases: Option<PathBuf>,
+    /// Watchdog per case, in seconds: a case still running after this is reported as a timeout.
+    #[arg(long, default_value_t = 5.0, value_parser = positive_seconds)]
+    pub case_timeout: f64,
+    /// Skip timing against the starter.
+    #[arg(long)]
+    pub no_timing: bool,
+    /// Timed launches of each kernel.
+    #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u32).range(3..=1000))]
+    pub repetitions: u32,
+    /// Keep L2 warm between timed launches (the default flushes it).
+    #[arg(long)]
+    pub warm_l2: bool,
+    /// Chunk length of the timing shape.
+    #[arg(long, default_value_t = TIMING_SHAPE.chunk_len, value_parser = chunk_length)]
+    pub timing_chunk: usize,
+    /// Prefix length of the timing shape.
+    #[arg(long, default_value_t = TIMING_SHAPE.prefix_len, value_parser = prefix_length)]
+    pub timing_prefix: usize,
+}
+
+/// Longest chunk or prefix accepted: keeps every buffer far below a GPU's memory.
+const MAX_LENGTH: usize = 65_536;
+
+fn length(text: &str, min: usize) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if (min..=MAX_LENGTH).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "expected a whole number in {min}..={MAX_LENGTH}, found `{text}`"
+        )),
+    }
+}
+
+fn chunk_length(text: &str) -> Result<usize, String> {
+    length(text, 1)
+}
+
+fn prefix_length(text: &str) -> Result<usize, String> {
+    length(text, 0)
+}
+
+fn positive_seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(s) if s > 0.0 && s.is_finite() && s <= 3600.0 => Ok(s),
+        _ => Err(format!(
+            "expected seconds between 0 and 3600, found `{text}`"
+        )),
+    }
+}
+
+/// A seed that differs on every run: fresh inputs each time unless `--seed` is given.
+pub fn fresh_seed() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    (nanos ^ (std::process::id() as u64).rotate_left(32)) % 1_000_000_000_000
+}
+
+pub fn run(args: CheckArgs) -> ExitCode {
+    let path = args.file.display().to_string();
+    let source = match StudentSource::from_path(&args.file) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("flashprof: {e}");
+            return ExitCode::BadSource;
+        }
+    };
+    if let Err(e) = golden::prove_embedded() {
+        eprintln!(
+            "flashprof: the float64 oracle failed its golden proof, so nothing is graded: {e}"
+        );
+        return ExitCode::OracleUnproven;
+    }
+    let cases = match &args.cases {
+        None => embedded_cases(),
+        Some(file) => {
+            let loaded = std::fs::read_to_string(file)
+                .map_err(|e| format!("cannot read cases file {}: {e}", file.display()))
+                .and_then(|text| {
+                    let base = file.parent().unwrap_or(std::path::Path::new("."));
+                    parse_cases(&text, &file.display().to_string(), base).map_err(|e| e.to_string())
+                });
+            match loaded {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("flashprof: {e}");
+                    return ExitCode::Environment;
+                }
+            }
+        }
+    };
+    let plan = CheckPlan {
+        source_path: path,
+        source_text: source.text().to_string(),
+        cases,
+        seed: args.seed.unwrap_or_else(fresh_seed),
+        case_timeout: Duration::from_secs_f64(args.case_timeout),
+        timing: (!args.no_timing).then_some(TimingPlan {
+            shape: Shape {
+                chunk_len: args.timing_chunk,
+                prefix_len: args.timing_prefix,
+            },
+            config: TimingConfig {
+                repetitions: args.repetitions,
+                cold_l2: !args.warm_l2,
+                ..TimingConfig::default()
+            },
+            timeout: Duration::from_secs(120),
+        }),
+    };
+    let command = match WorkerCommand::current_exe() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("flashprof: cannot locate its own executable to start a worker: {e}");
+            return ExitCode::Environment;
+        }
+    };
+    let mut worker = None;
+    let quiet = args.json;
+    let total = plan.cases.len();
+    let report = run_check(&plan, &command, &mut worker, |p| {
+        if !quiet {
+            show_progress(&p, total);
+        }
+    });
+    if let Some(w) = worker {
+        w.shutdown();
+    }
+    let report = match report {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("flashprof: {e}");
+            return ExitCode::Environment;
+        }
+    };
+    if args.json {
+        println!("{}", render_json(&report));
+    } else {
+        eprint!("\r\x1b[2K");
+        print!("{}", render_table(&report));
+    }
+    exit_code(&report)
+}
+
+/// One status line on stderr while the check runs, so a slow GPU never looks frozen.
+fn show_progress(progress: &Progress, total: usize) {
+    use std::io::Write;
+    let line = match progress {
+        Progress::WorkerStarted { .. } => "compiling...".to_string(),
+        Progress::Compiled(c) if c.ok => format!("compiled in {:.0} ms", c.compile_ms),
+        Progress::Compiled(_) => "compile failed".to_string(),
+        Progress::CaseStarted { index } => format!("case {}/{total}...", index + 1),
+        Progress::CaseFinished { .. } => return,
+        Progress::WorkerRestarted { reason } => format!("restarted the worker ({reason})"),
+        Progress::TimingStarted => "timing against the starter...".to_string(),
+        Progress::TimingFinished(_) => "done".to_string(),
+    };
+    eprint!("\r\x1b[2K{line}");
+    let _ = std::io::stderr().flush();
+}
+
+fn exit_code(report: &crate::app::check::CheckReport) -> ExitCode {
+    if let Some(problem) = &report.compile.problem {
+        return match problem.kind {
+            CompileProblemKind::BadSource => ExitCode::BadSource,
+            CompileProblemKind::CompilerMissing | CompileProblemKind::CompilerFailed => {
+                ExitCode::Environment
+            }
+        };
+    }
+    if !report.compile.ok {
+        return ExitCode::CompileError;
+    }
+    if report.gpu.is_err() {
+        return ExitCode::NoGpu;
+    }
+    if report.all_passed() {
+        ExitCode::Pass
+    } else if report.cases.iter().all(|c| c.status == CaseStatus::Pass)
+        && report.timing_error.is_some()
+    {
+        ExitCode::Environment
+    } else {
+        ExitCode::CasesFailed
+    }
+}

@@ -1,0 +1,75 @@
+//! Command-line entry: parses arguments and dispatches to a command.
+//!
+//! Exit codes are part of the interface (README, "Exit codes"); they live in
+//! [`ExitCode`] so every command maps its outcome the same way.
+
+mod check;
+
+use clap::{Parser, Subcommand};
+
+/// Documented process exit codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum ExitCode {
+    /// Every case passed (and the timed output was correct).
+    Pass = 0,
+    /// The kernel compiled and ran, and at least one case failed.
+    CasesFailed = 1,
+    /// Bad command-line usage (clap's own code).
+    Usage = 2,
+    /// The student file cannot be used: missing, empty, binary, not UTF-8, too large, wrong signature.
+    BadSource = 3,
+    /// NVRTC rejected the kernel.
+    CompileError = 4,
+    /// No GPU or no driver: the file compiled, nothing was graded.
+    NoGpu = 5,
+    /// The environment failed: NVRTC missing, worker could not start, GPU out of memory, bad cases file.
+    Environment = 6,
+    /// The oracle failed its golden proof: flashprof refuses to grade.
+    OracleUnproven = 7,
+}
+
+#[derive(Parser)]
+#[command(
+    name = "flashprof",
+    version,
+    about = "Grade and profile CUDA flash-prefill kernels"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Compile FILE, run every hazard case, time it against the starter, and report.
+    Check(check::CheckArgs),
+    /// Internal: the worker process that runs kernels (started by flashprof itself).
+    #[command(name = "__worker", hide = true)]
+    Worker,
+}
+
+/// Runs the command line and returns the process exit code.
+pub fn main() -> u8 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::Usage as u8
+            } else {
+                0
+            };
+        }
+    };
+    match cli.command {
+        Command::Check(args) => check::run(args) as u8,
+        Command::Worker => match crate::worker::main() {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("flashprof worker: {e:#}");
+                ExitCode::Environment as u8
+            }
+        },
+    }
+}

@@ -1,0 +1,434 @@
+//! The CUDA device as the grader needs it: one context, kernels loaded from
+//! compiled images, inputs surrounded by guard bands, and timed launches.
+//!
+//! Only this module launches kernels. A launch is `unsafe` in cudarc because
+//! it cannot check argument types; here every kernel has the lab's fixed
+//! signature, which the compile step verified before any image gets here.
+#![allow(unsafe_code)]
+
+use std::sync::Arc;
+
+use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaSlice, CudaStream, DriverError, LaunchConfig, PushKernelArg,
+};
+use cudarc::nvrtc::Ptx;
+
+use crate::lab::contract::Shape;
+use crate::lab::geometry::LaunchGeometry;
+use crate::protocol::{DeviceInfo, GpuProblem};
+
+/// Elements of guard band on each side of every buffer: 64 KiB, wider than
+/// any plausible stray index, so an off-by-a-tile access lands in a guard.
+pub const GUARD_ELEMS: usize = 16 * 1024;
+/// What an input's guard bands hold: a quiet NaN with its own payload, so a
+/// read past an input's end turns the result into NaN.
+pub const INPUT_GUARD_BITS: u32 = 0x7FC0_0BAD;
+/// What the output's guard bands hold; any other value there was written by the kernel.
+pub const OUTPUT_GUARD_BITS: u32 = 0x7F80_BEEF;
+
+/// A device error with the CUDA name, e.g. `CUDA_ERROR_ILLEGAL_ADDRESS`.
+#[derive(Debug, thiserror::Error)]
+#[error("{call}: {name}")]
+pub struct GpuError {
+    pub call: &'static str,
+    pub name: String,
+    /// Sticky errors poison the context: the process must restart before the next launch.
+    pub sticky: bool,
+    pub out_of_memory: bool,
+}
+
+fn gpu_err(call: &'static str) -> impl Fn(DriverError) -> GpuError {
+    move |e: DriverError| {
+        use cudarc::driver::sys::CUresult::*;
+        let name = e
+            .error_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|_| format!("{:?}", e.0));
+        let sticky = matches!(
+            e.0,
+            CUDA_ERROR_ILLEGAL_ADDRESS
+                | CUDA_ERROR_ILLEGAL_INSTRUCTION
+                | CUDA_ERROR_MISALIGNED_ADDRESS
+                | CUDA_ERROR_INVALID_ADDRESS_SPACE
+                | CUDA_ERROR_INVALID_PC
+                | CUDA_ERROR_HARDWARE_STACK_ERROR
+                | CUDA_ERROR_LAUNCH_FAILED
+                | CUDA_ERROR_ASSERT
+                | CUDA_ERROR_LAUNCH_TIMEOUT
+        );
+        GpuError {
+            call,
+            name,
+            sticky,
+            out_of_memory: e.0 == CUDA_ERROR_OUT_OF_MEMORY,
+        }
+    }
+}
+
+pub type GpuResult<T> = Result<T, GpuError>;
+
+/// An open GPU: context, stream and the facts a report needs.
+pub struct Gpu {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    pub info: DeviceInfo,
+}
+
+/// A loaded `attention_prefill` with its launch geometry.
+#[derive(Clone)]
+pub struct Kernel {
+    function: CudaFunction,
+    pub geometry: LaunchGeometry,
+}
+
+/// One tensor on the device with guard bands either side.
+struct Guarded {
+    buffer: CudaSlice<f32>,
+    host: Vec<f32>,
+    len: usize,
+}
+
+/// The three inputs and the output of one launch shape, guarded.
+pub struct Workspace {
+    pub shape: Shape,
+    q: Guarded,
+    k: Guarded,
+    v: Guarded,
+    out: Guarded,
+}
+
+/// What came back from a launch, before any grading.
+pub struct LaunchResult {
+    pub output: Vec<f32>,
+    /// Output guard elements that no longer hold the guard pattern.
+    pub out_of_bounds_writes: usize,
+}
+
+/// Finds the first CUDA device, or says plainly why there is none.
+pub fn open(ordinal: usize) -> Result<Gpu, GpuProblem> {
+    super::libraries::preload_driver();
+    // cudarc panics when libcuda is absent; ask first so the answer is a message.
+    // SAFETY: only tries to dlopen the driver library by its usual names.
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        return Err(GpuProblem::NoDriver {
+            detail: "libcuda.so could not be loaded (is the NVIDIA driver installed and on the loader path?)"
+                .into(),
+        });
+    }
+    if let Err(e) = cudarc::driver::result::init() {
+        let failure = gpu_err("cuInit")(e);
+        return Err(if failure.name == "CUDA_ERROR_NO_DEVICE" {
+            GpuProblem::NoDevice {
+                detail: failure.to_string(),
+            }
+        } else {
+            GpuProblem::DriverError {
+                detail: failure.to_string(),
+            }
+        });
+    }
+    let count = CudaContext::device_count().map_err(|e| GpuProblem::DriverError {
+        detail: gpu_err("cuDeviceGetCount")(e).to_string(),
+    })?;
+    if count as usize <= ordinal {
+        return Err(GpuProblem::NoDevice {
+            detail: format!("device {ordinal} asked for, {count} present"),
+        });
+    }
+    let problem = |call| {
+        move |e| GpuProblem::DriverError {
+            detail: gpu_err(call)(e).to_string(),
+        }
+    };
+    let ctx = CudaContext::new(ordinal).map_err(problem("cuDevicePrimaryCtxRetain"))?;
+    let attribute = |a| ctx.attribute(a).map_err(problem("cuDeviceGetAttribute"));
+    let mut driver_version = 0;
+    // SAFETY: writes one int through a valid pointer.
+    unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut driver_version) };
+    let info = DeviceInfo {
+        ordinal,
+        name: ctx.name().map_err(problem("cuDeviceGetName"))?,
+        compute_capability: ctx
+            .compute_capability()
+            .map_err(problem("cuDeviceGetAttribute"))?,
+        sm_count: attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
+        l2_bytes: attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)?,
+        max_sm_clock_mhz: attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)? as f64
+            / 1000.0,
+        memory_bytes: ctx.total_mem().map_err(problem("cuDeviceTotalMem"))?,
+        driver_version,
+    };
+    let stream = ctx.default_stream();
+    Ok(Gpu { ctx, stream, info })
+}
+
+fn filled(len: usize, bits: u32) -> Vec<f32> {
+    vec![f32::from_bits(bits); len]
+}
+
+impl Gpu {
+    /// The raw context, for the profiler.
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// Loads a compiled image and finds `entry` in it.
+    pub fn load(&self, image: &[u8], entry: &str, geometry: LaunchGeometry) -> GpuResult<Kernel> {
+        let module = self
+            .ctx
+            .load_module(Ptx::from_binary(image.to_vec()))
+            .map_err(gpu_err("cuModuleLoadData"))?;
+        let function = module
+            .load_function(entry)
+            .map_err(gpu_err("cuModuleGetFunction"))?;
+        if geometry.dynamic_smem_bytes > 48 * 1024 {
+            // Above 48 KiB a kernel must opt in, or the launch fails.
+            function
+                .set_attribute(
+                    CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    geometry.dynamic_smem_bytes as i32,
+                )
+                .map_err(gpu_err("cuFuncSetAttribute"))?;
+        }
+        Ok(Kernel { function, geometry })
+    }
+
+    fn guarded(&self, data: &[f32], guard_bits: u32) -> GpuResult<Guarded> {
+        let mut host = filled(GUARD_ELEMS, guard_bits);
+        host.extend_from_slice(data);
+        host.extend(filled(GUARD_ELEMS, guard_bits));
+        let buffer = self
+            .stream
+            .clone_htod(&host)
+            .map_err(gpu_err("cuMemcpyHtoD"))?;
+        Ok(Guarded {
+            buffer,
+            host,
+            len: data.len(),
+        })
+    }
+
+    /// Uploads inputs with NaN guards and an output poisoned with `poison_bits`.
+    pub fn workspace(
+        &self,
+        shape: Shape,
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        poison_bits: u32,
+    ) -> GpuResult<Workspace> {
+        let mut out = self.guarded(&filled(shape.q_elems(), poison_bits), OUTPUT_GUARD_BITS)?;
+        out.host[..GUARD_ELEMS].fill(f32::from_bits(OUTPUT_GUARD_BITS));
+        Ok(Workspace {
+            shape,
+            q: self.guarded(q, INPUT_GUARD_BITS)?,
+            k: self.guarded(k, INPUT_GUARD_BITS)?,
+            v: self.guarded(v, INPUT_GUARD_BITS)?,
+            out,
+        })
+    }
+
+    /// Restores the poisoned output (and its guards) before a launch.
+    pub fn poison_output(&self, ws: &mut Workspace) -> GpuResult<()> {
+        self.stream
+            .memcpy_htod(&ws.out.host, &mut ws.out.buffer)
+            .map_err(gpu_err("cuMemcpyHtoD"))
+    }
+
+    /// Launches the kernel once on the workspace, without waiting.
+    pub fn launch(&self, kernel: &Kernel, ws: &mut Workspace) -> GpuResult<()> {
+        let (gx, gy) = kernel.geometry.grid(ws.shape);
+        let config = LaunchConfig {
+            grid_dim: (gx, gy, 1),
+            block_dim: (kernel.geometry.threads, 1, 1),
+            shared_mem_bytes: kernel.geometry.dynamic_smem_bytes,
+        };
+        let chunk = ws.shape.chunk_len as i32;
+        let prefix = ws.shape.prefix_len as i32;
+        let range = |g: &Guarded| GUARD_ELEMS..GUARD_ELEMS + g.len;
+        let q = ws.q.buffer.slice(range(&ws.q));
+        let k = ws.k.buffer.slice(range(&ws.k));
+        let v = ws.v.buffer.slice(range(&ws.v));
+        let out_range = range(&ws.out);
+        let mut out = ws.out.buffer.slice_mut(out_range);
+        let mut launch = self.stream.launch_builder(&kernel.function);
+        launch
+            .arg(&q)
+            .arg(&k)
+            .arg(&v)
+            .arg(&mut out)
+            .arg(&chunk)
+            .arg(&prefix);
+        // SAFETY: the compile step checked that the entry point has the lab's
+        // signature (three const float*, float*, int, int), matching these arguments.
+        unsafe { launch.launch(config) }.map_err(gpu_err("cuLaunchKernel"))?;
+        Ok(())
+    }
+
+    pub fn synchronize(&self) -> GpuResult<()> {
+        self.stream
+            .synchronize()
+            .map_err(gpu_err("cuStreamSynchronize"))
+    }
+
+    /// Reads the output back and counts writes into its guard bands.
+    pub fn read_output(&self, ws: &Workspace) -> GpuResult<LaunchResult> {
+        let all = self
+            .stream
+            .clone_dtoh(&ws.out.buffer)
+            .map_err(gpu_err("cuMemcpyDtoH"))?;
+        let (before, rest) = all.split_at(GUARD_ELEMS);
+        let (output, after) = rest.split_at(ws.out.len);
+        let out_of_bounds_writes = before
+            .iter()
+            .chain(after)
+            .filter(|x| x.to_bits() != OUTPUT_GUARD_BITS)
+            .count();
+        Ok(LaunchResult {
+            output: output.to_vec(),
+            out_of_bounds_writes,
+        })
+    }
+
+    /// Names of the inputs (guards included) that differ bit for bit from what was uploaded.
+    pub fn modified_inputs(&self, ws: &Workspace) -> GpuResult<Vec<String>> {
+        let mut modified = Vec::new();
+        for (name, tensor) in [("q", &ws.q), ("kCache", &ws.k), ("vCache", &ws.v)] {
+            let now = self
+                .stream
+                .clone_dtoh(&tensor.buffer)
+                .map_err(gpu_err("cuMemcpyDtoH"))?;
+            if now
+                .iter()
+                .zip(&tensor.host)
+                .any(|(a, b)| a.to_bits() != b.to_bits())
+            {
+                modified.push(name.to_string());
+            }
+        }
+        Ok(modified)
+    }
+
+    /// Runs the trusted float64 reference kernel on the workspace's inputs.
+    pub fn reference_f64(&self, oracle: &CudaFunction, ws: &Workspace) -> GpuResult<Vec<f64>> {
+        let mut out = self
+            .stream
+            .alloc_zeros::<f64>(ws.shape.q_elems())
+            .map_err(gpu_err("cuMemAlloc"))?;
+        let warps = ws.shape.chunk_len * crate::lab::contract::HQ;
+        let threads = 256u32;
+        let blocks = (warps * 32).div_ceil(threads as usize) as u32;
+        let range = |g: &Guarded| GUARD_ELEMS..GUARD_ELEMS + g.len;
+        let q = ws.q.buffer.slice(range(&ws.q));
+        let k = ws.k.buffer.slice(range(&ws.k));
+        let v = ws.v.buffer.slice(range(&ws.v));
+        let chunk = ws.shape.chunk_len as i32;
+        let prefix = ws.shape.prefix_len as i32;
+        let mut launch = self.stream.launch_builder(oracle);
+        launch
+            .arg(&q)
+            .arg(&k)
+            .arg(&v)
+            .arg(&mut out)
+            .arg(&chunk)
+            .arg(&prefix);
+        // SAFETY: `oracle_f64` in kernels/support.cu takes (const float*, const float*,
+        // const float*, double*, int, int), as pushed here.
+        unsafe {
+            launch.launch(LaunchConfig {
+                grid_dim: (blocks, 1, 1),
+                block_dim: (threads, 1, 1),
+                shared_mem_bytes: 0,
+            })
+        }
+        .map_err(gpu_err("cuLaunchKernel"))?;
+        self.stream
+            .clone_dtoh(&out)
+            .map_err(gpu_err("cuMemcpyDtoH"))
+    }
+
+    /// The SM clock right now, in MHz: cycles counted over a fixed wall time.
+    pub fn measure_sm_clock(&self, probe: &CudaFunction) -> GpuResult<f64> {
+        let mut result = self
+            .stream
+            .alloc_zeros::<u64>(2)
+            .map_err(gpu_err("cuMemAlloc"))?;
+        let spin_ns: u64 = 2_000_000;
+        let mut launch = self.stream.launch_builder(probe);
+        launch.arg(&mut result).arg(&spin_ns);
+        // SAFETY: `clock_probe` in kernels/support.cu takes (unsigned long long*, unsigned long long).
+        unsafe {
+            launch.launch(LaunchConfig {
+                grid_dim: (1, 1, 1),
+                block_dim: (1, 1, 1),
+                shared_mem_bytes: 0,
+            })
+        }
+        .map_err(gpu_err("cuLaunchKernel"))?;
+        let counts = self
+            .stream
+            .clone_dtoh(&result)
+            .map_err(gpu_err("cuMemcpyDtoH"))?;
+        Ok(counts[0] as f64 / counts[1].max(1) as f64 * 1000.0)
+    }
+
+    /// A buffer whose overwrite evicts L2: three times its size, so no line survives.
+    pub fn l2_flusher(&self) -> GpuResult<CudaSlice<u8>> {
+        let bytes = (self.info.l2_bytes.max(1) as usize) * 3;
+        self.stream
+            .alloc_zeros::<u8>(bytes)
+            .map_err(gpu_err("cuMemAlloc"))
+    }
+
+    pub fn flush_l2(&self, flusher: &mut CudaSlice<u8>) -> GpuResult<()> {
+        self.stream
+            .memset_zeros(flusher)
+            .map_err(gpu_err("cuMemsetD8Async"))
+    }
+
+    /// Times `launch` with device events; returns milliseconds.
+    pub fn timed(&self, launch: impl FnOnce() -> GpuResult<()>) -> GpuResult<f64> {
+        let timing = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+        let start = self
+            .ctx
+            .new_event(timing)
+            .map_err(gpu_err("cuEventCreate"))?;
+        let end = self
+            .ctx
+            .new_event(timing)
+            .map_err(gpu_err("cuEventCreate"))?;
+        start
+            .record(&self.stream)
+            .map_err(gpu_err("cuEventRecord"))?;
+        launch()?;
+        end.record(&self.stream).map_err(gpu_err("cuEventRecord"))?;
+        end.synchronize().map_err(gpu_err("cuEventSynchronize"))?;
+        Ok(start
+            .elapsed_ms(&end)
+            .map_err(gpu_err("cuEventElapsedTime"))? as f64)
+    }
+
+    /// Loads one of flashprof's own kernels (not a student's) from an image.
+    pub fn load_support(&self, image: &[u8], entry: &str) -> GpuResult<CudaFunction> {
+        let module = self
+            .ctx
+            .load_module(Ptx::from_binary(image.to_vec()))
+            .map_err(gpu_err("cuModuleLoadData"))?;
+        module
+            .load_function(entry)
+            .map_err(gpu_err("cuModuleGetFunction"))
+    }
+}
+
+impl GpuError {
+    /// An error from setting up the GPU side that is not a CUDA call's failure.
+    pub fn message(message: impl std::fmt::Display) -> Self {
+        Self {
+            call: "setup",
+            name: message.to_string(),
+            sticky: false,
+            out_of_memory: false,
+        }
+    }
+}

@@ -1,0 +1,526 @@
+//! Hazard cases as data.
+//!
+//! Cases live in `assets/cases.toml` (embedded in the binary, and overridable
+//! with `--cases FILE`) so a TA can add one without recompiling. A case is a
+//! shape plus a recipe: random inputs from the run's seed, then optional
+//! planted values and per-head scaling, or tensors of its own from `.npy`
+//! files. Generation is deterministic in `(seed, case name)`, so a printed
+//! seed reproduces every input of a failing run.
+
+use std::path::{Path, PathBuf};
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+use super::contract::{Shape, DH, HKV, HQ};
+use super::npy;
+
+/// The cases shipped with flashprof.
+pub const EMBEDDED_CASES: &str = include_str!("../../assets/cases.toml");
+
+/// Which input tensor a recipe step touches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Tensor {
+    Q,
+    K,
+    V,
+}
+
+impl Tensor {
+    fn heads(self) -> usize {
+        match self {
+            Tensor::Q => HQ,
+            Tensor::K | Tensor::V => HKV,
+        }
+    }
+}
+
+/// Positions a plant covers: query rows for `q`, key positions for `k`/`v`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Positions {
+    List(Vec<usize>),
+    Named(NamedPositions),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NamedPositions {
+    /// Every row (q) or every key (k, v).
+    All,
+    /// Keys of the cached prefix, `0..P`.
+    Prefix,
+    /// Keys of the chunk itself, `P..P+C`.
+    Chunk,
+    /// The last cached key, `P-1`.
+    LastPrefix,
+    /// The last row (q) or the last key of the sequence (k, v).
+    Last,
+}
+
+/// Overwrites every dimension of one head at some positions with a value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Plant {
+    pub tensor: Tensor,
+    pub head: usize,
+    pub positions: Positions,
+    pub value: f32,
+}
+
+/// Multiplies a range of heads (inclusive; each tensor's own head index) by a factor.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scale {
+    pub tensors: Vec<Tensor>,
+    pub heads: [usize; 2],
+    pub factor: f32,
+}
+
+/// One hazard case as written in the cases file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CaseSpec {
+    pub name: String,
+    pub summary: String,
+    #[serde(default)]
+    pub chunk: usize,
+    #[serde(default)]
+    pub prefix: usize,
+    #[serde(default)]
+    pub plant: Vec<Plant>,
+    #[serde(default)]
+    pub scale: Vec<Scale>,
+    /// A folder holding `q.npy`, `k.npy`, `v.npy` and optionally `expected.npy`;
+    /// relative paths are relative to the cases file. The shape then comes from the files.
+    #[serde(default)]
+    pub tensors: Option<PathBuf>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CasesFile {
+    case: Vec<CaseSpec>,
+}
+
+/// A cases file that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum CaseError {
+    #[error("cases file {file}: {message}")]
+    Parse { file: String, message: String },
+    #[error("case `{case}`: {message}")]
+    Invalid { case: String, message: String },
+    #[error("case `{case}`: {source}")]
+    Tensor { case: String, source: npy::NpyError },
+}
+
+/// Inputs of one case, ready to upload.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CaseInputs {
+    pub shape: Shape,
+    pub q: Vec<f32>,
+    pub k: Vec<f32>,
+    pub v: Vec<f32>,
+    /// The case's own expected output, when it brings one (checked in addition to the oracle).
+    pub expected: Option<Vec<f64>>,
+}
+
+/// Parses and validates a cases file. `base` resolves relative tensor folders.
+pub fn parse_cases(text: &str, file: &str, base: &Path) -> Result<Vec<CaseSpec>, CaseError> {
+    let parsed: CasesFile = toml::from_str(text).map_err(|e| CaseError::Parse {
+        file: file.to_string(),
+        message: e.to_string(),
+    })?;
+    let mut seen = std::collections::HashSet::new();
+    let mut cases = Vec::with_capacity(parsed.case.len());
+    for mut case in parsed.case {
+        if !seen.insert(case.name.clone()) {
+            return Err(CaseError::Parse {
+                file: file.to_string(),
+                message: format!("two cases are named `{}`", case.name),
+            });
+        }
+        if let Some(dir) = &case.tensors {
+            case.tensors = Some(base.join(dir));
+        }
+        case.validate()?;
+        cases.push(case);
+    }
+    if cases.is_empty() {
+        return Err(CaseError::Parse {
+            file: file.to_string(),
+            message: "no [[case]] entries".into(),
+        });
+    }
+    Ok(cases)
+}
+
+/// The embedded cases; they are validated by the test suite, so this cannot fail at run time.
+pub fn embedded_cases() -> Vec<CaseSpec> {
+    parse_cases(EMBEDDED_CASES, "assets/cases.toml", Path::new("."))
+        .expect("the embedded cases file is checked by tests")
+}
+
+impl CaseSpec {
+    fn invalid(&self, message: impl Into<String>) -> CaseError {
+        CaseError::Invalid {
+            case: self.name.clone(),
+            message: message.into(),
+        }
+    }
+
+    fn validate(&self) -> Result<(), CaseError> {
+        let name_ok = !self.name.is_empty()
+            && self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        if !name_ok {
+            return Err(self.invalid("names use letters, digits, '-' and '_' only"));
+        }
+        if self.tensors.is_some() {
+            if !self.plant.is_empty() || !self.scale.is_empty() {
+                return Err(self.invalid("a case with its own tensors takes no plant or scale"));
+            }
+            return Ok(());
+        }
+        if self.chunk == 0 {
+            return Err(self.invalid("chunk must be at least 1"));
+        }
+        let shape = self.declared_shape();
+        for plant in &self.plant {
+            if plant.head >= plant.tensor.heads() {
+                return Err(self.invalid(format!(
+                    "plant head {} is out of range for {:?} (0..{})",
+                    plant.head,
+                    plant.tensor,
+                    plant.tensor.heads()
+                )));
+            }
+            let limit = positions_limit(plant.tensor, shape);
+            let positions = resolve_positions(&plant.positions, plant.tensor, shape);
+            if let Some(bad) = positions.iter().find(|&&p| p >= limit) {
+                return Err(self.invalid(format!(
+                    "plant position {bad} is past the end of {:?} ({limit} positions)",
+                    plant.tensor
+                )));
+            }
+            if positions.is_empty() {
+                return Err(self.invalid("a plant covers no position (an empty prefix?)"));
+            }
+        }
+        for scale in &self.scale {
+            if scale.heads[0] > scale.heads[1] {
+                return Err(self.invalid("scale heads are [first, last] with first <= last"));
+            }
+        }
+        Ok(())
+    }
+
+    fn declared_shape(&self) -> Shape {
+        Shape {
+            chunk_len: self.chunk,
+            prefix_len: self.prefix,
+        }
+    }
+
+    /// Builds the inputs for this case from the run's seed.
+    pub fn generate(&self, seed: u64) -> Result<CaseInputs, CaseError> {
+        if let Some(dir) = &self.tensors {
+            return self.load_tensors(dir);
+        }
+        let shape = self.declared_shape();
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ stable_hash(&self.name));
+        let mut q = random_tensor(&mut rng, shape.q_elems());
+        let mut k = random_tensor(&mut rng, shape.kv_elems());
+        let mut v = random_tensor(&mut rng, shape.kv_elems());
+        for scale in &self.scale {
+            for &tensor in &scale.tensors {
+                let data = select(tensor, &mut q, &mut k, &mut v);
+                let last = scale.heads[1].min(tensor.heads() - 1);
+                for head in scale.heads[0]..=last {
+                    for_each_head_slice(data, tensor.heads(), head, |x| *x *= scale.factor);
+                }
+            }
+        }
+        for plant in &self.plant {
+            let positions = resolve_positions(&plant.positions, plant.tensor, shape);
+            let heads = plant.tensor.heads();
+            let data = select(plant.tensor, &mut q, &mut k, &mut v);
+            for pos in positions {
+                let start = (pos * heads + plant.head) * DH;
+                data[start..start + DH].fill(plant.value);
+            }
+        }
+        Ok(CaseInputs {
+            shape,
+            q,
+            k,
+            v,
+            expected: None,
+        })
+    }
+
+    fn load_tensors(&self, dir: &Path) -> Result<CaseInputs, CaseError> {
+        let wrap = |source| CaseError::Tensor {
+            case: self.name.clone(),
+            source,
+        };
+        let (q_shape, q) = npy::read_f32(&dir.join("q.npy")).map_err(wrap)?;
+        let (k_shape, k) = npy::read_f32(&dir.join("k.npy")).map_err(wrap)?;
+        let (v_shape, v) = npy::read_f32(&dir.join("v.npy")).map_err(wrap)?;
+        let [chunk, hq, dh] = q_shape[..] else {
+            return Err(self.invalid(format!(
+                "q.npy has shape {q_shape:?}, expected [C, {HQ}, {DH}]"
+            )));
+        };
+        if hq != HQ || dh != DH || chunk == 0 {
+            return Err(self.invalid(format!(
+                "q.npy has shape {q_shape:?}, expected [C, {HQ}, {DH}]"
+            )));
+        }
+        let [seq, hkv, dh] = k_shape[..] else {
+            return Err(self.invalid(format!(
+                "k.npy has shape {k_shape:?}, expected [P+C, {HKV}, {DH}]"
+            )));
+        };
+        if hkv != HKV || dh != DH || seq < chunk {
+            return Err(self.invalid(format!(
+                "k.npy has shape {k_shape:?}, expected [P+C, {HKV}, {DH}] with P+C >= C = {chunk}"
+            )));
+        }
+        if v_shape != k_shape {
+            return Err(self.invalid(format!(
+                "v.npy has shape {v_shape:?}, k.npy {k_shape:?}: they must match"
+            )));
+        }
+        let shape = Shape {
+            chunk_len: chunk,
+            prefix_len: seq - chunk,
+        };
+        let expected_path = dir.join("expected.npy");
+        let expected = if expected_path.exists() {
+            let (e_shape, e) = npy::read_f64(&expected_path).map_err(wrap)?;
+            if e_shape != q_shape {
+                return Err(self.invalid(format!(
+                    "expected.npy has shape {e_shape:?}, q.npy {q_shape:?}: they must match"
+                )));
+            }
+            Some(e)
+        } else {
+            None
+        };
+        Ok(CaseInputs {
+            shape,
+            q,
+            k,
+            v,
+            expected,
+        })
+    }
+}
+
+fn select<'a>(
+    tensor: Tensor,
+    q: &'a mut [f32],
+    k: &'a mut [f32],
+    v: &'a mut [f32],
+) -> &'a mut [f32] {
+    match tensor {
+        Tensor::Q => q,
+        Tensor::K => k,
+        Tensor::V => v,
+    }
+}
+
+fn for_each_head_slice(data: &mut [f32], heads: usize, head: usize, mut f: impl FnMut(&mut f32)) {
+    for position in data.chunks_exact_mut(heads * DH) {
+        position[head * DH..(head + 1) * DH]
+            .iter_mut()
+            .for_each(&mut f);
+    }
+}
+
+fn positions_limit(tensor: Tensor, shape: Shape) -> usize {
+    match tensor {
+        Tensor::Q => shape.chunk_len,
+        Tensor::K | Tensor::V => shape.seq_len(),
+    }
+}
+
+fn resolve_positions(positions: &Positions, tensor: Tensor, shape: Shape) -> Vec<usize> {
+    let limit = positions_limit(tensor, shape);
+    match positions {
+        Positions::List(list) => list.clone(),
+        Positions::Named(named) => match named {
+            NamedPositions::All => (0..limit).collect(),
+            NamedPositions::Prefix => (0..shape.prefix_len.min(limit)).collect(),
+            NamedPositions::Chunk => (shape.prefix_len.min(limit)..limit).collect(),
+            NamedPositions::LastPrefix => shape.prefix_len.checked_sub(1).into_iter().collect(),
+            NamedPositions::Last => vec![limit - 1],
+        },
+    }
+}
+
+/// Uniform in [-1, 1): bounded values keep the tolerance meaningful and never
+/// overflow by themselves, so only planted values exercise the overflow path.
+fn random_tensor(rng: &mut ChaCha8Rng, len: usize) -> Vec<f32> {
+    (0..len).map(|_| rng.random_range(-1.0f32..1.0)).collect()
+}
+
+/// FNV-1a: a hash that stays the same across Rust versions and platforms,
+/// unlike `DefaultHasher`, so a printed seed reproduces on any machine.
+fn stable_hash(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn case(name: &str) -> CaseSpec {
+        embedded_cases()
+            .into_iter()
+            .find(|c| c.name == name)
+            .unwrap()
+    }
+
+    #[test]
+    fn embedded_cases_parse_and_cover_the_lab_hazards() {
+        let names: Vec<String> = embedded_cases().into_iter().map(|c| c.name).collect();
+        for required in [
+            "planted-overflow",
+            "last-key-of-prefix",
+            "last-key-of-sequence",
+            "chunk-of-1",
+            "chunk-of-17",
+            "chunk-of-33",
+            "prefix-31",
+            "prefix-1000",
+            "no-prefix",
+            "chunk-multiple-of-64",
+            "chunk-64-plus-one",
+            "large-values-other-heads",
+        ] {
+            assert!(
+                names.iter().any(|n| n == required),
+                "missing case {required}"
+            );
+        }
+    }
+
+    #[test]
+    fn generation_is_reproducible_and_fresh_per_seed() {
+        let c = case("random-small");
+        assert_eq!(c.generate(7).unwrap(), c.generate(7).unwrap());
+        assert_ne!(c.generate(7).unwrap().q, c.generate(8).unwrap().q);
+    }
+
+    #[test]
+    fn overflow_plants_sit_exactly_where_declared() {
+        let inputs = case("planted-overflow").generate(1).unwrap();
+        let q_at = |r, h, d| inputs.q[Shape::q_index(r, h, d)];
+        let k_at = |p, g, d| inputs.k[Shape::kv_index(p, g, d)];
+        assert!((0..DH).all(|d| q_at(31, 0, d) == 4.0));
+        assert!((0..DH).all(|d| k_at(150, 0, d) == 4.0));
+        assert!((0..DH).any(|d| q_at(2, 0, d) != 4.0));
+        assert!(
+            (0..DH).any(|d| q_at(31, 1, d) != 4.0),
+            "other heads stay random"
+        );
+        assert!((0..DH).any(|d| k_at(150, 1, d) != 4.0));
+        let planted_score: f32 = (0..DH)
+            .map(|d| q_at(31, 0, d) * k_at(150, 0, d))
+            .sum::<f32>()
+            * 0.125;
+        assert_eq!(planted_score, 128.0);
+    }
+
+    #[test]
+    fn last_key_plants_the_final_position_only() {
+        let c = case("last-key-of-sequence");
+        let inputs = c.generate(3).unwrap();
+        let last = inputs.shape.seq_len() - 1;
+        assert_eq!(last, 1032);
+        assert!((0..DH).all(|d| inputs.k[Shape::kv_index(last, 0, d)] == 4.0));
+        let planted_keys = (0..=last)
+            .filter(|&p| (0..DH).all(|d| inputs.k[Shape::kv_index(p, 0, d)] == 4.0))
+            .count();
+        assert_eq!(planted_keys, 1);
+        let prefix = case("last-key-of-prefix").generate(3).unwrap();
+        assert!((0..DH).all(|d| prefix.k[Shape::kv_index(999, 0, d)] == 4.0));
+        assert!((0..DH).any(|d| prefix.k[Shape::kv_index(1000, 0, d)] != 4.0));
+    }
+
+    #[test]
+    fn scaling_touches_only_the_named_heads() {
+        let plain = case("random-small").generate(5).unwrap();
+        let scaled = case("large-values-other-heads").generate(5).unwrap();
+        let max_abs = |data: &[f32], heads: usize, head: usize| {
+            data.chunks_exact(heads * DH)
+                .flat_map(|p| p[head * DH..(head + 1) * DH].iter())
+                .fold(0f32, |m, x| m.max(x.abs()))
+        };
+        assert!(max_abs(&scaled.q, HQ, 0) <= 1.0);
+        assert!(max_abs(&scaled.q, HQ, 1) > 1.0);
+        assert!(max_abs(&scaled.v, HKV, 7) > 1.0);
+        assert!(max_abs(&plain.q, HQ, 1) <= 1.0);
+    }
+
+    #[test]
+    fn bad_case_files_are_rejected_with_the_case_named() {
+        let parse = |t: &str| parse_cases(t, "t.toml", Path::new("."));
+        let dup =
+            "[[case]]\nname='a'\nsummary=''\nchunk=1\n[[case]]\nname='a'\nsummary=''\nchunk=1\n";
+        assert!(parse(dup)
+            .unwrap_err()
+            .to_string()
+            .contains("two cases are named `a`"));
+        let zero = "[[case]]\nname='z'\nsummary=''\nchunk=0\n";
+        assert!(parse(zero)
+            .unwrap_err()
+            .to_string()
+            .contains("chunk must be at least 1"));
+        let far = "[[case]]\nname='f'\nsummary=''\nchunk=4\nprefix=2\n[[case.plant]]\ntensor='k'\nhead=0\npositions=[6]\nvalue=1.0\n";
+        assert!(parse(far).unwrap_err().to_string().contains("past the end"));
+        let head = "[[case]]\nname='h'\nsummary=''\nchunk=4\n[[case.plant]]\ntensor='v'\nhead=8\npositions='all'\nvalue=1.0\n";
+        assert!(parse(head)
+            .unwrap_err()
+            .to_string()
+            .contains("out of range"));
+        let typo = "[[case]]\nname='t'\nsummary=''\nchunks=4\n";
+        assert!(parse(typo).unwrap_err().to_string().contains("chunks"));
+        assert!(parse("").is_err());
+    }
+
+    #[test]
+    fn a_case_can_bring_its_own_tensors() {
+        let dir = tempfile::tempdir().unwrap();
+        let (c, p) = (2, 1);
+        let q: Vec<f32> = (0..c * HQ * DH).map(|i| i as f32 * 1e-3).collect();
+        let kv: Vec<f32> = (0..(c + p) * HKV * DH).map(|i| (i % 7) as f32).collect();
+        npy::write_f32(&dir.path().join("q.npy"), &[c, HQ, DH], &q).unwrap();
+        npy::write_f32(&dir.path().join("k.npy"), &[c + p, HKV, DH], &kv).unwrap();
+        npy::write_f32(&dir.path().join("v.npy"), &[c + p, HKV, DH], &kv).unwrap();
+        let text = "[[case]]\nname='own'\nsummary='mine'\ntensors='own'\n";
+        std::fs::create_dir(dir.path().join("own")).unwrap();
+        for f in ["q.npy", "k.npy", "v.npy"] {
+            std::fs::rename(dir.path().join(f), dir.path().join("own").join(f)).unwrap();
+        }
+        let cases = parse_cases(text, "t.toml", dir.path()).unwrap();
+        let inputs = cases[0].generate(0).unwrap();
+        assert_eq!(
+            inputs.shape,
+            Shape {
+                chunk_len: 2,
+                prefix_len: 1
+            }
+        );
+        assert_eq!(inputs.q, q);
+        assert!(inputs.expected.is_none());
+    }
+}

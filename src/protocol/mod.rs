@@ -1,0 +1,237 @@
+//! Messages between flashprof and its worker process.
+//!
+//! Student kernels run in a separate worker process so that a hang or a sticky
+//! CUDA fault costs one case, never the caller. The two sides exchange one
+//! JSON object per line: requests on the worker's stdin, events on a private
+//! copy of its stdout (the worker points its own fd 1 at stderr at start, so
+//! a kernel's `printf` cannot forge a result). Every event the worker sends is
+//! a complete, self-describing result, so the caller can stream them to a
+//! screen phase by phase.
+
+mod framing;
+
+pub use framing::{read_message, write_message, FramingError};
+
+use serde::{Deserialize, Serialize};
+
+use crate::gpu::compile::Diagnostic;
+use crate::gpu::resources::ResourceUsage;
+use crate::grade::compare::Comparison;
+use crate::grade::diagnosis::Integrity;
+use crate::grade::stats::{Speedup, TimingSummary};
+use crate::lab::cases::CaseSpec;
+use crate::lab::contract::Shape;
+use crate::lab::geometry::LaunchGeometry;
+
+/// Bumped whenever a message changes shape; both sides check it in the handshake.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// What the caller asks of the worker.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "request", rename_all = "snake_case")]
+pub enum Request {
+    /// Compile a student file (and load it, when a GPU is present).
+    Compile {
+        source_path: String,
+        source_text: String,
+    },
+    /// Load a kernel image compiled earlier (a restarted worker skips NVRTC).
+    Load {
+        image: Vec<u8>,
+        geometry: LaunchGeometry,
+    },
+    /// Run one hazard case twice on fresh inputs from `seed` and grade it.
+    RunCase { case: CaseSpec, seed: u64 },
+    /// Time the loaded kernel against the starter at `shape`.
+    Time {
+        shape: Shape,
+        seed: u64,
+        config: TimingConfig,
+    },
+    /// Finish cleanly.
+    Shutdown,
+}
+
+/// How to time: counts of launches, and whether to flush L2 between them.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct TimingConfig {
+    pub warmup: u32,
+    /// Timed launches of each kernel (interleaved starter, student, starter, ...).
+    pub repetitions: u32,
+    /// Evict L2 before every timed launch (outside the timed region).
+    pub cold_l2: bool,
+}
+
+impl Default for TimingConfig {
+    fn default() -> Self {
+        Self {
+            warmup: 2,
+            repetitions: 15,
+            cold_l2: true,
+        }
+    }
+}
+
+/// What the worker reports.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    /// First message of every worker: protocol version and the GPU it found.
+    Ready {
+        protocol: u32,
+        gpu: Result<DeviceInfo, GpuProblem>,
+        start_ms: f64,
+    },
+    Compiled(CompileOutcome),
+    Loaded {
+        load_ms: f64,
+    },
+    Case(CaseOutcome),
+    Timing(TimingOutcome),
+    /// A request could not be served; the worker stays usable unless `fatal`.
+    Failed {
+        message: String,
+        fatal: bool,
+    },
+}
+
+/// The GPU a worker runs on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeviceInfo {
+    pub ordinal: usize,
+    pub name: String,
+    pub compute_capability: (i32, i32),
+    pub sm_count: i32,
+    pub l2_bytes: i32,
+    pub max_sm_clock_mhz: f64,
+    pub memory_bytes: usize,
+    pub driver_version: i32,
+}
+
+impl DeviceInfo {
+    /// The NVRTC target for this GPU, e.g. `sm_90`.
+    pub fn arch(&self) -> String {
+        format!(
+            "sm_{}{}",
+            self.compute_capability.0, self.compute_capability.1
+        )
+    }
+}
+
+/// Why there is no usable GPU, with what still works.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum GpuProblem {
+    /// `libcuda.so` could not be loaded.
+    NoDriver { detail: String },
+    /// The driver loaded but reported no CUDA device.
+    NoDevice { detail: String },
+    /// The driver refused to start (version mismatch, device busy, ...).
+    DriverError { detail: String },
+}
+
+impl GpuProblem {
+    pub fn describe(&self) -> String {
+        match self {
+            GpuProblem::NoDriver { detail } => format!(
+                "no NVIDIA driver: {detail}. Compilation still works; cases and timing need a GPU."
+            ),
+            GpuProblem::NoDevice { detail } => format!(
+                "no CUDA GPU found: {detail}. Compilation still works; cases and timing need a GPU."
+            ),
+            GpuProblem::DriverError { detail } => {
+                format!("the CUDA driver failed to start: {detail}")
+            }
+        }
+    }
+}
+
+/// Result of compiling a student file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompileOutcome {
+    pub ok: bool,
+    pub diagnostics: Vec<Diagnostic>,
+    /// Why there is no kernel when it is not the compiler's diagnostics.
+    pub problem: Option<CompileProblem>,
+    pub resources: Option<ResourceUsage>,
+    pub geometry: Option<LaunchGeometry>,
+    /// The compiled image, so a restarted worker can load it without recompiling.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub image: Vec<u8>,
+    pub compile_ms: f64,
+    /// Load time on the GPU, when one is present.
+    pub load_ms: Option<f64>,
+}
+
+/// A compile that failed for a reason other than the code's own errors.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompileProblem {
+    pub kind: CompileProblemKind,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CompileProblemKind {
+    /// The file is unusable: empty, binary, not UTF-8, too large, wrong entry point.
+    BadSource,
+    /// NVRTC could not be loaded.
+    CompilerMissing,
+    /// NVRTC hung, crashed or failed without diagnostics.
+    CompilerFailed,
+}
+
+/// Verdict of one hazard case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CaseStatus {
+    Pass,
+    Fail,
+    /// Killed by the watchdog.
+    Timeout,
+    /// The launch raised a CUDA error (illegal address, ...).
+    Crash,
+    /// Not run: no GPU, or the kernel did not compile.
+    NotRun,
+}
+
+/// Everything known about one hazard case.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CaseOutcome {
+    pub name: String,
+    pub summary: String,
+    pub shape: Shape,
+    pub status: CaseStatus,
+    pub comparison: Option<Comparison>,
+    pub integrity: Option<Integrity>,
+    pub diagnosis: String,
+    /// Wall time of the case inside the worker (inputs, two launches, checks).
+    pub elapsed_ms: f64,
+}
+
+/// Student against starter at the timing shape.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TimingOutcome {
+    pub shape: Shape,
+    pub config: TimingConfig,
+    pub student: TimingSummary,
+    pub starter: TimingSummary,
+    /// Present only when the timed output was correct: an incorrect kernel gets no speedup.
+    pub speedup: Option<Speedup>,
+    /// The student's output of the timed shape, graded like a case.
+    pub output_check: Comparison,
+    /// How closely the GPU float64 reference matched the CPU oracle on sampled rows.
+    pub reference_check: ReferenceCheck,
+    /// SM clock measured right after the timed launches.
+    pub sm_clock_mhz: f64,
+    pub max_sm_clock_mhz: f64,
+    pub elapsed_ms: f64,
+}
+
+/// Proof that the GPU float64 reference agrees with the CPU oracle.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReferenceCheck {
+    pub rows_checked: usize,
+    pub max_rel_diff: f64,
+    pub agrees: bool,
+}

@@ -1,0 +1,215 @@
+//! The human-readable report: one line per case, then timing and a verdict.
+//!
+//! Plain text with fixed columns, so it reads the same in a terminal, a CI
+//! log or an email to a TA.
+
+use std::fmt::Write;
+
+use crate::app::check::CheckReport;
+use crate::protocol::{CaseOutcome, CaseStatus};
+
+fn status_word(status: CaseStatus) -> &'static str {
+    match status {
+        CaseStatus::Pass => "PASS",
+        CaseStatus::Fail => "FAIL",
+        CaseStatus::Timeout => "TIMEOUT",
+        CaseStatus::Crash => "CRASH",
+        CaseStatus::NotRun => "not run",
+    }
+}
+
+/// Worst error as a share of its tolerance: "12%" means 88% headroom left.
+fn headroom(case: &CaseOutcome) -> String {
+    match &case.comparison {
+        Some(c) if c.worst_ratio.is_finite() => format!("{:.1}%", c.worst_ratio * 100.0),
+        Some(_) => "inf".into(),
+        None => "-".into(),
+    }
+}
+
+fn max_error(case: &CaseOutcome) -> String {
+    match &case.comparison {
+        Some(c) if c.max_abs_err.is_finite() => format!("{:.2e}", c.max_abs_err),
+        Some(_) => "non-finite".into(),
+        None => "-".into(),
+    }
+}
+
+fn location(case: &CaseOutcome) -> String {
+    match case.comparison.as_ref().and_then(|c| c.worst.as_ref()) {
+        Some(w) => format!("r{} h{} d{}", w.row, w.head, w.dim),
+        None => "-".into(),
+    }
+}
+
+fn counts(case: &CaseOutcome) -> String {
+    match &case.comparison {
+        Some(c) => format!("{}/{}/{}/{}", c.failing, c.unwritten, c.nan, c.inf),
+        None => "-".into(),
+    }
+}
+
+/// Renders the whole report as text.
+pub fn render_table(report: &CheckReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "flashprof check {}  (seed {})",
+        report.source_path, report.seed
+    );
+    match &report.gpu {
+        Ok(gpu) => {
+            let _ = writeln!(
+                out,
+                "GPU: {} ({}, {} SMs)",
+                gpu.name,
+                gpu.arch(),
+                gpu.sm_count
+            );
+        }
+        Err(problem) => {
+            let _ = writeln!(out, "GPU: {}", problem.describe());
+        }
+    }
+    render_compile(&mut out, report);
+    if !report.cases.is_empty() {
+        let name_width = report
+            .cases
+            .iter()
+            .map(|c| c.name.len())
+            .max()
+            .unwrap_or(4)
+            .max(4);
+        let _ = writeln!(
+            out,
+            "\n{:<name_width$}  {:>9}  {:<7}  {:>10}  {:>8}  {:<15}  {:<13}  diagnosis",
+            "case", "C x P", "result", "max err", "of tol", "worst at", "fail/unw/nan/inf"
+        );
+        for case in &report.cases {
+            let shape = format!("{}x{}", case.shape.chunk_len, case.shape.prefix_len);
+            let _ = writeln!(
+                out,
+                "{:<name_width$}  {:>9}  {:<7}  {:>10}  {:>8}  {:<15}  {:<16}  {}",
+                case.name,
+                shape,
+                status_word(case.status),
+                max_error(case),
+                headroom(case),
+                location(case),
+                counts(case),
+                case.diagnosis
+            );
+        }
+    }
+    render_timing(&mut out, report);
+    let passed = report
+        .cases
+        .iter()
+        .filter(|c| c.status == CaseStatus::Pass)
+        .count();
+    let _ = writeln!(
+        out,
+        "\n{}: {passed}/{} cases passed{}",
+        if report.all_passed() { "PASS" } else { "FAIL" },
+        report.cases.len(),
+        if report.worker_restarts > 0 {
+            format!(
+                " ({} worker restarts after hangs or faults)",
+                report.worker_restarts
+            )
+        } else {
+            String::new()
+        }
+    );
+    let _ = writeln!(
+        out,
+        "reproduce with: flashprof check {} --seed {}",
+        report.source_path, report.seed
+    );
+    out
+}
+
+fn render_compile(out: &mut String, report: &CheckReport) {
+    let compile = &report.compile;
+    if let Some(problem) = &compile.problem {
+        let _ = writeln!(out, "\nerror: {}", problem.message);
+    }
+    for d in &compile.diagnostics {
+        let _ = writeln!(out, "\n{d}");
+    }
+    if compile.ok {
+        let _ = write!(out, "compiled in {:.0} ms", compile.compile_ms);
+        if let Some(load) = compile.load_ms {
+            let _ = write!(out, ", loaded in {load:.1} ms");
+        }
+        if let Some(r) = &compile.resources {
+            let _ = write!(
+                out,
+                "; {} registers, {} B static smem, {} B spills",
+                r.registers,
+                r.static_smem_bytes,
+                r.spill_store_bytes + r.spill_load_bytes
+            );
+        }
+        if let Some(g) = &compile.geometry {
+            let _ = write!(
+                out,
+                "; launch {} rows/block, {} threads, {} B dynamic smem, grid.y = {:?}",
+                g.rows_per_block, g.threads, g.dynamic_smem_bytes, g.grid_y
+            );
+        }
+        let _ = writeln!(out);
+    }
+}
+
+fn render_timing(out: &mut String, report: &CheckReport) {
+    if let Some(error) = &report.timing_error {
+        let _ = writeln!(out, "\ntiming: {error}");
+    }
+    let Some(t) = &report.timing else {
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "\ntiming at C = {}, P = {} ({} interleaved runs each, L2 {}):",
+        t.shape.chunk_len,
+        t.shape.prefix_len,
+        t.config.repetitions,
+        if t.config.cold_l2 { "flushed" } else { "warm" }
+    );
+    for (label, s) in [("student", &t.student), ("starter", &t.starter)] {
+        let _ = writeln!(
+            out,
+            "  {label:<8} median {:>9.3} ms   (p10 {:.3}, p90 {:.3}, n = {})",
+            s.median, s.p10, s.p90, s.n
+        );
+    }
+    match &t.speedup {
+        Some(s) => {
+            let _ = writeln!(
+                out,
+                "  SPEEDUP  {:.2}x   (95% CI {:.2}x .. {:.2}x){}",
+                s.point,
+                s.ci_low,
+                s.ci_high,
+                if s.noisy {
+                    "  NOISY: rerun on a quieter GPU"
+                } else {
+                    ""
+                }
+            );
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "  SPEEDUP  withheld: the timed output was not correct ({} of {} elements fail)",
+                t.output_check.failing, t.output_check.elements
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "  SM clock {:.0} MHz during the run (max {:.0} MHz); GPU float64 reference matched the CPU oracle on {} rows (max rel diff {:.1e})",
+        t.sm_clock_mhz, t.max_sm_clock_mhz, t.reference_check.rows_checked, t.reference_check.max_rel_diff
+    );
+}

@@ -1,0 +1,345 @@
+//! The worker process: compiles and runs untrusted kernels on behalf of the
+//! caller, one request at a time, and reports each result as an event.
+//!
+//! It holds all GPU state. When a kernel faults with a sticky CUDA error the
+//! context is unusable, so the worker reports the case and exits; the
+//! caller starts a fresh worker for the remaining cases. A hang is the
+//! caller's to handle: it kills the process after its watchdog expires.
+
+mod stdio;
+mod timing;
+
+use std::io::{BufReader, Write};
+use std::time::Instant;
+
+use anyhow::Context;
+use cudarc::driver::CudaFunction;
+
+use crate::gpu::compile::{self, CompileError, CompileOptions};
+use crate::gpu::device::{self, Gpu, GpuError, Kernel};
+use crate::grade::compare::{compare, POISON_BITS};
+use crate::grade::diagnosis::{diagnose, Integrity};
+use crate::grade::oracle;
+use crate::lab::cases::CaseSpec;
+use crate::lab::contract::ENTRY_POINT;
+use crate::lab::geometry::LaunchGeometry;
+use crate::lab::source::StudentSource;
+use crate::protocol::{
+    read_message, write_message, CaseOutcome, CaseStatus, CompileOutcome, CompileProblem,
+    CompileProblemKind, Event, FramingError, Request, PROTOCOL_VERSION,
+};
+
+/// The lab's starter kernel, the timing baseline (embedded so an installed binary carries it).
+pub const STARTER_SOURCE: &str = include_str!("../../kernels/starter.cu");
+/// flashprof's own trusted kernels: the float64 reference and the clock probe.
+pub const SUPPORT_SOURCE: &str = include_str!("../../kernels/support.cu");
+
+/// Runs the worker loop on this process's stdin and stdout until shutdown or a fatal error.
+pub fn main() -> anyhow::Result<()> {
+    let started = Instant::now();
+    let mut protocol_out = stdio::take_protocol_stdout().context("redirecting stdout")?;
+    let mut input = BufReader::new(std::io::stdin().lock());
+    let gpu = device::open(0);
+    let ready = Event::Ready {
+        protocol: PROTOCOL_VERSION,
+        gpu: gpu.as_ref().map(|g| g.info.clone()).map_err(Clone::clone),
+        start_ms: started.elapsed().as_secs_f64() * 1e3,
+    };
+    write_message(&mut protocol_out, &ready)?;
+    let mut worker = Worker {
+        gpu: gpu.ok(),
+        student: None,
+        baselines: None,
+    };
+    loop {
+        let request: Request = match read_message(&mut input) {
+            Ok(r) => r,
+            Err(FramingError::Closed) => return Ok(()),
+            Err(e) => return Err(e.into()),
+        };
+        if request == Request::Shutdown {
+            return Ok(());
+        }
+        let (event, must_exit) = worker.serve(request);
+        write_message(&mut protocol_out, &event)?;
+        protocol_out.flush()?;
+        if must_exit {
+            return Ok(());
+        }
+    }
+}
+
+/// Kernels the worker needs besides the student's, compiled on first use.
+struct Baselines {
+    starter: Kernel,
+    oracle_f64: CudaFunction,
+    clock_probe: CudaFunction,
+}
+
+struct Worker {
+    gpu: Option<Gpu>,
+    student: Option<Kernel>,
+    baselines: Option<Baselines>,
+}
+
+/// A failed request: the event to send and whether the context is now unusable.
+fn failure(error: impl std::fmt::Display, fatal: bool) -> (Event, bool) {
+    (
+        Event::Failed {
+            message: error.to_string(),
+            fatal,
+        },
+        fatal,
+    )
+}
+
+impl Worker {
+    fn serve(&mut self, request: Request) -> (Event, bool) {
+        match request {
+            Request::Compile {
+                source_path,
+                source_text,
+            } => self.compile(&source_path, &source_text),
+            Request::Load { image, geometry } => self.load(&image, geometry),
+            Request::RunCase { case, seed } => self.run_case(&case, seed),
+            Request::Time {
+                shape,
+                seed,
+                config,
+            } => match self.baselines() {
+                Err(e) => {
+                    let sticky = e.sticky;
+                    failure(e, sticky)
+                }
+                Ok(()) => {
+                    let (Some(gpu), Some(student), Some(baselines)) =
+                        (&self.gpu, &self.student, &self.baselines)
+                    else {
+                        return failure("timing needs a GPU and a loaded kernel", false);
+                    };
+                    match timing::time(gpu, student, baselines, shape, seed, config) {
+                        Ok(outcome) => (Event::Timing(outcome), false),
+                        Err(e) => failure(&e, e.sticky),
+                    }
+                }
+            },
+            Request::Shutdown => failure("shutdown is handled by the loop", true),
+        }
+    }
+
+    fn arch(&self) -> Option<String> {
+        self.gpu.as_ref().map(|g| g.info.arch())
+    }
+
+    fn compile(&mut self, path: &str, text: &str) -> (Event, bool) {
+        let started = Instant::now();
+        let mut outcome = CompileOutcome {
+            ok: false,
+            diagnostics: Vec::new(),
+            problem: None,
+            resources: None,
+            geometry: None,
+            image: Vec::new(),
+            compile_ms: 0.0,
+            load_ms: None,
+        };
+        let source = match StudentSource::from_bytes(path, text.as_bytes()) {
+            Ok(s) => s,
+            Err(e) => {
+                outcome.problem = Some(CompileProblem {
+                    kind: CompileProblemKind::BadSource,
+                    message: e.to_string(),
+                });
+                return (Event::Compiled(outcome), false);
+            }
+        };
+        // Without a GPU, compile for the lab's Hopper target anyway: the
+        // diagnostics and ptxas's resource report are still worth having.
+        let options = match self.arch() {
+            Some(arch) => CompileOptions { arch: Some(arch) },
+            None => CompileOptions::default(),
+        };
+        let compiled = compile::compile(&source, &options);
+        outcome.compile_ms = started.elapsed().as_secs_f64() * 1e3;
+        let compiled = match compiled {
+            Ok(c) => c,
+            Err(CompileError::Failed { diagnostics, .. }) => {
+                outcome.diagnostics = diagnostics;
+                return (Event::Compiled(outcome), false);
+            }
+            Err(e) => {
+                let kind = match e {
+                    CompileError::Source(_) | CompileError::MissingEntryPoint { .. } => {
+                        CompileProblemKind::BadSource
+                    }
+                    CompileError::LibraryMissing { .. } => CompileProblemKind::CompilerMissing,
+                    _ => CompileProblemKind::CompilerFailed,
+                };
+                outcome.problem = Some(CompileProblem {
+                    kind,
+                    message: e.to_string(),
+                });
+                return (Event::Compiled(outcome), false);
+            }
+        };
+        outcome.ok = true;
+        outcome.diagnostics = compiled.diagnostics;
+        outcome.resources = compiled.resources;
+        outcome.geometry = Some(compiled.geometry);
+        if self.gpu.is_some() {
+            match self.load(&compiled.image, compiled.geometry) {
+                (Event::Loaded { load_ms }, _) => outcome.load_ms = Some(load_ms),
+                other => return other,
+            }
+        }
+        outcome.image = compiled.image;
+        (Event::Compiled(outcome), false)
+    }
+
+    fn load(&mut self, image: &[u8], geometry: LaunchGeometry) -> (Event, bool) {
+        let Some(gpu) = &self.gpu else {
+            return failure("no GPU in this worker", false);
+        };
+        let started = Instant::now();
+        match gpu.load(image, ENTRY_POINT, geometry) {
+            Ok(kernel) => {
+                self.student = Some(kernel);
+                let load_ms = started.elapsed().as_secs_f64() * 1e3;
+                (Event::Loaded { load_ms }, false)
+            }
+            Err(e) => failure(format!("loading the compiled kernel: {e}"), e.sticky),
+        }
+    }
+
+    /// Compiles and loads the starter and the support kernels once per worker.
+    fn baselines(&mut self) -> Result<(), GpuError> {
+        if self.baselines.is_some() {
+            return Ok(());
+        }
+        let gpu = self
+            .gpu
+            .as_ref()
+            .ok_or_else(|| GpuError::message("no GPU in this worker"))?;
+        let options = CompileOptions {
+            arch: Some(gpu.info.arch()),
+        };
+        let starter_source =
+            StudentSource::from_bytes("kernels/starter.cu", STARTER_SOURCE.as_bytes())
+                .map_err(GpuError::message)?;
+        let starter = compile::compile(&starter_source, &options).map_err(GpuError::message)?;
+        let support = compile::compile_trusted("kernels/support.cu", SUPPORT_SOURCE, &options)
+            .map_err(GpuError::message)?;
+        self.baselines = Some(Baselines {
+            starter: gpu.load(&starter.image, ENTRY_POINT, starter.geometry)?,
+            oracle_f64: gpu.load_support(&support, "oracle_f64")?,
+            clock_probe: gpu.load_support(&support, "clock_probe")?,
+        });
+        Ok(())
+    }
+
+    fn run_case(&mut self, case: &CaseSpec, seed: u64) -> (Event, bool) {
+        let started = Instant::now();
+        let (Some(gpu), Some(kernel)) = (&self.gpu, &self.student) else {
+            return failure("running a case needs a GPU and a loaded kernel", false);
+        };
+        let inputs = match case.generate(seed) {
+            Ok(i) => i,
+            Err(e) => return failure(e, false),
+        };
+        // The oracle needs only the inputs, so it runs on the CPU while the GPU works.
+        let (reference, launched) = rayon::join(
+            || {
+                inputs.expected.clone().unwrap_or_else(|| {
+                    oracle::attention(inputs.shape, &inputs.q, &inputs.k, &inputs.v)
+                })
+            },
+            || run_twice(gpu, kernel, &inputs),
+        );
+        let elapsed_ms = || started.elapsed().as_secs_f64() * 1e3;
+        let mut outcome = CaseOutcome {
+            name: case.name.clone(),
+            summary: case.summary.clone(),
+            shape: inputs.shape,
+            status: CaseStatus::Crash,
+            comparison: None,
+            integrity: None,
+            diagnosis: String::new(),
+            elapsed_ms: 0.0,
+        };
+        match launched {
+            Err(e) => {
+                outcome.diagnosis = crash_diagnosis(&e);
+                outcome.elapsed_ms = elapsed_ms();
+                (Event::Case(outcome), e.sticky)
+            }
+            Ok(runs) => {
+                let comparison = compare(inputs.shape, &runs.first, &reference);
+                outcome.status = if comparison.passed && runs.integrity.is_clean() {
+                    CaseStatus::Pass
+                } else {
+                    CaseStatus::Fail
+                };
+                outcome.diagnosis = diagnose(inputs.shape, &comparison, &runs.integrity);
+                outcome.comparison = Some(comparison);
+                outcome.integrity = Some(runs.integrity);
+                outcome.elapsed_ms = elapsed_ms();
+                (Event::Case(outcome), false)
+            }
+        }
+    }
+}
+
+/// Two launches on the same inputs, poisoned before each, with the integrity facts.
+struct CaseRuns {
+    first: Vec<f32>,
+    integrity: Integrity,
+}
+
+fn run_twice(
+    gpu: &Gpu,
+    kernel: &Kernel,
+    inputs: &crate::lab::cases::CaseInputs,
+) -> Result<CaseRuns, GpuError> {
+    let mut ws = gpu.workspace(inputs.shape, &inputs.q, &inputs.k, &inputs.v, POISON_BITS)?;
+    let mut outputs = Vec::with_capacity(2);
+    let mut out_of_bounds_writes = 0;
+    for _ in 0..2 {
+        gpu.poison_output(&mut ws)?;
+        gpu.launch(kernel, &mut ws)?;
+        gpu.synchronize()?;
+        let result = gpu.read_output(&ws)?;
+        out_of_bounds_writes = out_of_bounds_writes.max(result.out_of_bounds_writes);
+        outputs.push(result.output);
+    }
+    let second = outputs.pop().unwrap_or_default();
+    let first = outputs.pop().unwrap_or_default();
+    let runs_differ = first
+        .iter()
+        .zip(&second)
+        .any(|(a, b)| a.to_bits() != b.to_bits());
+    Ok(CaseRuns {
+        first,
+        integrity: Integrity {
+            out_of_bounds_writes,
+            inputs_modified: gpu.modified_inputs(&ws)?,
+            runs_differ,
+        },
+    })
+}
+
+fn crash_diagnosis(error: &GpuError) -> String {
+    match error.name.as_str() {
+        "CUDA_ERROR_ILLEGAL_ADDRESS" => format!(
+            "the kernel accessed an illegal address ({error}): an index far outside q, kCache, vCache or out"
+        ),
+        "CUDA_ERROR_MISALIGNED_ADDRESS" => format!("misaligned memory access ({error}): check vector loads"),
+        "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES" => format!(
+            "the launch asked for more registers or shared memory than a block may have ({error})"
+        ),
+        "CUDA_ERROR_INVALID_VALUE" => format!(
+            "the launch was refused ({error}): check the declared threads and dynamic shared memory"
+        ),
+        _ if error.out_of_memory => format!("the GPU ran out of memory ({error})"),
+        _ => format!("the kernel failed: {error}"),
+    }
+}

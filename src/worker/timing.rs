@@ -1,0 +1,133 @@
+//! Timing the student's kernel against the starter, in one process, on one
+//! set of inputs.
+//!
+//! The rules a grader can defend: launches alternate starter, student,
+//! starter, ... so clock drift hits both alike; L2 is evicted before each
+//! timed launch, outside the timed region; only the kernel sits between the
+//! events; and the timed output itself is graded, against a float64 GPU
+//! reference that is in turn checked against the CPU oracle on sampled rows.
+
+use std::time::Instant;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::Baselines;
+use crate::gpu::device::{Gpu, GpuError, Kernel};
+use crate::grade::compare::{compare, POISON_BITS};
+use crate::grade::oracle;
+use crate::grade::stats::{speedup, summarize};
+use crate::lab::cases::{CaseInputs, CaseSpec};
+use crate::lab::contract::{Shape, DH, HQ};
+use crate::protocol::{ReferenceCheck, TimingConfig, TimingOutcome};
+
+/// Rows of the timed shape whose GPU reference is recomputed on the CPU.
+const SAMPLED_ROWS: usize = 12;
+/// The GPU reference must match the CPU oracle this closely (relative, float64 against float64).
+const REFERENCE_AGREEMENT: f64 = 1e-9;
+
+pub fn time(
+    gpu: &Gpu,
+    student: &Kernel,
+    baselines: &Baselines,
+    shape: Shape,
+    seed: u64,
+    config: TimingConfig,
+) -> Result<TimingOutcome, GpuError> {
+    let started = Instant::now();
+    let inputs = timing_inputs(shape, seed);
+    let mut ws = gpu.workspace(shape, &inputs.q, &inputs.k, &inputs.v, POISON_BITS)?;
+
+    let reference = gpu.reference_f64(&baselines.oracle_f64, &ws)?;
+    let reference_check = check_reference(&inputs, &reference, seed);
+
+    gpu.poison_output(&mut ws)?;
+    gpu.launch(student, &mut ws)?;
+    gpu.synchronize()?;
+    let output = gpu.read_output(&ws)?;
+    let output_check = compare(shape, &output.output, &reference);
+
+    let mut flusher = gpu.l2_flusher()?;
+    for _ in 0..config.warmup {
+        gpu.launch(&baselines.starter, &mut ws)?;
+        gpu.launch(student, &mut ws)?;
+    }
+    gpu.synchronize()?;
+    let mut starter_ms = Vec::with_capacity(config.repetitions as usize);
+    let mut student_ms = Vec::with_capacity(config.repetitions as usize);
+    for _ in 0..config.repetitions {
+        for (kernel, samples) in [
+            (&baselines.starter, &mut starter_ms),
+            (student, &mut student_ms),
+        ] {
+            if config.cold_l2 {
+                gpu.flush_l2(&mut flusher)?;
+            }
+            samples.push(gpu.timed(|| gpu.launch(kernel, &mut ws))?);
+        }
+    }
+    let sm_clock_mhz = gpu.measure_sm_clock(&baselines.clock_probe)?;
+    let inputs_intact = gpu.modified_inputs(&ws)?.is_empty();
+
+    let summary = |samples: &[f64]| summarize(samples).map_err(GpuError::message);
+    let correct = output_check.passed
+        && output.out_of_bounds_writes == 0
+        && inputs_intact
+        && reference_check.agrees;
+    Ok(TimingOutcome {
+        shape,
+        config,
+        student: summary(&student_ms)?,
+        starter: summary(&starter_ms)?,
+        speedup: match correct {
+            true => Some(speedup(&starter_ms, &student_ms).map_err(GpuError::message)?),
+            false => None,
+        },
+        output_check,
+        reference_check,
+        sm_clock_mhz,
+        max_sm_clock_mhz: gpu.info.max_sm_clock_mhz,
+        elapsed_ms: started.elapsed().as_secs_f64() * 1e3,
+    })
+}
+
+fn timing_inputs(shape: Shape, seed: u64) -> CaseInputs {
+    let spec = CaseSpec {
+        name: "timing".into(),
+        summary: String::new(),
+        chunk: shape.chunk_len,
+        prefix: shape.prefix_len,
+        plant: Vec::new(),
+        scale: Vec::new(),
+        tensors: None,
+    };
+    spec.generate(seed)
+        .expect("a random case of a valid shape always generates")
+}
+
+/// Recomputes sampled rows (every head) on the CPU and compares with the GPU reference.
+fn check_reference(inputs: &CaseInputs, reference: &[f64], seed: u64) -> ReferenceCheck {
+    let shape = inputs.shape;
+    let mut rng = ChaCha8Rng::seed_from_u64(seed.rotate_left(17));
+    let mut rows: Vec<usize> = (0..SAMPLED_ROWS)
+        .map(|_| rng.random_range(0..shape.chunk_len))
+        .collect();
+    rows.push(shape.chunk_len - 1);
+    rows.sort_unstable();
+    rows.dedup();
+    let exact = oracle::attention_rows(shape, &inputs.q, &inputs.k, &inputs.v, &rows);
+    let mut max_rel_diff = 0f64;
+    for (row_exact, &row) in exact.chunks_exact(HQ * DH).zip(&rows) {
+        let gpu_row = &reference[Shape::q_index(row, 0, 0)..Shape::q_index(row + 1, 0, 0)];
+        for (want, got) in row_exact.iter().zip(gpu_row) {
+            // The offset keeps near-zero outputs from turning rounding noise into a large ratio.
+            let rel = (got - want).abs() / (want.abs() + 1e-6);
+            max_rel_diff = max_rel_diff.max(if rel.is_nan() { f64::INFINITY } else { rel });
+        }
+    }
+    ReferenceCheck {
+        rows_checked: rows.len(),
+        max_rel_diff,
+        agrees: max_rel_diff <= REFERENCE_AGREEMENT,
+    }
+}

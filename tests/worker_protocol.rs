@@ -1,0 +1,130 @@
+//! The caller's side of the worker protocol against a stand-in worker
+//! (examples/stand_in_worker.rs): watchdog timeouts, abrupt exits, sticky
+//! faults and garbage output each cost one case, and the rest still run.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use flashprof::app::check::{run_check, CheckPlan, Progress};
+use flashprof::app::worker_handle::{WorkerCommand, WorkerFailure, WorkerHandle};
+use flashprof::lab::cases::CaseSpec;
+use flashprof::protocol::{CaseStatus, Request};
+
+fn stand_in() -> WorkerCommand {
+    // Integration tests live in target/<profile>/deps; examples in target/<profile>/examples.
+    let exe = std::env::current_exe().expect("test executable path");
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target dir");
+    let program: PathBuf = profile_dir.join("examples").join("stand_in_worker");
+    assert!(
+        program.exists(),
+        "{} is missing: `cargo test` builds examples, run the tests through cargo",
+        program.display()
+    );
+    WorkerCommand {
+        program,
+        args: Vec::new(),
+    }
+}
+
+fn case(name: &str) -> CaseSpec {
+    CaseSpec {
+        name: name.into(),
+        summary: format!("stand-in case {name}"),
+        chunk: 4,
+        prefix: 2,
+        plant: Vec::new(),
+        scale: Vec::new(),
+        tensors: None,
+    }
+}
+
+fn plan(names: &[&str]) -> CheckPlan {
+    CheckPlan {
+        source_path: "student.cu".into(),
+        source_text: "// stand-in".into(),
+        cases: names.iter().map(|n| case(n)).collect(),
+        seed: 1,
+        case_timeout: Duration::from_millis(700),
+        timing: None,
+    }
+}
+
+#[test]
+fn every_fault_costs_one_case_and_the_rest_still_run() {
+    let names = [
+        "first", "hang", "second", "crash", "third", "sticky", "garbage", "last",
+    ];
+    let mut worker = None;
+    let mut restarts_seen = 0;
+    let started = Instant::now();
+    let report = run_check(&plan(&names), &stand_in(), &mut worker, |p| {
+        if let Progress::WorkerRestarted { .. } = p {
+            restarts_seen += 1;
+        }
+    })
+    .expect("the check itself completes");
+    let statuses: Vec<CaseStatus> = report.cases.iter().map(|c| c.status).collect();
+    use CaseStatus::*;
+    assert_eq!(
+        statuses,
+        vec![Pass, Timeout, Pass, Crash, Pass, Crash, Crash, Pass]
+    );
+    assert_eq!(
+        report.worker_restarts, 4,
+        "after hang, crash, sticky and garbage"
+    );
+    assert_eq!(restarts_seen, 4);
+    // Restarted workers got the kernel again (the stand-in answers NotRun otherwise).
+    assert!(report.cases.iter().all(|c| c.status != NotRun));
+    assert!(report.cases[1].diagnosis.contains("no result within 0.7 s"));
+    assert!(
+        report.cases[3].diagnosis.contains("simulated abrupt exit"),
+        "{}",
+        report.cases[3].diagnosis
+    );
+    assert!(
+        report.cases[6].diagnosis.contains("not a protocol message"),
+        "{}",
+        report.cases[6].diagnosis
+    );
+    assert!(started.elapsed() < Duration::from_secs(20));
+    assert!(!report.all_passed());
+    worker.expect("a live worker is handed back").shutdown();
+}
+
+#[test]
+fn a_request_past_its_deadline_kills_the_worker() {
+    let mut handle = WorkerHandle::spawn(&stand_in(), Duration::from_secs(10)).expect("spawn");
+    assert_eq!(
+        handle.gpu.as_ref().map(|g| g.name.clone()).ok(),
+        Some("stand-in GPU".into())
+    );
+    let started = Instant::now();
+    let result = handle.request(
+        &Request::RunCase {
+            case: case("hang"),
+            seed: 0,
+        },
+        Duration::from_millis(300),
+    );
+    assert!(
+        matches!(result, Err(WorkerFailure::Timeout(_))),
+        "{result:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(3));
+}
+
+#[test]
+fn a_missing_worker_program_is_a_clear_error() {
+    let command = WorkerCommand {
+        program: PathBuf::from("/nonexistent/flashprof-worker"),
+        args: Vec::new(),
+    };
+    let err = WorkerHandle::spawn(&command, Duration::from_secs(1))
+        .err()
+        .expect("spawn fails");
+    assert!(err.to_string().contains("/nonexistent/flashprof-worker"));
+}
