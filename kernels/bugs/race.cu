@@ -1,42 +1,60 @@
 // flashprof-expect: prefix-1000 race
-// Bug: two blocks split each row's keys in half (split-K) but both store their half's result straight into out with no merge, so whichever block finishes last wins and the winner changes from run to run.
-// @flashprof rows_per_block=32
-// Starter arithmetic; the declared 32 rows per block doubles gridDim.x, and
-// block pairs (2b, 2b+1) share row tile b: the even block takes keys
-// [0, (pos+1)/2), the odd one the rest. The planned merge of the two partial
-// (m, l, acc) states was never written.
+// Bug: there is no __syncthreads() before a K/V tile is overwritten, so warps that finish a tile early restage the next one while slower warps are still reading it; what they read depends on timing.
+// The same first tiled step as tile-edge.cu, with the tile count rounded up
+// correctly: each block stages 64-key K/V tiles of its KV head in shared
+// memory and every warp runs its 8 rows over them. The barrier after staging
+// is there; the one that should guard the tile before it is restaged is not.
+// On an H200, prefix-1000 moved in every one of 35 repeats (~60k elements each);
+// cases with only two key tiles (C = P = 64) happened to stay put.
 const int h = blockIdx.y;
 const int g = h / GROUP;
 const int warp = threadIdx.x / 32;
 const int lane = threadIdx.x % 32;
-const int rowTile = blockIdx.x / 2;
-const bool upperHalf = blockIdx.x % 2 == 1;
+__shared__ float kTile[64][DH];
+__shared__ float vTile[64][DH];
+const int firstRow = blockIdx.x * 64;
+const int lastKey = prefixLen + min(firstRow + 64, chunkLen) - 1;
+const int tileCount = (lastKey + 64) / 64;
+
+float q0[8], q1[8], m[8], l[8], acc0[8], acc1[8];
 for (int r = 0; r < 8; ++r) {
-    const int row = rowTile * 64 + warp * 8 + r;
-    if (row >= chunkLen) return;
-    const int pos = prefixLen + row;
-    const int split = (pos + 1) / 2;
-    const int firstKey = upperHalf ? split : 0;
-    const int endKey = upperHalf ? pos + 1 : split;
-    const float* qRow = q + (size_t)row * HQ * DH + h * DH;
-    const float q0 = qRow[lane];
-    const float q1 = qRow[lane + 32];
-    float m = -INFINITY, l = 0.0f, acc0 = 0.0f, acc1 = 0.0f;
-    for (int j = firstKey; j < endKey; ++j) {
-        const float* kRow = kCache + (size_t)j * HKV * DH + g * DH;
-        const float* vRow = vCache + (size_t)j * HKV * DH + g * DH;
-        float dot = q0 * kRow[lane] + q1 * kRow[lane + 32];
-        for (int off = 16; off > 0; off >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, off);
-        const float s = dot * 0.125f;
-        const float mNew = fmaxf(m, s);
-        const float alpha = expf(m - mNew);
-        const float p = expf(s - mNew);
-        l = alpha * l + p;
-        acc0 = alpha * acc0 + p * vRow[lane];
-        acc1 = alpha * acc1 + p * vRow[lane + 32];
-        m = mNew;
+    const int row = min(firstRow + warp * 8 + r, chunkLen - 1);
+    q0[r] = q[((size_t)row * HQ + h) * DH + lane];
+    q1[r] = q[((size_t)row * HQ + h) * DH + lane + 32];
+    m[r] = -INFINITY;
+    l[r] = 0.0f;
+    acc0[r] = 0.0f;
+    acc1[r] = 0.0f;
+}
+for (int t = 0; t < tileCount; ++t) {
+    const int tileStart = t * 64;
+    for (int i = threadIdx.x; i < 64 * DH; i += blockDim.x) {
+        const int key = tileStart + i / DH;
+        const bool inRange = key <= lastKey;
+        kTile[i / DH][i % DH] = inRange ? kCache[((size_t)key * HKV + g) * DH + i % DH] : 0.0f;
+        vTile[i / DH][i % DH] = inRange ? vCache[((size_t)key * HKV + g) * DH + i % DH] : 0.0f;
     }
-    float* outRow = out + (size_t)row * HQ * DH + h * DH;
-    outRow[lane] = acc0 / l;
-    outRow[lane + 32] = acc1 / l;
+    __syncthreads();
+    for (int r = 0; r < 8; ++r) {
+        const int pos = prefixLen + firstRow + warp * 8 + r;
+        for (int jj = 0; jj < 64 && tileStart + jj <= pos; ++jj) {
+            float dot = q0[r] * kTile[jj][lane] + q1[r] * kTile[jj][lane + 32];
+            for (int off = 16; off > 0; off >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, off);
+            const float s = dot * 0.125f;
+            const float mNew = fmaxf(m[r], s);
+            const float alpha = expf(m[r] - mNew);
+            const float p = expf(s - mNew);
+            l[r] = alpha * l[r] + p;
+            acc0[r] = alpha * acc0[r] + p * vTile[jj][lane];
+            acc1[r] = alpha * acc1[r] + p * vTile[jj][lane + 32];
+            m[r] = mNew;
+        }
+    }
+}
+for (int r = 0; r < 8; ++r) {
+    const int row = firstRow + warp * 8 + r;
+    if (row < chunkLen) {
+        out[((size_t)row * HQ + h) * DH + lane] = acc0[r] / l[r];
+        out[((size_t)row * HQ + h) * DH + lane + 32] = acc1[r] / l[r];
+    }
 }
