@@ -52,6 +52,7 @@ fn main() {
                     diagnostics: Vec::new(),
                     problem: None,
                     resources: None,
+                    occupancy: None,
                     geometry: Some(Default::default()),
                     image: b"stand-in image".to_vec(),
                     compile_ms: 0.0,
@@ -99,8 +100,8 @@ fn main() {
                     elapsed_ms: 0.0,
                 })
             }
-            Request::Time { .. } => Event::Failed {
-                message: "the stand-in worker does not time".into(),
+            Request::Time { .. } | Request::Counters { .. } => Event::Failed {
+                message: "the stand-in worker does not time or profile".into(),
                 fatal: false,
             },
         };

@@ -49,6 +49,7 @@ fn plan(names: &[&str]) -> CheckPlan {
         seed: 1,
         case_timeout: Duration::from_millis(700),
         timing: None,
+        counters: None,
     }
 }
 

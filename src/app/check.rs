@@ -16,8 +16,9 @@ use crate::lab::cases::CaseSpec;
 use crate::lab::contract::Shape;
 use crate::lab::geometry::LaunchGeometry;
 use crate::protocol::{
-    CaseOutcome, CaseStatus, CompileOutcome, CompileProblem, CompileProblemKind, DeviceInfo, Event,
-    GpuProblem, Request, TimingConfig, TimingOutcome,
+    CaseOutcome, CaseStatus, CompileOutcome, CompileProblem, CompileProblemKind, CounterTier,
+    CountersOutcome, CountersUnavailableReport, DeviceInfo, Event, GpuProblem, Request,
+    TimingConfig, TimingOutcome,
 };
 
 /// How long a worker may take to start (CUDA initialisation included).
@@ -35,6 +36,14 @@ pub struct CheckPlan {
     /// Watchdog for one case (two launches and the checks).
     pub case_timeout: Duration,
     pub timing: Option<TimingPlan>,
+    /// Collect hardware counters (quick tier, then full) after the timing.
+    pub counters: Option<CountersPlan>,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct CountersPlan {
+    pub shape: Shape,
+    pub timeout: Duration,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -64,7 +73,14 @@ pub enum Progress {
     },
     TimingStarted,
     TimingFinished(Result<TimingOutcome, String>),
+    CountersStarted {
+        tier: CounterTier,
+    },
+    CountersFinished(CountersResult),
 }
+
+/// One tier of counters, or why there are none.
+pub type CountersResult = Result<CountersOutcome, CountersUnavailableReport>;
 
 /// Wall time of each phase, measured by the caller (what a user waits for).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -73,6 +89,7 @@ pub struct PhaseTimes {
     pub compile_ms: f64,
     pub cases_ms: f64,
     pub timing_ms: f64,
+    pub counters_ms: f64,
     pub total_ms: f64,
 }
 
@@ -86,6 +103,8 @@ pub struct CheckReport {
     pub cases: Vec<CaseOutcome>,
     pub timing: Option<TimingOutcome>,
     pub timing_error: Option<String>,
+    /// Quick tier first, then full; empty when counters were not asked for.
+    pub counters: Vec<CountersResult>,
     pub worker_restarts: usize,
     pub phases: PhaseTimes,
 }
@@ -145,7 +164,16 @@ pub fn run_check(
         image: compile.image.clone(),
         geometry: compile.geometry.unwrap_or_default(),
     };
-    let not_run_reason = if !compile.ok {
+    let not_run_reason = if let Some(problem) = &compile.problem {
+        Some(
+            match problem.kind {
+                CompileProblemKind::BadSource => "not run: the file cannot be used",
+                CompileProblemKind::CompilerMissing => "not run: NVRTC is missing",
+                CompileProblemKind::CompilerFailed => "not run: the compiler failed",
+            }
+            .to_string(),
+        )
+    } else if !compile.ok {
         Some("not run: the kernel did not compile".to_string())
     } else if let Err(problem) = &gpu {
         Some(format!("not run: {}", problem.describe()))
@@ -189,6 +217,21 @@ pub fn run_check(
         Some(_) if faulted => (None, Some("not timed: a case hung or crashed".into())),
         _ => (None, None),
     };
+    let mut counters = Vec::new();
+    if let (Some(plan_counters), None, false) = (plan.counters, &not_run_reason, faulted) {
+        let counters_started = Instant::now();
+        for tier in [CounterTier::Quick, CounterTier::Full] {
+            progress(Progress::CountersStarted { tier });
+            let result = run.counters(plan_counters, tier, plan.seed);
+            progress(Progress::CountersFinished(result.clone()));
+            let unavailable = result.is_err();
+            counters.push(result);
+            if unavailable {
+                break;
+            }
+        }
+        phases.counters_ms = ms_since(counters_started);
+    }
     phases.total_ms = ms_since(started);
     Ok(CheckReport {
         source_path: plan.source_path.clone(),
@@ -198,6 +241,7 @@ pub fn run_check(
         cases,
         timing,
         timing_error,
+        counters,
         worker_restarts: run.restarts,
         phases,
     })
@@ -232,6 +276,7 @@ fn compile_in_worker(plan: &CheckPlan, worker: &mut Option<WorkerHandle>) -> Com
             message,
         }),
         resources: None,
+        occupancy: None,
         geometry: None,
         image: Vec::new(),
         compile_ms: 0.0,
@@ -359,6 +404,39 @@ impl Run<'_> {
                 outcome.status = CaseStatus::Crash;
                 outcome.diagnosis = format!("the worker died during this case: {failure}");
                 outcome
+            }
+        }
+    }
+
+    fn counters(&mut self, plan: CountersPlan, tier: CounterTier, seed: u64) -> CountersResult {
+        let failed = |detail: String| {
+            CountersUnavailableReport {
+            reason: "the profiling run failed".into(),
+            detail,
+            fix: "Rerun; if it persists, run with --no-counters (grading and timing do not need them).".into(),
+        }
+        };
+        let mut ignore = |_| {};
+        let handle = self
+            .live_worker(&mut ignore, "before counters")
+            .map_err(failed)?;
+        let request = Request::Counters {
+            shape: plan.shape,
+            seed,
+            tier,
+        };
+        match handle.request(&request, plan.timeout) {
+            Ok(Event::Counters(result)) => result,
+            Ok(Event::Failed { message, fatal }) => {
+                if fatal {
+                    *self.worker = None;
+                }
+                Err(failed(message))
+            }
+            Ok(other) => Err(failed(format!("unexpected answer to counters: {other:?}"))),
+            Err(failure) => {
+                *self.worker = None;
+                Err(failed(failure.to_string()))
             }
         }
     }

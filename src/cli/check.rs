@@ -6,7 +6,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::ExitCode;
-use crate::app::check::{run_check, CheckPlan, Progress, TimingPlan};
+use crate::app::check::{run_check, CheckPlan, CountersPlan, Progress, TimingPlan};
 use crate::app::worker_handle::WorkerCommand;
 use crate::grade::golden;
 use crate::lab::cases::{embedded_cases, parse_cases};
@@ -37,6 +37,12 @@ pub struct CheckArgs {
     /// Timed launches of each kernel.
     #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u32).range(3..=1000))]
     pub repetitions: u32,
+    /// Skip the hardware counters (CUPTI); they are collected by default, after timing.
+    #[arg(long, conflicts_with = "counters")]
+    pub no_counters: bool,
+    /// Collect hardware counters (the default; this flag exists to say so explicitly).
+    #[arg(long)]
+    pub counters: bool,
     /// Keep L2 warm between timed launches (the default flushes it).
     #[arg(long)]
     pub warm_l2: bool,
@@ -137,6 +143,13 @@ pub fn run(args: CheckArgs) -> ExitCode {
             },
             timeout: Duration::from_secs(120),
         }),
+        counters: (!args.no_counters).then_some(CountersPlan {
+            shape: Shape {
+                chunk_len: args.timing_chunk,
+                prefix_len: args.timing_prefix,
+            },
+            timeout: Duration::from_secs(120),
+        }),
     };
     let command = match WorkerCommand::current_exe() {
         Ok(c) => c,
@@ -183,7 +196,9 @@ fn show_progress(progress: &Progress, total: usize) {
         Progress::CaseFinished { .. } => return,
         Progress::WorkerRestarted { reason } => format!("restarted the worker ({reason})"),
         Progress::TimingStarted => "timing against the starter...".to_string(),
-        Progress::TimingFinished(_) => "done".to_string(),
+        Progress::TimingFinished(_) => "timed".to_string(),
+        Progress::CountersStarted { tier } => format!("collecting {tier:?} hardware counters..."),
+        Progress::CountersFinished(_) => return,
     };
     eprint!("\r\x1b[2K{line}");
     let _ = std::io::stderr().flush();

@@ -15,9 +15,11 @@ pub use framing::{read_message, write_message, FramingError};
 use serde::{Deserialize, Serialize};
 
 use crate::gpu::compile::Diagnostic;
-use crate::gpu::resources::ResourceUsage;
+use crate::gpu::cupti::MetricValue;
+use crate::gpu::resources::{Occupancy, ResourceUsage};
 use crate::grade::compare::Comparison;
 use crate::grade::diagnosis::Integrity;
+use crate::grade::roofline::Roofline;
 use crate::grade::stats::{Speedup, TimingSummary};
 use crate::lab::cases::CaseSpec;
 use crate::lab::contract::Shape;
@@ -47,6 +49,12 @@ pub enum Request {
         shape: Shape,
         seed: u64,
         config: TimingConfig,
+    },
+    /// Profile the loaded kernel and the starter with hardware counters at `shape`.
+    Counters {
+        shape: Shape,
+        seed: u64,
+        tier: CounterTier,
     },
     /// Finish cleanly.
     Shutdown,
@@ -88,6 +96,7 @@ pub enum Event {
     },
     Case(CaseOutcome),
     Timing(TimingOutcome),
+    Counters(Result<CountersOutcome, CountersUnavailableReport>),
     /// A request could not be served; the worker stays usable unless `fatal`.
     Failed {
         message: String,
@@ -154,6 +163,8 @@ pub struct CompileOutcome {
     /// Why there is no kernel when it is not the compiler's diagnostics.
     pub problem: Option<CompileProblem>,
     pub resources: Option<ResourceUsage>,
+    /// Theoretical occupancy on Hopper at the declared geometry, from the resource report.
+    pub occupancy: Option<Occupancy>,
     pub geometry: Option<LaunchGeometry>,
     /// The compiled image, so a restarted worker can load it without recompiling.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -226,6 +237,45 @@ pub struct TimingOutcome {
     pub sm_clock_mhz: f64,
     pub max_sm_clock_mhz: f64,
     pub elapsed_ms: f64,
+}
+
+/// Which counter set to collect: one replay pass first, the costly set after.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CounterTier {
+    /// One replay pass on GH100: DRAM bytes, duration, occupancy, FMA work, clock.
+    Quick,
+    /// Adds SM throughput and the L2 hit rate (nine passes on GH100).
+    Full,
+}
+
+/// Hardware counters of the student's kernel and the starter on one shape.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CountersOutcome {
+    pub tier: CounterTier,
+    pub shape: Shape,
+    pub chip: String,
+    pub passes: usize,
+    pub student: KernelCounters,
+    pub starter: KernelCounters,
+    pub elapsed_ms: f64,
+}
+
+/// One kernel's counters and what they mean.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KernelCounters {
+    pub metrics: Vec<MetricValue>,
+    /// Absent when the measurements could not be placed (a zero duration, say).
+    pub roofline: Option<Roofline>,
+    pub error: Option<String>,
+}
+
+/// Why there are no counters, and the exact fix.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CountersUnavailableReport {
+    pub reason: String,
+    pub detail: String,
+    pub fix: String,
 }
 
 /// Proof that the GPU float64 reference agrees with the CPU oracle.

@@ -72,7 +72,17 @@ pub fn render_table(report: &CheckReport) -> String {
         }
     }
     render_compile(&mut out, report);
-    if !report.cases.is_empty() {
+    let all_not_run = report.cases.iter().all(|c| c.status == CaseStatus::NotRun);
+    if let (true, Some(first)) = (all_not_run, report.cases.first()) {
+        let names: Vec<&str> = report.cases.iter().map(|c| c.name.as_str()).collect();
+        let _ = writeln!(
+            out,
+            "\n{} cases {}: {}",
+            names.len(),
+            first.diagnosis,
+            names.join(", ")
+        );
+    } else if !report.cases.is_empty() {
         let name_width = report
             .cases
             .iter()
@@ -102,6 +112,7 @@ pub fn render_table(report: &CheckReport) -> String {
         }
     }
     render_timing(&mut out, report);
+    render_counters(&mut out, report);
     let passed = report
         .cases
         .iter()
@@ -151,6 +162,15 @@ fn render_compile(out: &mut String, report: &CheckReport) {
                 r.spill_store_bytes + r.spill_load_bytes
             );
         }
+        if let Some(o) = &compile.occupancy {
+            let _ = write!(
+                out,
+                ", occupancy {:.0}% ({} blocks/SM, limited by {:?})",
+                o.fraction * 100.0,
+                o.blocks_per_sm,
+                o.limiter
+            );
+        }
         if let Some(g) = &compile.geometry {
             let _ = write!(
                 out,
@@ -159,6 +179,59 @@ fn render_compile(out: &mut String, report: &CheckReport) {
             );
         }
         let _ = writeln!(out);
+    }
+}
+
+fn render_counters(out: &mut String, report: &CheckReport) {
+    let Some(last) = report.counters.last() else {
+        return;
+    };
+    let outcome = match last {
+        Ok(o) => o,
+        Err(unavailable) => {
+            let _ = writeln!(
+                out,
+                "\ncounters: unavailable ({}): {}\n  fix: {}",
+                unavailable.reason, unavailable.detail, unavailable.fix
+            );
+            return;
+        }
+    };
+    let _ = writeln!(
+        out,
+        "\nhardware counters ({:?} set, {} replay passes on {}):",
+        outcome.tier, outcome.passes, outcome.chip
+    );
+    for (label, kernel) in [("student", &outcome.student), ("starter", &outcome.starter)] {
+        let value = |name: &str| {
+            kernel
+                .metrics
+                .iter()
+                .find(|m| m.name == name)
+                .map(|m| m.value)
+        };
+        let Some(roofline) = &kernel.roofline else {
+            let _ = writeln!(
+                out,
+                "  {label:<8} {}",
+                kernel.error.as_deref().unwrap_or("no values")
+            );
+            continue;
+        };
+        let sm = value(crate::gpu::cupti::metrics::SM_THROUGHPUT_PCT)
+            .map(|v| format!("SM throughput {v:.1}%, "))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "  {label:<8} {sm}DRAM {:.1} MB ({:.2}x the minimum), {:.1} flop/B, {:.0} GFLOP/s ({:.1}% of fp32 peak)\n           {:?}-bound: {}",
+            roofline.dram_bytes / 1e6,
+            roofline.dram_over_compulsory,
+            roofline.arithmetic_intensity,
+            roofline.achieved_gflops,
+            roofline.fp32_peak_pct,
+            roofline.verdict.bound,
+            roofline.verdict.reason
+        );
     }
 }
 

@@ -6,6 +6,7 @@
 //! caller starts a fresh worker for the remaining cases. A hang is the
 //! caller's to handle: it kills the process after its watchdog expires.
 
+mod counters;
 mod stdio;
 mod timing;
 
@@ -17,16 +18,18 @@ use cudarc::driver::CudaFunction;
 
 use crate::gpu::compile::{self, CompileError, CompileOptions};
 use crate::gpu::device::{self, Gpu, GpuError, Kernel};
+use crate::gpu::resources::{theoretical_occupancy, SmLimits};
 use crate::grade::compare::{compare, POISON_BITS};
 use crate::grade::diagnosis::{diagnose, Integrity};
 use crate::grade::oracle;
 use crate::lab::cases::CaseSpec;
-use crate::lab::contract::ENTRY_POINT;
+use crate::lab::contract::{Shape, ENTRY_POINT};
 use crate::lab::geometry::LaunchGeometry;
 use crate::lab::source::StudentSource;
 use crate::protocol::{
     read_message, write_message, CaseOutcome, CaseStatus, CompileOutcome, CompileProblem,
-    CompileProblemKind, Event, FramingError, Request, PROTOCOL_VERSION,
+    CompileProblemKind, CounterTier, CountersUnavailableReport, Event, FramingError, Request,
+    PROTOCOL_VERSION,
 };
 
 /// The lab's starter kernel, the timing baseline (embedded so an installed binary carries it).
@@ -50,6 +53,7 @@ pub fn main() -> anyhow::Result<()> {
         gpu: gpu.ok(),
         student: None,
         baselines: None,
+        counters: None,
     };
     loop {
         let request: Request = match read_message(&mut input) {
@@ -80,6 +84,8 @@ struct Worker {
     gpu: Option<Gpu>,
     student: Option<Kernel>,
     baselines: Option<Baselines>,
+    /// Enabled on the first counters request; an error is kept so it is reported, not retried.
+    counters: Option<Result<counters::Counters, CountersUnavailableReport>>,
 }
 
 /// A failed request: the event to send and whether the context is now unusable.
@@ -123,7 +129,35 @@ impl Worker {
                     }
                 }
             },
+            Request::Counters { shape, seed, tier } => self.counters(shape, seed, tier),
             Request::Shutdown => failure("shutdown is handled by the loop", true),
+        }
+    }
+
+    fn counters(&mut self, shape: Shape, seed: u64, tier: CounterTier) -> (Event, bool) {
+        if let Err(e) = self.baselines() {
+            let sticky = e.sticky;
+            return failure(e, sticky);
+        }
+        let (Some(gpu), Some(student), Some(baselines)) =
+            (&self.gpu, &self.student, &self.baselines)
+        else {
+            return failure("counters need a GPU and a loaded kernel", false);
+        };
+        let profiler = self
+            .counters
+            .get_or_insert_with(|| counters::Counters::enable(gpu));
+        let profiler = match profiler {
+            Ok(p) => p,
+            Err(report) => return (Event::Counters(Err(report.clone())), false),
+        };
+        let inputs = timing::timing_inputs(shape, seed);
+        match profiler.collect(gpu, student, &baselines.starter, tier, shape, &inputs) {
+            Ok(outcome) => (Event::Counters(Ok(outcome)), false),
+            Err(e) => {
+                let sticky = e.sticky;
+                failure(e, sticky)
+            }
         }
     }
 
@@ -138,6 +172,7 @@ impl Worker {
             diagnostics: Vec::new(),
             problem: None,
             resources: None,
+            occupancy: None,
             geometry: None,
             image: Vec::new(),
             compile_ms: 0.0,
@@ -184,6 +219,10 @@ impl Worker {
         };
         outcome.ok = true;
         outcome.diagnostics = compiled.diagnostics;
+        outcome.occupancy = compiled
+            .resources
+            .as_ref()
+            .map(|usage| theoretical_occupancy(usage, &compiled.geometry, &SmLimits::hopper()));
         outcome.resources = compiled.resources;
         outcome.geometry = Some(compiled.geometry);
         if self.gpu.is_some() {

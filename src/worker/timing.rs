@@ -91,7 +91,8 @@ pub fn time(
     })
 }
 
-fn timing_inputs(shape: Shape, seed: u64) -> CaseInputs {
+/// Fresh random inputs of `shape`: the same for timing and counters of one run.
+pub fn timing_inputs(shape: Shape, seed: u64) -> CaseInputs {
     let spec = CaseSpec {
         name: "timing".into(),
         summary: String::new(),

@@ -305,3 +305,30 @@ fn fixtures_cover_both_forms_and_declare_their_geometry() {
     assert_eq!(usage.static_smem_bytes, (64 * 64 + 32 * 65 + 32 * 64) * 4);
     assert_eq!(usage.barriers, 1);
 }
+
+#[test]
+fn every_shipped_kernel_compiles() {
+    let kernels = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels");
+    let Some(bugs) = compile_every_cu_under(&kernels.join("bugs")) else {
+        return;
+    };
+    assert!(bugs >= 12, "one planted bug per hazard, found {bugs}");
+    for name in ["starter.cu", "reference.cu"] {
+        let kernel = compile_file(&kernels.join(name), &CompileOptions::default())
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(kernel.resources.is_some(), "{name} has a resource report");
+    }
+    let reference =
+        compile_file(&kernels.join("reference.cu"), &CompileOptions::default()).expect("compiles");
+    assert!(
+        reference.geometry.dynamic_smem_bytes > 48 * 1024,
+        "the reference declares its geometry"
+    );
+    let support = compile_trusted(
+        "kernels/support.cu",
+        crate::worker::SUPPORT_SOURCE,
+        &CompileOptions::default(),
+    )
+    .expect("flashprof's own kernels compile");
+    assert!(!support.is_empty());
+}
