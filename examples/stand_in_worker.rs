@@ -98,6 +98,7 @@ fn main() {
                         "no kernel loaded".into()
                     },
                     elapsed_ms: 0.0,
+                    oracle_ms: 0.0,
                 })
             }
             Request::Time { .. } | Request::Counters { .. } => Event::Failed {

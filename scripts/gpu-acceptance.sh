@@ -35,4 +35,42 @@ for bug in kernels/bugs/*.cu; do
   run "bug-$(basename "$bug" .cu)" check "$bug" --no-timing --case-timeout 4
 done
 
-python3 scripts/acceptance_table.py "$OUT" | tee "$OUT/table.txt"
+# The human-readable reports of the two reference points, for docs/.
+for kernel in starter reference; do
+  "$BIN" check "kernels/$kernel.cu" >>"$OUT/summary.txt" 2>>"$LOG"
+done
+
+# Loop latency, phase by phase.
+"$BIN" bench kernels/reference.cu --rounds 10 --markdown "$OUT/bench.md" >/dev/null 2>>"$LOG"
+
+python3 scripts/acceptance_table.py "$OUT" >"$OUT/table.txt"
+status=$?
+
+# Counter fidelity: flashprof's CUPTI values against Nsight Compute on the same
+# kernel and shape (C = P = 2048). ncu runs flashprof itself (counters off, so
+# the two profilers never meet) with one case at the timing shape, and profiles
+# the first launch of attention_prefill, with clocks left alone as CUPTI leaves
+# them, once with ncu's cache flush and once without.
+cat >"$OUT/timing-case.toml" <<'CASES'
+[[case]]
+name = "timing-shape"
+summary = "the timing shape, one launch for Nsight Compute"
+chunk = 2048
+prefix = 2048
+CASES
+METRICS=sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum
+for kernel in starter reference; do
+  for cache in all none; do
+    ncu --clock-control none --cache-control "$cache" --target-processes all \
+      --kernel-name attention_prefill --launch-count 1 --metrics "$METRICS" \
+      --csv --print-units base --log-file "$OUT/ncu-$kernel-$cache.csv" \
+      "$BIN" check "kernels/$kernel.cu" --cases "$OUT/timing-case.toml" \
+      --no-timing --no-counters --case-timeout 120 --json >/dev/null 2>>"$LOG"
+  done
+done
+python3 scripts/fidelity_table.py "$OUT" >"$OUT/fidelity.txt"
+
+# Few files come back from the device: pack the raw material.
+tar czf "$OUT/raw.tgz" -C "$OUT" reports runs.txt $(cd "$OUT" && ls ncu-*.csv 2>/dev/null) && rm -rf "$OUT/reports" "$OUT"/ncu-*.csv "$OUT/runs.txt" "$OUT/timing-case.toml"
+cat "$OUT/bench.md" "$OUT/fidelity.txt" "$OUT/table.txt"
+exit "$status"

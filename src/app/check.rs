@@ -264,6 +264,7 @@ fn not_run(case: &CaseSpec, reason: String) -> CaseOutcome {
         integrity: None,
         diagnosis: reason,
         elapsed_ms: 0.0,
+        oracle_ms: 0.0,
     }
 }
 

@@ -3,6 +3,7 @@
 //! Exit codes are part of the interface (README, "Exit codes"); they live in
 //! [`ExitCode`] so every command maps its outcome the same way.
 
+mod bench;
 mod check;
 
 use clap::{Parser, Subcommand};
@@ -44,6 +45,8 @@ struct Cli {
 enum Command {
     /// Compile FILE, run every hazard case, time it against the starter, and report.
     Check(check::CheckArgs),
+    /// Measure the edit-compile-verify loop phase by phase (needs a GPU).
+    Bench(bench::BenchArgs),
     /// Internal: the worker process that runs kernels (started by flashprof itself).
     #[command(name = "__worker", hide = true)]
     Worker,
@@ -64,6 +67,7 @@ pub fn main() -> u8 {
     };
     match cli.command {
         Command::Check(args) => check::run(args) as u8,
+        Command::Bench(args) => bench::run(args) as u8,
         Command::Worker => match crate::worker::main() {
             Ok(()) => 0,
             Err(e) => {

@@ -162,8 +162,10 @@ pub fn compile(src: &StudentSource, opts: &CompileOptions) -> Result<CompiledKer
     };
     let compile_ms = started.elapsed().as_secs_f64() * 1e3;
     let resources = parse_ptxas_log(&log, ENTRY_POINT);
+    // ptxas's report names the entry function, but it is absent when NVRTC
+    // serves a cached result, so the image's symbol names decide too.
     let has_entry = match format {
-        ImageFormat::Cubin => resources.is_some(),
+        ImageFormat::Cubin => resources.is_some() || contains_symbol(&image, ENTRY_POINT),
         ImageFormat::Ptx => {
             String::from_utf8_lossy(&image).contains(&format!(".entry {ENTRY_POINT}("))
         }
@@ -208,6 +210,15 @@ pub fn compile_trusted(
         ImageFormat::Cubin => program.cubin()?,
         ImageFormat::Ptx => program.ptx()?,
     })
+}
+
+/// Whether `name` appears NUL-terminated in an ELF image's string tables.
+fn contains_symbol(image: &[u8], name: &str) -> bool {
+    let mut needle = name.as_bytes().to_vec();
+    needle.push(0);
+    image
+        .windows(needle.len() + 1)
+        .any(|w| w[0] == 0 && w[1..] == needle[..])
 }
 
 fn create_program(prepared: PreparedSource) -> Result<Program, CompileError> {

@@ -14,6 +14,7 @@ use cudarc::driver::{
 };
 use cudarc::nvrtc::Ptx;
 
+use crate::gpu::resources::ResourceUsage;
 use crate::lab::contract::Shape;
 use crate::lab::geometry::LaunchGeometry;
 use crate::protocol::{DeviceInfo, GpuProblem};
@@ -80,6 +81,31 @@ pub struct Gpu {
 pub struct Kernel {
     function: CudaFunction,
     pub geometry: LaunchGeometry,
+}
+
+impl Kernel {
+    /// Registers, static shared memory and stack frame as the driver reports
+    /// them (spill sizes are only in ptxas's report, so they read 0 here).
+    pub fn resources(&self) -> GpuResult<ResourceUsage> {
+        let attribute = |a| {
+            self.function
+                .get_attribute(a)
+                .map_err(gpu_err("cuFuncGetAttribute"))
+        };
+        Ok(ResourceUsage {
+            registers: attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS)? as u32,
+            static_smem_bytes: attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)?
+                as u32,
+            local_bytes: attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)?
+                as u32,
+            spill_store_bytes: 0,
+            spill_load_bytes: 0,
+            barriers: 0,
+            raw_lines: vec![
+                "(read from the driver: NVRTC served a cached build without ptxas's report)".into(),
+            ],
+        })
+    }
 }
 
 /// One tensor on the device with guard bands either side.

@@ -218,6 +218,9 @@ pub struct CaseOutcome {
     pub diagnosis: String,
     /// Wall time of the case inside the worker (inputs, two launches, checks).
     pub elapsed_ms: f64,
+    /// CPU oracle time, which overlaps the GPU work.
+    #[serde(default)]
+    pub oracle_ms: f64,
 }
 
 /// Student against starter at the timing shape.

@@ -219,10 +219,6 @@ impl Worker {
         };
         outcome.ok = true;
         outcome.diagnostics = compiled.diagnostics;
-        outcome.occupancy = compiled
-            .resources
-            .as_ref()
-            .map(|usage| theoretical_occupancy(usage, &compiled.geometry, &SmLimits::hopper()));
         outcome.resources = compiled.resources;
         outcome.geometry = Some(compiled.geometry);
         if self.gpu.is_some() {
@@ -230,7 +226,16 @@ impl Worker {
                 (Event::Loaded { load_ms }, _) => outcome.load_ms = Some(load_ms),
                 other => return other,
             }
+            // NVRTC leaves ptxas's report out when it serves a cached
+            // result; the driver knows the same figures for a loaded kernel.
+            if outcome.resources.is_none() {
+                outcome.resources = self.student.as_ref().and_then(|k| k.resources().ok());
+            }
         }
+        outcome.occupancy = outcome
+            .resources
+            .as_ref()
+            .map(|usage| theoretical_occupancy(usage, &compiled.geometry, &SmLimits::hopper()));
         outcome.image = compiled.image;
         (Event::Compiled(outcome), false)
     }
@@ -286,11 +291,13 @@ impl Worker {
             Err(e) => return failure(e, false),
         };
         // The oracle needs only the inputs, so it runs on the CPU while the GPU works.
-        let (reference, launched) = rayon::join(
+        let ((reference, oracle_ms), launched) = rayon::join(
             || {
-                inputs.expected.clone().unwrap_or_else(|| {
+                let started = Instant::now();
+                let reference = inputs.expected.clone().unwrap_or_else(|| {
                     oracle::attention(inputs.shape, &inputs.q, &inputs.k, &inputs.v)
-                })
+                });
+                (reference, started.elapsed().as_secs_f64() * 1e3)
             },
             || run_twice(gpu, kernel, &inputs),
         );
@@ -304,6 +311,7 @@ impl Worker {
             integrity: None,
             diagnosis: String::new(),
             elapsed_ms: 0.0,
+            oracle_ms,
         };
         match launched {
             Err(e) => {

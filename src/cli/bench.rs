@@ -1,0 +1,199 @@
+//! `flashprof bench FILE`: how long the edit-compile-verify loop takes, phase
+//! by phase, on this machine.
+//!
+//! A benchmark, not a test: it reports figures, it asserts nothing. One cold
+//! check (a new worker, timing and counters included), then warm rounds the
+//! way the TUI runs them after a save: the same worker, a freshly edited
+//! source (a comment changes each round, so no compiler cache can answer),
+//! compile plus every hazard verdict.
+
+use std::fmt::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::check::fresh_seed;
+use super::ExitCode;
+use crate::app::check::{run_check, CheckPlan, CheckReport, CountersPlan, TimingPlan};
+use crate::app::worker_handle::WorkerCommand;
+use crate::lab::cases::embedded_cases;
+use crate::lab::contract::TIMING_SHAPE;
+use crate::lab::source::StudentSource;
+use crate::protocol::TimingConfig;
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// The kernel to measure the loop with.
+    pub file: PathBuf,
+    /// Warm rounds (compile plus every hazard verdict on a live worker).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub rounds: u32,
+    /// Write the figures as Markdown to this file as well.
+    #[arg(long, value_name = "FILE")]
+    pub markdown: Option<PathBuf>,
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+pub fn run(args: BenchArgs) -> ExitCode {
+    let source = match StudentSource::from_path(&args.file) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("flashprof: {e}");
+            return ExitCode::BadSource;
+        }
+    };
+    let command = match WorkerCommand::current_exe() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("flashprof: cannot locate its own executable: {e}");
+            return ExitCode::Environment;
+        }
+    };
+    let mut plan = CheckPlan {
+        source_path: args.file.display().to_string(),
+        source_text: source.text().to_string(),
+        cases: embedded_cases(),
+        seed: fresh_seed(),
+        case_timeout: Duration::from_secs(10),
+        timing: Some(TimingPlan {
+            shape: TIMING_SHAPE,
+            config: TimingConfig::default(),
+            timeout: Duration::from_secs(120),
+        }),
+        counters: Some(CountersPlan {
+            shape: TIMING_SHAPE,
+            timeout: Duration::from_secs(120),
+        }),
+    };
+
+    let mut worker = None;
+    eprintln!("cold check (new worker, timing and counters)...");
+    let cold = match run_check(&plan, &command, &mut worker, |_| {}) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("flashprof: {e}");
+            return ExitCode::Environment;
+        }
+    };
+    if cold.gpu.is_err() {
+        eprintln!("flashprof: bench needs a GPU");
+        return ExitCode::NoGpu;
+    }
+
+    plan.timing = None;
+    plan.counters = None;
+    let mut warm: Vec<CheckReport> = Vec::new();
+    for round in 0..args.rounds {
+        eprint!("\rwarm round {}/{}", round + 1, args.rounds);
+        plan.source_text = format!("{}\n// bench round {round}\n", source.text());
+        plan.seed = fresh_seed();
+        match run_check(&plan, &command, &mut worker, |_| {}) {
+            Ok(r) => warm.push(r),
+            Err(e) => {
+                eprintln!("\nflashprof: {e}");
+                return ExitCode::Environment;
+            }
+        }
+    }
+    eprintln!();
+    if let Some(w) = worker {
+        w.shutdown();
+    }
+    let text = render(&args, &cold, &warm);
+    print!("{text}");
+    if let Some(path) = &args.markdown {
+        if let Err(e) = std::fs::write(path, &text) {
+            eprintln!("flashprof: cannot write {}: {e}", path.display());
+            return ExitCode::Environment;
+        }
+    }
+    ExitCode::Pass
+}
+
+fn render(args: &BenchArgs, cold: &CheckReport, warm: &[CheckReport]) -> String {
+    let mut out = String::new();
+    let device = cold
+        .gpu
+        .as_ref()
+        .map(|g| g.name.clone())
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "## Loop latency: `{}` on {device}\n",
+        args.file.display()
+    );
+    let _ = writeln!(
+        out,
+        "Cold `flashprof check` (new worker; compile, {} cases, timing, counters):\n",
+        cold.cases.len()
+    );
+    let _ = writeln!(out, "| phase | ms |\n|---|---:|");
+    let oracle: f64 = cold.cases.iter().map(|c| c.oracle_ms).sum();
+    let counters: Vec<String> = cold
+        .counters
+        .iter()
+        .map(|c| match c {
+            Ok(o) => format!("{:?} {:.0} ms ({} passes)", o.tier, o.elapsed_ms, o.passes),
+            Err(e) => format!("unavailable: {}", e.reason),
+        })
+        .collect();
+    let phases = &cold.phases;
+    for (name, ms) in [
+        ("worker start (process + CUDA init)", phases.worker_start_ms),
+        ("compile + load (NVRTC, cubin)", phases.compile_ms),
+        ("all hazard cases", phases.cases_ms),
+        ("  of which CPU oracle (overlaps GPU)", oracle),
+        ("timing against the starter", phases.timing_ms),
+        ("counters, both tiers", phases.counters_ms),
+        ("total", phases.total_ms),
+    ] {
+        let _ = writeln!(out, "| {name} | {ms:.1} |");
+    }
+    let _ = writeln!(out, "\nCounters: {}", counters.join("; "));
+    if let Some(t) = &cold.timing {
+        let _ = writeln!(
+            out,
+            "Timing: student {:.3} ms, starter {:.3} ms, speedup {}",
+            t.student.median,
+            t.starter.median,
+            t.speedup
+                .as_ref()
+                .map(|s| format!("{:.2}x", s.point))
+                .unwrap_or("withheld".into())
+        );
+    }
+    let mut compile: Vec<f64> = warm.iter().map(|r| r.phases.compile_ms).collect();
+    let mut cases: Vec<f64> = warm.iter().map(|r| r.phases.cases_ms).collect();
+    let mut total: Vec<f64> = warm.iter().map(|r| r.phases.total_ms).collect();
+    let max = |v: &[f64]| v.iter().cloned().fold(0.0, f64::max);
+    let _ = writeln!(
+        out,
+        "\nWarm rounds (live worker, edited source each round, compile + every hazard verdict), {} rounds:\n",
+        warm.len()
+    );
+    let _ = writeln!(out, "| phase | median ms | max ms |\n|---|---:|---:|");
+    for (name, values) in [
+        ("compile + load", &mut compile),
+        ("all hazard cases", &mut cases),
+        ("request to last verdict", &mut total),
+    ] {
+        let worst = max(values);
+        let _ = writeln!(out, "| {name} | {:.1} | {worst:.1} |", median(values));
+    }
+    let passed = warm.iter().all(|r| {
+        r.cases
+            .iter()
+            .all(|c| c.status == crate::protocol::CaseStatus::Pass)
+    });
+    let _ = writeln!(
+        out,
+        "\nEvery warm round graded every case: {}",
+        if passed { "all passed" } else { "some failed" }
+    );
+    out
+}
