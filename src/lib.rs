@@ -13,6 +13,7 @@ pub mod cli;
 pub mod gpu;
 pub mod grade;
 pub mod lab;
+pub mod nonfinite;
 pub mod protocol;
 pub mod report;
 pub mod worker;

@@ -5,12 +5,12 @@
 //! which rows within a 64-row tile, kept as bit masks and spans so they stay
 //! small), and the TUI's heatmap (worst error per row bin and head). It is
 //! plain serde data because it crosses a process boundary as JSON; the
-//! non-finite values it must carry go through [`super::nonfinite`].
+//! non-finite values it must carry go through [`crate::nonfinite`].
 
 use serde::{Deserialize, Serialize};
 
-use super::nonfinite;
 use crate::lab::contract::{tolerance, Shape, DH, HQ};
+use crate::nonfinite;
 
 /// The bit pattern the runner fills `out` with before a launch: a quiet NaN
 /// whose payload no arithmetic produces, so an element still holding it was

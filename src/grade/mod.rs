@@ -5,7 +5,6 @@
 pub mod compare;
 pub mod diagnosis;
 pub mod golden;
-mod nonfinite;
 pub mod oracle;
 pub mod roofline;
 pub mod stats;

@@ -89,12 +89,13 @@ impl Counters {
             });
             Ok(match profiled {
                 Ok(values) => {
+                    let finite = |name| values.get(name).filter(|v| v.is_finite());
                     let measured = Measured {
-                        dram_bytes_read: values.get(metrics::DRAM_BYTES_READ).unwrap_or(0.0),
-                        dram_bytes_write: values.get(metrics::DRAM_BYTES_WRITE).unwrap_or(0.0),
-                        duration_ns: values.get(metrics::DURATION_NS).unwrap_or(0.0),
-                        sm_throughput_pct: values.get(metrics::SM_THROUGHPUT_PCT),
-                        achieved_occupancy_pct: values.get(metrics::ACHIEVED_OCCUPANCY_PCT),
+                        dram_bytes_read: finite(metrics::DRAM_BYTES_READ).unwrap_or(0.0),
+                        dram_bytes_write: finite(metrics::DRAM_BYTES_WRITE).unwrap_or(0.0),
+                        duration_ns: finite(metrics::DURATION_NS).unwrap_or(0.0),
+                        sm_throughput_pct: finite(metrics::SM_THROUGHPUT_PCT),
+                        achieved_occupancy_pct: finite(metrics::ACHIEVED_OCCUPANCY_PCT),
                     };
                     let roofline = analyze(shape, &measured, &DevicePeaks::h200());
                     KernelCounters {

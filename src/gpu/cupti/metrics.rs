@@ -71,3 +71,19 @@ metric_sets! {
     ],
     full_adds: [SM_THROUGHPUT_PCT, L2_HIT_RATE_PCT],
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::MetricValue;
+
+    #[test]
+    fn a_metric_cupti_could_not_evaluate_survives_the_pipe() {
+        let value = MetricValue {
+            name: super::L2_HIT_RATE_PCT.into(),
+            value: f64::NAN,
+        };
+        let json = serde_json::to_string(&value).unwrap();
+        let back: MetricValue = serde_json::from_str(&json).unwrap();
+        assert!(back.value.is_nan(), "{json}");
+    }
+}

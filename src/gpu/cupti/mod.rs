@@ -346,6 +346,9 @@ fn name_unknown_metrics(api: &Arc<Api>, chip: &str, names: &MetricNames) -> Opti
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MetricValue {
     pub name: String,
+    /// NaN when CUPTI could not evaluate the metric for this launch (a
+    /// ratio over zero events, say).
+    #[serde(with = "crate::nonfinite")]
     pub value: f64,
 }
 
