@@ -40,7 +40,7 @@ def flashprof_values(kernel):
     full = [c["Ok"] for c in report.get("counters", []) if "Ok" in c and c["Ok"]["tier"] == "full"]
     if not full:
         return {}
-    metrics = {m["name"]: m["value"] for m in full[0]["student"]["metrics"]}
+    metrics = {m["name"]: float(m["value"]) for m in full[0]["student"]["metrics"]}
     if "dram__bytes_read.sum" in metrics and "dram__bytes_write.sum" in metrics:
         metrics["dram_bytes"] = metrics["dram__bytes_read.sum"] + metrics["dram__bytes_write.sum"]
     return metrics

@@ -40,10 +40,12 @@ pub struct CheckPlan {
     pub counters: Option<CountersPlan>,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct CountersPlan {
     pub shape: Shape,
     pub timeout: Duration,
+    /// When not empty, one custom tier with these metrics replaces quick and full.
+    pub custom_metrics: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -218,9 +220,14 @@ pub fn run_check(
         _ => (None, None),
     };
     let mut counters = Vec::new();
-    if let (Some(plan_counters), None, false) = (plan.counters, &not_run_reason, faulted) {
+    if let (Some(plan_counters), None, false) = (&plan.counters, &not_run_reason, faulted) {
         let counters_started = Instant::now();
-        for tier in [CounterTier::Quick, CounterTier::Full] {
+        let tiers: &[CounterTier] = if plan_counters.custom_metrics.is_empty() {
+            &[CounterTier::Quick, CounterTier::Full]
+        } else {
+            &[CounterTier::Custom]
+        };
+        for &tier in tiers {
             progress(Progress::CountersStarted { tier });
             let result = run.counters(plan_counters, tier, plan.seed);
             progress(Progress::CountersFinished(result.clone()));
@@ -409,7 +416,7 @@ impl Run<'_> {
         }
     }
 
-    fn counters(&mut self, plan: CountersPlan, tier: CounterTier, seed: u64) -> CountersResult {
+    fn counters(&mut self, plan: &CountersPlan, tier: CounterTier, seed: u64) -> CountersResult {
         let failed = |detail: String| {
             CountersUnavailableReport {
             reason: "the profiling run failed".into(),
@@ -425,6 +432,7 @@ impl Run<'_> {
             shape: plan.shape,
             seed,
             tier,
+            metrics: plan.custom_metrics.clone(),
         };
         match handle.request(&request, plan.timeout) {
             Ok(Event::Counters(result)) => result,

@@ -68,6 +68,7 @@ pub fn run(args: BenchArgs) -> ExitCode {
         counters: Some(CountersPlan {
             shape: TIMING_SHAPE,
             timeout: Duration::from_secs(120),
+            custom_metrics: Vec::new(),
         }),
     };
 

@@ -43,6 +43,12 @@ pub struct CheckArgs {
     /// Collect hardware counters (the default; this flag exists to say so explicitly).
     #[arg(long)]
     pub counters: bool,
+    /// Collect these CUPTI metrics (comma-separated) instead of the quick and full sets.
+    #[arg(long, value_delimiter = ',', value_name = "METRIC,...")]
+    pub metrics: Vec<String>,
+    /// Collect counters at this case's shape instead of the timing shape.
+    #[arg(long, value_name = "CASE")]
+    pub counters_case: Option<String>,
     /// Keep L2 warm between timed launches (the default flushes it).
     #[arg(long)]
     pub warm_l2: bool,
@@ -125,6 +131,31 @@ pub fn run(args: CheckArgs) -> ExitCode {
             }
         }
     };
+    let timing_shape = Shape {
+        chunk_len: args.timing_chunk,
+        prefix_len: args.timing_prefix,
+    };
+    let counters_shape = match &args.counters_case {
+        None => timing_shape,
+        Some(name) => match cases.iter().find(|c| &c.name == name) {
+            Some(case) if case.tensors.is_some() => {
+                eprintln!("flashprof: case `{name}` brings its own tensors; pick a generated case for --counters-case");
+                return ExitCode::Usage;
+            }
+            Some(case) => Shape {
+                chunk_len: case.chunk,
+                prefix_len: case.prefix,
+            },
+            None => {
+                let names: Vec<&str> = cases.iter().map(|c| c.name.as_str()).collect();
+                eprintln!(
+                    "flashprof: no case named `{name}` (cases: {})",
+                    names.join(", ")
+                );
+                return ExitCode::Usage;
+            }
+        },
+    };
     let plan = CheckPlan {
         source_path: path,
         source_text: source.text().to_string(),
@@ -132,10 +163,7 @@ pub fn run(args: CheckArgs) -> ExitCode {
         seed: args.seed.unwrap_or_else(fresh_seed),
         case_timeout: Duration::from_secs_f64(args.case_timeout),
         timing: (!args.no_timing).then_some(TimingPlan {
-            shape: Shape {
-                chunk_len: args.timing_chunk,
-                prefix_len: args.timing_prefix,
-            },
+            shape: timing_shape,
             config: TimingConfig {
                 repetitions: args.repetitions,
                 cold_l2: !args.warm_l2,
@@ -144,11 +172,9 @@ pub fn run(args: CheckArgs) -> ExitCode {
             timeout: Duration::from_secs(120),
         }),
         counters: (!args.no_counters).then_some(CountersPlan {
-            shape: Shape {
-                chunk_len: args.timing_chunk,
-                prefix_len: args.timing_prefix,
-            },
+            shape: counters_shape,
             timeout: Duration::from_secs(120),
+            custom_metrics: args.metrics.clone(),
         }),
     };
     let command = match WorkerCommand::current_exe() {

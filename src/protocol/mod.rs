@@ -55,6 +55,9 @@ pub enum Request {
         shape: Shape,
         seed: u64,
         tier: CounterTier,
+        /// The metric names when `tier` is `Custom`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        metrics: Vec<String>,
     },
     /// Finish cleanly.
     Shutdown,
@@ -250,6 +253,8 @@ pub enum CounterTier {
     Quick,
     /// Adds SM throughput and the L2 hit rate (nine passes on GH100).
     Full,
+    /// Metrics named by the user (`flashprof profile --metrics`).
+    Custom,
 }
 
 /// Hardware counters of the student's kernel and the starter on one shape.

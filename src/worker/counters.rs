@@ -15,7 +15,7 @@ use crate::gpu::cupti::{
 use crate::gpu::device::{Gpu, GpuError, Kernel};
 use crate::grade::compare::POISON_BITS;
 use crate::grade::roofline::{analyze, DevicePeaks, Measured};
-use crate::lab::contract::Shape;
+use crate::lab::cases::CaseInputs;
 use crate::protocol::{CounterTier, CountersOutcome, CountersUnavailableReport, KernelCounters};
 
 /// The profiler and its two metric configurations, built once.
@@ -69,13 +69,23 @@ impl Counters {
         student: &Kernel,
         starter: &Kernel,
         tier: CounterTier,
-        shape: Shape,
-        inputs: &crate::lab::cases::CaseInputs,
+        custom_metrics: &[String],
+        inputs: &CaseInputs,
     ) -> Result<CountersOutcome, GpuError> {
         let started = Instant::now();
+        let shape = inputs.shape;
+        let custom;
         let config = match tier {
             CounterTier::Quick => &self.quick,
             CounterTier::Full => &self.full,
+            CounterTier::Custom => {
+                let names: Vec<&str> = custom_metrics.iter().map(String::as_str).collect();
+                custom = self
+                    .profiler
+                    .metric_config(&names)
+                    .map_err(GpuError::message)?;
+                &custom
+            }
         };
         let passes = config.num_passes();
         let chip = config.chip().to_string();

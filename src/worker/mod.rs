@@ -129,12 +129,23 @@ impl Worker {
                     }
                 }
             },
-            Request::Counters { shape, seed, tier } => self.counters(shape, seed, tier),
+            Request::Counters {
+                shape,
+                seed,
+                tier,
+                metrics,
+            } => self.counters(shape, seed, tier, &metrics),
             Request::Shutdown => failure("shutdown is handled by the loop", true),
         }
     }
 
-    fn counters(&mut self, shape: Shape, seed: u64, tier: CounterTier) -> (Event, bool) {
+    fn counters(
+        &mut self,
+        shape: Shape,
+        seed: u64,
+        tier: CounterTier,
+        metrics: &[String],
+    ) -> (Event, bool) {
         if let Err(e) = self.baselines() {
             let sticky = e.sticky;
             return failure(e, sticky);
@@ -152,7 +163,7 @@ impl Worker {
             Err(report) => return (Event::Counters(Err(report.clone())), false),
         };
         let inputs = timing::timing_inputs(shape, seed);
-        match profiler.collect(gpu, student, &baselines.starter, tier, shape, &inputs) {
+        match profiler.collect(gpu, student, &baselines.starter, tier, metrics, &inputs) {
             Ok(outcome) => (Event::Counters(Ok(outcome)), false),
             Err(e) => {
                 let sticky = e.sticky;

@@ -48,7 +48,11 @@ impl UnavailableReason {
     pub fn from_result(function: Function, code: ResultCode) -> Option<Self> {
         match code {
             ResultCode::INSUFFICIENT_PRIVILEGES => Some(Self::InsufficientPrivileges),
-            ResultCode::HARDWARE_BUSY => Some(Self::HardwareBusy),
+            // A profiler running this process (ncu, nsys) holds CUPTI
+            // itself: the same remedy as a busy counter unit.
+            ResultCode::HARDWARE_BUSY | ResultCode::MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED => {
+                Some(Self::HardwareBusy)
+            }
             ResultCode::NOT_SUPPORTED
             | ResultCode::VIRTUALIZED_DEVICE_NOT_SUPPORTED
             | ResultCode::LEGACY_PROFILER_NOT_SUPPORTED => Some(Self::UnsupportedDevice),

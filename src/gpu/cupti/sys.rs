@@ -34,6 +34,8 @@ impl ResultCode {
     pub const VIRTUALIZED_DEVICE_NOT_SUPPORTED: Self = Self(33);
     pub const INSUFFICIENT_PRIVILEGES: Self = Self(35);
     pub const LEGACY_PROFILER_NOT_SUPPORTED: Self = Self(38);
+    /// Another CUPTI client (Nsight Compute or Systems, usually) is attached to the process.
+    pub const MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED: Self = Self(39);
     pub const UNKNOWN: Self = Self(999);
 
     /// CUPTI's enumerator name, or `None` for a code this table does not list.
@@ -51,6 +53,9 @@ impl ResultCode {
             }
             Self::INSUFFICIENT_PRIVILEGES => "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES",
             Self::LEGACY_PROFILER_NOT_SUPPORTED => "CUPTI_ERROR_LEGACY_PROFILER_NOT_SUPPORTED",
+            Self::MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED => {
+                "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"
+            }
             Self::UNKNOWN => "CUPTI_ERROR_UNKNOWN",
             _ => return None,
         })
