@@ -15,4 +15,5 @@ pub mod grade;
 pub mod lab;
 pub mod protocol;
 pub mod report;
+pub mod tui;
 pub mod worker;
