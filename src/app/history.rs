@@ -55,6 +55,8 @@ pub struct RunSummary {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RunOutcome {
     pub compiled: bool,
+    /// At least one case ran (false without a GPU).
+    pub graded: bool,
     pub cases_passed: usize,
     pub cases: usize,
     pub all_passed: bool,
@@ -65,6 +67,7 @@ impl RunOutcome {
     pub fn of(report: &CheckReport) -> Self {
         Self {
             compiled: report.compile.ok,
+            graded: report.cases.iter().any(|c| c.status != CaseStatus::NotRun),
             cases_passed: report
                 .cases
                 .iter()

@@ -241,3 +241,73 @@ pub fn compile_only() -> CheckReport {
         .collect();
     report(Err(no_gpu()), compiled(38), cases, None)
 }
+
+pub mod drive {
+    //! Driving a TUI model through `update`, as the runtime would.
+
+    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    use flashprof::app::check::{CheckReport, Progress};
+    use flashprof::tui::model::{CaseRow, Model};
+    use flashprof::tui::msg::{Effect, Msg, RunId};
+    use flashprof::tui::theme::Theme;
+    use flashprof::tui::update::update;
+
+    pub fn fresh() -> Model {
+        let rows = super::case_shapes()
+            .into_iter()
+            .map(|(name, shape)| CaseRow { name, shape })
+            .collect();
+        Model::new(super::FILE, rows, Theme { color: false })
+    }
+
+    /// Saves `text` and returns the run it started, if it started one.
+    pub fn save(model: &mut Model, text: &str) -> Option<RunId> {
+        started(&update(model, Msg::FileChanged(text.as_bytes().to_vec())))
+    }
+
+    pub fn started(effects: &[Effect]) -> Option<RunId> {
+        effects.iter().find_map(|e| match e {
+            Effect::StartRun { run, .. } => Some(*run),
+            _ => None,
+        })
+    }
+
+    pub fn progress(model: &mut Model, run: RunId, progress: Progress) -> Vec<Effect> {
+        update(
+            model,
+            Msg::Progress {
+                run,
+                progress: Box::new(progress),
+            },
+        )
+    }
+
+    pub fn finish(model: &mut Model, run: RunId, report: CheckReport) -> Vec<Effect> {
+        update(
+            model,
+            Msg::RunFinished {
+                run,
+                result: Ok(Box::new(report)),
+            },
+        )
+    }
+
+    /// A full check of `text` ending in `report`, recorded in the history.
+    pub fn complete(model: &mut Model, text: &str, report: CheckReport) {
+        let run = save(model, text).expect("idle model starts a run");
+        for effect in finish(model, run, report) {
+            if let Effect::RecordRun { source, report } = effect {
+                let summary = flashprof::app::history::RunSummary {
+                    unix_ms: 1_700_000_000_000 + run * 60_000,
+                    source_hash: flashprof::app::history::source_hash(&source),
+                    outcome: Some(flashprof::app::history::RunOutcome::of(&report)),
+                };
+                update(model, Msg::Recorded(summary));
+            }
+        }
+    }
+
+    pub fn key(model: &mut Model, code: KeyCode) -> Vec<Effect> {
+        update(model, Msg::Key(KeyEvent::new(code, KeyModifiers::NONE)))
+    }
+}

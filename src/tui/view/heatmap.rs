@@ -11,7 +11,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph};
 use ratatui::Frame;
 
-use super::text::popup;
+use super::text::full_overlay;
 use crate::grade::compare::{ErrorMap, TILE_ROWS};
 use crate::lab::contract::GROUP;
 use crate::tui::model::Model;
@@ -28,12 +28,7 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model, case: usize) {
         return;
     };
     let map = &comparison.heatmap;
-    let rect = popup(
-        frame,
-        area,
-        area.width.saturating_sub(2),
-        area.height.saturating_sub(2),
-    );
+    let rect = full_overlay(frame, area);
     let title = format!(
         " heatmap: {} (C = {}, P = {}) ",
         outcome.name, outcome.shape.chunk_len, outcome.shape.prefix_len
@@ -56,7 +51,7 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model, case: usize) {
         .max(1);
     let mut lines = vec![
         Line::raw(format!(
-            "worst |error| / tolerance per row band (down) and query head (across); query row r sees keys 0..{}+r",
+            "worst |err|/tolerance: query rows down, query heads across; row r sees keys 0..{}+r",
             outcome.shape.prefix_len
         )),
         head_axis(map.heads, cell_width),
@@ -117,16 +112,16 @@ fn band_line(
 fn legend(theme: Theme) -> Line<'static> {
     let mut spans = Vec::new();
     for (ratio, text) in [
-        (0.1, "<=0.5 "),
-        (0.9, "<=1 pass  "),
-        (5.0, "<=10 "),
-        (500.0, "<=1000 "),
-        (f32::INFINITY, "worse, NaN or unwritten  "),
+        (0.1, "≤.5 "),
+        (0.9, "≤1 pass  "),
+        (5.0, "≤10 "),
+        (500.0, "≤1e3 "),
+        (f32::INFINITY, "worse/NaN/unwritten  "),
     ] {
         let (glyph, style) = theme.heat(ratio);
         spans.push(Span::styled(format!("{glyph} "), style));
         spans.push(Span::raw(text));
     }
-    spans.push(Span::raw("╶ new 64-row tile"));
+    spans.push(Span::raw("╶ 64-row tile starts"));
     Line::from(spans)
 }

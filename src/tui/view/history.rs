@@ -6,7 +6,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph};
 use ratatui::Frame;
 
-use super::text::{clock_utc, popup};
+use super::text::{clock_utc, full_overlay, popup};
 use crate::app::history::DiffLine;
 use crate::tui::model::Model;
 
@@ -33,6 +33,7 @@ pub fn draw_runs(frame: &mut Frame, area: Rect, model: &Model, selected: usize) 
                 let (verdict, style) = match run.outcome {
                     None => ("saved before a restore".to_string(), theme.stale()),
                     Some(o) if !o.compiled => ("compile error".to_string(), theme.bad()),
+                    Some(o) if !o.graded => ("compiled, not graded".to_string(), theme.warn()),
                     Some(o) if o.all_passed => {
                         (format!("PASS {}/{}", o.cases_passed, o.cases), theme.good())
                     }
@@ -74,12 +75,7 @@ pub fn draw_diff(
     scroll: usize,
 ) {
     let theme = model.theme;
-    let rect = popup(
-        frame,
-        area,
-        area.width.saturating_sub(2),
-        area.height.saturating_sub(2),
-    );
+    let rect = full_overlay(frame, area);
     let block = Block::bordered()
         .title(Span::styled(format!(" {title} "), theme.accent()))
         .title_bottom(" ↑↓ scroll  esc close ");

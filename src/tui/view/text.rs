@@ -31,6 +31,12 @@ pub fn popup(frame: &mut Frame, area: Rect, width: u16, height: u16) -> Rect {
     rect
 }
 
+/// The whole screen but its top and bottom lines, cleared: for overlays
+/// that need all the room there is and leave the status lines readable.
+pub fn full_overlay(frame: &mut Frame, area: Rect) -> Rect {
+    popup(frame, area, area.width, area.height.saturating_sub(2))
+}
+
 /// Bytes as `B`, `KiB` or `MiB`, whichever reads best.
 pub fn bytes(n: u32) -> String {
     match n {

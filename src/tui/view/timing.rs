@@ -44,8 +44,10 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
 }
 
 fn not_timed_reason(model: &Model) -> &'static str {
+    let compiled = model.compile().is_none_or(|c| c.value.ok);
     match &model.gpu {
         Some(Err(_)) => "not timed: no GPU",
+        _ if !compiled => "not timed: no kernel",
         _ if model.live.is_some() => "timed after the cases",
         _ => "not timed yet",
     }
