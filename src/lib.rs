@@ -16,4 +16,5 @@ pub mod lab;
 pub mod nonfinite;
 pub mod protocol;
 pub mod report;
+pub mod tui;
 pub mod worker;

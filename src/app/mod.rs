@@ -2,4 +2,6 @@
 //! and (next to it) the pieces the commands share.
 
 pub mod check;
+pub mod history;
+pub mod watch;
 pub mod worker_handle;

@@ -5,6 +5,7 @@
 
 mod bench;
 mod check;
+mod tui;
 
 use clap::{Parser, Subcommand};
 
@@ -36,15 +37,21 @@ pub enum ExitCode {
     version,
     about = "Grade and profile CUDA flash-prefill kernels"
 )]
+#[command(args_conflicts_with_subcommands = true)]
 struct Cli {
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
+    /// With no command: watch FILE in the live TUI.
+    #[command(flatten)]
+    tui: tui::TuiArgs,
 }
 
 #[derive(Subcommand)]
 enum Command {
     /// Compile FILE, run every hazard case, time it against the starter, and report.
     Check(check::CheckArgs),
+    /// Play back the recorded runs of a history store (`.flashprof/`) in the TUI.
+    Replay(tui::ReplayArgs),
     /// Measure the edit-compile-verify loop phase by phase (needs a GPU).
     Bench(bench::BenchArgs),
     /// Internal: the worker process that runs kernels (started by flashprof itself).
@@ -66,9 +73,11 @@ pub fn main() -> u8 {
         }
     };
     match cli.command {
-        Command::Check(args) => check::run(args) as u8,
-        Command::Bench(args) => bench::run(args) as u8,
-        Command::Worker => match crate::worker::main() {
+        None => tui::run(cli.tui) as u8,
+        Some(Command::Check(args)) => check::run(args) as u8,
+        Some(Command::Replay(args)) => tui::replay(args) as u8,
+        Some(Command::Bench(args)) => bench::run(args) as u8,
+        Some(Command::Worker) => match crate::worker::main() {
             Ok(()) => 0,
             Err(e) => {
                 eprintln!("flashprof worker: {e:#}");

@@ -1,0 +1,278 @@
+//! The history of a student file: every completed check, kept beside it.
+//!
+//! A `.flashprof/` folder next to the file holds `history.jsonl`, one JSON
+//! record per line, and `sources/<hash>.cu`, each distinct text once. The
+//! log is append-only and every record goes out in a single write, so a
+//! process killed mid-run loses at most the record it was writing; a torn
+//! last line is skipped when reading, and the next append starts on a fresh
+//! line so it cannot be glued to the torn one. Sources are written to a
+//! temporary name and renamed, so a source file is whole or absent.
+//!
+//! From the log the TUI shows past runs, the speedup trend, a diff of any
+//! past text against the current one, and restores the best passing text
+//! (after recording the current text, so a restore never loses work).
+
+mod diff;
+
+pub use diff::{line_diff, DiffLine};
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use super::check::CheckReport;
+use crate::protocol::CaseStatus;
+
+/// The folder created beside the student's file.
+pub const STORE_DIR: &str = ".flashprof";
+/// The run log inside the store.
+pub const LOG_FILE: &str = "history.jsonl";
+
+/// One line of the log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistoryRecord {
+    /// Milliseconds since the Unix epoch when the record was written.
+    pub unix_ms: u64,
+    /// Names `sources/<hash>.cu`.
+    pub source_hash: String,
+    /// The check of that text; `None` for a text saved only so a restore
+    /// could not lose it.
+    pub report: Option<CheckReport>,
+}
+
+/// What a screen needs of a record without holding its whole report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunSummary {
+    pub unix_ms: u64,
+    pub source_hash: String,
+    /// `None` for a text saved before a restore.
+    pub outcome: Option<RunOutcome>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RunOutcome {
+    pub compiled: bool,
+    /// At least one case ran (false without a GPU).
+    pub graded: bool,
+    pub cases_passed: usize,
+    pub cases: usize,
+    pub all_passed: bool,
+    pub speedup: Option<f64>,
+}
+
+impl RunOutcome {
+    pub fn of(report: &CheckReport) -> Self {
+        Self {
+            compiled: report.compile.ok,
+            graded: report.cases.iter().any(|c| c.status != CaseStatus::NotRun),
+            cases_passed: report
+                .cases
+                .iter()
+                .filter(|c| c.status == CaseStatus::Pass)
+                .count(),
+            cases: report.cases.len(),
+            all_passed: report.all_passed(),
+            speedup: report
+                .timing
+                .as_ref()
+                .and_then(|t| t.speedup.as_ref())
+                .map(|s| s.point),
+        }
+    }
+}
+
+impl HistoryRecord {
+    pub fn summary(&self) -> RunSummary {
+        RunSummary {
+            unix_ms: self.unix_ms,
+            source_hash: self.source_hash.clone(),
+            outcome: self.report.as_ref().map(RunOutcome::of),
+        }
+    }
+}
+
+/// The log as read: records in order, and how many lines could not be read.
+#[derive(Debug, Default)]
+pub struct History {
+    pub records: Vec<HistoryRecord>,
+    pub unreadable_lines: usize,
+}
+
+/// A `.flashprof/` folder.
+#[derive(Debug, Clone)]
+pub struct HistoryStore {
+    dir: PathBuf,
+}
+
+/// A stable 64-bit FNV-1a hash of a text, as 16 hex digits. Std's hasher may
+/// change between Rust releases, and these names live on disk for good.
+pub fn source_hash(text: &str) -> String {
+    let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    format!("{hash:016x}")
+}
+
+fn now_unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+impl HistoryStore {
+    /// The store of the student file `file`: `.flashprof/` in its folder.
+    pub fn beside(file: &Path) -> Self {
+        let folder = file.parent().unwrap_or(Path::new(""));
+        Self {
+            dir: folder.join(STORE_DIR),
+        }
+    }
+
+    /// A store named by the user: the `.flashprof` folder itself, its
+    /// `history.jsonl`, or a folder that holds a `.flashprof`.
+    pub fn locate(path: &Path) -> Self {
+        let dir = if path.is_file() {
+            path.parent().unwrap_or(Path::new("")).to_path_buf()
+        } else if path.join(LOG_FILE).is_file() {
+            path.to_path_buf()
+        } else {
+            path.join(STORE_DIR)
+        };
+        Self { dir }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.join(LOG_FILE)
+    }
+
+    fn source_path(&self, hash: &str) -> PathBuf {
+        self.dir.join("sources").join(format!("{hash}.cu"))
+    }
+
+    /// Records a completed check of `source`.
+    pub fn append_run(&self, source: &str, report: &CheckReport) -> io::Result<HistoryRecord> {
+        let mut report = report.clone();
+        // The kernel image is only for reloading a restarted worker.
+        report.compile.image.clear();
+        self.append(source, Some(report))
+    }
+
+    /// Records `source` with no check, so that it can be got back.
+    pub fn append_snapshot(&self, source: &str) -> io::Result<HistoryRecord> {
+        self.append(source, None)
+    }
+
+    fn append(&self, source: &str, report: Option<CheckReport>) -> io::Result<HistoryRecord> {
+        let record = HistoryRecord {
+            unix_ms: now_unix_ms(),
+            source_hash: source_hash(source),
+            report,
+        };
+        self.save_source(&record.source_hash, source)?;
+        let mut line = serde_json::to_string(&record).map_err(io::Error::other)?;
+        line.push('\n');
+        let mut log = OpenOptions::new()
+            .create(true)
+            .read(true)
+            .append(true)
+            .open(self.log_path())?;
+        if !ends_with_newline(&mut log)? {
+            line.insert(0, '\n');
+        }
+        log.write_all(line.as_bytes())?;
+        log.flush()?;
+        Ok(record)
+    }
+
+    fn save_source(&self, hash: &str, source: &str) -> io::Result<()> {
+        let path = self.source_path(hash);
+        if path.is_file() {
+            return Ok(());
+        }
+        let folder = self.dir.join("sources");
+        fs::create_dir_all(&folder)?;
+        let partial = folder.join(format!(".{hash}.{}.partial", std::process::id()));
+        fs::write(&partial, source)?;
+        fs::rename(&partial, &path)
+    }
+
+    /// Every readable record, oldest first. A missing log is an empty history.
+    pub fn read(&self) -> io::Result<History> {
+        let text = match fs::read_to_string(self.log_path()) {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(History::default()),
+            Err(e) => return Err(e),
+        };
+        let mut history = History::default();
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            match serde_json::from_str(line) {
+                Ok(record) => history.records.push(record),
+                Err(_) => history.unreadable_lines += 1,
+            }
+        }
+        Ok(history)
+    }
+
+    /// The text a record was made from.
+    pub fn source(&self, hash: &str) -> io::Result<String> {
+        fs::read_to_string(self.source_path(hash))
+    }
+
+    /// Writes the best passing text into `file`, first recording the file's
+    /// current text. Returns the record restored, or `None` when no run passed.
+    pub fn restore_best(&self, file: &Path) -> io::Result<Option<HistoryRecord>> {
+        let history = self.read()?;
+        let Some(best) = best_passing(&history.records).cloned() else {
+            return Ok(None);
+        };
+        let text = self.source(&best.source_hash)?;
+        let current = match fs::read_to_string(file) {
+            Ok(t) => Some(t),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e),
+        };
+        if let Some(current) = current.filter(|c| source_hash(c) != best.source_hash) {
+            self.append_snapshot(&current)?;
+        }
+        fs::write(file, text)?;
+        Ok(Some(best))
+    }
+}
+
+fn ends_with_newline(log: &mut File) -> io::Result<bool> {
+    let len = log.seek(SeekFrom::End(0))?;
+    if len == 0 {
+        return Ok(true);
+    }
+    log.seek(SeekFrom::End(-1))?;
+    let mut last = [0u8];
+    log.read_exact(&mut last)?;
+    Ok(last[0] == b'\n')
+}
+
+/// The passing run with the highest speedup; among passing runs without a
+/// speedup, the latest. `None` when nothing passed.
+pub fn best_passing(records: &[HistoryRecord]) -> Option<&HistoryRecord> {
+    let speedup = |r: &HistoryRecord| {
+        r.report
+            .as_ref()
+            .and_then(|rep| rep.timing.as_ref())
+            .and_then(|t| t.speedup.as_ref())
+            .map_or(f64::NEG_INFINITY, |s| s.point)
+    };
+    records
+        .iter()
+        .filter(|r| r.report.as_ref().is_some_and(CheckReport::all_passed))
+        .fold(None, |best: Option<&HistoryRecord>, r| match best {
+            Some(b) if speedup(b) > speedup(r) => Some(b),
+            _ => Some(r),
+        })
+}

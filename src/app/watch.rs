@@ -1,0 +1,237 @@
+//! Watching the student's file: one callback per real change of its content.
+//!
+//! Editors save in different ways: some write in place, some write a
+//! temporary file and rename it over the original, some delete and
+//! re-create. The last two replace the inode, and a watch on the file itself
+//! would go silent after the first save, so the watch is on the file's
+//! folder and events are filtered to the file's name. A save is a burst of
+//! events (truncate, write, close, rename), so events are only a signal to
+//! look: after a quiet spell the file is read once, and its content is
+//! handed on only when it differs from what was last handed on. That makes
+//! one save one callback, a burst of saves one callback with the final text,
+//! and a `touch` or our own read nothing at all.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use notify::event::{AccessKind, AccessMode, ModifyKind};
+use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher};
+
+/// Quiet time after the last event before the file is read.
+pub const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(50);
+
+/// A burst longer than this is read anyway, so a file rewritten without
+/// pause still shows up on screen.
+const LONGEST_WAIT: Duration = Duration::from_secs(1);
+
+/// Why a watch could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum WatchError {
+    #[error("{0} does not name a file")]
+    NotAFile(PathBuf),
+    #[error("cannot watch {path}: {source}")]
+    Notify {
+        path: PathBuf,
+        source: notify::Error,
+    },
+}
+
+/// A running watch; dropping it stops the watch and its thread.
+pub struct FileWatcher {
+    _watcher: RecommendedWatcher,
+}
+
+/// Watches `path` and calls `on_change` with the file's bytes each time its
+/// content settles on something new. The content present when the watch
+/// starts counts as already seen.
+pub fn watch_file<F>(
+    path: &Path,
+    debounce: Duration,
+    on_change: F,
+) -> Result<FileWatcher, WatchError>
+where
+    F: FnMut(Vec<u8>) + Send + 'static,
+{
+    let name = path
+        .file_name()
+        .ok_or_else(|| WatchError::NotAFile(path.to_path_buf()))?
+        .to_os_string();
+    let folder = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let (signal, signals) = mpsc::channel();
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<Event>| {
+        if event.is_ok_and(|e| concerns(&e, &name)) {
+            // The receiver is gone only when the watch is being dropped.
+            let _ = signal.send(());
+        }
+    })
+    .map_err(|source| WatchError::Notify {
+        path: folder.clone(),
+        source,
+    })?;
+    watcher
+        .watch(&folder, RecursiveMode::NonRecursive)
+        .map_err(|source| WatchError::Notify {
+            path: folder.clone(),
+            source,
+        })?;
+    let seen = std::fs::read(path).ok();
+    let file = path.to_path_buf();
+    std::thread::Builder::new()
+        .name("flashprof-watch".into())
+        .spawn(move || deliver_settled(&signals, debounce, &file, seen, on_change))
+        .map_err(|e| WatchError::Notify {
+            path: folder,
+            source: notify::Error::io(e),
+        })?;
+    Ok(FileWatcher { _watcher: watcher })
+}
+
+/// Whether `event` may have changed the content of the file called `name`.
+/// Opens, reads and attribute changes cannot, and reacting to opens would
+/// make our own reads trigger more reads.
+fn concerns(event: &Event, name: &OsString) -> bool {
+    let may_change = match event.kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) => false,
+        EventKind::Modify(ModifyKind::Metadata(_)) => false,
+        _ => true,
+    };
+    may_change
+        && event
+            .paths
+            .iter()
+            .any(|p| p.file_name() == Some(name.as_os_str()))
+}
+
+/// The debounce loop: one read per burst of signals, one call per new content.
+fn deliver_settled<F>(
+    signals: &Receiver<()>,
+    debounce: Duration,
+    file: &Path,
+    mut seen: Option<Vec<u8>>,
+    mut on_change: F,
+) where
+    F: FnMut(Vec<u8>),
+{
+    while signals.recv().is_ok() {
+        let burst_started = Instant::now();
+        loop {
+            match signals.recv_timeout(debounce) {
+                Ok(()) if burst_started.elapsed() < LONGEST_WAIT => continue,
+                Ok(()) | Err(RecvTimeoutError::Timeout) => break,
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+        }
+        // A missing file is the middle of a delete-and-re-create; the
+        // create's own event brings the new content.
+        let Ok(content) = std::fs::read(file) else {
+            continue;
+        };
+        if seen.as_ref() != Some(&content) {
+            seen = Some(content.clone());
+            on_change(content);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+    use std::sync::mpsc::Receiver;
+
+    /// Long enough for inotify and the debounce on a loaded CI machine.
+    const SETTLE: Duration = Duration::from_millis(600);
+
+    fn watched(initial: &str) -> (tempfile::TempDir, PathBuf, FileWatcher, Receiver<Vec<u8>>) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("prefill.cu");
+        fs::write(&file, initial).expect("write initial");
+        let (tx, rx) = mpsc::channel();
+        let watcher = watch_file(&file, DEFAULT_DEBOUNCE, move |bytes| {
+            let _ = tx.send(bytes);
+        })
+        .expect("watch");
+        (dir, file, watcher, rx)
+    }
+
+    fn next(rx: &Receiver<Vec<u8>>) -> Option<String> {
+        rx.recv_timeout(SETTLE * 4)
+            .ok()
+            .map(|b| String::from_utf8(b).expect("utf8"))
+    }
+
+    fn nothing_more(rx: &Receiver<Vec<u8>>) {
+        assert_eq!(rx.recv_timeout(SETTLE).ok(), None);
+    }
+
+    #[test]
+    fn an_in_place_write_is_delivered_once() {
+        let (_dir, file, _w, rx) = watched("one");
+        fs::write(&file, "two").expect("write");
+        assert_eq!(next(&rx).as_deref(), Some("two"));
+        nothing_more(&rx);
+    }
+
+    #[test]
+    fn a_rename_over_the_file_is_seen_and_later_saves_too() {
+        let (dir, file, _w, rx) = watched("one");
+        let tmp = dir.path().join(".prefill.cu.swp");
+        fs::write(&tmp, "two").expect("write tmp");
+        fs::rename(&tmp, &file).expect("rename");
+        assert_eq!(next(&rx).as_deref(), Some("two"));
+        // The inode changed; the watch on the folder must still see the next save.
+        fs::write(&tmp, "three").expect("write tmp");
+        fs::rename(&tmp, &file).expect("rename");
+        assert_eq!(next(&rx).as_deref(), Some("three"));
+        nothing_more(&rx);
+    }
+
+    #[test]
+    fn truncate_then_write_delivers_the_final_text() {
+        use std::io::Write;
+        let (_dir, file, _w, rx) = watched("one");
+        let mut handle = fs::File::create(&file).expect("truncate");
+        std::thread::sleep(Duration::from_millis(5));
+        handle
+            .write_all(b"two, written after a truncate")
+            .expect("write");
+        drop(handle);
+        assert_eq!(next(&rx).as_deref(), Some("two, written after a truncate"));
+        nothing_more(&rx);
+    }
+
+    #[test]
+    fn delete_then_recreate_delivers_the_new_text() {
+        let (_dir, file, _w, rx) = watched("one");
+        fs::remove_file(&file).expect("delete");
+        std::thread::sleep(SETTLE);
+        fs::write(&file, "two").expect("recreate");
+        assert_eq!(next(&rx).as_deref(), Some("two"));
+        nothing_more(&rx);
+    }
+
+    #[test]
+    fn a_burst_of_saves_delivers_only_the_last() {
+        let (_dir, file, _w, rx) = watched("zero");
+        for i in 1..=20 {
+            fs::write(&file, format!("save {i}")).expect("write");
+        }
+        assert_eq!(next(&rx).as_deref(), Some("save 20"));
+        nothing_more(&rx);
+    }
+
+    #[test]
+    fn unchanged_content_and_other_files_are_ignored() {
+        let (dir, file, _w, rx) = watched("same");
+        fs::write(&file, "same").expect("rewrite");
+        fs::write(dir.path().join("other.cu"), "x").expect("other");
+        let _ = fs::read(&file).expect("read");
+        nothing_more(&rx);
+    }
+}

@@ -1,0 +1,108 @@
+//! `flashprof [FILE]` (the live TUI) and `flashprof replay PATH`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::check::fresh_seed;
+use super::ExitCode;
+use crate::app::check::{CheckPlan, CountersPlan, TimingPlan};
+use crate::app::history::HistoryStore;
+use crate::app::worker_handle::WorkerCommand;
+use crate::grade::golden;
+use crate::lab::cases::embedded_cases;
+use crate::lab::contract::TIMING_SHAPE;
+use crate::protocol::TimingConfig;
+use crate::tui::{run_live, run_replay, LiveSetup};
+use crate::worker::STARTER_SOURCE;
+
+#[derive(Args, Debug)]
+pub struct TuiArgs {
+    /// The kernel file to watch; created from the lab's starter kernel if it does not exist.
+    #[arg(default_value = "prefill.cu")]
+    pub file: PathBuf,
+    /// Seed of the first check's inputs (each later check adds its run number).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Skip timing against the starter after the cases.
+    #[arg(long)]
+    pub no_timing: bool,
+    /// Skip the hardware counters (collected after timing by default).
+    #[arg(long)]
+    pub no_counters: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ReplayArgs {
+    /// A `.flashprof` folder, its `history.jsonl`, or the folder holding `.flashprof`.
+    pub path: PathBuf,
+}
+
+/// How long the timing step may take before it counts as hung.
+const TIMING_TIMEOUT: Duration = Duration::from_secs(120);
+/// Watchdog for one case.
+const CASE_TIMEOUT: Duration = Duration::from_secs(5);
+
+pub fn run(args: TuiArgs) -> ExitCode {
+    if !args.file.exists() {
+        if let Err(e) = std::fs::write(&args.file, STARTER_SOURCE) {
+            eprintln!("flashprof: cannot create {}: {e}", args.file.display());
+            return ExitCode::Environment;
+        }
+        eprintln!(
+            "flashprof: created {} from the lab's starter kernel",
+            args.file.display()
+        );
+    }
+    if let Err(e) = golden::prove_embedded() {
+        eprintln!(
+            "flashprof: the float64 oracle failed its golden proof, so nothing is graded: {e}"
+        );
+        return ExitCode::OracleUnproven;
+    }
+    let command = match WorkerCommand::current_exe() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("flashprof: cannot locate its own executable to start a worker: {e}");
+            return ExitCode::Environment;
+        }
+    };
+    let plan = CheckPlan {
+        source_path: args.file.display().to_string(),
+        source_text: String::new(),
+        cases: embedded_cases(),
+        seed: args.seed.unwrap_or_else(fresh_seed),
+        case_timeout: CASE_TIMEOUT,
+        timing: (!args.no_timing).then_some(TimingPlan {
+            shape: TIMING_SHAPE,
+            config: TimingConfig::default(),
+            timeout: TIMING_TIMEOUT,
+        }),
+        counters: (!args.no_counters).then_some(CountersPlan {
+            shape: TIMING_SHAPE,
+            timeout: TIMING_TIMEOUT,
+            custom_metrics: Vec::new(),
+        }),
+    };
+    let setup = LiveSetup {
+        file: args.file,
+        plan,
+        command,
+    };
+    finish(run_live(setup))
+}
+
+pub fn replay(args: ReplayArgs) -> ExitCode {
+    finish(run_replay(HistoryStore::locate(&args.path)))
+}
+
+fn finish(result: anyhow::Result<()>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::Pass,
+        Err(e) => {
+            eprintln!("flashprof: {e:#}");
+            ExitCode::Environment
+        }
+    }
+}

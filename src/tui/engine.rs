@@ -1,0 +1,73 @@
+//! The engine thread: owns the worker process and runs one check at a time,
+//! streaming its progress into the UI's channel.
+//!
+//! The worker is kept between checks (starting one costs CUDA
+//! initialisation), and only this thread touches it, so no lock is needed.
+//! Scheduling (which save runs next) is decided in `update`; this thread
+//! just works through what it is sent, in order.
+
+use std::sync::mpsc::{self, Receiver, Sender};
+
+use crate::app::check::{run_check, CheckPlan};
+use crate::app::worker_handle::WorkerCommand;
+
+use super::msg::{Msg, RunId};
+
+pub struct Engine {
+    requests: Sender<(RunId, String)>,
+}
+
+impl Engine {
+    /// Starts the thread. `plan` is the template of every check: its text
+    /// is replaced by each save, and its seed advanced by the run number so
+    /// each check draws fresh inputs that its report can reproduce.
+    pub fn start(
+        plan: CheckPlan,
+        command: WorkerCommand,
+        messages: Sender<Msg>,
+    ) -> std::io::Result<Self> {
+        let (requests, inbox) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("flashprof-engine".into())
+            .spawn(move || serve(&plan, &command, &inbox, &messages))?;
+        Ok(Self { requests })
+    }
+
+    /// Queues a check of `source`; its messages carry `run`.
+    pub fn check(&self, run: RunId, source: String) {
+        // A closed channel means the thread ended with the UI; nothing to do.
+        let _ = self.requests.send((run, source));
+    }
+}
+
+fn serve(
+    template: &CheckPlan,
+    command: &WorkerCommand,
+    inbox: &Receiver<(RunId, String)>,
+    messages: &Sender<Msg>,
+) {
+    let mut worker = None;
+    while let Ok((run, source)) = inbox.recv() {
+        let plan = CheckPlan {
+            source_text: source,
+            seed: template.seed.wrapping_add(run),
+            ..template.clone()
+        };
+        let result = run_check(&plan, command, &mut worker, |progress| {
+            let _ = messages.send(Msg::Progress {
+                run,
+                progress: Box::new(progress),
+            });
+        });
+        let finished = Msg::RunFinished {
+            run,
+            result: result.map(Box::new).map_err(|e| e.to_string()),
+        };
+        if messages.send(finished).is_err() {
+            break;
+        }
+    }
+    if let Some(worker) = worker {
+        worker.shutdown();
+    }
+}

@@ -1,0 +1,174 @@
+//! The key map: one table from keys to actions, read both to act on a key
+//! and to draw the help overlay, so the help can never miss a key.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+/// What a key asks for; `update` decides what it means in the current view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Quit,
+    Rerun,
+    Help,
+    Up,
+    Down,
+    NextFailing,
+    Open,
+    Close,
+    History,
+    RestoreBest,
+    Pause,
+    StepForward,
+    StepBack,
+    Faster,
+    Slower,
+}
+
+impl Action {
+    /// Every action, in the order the help lists them.
+    pub const ALL: [Action; 15] = [
+        Action::Quit,
+        Action::Rerun,
+        Action::Help,
+        Action::Up,
+        Action::Down,
+        Action::NextFailing,
+        Action::Open,
+        Action::Close,
+        Action::History,
+        Action::RestoreBest,
+        Action::Pause,
+        Action::StepForward,
+        Action::StepBack,
+        Action::Faster,
+        Action::Slower,
+    ];
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            Action::Quit => "quit",
+            Action::Rerun => "check the file again now",
+            Action::Help => "show or hide this help",
+            Action::Up => "select the case above (scroll in lists)",
+            Action::Down => "select the case below (scroll in lists)",
+            Action::NextFailing => "jump to the next case that did not pass",
+            Action::Open => "heatmap of the selected case; in history, diff that run",
+            Action::Close => "close the overlay",
+            Action::History => "past runs of this file",
+            Action::RestoreBest => "in history: restore the best passing version",
+            Action::Pause => "replay: pause or resume",
+            Action::StepForward => "replay: next run",
+            Action::StepBack => "replay: previous run",
+            Action::Faster => "replay: faster",
+            Action::Slower => "replay: slower",
+        }
+    }
+}
+
+struct Binding {
+    code: KeyCode,
+    ctrl: bool,
+    action: Action,
+}
+
+const fn key(code: KeyCode, action: Action) -> Binding {
+    Binding {
+        code,
+        ctrl: false,
+        action,
+    }
+}
+
+const BINDINGS: &[Binding] = &[
+    key(KeyCode::Char('q'), Action::Quit),
+    Binding {
+        code: KeyCode::Char('c'),
+        ctrl: true,
+        action: Action::Quit,
+    },
+    key(KeyCode::Char('r'), Action::Rerun),
+    key(KeyCode::Char('?'), Action::Help),
+    key(KeyCode::Up, Action::Up),
+    key(KeyCode::Char('k'), Action::Up),
+    key(KeyCode::Down, Action::Down),
+    key(KeyCode::Char('j'), Action::Down),
+    key(KeyCode::Tab, Action::NextFailing),
+    key(KeyCode::Enter, Action::Open),
+    key(KeyCode::Esc, Action::Close),
+    key(KeyCode::Char('h'), Action::History),
+    key(KeyCode::Char('b'), Action::RestoreBest),
+    key(KeyCode::Char(' '), Action::Pause),
+    key(KeyCode::Right, Action::StepForward),
+    key(KeyCode::Char('n'), Action::StepForward),
+    key(KeyCode::Left, Action::StepBack),
+    key(KeyCode::Char('p'), Action::StepBack),
+    key(KeyCode::Char('+'), Action::Faster),
+    key(KeyCode::Char('='), Action::Faster),
+    key(KeyCode::Char('-'), Action::Slower),
+];
+
+/// The action bound to `event`, if any. Shift is ignored because it is how
+/// `?` and `+` are typed on most layouts.
+pub fn action_for(event: &KeyEvent) -> Option<Action> {
+    let ctrl = event.modifiers.contains(KeyModifiers::CONTROL);
+    BINDINGS
+        .iter()
+        .find(|b| b.code == event.code && b.ctrl == ctrl)
+        .map(|b| b.action)
+}
+
+fn label(binding: &Binding) -> String {
+    let name = match binding.code {
+        KeyCode::Char(' ') => "space".to_string(),
+        KeyCode::Char(c) => c.to_string(),
+        KeyCode::Up => "↑".into(),
+        KeyCode::Down => "↓".into(),
+        KeyCode::Left => "←".into(),
+        KeyCode::Right => "→".into(),
+        KeyCode::Tab => "tab".into(),
+        KeyCode::Enter => "enter".into(),
+        KeyCode::Esc => "esc".into(),
+        other => format!("{other:?}"),
+    };
+    if binding.ctrl {
+        format!("ctrl-{name}")
+    } else {
+        name
+    }
+}
+
+/// One row per action: its keys, then what it does.
+pub fn help_rows() -> Vec<(String, &'static str)> {
+    Action::ALL
+        .iter()
+        .map(|&action| {
+            let keys: Vec<String> = BINDINGS
+                .iter()
+                .filter(|b| b.action == action)
+                .map(label)
+                .collect();
+            (keys.join(" / "), action.describe())
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_action_has_a_key_and_a_help_row() {
+        let rows = help_rows();
+        assert_eq!(rows.len(), Action::ALL.len());
+        assert!(rows.iter().all(|(keys, _)| !keys.is_empty()), "{rows:?}");
+    }
+
+    #[test]
+    fn ctrl_c_quits_but_plain_c_does_nothing() {
+        let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
+        assert_eq!(action_for(&ctrl_c), Some(Action::Quit));
+        let c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::NONE);
+        assert_eq!(action_for(&c), None);
+        let question = KeyEvent::new(KeyCode::Char('?'), KeyModifiers::SHIFT);
+        assert_eq!(action_for(&question), Some(Action::Help));
+    }
+}

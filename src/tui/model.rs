@@ -1,0 +1,360 @@
+//! The TUI's state, and the read-only questions the views ask of it.
+//!
+//! Two results can be on screen at once: the check now running on the
+//! newest save (filling in as progress arrives) and the last complete
+//! check. Each panel shows the newest thing it has and marks anything older
+//! as stale, so a slow GPU run never blanks the screen. No IO happens here.
+
+use crate::app::check::CountersResult;
+use crate::gpu::cupti::metrics;
+use crate::protocol::KernelCounters;
+use std::time::Duration;
+
+use crate::app::check::CheckReport;
+use crate::app::history::{DiffLine, RunSummary};
+use crate::gpu::resources::ResourceUsage;
+use crate::lab::contract::Shape;
+use crate::protocol::{
+    CaseOutcome, CaseStatus, CompileOutcome, DeviceInfo, GpuProblem, TimingOutcome,
+};
+
+use super::msg::RunId;
+use super::theme::Theme;
+
+/// A hazard case as the table lists it before any result exists.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CaseRow {
+    pub name: String,
+    pub shape: Shape,
+}
+
+/// Where the running check is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Compiling,
+    Case(usize),
+    Timing,
+    Counters,
+}
+
+/// The check in flight, as far as it has got.
+#[derive(Debug, Clone)]
+pub struct LiveRun {
+    pub id: RunId,
+    pub source: String,
+    pub phase: Phase,
+    pub compile: Option<CompileOutcome>,
+    pub cases: Vec<Option<CaseOutcome>>,
+    pub timing: Option<Result<TimingOutcome, String>>,
+    pub restarts: usize,
+}
+
+/// A finished check and the text it checked.
+#[derive(Debug, Clone)]
+pub struct Completed {
+    pub source: String,
+    pub report: CheckReport,
+}
+
+/// Hardware counters for the last check, as label/value lines; `None` in
+/// [`Model::counters`] means not collected yet.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CountersView {
+    Unavailable { reason: String },
+    Collected { lines: Vec<(String, String)> },
+}
+
+impl CountersView {
+    /// The lines the panel shows for one tier of counters (student first, starter for scale).
+    pub fn from_result(result: &CountersResult) -> Self {
+        let outcome = match result {
+            Ok(o) => o,
+            Err(u) => {
+                return Self::Unavailable {
+                    reason: format!("{}; fix: {}", u.reason, u.fix),
+                }
+            }
+        };
+        let metric = |k: &KernelCounters, name: &str| {
+            k.metrics
+                .iter()
+                .find(|m| m.name == name && m.value.is_finite())
+                .map(|m| m.value)
+        };
+        let (student, starter) = (&outcome.student, &outcome.starter);
+        let mut lines = vec![(
+            "set".to_string(),
+            format!(
+                "{:?}, {} passes on {}",
+                outcome.tier, outcome.passes, outcome.chip
+            ),
+        )];
+        if let Some(sm) = metric(student, metrics::SM_THROUGHPUT_PCT) {
+            let base = metric(starter, metrics::SM_THROUGHPUT_PCT)
+                .map(|b| format!(" (starter {b:.1}%)"))
+                .unwrap_or_default();
+            lines.push(("SM throughput".into(), format!("{sm:.1}%{base}")));
+        }
+        match &student.roofline {
+            Some(r) => {
+                lines.push((
+                    "DRAM".into(),
+                    format!(
+                        "{:.1} MB, {:.2}x the minimum",
+                        r.dram_bytes / 1e6,
+                        r.dram_over_compulsory
+                    ),
+                ));
+                lines.push((
+                    "intensity".into(),
+                    format!(
+                        "{:.0} flop/B (ridge {:.0})",
+                        r.arithmetic_intensity, r.ridge_point
+                    ),
+                ));
+                lines.push((
+                    "fp32".into(),
+                    format!(
+                        "{:.0} GFLOP/s, {:.0}% of peak",
+                        r.achieved_gflops, r.fp32_peak_pct
+                    ),
+                ));
+                lines.push((
+                    "roofline".into(),
+                    roofline_bar(r.arithmetic_intensity, r.ridge_point),
+                ));
+                lines.push((
+                    format!("{:?}-bound", r.verdict.bound),
+                    r.verdict.reason.clone(),
+                ));
+            }
+            None => lines.push((
+                "student".into(),
+                student.error.clone().unwrap_or_else(|| "no values".into()),
+            )),
+        }
+        Self::Collected { lines }
+    }
+}
+
+/// A one-line roofline: where the kernel's intensity sits against the ridge
+/// point on a log scale from 0.1 to 10,000 flop per byte.
+fn roofline_bar(intensity: f64, ridge: f64) -> String {
+    const WIDTH: usize = 24;
+    let position = |x: f64| {
+        (((x.max(0.1).log10() + 1.0) / 5.0) * (WIDTH - 1) as f64)
+            .round()
+            .clamp(0.0, (WIDTH - 1) as f64) as usize
+    };
+    let mut bar: Vec<char> = (0..WIDTH)
+        .map(|i| if i < position(ridge) { '/' } else { '-' })
+        .collect();
+    bar[position(ridge)] = '^';
+    bar[position(intensity)] = '*';
+    format!(
+        "{} (* kernel, ^ ridge)",
+        bar.into_iter().collect::<String>()
+    )
+}
+
+/// A window drawn over the panels.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Overlay {
+    Help,
+    Heatmap {
+        case: usize,
+    },
+    /// Past runs, newest first; `selected` counts from the newest.
+    History {
+        selected: usize,
+    },
+    Diff {
+        title: String,
+        lines: Vec<DiffLine>,
+        scroll: usize,
+    },
+}
+
+/// Playing back a history store instead of watching a file.
+#[derive(Debug, Clone)]
+pub struct Replay {
+    pub runs: Vec<Completed>,
+    /// One per run, as the history overlay and the trend read them.
+    pub summaries: Vec<RunSummary>,
+    pub position: usize,
+    pub paused: bool,
+    pub interval: Duration,
+}
+
+/// One panel's content and whether it comes from an earlier save.
+#[derive(Debug, Clone, Copy)]
+pub struct Shown<T> {
+    pub value: T,
+    pub stale: bool,
+}
+
+/// What the cases table shows in one row.
+#[derive(Debug, Clone, Copy)]
+pub enum CaseCell<'a> {
+    Waiting,
+    Running,
+    Done(Shown<&'a CaseOutcome>),
+}
+
+/// What the timing panel shows.
+#[derive(Debug, Clone, Copy)]
+pub enum TimingCell<'a> {
+    Running,
+    Timed(&'a TimingOutcome),
+    Failed(&'a str),
+}
+
+#[derive(Debug, Clone)]
+pub struct Model {
+    /// The student file's name as the header shows it.
+    pub file_label: String,
+    pub theme: Theme,
+    pub width: u16,
+    pub height: u16,
+    /// The newest text of the file.
+    pub source: String,
+    pub cases: Vec<CaseRow>,
+    pub gpu: Option<Result<DeviceInfo, GpuProblem>>,
+    pub live: Option<LiveRun>,
+    /// The newest save that arrived while a check ran; only the latest waits.
+    pub queued: Option<String>,
+    pub last: Option<Completed>,
+    /// The resources of the check before `last`, for the deltas.
+    pub previous_resources: Option<ResourceUsage>,
+    /// Past runs, oldest first, for the trend and the history overlay.
+    pub history: Vec<RunSummary>,
+    pub counters: Option<CountersView>,
+    pub selected: usize,
+    pub overlay: Option<Overlay>,
+    pub notice: Option<String>,
+    pub replay: Option<Replay>,
+    pub quitting: bool,
+    pub(super) next_run: RunId,
+}
+
+impl Model {
+    /// A model for watching a file whose checks will run `cases`.
+    pub fn new(file_label: &str, cases: Vec<CaseRow>, theme: Theme) -> Self {
+        Self {
+            file_label: file_label.to_owned(),
+            theme,
+            width: 80,
+            height: 24,
+            source: String::new(),
+            cases,
+            gpu: None,
+            live: None,
+            queued: None,
+            last: None,
+            previous_resources: None,
+            history: Vec::new(),
+            counters: None,
+            selected: 0,
+            overlay: None,
+            notice: None,
+            replay: None,
+            quitting: false,
+            next_run: 1,
+        }
+    }
+
+    /// The compile result to show: the running check's, else the last one's.
+    pub fn compile(&self) -> Option<Shown<&CompileOutcome>> {
+        if let Some(compile) = self.live.as_ref().and_then(|l| l.compile.as_ref()) {
+            return Some(Shown {
+                value: compile,
+                stale: false,
+            });
+        }
+        self.last.as_ref().map(|c| Shown {
+            value: &c.report.compile,
+            stale: self.last_is_stale(),
+        })
+    }
+
+    /// The last complete check is stale while a newer save is being checked
+    /// or waits, or when the file no longer holds the text it checked.
+    pub fn last_is_stale(&self) -> bool {
+        self.live.is_some()
+            || self.queued.is_some()
+            || self.last.as_ref().is_some_and(|c| c.source != self.source)
+    }
+
+    pub fn case(&self, index: usize) -> CaseCell<'_> {
+        if let Some(live) = &self.live {
+            if let Some(Some(outcome)) = live.cases.get(index) {
+                return CaseCell::Done(Shown {
+                    value: outcome,
+                    stale: false,
+                });
+            }
+            if live.phase == Phase::Case(index) {
+                return CaseCell::Running;
+            }
+        }
+        match self.last.as_ref().and_then(|c| c.report.cases.get(index)) {
+            Some(outcome) => CaseCell::Done(Shown {
+                value: outcome,
+                stale: self.last_is_stale(),
+            }),
+            None => CaseCell::Waiting,
+        }
+    }
+
+    /// The outcome of case `index`, fresh or stale, when there is one.
+    pub fn case_outcome(&self, index: usize) -> Option<&CaseOutcome> {
+        match self.case(index) {
+            CaseCell::Done(shown) => Some(shown.value),
+            _ => None,
+        }
+    }
+
+    pub fn timing(&self) -> Option<Shown<TimingCell<'_>>> {
+        if let Some(live) = &self.live {
+            let fresh = |value| {
+                Some(Shown {
+                    value,
+                    stale: false,
+                })
+            };
+            match &live.timing {
+                Some(Ok(t)) => return fresh(TimingCell::Timed(t)),
+                Some(Err(e)) => return fresh(TimingCell::Failed(e)),
+                None if live.phase == Phase::Timing => return fresh(TimingCell::Running),
+                None => {}
+            }
+        }
+        let last = self.last.as_ref()?;
+        let value = match (&last.report.timing, &last.report.timing_error) {
+            (Some(t), _) => TimingCell::Timed(t),
+            (None, Some(e)) => TimingCell::Failed(e),
+            (None, None) => return None,
+        };
+        Some(Shown {
+            value,
+            stale: self.last_is_stale(),
+        })
+    }
+
+    /// Speedups of past runs, oldest first (`None` where a run was not timed).
+    pub fn speedup_trend(&self) -> Vec<Option<f64>> {
+        self.history
+            .iter()
+            .filter_map(|s| s.outcome.map(|o| o.speedup))
+            .collect()
+    }
+
+    /// Index of the next case after `from` (wrapping) that ran and did not pass.
+    pub fn next_failing(&self, from: usize) -> Option<usize> {
+        let n = self.cases.len();
+        (1..=n).map(|step| (from + step) % n).find(|&i| {
+            self.case_outcome(i)
+                .is_some_and(|c| !matches!(c.status, CaseStatus::Pass | CaseStatus::NotRun))
+        })
+    }
+}

@@ -1,0 +1,307 @@
+//! The runtime: threads in, one channel, effects out.
+//!
+//! Every source of events runs on its own thread and sends a [`Msg`] into
+//! one channel: the key reader (blocked in `crossterm::event::read`), the
+//! file watcher, the engine, the history writer and, in replay, a clock.
+//! The loop blocks on that channel, applies every waiting message, carries
+//! out the effects, and draws once. Nothing here waits on the GPU or the
+//! disk: checks run on the engine thread, history reads and writes on a
+//! disk thread, in the order they were asked for.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::time::Duration;
+
+use anyhow::Context;
+use crossterm::event::Event;
+
+use super::engine::Engine;
+use super::model::{CaseRow, Completed, Model, Replay};
+use super::msg::{Effect, Msg};
+use super::terminal::TerminalSession;
+use super::theme::Theme;
+use super::update::{show_replay_position, update};
+use super::view;
+use crate::app::check::{CheckPlan, CheckReport};
+use crate::app::history::{line_diff, HistoryRecord, HistoryStore, RunSummary};
+use crate::app::watch::{watch_file, DEFAULT_DEBOUNCE};
+use crate::app::worker_handle::WorkerCommand;
+use crate::lab::contract::Shape;
+
+/// What a live session needs: the file, the check to run on each save, and
+/// how to start a worker.
+pub struct LiveSetup {
+    pub file: PathBuf,
+    pub plan: CheckPlan,
+    pub command: WorkerCommand,
+}
+
+/// Seconds per run when a replay starts.
+const REPLAY_START_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Work for the disk thread.
+enum DiskJob {
+    Record {
+        source: String,
+        report: Box<CheckReport>,
+    },
+    Diff {
+        source_hash: String,
+        title: String,
+        current: String,
+    },
+    RestoreBest,
+}
+
+/// Watches `setup.file` and checks every save until the user quits.
+pub fn run_live(setup: LiveSetup) -> anyhow::Result<()> {
+    let file_label = display_name(&setup.file);
+    let rows = setup
+        .plan
+        .cases
+        .iter()
+        .map(|c| CaseRow {
+            name: c.name.clone(),
+            shape: Shape {
+                chunk_len: c.chunk,
+                prefix_len: c.prefix,
+            },
+        })
+        .collect();
+    let model = Model::new(&file_label, rows, Theme::from_env());
+    let initial = std::fs::read(&setup.file)
+        .with_context(|| format!("cannot read {}", setup.file.display()))?;
+    let (messages, inbox) = mpsc::channel();
+    let store = HistoryStore::beside(&setup.file);
+    let disk = start_disk_thread(store, Some(setup.file.clone()), messages.clone())?;
+    let engine = Engine::start(setup.plan, setup.command, messages.clone())?;
+    let watcher_messages = messages.clone();
+    let _watcher = watch_file(&setup.file, DEFAULT_DEBOUNCE, move |bytes| {
+        let _ = watcher_messages.send(Msg::FileChanged(bytes));
+    })?;
+    let _ = messages.send(Msg::FileChanged(initial));
+    event_loop(model, messages, &inbox, |effect, model| {
+        match effect {
+            Effect::Quit => return Flow::Quit,
+            Effect::StartRun { run, source } => engine.check(run, source),
+            Effect::SetTickInterval(_) => {}
+            other => send_disk_job(&disk, other, model),
+        }
+        Flow::Continue
+    })
+}
+
+/// Plays back the runs of a history store.
+pub fn run_replay(store: HistoryStore) -> anyhow::Result<()> {
+    let history = store
+        .read()
+        .with_context(|| format!("cannot read the history in {}", store.dir().display()))?;
+    let (runs, summaries) = replayable(&store, history.records);
+    anyhow::ensure!(
+        !runs.is_empty(),
+        "no completed runs in {}",
+        store.dir().display()
+    );
+    let label = runs[0].report.source_path.clone();
+    let mut model = Model::new(&label, Vec::new(), Theme::from_env());
+    model.replay = Some(Replay {
+        runs,
+        summaries,
+        position: 0,
+        paused: false,
+        interval: REPLAY_START_INTERVAL,
+    });
+    show_replay_position(&mut model);
+    let (messages, inbox) = mpsc::channel();
+    let disk = start_disk_thread(store, None, messages.clone())?;
+    let clock = start_clock(REPLAY_START_INTERVAL, messages.clone())?;
+    event_loop(model, messages, &inbox, |effect, model| {
+        match effect {
+            Effect::Quit => return Flow::Quit,
+            Effect::SetTickInterval(interval) => {
+                let _ = clock.send(interval);
+            }
+            Effect::StartRun { .. } | Effect::RestoreBest | Effect::RecordRun { .. } => {}
+            other => send_disk_job(&disk, other, model),
+        }
+        Flow::Continue
+    })
+}
+
+/// Records with a report, paired with their source text.
+fn replayable(
+    store: &HistoryStore,
+    records: Vec<HistoryRecord>,
+) -> (Vec<Completed>, Vec<RunSummary>) {
+    records
+        .into_iter()
+        .filter_map(|record| {
+            let summary = record.summary();
+            let source = store
+                .source(&record.source_hash)
+                .unwrap_or_else(|e| format!("// the text of this run is missing: {e}"));
+            let report = record.report?;
+            Some((Completed { source, report }, summary))
+        })
+        .unzip()
+}
+
+fn display_name(file: &Path) -> String {
+    file.file_name().map_or_else(
+        || file.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
+}
+
+#[derive(PartialEq, Eq)]
+enum Flow {
+    Continue,
+    Quit,
+}
+
+fn event_loop(
+    mut model: Model,
+    messages: Sender<Msg>,
+    inbox: &Receiver<Msg>,
+    mut apply: impl FnMut(Effect, &Model) -> Flow,
+) -> anyhow::Result<()> {
+    let mut session = TerminalSession::enter().context("cannot set up the terminal")?;
+    let size = session.terminal.size()?;
+    model.width = size.width;
+    model.height = size.height;
+    start_key_reader(messages)?;
+    loop {
+        session.terminal.draw(|frame| view::draw(frame, &model))?;
+        let Ok(first) = inbox.recv() else {
+            return Ok(());
+        };
+        // Everything already waiting is applied before the next frame, so a
+        // burst of progress draws once.
+        let waiting: Vec<Msg> = std::iter::once(first).chain(inbox.try_iter()).collect();
+        for msg in waiting {
+            for effect in update(&mut model, msg) {
+                if apply(effect, &model) == Flow::Quit {
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
+
+fn start_key_reader(messages: Sender<Msg>) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("flashprof-keys".into())
+        .spawn(move || loop {
+            let msg = match crossterm::event::read() {
+                Ok(Event::Key(key)) => Msg::Key(key),
+                Ok(Event::Mouse(mouse)) => Msg::Mouse(mouse),
+                Ok(Event::Resize(width, height)) => Msg::Resize { width, height },
+                Ok(_) => continue,
+                Err(_) => return,
+            };
+            if messages.send(msg).is_err() {
+                return;
+            }
+        })?;
+    Ok(())
+}
+
+/// The replay clock: a tick every `interval`, changed by sending a new one.
+/// It sleeps in `recv_timeout`, so a change takes effect at once.
+fn start_clock(interval: Duration, messages: Sender<Msg>) -> std::io::Result<Sender<Duration>> {
+    let (control, changes) = mpsc::channel();
+    std::thread::Builder::new()
+        .name("flashprof-clock".into())
+        .spawn(move || {
+            let mut interval = interval;
+            loop {
+                match changes.recv_timeout(interval) {
+                    Ok(next) => interval = next,
+                    Err(RecvTimeoutError::Timeout) => {
+                        if messages.send(Msg::Tick).is_err() {
+                            return;
+                        }
+                    }
+                    Err(RecvTimeoutError::Disconnected) => return,
+                }
+            }
+        })?;
+    Ok(control)
+}
+
+fn send_disk_job(disk: &Sender<DiskJob>, effect: Effect, model: &Model) {
+    let job = match effect {
+        Effect::LoadDiff { source_hash, title } => DiskJob::Diff {
+            source_hash,
+            title,
+            current: model.source.clone(),
+        },
+        Effect::RestoreBest => DiskJob::RestoreBest,
+        Effect::RecordRun { source, report } => DiskJob::Record { source, report },
+        Effect::StartRun { .. } | Effect::SetTickInterval(_) | Effect::Quit => return,
+    };
+    let _ = disk.send(job);
+}
+
+/// The history store's thread: appends, diffs and restores, one at a time,
+/// answering with messages.
+fn start_disk_thread(
+    store: HistoryStore,
+    file: Option<PathBuf>,
+    messages: Sender<Msg>,
+) -> std::io::Result<Sender<DiskJob>> {
+    let (jobs, inbox) = mpsc::channel::<DiskJob>();
+    match store.read() {
+        Ok(history) if file.is_some() => {
+            let summaries = history.records.iter().map(HistoryRecord::summary).collect();
+            let _ = messages.send(Msg::HistoryLoaded(summaries));
+        }
+        Ok(_) => {}
+        Err(e) => {
+            let _ = messages.send(Msg::Notice(format!("history unreadable: {e}")));
+        }
+    }
+    std::thread::Builder::new()
+        .name("flashprof-history".into())
+        .spawn(move || {
+            for job in inbox {
+                let reply = run_disk_job(&store, file.as_deref(), job);
+                if messages.send(reply).is_err() {
+                    return;
+                }
+            }
+        })?;
+    Ok(jobs)
+}
+
+fn run_disk_job(store: &HistoryStore, file: Option<&Path>, job: DiskJob) -> Msg {
+    match job {
+        DiskJob::Record { source, report } => match store.append_run(&source, &report) {
+            Ok(record) => Msg::Recorded(record.summary()),
+            Err(e) => Msg::Notice(format!(
+                "could not write the history in {}: {e}",
+                store.dir().display()
+            )),
+        },
+        DiskJob::Diff {
+            source_hash,
+            title,
+            current,
+        } => match store.source(&source_hash) {
+            Ok(old) => Msg::DiffReady {
+                title,
+                lines: line_diff(&old, &current),
+            },
+            Err(e) => Msg::Notice(format!("the text of that run is missing: {e}")),
+        },
+        DiskJob::RestoreBest => match file.map(|f| store.restore_best(f)) {
+            None => Msg::Notice("nothing to restore into during a replay".into()),
+            Some(Ok(Some(best))) => Msg::Notice(format!(
+                "restored the best passing version ({}); the text it replaced is in the history",
+                &best.source_hash
+            )),
+            Some(Ok(None)) => Msg::Notice("no run has passed yet, so nothing was restored".into()),
+            Some(Err(e)) => Msg::Notice(format!("restore failed: {e}")),
+        },
+    }
+}

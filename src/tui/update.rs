@@ -1,0 +1,380 @@
+//! The state machine: `update(model, msg)` changes the model and returns
+//! the effects the runtime must carry out. No IO, no clock, no threads.
+//!
+//! Checks are scheduled like a single-job queue: at most one check is in
+//! flight; a save that arrives meanwhile is parked, a newer save replaces
+//! the parked one, and when the running check ends the parked text (if
+//! any) starts next. So a burst of saves during a long GPU run costs one
+//! extra check, of the newest text.
+
+use std::time::Duration;
+
+use crossterm::event::{KeyEvent, KeyEventKind, MouseButton, MouseEvent, MouseEventKind};
+
+use super::keys::{action_for, Action};
+use super::model::{CaseRow, Completed, CountersView, LiveRun, Model, Overlay, Phase};
+use super::msg::{Effect, Msg, RunId};
+use super::view::layout::{case_at, Areas};
+use crate::app::check::{CheckReport, Progress};
+
+/// Replay speeds a user can step through, as seconds per run.
+const REPLAY_INTERVALS_MS: [u64; 6] = [250, 500, 1000, 2000, 4000, 8000];
+
+pub fn update(model: &mut Model, msg: Msg) -> Vec<Effect> {
+    match msg {
+        Msg::Key(key) => on_key(model, key),
+        Msg::Mouse(mouse) => {
+            on_mouse(model, mouse);
+            Vec::new()
+        }
+        Msg::Resize { width, height } => {
+            model.width = width;
+            model.height = height;
+            Vec::new()
+        }
+        Msg::FileChanged(bytes) => on_file_changed(model, bytes),
+        Msg::Progress { run, progress } => {
+            on_progress(model, run, *progress);
+            Vec::new()
+        }
+        Msg::RunFinished { run, result } => on_run_finished(model, run, result),
+        Msg::HistoryLoaded(summaries) => {
+            model.history = summaries;
+            Vec::new()
+        }
+        Msg::Recorded(summary) => {
+            model.history.push(summary);
+            Vec::new()
+        }
+        Msg::DiffReady { title, lines } => {
+            model.overlay = Some(Overlay::Diff {
+                title,
+                lines,
+                scroll: 0,
+            });
+            Vec::new()
+        }
+        Msg::Notice(text) => {
+            model.notice = Some(text);
+            Vec::new()
+        }
+        Msg::Tick => {
+            if model.replay.as_ref().is_some_and(|r| !r.paused) {
+                step_replay(model, 1);
+            }
+            Vec::new()
+        }
+    }
+}
+
+fn on_file_changed(model: &mut Model, bytes: Vec<u8>) -> Vec<Effect> {
+    match String::from_utf8(bytes) {
+        Ok(text) => {
+            model.source = text.clone();
+            model.notice = None;
+            request_run(model, text)
+        }
+        Err(_) => {
+            model.notice = Some(format!(
+                "{} is not UTF-8 text; fix the encoding to check it",
+                model.file_label
+            ));
+            Vec::new()
+        }
+    }
+}
+
+/// Starts a check of `source` now, or parks it behind the running one.
+fn request_run(model: &mut Model, source: String) -> Vec<Effect> {
+    if model.replay.is_some() {
+        return Vec::new();
+    }
+    if model.live.is_some() {
+        model.queued = Some(source);
+        return Vec::new();
+    }
+    let id = model.next_run;
+    model.next_run += 1;
+    model.live = Some(LiveRun {
+        id,
+        source: source.clone(),
+        phase: Phase::Compiling,
+        compile: None,
+        cases: vec![None; model.cases.len()],
+        timing: None,
+        restarts: 0,
+    });
+    vec![Effect::StartRun { run: id, source }]
+}
+
+fn on_progress(model: &mut Model, run: RunId, progress: Progress) {
+    if let Progress::WorkerStarted { gpu, .. } = &progress {
+        model.gpu = Some(gpu.clone());
+    }
+    let Some(live) = model.live.as_mut().filter(|l| l.id == run) else {
+        return;
+    };
+    match progress {
+        Progress::WorkerStarted { .. } => {}
+        Progress::Compiled(outcome) => live.compile = Some(outcome),
+        Progress::CaseStarted { index } => live.phase = Phase::Case(index),
+        Progress::CaseFinished { index, outcome } => {
+            if let Some(slot) = live.cases.get_mut(index) {
+                *slot = Some(outcome);
+            }
+        }
+        Progress::WorkerRestarted { .. } => live.restarts += 1,
+        Progress::TimingStarted => live.phase = Phase::Timing,
+        Progress::TimingFinished(result) => live.timing = Some(result),
+        Progress::CountersStarted { .. } => live.phase = Phase::Counters,
+        Progress::CountersFinished(result) => {
+            model.counters = Some(CountersView::from_result(&result))
+        }
+    }
+}
+
+fn on_run_finished(
+    model: &mut Model,
+    run: RunId,
+    result: Result<Box<CheckReport>, String>,
+) -> Vec<Effect> {
+    let Some(live) = model.live.take_if(|l| l.id == run) else {
+        return Vec::new();
+    };
+    let mut effects = Vec::new();
+    match result {
+        Ok(report) => {
+            effects.push(Effect::RecordRun {
+                source: live.source.clone(),
+                report: report.clone(),
+            });
+            show_completed(
+                model,
+                Completed {
+                    source: live.source,
+                    report: *report,
+                },
+            );
+        }
+        Err(reason) => model.notice = Some(format!("the check could not run: {reason}")),
+    }
+    if let Some(next) = model.queued.take() {
+        effects.extend(request_run(model, next));
+    }
+    effects
+}
+
+/// Makes `completed` the result on screen, keeping the one before for deltas.
+fn show_completed(model: &mut Model, completed: Completed) {
+    model.previous_resources = model
+        .last
+        .as_ref()
+        .and_then(|c| c.report.compile.resources.clone());
+    model.gpu = Some(completed.report.gpu.clone());
+    if let Some(last) = completed.report.counters.last() {
+        model.counters = Some(CountersView::from_result(last));
+    }
+    model.last = Some(completed);
+}
+
+fn on_key(model: &mut Model, key: KeyEvent) -> Vec<Effect> {
+    if key.kind == KeyEventKind::Release {
+        return Vec::new();
+    }
+    let Some(action) = action_for(&key) else {
+        return Vec::new();
+    };
+    if action == Action::Quit {
+        model.quitting = true;
+        return vec![Effect::Quit];
+    }
+    match model.overlay.take() {
+        Some(overlay) => on_overlay_key(model, overlay, action),
+        None => on_panel_key(model, action),
+    }
+}
+
+fn on_panel_key(model: &mut Model, action: Action) -> Vec<Effect> {
+    let last_case = model.cases.len().saturating_sub(1);
+    match action {
+        Action::Rerun => return request_run(model, model.source.clone()),
+        Action::Help => model.overlay = Some(Overlay::Help),
+        Action::Up => model.selected = model.selected.saturating_sub(1),
+        Action::Down => model.selected = (model.selected + 1).min(last_case),
+        Action::NextFailing => {
+            if let Some(next) = model.next_failing(model.selected) {
+                model.selected = next;
+            }
+        }
+        Action::Open => {
+            let has_map = model
+                .case_outcome(model.selected)
+                .is_some_and(|c| c.comparison.is_some());
+            if has_map {
+                model.overlay = Some(Overlay::Heatmap {
+                    case: model.selected,
+                });
+            } else {
+                model.notice = Some("this case has no heatmap: it produced no output".into());
+            }
+        }
+        Action::History => model.overlay = Some(Overlay::History { selected: 0 }),
+        Action::Pause => {
+            if let Some(replay) = model.replay.as_mut() {
+                replay.paused = !replay.paused;
+            }
+        }
+        Action::StepForward => step_replay(model, 1),
+        Action::StepBack => step_replay(model, -1),
+        Action::Faster => return change_speed(model, -1),
+        Action::Slower => return change_speed(model, 1),
+        Action::Close | Action::RestoreBest | Action::Quit => {}
+    }
+    Vec::new()
+}
+
+fn on_overlay_key(model: &mut Model, overlay: Overlay, action: Action) -> Vec<Effect> {
+    let mut effects = Vec::new();
+    let kept = match (overlay, action) {
+        (_, Action::Close) => None,
+        (Overlay::Help, Action::Help) => None,
+        (Overlay::Heatmap { .. }, Action::Open) => None,
+        (Overlay::History { .. }, Action::History) => None,
+        (Overlay::History { selected }, Action::Up) => Some(Overlay::History {
+            selected: selected.saturating_sub(1),
+        }),
+        (Overlay::History { selected }, Action::Down) => Some(Overlay::History {
+            selected: (selected + 1).min(model.history.len().saturating_sub(1)),
+        }),
+        (Overlay::History { selected }, Action::Open) => {
+            if let Some(run) = model.history.iter().rev().nth(selected) {
+                effects.push(Effect::LoadDiff {
+                    source_hash: run.source_hash.clone(),
+                    title: format!("run {} → current text", model.history.len() - selected),
+                });
+            }
+            Some(Overlay::History { selected })
+        }
+        (Overlay::History { selected }, Action::RestoreBest) => {
+            if model.replay.is_none() {
+                effects.push(Effect::RestoreBest);
+            }
+            Some(Overlay::History { selected })
+        }
+        (
+            Overlay::Diff {
+                title,
+                lines,
+                scroll,
+            },
+            Action::Up,
+        ) => Some(Overlay::Diff {
+            title,
+            lines,
+            scroll: scroll.saturating_sub(1),
+        }),
+        (
+            Overlay::Diff {
+                title,
+                lines,
+                scroll,
+            },
+            Action::Down,
+        ) => {
+            let scroll = (scroll + 1).min(lines.len().saturating_sub(1));
+            Some(Overlay::Diff {
+                title,
+                lines,
+                scroll,
+            })
+        }
+        (overlay, _) => Some(overlay),
+    };
+    model.overlay = kept;
+    effects
+}
+
+fn on_mouse(model: &mut Model, mouse: MouseEvent) {
+    if model.overlay.is_some() {
+        return;
+    }
+    match mouse.kind {
+        MouseEventKind::Down(MouseButton::Left) => {
+            let areas = Areas::of(model.width, model.height);
+            if let Some(index) = case_at(&areas, model, mouse.column, mouse.row) {
+                model.selected = index;
+            }
+        }
+        MouseEventKind::ScrollUp => model.selected = model.selected.saturating_sub(1),
+        MouseEventKind::ScrollDown => {
+            model.selected = (model.selected + 1).min(model.cases.len().saturating_sub(1));
+        }
+        _ => {}
+    }
+}
+
+/// Shows the replay run `delta` places away, stopping at either end.
+fn step_replay(model: &mut Model, delta: isize) {
+    let Some(replay) = model.replay.as_mut() else {
+        return;
+    };
+    let last = replay.runs.len().saturating_sub(1);
+    let target = replay.position.saturating_add_signed(delta).min(last);
+    if target == last && delta > 0 {
+        replay.paused = true;
+    }
+    replay.position = target;
+    show_replay_position(model);
+}
+
+fn change_speed(model: &mut Model, slower: isize) -> Vec<Effect> {
+    let Some(replay) = model.replay.as_mut() else {
+        return Vec::new();
+    };
+    let current = replay.interval.as_millis() as u64;
+    let index = REPLAY_INTERVALS_MS
+        .iter()
+        .position(|&ms| ms >= current)
+        .unwrap_or(REPLAY_INTERVALS_MS.len() - 1);
+    let next = index
+        .saturating_add_signed(slower)
+        .min(REPLAY_INTERVALS_MS.len() - 1);
+    replay.interval = Duration::from_millis(REPLAY_INTERVALS_MS[next]);
+    vec![Effect::SetTickInterval(replay.interval)]
+}
+
+/// Puts the replay's current run on screen as if it had just finished.
+pub fn show_replay_position(model: &mut Model) {
+    let Some(replay) = model.replay.as_ref() else {
+        return;
+    };
+    let position = replay.position;
+    let Some(run) = replay.runs.get(position).cloned() else {
+        return;
+    };
+    let before = position
+        .checked_sub(1)
+        .and_then(|p| replay.runs.get(p))
+        .and_then(|c| c.report.compile.resources.clone());
+    let trend = replay
+        .summaries
+        .iter()
+        .take(position + 1)
+        .cloned()
+        .collect();
+    model.cases = run
+        .report
+        .cases
+        .iter()
+        .map(|c| CaseRow {
+            name: c.name.clone(),
+            shape: c.shape,
+        })
+        .collect();
+    model.selected = model.selected.min(model.cases.len().saturating_sub(1));
+    model.source = run.source.clone();
+    model.gpu = Some(run.report.gpu.clone());
+    model.last = Some(run);
+    model.previous_resources = before;
+    model.history = trend;
+}

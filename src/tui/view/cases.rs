@@ -1,0 +1,151 @@
+//! The cases table: one row per hazard case with its state, error, the
+//! share of the tolerance left, and the one-line diagnosis.
+
+use ratatui::layout::{Constraint, Rect};
+use ratatui::style::Style;
+use ratatui::text::Line;
+use ratatui::widgets::{Cell, Row, Table};
+use ratatui::Frame;
+
+use super::layout::{first_visible_case, visible_case_rows};
+use super::text::panel;
+use crate::protocol::{CaseOutcome, CaseStatus};
+use crate::tui::model::{CaseCell, Model};
+
+pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
+    let theme = model.theme;
+    let stale =
+        (0..model.cases.len()).any(|i| matches!(model.case(i), CaseCell::Done(s) if s.stale));
+    let visible = visible_case_rows(area);
+    let first = first_visible_case(model.selected, visible);
+    let rows = model
+        .cases
+        .iter()
+        .enumerate()
+        .skip(first)
+        .take(visible)
+        .map(|(index, case)| {
+            let shape = format!("{}x{}", case.shape.chunk_len, case.shape.prefix_len);
+            let row = match model.case(index) {
+                CaseCell::Waiting => plain_row(&case.name, shape, "waiting", Style::new()),
+                CaseCell::Running => plain_row(&case.name, shape, "running", theme.warn()),
+                CaseCell::Done(shown) => {
+                    let row = outcome_row(&case.name, shape, shown.value, model);
+                    if shown.stale {
+                        row.style(theme.stale())
+                    } else {
+                        row
+                    }
+                }
+            };
+            if index == model.selected {
+                row.style(theme.selected())
+            } else {
+                row
+            }
+        });
+    let header = Row::new([
+        "result",
+        "case",
+        "C x P",
+        "max err",
+        "headroom",
+        "diagnosis",
+    ])
+    .style(theme.accent());
+    let title = format!(
+        "cases ({} of {})",
+        model.cases.len().min(visible),
+        model.cases.len()
+    );
+    let table = Table::new(
+        rows,
+        [
+            Constraint::Length(7),
+            Constraint::Length(24),
+            Constraint::Length(9),
+            Constraint::Length(8),
+            Constraint::Length(8),
+            Constraint::Fill(1),
+        ],
+    )
+    .header(header)
+    .block(panel(&title, stale, theme));
+    frame.render_widget(table, area);
+}
+
+fn plain_row(name: &str, shape: String, state: &'static str, style: Style) -> Row<'static> {
+    Row::new([
+        Cell::from(Line::styled(state, style)),
+        Cell::from(name.to_owned()),
+        Cell::from(shape),
+    ])
+}
+
+fn outcome_row(name: &str, shape: String, case: &CaseOutcome, model: &Model) -> Row<'static> {
+    let theme = model.theme;
+    let (word, style) = match case.status {
+        CaseStatus::Pass => ("✓ pass", theme.good()),
+        CaseStatus::Fail => ("✗ FAIL", theme.bad()),
+        CaseStatus::Timeout => ("✗ HANG", theme.bad()),
+        CaseStatus::Crash => ("✗ CRASH", theme.bad()),
+        CaseStatus::NotRun => ("not run", Style::new()),
+    };
+    let (max_err, headroom) = match &case.comparison {
+        None => ("-".to_string(), "-".to_string()),
+        Some(c) => {
+            let err = if c.max_abs_err.is_finite() && c.nan + c.inf + c.unwritten == 0 {
+                format!("{:.1e}", c.max_abs_err)
+            } else {
+                "NaN/inf".to_string()
+            };
+            (err, headroom(c.worst_ratio))
+        }
+    };
+    Row::new([
+        Cell::from(Line::styled(word, style)),
+        Cell::from(name.to_owned()),
+        Cell::from(shape),
+        Cell::from(max_err),
+        Cell::from(headroom),
+        Cell::from(diagnosis(case, model)),
+    ])
+}
+
+/// The case's diagnosis, except that a case skipped for want of a GPU says
+/// just that: the header already explains the missing GPU once. (A
+/// kernel that did not compile keeps its own reason.)
+fn diagnosis(case: &CaseOutcome, model: &Model) -> String {
+    let no_gpu = model.gpu.as_ref().is_some_and(|g| g.is_err());
+    let compiled = model.compile().is_some_and(|c| c.value.ok);
+    if case.status == CaseStatus::NotRun && no_gpu && compiled {
+        "needs a GPU".into()
+    } else {
+        case.diagnosis.clone()
+    }
+}
+
+/// Tolerance left unused by the worst element: "88%" when it used 12%;
+/// past the tolerance, how many times over ("x3.2").
+fn headroom(worst_ratio: f64) -> String {
+    if !worst_ratio.is_finite() {
+        "none".into()
+    } else if worst_ratio <= 1.0 {
+        format!("{:.0}%", (1.0 - worst_ratio) * 100.0)
+    } else {
+        format!("x{worst_ratio:.1}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::headroom;
+
+    #[test]
+    fn headroom_reads_as_share_left_then_times_over() {
+        assert_eq!(headroom(0.12), "88%");
+        assert_eq!(headroom(1.0), "0%");
+        assert_eq!(headroom(3.21), "x3.2");
+        assert_eq!(headroom(f64::INFINITY), "none");
+    }
+}

@@ -1,0 +1,97 @@
+//! The file and compile panel: did it compile, and if not, where and why,
+//! with the offending source line and a caret under the column.
+
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Paragraph, Wrap};
+use ratatui::Frame;
+
+use super::text::panel;
+use crate::gpu::compile::{Diagnostic, Severity};
+use crate::protocol::{CompileOutcome, CompileProblemKind};
+use crate::tui::model::Model;
+use crate::tui::theme::Theme;
+
+pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
+    let theme = model.theme;
+    let shown = model.compile();
+    let stale = shown.is_some_and(|s| s.stale);
+    let block = panel(&model.file_label, stale, theme);
+    let mut lines = Vec::new();
+    if model.live.as_ref().is_some_and(|l| l.compile.is_none()) {
+        lines.push(Line::styled("compiling...", theme.warn()));
+    }
+    match shown {
+        Some(shown) => lines.extend(outcome_lines(shown.value, model, theme)),
+        None if lines.is_empty() => lines.push(Line::raw("no check yet")),
+        None => {}
+    }
+    let body = Paragraph::new(lines)
+        .block(block)
+        .wrap(Wrap { trim: false });
+    frame.render_widget(body, area);
+}
+
+fn outcome_lines(outcome: &CompileOutcome, model: &Model, theme: Theme) -> Vec<Line<'static>> {
+    let mut lines = Vec::new();
+    if let Some(problem) = &outcome.problem {
+        let what = match problem.kind {
+            CompileProblemKind::BadSource => "unusable file",
+            CompileProblemKind::CompilerMissing => "NVRTC missing",
+            CompileProblemKind::CompilerFailed => "compiler failed",
+        };
+        lines.push(Line::from(vec![
+            Span::styled(format!("✗ {what}: "), theme.bad()),
+            Span::raw(problem.message.clone()),
+        ]));
+    }
+    if outcome.ok {
+        let mut text = format!("✓ compiled in {:.0} ms", outcome.compile_ms);
+        if let Some(load) = outcome.load_ms {
+            text.push_str(&format!(", loaded in {load:.1} ms"));
+        }
+        let mut spans = vec![Span::styled(text, theme.good())];
+        if model.gpu.as_ref().is_some_and(|g| g.is_err()) {
+            spans.push(Span::raw(
+                "; no GPU here, so cases and timing do not run (compile errors and resources still update)",
+            ));
+        }
+        lines.push(Line::from(spans));
+    }
+    let errors = outcome
+        .diagnostics
+        .iter()
+        .filter(|d| d.severity == Severity::Error);
+    let warnings = outcome
+        .diagnostics
+        .iter()
+        .filter(|d| d.severity == Severity::Warning);
+    for diagnostic in errors.chain(warnings) {
+        lines.extend(diagnostic_lines(diagnostic, theme));
+    }
+    lines
+}
+
+fn diagnostic_lines(d: &Diagnostic, theme: Theme) -> Vec<Line<'static>> {
+    let (mark, style) = match d.severity {
+        Severity::Error => ("✗ error", theme.bad()),
+        Severity::Warning => ("! warning", theme.warn()),
+    };
+    let place = match d.column {
+        Some(column) => format!("line {}:{column}", d.line),
+        None => format!("line {}", d.line),
+    };
+    let mut lines = vec![Line::from(vec![
+        Span::styled(format!("{mark} {place}: "), style),
+        Span::raw(d.message.clone()),
+    ])];
+    if let Some(text) = &d.source_line {
+        let gutter = format!("{:>5} │ ", d.line);
+        lines.push(Line::raw(format!("{gutter}{text}")));
+        if let Some(column) = d.column {
+            let pad = " ".repeat(gutter.chars().count() + column.saturating_sub(1));
+            lines.push(Line::styled(format!("{pad}^"), style));
+        }
+    }
+    lines
+}

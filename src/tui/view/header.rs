@@ -1,0 +1,104 @@
+//! The top line (file, what is happening, which GPU) and the bottom line
+//! (a notice, or the main keys).
+
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+use ratatui::Frame;
+
+use crate::protocol::CaseStatus;
+use crate::tui::model::{Model, Phase};
+
+pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
+    let theme = model.theme;
+    let mut spans = vec![
+        Span::styled("flashprof ", theme.accent()),
+        Span::raw(format!("{}  ", model.file_label)),
+    ];
+    spans.extend(activity(model));
+    spans.push(Span::raw("  "));
+    spans.push(gpu(model));
+    frame.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+fn activity(model: &Model) -> Vec<Span<'static>> {
+    let theme = model.theme;
+    if let Some(replay) = &model.replay {
+        let state = if replay.paused { "paused" } else { "playing" };
+        return vec![Span::styled(
+            format!(
+                "replay {}/{} {state}, {:.2} s per run",
+                replay.position + 1,
+                replay.runs.len(),
+                replay.interval.as_secs_f64()
+            ),
+            theme.warn(),
+        )];
+    }
+    let mut spans = Vec::new();
+    if let Some(live) = &model.live {
+        let doing = match live.phase {
+            Phase::Compiling => "compiling...".to_string(),
+            Phase::Case(i) => format!(
+                "case {}/{} {}...",
+                i + 1,
+                model.cases.len(),
+                model.cases.get(i).map_or("", |c| c.name.as_str())
+            ),
+            Phase::Timing => "timing against the starter...".to_string(),
+            Phase::Counters => "reading hardware counters...".to_string(),
+        };
+        spans.push(Span::styled(doing, theme.warn()));
+        if model.queued.is_some() {
+            spans.push(Span::raw(" (a newer save waits)"));
+        }
+        return spans;
+    }
+    let Some(last) = &model.last else {
+        return vec![Span::raw("waiting for the first check")];
+    };
+    let report = &last.report;
+    let passed = report
+        .cases
+        .iter()
+        .filter(|c| c.status == CaseStatus::Pass)
+        .count();
+    let verdict = if !report.compile.ok {
+        Span::styled("COMPILE ERROR", theme.bad())
+    } else if report.gpu.is_err() {
+        Span::styled("compiled, not graded (no GPU)", theme.warn())
+    } else if report.all_passed() {
+        Span::styled(
+            format!("PASS {passed}/{}", report.cases.len()),
+            theme.good(),
+        )
+    } else {
+        Span::styled(format!("FAIL {passed}/{}", report.cases.len()), theme.bad())
+    };
+    spans.push(verdict);
+    if model.last_is_stale() {
+        spans.push(Span::styled(" (previous save)", theme.stale()));
+    }
+    spans
+}
+
+fn gpu(model: &Model) -> Span<'static> {
+    match &model.gpu {
+        None => Span::raw("GPU: ?"),
+        Some(Ok(device)) => Span::raw(format!("GPU: {} ({})", device.name, device.arch())),
+        Some(Err(_)) => Span::styled("no GPU: compile only", model.theme.warn()),
+    }
+}
+
+pub fn draw_footer(frame: &mut Frame, area: Rect, model: &Model) {
+    let line = match &model.notice {
+        Some(notice) => Line::from(Span::styled(notice.clone(), model.theme.warn())),
+        None if model.replay.is_some() => {
+            Line::from("q quit  space pause  ←/→ step  +/- speed  enter heatmap  h history  ? help")
+        }
+        None => Line::from(
+            "q quit  r rerun  ↑↓ select  tab next failing  enter heatmap  h history  ? help",
+        ),
+    };
+    frame.render_widget(Paragraph::new(line), area);
+}

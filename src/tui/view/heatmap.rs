@@ -1,0 +1,127 @@
+//! The heatmap overlay: for one case, the worst error over tolerance in
+//! each band of query rows (down) and each query head (across), so the
+//! shape of a bug shows at a glance: one KV group, one tile edge, the rows
+//! past some length.
+//!
+//! Columns are grouped by KV head (4 query heads share one), and a mark
+//! in the margin shows where each 64-row tile of the lab's launch begins.
+
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Paragraph};
+use ratatui::Frame;
+
+use super::text::full_overlay;
+use crate::grade::compare::{ErrorMap, TILE_ROWS};
+use crate::lab::contract::GROUP;
+use crate::tui::model::Model;
+use crate::tui::theme::Theme;
+
+/// Width of the row label, `r 1000-1063` plus the tile mark.
+const LABEL: usize = 13;
+
+pub fn draw(frame: &mut Frame, area: Rect, model: &Model, case: usize) {
+    let Some(outcome) = model.case_outcome(case) else {
+        return;
+    };
+    let Some(comparison) = &outcome.comparison else {
+        return;
+    };
+    let map = &comparison.heatmap;
+    let rect = full_overlay(frame, area);
+    let title = format!(
+        " heatmap: {} (C = {}, P = {}) ",
+        outcome.name, outcome.shape.chunk_len, outcome.shape.prefix_len
+    );
+    let block = Block::bordered()
+        .title(Span::styled(title, model.theme.accent()))
+        .title_bottom(" enter/esc close ");
+    let inner = block.inner(rect);
+    frame.render_widget(block, rect);
+
+    let groups = map.heads.div_ceil(GROUP);
+    let cell_width = if LABEL + map.heads * 2 + groups <= usize::from(inner.width) {
+        2
+    } else {
+        1
+    };
+    let bands = usize::from(inner.height)
+        .saturating_sub(3)
+        .min(map.rows)
+        .max(1);
+    let mut lines = vec![
+        Line::raw(format!(
+            "worst |err|/tolerance: query rows down, query heads across; row r sees keys 0..{}+r",
+            outcome.shape.prefix_len
+        )),
+        head_axis(map.heads, cell_width),
+    ];
+    lines.extend((0..bands).map(|band| band_line(map, band, bands, cell_width, model.theme)));
+    lines.push(legend(model.theme));
+    frame.render_widget(Paragraph::new(lines), inner);
+}
+
+fn head_axis(heads: usize, cell_width: usize) -> Line<'static> {
+    let mut text = format!("{:<LABEL$}", "rows \\ head");
+    for head in 0..heads {
+        if head > 0 && head % GROUP == 0 {
+            text.push(' ');
+        }
+        let label = if head % GROUP == 0 {
+            head.to_string()
+        } else {
+            String::new()
+        };
+        text.push_str(&format!("{label:<cell_width$}"));
+    }
+    Line::raw(text)
+}
+
+/// One screen row: the map bins of band `band` out of `bands`, worst kept.
+fn band_line(
+    map: &ErrorMap,
+    band: usize,
+    bands: usize,
+    cell_width: usize,
+    theme: Theme,
+) -> Line<'static> {
+    let first_bin = band * map.rows / bands;
+    let end_bin = ((band + 1) * map.rows / bands).max(first_bin + 1);
+    let rows = map.rows_of_bin(first_bin).start..map.rows_of_bin(end_bin - 1).end;
+    let starts_tile = rows.clone().any(|r| r % TILE_ROWS == 0 && r > 0);
+    let label = format!(
+        "{}r {}-{}",
+        if starts_tile { "╶" } else { " " },
+        rows.start,
+        rows.end.saturating_sub(1)
+    );
+    let mut spans = vec![Span::raw(format!("{label:<LABEL$}"))];
+    for head in 0..map.heads {
+        if head > 0 && head % GROUP == 0 {
+            spans.push(Span::raw("│"));
+        }
+        let worst = (first_bin..end_bin)
+            .map(|bin| map.cell(bin, head))
+            .fold(0.0f32, |a, b| if b.is_nan() || b > a { b } else { a });
+        let (glyph, style) = theme.heat(worst);
+        spans.push(Span::styled(glyph.to_string().repeat(cell_width), style));
+    }
+    Line::from(spans)
+}
+
+fn legend(theme: Theme) -> Line<'static> {
+    let mut spans = Vec::new();
+    for (ratio, text) in [
+        (0.1, "≤.5 "),
+        (0.9, "≤1 pass  "),
+        (5.0, "≤10 "),
+        (500.0, "≤1e3 "),
+        (f32::INFINITY, "worse/NaN/unwritten  "),
+    ] {
+        let (glyph, style) = theme.heat(ratio);
+        spans.push(Span::styled(format!("{glyph} "), style));
+        spans.push(Span::raw(text));
+    }
+    spans.push(Span::raw("╶ 64-row tile starts"));
+    Line::from(spans)
+}

@@ -1,0 +1,26 @@
+//! The help overlay, drawn from the key map itself.
+
+use ratatui::layout::{Constraint, Rect};
+use ratatui::text::Span;
+use ratatui::widgets::{Block, Row, Table};
+use ratatui::Frame;
+
+use super::text::popup;
+use crate::tui::keys::help_rows;
+use crate::tui::model::Model;
+
+pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
+    let rows = help_rows();
+    let height = rows.len() as u16 + 2;
+    let rect = popup(frame, area, 76, height);
+    let block = Block::bordered()
+        .title(Span::styled(" keys ", model.theme.accent()))
+        .title_bottom(" ? or esc close ");
+    let table = Table::new(
+        rows.into_iter()
+            .map(|(keys, what)| Row::new([keys, what.to_string()])),
+        [Constraint::Length(16), Constraint::Fill(1)],
+    )
+    .block(block);
+    frame.render_widget(table, rect);
+}

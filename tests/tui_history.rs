@@ -1,0 +1,145 @@
+//! The history store on real files: append, read back, survive a torn
+//! write, find the best run, restore it without losing the current text.
+
+mod tui_support;
+
+use std::fs;
+use std::io::Write;
+
+use flashprof::app::history::{
+    best_passing, source_hash, HistoryStore, RunOutcome, LOG_FILE, STORE_DIR,
+};
+use tui_support::{all_pass, compile_only};
+
+fn store() -> (tempfile::TempDir, std::path::PathBuf, HistoryStore) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("prefill.cu");
+    let store = HistoryStore::beside(&file);
+    (dir, file, store)
+}
+
+#[test]
+fn runs_read_back_in_order_with_their_sources() {
+    let (dir, _file, store) = store();
+    assert_eq!(store.dir(), dir.path().join(STORE_DIR));
+    let mut first = all_pass(1.5, 40);
+    first.compile.image = vec![1, 2, 3];
+    store.append_run("v1", &first).expect("append");
+    store.append_run("v2", &compile_only()).expect("append");
+    let history = store.read().expect("read");
+    assert_eq!(history.unreadable_lines, 0);
+    assert_eq!(history.records.len(), 2);
+    let got = history.records[0].report.as_ref().expect("report");
+    assert!(got.compile.image.is_empty(), "kernel images are not kept");
+    // serde_json's float parsing may move the last bit, so compare what a screen shows.
+    assert_eq!(RunOutcome::of(got), RunOutcome::of(&first));
+    let names = |r: &flashprof::app::check::CheckReport| -> Vec<String> {
+        r.cases.iter().map(|c| c.name.clone()).collect()
+    };
+    assert_eq!(names(got), names(&first));
+    assert_eq!(
+        store
+            .source(&history.records[1].source_hash)
+            .expect("source"),
+        "v2"
+    );
+    assert_eq!(history.records[1].source_hash, source_hash("v2"));
+}
+
+#[test]
+fn a_torn_last_line_is_skipped_and_the_next_record_survives() {
+    let (_dir, _file, store) = store();
+    store.append_run("v1", &all_pass(1.2, 40)).expect("append");
+    let log = store.dir().join(LOG_FILE);
+    // A process killed in the middle of a write leaves half a line.
+    let mut handle = fs::OpenOptions::new()
+        .append(true)
+        .open(&log)
+        .expect("open");
+    handle
+        .write_all(b"{\"unix_ms\": 17, \"source_ha")
+        .expect("torn write");
+    drop(handle);
+    assert_eq!(store.read().expect("read").records.len(), 1);
+    store
+        .append_run("v3", &all_pass(2.0, 40))
+        .expect("append after tear");
+    let history = store.read().expect("read");
+    assert_eq!(history.unreadable_lines, 1);
+    let sources: Vec<String> = history
+        .records
+        .iter()
+        .map(|r| store.source(&r.source_hash).expect("source"))
+        .collect();
+    assert_eq!(sources, ["v1", "v3"]);
+}
+
+#[test]
+fn best_passing_prefers_the_fastest_passing_run() {
+    let (_dir, _file, store) = store();
+    store
+        .append_run("slow", &all_pass(1.5, 40))
+        .expect("append");
+    store
+        .append_run("fast", &all_pass(3.0, 40))
+        .expect("append");
+    store.append_run("broken", &compile_only()).expect("append");
+    store
+        .append_run("middle", &all_pass(2.0, 40))
+        .expect("append");
+    let records = store.read().expect("read").records;
+    let best = best_passing(&records).expect("a passing run");
+    assert_eq!(best.source_hash, source_hash("fast"));
+    assert!(best_passing(&records[2..3]).is_none());
+}
+
+#[test]
+fn restore_writes_the_best_text_and_keeps_the_current_one() {
+    let (_dir, file, store) = store();
+    store
+        .append_run("fast", &all_pass(3.0, 40))
+        .expect("append");
+    fs::write(&file, "work in progress").expect("write current");
+    let restored = store
+        .restore_best(&file)
+        .expect("restore")
+        .expect("a best run");
+    assert_eq!(restored.source_hash, source_hash("fast"));
+    assert_eq!(fs::read_to_string(&file).expect("read file"), "fast");
+    let records = store.read().expect("read").records;
+    let last = records.last().expect("snapshot");
+    assert!(last.report.is_none());
+    assert_eq!(
+        store.source(&last.source_hash).expect("source"),
+        "work in progress"
+    );
+}
+
+#[test]
+fn restore_with_nothing_passing_changes_nothing() {
+    let (_dir, file, store) = store();
+    store.append_run("broken", &compile_only()).expect("append");
+    fs::write(&file, "current").expect("write current");
+    assert!(store.restore_best(&file).expect("restore").is_none());
+    assert_eq!(fs::read_to_string(&file).expect("read"), "current");
+    assert_eq!(store.read().expect("read").records.len(), 1);
+}
+
+#[test]
+fn a_store_is_found_from_its_folder_its_log_or_the_folder_above() {
+    let (dir, _file, store) = store();
+    store.append_run("v1", &all_pass(1.0, 40)).expect("append");
+    for path in [
+        dir.path().to_path_buf(),
+        store.dir().to_path_buf(),
+        store.dir().join(LOG_FILE),
+    ] {
+        let found = HistoryStore::locate(&path);
+        assert_eq!(
+            found.read().expect("read").records.len(),
+            1,
+            "{}",
+            path.display()
+        );
+    }
+}

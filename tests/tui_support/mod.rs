@@ -1,0 +1,317 @@
+//! Hand-made check results for the TUI and history tests.
+//!
+//! Nothing here claims to be a measurement: comparisons are computed by the
+//! real `grade::compare` from made-up outputs, timings by the real
+//! statistics from made-up samples, so the screens under test see data of
+//! exactly the shape the engine produces.
+#![allow(dead_code)] // each test binary uses its own subset
+
+use flashprof::app::check::{CheckReport, PhaseTimes};
+use flashprof::gpu::compile::{Diagnostic, Severity};
+use flashprof::gpu::resources::ResourceUsage;
+use flashprof::grade::compare::compare;
+use flashprof::grade::diagnosis::{diagnose, Integrity};
+use flashprof::grade::stats::{speedup, summarize};
+use flashprof::lab::cases::embedded_cases;
+use flashprof::lab::contract::{Shape, DH};
+use flashprof::lab::geometry::LaunchGeometry;
+use flashprof::protocol::{
+    CaseOutcome, CaseStatus, CompileOutcome, DeviceInfo, GpuProblem, ReferenceCheck, TimingConfig,
+    TimingOutcome,
+};
+
+pub const FILE: &str = "prefill.cu";
+
+pub fn h200() -> DeviceInfo {
+    DeviceInfo {
+        ordinal: 0,
+        name: "NVIDIA H200".into(),
+        compute_capability: (9, 0),
+        sm_count: 132,
+        l2_bytes: 60 * 1024 * 1024,
+        max_sm_clock_mhz: 1980.0,
+        memory_bytes: 140 << 30,
+        driver_version: 13000,
+    }
+}
+
+pub fn no_gpu() -> GpuProblem {
+    GpuProblem::NoDriver {
+        detail: "libcuda.so could not be loaded".into(),
+    }
+}
+
+pub fn resources(registers: u32) -> ResourceUsage {
+    ResourceUsage {
+        registers,
+        static_smem_bytes: 0,
+        local_bytes: 0,
+        spill_store_bytes: 0,
+        spill_load_bytes: 0,
+        barriers: 0,
+        raw_lines: Vec::new(),
+    }
+}
+
+pub fn compiled(registers: u32) -> CompileOutcome {
+    CompileOutcome {
+        ok: true,
+        diagnostics: Vec::new(),
+        problem: None,
+        resources: Some(resources(registers)),
+        occupancy: None,
+        geometry: Some(LaunchGeometry::default()),
+        image: Vec::new(),
+        compile_ms: 65.0,
+        load_ms: None,
+    }
+}
+
+pub fn compile_error(line: usize, message: &str, source_line: &str) -> CompileOutcome {
+    CompileOutcome {
+        ok: false,
+        diagnostics: vec![Diagnostic {
+            severity: Severity::Error,
+            file: FILE.into(),
+            line,
+            column: Some(5),
+            message: message.into(),
+            source_line: Some(source_line.into()),
+        }],
+        problem: None,
+        resources: None,
+        occupancy: None,
+        geometry: None,
+        image: Vec::new(),
+        compile_ms: 40.0,
+        load_ms: None,
+    }
+}
+
+fn blank(name: &str, shape: Shape) -> CaseOutcome {
+    CaseOutcome {
+        name: name.into(),
+        summary: format!("hand-made case {name}"),
+        shape,
+        status: CaseStatus::NotRun,
+        comparison: None,
+        integrity: None,
+        diagnosis: String::new(),
+        elapsed_ms: 3.0,
+        oracle_ms: 1.0,
+    }
+}
+
+/// A case graded by the real comparison: reference 1.0 everywhere, output
+/// off by `error` in the listed (row, head) pairs, exact elsewhere.
+pub fn graded(name: &str, shape: Shape, error: f32, wrong: &[(usize, usize)]) -> CaseOutcome {
+    let reference = vec![1.0f64; shape.q_elems()];
+    let mut out = vec![1.0f32; shape.q_elems()];
+    for &(row, head) in wrong {
+        for d in 0..DH {
+            out[Shape::q_index(row, head, d)] += error;
+        }
+    }
+    let comparison = compare(shape, &out, &reference);
+    let integrity = Integrity::default();
+    let mut case = blank(name, shape);
+    case.status = if comparison.passed {
+        CaseStatus::Pass
+    } else {
+        CaseStatus::Fail
+    };
+    case.diagnosis = diagnose(shape, &comparison, &integrity);
+    case.comparison = Some(comparison);
+    case.integrity = Some(integrity);
+    case
+}
+
+pub fn passing(name: &str, shape: Shape) -> CaseOutcome {
+    graded(name, shape, 2e-4, &[(0, 0)])
+}
+
+/// Every row from `first_row` on is wrong in query heads 0..4 (one KV group).
+pub fn failing(name: &str, shape: Shape, first_row: usize) -> CaseOutcome {
+    let wrong: Vec<(usize, usize)> = (first_row..shape.chunk_len)
+        .flat_map(|r| (0..4).map(move |h| (r, h)))
+        .collect();
+    graded(name, shape, 0.05, &wrong)
+}
+
+pub fn timed_out(name: &str, shape: Shape) -> CaseOutcome {
+    let mut case = blank(name, shape);
+    case.status = CaseStatus::Timeout;
+    case.diagnosis = "no result within 5.0 s: the kernel probably never finishes".into();
+    case
+}
+
+pub fn not_run(name: &str, shape: Shape, reason: &str) -> CaseOutcome {
+    let mut case = blank(name, shape);
+    case.diagnosis = format!("not run: {reason}");
+    case
+}
+
+/// Timing whose student samples are `starter_ms / ratio`, with a little spread.
+pub fn timing(starter_ms: f64, ratio: f64) -> TimingOutcome {
+    let starter: Vec<f64> = (0..15)
+        .map(|i| starter_ms * (1.0 + 0.001 * i as f64))
+        .collect();
+    let student: Vec<f64> = starter.iter().map(|s| s / ratio).collect();
+    let shape = Shape {
+        chunk_len: 64,
+        prefix_len: 64,
+    };
+    TimingOutcome {
+        shape: Shape {
+            chunk_len: 2048,
+            prefix_len: 2048,
+        },
+        config: TimingConfig::default(),
+        student: summarize(&student).expect("valid samples"),
+        starter: summarize(&starter).expect("valid samples"),
+        speedup: Some(speedup(&starter, &student).expect("paired samples")),
+        output_check: compare(
+            shape,
+            &vec![1.0; shape.q_elems()],
+            &vec![1.0; shape.q_elems()],
+        ),
+        reference_check: ReferenceCheck {
+            rows_checked: 64,
+            max_rel_diff: 1e-12,
+            agrees: true,
+        },
+        sm_clock_mhz: 1980.0,
+        max_sm_clock_mhz: 1980.0,
+        elapsed_ms: 900.0,
+    }
+}
+
+/// The embedded cases' names and shapes.
+pub fn case_shapes() -> Vec<(String, Shape)> {
+    embedded_cases()
+        .into_iter()
+        .map(|c| {
+            (
+                c.name,
+                Shape {
+                    chunk_len: c.chunk,
+                    prefix_len: c.prefix,
+                },
+            )
+        })
+        .collect()
+}
+
+pub fn report(
+    gpu: Result<DeviceInfo, GpuProblem>,
+    compile: CompileOutcome,
+    cases: Vec<CaseOutcome>,
+    timing: Option<TimingOutcome>,
+) -> CheckReport {
+    CheckReport {
+        source_path: FILE.into(),
+        seed: 42,
+        gpu,
+        compile,
+        cases,
+        timing,
+        timing_error: None,
+        counters: Vec::new(),
+        worker_restarts: 0,
+        phases: PhaseTimes::default(),
+    }
+}
+
+/// Every embedded case passing, timed at `ratio` over the starter.
+pub fn all_pass(ratio: f64, registers: u32) -> CheckReport {
+    let cases = case_shapes()
+        .into_iter()
+        .map(|(name, shape)| passing(&name, shape))
+        .collect();
+    report(
+        Ok(h200()),
+        compiled(registers),
+        cases,
+        Some(timing(40.0, ratio)),
+    )
+}
+
+/// Compiled without a GPU: every case not run, nothing timed.
+pub fn compile_only() -> CheckReport {
+    let reason = no_gpu().describe();
+    let cases = case_shapes()
+        .into_iter()
+        .map(|(name, shape)| not_run(&name, shape, &reason))
+        .collect();
+    report(Err(no_gpu()), compiled(38), cases, None)
+}
+
+pub mod drive {
+    //! Driving a TUI model through `update`, as the runtime would.
+
+    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    use flashprof::app::check::{CheckReport, Progress};
+    use flashprof::tui::model::{CaseRow, Model};
+    use flashprof::tui::msg::{Effect, Msg, RunId};
+    use flashprof::tui::theme::Theme;
+    use flashprof::tui::update::update;
+
+    pub fn fresh() -> Model {
+        let rows = super::case_shapes()
+            .into_iter()
+            .map(|(name, shape)| CaseRow { name, shape })
+            .collect();
+        Model::new(super::FILE, rows, Theme { color: false })
+    }
+
+    /// Saves `text` and returns the run it started, if it started one.
+    pub fn save(model: &mut Model, text: &str) -> Option<RunId> {
+        started(&update(model, Msg::FileChanged(text.as_bytes().to_vec())))
+    }
+
+    pub fn started(effects: &[Effect]) -> Option<RunId> {
+        effects.iter().find_map(|e| match e {
+            Effect::StartRun { run, .. } => Some(*run),
+            _ => None,
+        })
+    }
+
+    pub fn progress(model: &mut Model, run: RunId, progress: Progress) -> Vec<Effect> {
+        update(
+            model,
+            Msg::Progress {
+                run,
+                progress: Box::new(progress),
+            },
+        )
+    }
+
+    pub fn finish(model: &mut Model, run: RunId, report: CheckReport) -> Vec<Effect> {
+        update(
+            model,
+            Msg::RunFinished {
+                run,
+                result: Ok(Box::new(report)),
+            },
+        )
+    }
+
+    /// A full check of `text` ending in `report`, recorded in the history.
+    pub fn complete(model: &mut Model, text: &str, report: CheckReport) {
+        let run = save(model, text).expect("idle model starts a run");
+        for effect in finish(model, run, report) {
+            if let Effect::RecordRun { source, report } = effect {
+                let summary = flashprof::app::history::RunSummary {
+                    unix_ms: 1_700_000_000_000 + run * 60_000,
+                    source_hash: flashprof::app::history::source_hash(&source),
+                    outcome: Some(flashprof::app::history::RunOutcome::of(&report)),
+                };
+                update(model, Msg::Recorded(summary));
+            }
+        }
+    }
+
+    pub fn key(model: &mut Model, code: KeyCode) -> Vec<Effect> {
+        update(model, Msg::Key(KeyEvent::new(code, KeyModifiers::NONE)))
+    }
+}

@@ -1,0 +1,236 @@
+//! `update` fed message sequences: the model and the effects it returns.
+
+mod tui_support;
+
+use std::time::Duration;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
+use flashprof::app::check::Progress;
+use flashprof::app::history::source_hash;
+use flashprof::tui::model::{Completed, Overlay, Replay};
+use flashprof::tui::msg::{Effect, Msg};
+use flashprof::tui::update::{show_replay_position, update};
+use flashprof::tui::view::layout::Areas;
+use tui_support::drive::{complete, finish, fresh, key, progress, save};
+use tui_support::*;
+
+#[test]
+fn saves_during_a_run_queue_exactly_one_rerun_of_the_newest_text() {
+    let mut model = fresh();
+    let first = save(&mut model, "v1").expect("idle: starts at once");
+    assert_eq!(save(&mut model, "v2"), None);
+    assert_eq!(save(&mut model, "v3"), None);
+    assert_eq!(model.queued.as_deref(), Some("v3"));
+    let effects = finish(&mut model, first, all_pass(1.5, 40));
+    let starts: Vec<&Effect> = effects
+        .iter()
+        .filter(|e| matches!(e, Effect::StartRun { .. }))
+        .collect();
+    assert_eq!(starts.len(), 1, "{effects:?}");
+    assert!(
+        matches!(starts[0], Effect::StartRun { source, run } if source == "v3" && *run != first)
+    );
+    assert!(effects
+        .iter()
+        .any(|e| matches!(e, Effect::RecordRun { source, .. } if source == "v1")));
+    assert_eq!(model.queued, None);
+    assert_eq!(model.last.as_ref().map(|c| c.source.as_str()), Some("v1"));
+    assert!(model.last_is_stale(), "v3 is being checked");
+}
+
+#[test]
+fn progress_from_an_older_run_is_ignored() {
+    let mut model = fresh();
+    let first = save(&mut model, "v1").expect("run");
+    finish(&mut model, first, all_pass(1.0, 40));
+    let second = save(&mut model, "v2").expect("run");
+    progress(&mut model, first, Progress::Compiled(compiled(99)));
+    assert!(model.live.as_ref().is_some_and(|l| l.compile.is_none()));
+    assert!(finish(&mut model, first, compile_only()).is_empty());
+    assert!(model.live.as_ref().is_some_and(|l| l.id == second));
+}
+
+#[test]
+fn rerun_starts_now_when_idle_and_waits_when_busy() {
+    let mut model = fresh();
+    let run = save(&mut model, "v1").expect("run");
+    assert!(key(&mut model, KeyCode::Char('r')).is_empty());
+    assert_eq!(model.queued.as_deref(), Some("v1"));
+    let effects = finish(&mut model, run, all_pass(1.0, 40));
+    assert!(effects
+        .iter()
+        .any(|e| matches!(e, Effect::StartRun { source, .. } if source == "v1")));
+}
+
+#[test]
+fn a_failed_check_leaves_a_notice_and_still_starts_the_queued_save() {
+    let mut model = fresh();
+    let run = save(&mut model, "v1").expect("run");
+    save(&mut model, "v2");
+    let effects = update(
+        &mut model,
+        Msg::RunFinished {
+            run,
+            result: Err("could not start the worker".into()),
+        },
+    );
+    assert!(model
+        .notice
+        .as_deref()
+        .is_some_and(|n| n.contains("could not start")));
+    assert!(effects
+        .iter()
+        .any(|e| matches!(e, Effect::StartRun { source, .. } if source == "v2")));
+}
+
+#[test]
+fn text_that_is_not_utf8_is_not_checked() {
+    let mut model = fresh();
+    let effects = update(&mut model, Msg::FileChanged(vec![0xff, 0xfe, 0x00]));
+    assert!(effects.is_empty());
+    assert!(model.notice.as_deref().is_some_and(|n| n.contains("UTF-8")));
+}
+
+#[test]
+fn q_and_ctrl_c_quit() {
+    let mut model = fresh();
+    assert_eq!(key(&mut model, KeyCode::Char('q')), vec![Effect::Quit]);
+    let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
+    let mut model = fresh();
+    assert_eq!(update(&mut model, Msg::Key(ctrl_c)), vec![Effect::Quit]);
+    assert!(model.quitting);
+}
+
+#[test]
+fn tab_finds_failures_and_enter_opens_only_real_heatmaps() {
+    let mut model = fresh();
+    let mut report = all_pass(1.0, 40);
+    report.cases[3] = failing("last-key-of-sequence", report.cases[3].shape, 0);
+    report.cases[7] = timed_out("chunk-of-33", report.cases[7].shape);
+    complete(&mut model, "v1", report);
+    key(&mut model, KeyCode::Tab);
+    assert_eq!(model.selected, 3);
+    key(&mut model, KeyCode::Tab);
+    assert_eq!(model.selected, 7);
+    key(&mut model, KeyCode::Enter);
+    assert_eq!(model.overlay, None, "a hung case has no output to map");
+    assert!(model.notice.is_some());
+    key(&mut model, KeyCode::Tab);
+    assert_eq!(model.selected, 3, "wraps around");
+    key(&mut model, KeyCode::Enter);
+    assert_eq!(model.overlay, Some(Overlay::Heatmap { case: 3 }));
+    key(&mut model, KeyCode::Esc);
+    assert_eq!(model.overlay, None);
+}
+
+#[test]
+fn a_click_selects_the_row_drawn_under_it() {
+    let mut model = fresh();
+    model.width = 80;
+    model.height = 24;
+    let cases = Areas::of(80, 24).cases;
+    let click = |row| {
+        Msg::Mouse(MouseEvent {
+            kind: MouseEventKind::Down(MouseButton::Left),
+            column: cases.x + 5,
+            row,
+            modifiers: KeyModifiers::NONE,
+        })
+    };
+    // Border, then the header row, then case 0.
+    update(&mut model, click(cases.y + 2 + 4));
+    assert_eq!(model.selected, 4);
+    update(&mut model, click(cases.y + 1));
+    assert_eq!(model.selected, 4, "the header row selects nothing");
+    // Scrolled: select the last case, then click the first visible row.
+    for _ in 0..20 {
+        key(&mut model, KeyCode::Down);
+    }
+    assert_eq!(model.selected, 13);
+    let visible = usize::from(cases.height) - 3;
+    update(&mut model, click(cases.y + 2));
+    assert_eq!(model.selected, 14 - visible);
+}
+
+#[test]
+fn history_overlay_asks_for_diffs_and_restores() {
+    let mut model = fresh();
+    complete(&mut model, "v1", all_pass(2.0, 40));
+    complete(&mut model, "v2", compile_only());
+    key(&mut model, KeyCode::Char('h'));
+    key(&mut model, KeyCode::Down);
+    let effects = key(&mut model, KeyCode::Enter);
+    assert_eq!(
+        effects,
+        vec![Effect::LoadDiff {
+            source_hash: source_hash("v1"),
+            title: "run 1 → current text".into()
+        }]
+    );
+    assert_eq!(
+        key(&mut model, KeyCode::Char('b')),
+        vec![Effect::RestoreBest]
+    );
+    update(
+        &mut model,
+        Msg::DiffReady {
+            title: "t".into(),
+            lines: Vec::new(),
+        },
+    );
+    assert!(matches!(model.overlay, Some(Overlay::Diff { .. })));
+}
+
+#[test]
+fn replay_ticks_pauses_steps_and_changes_speed() {
+    let mut model = fresh();
+    let runs: Vec<Completed> = [1.0, 2.0, 3.0]
+        .iter()
+        .enumerate()
+        .map(|(i, &ratio)| Completed {
+            source: format!("v{i}"),
+            report: all_pass(ratio, 40 + i as u32),
+        })
+        .collect();
+    let summaries = runs
+        .iter()
+        .map(|c| flashprof::app::history::RunSummary {
+            unix_ms: 0,
+            source_hash: source_hash(&c.source),
+            outcome: Some(flashprof::app::history::RunOutcome::of(&c.report)),
+        })
+        .collect();
+    model.replay = Some(Replay {
+        runs,
+        summaries,
+        position: 0,
+        paused: false,
+        interval: Duration::from_secs(1),
+    });
+    show_replay_position(&mut model);
+    assert_eq!(model.source, "v0");
+    assert_eq!(model.speedup_trend().len(), 1);
+    update(&mut model, Msg::Tick);
+    assert_eq!(model.source, "v1");
+    assert_eq!(
+        model.previous_resources.as_ref().map(|r| r.registers),
+        Some(40)
+    );
+    key(&mut model, KeyCode::Char(' '));
+    update(&mut model, Msg::Tick);
+    assert_eq!(model.source, "v1", "paused");
+    key(&mut model, KeyCode::Left);
+    assert_eq!(model.source, "v0");
+    key(&mut model, KeyCode::Right);
+    key(&mut model, KeyCode::Right);
+    key(&mut model, KeyCode::Right);
+    assert_eq!(model.source, "v2", "stops at the last run");
+    assert_eq!(
+        key(&mut model, KeyCode::Char('+')),
+        vec![Effect::SetTickInterval(Duration::from_millis(500))]
+    );
+    assert!(
+        save(&mut model, "edited").is_none(),
+        "a replay runs no checks"
+    );
+}

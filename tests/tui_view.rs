@@ -1,0 +1,206 @@
+//! Snapshot tests of every screen state, at 80x24 and 120x40, drawn into
+//! ratatui's TestBackend from models driven through `update` with
+//! hand-made check results (see tui_support: these test the views, they
+//! claim no measurement).
+
+mod tui_support;
+
+use crossterm::event::KeyCode;
+use flashprof::app::check::Progress;
+use flashprof::lab::contract::Shape;
+use flashprof::protocol::CaseStatus;
+use flashprof::tui::model::{CountersView, Model};
+use flashprof::tui::view::draw;
+use ratatui::backend::TestBackend;
+use ratatui::Terminal;
+use tui_support::drive::{complete, fresh, key, progress, save};
+use tui_support::*;
+
+const SIZES: [(u16, u16); 2] = [(80, 24), (120, 40)];
+
+fn screen(model: &Model, width: u16, height: u16) -> String {
+    let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("test terminal");
+    terminal
+        .draw(|frame| draw(frame, model))
+        .expect("draw into the test backend");
+    terminal.backend().to_string()
+}
+
+/// Snapshots `model` at both sizes and returns the small screen for asserts.
+fn snapshot(name: &str, model: &mut Model) -> String {
+    for (width, height) in SIZES {
+        model.width = width;
+        model.height = height;
+        insta::assert_snapshot!(
+            format!("{name}_{width}x{height}"),
+            screen(model, width, height)
+        );
+    }
+    screen(model, 80, 24)
+}
+
+fn failing_report() -> flashprof::app::check::CheckReport {
+    let mut report = all_pass(1.0, 40);
+    let shape = report.cases[1].shape;
+    report.cases[1] = failing("planted-overflow", shape, 40);
+    report.timing = None;
+    report
+}
+
+#[test]
+fn compiling() {
+    let mut model = fresh();
+    let run = save(&mut model, "v1").expect("run");
+    progress(
+        &mut model,
+        run,
+        Progress::WorkerStarted {
+            gpu: Ok(h200()),
+            start_ms: 300.0,
+        },
+    );
+    let text = snapshot("compiling", &mut model);
+    assert!(text.contains("compiling..."), "{text}");
+    assert!(text.contains("waiting"), "{text}");
+}
+
+#[test]
+fn a_compile_error() {
+    let mut model = fresh();
+    let reason = "not run: the kernel did not compile";
+    let cases = case_shapes()
+        .into_iter()
+        .map(|(n, s)| not_run(&n, s, reason))
+        .collect();
+    let compile = compile_error(
+        19,
+        "identifier \"flaot\" is undefined",
+        "    const flaot* qRow = q;",
+    );
+    complete(&mut model, "v1", report(Ok(h200()), compile, cases, None));
+    let text = snapshot("compile_error", &mut model);
+    assert!(text.contains("line 19:5"), "{text}");
+    assert!(text.contains("COMPILE ERROR"), "{text}");
+}
+
+#[test]
+fn running_with_the_previous_result_marked_stale() {
+    let mut model = fresh();
+    complete(&mut model, "v1", all_pass(1.5, 40));
+    let run = save(&mut model, "v2").expect("run");
+    progress(&mut model, run, Progress::Compiled(compiled(48)));
+    let first = model.cases[0].shape;
+    progress(
+        &mut model,
+        run,
+        Progress::CaseFinished {
+            index: 0,
+            outcome: passing("random-small", first),
+        },
+    );
+    progress(&mut model, run, Progress::CaseStarted { index: 1 });
+    let text = snapshot("running", &mut model);
+    assert!(text.contains("running"), "{text}");
+    assert!(text.contains("(previous save)"), "{text}");
+}
+
+#[test]
+fn all_pass_with_trend_and_resource_deltas() {
+    let mut model = fresh();
+    complete(&mut model, "v1", all_pass(1.5, 40));
+    complete(&mut model, "v2", all_pass(1.2, 40));
+    complete(&mut model, "v3", all_pass(2.5, 48));
+    let text = snapshot("pass", &mut model);
+    assert!(text.contains("PASS 14/14"), "{text}");
+    assert!(text.contains("speedup 2.50x"), "{text}");
+    assert!(text.contains("registers 48 (+8)"), "{text}");
+}
+
+#[test]
+fn a_failing_case_and_its_heatmap() {
+    let mut model = fresh();
+    complete(&mut model, "v1", failing_report());
+    key(&mut model, KeyCode::Tab);
+    assert_eq!(model.selected, 1);
+    let table = snapshot("fail", &mut model);
+    assert!(table.contains("FAIL 13/14"), "{table}");
+    key(&mut model, KeyCode::Enter);
+    let heatmap = snapshot("fail_heatmap", &mut model);
+    assert!(heatmap.contains("heatmap: planted-overflow"), "{heatmap}");
+    // Rows 40.. of KV group 0 (query heads 0-3) are wrong, the rest exact.
+    let first_band = heatmap
+        .lines()
+        .find(|l| l.contains(" r 0-"))
+        .expect("first band");
+    assert!(!first_band.contains('▓'), "{heatmap}");
+    assert!(heatmap.contains("▓▓▓▓│····"), "{heatmap}");
+}
+
+#[test]
+fn a_timed_out_case() {
+    let mut model = fresh();
+    let mut report = all_pass(1.0, 40);
+    report.cases[5] = timed_out("chunk-of-1", report.cases[5].shape);
+    report.timing = None;
+    report.timing_error = Some("not timed: a case hung or crashed".into());
+    complete(&mut model, "v1", report);
+    let text = snapshot("timeout", &mut model);
+    assert!(text.contains("HANG"), "{text}");
+    assert!(text.contains("not timed: a case hung"), "{text}");
+}
+
+#[test]
+fn counters_unavailable() {
+    let mut model = fresh();
+    complete(&mut model, "v1", all_pass(2.0, 40));
+    model.counters = Some(CountersView::Unavailable {
+        reason: "profiling needs permission".into(),
+    });
+    let text = snapshot("counters_unavailable", &mut model);
+    assert!(text.contains("unavailable:"), "{text}");
+}
+
+#[test]
+fn no_gpu_shows_compile_results_and_what_is_missing() {
+    let mut model = fresh();
+    complete(&mut model, "v1", compile_only());
+    let text = snapshot("no_gpu", &mut model);
+    assert!(text.contains("no GPU: compile only"), "{text}");
+    assert!(text.contains("needs a GPU"), "{text}");
+    assert!(text.contains("registers 38"), "{text}");
+    assert!(model.last.as_ref().is_some_and(|c| c
+        .report
+        .cases
+        .iter()
+        .all(|c| c.status == CaseStatus::NotRun)));
+}
+
+#[test]
+fn help_and_history_overlays() {
+    let mut model = fresh();
+    complete(&mut model, "v1", all_pass(1.5, 40));
+    complete(&mut model, "v2", compile_only());
+    key(&mut model, KeyCode::Char('?'));
+    let help = snapshot("help", &mut model);
+    assert!(help.contains("ctrl-c"), "{help}");
+    key(&mut model, KeyCode::Esc);
+    key(&mut model, KeyCode::Char('h'));
+    let history = snapshot("history", &mut model);
+    assert!(history.contains("PASS 14/14"), "{history}");
+}
+
+#[test]
+fn a_case_too_short_for_a_tile_still_draws_its_heatmap() {
+    let mut model = fresh();
+    let mut report = all_pass(1.0, 40);
+    let shape = Shape {
+        chunk_len: 1,
+        prefix_len: 1000,
+    };
+    report.cases[5] = failing("chunk-of-1", shape, 0);
+    complete(&mut model, "v1", report);
+    model.selected = 5;
+    key(&mut model, KeyCode::Enter);
+    let text = screen(&model, 80, 24);
+    assert!(text.contains("r 0-0"), "{text}");
+}
