@@ -1,5 +1,5 @@
-//! Hardware counters inside the worker: CUPTI's range profiler around one
-//! launch of the student's kernel and one of the starter.
+//! Hardware counters inside the worker: CUPTI's range profiler around
+//! launches of the student's kernel and of the starter.
 //!
 //! The profiler is enabled on first use and kept for the worker's life
 //! (enabling costs a context synchronisation and a counter-availability
@@ -10,7 +10,8 @@
 use std::time::Instant;
 
 use crate::gpu::cupti::{
-    metrics, CountersUnavailable, Cupti, MetricConfig, RangeProfiler, FULL, QUICK,
+    metrics, CountersUnavailable, Cupti, CuptiError, MetricConfig, MetricValue, RangeProfiler,
+    FULL_GROUPS, QUICK,
 };
 use crate::gpu::device::{Gpu, GpuError, Kernel};
 use crate::grade::compare::POISON_BITS;
@@ -18,12 +19,13 @@ use crate::grade::roofline::{analyze, DevicePeaks, Measured};
 use crate::lab::cases::CaseInputs;
 use crate::protocol::{CounterTier, CountersOutcome, CountersUnavailableReport, KernelCounters};
 
-/// The profiler and its two metric configurations, built once.
+/// The profiler and its metric configurations, built once.
 pub struct Counters {
     // Field order matters: the profiler must be dropped before the library it came from.
     profiler: RangeProfiler,
     quick: MetricConfig,
-    full: MetricConfig,
+    /// What the full tier adds, one profiled launch per group.
+    full_groups: Vec<MetricConfig>,
     _cupti: Cupti,
 }
 
@@ -36,33 +38,38 @@ pub fn unavailable_report(error: &CountersUnavailable) -> CountersUnavailableRep
     }
 }
 
-fn other_failure(detail: String) -> CountersUnavailableReport {
-    CountersUnavailableReport {
-        reason: "the profiler failed".into(),
-        detail,
-        fix: "Run without --counters; grading and timing do not depend on it.".into(),
+fn setup_failure(error: CuptiError) -> CountersUnavailableReport {
+    match error.unavailable() {
+        Some(u) => unavailable_report(u),
+        None => CountersUnavailableReport {
+            reason: "the profiler failed".into(),
+            detail: error.to_string(),
+            fix: "Run with --no-counters; grading and timing do not depend on it.".into(),
+        },
     }
 }
 
 impl Counters {
     pub fn enable(gpu: &Gpu) -> Result<Self, CountersUnavailableReport> {
         let cupti = Cupti::load().map_err(|e| unavailable_report(&e))?;
-        let failed = |e: crate::gpu::cupti::CuptiError| match e.unavailable() {
-            Some(u) => unavailable_report(u),
-            None => other_failure(e.to_string()),
-        };
-        let profiler = RangeProfiler::enable(&cupti, gpu.context()).map_err(failed)?;
-        let quick = profiler.metric_config(QUICK.metrics).map_err(failed)?;
-        let full = profiler.metric_config(FULL.metrics).map_err(failed)?;
+        let profiler = RangeProfiler::enable(&cupti, gpu.context()).map_err(setup_failure)?;
+        let quick = profiler
+            .metric_config(QUICK.metrics)
+            .map_err(setup_failure)?;
+        let full_groups = FULL_GROUPS
+            .iter()
+            .map(|group| profiler.metric_config(group.metrics))
+            .collect::<Result<_, _>>()
+            .map_err(setup_failure)?;
         Ok(Self {
             profiler,
             quick,
-            full,
+            full_groups,
             _cupti: cupti,
         })
     }
 
-    /// Profiles the student's kernel and the starter on fresh inputs of `shape`.
+    /// Profiles the student's kernel and the starter on `inputs`.
     pub fn collect(
         &mut self,
         gpu: &Gpu,
@@ -73,59 +80,28 @@ impl Counters {
         inputs: &CaseInputs,
     ) -> Result<CountersOutcome, GpuError> {
         let started = Instant::now();
-        let shape = inputs.shape;
         let custom;
-        let config = match tier {
-            CounterTier::Quick => &self.quick,
-            CounterTier::Full => &self.full,
+        let configs: Vec<&MetricConfig> = match tier {
+            CounterTier::Quick => vec![&self.quick],
+            CounterTier::Full => std::iter::once(&self.quick)
+                .chain(&self.full_groups)
+                .collect(),
             CounterTier::Custom => {
                 let names: Vec<&str> = custom_metrics.iter().map(String::as_str).collect();
                 custom = self
                     .profiler
                     .metric_config(&names)
                     .map_err(GpuError::message)?;
-                &custom
+                vec![&custom]
             }
         };
-        let passes = config.num_passes();
-        let chip = config.chip().to_string();
-        let mut measure = |kernel: &Kernel| -> Result<KernelCounters, GpuError> {
-            let mut ws = gpu.workspace(shape, &inputs.q, &inputs.k, &inputs.v, POISON_BITS)?;
-            gpu.launch(kernel, &mut ws)?;
-            gpu.synchronize()?;
-            let profiled = self.profiler.profile(config, &mut || {
-                gpu.launch(kernel, &mut ws)?;
-                Ok(())
-            });
-            Ok(match profiled {
-                Ok(values) => {
-                    let finite = |name| values.get(name).filter(|v| v.is_finite());
-                    let measured = Measured {
-                        dram_bytes_read: finite(metrics::DRAM_BYTES_READ).unwrap_or(0.0),
-                        dram_bytes_write: finite(metrics::DRAM_BYTES_WRITE).unwrap_or(0.0),
-                        duration_ns: finite(metrics::DURATION_NS).unwrap_or(0.0),
-                        sm_throughput_pct: finite(metrics::SM_THROUGHPUT_PCT),
-                        achieved_occupancy_pct: finite(metrics::ACHIEVED_OCCUPANCY_PCT),
-                    };
-                    let roofline = analyze(shape, &measured, &DevicePeaks::h200());
-                    KernelCounters {
-                        metrics: values.values,
-                        error: roofline.as_ref().err().map(|e| e.to_string()),
-                        roofline: roofline.ok(),
-                    }
-                }
-                Err(e) => KernelCounters {
-                    metrics: Vec::new(),
-                    roofline: None,
-                    error: Some(e.to_string()),
-                },
-            })
-        };
-        let student_counters = measure(student)?;
-        let starter_counters = measure(starter)?;
+        let passes = configs.iter().map(|c| c.num_passes()).sum();
+        let chip = self.profiler.chip().to_string();
+        let student_counters = measure(&mut self.profiler, &configs, gpu, student, inputs)?;
+        let starter_counters = measure(&mut self.profiler, &configs, gpu, starter, inputs)?;
         Ok(CountersOutcome {
             tier,
-            shape,
+            shape: inputs.shape,
             chip,
             passes,
             student: student_counters,
@@ -133,4 +109,67 @@ impl Counters {
             elapsed_ms: started.elapsed().as_secs_f64() * 1e3,
         })
     }
+}
+
+/// One kernel under every config in turn, values merged in config order.
+fn measure(
+    profiler: &mut RangeProfiler,
+    configs: &[&MetricConfig],
+    gpu: &Gpu,
+    kernel: &Kernel,
+    inputs: &CaseInputs,
+) -> Result<KernelCounters, GpuError> {
+    let mut ws = gpu.workspace(inputs.shape, &inputs.q, &inputs.k, &inputs.v, POISON_BITS)?;
+    gpu.launch(kernel, &mut ws)?;
+    gpu.synchronize()?;
+    let mut values: Vec<MetricValue> = Vec::new();
+    for config in configs {
+        let profiled = profiler.profile(config, &mut || {
+            gpu.launch(kernel, &mut ws)?;
+            Ok(())
+        });
+        match profiled {
+            Ok(v) => values.extend(v.values),
+            Err(e) => {
+                return Ok(KernelCounters {
+                    metrics: values,
+                    roofline: None,
+                    error: Some(e.to_string()),
+                })
+            }
+        }
+    }
+    let value = |name: &str| {
+        values
+            .iter()
+            .find(|m| m.name == name)
+            .map(|m| m.value)
+            .filter(|v| v.is_finite())
+    };
+    // The roofline needs both byte counts and the duration; a custom set may lack them.
+    let roofline = match (
+        value(metrics::DRAM_BYTES_READ),
+        value(metrics::DRAM_BYTES_WRITE),
+        value(metrics::DURATION_NS),
+    ) {
+        (Some(read), Some(write), Some(duration_ns)) if read + write > 0.0 => {
+            let measured = Measured {
+                dram_bytes_read: read,
+                dram_bytes_write: write,
+                duration_ns,
+                sm_throughput_pct: value(metrics::SM_THROUGHPUT_PCT),
+                achieved_occupancy_pct: value(metrics::ACHIEVED_OCCUPANCY_PCT),
+            };
+            Some(analyze(inputs.shape, &measured, &DevicePeaks::h200()))
+        }
+        _ => None,
+    };
+    Ok(KernelCounters {
+        metrics: values,
+        error: roofline
+            .as_ref()
+            .and_then(|r| r.as_ref().err())
+            .map(|e| e.to_string()),
+        roofline: roofline.and_then(Result::ok),
+    })
 }

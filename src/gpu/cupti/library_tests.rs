@@ -3,7 +3,7 @@
 //! `LD_LIBRARY_PATH=/work/cuda-libs/nvidia/cu13/lib` or `FLASHPROF_CUPTI_PATH`.
 
 use super::metrics::{DRAM_BYTES_READ, L2_HIT_RATE_PCT, SM_THROUGHPUT_PCT};
-use super::{Cupti, CuptiError, MetricConfig, FULL, QUICK};
+use super::{Cupti, CuptiError, MetricConfig, FULL_GROUPS, QUICK};
 
 const H200_CHIP: &str = "GH100";
 
@@ -33,15 +33,21 @@ fn sm_throughput_alone_costs_eight_passes() {
     assert_eq!(config.num_passes(), 8);
 }
 
-/// The FMA-pipe instruction count cannot share sm__throughput's passes, so
-/// the superset costs one more than sm__throughput alone.
+/// The full tier's groups: eight passes for SM throughput, two for the L2
+/// hit rate, each a launch of its own.
 #[test]
-fn full_set_costs_nine_passes() {
+fn full_groups_cost_eight_and_two_passes() {
     let Some(cupti) = real_cupti() else { return };
-    let full = MetricConfig::new(&cupti, H200_CHIP, FULL.metrics).expect("full config");
-    assert_eq!(full.num_passes(), 9);
-    let l2_alone = MetricConfig::new(&cupti, H200_CHIP, &[L2_HIT_RATE_PCT]).expect("l2 config");
-    assert_eq!(l2_alone.num_passes(), 2);
+    let passes: Vec<usize> = FULL_GROUPS
+        .iter()
+        .map(|group| {
+            MetricConfig::new(&cupti, H200_CHIP, group.metrics)
+                .expect("group config")
+                .num_passes()
+        })
+        .collect();
+    assert_eq!(passes, vec![8, 2]);
+    assert_eq!(FULL_GROUPS[1].metrics, &[L2_HIT_RATE_PCT]);
 }
 
 #[test]

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Drives the live TUI under tmux on a GPU machine and captures the screen:
+# the starter, a compile error, two planted bugs (one with its heatmap open)
+# and the tiled reference, saved one after another into the watched file.
+# The history store it leaves behind is the recorded session that ships in
+# assets/ (packed as session.tgz).
+#
+# Usage: scripts/gpu-tui-session.sh [path/to/flashprof]   (captures go to $OUT)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BIN=$(realpath "${1:-target/release/flashprof}")
+OUT=${OUT:-tui-session-out}
+mkdir -p "$OUT"
+REPO=$PWD
+WORK=$(mktemp -d)
+cp kernels/starter.cu "$WORK/prefill.cu"
+PRESENT=${PRESENT:-}
+
+capture() { # name, seconds to wait first
+  sleep "$2"
+  tmux capture-pane -p -t fp >"$OUT/$1.txt"
+}
+save() { # a kernel file to save over the watched one
+  cp "$REPO/$1" "$WORK/prefill.cu.tmp" && mv "$WORK/prefill.cu.tmp" "$WORK/prefill.cu"
+}
+
+tmux new-session -d -s fp -x 120 -y 40 "cd $WORK && $BIN $PRESENT prefill.cu 2>$OUT/tui-stderr.log"
+capture 01-starter 12
+sed -i '20a flaot broken;' "$WORK/prefill.cu"
+capture 02-compile-error 4
+save kernels/bugs/missing-l-rescale.cu
+sleep 8
+tmux send-keys -t fp Tab
+tmux send-keys -t fp Enter
+capture 03-missing-l-rescale-heatmap 2
+tmux send-keys -t fp Escape
+save kernels/bugs/tile-edge.cu
+capture 04-tile-edge 8
+save kernels/reference.cu
+capture 05-reference 10
+tmux send-keys -t fp q
+sleep 2
+tmux kill-server 2>/dev/null
+tar czf "$OUT/session.tgz" -C "$WORK" .flashprof prefill.cu
+for f in "$OUT"/0*.txt; do echo "=== $f"; cat "$f"; done
