@@ -10,6 +10,7 @@
 
 pub mod app;
 pub mod cli;
+pub mod embedded;
 pub mod gpu;
 pub mod grade;
 pub mod lab;

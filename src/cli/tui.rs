@@ -36,7 +36,8 @@ pub struct TuiArgs {
 #[derive(Args, Debug)]
 pub struct ReplayArgs {
     /// A `.flashprof` folder, its `history.jsonl`, or the folder holding `.flashprof`.
-    pub path: PathBuf,
+    /// Without one, the session recorded on an H200 that ships inside flashprof.
+    pub path: Option<PathBuf>,
 }
 
 /// How long the timing step may take before it counts as hung.
@@ -94,7 +95,24 @@ pub fn run(args: TuiArgs) -> ExitCode {
 }
 
 pub fn replay(args: ReplayArgs) -> ExitCode {
-    finish(run_replay(HistoryStore::locate(&args.path)))
+    let path = match args.path {
+        Some(path) => path,
+        None => {
+            let dir =
+                std::env::temp_dir().join(format!("flashprof-recorded-{}", std::process::id()));
+            match crate::embedded::unpack_recorded_session(&dir) {
+                Ok(history) => history,
+                Err(e) => {
+                    eprintln!(
+                        "flashprof: cannot unpack the recorded session into {}: {e}",
+                        dir.display()
+                    );
+                    return ExitCode::Environment;
+                }
+            }
+        }
+    };
+    finish(run_replay(HistoryStore::locate(&path)))
 }
 
 fn finish(result: anyhow::Result<()>) -> ExitCode {

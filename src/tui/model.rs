@@ -82,49 +82,38 @@ impl CountersView {
                 .map(|m| m.value)
         };
         let (student, starter) = (&outcome.student, &outcome.starter);
-        let mut lines = vec![(
-            "set".to_string(),
-            format!(
-                "{:?}, {} passes on {}",
-                outcome.tier, outcome.passes, outcome.chip
-            ),
-        )];
+        let mut lines = Vec::new();
         if let Some(sm) = metric(student, metrics::SM_THROUGHPUT_PCT) {
             let base = metric(starter, metrics::SM_THROUGHPUT_PCT)
-                .map(|b| format!(" (starter {b:.1}%)"))
+                .map(|b| format!(" (starter {b:.0}%)"))
                 .unwrap_or_default();
-            lines.push(("SM throughput".into(), format!("{sm:.1}%{base}")));
+            lines.push(("SM".into(), format!("{sm:.1}%{base}")));
         }
         match &student.roofline {
             Some(r) => {
+                let dram = format!(
+                    "{:.1} MB = {:.2}x min",
+                    r.dram_bytes / 1e6,
+                    r.dram_over_compulsory
+                );
+                let intensity = format!(
+                    "{:.0} flop/B, ridge {:.0}",
+                    r.arithmetic_intensity, r.ridge_point
+                );
+                let rate = format!(
+                    "{:.1} TFLOP/s = {:.0}%",
+                    r.achieved_gflops / 1e3,
+                    r.fp32_peak_pct
+                );
+                lines.push(("DRAM".into(), dram));
+                lines.push(("AI".into(), intensity));
+                lines.push(("fp32".into(), rate));
                 lines.push((
-                    "DRAM".into(),
-                    format!(
-                        "{:.1} MB, {:.2}x the minimum",
-                        r.dram_bytes / 1e6,
-                        r.dram_over_compulsory
-                    ),
-                ));
-                lines.push((
-                    "intensity".into(),
-                    format!(
-                        "{:.0} flop/B (ridge {:.0})",
-                        r.arithmetic_intensity, r.ridge_point
-                    ),
-                ));
-                lines.push((
-                    "fp32".into(),
-                    format!(
-                        "{:.0} GFLOP/s, {:.0}% of peak",
-                        r.achieved_gflops, r.fp32_peak_pct
-                    ),
-                ));
-                lines.push((
-                    "roofline".into(),
+                    String::new(),
                     roofline_bar(r.arithmetic_intensity, r.ridge_point),
                 ));
                 lines.push((
-                    format!("{:?}-bound", r.verdict.bound),
+                    format!("{:?}-bound:", r.verdict.bound),
                     r.verdict.reason.clone(),
                 ));
             }
@@ -133,6 +122,13 @@ impl CountersView {
                 student.error.clone().unwrap_or_else(|| "no values".into()),
             )),
         }
+        lines.push((
+            "set".into(),
+            format!(
+                "{:?}, {} passes, {}",
+                outcome.tier, outcome.passes, outcome.chip
+            ),
+        ));
         Self::Collected { lines }
     }
 }
@@ -140,7 +136,7 @@ impl CountersView {
 /// A one-line roofline: where the kernel's intensity sits against the ridge
 /// point on a log scale from 0.1 to 10,000 flop per byte.
 fn roofline_bar(intensity: f64, ridge: f64) -> String {
-    const WIDTH: usize = 24;
+    const WIDTH: usize = 16;
     let position = |x: f64| {
         (((x.max(0.1).log10() + 1.0) / 5.0) * (WIDTH - 1) as f64)
             .round()

@@ -171,9 +171,13 @@ fn show_completed(model: &mut Model, completed: Completed) {
         .as_ref()
         .and_then(|c| c.report.compile.resources.clone());
     model.gpu = Some(completed.report.gpu.clone());
-    if let Some(last) = completed.report.counters.last() {
-        model.counters = Some(CountersView::from_result(last));
-    }
+    // A run that stopped short of counters (compile error, no GPU) clears
+    // the panel rather than leave another version's figures under this one.
+    model.counters = completed
+        .report
+        .counters
+        .last()
+        .map(CountersView::from_result);
     model.last = Some(completed);
 }
 
