@@ -1,9 +1,12 @@
 //! Hardware counters inside the worker: CUPTI's range profiler around
 //! launches of the student's kernel and of the starter.
 //!
-//! The profiler is enabled on first use and kept for the worker's life
-//! (enabling costs a context synchronisation and a counter-availability
-//! query). Each kernel is launched once unprofiled first, so module loading
+//! CUPTI and the metric configurations are set up on first use and kept for
+//! the worker's life. The range profiler itself is enabled afresh for every
+//! profiled launch: on the H200 (CUPTI 13.0, driver 580) a multi-pass config
+//! profiled after an earlier range on the same enabled profiler returned NaN
+//! for its multi-pass metrics, while the first range after enabling was
+//! right. Each kernel is launched once unprofiled first, so module loading
 //! and first-touch effects stay out of the range; no timing is ever taken
 //! from a profiled launch (replay re-runs it once per pass).
 
@@ -19,14 +22,14 @@ use crate::grade::roofline::{analyze, DevicePeaks, Measured};
 use crate::lab::cases::CaseInputs;
 use crate::protocol::{CounterTier, CountersOutcome, CountersUnavailableReport, KernelCounters};
 
-/// The profiler and its metric configurations, built once.
+/// CUPTI and the metric configurations, built once.
 pub struct Counters {
-    // Field order matters: the profiler must be dropped before the library it came from.
-    profiler: RangeProfiler,
+    // Field order matters: the configs must be dropped before the library they came from.
     quick: MetricConfig,
     /// What the full tier adds, one profiled launch per group.
     full_groups: Vec<MetricConfig>,
-    _cupti: Cupti,
+    chip: String,
+    cupti: Cupti,
 }
 
 /// Turns CUPTI's reason into what the caller shows.
@@ -52,6 +55,8 @@ fn setup_failure(error: CuptiError) -> CountersUnavailableReport {
 impl Counters {
     pub fn enable(gpu: &Gpu) -> Result<Self, CountersUnavailableReport> {
         let cupti = Cupti::load().map_err(|e| unavailable_report(&e))?;
+        // Enabling once up front is also the permission check: it is the first
+        // call to fail without counter rights or with another profiler attached.
         let profiler = RangeProfiler::enable(&cupti, gpu.context()).map_err(setup_failure)?;
         let quick = profiler
             .metric_config(QUICK.metrics)
@@ -61,11 +66,13 @@ impl Counters {
             .map(|group| profiler.metric_config(group.metrics))
             .collect::<Result<_, _>>()
             .map_err(setup_failure)?;
+        let chip = profiler.chip().to_string();
+        drop(profiler);
         Ok(Self {
-            profiler,
             quick,
             full_groups,
-            _cupti: cupti,
+            chip,
+            cupti,
         })
     }
 
@@ -88,17 +95,16 @@ impl Counters {
                 .collect(),
             CounterTier::Custom => {
                 let names: Vec<&str> = custom_metrics.iter().map(String::as_str).collect();
-                custom = self
-                    .profiler
-                    .metric_config(&names)
-                    .map_err(GpuError::message)?;
+                let profiler =
+                    RangeProfiler::enable(&self.cupti, gpu.context()).map_err(GpuError::message)?;
+                custom = profiler.metric_config(&names).map_err(GpuError::message)?;
                 vec![&custom]
             }
         };
         let passes = configs.iter().map(|c| c.num_passes()).sum();
-        let chip = self.profiler.chip().to_string();
-        let student_counters = measure(&mut self.profiler, &configs, gpu, student, inputs)?;
-        let starter_counters = measure(&mut self.profiler, &configs, gpu, starter, inputs)?;
+        let chip = self.chip.clone();
+        let student_counters = measure(&self.cupti, &configs, gpu, student, inputs)?;
+        let starter_counters = measure(&self.cupti, &configs, gpu, starter, inputs)?;
         Ok(CountersOutcome {
             tier,
             shape: inputs.shape,
@@ -113,7 +119,7 @@ impl Counters {
 
 /// One kernel under every config in turn, values merged in config order.
 fn measure(
-    profiler: &mut RangeProfiler,
+    cupti: &Cupti,
     configs: &[&MetricConfig],
     gpu: &Gpu,
     kernel: &Kernel,
@@ -124,9 +130,11 @@ fn measure(
     gpu.synchronize()?;
     let mut values: Vec<MetricValue> = Vec::new();
     for config in configs {
-        let profiled = profiler.profile(config, &mut || {
-            gpu.launch(kernel, &mut ws)?;
-            Ok(())
+        let profiled = RangeProfiler::enable(cupti, gpu.context()).and_then(|mut profiler| {
+            profiler.profile(config, &mut || {
+                gpu.launch(kernel, &mut ws)?;
+                Ok(())
+            })
         });
         match profiled {
             Ok(v) => values.extend(v.values),
