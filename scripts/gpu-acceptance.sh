@@ -49,8 +49,9 @@ status=$?
 # Counter fidelity: flashprof's CUPTI values against Nsight Compute on the same
 # kernel and shape (C = P = 2048). ncu runs flashprof itself (counters off, so
 # the two profilers never meet) with one case at the timing shape, and profiles
-# the first launch of attention_prefill, with clocks left alone as CUPTI leaves
-# them, once with ncu's cache flush and once without.
+# the second launch of attention_prefill (the case runs twice on the same
+# inputs, so L2 is as warm as after flashprof's unprofiled warm-up launch),
+# with clocks left alone as CUPTI leaves them, with ncu's cache flush and without.
 cat >"$OUT/timing-case.toml" <<'CASES'
 [[case]]
 name = "timing-shape"
@@ -62,7 +63,7 @@ METRICS=sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,dr
 for kernel in starter reference; do
   for cache in all none; do
     ncu --clock-control none --cache-control "$cache" --target-processes all \
-      --kernel-name attention_prefill --launch-count 1 --metrics "$METRICS" \
+      --kernel-name attention_prefill --launch-skip 1 --launch-count 1 --metrics "$METRICS" \
       --csv --print-units base --log-file "$OUT/ncu-$kernel-$cache.csv" \
       "$BIN" check "kernels/$kernel.cu" --cases "$OUT/timing-case.toml" \
       --no-timing --no-counters --case-timeout 120 --json >/dev/null 2>>"$LOG"

@@ -209,6 +209,7 @@ fn render_counters(out: &mut String, report: &CheckReport) {
                 .iter()
                 .find(|m| m.name == name)
                 .map(|m| m.value)
+                .filter(|v| v.is_finite())
         };
         let Some(roofline) = &kernel.roofline else {
             let _ = writeln!(
