@@ -89,6 +89,13 @@ impl CountersView {
                 outcome.tier, outcome.passes, outcome.chip
             ),
         )];
+        // The verdict comes first: a narrow panel cuts lines from the bottom.
+        if let Some(r) = &student.roofline {
+            lines.push((
+                format!("{:?}-bound", r.verdict.bound),
+                r.verdict.reason.clone(),
+            ));
+        }
         if let Some(sm) = metric(student, metrics::SM_THROUGHPUT_PCT) {
             let base = metric(starter, metrics::SM_THROUGHPUT_PCT)
                 .map(|b| format!(" (starter {b:.1}%)"))
@@ -122,10 +129,6 @@ impl CountersView {
                 lines.push((
                     "roofline".into(),
                     roofline_bar(r.arithmetic_intensity, r.ridge_point),
-                ));
-                lines.push((
-                    format!("{:?}-bound", r.verdict.bound),
-                    r.verdict.reason.clone(),
                 ));
             }
             None => lines.push((
