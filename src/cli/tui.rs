@@ -31,12 +31,18 @@ pub struct TuiArgs {
     /// Skip the hardware counters (collected after timing by default).
     #[arg(long)]
     pub no_counters: bool,
+    /// Lecture mode: the speedup and the pass count in large digits, the heatmap large.
+    #[arg(long)]
+    pub present: bool,
 }
 
 #[derive(Args, Debug)]
 pub struct ReplayArgs {
     /// A `.flashprof` folder, its `history.jsonl`, or the folder holding `.flashprof`.
     pub path: PathBuf,
+    /// Lecture mode: the speedup and the pass count in large digits, the heatmap large.
+    #[arg(long)]
+    pub present: bool,
 }
 
 /// How long the timing step may take before it counts as hung.
@@ -89,12 +95,13 @@ pub fn run(args: TuiArgs) -> ExitCode {
         file: args.file,
         plan,
         command,
+        present: args.present,
     };
     finish(run_live(setup))
 }
 
 pub fn replay(args: ReplayArgs) -> ExitCode {
-    finish(run_replay(HistoryStore::locate(&args.path)))
+    finish(run_replay(HistoryStore::locate(&args.path), args.present))
 }
 
 fn finish(result: anyhow::Result<()>) -> ExitCode {

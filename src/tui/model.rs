@@ -236,6 +236,8 @@ pub struct Model {
     pub overlay: Option<Overlay>,
     pub notice: Option<String>,
     pub replay: Option<Replay>,
+    /// Lecture mode: large digits and one large panel (`--present`).
+    pub present: bool,
     pub quitting: bool,
     pub(super) next_run: RunId,
 }
@@ -261,6 +263,7 @@ impl Model {
             overlay: None,
             notice: None,
             replay: None,
+            present: false,
             quitting: false,
             next_run: 1,
         }
