@@ -8,7 +8,9 @@
 //! cell: the cost of a first draw or a resize, the worst a redraw can be.
 //!
 //! `cargo bench --bench render` (optionally `-- FRAMES`) prints the median
-//! and the 99th percentile per frame. No criterion: two numbers per size
+//! and the 99th percentile per frame. Under `cargo test --all-targets` (no
+//! `--bench` argument) it draws a few frames only, as a smoke test of
+//! every layout at every size in the debug build. No criterion: two numbers per size
 //! are all docs/TUI.md quotes, and a plain loop keeps the dependency list
 //! short.
 
@@ -26,7 +28,8 @@ use tui_support::drive::{complete, fresh, key};
 use tui_support::*;
 
 const SIZES: [(u16, u16); 3] = [(80, 24), (120, 40), (200, 60)];
-const DEFAULT_FRAMES: usize = 2000;
+const BENCH_FRAMES: usize = 2000;
+const SMOKE_FRAMES: usize = 5;
 
 /// Three saves of history, the last with a failing case, counters and timing.
 fn busy_model() -> Model {
@@ -68,10 +71,12 @@ fn quantile(times: &[Duration], share: f64) -> Duration {
 
 fn main() {
     // `cargo bench` passes `--bench`; a bare number among the arguments is the frame count.
-    let frames = std::env::args()
-        .skip(1)
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let benching = args.iter().any(|a| a == "--bench");
+    let frames = args
+        .iter()
         .find_map(|a| a.parse().ok())
-        .unwrap_or(DEFAULT_FRAMES);
+        .unwrap_or(if benching { BENCH_FRAMES } else { SMOKE_FRAMES });
     let mut model = busy_model();
     println!("full-screen repaints, {frames} frames each, TestBackend");
     println!(
