@@ -161,6 +161,44 @@ fn counters_unavailable() {
 }
 
 #[test]
+fn counters_collected() {
+    let mut model = fresh();
+    let mut report = all_pass(2.5, 40);
+    report.counters = vec![Ok(counters_full())];
+    complete(&mut model, "v1", report);
+    let Some(CountersView::Collected { lines }) = &model.counters else {
+        panic!(
+            "the report's counters reach the panel: {:?}",
+            model.counters
+        );
+    };
+    let labels: Vec<&str> = lines.iter().map(|(label, _)| label.as_str()).collect();
+    assert_eq!(
+        labels,
+        [
+            "Neither-bound",
+            "SM",
+            "DRAM",
+            "AI",
+            "fp32",
+            "roofline",
+            "set"
+        ]
+    );
+    let text = snapshot("counters_collected", &mut model);
+    // Even the narrow panel keeps the verdict: it is listed first.
+    assert!(text.contains("Neither-bound"), "{text}");
+    let wide = screen(&model, 120, 40);
+    assert!(wide.contains("set Full, 9 passes, GH100"), "{wide}");
+    assert!(
+        wide.contains("Neither-bound neither roof reached"),
+        "{wide}"
+    );
+    assert!(wide.contains("SM 47.3% (starter 72%)"), "{wide}");
+    assert!(wide.contains("105.0 MB = 2.09x min"), "{wide}");
+}
+
+#[test]
 fn no_gpu_shows_compile_results_and_what_is_missing() {
     let mut model = fresh();
     complete(&mut model, "v1", compile_only());

@@ -31,6 +31,9 @@ pub struct TuiArgs {
     /// Skip the hardware counters (collected after timing by default).
     #[arg(long)]
     pub no_counters: bool,
+    /// Lecture mode: the speedup and the pass count in large digits, the heatmap large.
+    #[arg(long)]
+    pub present: bool,
 }
 
 #[derive(Args, Debug)]
@@ -38,6 +41,9 @@ pub struct ReplayArgs {
     /// A `.flashprof` folder, its `history.jsonl`, or the folder holding `.flashprof`.
     /// Without one, the session recorded on an H200 that ships inside flashprof.
     pub path: Option<PathBuf>,
+    /// Lecture mode: the speedup and the pass count in large digits, the heatmap large.
+    #[arg(long)]
+    pub present: bool,
 }
 
 /// How long the timing step may take before it counts as hung.
@@ -90,6 +96,7 @@ pub fn run(args: TuiArgs) -> ExitCode {
         file: args.file,
         plan,
         command,
+        present: args.present,
     };
     finish(run_live(setup))
 }
@@ -112,7 +119,7 @@ pub fn replay(args: ReplayArgs) -> ExitCode {
             }
         }
     };
-    finish(run_replay(HistoryStore::locate(&path)))
+    finish(run_replay(HistoryStore::locate(&path), args.present))
 }
 
 fn finish(result: anyhow::Result<()>) -> ExitCode {

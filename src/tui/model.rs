@@ -83,6 +83,13 @@ impl CountersView {
         };
         let (student, starter) = (&outcome.student, &outcome.starter);
         let mut lines = Vec::new();
+        // The verdict comes first: a narrow panel cuts lines from the bottom.
+        if let Some(r) = &student.roofline {
+            lines.push((
+                format!("{:?}-bound", r.verdict.bound),
+                r.verdict.reason.clone(),
+            ));
+        }
         if let Some(sm) = metric(student, metrics::SM_THROUGHPUT_PCT) {
             let base = metric(starter, metrics::SM_THROUGHPUT_PCT)
                 .map(|b| format!(" (starter {b:.0}%)"))
@@ -109,12 +116,8 @@ impl CountersView {
                 lines.push(("AI".into(), intensity));
                 lines.push(("fp32".into(), rate));
                 lines.push((
-                    String::new(),
+                    "roofline".into(),
                     roofline_bar(r.arithmetic_intensity, r.ridge_point),
-                ));
-                lines.push((
-                    format!("{:?}-bound:", r.verdict.bound),
-                    r.verdict.reason.clone(),
                 ));
             }
             None => lines.push((
@@ -229,6 +232,8 @@ pub struct Model {
     pub overlay: Option<Overlay>,
     pub notice: Option<String>,
     pub replay: Option<Replay>,
+    /// Lecture mode: large digits and one large panel (`--present`).
+    pub present: bool,
     pub quitting: bool,
     pub(super) next_run: RunId,
 }
@@ -254,6 +259,7 @@ impl Model {
             overlay: None,
             notice: None,
             replay: None,
+            present: false,
             quitting: false,
             next_run: 1,
         }

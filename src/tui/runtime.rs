@@ -34,6 +34,8 @@ pub struct LiveSetup {
     pub file: PathBuf,
     pub plan: CheckPlan,
     pub command: WorkerCommand,
+    /// Lecture mode.
+    pub present: bool,
 }
 
 /// Seconds per run when a replay starts.
@@ -68,7 +70,8 @@ pub fn run_live(setup: LiveSetup) -> anyhow::Result<()> {
             },
         })
         .collect();
-    let model = Model::new(&file_label, rows, Theme::from_env());
+    let mut model = Model::new(&file_label, rows, Theme::from_env());
+    model.present = setup.present;
     let initial = std::fs::read(&setup.file)
         .with_context(|| format!("cannot read {}", setup.file.display()))?;
     let (messages, inbox) = mpsc::channel();
@@ -91,8 +94,8 @@ pub fn run_live(setup: LiveSetup) -> anyhow::Result<()> {
     })
 }
 
-/// Plays back the runs of a history store.
-pub fn run_replay(store: HistoryStore) -> anyhow::Result<()> {
+/// Plays back the runs of a history store, in lecture mode when `present`.
+pub fn run_replay(store: HistoryStore, present: bool) -> anyhow::Result<()> {
     let history = store
         .read()
         .with_context(|| format!("cannot read the history in {}", store.dir().display()))?;
@@ -104,6 +107,7 @@ pub fn run_replay(store: HistoryStore) -> anyhow::Result<()> {
     );
     let label = runs[0].report.source_path.clone();
     let mut model = Model::new(&label, Vec::new(), Theme::from_env());
+    model.present = present;
     model.replay = Some(Replay {
         runs,
         summaries,

@@ -303,7 +303,8 @@ fn on_mouse(model: &mut Model, mouse: MouseEvent) {
         return;
     }
     match mouse.kind {
-        MouseEventKind::Down(MouseButton::Left) => {
+        // Lecture mode draws no table to click in.
+        MouseEventKind::Down(MouseButton::Left) if !model.present => {
             let areas = Areas::of(model.width, model.height);
             if let Some(index) = case_at(&areas, model, mouse.column, mouse.row) {
                 model.selected = index;

@@ -8,16 +8,19 @@
 
 use flashprof::app::check::{CheckReport, PhaseTimes};
 use flashprof::gpu::compile::{Diagnostic, Severity};
+use flashprof::gpu::cupti::{metrics, MetricValue};
 use flashprof::gpu::resources::ResourceUsage;
 use flashprof::grade::compare::compare;
 use flashprof::grade::diagnosis::{diagnose, Integrity};
+use flashprof::grade::roofline::{analyze, DevicePeaks, Measured};
 use flashprof::grade::stats::{speedup, summarize};
 use flashprof::lab::cases::embedded_cases;
+use flashprof::lab::contract::TIMING_SHAPE;
 use flashprof::lab::contract::{Shape, DH};
 use flashprof::lab::geometry::LaunchGeometry;
 use flashprof::protocol::{
-    CaseOutcome, CaseStatus, CompileOutcome, DeviceInfo, GpuProblem, ReferenceCheck, TimingConfig,
-    TimingOutcome,
+    CaseOutcome, CaseStatus, CompileOutcome, CounterTier, CountersOutcome, DeviceInfo, GpuProblem,
+    KernelCounters, ReferenceCheck, TimingConfig, TimingOutcome,
 };
 
 pub const FILE: &str = "prefill.cu";
@@ -183,6 +186,52 @@ pub fn timing(starter_ms: f64, ratio: f64) -> TimingOutcome {
         sm_clock_mhz: 1980.0,
         max_sm_clock_mhz: 1980.0,
         elapsed_ms: 900.0,
+    }
+}
+
+/// One kernel's counters on the timing shape: made-up readings, placed on
+/// the H200 roofline by the real analysis.
+pub fn kernel_counters(
+    duration_ms: f64,
+    dram_mb: f64,
+    sm_pct: f64,
+    occupancy_pct: f64,
+) -> KernelCounters {
+    let measured = Measured {
+        dram_bytes_read: dram_mb * 1e6 * 0.7,
+        dram_bytes_write: dram_mb * 1e6 * 0.3,
+        duration_ns: duration_ms * 1e6,
+        sm_throughput_pct: Some(sm_pct),
+        achieved_occupancy_pct: Some(occupancy_pct),
+    };
+    let value = |name: &str, value: f64| MetricValue {
+        name: name.into(),
+        value,
+    };
+    KernelCounters {
+        metrics: vec![
+            value(metrics::DRAM_BYTES_READ, measured.dram_bytes_read),
+            value(metrics::DRAM_BYTES_WRITE, measured.dram_bytes_write),
+            value(metrics::DURATION_NS, measured.duration_ns),
+            value(metrics::SM_THROUGHPUT_PCT, sm_pct),
+            value(metrics::ACHIEVED_OCCUPANCY_PCT, occupancy_pct),
+        ],
+        roofline: analyze(TIMING_SHAPE, &measured, &DevicePeaks::h200()).ok(),
+        error: None,
+    }
+}
+
+/// The full tier for a student kernel 2.5x faster than the starter, reading
+/// about twice the compulsory bytes where the starter reads ~50x.
+pub fn counters_full() -> CountersOutcome {
+    CountersOutcome {
+        tier: CounterTier::Full,
+        shape: TIMING_SHAPE,
+        chip: "GH100".into(),
+        passes: 9,
+        student: kernel_counters(16.1, 105.0, 47.3, 61.0),
+        starter: kernel_counters(40.3, 2650.0, 71.8, 74.0),
+        elapsed_ms: 2400.0,
     }
 }
 

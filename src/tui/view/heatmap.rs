@@ -14,6 +14,7 @@ use ratatui::Frame;
 use super::text::full_overlay;
 use crate::grade::compare::{ErrorMap, TILE_ROWS};
 use crate::lab::contract::GROUP;
+use crate::protocol::CaseOutcome;
 use crate::tui::model::Model;
 use crate::tui::theme::Theme;
 
@@ -21,30 +22,42 @@ use crate::tui::theme::Theme;
 const LABEL: usize = 13;
 
 pub fn draw(frame: &mut Frame, area: Rect, model: &Model, case: usize) {
-    let Some(outcome) = model.case_outcome(case) else {
+    let Some(outcome) = model.case_outcome(case).filter(|o| o.comparison.is_some()) else {
         return;
     };
+    let rect = full_overlay(frame, area);
+    draw_framed(frame, rect, model, outcome, " enter/esc close ", 2);
+}
+
+/// The heatmap of `outcome` in a bordered `rect`, its cells at most
+/// `widest_cell` columns wide (wider cells when there is room to spare).
+pub fn draw_framed(
+    frame: &mut Frame,
+    rect: Rect,
+    model: &Model,
+    outcome: &CaseOutcome,
+    footer: &str,
+    widest_cell: usize,
+) {
     let Some(comparison) = &outcome.comparison else {
         return;
     };
     let map = &comparison.heatmap;
-    let rect = full_overlay(frame, area);
     let title = format!(
         " heatmap: {} (C = {}, P = {}) ",
         outcome.name, outcome.shape.chunk_len, outcome.shape.prefix_len
     );
     let block = Block::bordered()
         .title(Span::styled(title, model.theme.accent()))
-        .title_bottom(" enter/esc close ");
+        .title_bottom(footer.to_owned());
     let inner = block.inner(rect);
     frame.render_widget(block, rect);
 
     let groups = map.heads.div_ceil(GROUP);
-    let cell_width = if LABEL + map.heads * 2 + groups <= usize::from(inner.width) {
-        2
-    } else {
-        1
-    };
+    let cell_width = (1..=widest_cell.max(1))
+        .rev()
+        .find(|w| LABEL + map.heads * w + groups <= usize::from(inner.width))
+        .unwrap_or(1);
     let bands = usize::from(inner.height)
         .saturating_sub(3)
         .min(map.rows)

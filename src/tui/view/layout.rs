@@ -20,6 +20,10 @@ pub struct Areas {
 
 /// Height at which panels get room for more than the essentials.
 const TALL: u16 = 36;
+/// Width from which the counters panel gets the largest share of the bottom
+/// row: its roofline line and verdict need about forty columns, and below
+/// this width timing and resources would lose their own lines to make room.
+const WIDE: u16 = 100;
 
 impl Areas {
     pub fn of(width: u16, height: u16) -> Self {
@@ -33,12 +37,9 @@ impl Areas {
             Constraint::Length(1),
         ])
         .areas(full);
-        let [timing, resources, counters] = Layout::horizontal([
-            Constraint::Ratio(2, 5),
-            Constraint::Ratio(2, 5),
-            Constraint::Ratio(1, 5),
-        ])
-        .areas(bottom);
+        let shares = if width >= WIDE { [3, 3, 4] } else { [4, 4, 2] };
+        let [timing, resources, counters] =
+            Layout::horizontal(shares.map(|share| Constraint::Ratio(share, 10))).areas(bottom);
         Self {
             full,
             header,

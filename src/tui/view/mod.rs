@@ -4,6 +4,7 @@
 //! running or done) is asked of the model, and where to draw it comes from
 //! [`layout`], which `update` shares to place mouse clicks.
 
+mod bigtext;
 mod cases;
 mod compile;
 mod counters;
@@ -12,6 +13,7 @@ mod heatmap;
 mod help;
 mod history;
 pub mod layout;
+mod present;
 mod resources;
 mod text;
 mod timing;
@@ -24,14 +26,18 @@ use layout::Areas;
 /// Draws the whole screen.
 pub fn draw(frame: &mut Frame, model: &Model) {
     let area = frame.area();
-    let areas = Areas::of(area.width, area.height);
-    header::draw(frame, areas.header, model);
-    compile::draw(frame, areas.compile, model);
-    cases::draw(frame, areas.cases, model);
-    timing::draw(frame, areas.timing, model);
-    resources::draw(frame, areas.resources, model);
-    counters::draw(frame, areas.counters, model);
-    header::draw_footer(frame, areas.footer, model);
+    if model.present {
+        present::draw(frame, model);
+    } else {
+        let areas = Areas::of(area.width, area.height);
+        header::draw(frame, areas.header, model);
+        compile::draw(frame, areas.compile, model);
+        cases::draw(frame, areas.cases, model);
+        timing::draw(frame, areas.timing, model);
+        resources::draw(frame, areas.resources, model);
+        counters::draw(frame, areas.counters, model);
+        header::draw_footer(frame, areas.footer, model);
+    }
     match &model.overlay {
         None => {}
         Some(Overlay::Help) => help::draw(frame, area, model),

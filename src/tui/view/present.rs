@@ -1,0 +1,218 @@
+//! Lecture mode: the same model drawn for a projector. Two numbers in
+//! block digits (the speedup over the starter and the cases passed), and
+//! one large panel under them that shows whatever explains those numbers
+//! best: the compile error, the heatmap of a failing case, or every case
+//! at a glance. Thick borders and bold text survive a washed-out beamer.
+//!
+//! The panel picks its own content so a lecturer never has to drive it;
+//! the usual keys still work (tab to the next failing case, `?` for help,
+//! and in a replay space, n/p and +/-).
+
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, BorderType, Paragraph};
+use ratatui::Frame;
+
+use super::{bigtext, compile, header, heatmap};
+use crate::protocol::{CaseOutcome, CaseStatus};
+use crate::tui::model::{CaseCell, Model, TimingCell};
+
+/// Widest heatmap cell in lecture mode: wider cells are easier to point at.
+const WIDEST_HEAT_CELL: usize = 4;
+
+pub fn draw(frame: &mut Frame, model: &Model) {
+    let area = frame.area();
+    let digits_height = (area.height / 3).clamp(7, 20);
+    let [top, numbers, detail, footer] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(digits_height),
+        Constraint::Min(3),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    header::draw(frame, top, model);
+    let [speedup, passed] =
+        Layout::horizontal([Constraint::Ratio(1, 2), Constraint::Ratio(1, 2)]).areas(numbers);
+    draw_speedup(frame, speedup, model);
+    draw_passed(frame, passed, model);
+    draw_detail(frame, detail, model);
+    header::draw_footer(frame, footer, model);
+}
+
+fn framed(title: &str, caption: String, style: Style) -> Block<'static> {
+    Block::bordered()
+        .border_type(BorderType::Thick)
+        .border_style(style)
+        .title(Span::styled(format!(" {title} "), style))
+        .title_bottom(Span::styled(format!(" {caption} "), style))
+}
+
+fn bold(style: Style) -> Style {
+    style.add_modifier(Modifier::BOLD)
+}
+
+/// `text` in the largest block digits that fit `area`, centred in it.
+fn draw_digits(frame: &mut Frame, area: Rect, text: &str, style: Style) {
+    let Some(scale) = bigtext::fitting_scale(text, area.width, area.height) else {
+        // Too small for digits: the plain number still says it.
+        frame.render_widget(Paragraph::new(Span::styled(text.to_owned(), style)), area);
+        return;
+    };
+    let (width, height) = bigtext::size(text, scale);
+    let centred = Rect::new(
+        area.x + (area.width - width) / 2,
+        area.y + (area.height - height) / 2,
+        width,
+        height,
+    );
+    let rows: Vec<Line> = bigtext::render(text, scale)
+        .into_iter()
+        .map(|row| Line::styled(row, style))
+        .collect();
+    frame.render_widget(Paragraph::new(rows), centred);
+}
+
+fn draw_speedup(frame: &mut Frame, area: Rect, model: &Model) {
+    let theme = model.theme;
+    let shown = model.timing();
+    let (number, caption, style) = match shown.map(|s| s.value) {
+        Some(TimingCell::Timed(t)) => match &t.speedup {
+            Some(s) => {
+                let noisy = if s.noisy { ", noisy" } else { "" };
+                let style = if s.point >= 1.0 {
+                    theme.good()
+                } else {
+                    theme.bad()
+                };
+                (
+                    format!("{:.2}x", s.point),
+                    format!("interval {:.2}-{:.2}{noisy}", s.ci_low, s.ci_high),
+                    style,
+                )
+            }
+            None => ("-".into(), "withheld: output wrong".into(), theme.bad()),
+        },
+        Some(TimingCell::Running) => ("-".into(), "timing...".into(), theme.warn()),
+        Some(TimingCell::Failed(reason)) => ("-".into(), reason.to_owned(), theme.warn()),
+        None if model.gpu.as_ref().is_some_and(|g| g.is_err()) => {
+            ("-".into(), "not timed: no GPU".into(), theme.warn())
+        }
+        None => ("-".into(), "not timed yet".into(), Style::new()),
+    };
+    let stale = if shown.is_some_and(|s| s.stale) {
+        " (previous save)"
+    } else {
+        ""
+    };
+    let block = framed(
+        &format!("SPEEDUP over the starter{stale}"),
+        caption,
+        bold(style),
+    );
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    draw_digits(frame, inner, &number, bold(style));
+}
+
+fn draw_passed(frame: &mut Frame, area: Rect, model: &Model) {
+    let theme = model.theme;
+    let total = model.cases.len();
+    let passed = (0..total)
+        .filter(|&i| {
+            model
+                .case_outcome(i)
+                .is_some_and(|c| c.status == CaseStatus::Pass)
+        })
+        .count();
+    let compiled = model.compile().map(|c| c.value.ok);
+    let (caption, style) = if model.live.is_some() {
+        ("checking...", theme.warn())
+    } else if compiled == Some(false) {
+        ("compile error", theme.bad())
+    } else if model.gpu.as_ref().is_some_and(|g| g.is_err()) {
+        ("not graded: no GPU", theme.warn())
+    } else if passed == total && total > 0 {
+        ("all pass", theme.good())
+    } else if compiled.is_none() {
+        ("waiting for the first check", Style::new())
+    } else {
+        ("some fail", theme.bad())
+    };
+    let block = framed("CASES PASSED", caption.into(), bold(style));
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    draw_digits(frame, inner, &format!("{passed}/{total}"), bold(style));
+}
+
+/// The panel that explains the numbers.
+fn draw_detail(frame: &mut Frame, area: Rect, model: &Model) {
+    let compile_failed = model.compile().is_some_and(|c| !c.value.ok);
+    let no_gpu = model.gpu.as_ref().is_some_and(|g| g.is_err());
+    if compile_failed || no_gpu {
+        compile::draw(frame, area, model);
+    } else if let Some(case) = case_to_map(model) {
+        heatmap::draw_framed(
+            frame,
+            area,
+            model,
+            case,
+            " tab next failing ",
+            WIDEST_HEAT_CELL,
+        );
+    } else {
+        draw_case_grid(frame, area, model);
+    }
+}
+
+/// The selected case when it failed with a map to show, else the first such.
+fn case_to_map(model: &Model) -> Option<&CaseOutcome> {
+    let mappable = |i: usize| {
+        model
+            .case_outcome(i)
+            .filter(|c| c.status != CaseStatus::Pass && c.comparison.is_some())
+    };
+    mappable(model.selected).or_else(|| (0..model.cases.len()).find_map(mappable))
+}
+
+/// Every case as a mark and its name, in as many columns as fit.
+fn draw_case_grid(frame: &mut Frame, area: Rect, model: &Model) {
+    let theme = model.theme;
+    let block = framed("cases", "tab next failing".into(), bold(theme.accent()));
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let name_width = model.cases.iter().map(|c| c.name.len()).max().unwrap_or(0);
+    let cell_width = name_width + 12;
+    let columns = (usize::from(inner.width) / cell_width).max(1);
+    let rows = model.cases.len().div_ceil(columns);
+    let lines: Vec<Line> = (0..rows)
+        .map(|row| {
+            let spans = (0..columns)
+                .map(|column| column * rows + row)
+                .filter(|&i| i < model.cases.len())
+                .map(|i| {
+                    let (mark, style) = match model.case(i) {
+                        CaseCell::Waiting => ("  ...  ", Style::new()),
+                        CaseCell::Running => ("  run  ", theme.warn()),
+                        CaseCell::Done(shown) => match shown.value.status {
+                            CaseStatus::Pass => (" ✓ pass", theme.good()),
+                            CaseStatus::NotRun => ("not run", Style::new()),
+                            CaseStatus::Fail => (" ✗ FAIL", theme.bad()),
+                            CaseStatus::Timeout => (" ✗ HANG", theme.bad()),
+                            CaseStatus::Crash => ("✗ CRASH", theme.bad()),
+                        },
+                    };
+                    let text = format!("{mark}  {:<name_width$}   ", model.cases[i].name);
+                    let style = bold(style);
+                    if i == model.selected {
+                        Span::styled(text, style.patch(theme.selected()))
+                    } else {
+                        Span::styled(text, style)
+                    }
+                })
+                .collect::<Vec<_>>();
+            Line::from(spans)
+        })
+        .collect();
+    frame.render_widget(Paragraph::new(lines), inner);
+}

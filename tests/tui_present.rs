@@ -1,0 +1,169 @@
+//! Snapshot tests of lecture mode (`--present`): a live pass, a live
+//! failure with its heatmap, a compile error, and a replay with its
+//! playback keys, at 80x24 and 120x40. Models are driven through `update`
+//! with the hand-made results of tui_support.
+
+mod tui_support;
+
+use std::time::Duration;
+
+use crossterm::event::KeyCode;
+use flashprof::app::history::{source_hash, RunOutcome, RunSummary};
+use flashprof::tui::model::{Completed, Model, Replay};
+use flashprof::tui::theme::Theme;
+use flashprof::tui::update::show_replay_position;
+use flashprof::tui::view::draw;
+use ratatui::backend::TestBackend;
+use ratatui::Terminal;
+use tui_support::drive::{complete, fresh, key};
+use tui_support::*;
+
+const SIZES: [(u16, u16); 2] = [(80, 24), (120, 40)];
+
+fn screen(model: &Model, width: u16, height: u16) -> String {
+    let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("test terminal");
+    terminal
+        .draw(|frame| draw(frame, model))
+        .expect("draw into the test backend");
+    terminal.backend().to_string()
+}
+
+/// Snapshots `model` at both sizes and returns the large screen for asserts.
+fn snapshot(name: &str, model: &mut Model) -> String {
+    for (width, height) in SIZES {
+        model.width = width;
+        model.height = height;
+        insta::assert_snapshot!(
+            format!("present_{name}_{width}x{height}"),
+            screen(model, width, height)
+        );
+    }
+    screen(model, 120, 40)
+}
+
+fn presenting() -> Model {
+    let mut model = fresh();
+    model.present = true;
+    model
+}
+
+/// Rows of the screen made only of block glyphs and spaces, at least one block.
+fn block_rows(screen: &str) -> usize {
+    screen.lines().filter(|l| l.contains("███")).count()
+}
+
+#[test]
+fn a_live_pass_shows_both_numbers_in_block_digits() {
+    let mut model = presenting();
+    complete(&mut model, "v1", all_pass(2.5, 40));
+    let text = snapshot("pass", &mut model);
+    assert!(text.contains("SPEEDUP"), "{text}");
+    assert!(text.contains("all pass"), "{text}");
+    // Digits, not text: "2.50x" and "14/14" appear only as blocks.
+    assert!(!text.contains("2.50x"), "{text}");
+    assert!(block_rows(&text) >= 5, "{text}");
+    assert!(text.contains("✓ pass  random-small"), "{text}");
+    let huge = screen(&model, 200, 60);
+    assert!(
+        block_rows(&huge) > block_rows(&text),
+        "a larger screen draws larger digits:\n{huge}"
+    );
+}
+
+#[test]
+fn a_live_failure_shows_the_failing_case_heatmap_large() {
+    let mut model = presenting();
+    let mut report = all_pass(1.0, 40);
+    let shape = report.cases[1].shape;
+    report.cases[1] = failing("planted-overflow", shape, 40);
+    report.timing = None;
+    report.timing_error = Some("not timed: a case failed".into());
+    complete(&mut model, "v1", report);
+    // Nothing selected by hand: the panel finds the failing case itself.
+    assert_eq!(model.selected, 0);
+    let text = snapshot("fail_heatmap", &mut model);
+    assert!(text.contains("heatmap: planted-overflow"), "{text}");
+    assert!(text.contains("some fail"), "{text}");
+    assert!(text.contains("not timed: a case failed"), "{text}");
+    // Lecture cells are wider than the overlay's two columns.
+    assert!(text.contains("▓▓▓▓▓▓▓▓▓▓▓▓"), "{text}");
+}
+
+#[test]
+fn a_compile_error_fills_the_panel_with_the_error() {
+    let mut model = presenting();
+    let reason = "not run: the kernel did not compile";
+    let cases = case_shapes()
+        .into_iter()
+        .map(|(n, s)| not_run(&n, s, reason))
+        .collect();
+    let compile = compile_error(
+        19,
+        "identifier \"flaot\" is undefined",
+        "    const flaot* q;",
+    );
+    complete(&mut model, "v1", report(Ok(h200()), compile, cases, None));
+    let text = snapshot("compile_error", &mut model);
+    assert!(text.contains("line 19:5"), "{text}");
+    assert!(text.contains("compile error"), "{text}");
+}
+
+fn replay_of(reports: Vec<flashprof::app::check::CheckReport>) -> Model {
+    let summaries = reports
+        .iter()
+        .enumerate()
+        .map(|(i, report)| RunSummary {
+            unix_ms: 1_700_000_000_000 + i as u64 * 60_000,
+            source_hash: source_hash(&format!("v{i}")),
+            outcome: Some(RunOutcome::of(report)),
+        })
+        .collect();
+    let runs = reports
+        .into_iter()
+        .enumerate()
+        .map(|(i, report)| Completed {
+            source: format!("v{i}"),
+            report,
+        })
+        .collect();
+    let mut model = Model::new(FILE, Vec::new(), Theme { color: false });
+    model.present = true;
+    model.replay = Some(Replay {
+        runs,
+        summaries,
+        position: 0,
+        paused: false,
+        interval: Duration::from_secs(1),
+    });
+    show_replay_position(&mut model);
+    model
+}
+
+#[test]
+fn a_replay_steps_through_runs_and_lists_its_keys() {
+    let mut failing_run = all_pass(1.0, 40);
+    let shape = failing_run.cases[3].shape;
+    failing_run.cases[3] = failing("last-key-of-sequence", shape, 0);
+    failing_run.timing = None;
+    let mut model = replay_of(vec![failing_run, all_pass(1.4, 40), all_pass(3.1, 56)]);
+    key(&mut model, KeyCode::Char(' '));
+    key(&mut model, KeyCode::Char('n'));
+    key(&mut model, KeyCode::Char('+'));
+    let text = snapshot("replay", &mut model);
+    assert!(text.contains("replay 2/3 paused, 0.50 s per run"), "{text}");
+    assert!(text.contains("space pause"), "{text}");
+    key(&mut model, KeyCode::Char('p'));
+    let first = screen(&model, 120, 40);
+    assert!(first.contains("heatmap: last-key-of-sequence"), "{first}");
+    key(&mut model, KeyCode::Char('?'));
+    let help = snapshot("replay_help", &mut model);
+    for row in [
+        "replay: pause or resume",
+        "replay: next run",
+        "replay: previous run",
+        "replay: faster",
+        "replay: slower",
+    ] {
+        assert!(help.contains(row), "help lacks {row:?}:\n{help}");
+    }
+}
