@@ -80,7 +80,7 @@ fn prefix_length(text: &str) -> Result<usize, String> {
     length(text, 0)
 }
 
-fn positive_seconds(text: &str) -> Result<f64, String> {
+pub fn positive_seconds(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(s) if s > 0.0 && s.is_finite() && s <= 3600.0 => Ok(s),
         _ => Err(format!(

@@ -5,6 +5,7 @@
 
 mod bench;
 mod check;
+mod grade;
 mod tui;
 
 use clap::{Parser, Subcommand};
@@ -50,6 +51,8 @@ struct Cli {
 enum Command {
     /// Compile FILE, run every hazard case, time it against the starter, and report.
     Check(check::CheckArgs),
+    /// Grade a folder of submissions into a gradebook (resumable, shardable); --merge joins shards.
+    Grade(grade::GradeArgs),
     /// Play back the recorded runs of a history store (`.flashprof/`) in the TUI.
     Replay(tui::ReplayArgs),
     /// Measure the edit-compile-verify loop phase by phase (needs a GPU).
@@ -75,6 +78,7 @@ pub fn main() -> u8 {
     match cli.command {
         None => tui::run(cli.tui) as u8,
         Some(Command::Check(args)) => check::run(args) as u8,
+        Some(Command::Grade(args)) => grade::run(args) as u8,
         Some(Command::Replay(args)) => tui::replay(args) as u8,
         Some(Command::Bench(args)) => bench::run(args) as u8,
         Some(Command::Worker) => match crate::worker::main() {

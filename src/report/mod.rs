@@ -1,6 +1,8 @@
 //! Turning a [`CheckReport`] into what a person or a program reads: a plain
 //! table for terminals and logs, and versioned JSON for tools.
 
+pub mod gradebook;
+pub mod integrity;
 mod table;
 
 pub use table::render_table;
