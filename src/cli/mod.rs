@@ -4,7 +4,9 @@
 //! [`ExitCode`] so every command maps its outcome the same way.
 
 mod bench;
+mod calibrate;
 mod check;
+mod compare;
 mod grade;
 mod tui;
 
@@ -51,6 +53,10 @@ struct Cli {
 enum Command {
     /// Compile FILE, run every hazard case, time it against the starter, and report.
     Check(check::CheckArgs),
+    /// Time the reference kernel against the starter on this GPU and record its speed gate.
+    Calibrate(calibrate::CalibrateArgs),
+    /// Check two kernels on the same inputs and show them side by side.
+    Compare(compare::CompareArgs),
     /// Grade a folder of submissions into a gradebook (resumable, shardable); --merge joins shards.
     Grade(grade::GradeArgs),
     /// Play back the recorded runs of a history store (`.flashprof/`) in the TUI.
@@ -78,6 +84,8 @@ pub fn main() -> u8 {
     match cli.command {
         None => tui::run(cli.tui) as u8,
         Some(Command::Check(args)) => check::run(args) as u8,
+        Some(Command::Calibrate(args)) => calibrate::run(args) as u8,
+        Some(Command::Compare(args)) => compare::run(args) as u8,
         Some(Command::Grade(args)) => grade::run(args) as u8,
         Some(Command::Replay(args)) => tui::replay(args) as u8,
         Some(Command::Bench(args)) => bench::run(args) as u8,
