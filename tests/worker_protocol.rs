@@ -26,6 +26,7 @@ fn stand_in() -> WorkerCommand {
     WorkerCommand {
         program,
         args: Vec::new(),
+        env: Vec::new(),
     }
 }
 
@@ -123,6 +124,7 @@ fn a_missing_worker_program_is_a_clear_error() {
     let command = WorkerCommand {
         program: PathBuf::from("/nonexistent/flashprof-worker"),
         args: Vec::new(),
+        env: Vec::new(),
     };
     let err = WorkerHandle::spawn(&command, Duration::from_secs(1))
         .err()

@@ -110,8 +110,13 @@ pub struct HistoryStore {
 /// A stable 64-bit FNV-1a hash of a text, as 16 hex digits. Std's hasher may
 /// change between Rust releases, and these names live on disk for good.
 pub fn source_hash(text: &str) -> String {
-    let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    content_hash(text.as_bytes())
+}
+
+/// [`source_hash`] of any bytes, for files that may not be text at all.
+pub fn content_hash(bytes: &[u8]) -> String {
+    let hash = bytes.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
     });
     format!("{hash:016x}")
 }

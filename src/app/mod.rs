@@ -1,7 +1,9 @@
 //! The application layer: the engine that drives a worker through a check,
 //! and (next to it) the pieces the commands share.
 
+pub mod batch;
 pub mod check;
+pub mod gate;
 pub mod history;
 pub mod watch;
 pub mod worker_handle;

@@ -28,6 +28,8 @@ const STDERR_LINES_KEPT: usize = 40;
 pub struct WorkerCommand {
     pub program: PathBuf,
     pub args: Vec<OsString>,
+    /// Extra environment for the worker (the batch grader pins its GPU this way).
+    pub env: Vec<(OsString, OsString)>,
 }
 
 impl WorkerCommand {
@@ -36,7 +38,15 @@ impl WorkerCommand {
         Ok(Self {
             program: std::env::current_exe()?,
             args: vec!["__worker".into()],
+            env: Vec::new(),
         })
+    }
+
+    /// The same worker, told which GPU to open (see [`crate::worker::GPU_ENV`]).
+    pub fn on_gpu(mut self, selection: crate::worker::GpuSelection) -> Self {
+        self.env
+            .push((crate::worker::GPU_ENV.into(), selection.to_string().into()));
+        self
     }
 }
 
@@ -76,6 +86,7 @@ impl WorkerHandle {
     pub fn spawn(command: &WorkerCommand, start_timeout: Duration) -> Result<Self, WorkerFailure> {
         let mut child = Command::new(&command.program)
             .args(&command.args)
+            .envs(command.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -7,6 +7,7 @@ use clap::Args;
 
 use super::ExitCode;
 use crate::app::check::{run_check, CheckPlan, CountersPlan, Progress, TimingPlan};
+use crate::app::gate::{GateTable, SpeedGate};
 use crate::app::worker_handle::WorkerCommand;
 use crate::grade::golden;
 use crate::lab::cases::{embedded_cases, parse_cases};
@@ -80,7 +81,7 @@ fn prefix_length(text: &str) -> Result<usize, String> {
     length(text, 0)
 }
 
-fn positive_seconds(text: &str) -> Result<f64, String> {
+pub fn positive_seconds(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(s) if s > 0.0 && s.is_finite() && s <= 3600.0 => Ok(s),
         _ => Err(format!(
@@ -202,13 +203,30 @@ pub fn run(args: CheckArgs) -> ExitCode {
             return ExitCode::Environment;
         }
     };
+    let gate = speed_gate(&report);
     if args.json {
-        println!("{}", render_json(&report));
+        println!("{}", render_json(&report, gate.as_ref()));
     } else {
         eprint!("\r\x1b[2K");
         print!("{}", render_table(&report));
+        if let Some(gate) = &gate {
+            println!("{gate}");
+        }
     }
     exit_code(&report)
+}
+
+/// The speed gate for a report that ran on a GPU; a broken gates file is
+/// reported and leaves the check ungated rather than failing it.
+fn speed_gate(report: &crate::app::check::CheckReport) -> Option<SpeedGate> {
+    report.gpu.as_ref().ok()?;
+    match GateTable::effective() {
+        Ok(table) => Some(SpeedGate::evaluate(report, &table)),
+        Err(e) => {
+            eprintln!("flashprof: no speed gate: {e}");
+            None
+        }
+    }
 }
 
 /// One status line on stderr while the check runs, so a slow GPU never looks frozen.

@@ -4,7 +4,10 @@
 //! [`ExitCode`] so every command maps its outcome the same way.
 
 mod bench;
+mod calibrate;
 mod check;
+mod compare;
+mod grade;
 mod tui;
 
 use clap::{Parser, Subcommand};
@@ -50,6 +53,12 @@ struct Cli {
 enum Command {
     /// Compile FILE, run every hazard case, time it against the starter, and report.
     Check(check::CheckArgs),
+    /// Time the reference kernel against the starter on this GPU and record its speed gate.
+    Calibrate(calibrate::CalibrateArgs),
+    /// Check two kernels on the same inputs and show them side by side.
+    Compare(compare::CompareArgs),
+    /// Grade a folder of submissions into a gradebook (resumable, shardable); --merge joins shards.
+    Grade(grade::GradeArgs),
     /// Play back the recorded runs of a history store (`.flashprof/`) in the TUI.
     Replay(tui::ReplayArgs),
     /// Measure the edit-compile-verify loop phase by phase (needs a GPU).
@@ -75,6 +84,9 @@ pub fn main() -> u8 {
     match cli.command {
         None => tui::run(cli.tui) as u8,
         Some(Command::Check(args)) => check::run(args) as u8,
+        Some(Command::Calibrate(args)) => calibrate::run(args) as u8,
+        Some(Command::Compare(args)) => compare::run(args) as u8,
+        Some(Command::Grade(args)) => grade::run(args) as u8,
         Some(Command::Replay(args)) => tui::replay(args) as u8,
         Some(Command::Bench(args)) => bench::run(args) as u8,
         Some(Command::Worker) => match crate::worker::main() {

@@ -131,8 +131,8 @@ pub struct LaunchResult {
     pub out_of_bounds_writes: usize,
 }
 
-/// Finds the first CUDA device, or says plainly why there is none.
-pub fn open(ordinal: usize) -> Result<Gpu, GpuProblem> {
+/// How many CUDA devices the driver sees, or why it sees none.
+pub fn count() -> Result<usize, GpuProblem> {
     super::libraries::preload_driver();
     // cudarc panics when libcuda is absent; ask first so the answer is a message.
     // SAFETY: only tries to dlopen the driver library by its usual names.
@@ -154,10 +154,17 @@ pub fn open(ordinal: usize) -> Result<Gpu, GpuProblem> {
             }
         });
     }
-    let count = CudaContext::device_count().map_err(|e| GpuProblem::DriverError {
-        detail: gpu_err("cuDeviceGetCount")(e).to_string(),
-    })?;
-    if count as usize <= ordinal {
+    CudaContext::device_count()
+        .map(|n| n.max(0) as usize)
+        .map_err(|e| GpuProblem::DriverError {
+            detail: gpu_err("cuDeviceGetCount")(e).to_string(),
+        })
+}
+
+/// Opens the CUDA device `ordinal`, or says plainly why there is none.
+pub fn open(ordinal: usize) -> Result<Gpu, GpuProblem> {
+    let count = count()?;
+    if count <= ordinal {
         return Err(GpuProblem::NoDevice {
             detail: format!("device {ordinal} asked for, {count} present"),
         });

@@ -1,6 +1,9 @@
 //! Turning a [`CheckReport`] into what a person or a program reads: a plain
 //! table for terminals and logs, and versioned JSON for tools.
 
+pub mod compare;
+pub mod gradebook;
+pub mod integrity;
 mod table;
 
 pub use table::render_table;
@@ -8,6 +11,7 @@ pub use table::render_table;
 use serde::Serialize;
 
 use crate::app::check::CheckReport;
+use crate::app::gate::SpeedGate;
 
 /// The JSON schema identifier; bumped on any incompatible change (docs/JSON.md).
 pub const JSON_SCHEMA: &str = "flashprof.check/1";
@@ -17,16 +21,20 @@ struct JsonDocument<'a> {
     schema: &'static str,
     flashprof_version: &'static str,
     passed: bool,
+    /// The speed gate, when the GPU ran the kernel (computed by the command, not the engine).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gate: Option<&'a SpeedGate>,
     #[serde(flatten)]
     report: &'a CheckReport,
 }
 
 /// The report as one pretty-printed JSON document.
-pub fn render_json(report: &CheckReport) -> String {
+pub fn render_json(report: &CheckReport, gate: Option<&SpeedGate>) -> String {
     let document = JsonDocument {
         schema: JSON_SCHEMA,
         flashprof_version: env!("CARGO_PKG_VERSION"),
         passed: report.all_passed(),
+        gate,
         report,
     };
     serde_json::to_string_pretty(&document).expect("report types serialize without failure")

@@ -7,8 +7,11 @@
 //! caller's to handle: it kills the process after its watchdog expires.
 
 mod counters;
+mod selection;
 mod stdio;
 mod timing;
+
+pub use selection::{GpuSelection, GPU_ENV};
 
 use std::io::{BufReader, Write};
 use std::time::Instant;
@@ -17,7 +20,7 @@ use anyhow::Context;
 use cudarc::driver::CudaFunction;
 
 use crate::gpu::compile::{self, CompileError, CompileOptions};
-use crate::gpu::device::{self, Gpu, GpuError, Kernel};
+use crate::gpu::device::{Gpu, GpuError, Kernel};
 use crate::gpu::resources::{theoretical_occupancy, SmLimits};
 use crate::grade::compare::{compare, POISON_BITS};
 use crate::grade::diagnosis::{diagnose, Integrity};
@@ -42,7 +45,9 @@ pub fn main() -> anyhow::Result<()> {
     let started = Instant::now();
     let mut protocol_out = stdio::take_protocol_stdout().context("redirecting stdout")?;
     let mut input = BufReader::new(std::io::stdin().lock());
-    let gpu = device::open(0);
+    let gpu = GpuSelection::from_env()
+        .map_err(|detail| crate::protocol::GpuProblem::DriverError { detail })
+        .and_then(GpuSelection::open);
     let ready = Event::Ready {
         protocol: PROTOCOL_VERSION,
         gpu: gpu.as_ref().map(|g| g.info.clone()).map_err(Clone::clone),

@@ -124,6 +124,11 @@ pub fn prelude_for(declares: impl Fn(&str) -> bool) -> String {
 
 /// A `#line` directive that makes what follows line `line` of `path`.
 pub fn line_marker(line: usize, path: &str) -> String {
-    let escaped = path.replace('\\', "\\\\").replace('"', "\\\"");
+    // A raw line break would end the directive mid-name (file names may hold one).
+    let escaped = path
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+        .replace('\r', "\\r");
     format!("#line {line} \"{escaped}\"\n")
 }

@@ -1,0 +1,256 @@
+//! The grading journal: one JSON line per finished submission, appended and
+//! flushed the moment it is known.
+//!
+//! The journal is the batch grader's only state. Everything else in the
+//! output folder is regenerated from it, so a run killed at any instant
+//! loses only the submissions still in flight, and a rerun picks up where
+//! it stopped. A line torn by a crash mid-write is skipped when read, and
+//! the next append starts on a fresh line so it cannot glue onto the tear.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::app::check::CheckReport;
+use crate::app::gate::SpeedGate;
+use crate::protocol::{CaseStatus, CompileProblemKind};
+
+/// The journal's file name inside an output folder.
+pub const JOURNAL_FILE: &str = "journal.jsonl";
+
+/// Whether a run had GPUs to grade on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GradeMode {
+    /// Compile, run every case, time, gate.
+    Full,
+    /// Compile only; no GPU touched.
+    CompileOnly,
+}
+
+/// A submission's overall outcome, one word in the gradebook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SubmissionStatus {
+    /// Every case passed and the timed output was correct.
+    Passed,
+    /// It ran, and something failed, hung or crashed.
+    Failed,
+    /// Compiled without a GPU (compile-only, or no GPU found).
+    Compiled,
+    CompileError,
+    /// The file cannot be used as a kernel source at all.
+    Rejected,
+    /// The grader's own environment failed (NVRTC missing, worker did not start).
+    Error,
+}
+
+impl SubmissionStatus {
+    /// Classifies a finished check.
+    pub fn of(report: &CheckReport) -> Self {
+        if let Some(problem) = &report.compile.problem {
+            return match problem.kind {
+                CompileProblemKind::BadSource => Self::Rejected,
+                CompileProblemKind::CompilerMissing | CompileProblemKind::CompilerFailed => {
+                    Self::Error
+                }
+            };
+        }
+        if !report.compile.ok {
+            Self::CompileError
+        } else if report.cases.iter().all(|c| c.status == CaseStatus::NotRun) {
+            Self::Compiled
+        } else if report.all_passed() {
+            Self::Passed
+        } else {
+            Self::Failed
+        }
+    }
+
+    pub fn word(self) -> &'static str {
+        match self {
+            Self::Passed => "passed",
+            Self::Failed => "failed",
+            Self::Compiled => "compiled",
+            Self::CompileError => "compile_error",
+            Self::Rejected => "rejected",
+            Self::Error => "error",
+        }
+    }
+}
+
+/// One finished submission.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JournalEntry {
+    pub id: String,
+    /// The path it was read from, as shown to the user.
+    pub file: String,
+    pub content_hash: String,
+    pub mode: GradeMode,
+    pub seed: u64,
+    pub status: SubmissionStatus,
+    /// Absent when nothing was timed (compile-only, rejected, no GPU).
+    pub gate: Option<SpeedGate>,
+    /// Why there is no report, or what went wrong around it.
+    pub error: Option<String>,
+    /// The full check, without the compiled image.
+    pub report: Option<CheckReport>,
+    pub finished_unix_ms: u64,
+}
+
+impl JournalEntry {
+    /// Whether this entry already answers for `id` at `content_hash` in `mode`:
+    /// a compile-only result never stands in for a graded one.
+    pub fn covers(&self, id: &str, content_hash: &str, mode: GradeMode) -> bool {
+        self.id == id
+            && self.content_hash == content_hash
+            && (self.mode == mode || self.mode == GradeMode::Full)
+    }
+}
+
+/// What a journal file held.
+#[derive(Debug, Default)]
+pub struct JournalContents {
+    pub entries: Vec<JournalEntry>,
+    /// Lines that did not parse (a torn last line after a crash, say).
+    pub unreadable_lines: usize,
+}
+
+impl JournalContents {
+    /// The latest entry per id, in id order.
+    pub fn latest_per_id(&self) -> Vec<JournalEntry> {
+        let mut latest: BTreeMap<&str, &JournalEntry> = BTreeMap::new();
+        for entry in &self.entries {
+            latest.insert(&entry.id, entry);
+        }
+        latest.into_values().cloned().collect()
+    }
+}
+
+/// Reads a journal; a missing file is an empty one.
+pub fn read(path: &Path) -> std::io::Result<JournalContents> {
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(JournalContents::default()),
+        Err(e) => return Err(e),
+    };
+    let mut contents = JournalContents::default();
+    for line in BufReader::new(file).split(b'\n') {
+        let line = line?;
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match serde_json::from_slice(&line) {
+            Ok(entry) => contents.entries.push(entry),
+            Err(_) => contents.unreadable_lines += 1,
+        }
+    }
+    Ok(contents)
+}
+
+/// An open journal that appends one durable line per entry.
+pub struct JournalWriter {
+    file: File,
+}
+
+impl JournalWriter {
+    /// Opens (or creates) the journal for appending, first ending a torn last line.
+    pub fn open(path: &Path) -> std::io::Result<Self> {
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(path)?;
+        let length = file.metadata()?.len();
+        if length > 0 {
+            let mut last = [0u8; 1];
+            file.seek(SeekFrom::Start(length - 1))?;
+            file.read_exact(&mut last)?;
+            if last[0] != b'\n' {
+                file.write_all(b"\n")?;
+            }
+        }
+        Ok(Self { file })
+    }
+
+    /// Appends one entry and waits until it is on disk.
+    pub fn append(&mut self, entry: &JournalEntry) -> std::io::Result<()> {
+        let mut line = serde_json::to_vec(entry)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+        line.push(b'\n');
+        // One write call per line: a crash can tear only the last line.
+        self.file.write_all(&line)?;
+        self.file.flush()?;
+        self.file.sync_data()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(id: &str, hash: &str, mode: GradeMode) -> JournalEntry {
+        JournalEntry {
+            id: id.into(),
+            file: format!("in/{id}"),
+            content_hash: hash.into(),
+            mode,
+            seed: 7,
+            status: SubmissionStatus::Rejected,
+            gate: None,
+            error: Some("empty".into()),
+            report: None,
+            finished_unix_ms: 1,
+        }
+    }
+
+    #[test]
+    fn a_torn_line_is_skipped_and_the_next_append_starts_fresh() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(JOURNAL_FILE);
+        let mut writer = JournalWriter::open(&path).unwrap();
+        writer.append(&entry("a.cu", "1", GradeMode::Full)).unwrap();
+        drop(writer);
+        let mut text = std::fs::read(&path).unwrap();
+        text.extend_from_slice(b"{\"id\":\"b.cu\",\"fi");
+        std::fs::write(&path, &text).unwrap();
+        JournalWriter::open(&path)
+            .unwrap()
+            .append(&entry("c.cu", "3", GradeMode::Full))
+            .unwrap();
+        let contents = read(&path).unwrap();
+        assert_eq!(contents.unreadable_lines, 1);
+        let ids: Vec<&str> = contents.entries.iter().map(|e| e.id.as_str()).collect();
+        assert_eq!(ids, ["a.cu", "c.cu"]);
+    }
+
+    #[test]
+    fn the_latest_entry_per_id_wins() {
+        let contents = JournalContents {
+            entries: vec![
+                entry("b.cu", "1", GradeMode::Full),
+                entry("a.cu", "1", GradeMode::Full),
+                entry("b.cu", "2", GradeMode::Full),
+            ],
+            unreadable_lines: 0,
+        };
+        let latest = contents.latest_per_id();
+        assert_eq!(latest.len(), 2);
+        assert_eq!(
+            (latest[1].id.as_str(), latest[1].content_hash.as_str()),
+            ("b.cu", "2")
+        );
+    }
+
+    #[test]
+    fn compile_only_results_do_not_stand_in_for_graded_ones() {
+        let compiled = entry("a.cu", "1", GradeMode::CompileOnly);
+        assert!(compiled.covers("a.cu", "1", GradeMode::CompileOnly));
+        assert!(!compiled.covers("a.cu", "1", GradeMode::Full));
+        assert!(!compiled.covers("a.cu", "2", GradeMode::CompileOnly));
+        assert!(entry("a.cu", "1", GradeMode::Full).covers("a.cu", "1", GradeMode::CompileOnly));
+    }
+}

@@ -1,0 +1,141 @@
+//! Joining the journals of several shards into one.
+//!
+//! Shards of one job never overlap, but a rerun, a resubmitted array task
+//! or a TA merging yesterday's folder with today's can bring the same id
+//! twice. The newest entry wins, with ties broken by content, so the result
+//! does not depend on the order the folders were named in. Anything that
+//! suggests the shards were not one job (two seeds, two versions of one
+//! file) is reported rather than silently resolved away.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use super::journal::{self, JournalEntry, JOURNAL_FILE};
+
+/// The merged entries and what looked wrong.
+#[derive(Debug, Default)]
+pub struct Merged {
+    /// One entry per id, in id order.
+    pub entries: Vec<JournalEntry>,
+    pub warnings: Vec<String>,
+}
+
+/// Reads `folder/journal.jsonl` of every folder and merges them.
+pub fn merge_folders(folders: &[PathBuf]) -> std::io::Result<Merged> {
+    let mut all = Vec::new();
+    let mut warnings = Vec::new();
+    for folder in folders {
+        let path = folder.join(JOURNAL_FILE);
+        if !path.is_file() {
+            warnings.push(format!(
+                "{}: no journal, nothing merged from it",
+                folder.display()
+            ));
+            continue;
+        }
+        let contents = journal::read(&path)?;
+        if contents.unreadable_lines > 0 {
+            warnings.push(format!(
+                "{}: {} unreadable journal lines skipped",
+                path.display(),
+                contents.unreadable_lines
+            ));
+        }
+        all.extend(contents.entries);
+    }
+    let mut merged = merge_entries(all);
+    warnings.append(&mut merged.warnings);
+    merged.warnings = warnings;
+    Ok(merged)
+}
+
+/// Merges entries from any number of journals.
+pub fn merge_entries(entries: Vec<JournalEntry>) -> Merged {
+    let mut by_id: BTreeMap<String, Vec<JournalEntry>> = BTreeMap::new();
+    for entry in entries {
+        by_id.entry(entry.id.clone()).or_default().push(entry);
+    }
+    let mut warnings = Vec::new();
+    let seeds: BTreeSet<u64> = by_id.values().flatten().map(|e| e.seed).collect();
+    if seeds.len() > 1 {
+        let listed: Vec<String> = seeds.iter().map(u64::to_string).collect();
+        warnings.push(format!(
+            "the shards used different seeds ({}): their inputs differ, so results are not comparable case by case",
+            listed.join(", ")
+        ));
+    }
+    let mut chosen = Vec::with_capacity(by_id.len());
+    for (id, mut versions) in by_id {
+        let hashes: BTreeSet<&str> = versions.iter().map(|e| e.content_hash.as_str()).collect();
+        if hashes.len() > 1 {
+            warnings.push(format!(
+                "{id}: {} different file contents were graded; the newest is kept",
+                hashes.len()
+            ));
+        }
+        versions.sort_by_cached_key(|e| {
+            (
+                e.finished_unix_ms,
+                e.content_hash.clone(),
+                serde_json::to_string(e).unwrap_or_default(),
+            )
+        });
+        chosen.extend(versions.pop());
+    }
+    Merged {
+        entries: chosen,
+        warnings,
+    }
+}
+
+/// True when `path` is one of the folders being merged (merging into a source is refused).
+pub fn is_among(path: &Path, folders: &[PathBuf]) -> bool {
+    let canonical = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    let target = canonical(path);
+    folders.iter().any(|f| canonical(f) == target)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::app::batch::journal::{GradeMode, SubmissionStatus};
+
+    fn entry(id: &str, hash: &str, seed: u64, at: u64) -> JournalEntry {
+        JournalEntry {
+            id: id.into(),
+            file: id.into(),
+            content_hash: hash.into(),
+            mode: GradeMode::CompileOnly,
+            seed,
+            status: SubmissionStatus::Compiled,
+            gate: None,
+            error: None,
+            report: None,
+            finished_unix_ms: at,
+        }
+    }
+
+    #[test]
+    fn newest_wins_whatever_the_order() {
+        let a = vec![entry("x.cu", "1", 5, 10), entry("y.cu", "1", 5, 10)];
+        let b = vec![entry("x.cu", "2", 5, 20)];
+        let forward = merge_entries(a.iter().chain(&b).cloned().collect());
+        let backward = merge_entries(b.iter().chain(&a).cloned().collect());
+        assert_eq!(forward.entries, backward.entries);
+        assert_eq!(forward.entries.len(), 2);
+        assert_eq!(forward.entries[0].content_hash, "2");
+        assert!(forward
+            .warnings
+            .iter()
+            .any(|w| w.starts_with("x.cu: 2 different")));
+    }
+
+    #[test]
+    fn different_seeds_are_reported() {
+        let merged = merge_entries(vec![entry("x.cu", "1", 5, 1), entry("y.cu", "1", 6, 1)]);
+        assert!(merged
+            .warnings
+            .iter()
+            .any(|w| w.contains("different seeds (5, 6)")));
+    }
+}

@@ -1,0 +1,234 @@
+//! The batch grader behind `flashprof grade`: every submission of a class
+//! checked in its own worker, spread over the GPUs, recorded in a journal.
+//!
+//! Workers run in parallel slots (one per GPU, or several compile-only
+//! slots on CPUs); only this thread writes, so the journal has one writer
+//! and each finished submission is on disk before the next is reported.
+//! A fresh worker per submission means one student's sticky fault or
+//! leaked GPU memory cannot touch the next student's grade.
+
+pub mod journal;
+pub mod merge;
+pub mod output;
+pub mod shard;
+pub mod submissions;
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::{mpsc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use self::journal::{GradeMode, JournalEntry, JournalWriter, SubmissionStatus, JOURNAL_FILE};
+use self::submissions::{LoadedSubmission, Submission};
+use super::check::{run_check, CheckPlan, TimingPlan};
+use super::gate::{GateTable, SpeedGate};
+use super::worker_handle::WorkerCommand;
+use crate::lab::cases::CaseSpec;
+use crate::worker::GpuSelection;
+
+/// One grading run.
+#[derive(Debug, Clone)]
+pub struct BatchPlan {
+    pub submissions: Vec<Submission>,
+    pub out_dir: PathBuf,
+    pub mode: GradeMode,
+    pub seed: u64,
+    /// One entry per concurrent worker: the device it opens.
+    pub slots: Vec<GpuSelection>,
+    pub cases: Vec<CaseSpec>,
+    pub case_timeout: Duration,
+    pub timing: Option<TimingPlan>,
+    pub gates: GateTable,
+}
+
+/// What the caller hears while a batch runs.
+#[derive(Debug)]
+pub enum BatchEvent<'a> {
+    /// The journal already held results for this many submissions.
+    Resumed {
+        done: usize,
+        to_grade: usize,
+    },
+    Finished {
+        entry: &'a JournalEntry,
+    },
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchSummary {
+    pub graded_now: usize,
+    pub skipped: usize,
+    /// Submissions whose status is `error` (the grader's environment failed).
+    pub errors: usize,
+    /// Journal lines that could not be read.
+    pub unreadable_lines: usize,
+}
+
+/// Why a run could not proceed.
+#[derive(Debug, thiserror::Error)]
+pub enum BatchError {
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("no worker slots: give at least one GPU or job")]
+    NoSlots,
+}
+
+fn io_error(path: &std::path::Path) -> impl Fn(std::io::Error) -> BatchError + '_ {
+    move |source| BatchError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// Grades every submission the journal does not already hold, then
+/// regenerates the gradebook from the journal.
+pub fn run_batch(
+    plan: &BatchPlan,
+    worker: &WorkerCommand,
+    mut on_event: impl FnMut(BatchEvent),
+) -> Result<BatchSummary, BatchError> {
+    if plan.slots.is_empty() {
+        return Err(BatchError::NoSlots);
+    }
+    std::fs::create_dir_all(&plan.out_dir).map_err(io_error(&plan.out_dir))?;
+    let journal_path = plan.out_dir.join(JOURNAL_FILE);
+    let previous = journal::read(&journal_path).map_err(io_error(&journal_path))?;
+    let mut pending = VecDeque::new();
+    let mut skipped = 0;
+    for submission in &plan.submissions {
+        let loaded = submission.load();
+        let done = previous
+            .entries
+            .iter()
+            .any(|e| e.covers(&submission.id, &loaded.content_hash, plan.mode));
+        if done {
+            skipped += 1;
+        } else {
+            pending.push_back((submission.clone(), loaded));
+        }
+    }
+    on_event(BatchEvent::Resumed {
+        done: skipped,
+        to_grade: pending.len(),
+    });
+    let mut writer = JournalWriter::open(&journal_path).map_err(io_error(&journal_path))?;
+    let queue = Mutex::new(pending);
+    let (sender, finished) = mpsc::channel::<JournalEntry>();
+    let mut graded_now = 0;
+    let mut errors = 0;
+    let written: Result<(), BatchError> = std::thread::scope(|scope| {
+        for &slot in &plan.slots {
+            let sender = sender.clone();
+            let queue = &queue;
+            scope.spawn(move || loop {
+                let next = queue.lock().unwrap_or_else(|p| p.into_inner()).pop_front();
+                let Some((submission, loaded)) = next else {
+                    return;
+                };
+                let entry = grade_one(plan, worker, slot, &submission, loaded);
+                if sender.send(entry).is_err() {
+                    return;
+                }
+            });
+        }
+        drop(sender);
+        for entry in finished {
+            writer.append(&entry).map_err(io_error(&journal_path))?;
+            output::write_run_file(&plan.out_dir, &entry).map_err(io_error(&plan.out_dir))?;
+            graded_now += 1;
+            errors += usize::from(entry.status == SubmissionStatus::Error);
+            on_event(BatchEvent::Finished { entry: &entry });
+        }
+        Ok(())
+    });
+    written?;
+    let contents = journal::read(&journal_path).map_err(io_error(&journal_path))?;
+    let warnings = match contents.unreadable_lines {
+        0 => Vec::new(),
+        n => vec![format!(
+            "{JOURNAL_FILE}: {n} unreadable lines skipped (a run was cut off mid-write)"
+        )],
+    };
+    output::write_outputs(&plan.out_dir, &contents.latest_per_id(), &warnings)
+        .map_err(io_error(&plan.out_dir))?;
+    Ok(BatchSummary {
+        graded_now,
+        skipped,
+        errors,
+        unreadable_lines: contents.unreadable_lines,
+    })
+}
+
+fn now_unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Checks one submission in a fresh worker on `slot`.
+fn grade_one(
+    plan: &BatchPlan,
+    worker: &WorkerCommand,
+    slot: GpuSelection,
+    submission: &Submission,
+    loaded: LoadedSubmission,
+) -> JournalEntry {
+    let mut entry = JournalEntry {
+        id: submission.id.clone(),
+        file: submission.path.display().to_string(),
+        content_hash: loaded.content_hash,
+        mode: plan.mode,
+        seed: plan.seed,
+        status: SubmissionStatus::Rejected,
+        gate: None,
+        error: None,
+        report: None,
+        finished_unix_ms: 0,
+    };
+    let source = match loaded.source {
+        Ok(source) => source,
+        Err(reason) => {
+            entry.error = Some(reason);
+            entry.finished_unix_ms = now_unix_ms();
+            return entry;
+        }
+    };
+    let check = CheckPlan {
+        source_path: entry.file.clone(),
+        source_text: source.text().to_string(),
+        cases: plan.cases.clone(),
+        seed: plan.seed,
+        case_timeout: plan.case_timeout,
+        timing: plan.timing,
+        counters: None,
+    };
+    let command = worker.clone().on_gpu(slot);
+    let mut handle = None;
+    let result = run_check(&check, &command, &mut handle, |_| {});
+    if let Some(h) = handle {
+        h.shutdown();
+    }
+    match result {
+        Ok(mut report) => {
+            // The image is for restarting a worker, not for a gradebook.
+            report.compile.image.clear();
+            entry.status = SubmissionStatus::of(&report);
+            entry.error = report.compile.problem.as_ref().map(|p| p.message.clone());
+            if plan.mode == GradeMode::Full && report.gpu.is_ok() && report.compile.ok {
+                entry.gate = Some(SpeedGate::evaluate(&report, &plan.gates));
+            }
+            entry.report = Some(report);
+        }
+        Err(e) => {
+            entry.status = SubmissionStatus::Error;
+            entry.error = Some(e.to_string());
+        }
+    }
+    entry.finished_unix_ms = now_unix_ms();
+    entry
+}

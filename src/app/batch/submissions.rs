@@ -1,0 +1,220 @@
+//! Finding the submissions to grade, and reading each one safely.
+//!
+//! Input folders come from students, so nothing about them is trusted: file
+//! names may hold spaces, newlines or invalid UTF-8, a symlink may point at
+//! another student's work or at `/etc`, and a "kernel" may be a 4 GiB core
+//! dump. Discovery never follows a link out of the input folder, never
+//! descends into a linked folder (no loops), and gives every submission an
+//! id that is unique even when two students chose the same file name.
+
+use std::collections::BTreeSet;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use crate::app::history::content_hash;
+use crate::lab::source::{SourceError, StudentSource, MAX_SOURCE_BYTES};
+
+/// One file to grade.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Submission {
+    /// Unique within one grading run: the path relative to the input folder,
+    /// or the path as given on the command line.
+    pub id: String,
+    /// Where to read it.
+    pub path: PathBuf,
+    /// Known at discovery to be unusable (a symlink leaving the input folder, say).
+    pub refused: Option<String>,
+}
+
+/// A submission's bytes, or why it cannot be graded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadedSubmission {
+    /// Hash of the bytes read (for a file over the size limit, of its first
+    /// bytes and its length), so an unchanged file is recognised on a rerun.
+    pub content_hash: String,
+    pub source: Result<StudentSource, String>,
+}
+
+/// Why discovery failed as a whole.
+#[derive(Debug, thiserror::Error)]
+pub enum DiscoveryError {
+    #[error("{path}: {reason}")]
+    Unreadable { path: String, reason: String },
+}
+
+/// Every `*.cu` under `dir`, recursively, sorted by id.
+pub fn discover_dir(dir: &Path) -> Result<Vec<Submission>, DiscoveryError> {
+    let unreadable = |path: &Path, e: std::io::Error| DiscoveryError::Unreadable {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    };
+    let root = dir.canonicalize().map_err(|e| unreadable(dir, e))?;
+    let mut found = Vec::new();
+    let mut pending = vec![root.clone()];
+    while let Some(folder) = pending.pop() {
+        let entries = std::fs::read_dir(&folder).map_err(|e| unreadable(&folder, e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| unreadable(&folder, e))?;
+            let path = entry.path();
+            let kind = entry.file_type().map_err(|e| unreadable(&path, e))?;
+            if kind.is_dir() {
+                pending.push(path);
+            } else if is_cuda_file(&path) {
+                let refused = if kind.is_symlink() {
+                    link_problem(&path, &root)
+                } else {
+                    None
+                };
+                let relative = path.strip_prefix(&root).unwrap_or(&path);
+                found.push(Submission {
+                    id: relative_id(relative),
+                    // Shown as the grader named the folder, not canonicalised.
+                    path: dir.join(relative),
+                    refused,
+                });
+            }
+        }
+    }
+    Ok(unique_sorted(found))
+}
+
+/// The files named on the command line, in id order. The grader asked for
+/// exactly these, so links among them are followed.
+pub fn from_files(files: &[PathBuf]) -> Vec<Submission> {
+    let named: BTreeSet<&PathBuf> = files.iter().collect();
+    let found = named
+        .into_iter()
+        .map(|path| Submission {
+            id: relative_id(path),
+            path: path.clone(),
+            refused: None,
+        })
+        .collect();
+    unique_sorted(found)
+}
+
+fn is_cuda_file(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("cu"))
+}
+
+/// Why a link inside the input folder cannot be followed, if it cannot.
+fn link_problem(link: &Path, root: &Path) -> Option<String> {
+    match link.canonicalize() {
+        Err(e) => Some(format!("a symlink whose target cannot be read ({e})")),
+        Ok(target) if !target.starts_with(root) => Some(format!(
+            "a symlink to {} outside the input folder: not followed",
+            target.display()
+        )),
+        Ok(target) if !target.is_file() => Some("a symlink to something that is not a file".into()),
+        Ok(_) => None,
+    }
+}
+
+/// A path as `/`-separated text; bytes that are not UTF-8 show as U+FFFD.
+fn relative_id(path: &Path) -> String {
+    path.components()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// Sorts by id and makes ids unique: two names that differ only in bytes
+/// that are not UTF-8 would otherwise share one id.
+fn unique_sorted(mut found: Vec<Submission>) -> Vec<Submission> {
+    found.sort_by(|a, b| a.id.cmp(&b.id).then_with(|| a.path.cmp(&b.path)));
+    let mut taken = BTreeSet::new();
+    for submission in &mut found {
+        let base = submission.id.clone();
+        let mut n = 1;
+        while !taken.insert(submission.id.clone()) {
+            n += 1;
+            submission.id = format!("{base}~{n}");
+        }
+    }
+    found
+}
+
+impl Submission {
+    /// Reads and checks the file, never more than the size limit.
+    pub fn load(&self) -> LoadedSubmission {
+        let shown = self.path.display().to_string();
+        let unreadable = |reason: String| LoadedSubmission {
+            content_hash: content_hash(shown.as_bytes()),
+            source: Err(reason),
+        };
+        if let Some(reason) = &self.refused {
+            return unreadable(format!("{shown}: {reason}"));
+        }
+        let file = match std::fs::File::open(&self.path) {
+            Ok(f) => f,
+            Err(e) => return unreadable(format!("{shown}: cannot be read: {e}")),
+        };
+        let size = match file.metadata() {
+            Ok(m) if m.is_file() => m.len(),
+            Ok(_) => {
+                return unreadable(
+                    SourceError::NotAFile {
+                        path: shown.clone(),
+                    }
+                    .to_string(),
+                )
+            }
+            Err(e) => return unreadable(format!("{shown}: cannot be read: {e}")),
+        };
+        let mut bytes = Vec::new();
+        if let Err(e) = file.take(MAX_SOURCE_BYTES + 1).read_to_end(&mut bytes) {
+            return unreadable(format!("{shown}: cannot be read: {e}"));
+        }
+        let oversized = size > MAX_SOURCE_BYTES || bytes.len() as u64 > MAX_SOURCE_BYTES;
+        let content_hash = if oversized {
+            format!("{}+{size}", content_hash(&bytes))
+        } else {
+            content_hash(&bytes)
+        };
+        let source = if oversized {
+            Err(SourceError::TooLarge {
+                path: shown,
+                size: size.max(bytes.len() as u64),
+                limit: MAX_SOURCE_BYTES,
+            }
+            .to_string())
+        } else {
+            StudentSource::from_bytes(&shown, &bytes).map_err(|e| e.to_string())
+        };
+        LoadedSubmission {
+            content_hash,
+            source,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_unique_and_sorted() {
+        let make = |id: &str, path: &str| Submission {
+            id: id.into(),
+            path: path.into(),
+            refused: None,
+        };
+        let out = unique_sorted(vec![
+            make("b.cu", "x/b.cu"),
+            make("a\u{fffd}.cu", "2"),
+            make("a\u{fffd}.cu", "1"),
+        ]);
+        let ids: Vec<&str> = out.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, ["a\u{fffd}.cu", "a\u{fffd}.cu~2", "b.cu"]);
+        assert_eq!(out[0].path, PathBuf::from("1"));
+    }
+
+    #[test]
+    fn only_cu_files_count() {
+        assert!(is_cuda_file(Path::new("a/b.cu")));
+        assert!(is_cuda_file(Path::new("B.CU")));
+        assert!(!is_cuda_file(Path::new("b.cuh")));
+        assert!(!is_cuda_file(Path::new("cu")));
+    }
+}

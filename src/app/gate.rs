@@ -1,0 +1,325 @@
+//! The speed gate: does a kernel's speedup over the starter clear the bar
+//! set for the GPU model it ran on?
+//!
+//! Speedups differ by GPU model, so one number cannot serve every course.
+//! Thresholds live in a small TOML table keyed by the device name the driver
+//! reports; flashprof ships the H200's and `flashprof calibrate` writes a
+//! user table for any other model. The engine never sees the gate: commands
+//! compute it from a finished [`CheckReport`], which keeps grading and
+//! policy apart.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::check::CheckReport;
+
+/// The gates flashprof ships (the H200's), overridden by a user table.
+pub const SHIPPED_GATES: &str = include_str!("../../assets/gates.toml");
+
+/// Share of the reference kernel's speedup a student must reach.
+pub const REFERENCE_SHARE: f64 = 0.5;
+/// Thresholds are rounded down to a multiple of this.
+pub const THRESHOLD_STEP: f64 = 0.5;
+
+/// The threshold the calibration rule gives for a measured reference speedup:
+/// half of it, rounded down to a multiple of 0.5, and never below 1x (a
+/// kernel slower than the starter passes no speed gate).
+pub fn threshold_from_reference(reference_speedup: f64) -> f64 {
+    let half = reference_speedup * REFERENCE_SHARE;
+    ((half / THRESHOLD_STEP).floor() * THRESHOLD_STEP).max(1.0)
+}
+
+/// One GPU model's gate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuGate {
+    /// The device name as the driver reports it, e.g. `NVIDIA H200`.
+    pub name: String,
+    pub threshold: f64,
+    /// The reference kernel's speedup the threshold was derived from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference_speedup: Option<f64>,
+    /// When the calibration ran (a date, as text).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_on: Option<String>,
+}
+
+/// Gates for every known GPU model.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GateTable {
+    #[serde(default, rename = "gpu")]
+    pub gpus: Vec<GpuGate>,
+}
+
+/// A gates file that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum GateTableError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Parse { path: String, message: String },
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+impl GateTable {
+    /// Parses a gates table; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Self, GateTableError> {
+        let table: Self = toml::from_str(text).map_err(|e| GateTableError::Parse {
+            path: origin.to_string(),
+            message: e.to_string(),
+        })?;
+        if let Some(bad) = table
+            .gpus
+            .iter()
+            .find(|g| !(g.threshold.is_finite() && g.threshold > 0.0))
+        {
+            return Err(GateTableError::Parse {
+                path: origin.to_string(),
+                message: format!("`{}` needs a positive threshold", bad.name),
+            });
+        }
+        Ok(table)
+    }
+
+    /// Reads a gates file; a missing file is an empty table.
+    pub fn load(path: &Path) -> Result<Self, GateTableError> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => Self::parse(&text, &path.display().to_string()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(source) => Err(GateTableError::Read {
+                path: path.display().to_string(),
+                source,
+            }),
+        }
+    }
+
+    /// The shipped table with the user's file (when there is one) on top.
+    pub fn effective() -> Result<Self, GateTableError> {
+        let mut table = Self::parse(SHIPPED_GATES, "assets/gates.toml")?;
+        if let Some(path) = user_gates_path() {
+            for gate in Self::load(&path)?.gpus {
+                table.upsert(gate);
+            }
+        }
+        Ok(table)
+    }
+
+    /// The gate for a device name; names compare without regard to case or outer spaces.
+    pub fn lookup(&self, device_name: &str) -> Option<&GpuGate> {
+        let wanted = device_name.trim();
+        self.gpus
+            .iter()
+            .find(|g| g.name.trim().eq_ignore_ascii_case(wanted))
+    }
+
+    /// Adds a gate, replacing one for the same device.
+    pub fn upsert(&mut self, gate: GpuGate) {
+        match self
+            .gpus
+            .iter_mut()
+            .find(|g| g.name.trim().eq_ignore_ascii_case(gate.name.trim()))
+        {
+            Some(existing) => *existing = gate,
+            None => self.gpus.push(gate),
+        }
+    }
+
+    /// Writes the table as TOML, creating the parent folder.
+    pub fn save(&self, path: &Path) -> Result<(), GateTableError> {
+        let write_error = |source| GateTableError::Write {
+            path: path.display().to_string(),
+            source,
+        };
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(write_error)?;
+        }
+        let body = toml::to_string_pretty(self).map_err(|e| GateTableError::Parse {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
+        let text =
+            format!("# Speed gates written by `flashprof calibrate` (rule: docs/TA.md).\n\n{body}");
+        std::fs::write(path, text).map_err(write_error)
+    }
+}
+
+/// `$XDG_CONFIG_HOME/flashprof/gates.toml`, else `~/.config/flashprof/gates.toml`.
+pub fn user_gates_path() -> Option<PathBuf> {
+    let non_empty = |name| std::env::var_os(name).filter(|v| !v.is_empty());
+    let config = non_empty("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| non_empty("HOME").map(|home| PathBuf::from(home).join(".config")))?;
+    Some(config.join("flashprof").join("gates.toml"))
+}
+
+/// The gate's verdict on one check.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "verdict", rename_all = "snake_case")]
+pub enum SpeedGate {
+    Pass {
+        speedup: f64,
+        threshold: f64,
+        gpu: String,
+    },
+    Fail {
+        speedup: f64,
+        threshold: f64,
+        gpu: String,
+    },
+    /// There is no speedup to judge: not timed, no GPU, or the timed output was wrong.
+    NoSpeedup { reason: String },
+    /// No threshold is known for this GPU model (run `flashprof calibrate`).
+    Uncalibrated { gpu: String, speedup: f64 },
+}
+
+impl SpeedGate {
+    /// Judges a finished check against the table.
+    pub fn evaluate(report: &CheckReport, table: &GateTable) -> Self {
+        let gpu = match &report.gpu {
+            Ok(info) => info.name.clone(),
+            Err(_) => {
+                return Self::NoSpeedup {
+                    reason: "no GPU".into(),
+                }
+            }
+        };
+        let speedup = match (&report.timing, &report.timing_error) {
+            (Some(t), _) => match &t.speedup {
+                Some(s) => s.point,
+                None => {
+                    return Self::NoSpeedup {
+                        reason: "the timed output was not correct".into(),
+                    }
+                }
+            },
+            (None, Some(error)) => {
+                return Self::NoSpeedup {
+                    reason: error.clone(),
+                }
+            }
+            (None, None) => {
+                return Self::NoSpeedup {
+                    reason: "not timed".into(),
+                }
+            }
+        };
+        match table.lookup(&gpu) {
+            None => Self::Uncalibrated { gpu, speedup },
+            Some(gate) if speedup >= gate.threshold => Self::Pass {
+                speedup,
+                threshold: gate.threshold,
+                gpu,
+            },
+            Some(gate) => Self::Fail {
+                speedup,
+                threshold: gate.threshold,
+                gpu,
+            },
+        }
+    }
+
+    /// One word for a spreadsheet column.
+    pub fn word(&self) -> &'static str {
+        match self {
+            Self::Pass { .. } => "pass",
+            Self::Fail { .. } => "fail",
+            Self::NoSpeedup { .. } => "no_speedup",
+            Self::Uncalibrated { .. } => "uncalibrated",
+        }
+    }
+}
+
+impl fmt::Display for SpeedGate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Pass {
+                speedup,
+                threshold,
+                gpu,
+            } => write!(
+                f,
+                "speed gate: pass, {speedup:.1}x >= {threshold:.1}x on {gpu}"
+            ),
+            Self::Fail {
+                speedup,
+                threshold,
+                gpu,
+            } => write!(
+                f,
+                "speed gate: FAIL, {speedup:.1}x < {threshold:.1}x on {gpu}"
+            ),
+            Self::NoSpeedup { reason } => write!(f, "speed gate: not judged ({reason})"),
+            Self::Uncalibrated { gpu, speedup } => write!(
+                f,
+                "speed gate: none for {gpu} ({speedup:.1}x measured; run `flashprof calibrate`)"
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn threshold_is_half_the_reference_rounded_down_to_a_half() {
+        assert_eq!(threshold_from_reference(18.3), 9.0);
+        assert_eq!(threshold_from_reference(19.0), 9.5);
+        assert_eq!(threshold_from_reference(18.99), 9.0);
+        assert_eq!(threshold_from_reference(7.2), 3.5);
+        // A slow reference never makes a slower-than-starter kernel pass.
+        assert_eq!(threshold_from_reference(1.4), 1.0);
+    }
+
+    #[test]
+    fn shipped_table_holds_the_h200() {
+        let table = GateTable::parse(SHIPPED_GATES, "shipped").unwrap();
+        let h200 = table.lookup(" nvidia h200").expect("H200 gate");
+        assert_eq!(h200.threshold, 9.0);
+        assert_eq!(
+            h200.reference_speedup.map(threshold_from_reference),
+            Some(9.0)
+        );
+        assert!(table.lookup("NVIDIA H100 80GB HBM3").is_none());
+    }
+
+    #[test]
+    fn upsert_replaces_by_name_and_save_round_trips() {
+        let mut table = GateTable::parse(SHIPPED_GATES, "shipped").unwrap();
+        let faster = GpuGate {
+            name: "NVIDIA H200".into(),
+            threshold: 10.0,
+            reference_speedup: Some(20.4),
+            measured_on: None,
+        };
+        table.upsert(faster.clone());
+        table.upsert(GpuGate {
+            name: "NVIDIA L4".into(),
+            ..faster
+        });
+        assert_eq!(table.gpus.len(), 2);
+        assert_eq!(table.lookup("NVIDIA H200").map(|g| g.threshold), Some(10.0));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub").join("gates.toml");
+        table.save(&path).unwrap();
+        assert_eq!(GateTable::load(&path).unwrap(), table);
+        assert_eq!(
+            GateTable::load(&dir.path().join("absent.toml")).unwrap(),
+            GateTable::default()
+        );
+    }
+
+    #[test]
+    fn a_non_positive_threshold_is_refused() {
+        let err = GateTable::parse("[[gpu]]\nname = \"X\"\nthreshold = 0.0\n", "t").unwrap_err();
+        assert!(err.to_string().contains("positive threshold"));
+    }
+}

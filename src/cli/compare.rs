@@ -1,0 +1,141 @@
+//! `flashprof compare A.cu B.cu`: both kernels checked on the same inputs,
+//! on the same GPU, in one run, and shown side by side.
+//!
+//! Each kernel gets its own worker, one after the other, so neither can
+//! disturb the other's timing and a fault in one cannot cost the other.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::check::fresh_seed;
+use super::ExitCode;
+use crate::app::check::{run_check, CheckPlan, CheckReport, CountersPlan, TimingPlan};
+use crate::app::gate::{GateTable, SpeedGate};
+use crate::app::worker_handle::WorkerCommand;
+use crate::grade::golden;
+use crate::lab::cases::embedded_cases;
+use crate::lab::contract::TIMING_SHAPE;
+use crate::lab::source::StudentSource;
+use crate::protocol::TimingConfig;
+use crate::report::compare::{render_compare_json, render_compare_table, Palette, Side};
+use crate::worker::GpuSelection;
+
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    /// The first kernel (column A).
+    pub a: PathBuf,
+    /// The second kernel (column B).
+    pub b: PathBuf,
+    /// Print JSON (schema flashprof.compare/1, docs/TA.md) instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Seed for the inputs both kernels see.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Skip timing (and so the counters and the speed gate).
+    #[arg(long)]
+    pub no_timing: bool,
+    /// Skip the hardware counters.
+    #[arg(long)]
+    pub no_counters: bool,
+    /// The GPU ordinal both kernels run on.
+    #[arg(long, default_value_t = 0)]
+    pub gpu: usize,
+    /// Watchdog per case, in seconds.
+    #[arg(long, default_value_t = 5.0, value_parser = super::check::positive_seconds)]
+    pub case_timeout: f64,
+}
+
+pub fn run(args: CompareArgs) -> ExitCode {
+    let mut sources = Vec::with_capacity(2);
+    for path in [&args.a, &args.b] {
+        match StudentSource::from_path(path) {
+            Ok(source) => sources.push((path.display().to_string(), source)),
+            Err(e) => {
+                eprintln!("flashprof compare: {e}");
+                return ExitCode::BadSource;
+            }
+        }
+    }
+    if let Err(e) = golden::prove_embedded() {
+        eprintln!("flashprof compare: the float64 oracle failed its golden proof, so nothing is graded: {e}");
+        return ExitCode::OracleUnproven;
+    }
+    let command = match WorkerCommand::current_exe() {
+        Ok(c) => c.on_gpu(GpuSelection::Ordinal(args.gpu)),
+        Err(e) => {
+            eprintln!("flashprof compare: cannot locate its own executable to start a worker: {e}");
+            return ExitCode::Environment;
+        }
+    };
+    let seed = args.seed.unwrap_or_else(fresh_seed);
+    let show_progress = !args.json && std::io::stderr().is_terminal();
+    let mut reports: Vec<CheckReport> = Vec::with_capacity(2);
+    for (label, (path, source)) in ["A", "B"].iter().zip(sources) {
+        if show_progress {
+            eprint!("\r\x1b[2Kchecking {label}: {path}...");
+        }
+        let plan = CheckPlan {
+            source_path: path,
+            source_text: source.text().to_string(),
+            cases: embedded_cases(),
+            seed,
+            case_timeout: Duration::from_secs_f64(args.case_timeout),
+            timing: (!args.no_timing).then_some(TimingPlan {
+                shape: TIMING_SHAPE,
+                config: TimingConfig::default(),
+                timeout: Duration::from_secs(120),
+            }),
+            counters: (!args.no_timing && !args.no_counters).then(|| CountersPlan {
+                shape: TIMING_SHAPE,
+                timeout: Duration::from_secs(120),
+                custom_metrics: Vec::new(),
+            }),
+        };
+        let mut worker = None;
+        let report = run_check(&plan, &command, &mut worker, |_| {});
+        if let Some(w) = worker {
+            w.shutdown();
+        }
+        match report {
+            Ok(r) => reports.push(r),
+            Err(e) => {
+                eprintln!("\nflashprof compare: {label}: {e}");
+                return ExitCode::Environment;
+            }
+        }
+    }
+    if show_progress {
+        eprint!("\r\x1b[2K");
+    }
+    let gates = GateTable::effective().unwrap_or_else(|e| {
+        eprintln!("flashprof compare: no speed gate: {e}");
+        GateTable::default()
+    });
+    let gate_of = |r: &CheckReport| r.gpu.is_ok().then(|| SpeedGate::evaluate(r, &gates));
+    let (gate_a, gate_b) = (gate_of(&reports[0]), gate_of(&reports[1]));
+    let a = Side {
+        report: &reports[0],
+        gate: gate_a.as_ref(),
+    };
+    let b = Side {
+        report: &reports[1],
+        gate: gate_b.as_ref(),
+    };
+    if args.json {
+        println!("{}", render_compare_json(a, b));
+    } else {
+        let palette = Palette {
+            enabled: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+        };
+        print!("{}", render_compare_table(a, b, palette));
+    }
+    if reports.iter().any(|r| r.gpu.is_err()) {
+        ExitCode::NoGpu
+    } else {
+        ExitCode::Pass
+    }
+}

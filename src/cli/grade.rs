@@ -1,0 +1,309 @@
+//! `flashprof grade`: a whole class's submissions into one gradebook, and
+//! `flashprof grade --merge` to join the folders of sharded runs.
+//!
+//! This file turns arguments into a [`BatchPlan`] and draws progress; the
+//! grading itself, the journal and the outputs live in [`crate::app::batch`].
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+
+use super::check::fresh_seed;
+use super::ExitCode;
+use crate::app::batch::journal::{self, GradeMode, JOURNAL_FILE};
+use crate::app::batch::merge::{is_among, merge_folders};
+use crate::app::batch::output::{write_atomically, write_outputs, GRADEBOOK_CSV};
+use crate::app::batch::shard::Shard;
+use crate::app::batch::submissions::{discover_dir, from_files};
+use crate::app::batch::{run_batch, BatchEvent, BatchPlan};
+use crate::app::check::TimingPlan;
+use crate::app::gate::GateTable;
+use crate::app::worker_handle::WorkerCommand;
+use crate::gpu::device;
+use crate::grade::golden;
+use crate::lab::cases::embedded_cases;
+use crate::lab::contract::TIMING_SHAPE;
+use crate::protocol::TimingConfig;
+use crate::worker::GpuSelection;
+
+#[derive(Args, Debug)]
+pub struct GradeArgs {
+    /// A folder (every *.cu in it, recursively) or the submission files; with --merge, the output folders to join.
+    #[arg(required = true, value_name = "DIR|FILES")]
+    pub inputs: Vec<PathBuf>,
+    /// The output folder: journal.jsonl, gradebook.csv, report.json and runs/.
+    #[arg(long, value_name = "OUTDIR")]
+    pub out: PathBuf,
+    /// Join the journals of the given output folders (shards) into --out.
+    #[arg(long, conflicts_with_all = ["shard", "compile_only", "jobs", "gpus", "seed"])]
+    pub merge: bool,
+    /// Workers running at once (default: one per GPU; the CPU count with --compile-only).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub jobs: Option<u32>,
+    /// GPU ordinals to use, comma-separated (default: every GPU found).
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub gpus: Vec<usize>,
+    /// Grade only shard K of N (1-based): submission i of the sorted list when i % N == K-1.
+    #[arg(long, value_name = "K/N")]
+    pub shard: Option<Shard>,
+    /// Compile with NVRTC only; no GPU is needed or touched.
+    #[arg(long)]
+    pub compile_only: bool,
+    /// Seed for the inputs (default: the journal's, so a resumed run keeps its inputs; else fresh).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Watchdog per case, in seconds.
+    #[arg(long, default_value_t = 5.0, value_parser = super::check::positive_seconds)]
+    pub case_timeout: f64,
+    /// Skip timing against the starter (and so the speed gate).
+    #[arg(long)]
+    pub no_timing: bool,
+}
+
+pub fn run(args: GradeArgs) -> ExitCode {
+    if args.merge {
+        return merge(&args);
+    }
+    let submissions = match args.inputs.as_slice() {
+        [dir] if dir.is_dir() => match discover_dir(dir) {
+            Ok(found) => found,
+            Err(e) => {
+                eprintln!("flashprof grade: {e}");
+                return ExitCode::Usage;
+            }
+        },
+        files => {
+            if let Some(dir) = files.iter().find(|f| f.is_dir()) {
+                eprintln!(
+                    "flashprof grade: {} is a folder; give one folder, or files only",
+                    dir.display()
+                );
+                return ExitCode::Usage;
+            }
+            from_files(files)
+        }
+    };
+    let submissions = match args.shard {
+        Some(shard) => shard.select(submissions),
+        None => submissions,
+    };
+    let (mode, slots) = match worker_slots(&args) {
+        Ok(s) => s,
+        Err(message) => {
+            eprintln!("flashprof grade: {message}");
+            return ExitCode::Usage;
+        }
+    };
+    if mode == GradeMode::Full {
+        if let Err(e) = golden::prove_embedded() {
+            eprintln!("flashprof grade: the float64 oracle failed its golden proof, so nothing is graded: {e}");
+            return ExitCode::OracleUnproven;
+        }
+    }
+    let gates = match GateTable::effective() {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("flashprof grade: {e}");
+            return ExitCode::Environment;
+        }
+    };
+    let command = match WorkerCommand::current_exe() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("flashprof grade: cannot locate its own executable to start workers: {e}");
+            return ExitCode::Environment;
+        }
+    };
+    let plan = BatchPlan {
+        seed: args
+            .seed
+            .unwrap_or_else(|| journal_seed(&args).unwrap_or_else(fresh_seed)),
+        submissions,
+        out_dir: args.out.clone(),
+        mode,
+        slots,
+        cases: embedded_cases(),
+        case_timeout: Duration::from_secs_f64(args.case_timeout),
+        timing: (mode == GradeMode::Full && !args.no_timing).then_some(TimingPlan {
+            shape: TIMING_SHAPE,
+            config: TimingConfig::default(),
+            timeout: Duration::from_secs(120),
+        }),
+        gates,
+    };
+    let mut bar = ProgressBar::new(std::io::stderr().is_terminal());
+    let summary = run_batch(&plan, &command, |event| bar.update(&event));
+    bar.clear();
+    match summary {
+        Ok(s) => {
+            println!(
+                "graded {} submissions now, {} already in the journal ({} with grader errors); gradebook: {}",
+                s.graded_now,
+                s.skipped,
+                s.errors,
+                args.out.join(GRADEBOOK_CSV).display()
+            );
+            if s.errors > 0 {
+                ExitCode::Environment
+            } else {
+                ExitCode::Pass
+            }
+        }
+        Err(e) => {
+            eprintln!("flashprof grade: {e}");
+            ExitCode::Environment
+        }
+    }
+}
+
+/// The seed of the journal already in the output folder, so a resumed run grades on the same inputs.
+fn journal_seed(args: &GradeArgs) -> Option<u64> {
+    let contents = journal::read(&args.out.join(JOURNAL_FILE)).ok()?;
+    contents.entries.last().map(|e| e.seed)
+}
+
+/// The mode and one GPU choice per concurrent worker.
+fn worker_slots(args: &GradeArgs) -> Result<(GradeMode, Vec<GpuSelection>), String> {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let compile_only = |why: Option<String>| {
+        if let Some(why) = why {
+            eprintln!("flashprof grade: {why}; compiling only");
+        }
+        let jobs = args.jobs.map_or(cpus, |j| j as usize);
+        (GradeMode::CompileOnly, vec![GpuSelection::Disabled; jobs])
+    };
+    if args.compile_only {
+        return Ok(compile_only(None));
+    }
+    let found = match device::count() {
+        Ok(0) => return Ok(compile_only(Some("no CUDA GPU found".into()))),
+        Ok(n) => n,
+        Err(problem) => return Ok(compile_only(Some(problem.describe()))),
+    };
+    let gpus: Vec<usize> = if args.gpus.is_empty() {
+        (0..found).collect()
+    } else {
+        args.gpus.clone()
+    };
+    if let Some(missing) = gpus.iter().find(|&&g| g >= found) {
+        return Err(format!(
+            "--gpus names GPU {missing}, but {found} are present"
+        ));
+    }
+    let jobs = args.jobs.map_or(gpus.len(), |j| j as usize);
+    if jobs > gpus.len() {
+        eprintln!("flashprof grade: {jobs} workers on {} GPUs share devices, so timings disturb each other", gpus.len());
+    }
+    Ok((
+        GradeMode::Full,
+        (0..jobs)
+            .map(|i| GpuSelection::Ordinal(gpus[i % gpus.len()]))
+            .collect(),
+    ))
+}
+
+fn merge(args: &GradeArgs) -> ExitCode {
+    if is_among(&args.out, &args.inputs) {
+        eprintln!("flashprof grade --merge: --out must be a new folder, not one of the inputs");
+        return ExitCode::Usage;
+    }
+    let merged = match merge_folders(&args.inputs) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("flashprof grade --merge: {e}");
+            return ExitCode::Environment;
+        }
+    };
+    for warning in &merged.warnings {
+        eprintln!("warning: {warning}");
+    }
+    let lines: Result<Vec<String>, _> = merged.entries.iter().map(serde_json::to_string).collect();
+    let written = lines.map_err(std::io::Error::other).and_then(|lines| {
+        std::fs::create_dir_all(&args.out)?;
+        let mut text = lines.join("\n");
+        text.push('\n');
+        write_atomically(&args.out.join(JOURNAL_FILE), &text)?;
+        write_outputs(&args.out, &merged.entries, &merged.warnings)
+    });
+    match written {
+        Ok(()) => {
+            println!(
+                "merged {} submissions from {} folders; gradebook: {}",
+                merged.entries.len(),
+                args.inputs.len(),
+                args.out.join(GRADEBOOK_CSV).display()
+            );
+            ExitCode::Pass
+        }
+        Err(e) => {
+            eprintln!("flashprof grade --merge: {}: {e}", args.out.display());
+            ExitCode::Environment
+        }
+    }
+}
+
+/// A one-line progress bar with an ETA on stderr; silent when stderr is not a terminal.
+struct ProgressBar {
+    visible: bool,
+    started: Instant,
+    done: usize,
+    total: usize,
+}
+
+const BAR_WIDTH: usize = 30;
+
+impl ProgressBar {
+    fn new(visible: bool) -> Self {
+        Self {
+            visible,
+            started: Instant::now(),
+            done: 0,
+            total: 0,
+        }
+    }
+
+    fn update(&mut self, event: &BatchEvent) {
+        let last = match event {
+            BatchEvent::Resumed { done, to_grade } => {
+                self.total = *to_grade;
+                self.started = Instant::now();
+                if *done > 0 && self.visible {
+                    eprintln!("resuming: {done} submissions already graded, {to_grade} to go");
+                }
+                String::new()
+            }
+            BatchEvent::Finished { entry } => {
+                self.done += 1;
+                format!("{} {}", entry.id.escape_debug(), entry.status.word())
+            }
+        };
+        if !self.visible {
+            return;
+        }
+        let filled = (self.done * BAR_WIDTH).checked_div(self.total).unwrap_or(0);
+        let eta = match self.done {
+            0 => "?".to_string(),
+            done => {
+                let per_item = self.started.elapsed().as_secs_f64() / done as f64;
+                let left = per_item * (self.total.saturating_sub(done)) as f64;
+                format!("{}m{:02}s", (left / 60.0) as u64, (left % 60.0) as u64)
+            }
+        };
+        eprint!(
+            "\r\x1b[2K[{}{}] {}/{}  ETA {eta}  {last}",
+            "#".repeat(filled),
+            " ".repeat(BAR_WIDTH - filled),
+            self.done,
+            self.total,
+        );
+        let _ = std::io::stderr().flush();
+    }
+
+    fn clear(&self) {
+        if self.visible {
+            eprint!("\r\x1b[2K");
+        }
+    }
+}

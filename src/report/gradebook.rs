@@ -1,0 +1,213 @@
+//! The gradebook: one row per submission as CSV for a spreadsheet, and the
+//! full reports as JSON ("flashprof.gradebook/1", docs/TA.md) for tools.
+//!
+//! Cells come from untrusted file names and compiler output, so every text
+//! cell is quoted when it must be (RFC 4180) and a cell a spreadsheet would
+//! run as a formula gets a leading apostrophe; the JSON keeps the exact text.
+
+use std::borrow::Cow;
+use std::fmt::Write;
+
+use serde::Serialize;
+
+use super::integrity::IntegrityBadges;
+use crate::app::batch::journal::JournalEntry;
+use crate::app::gate::SpeedGate;
+use crate::gpu::compile::Severity;
+use crate::protocol::CaseStatus;
+
+/// The JSON schema of `report.json`.
+pub const GRADEBOOK_SCHEMA: &str = "flashprof.gradebook/1";
+
+/// The CSV header, in column order.
+pub const CSV_COLUMNS: [&str; 12] = [
+    "id",
+    "file",
+    "status",
+    "cases_passed",
+    "cases_total",
+    "failing_cases",
+    "speedup",
+    "gate",
+    "diagnosis",
+    "seed",
+    "error",
+    "integrity",
+];
+
+/// One gradebook row, computed from a journal entry.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GradebookRow {
+    pub id: String,
+    pub file: String,
+    pub status: &'static str,
+    pub cases_passed: usize,
+    pub cases_total: usize,
+    pub failing_cases: Vec<String>,
+    pub speedup: Option<f64>,
+    pub gate: Option<SpeedGate>,
+    /// The first failure's diagnosis (or the first compile error).
+    pub diagnosis: String,
+    pub seed: u64,
+    pub error: String,
+    /// Empty when no case ran.
+    pub integrity: String,
+}
+
+impl GradebookRow {
+    pub fn of(entry: &JournalEntry) -> Self {
+        let report = entry.report.as_ref();
+        let cases = report.map(|r| r.cases.as_slice()).unwrap_or_default();
+        let failed = |c: &&crate::protocol::CaseOutcome| {
+            !matches!(c.status, CaseStatus::Pass | CaseStatus::NotRun)
+        };
+        let first_compile_error = report.and_then(|r| {
+            r.compile
+                .diagnostics
+                .iter()
+                .find(|d| d.severity == Severity::Error)
+                .map(|d| format!("line {}: {}", d.line, d.message))
+        });
+        let diagnosis = cases
+            .iter()
+            .find(failed)
+            .map(|c| format!("{}: {}", c.name, c.diagnosis))
+            .or(first_compile_error)
+            .unwrap_or_default();
+        let any_ran = cases.iter().any(|c| c.status != CaseStatus::NotRun);
+        Self {
+            id: entry.id.clone(),
+            file: entry.file.clone(),
+            status: entry.status.word(),
+            cases_passed: cases
+                .iter()
+                .filter(|c| c.status == CaseStatus::Pass)
+                .count(),
+            cases_total: cases.len(),
+            failing_cases: cases
+                .iter()
+                .filter(failed)
+                .map(|c| c.name.clone())
+                .collect(),
+            speedup: report
+                .and_then(|r| r.timing.as_ref())
+                .and_then(|t| t.speedup.as_ref())
+                .map(|s| s.point),
+            gate: entry.gate.clone(),
+            diagnosis,
+            seed: entry.seed,
+            error: entry.error.clone().unwrap_or_default(),
+            integrity: match report {
+                Some(r) if any_ran => IntegrityBadges::of(r).to_string(),
+                _ => String::new(),
+            },
+        }
+    }
+
+    fn csv_cells(&self) -> [String; 12] {
+        [
+            self.id.clone(),
+            self.file.clone(),
+            self.status.to_string(),
+            self.cases_passed.to_string(),
+            self.cases_total.to_string(),
+            self.failing_cases.join(";"),
+            self.speedup.map(|s| format!("{s:.2}")).unwrap_or_default(),
+            self.gate
+                .as_ref()
+                .map(|g| g.word().to_string())
+                .unwrap_or_default(),
+            self.diagnosis.clone(),
+            self.seed.to_string(),
+            self.error.clone(),
+            self.integrity.clone(),
+        ]
+    }
+}
+
+/// One CSV cell: quoted when it holds a separator, quote or line break, and
+/// defused when a spreadsheet would read it as a formula.
+pub fn csv_cell(text: &str) -> Cow<'_, str> {
+    let formula = text.starts_with(['=', '+', '-', '@', '\t', '\r']);
+    let needs_quotes = formula
+        || text.contains([',', '"', '\n', '\r'])
+        || text.starts_with(' ')
+        || text.ends_with(' ');
+    if !needs_quotes {
+        return Cow::Borrowed(text);
+    }
+    let mut quoted = String::with_capacity(text.len() + 4);
+    quoted.push('"');
+    if formula {
+        quoted.push('\'');
+    }
+    quoted.push_str(&text.replace('"', "\"\""));
+    quoted.push('"');
+    Cow::Owned(quoted)
+}
+
+/// The gradebook as CSV with a header row, lines ending in CRLF as RFC 4180 asks.
+pub fn render_csv(entries: &[JournalEntry]) -> String {
+    let mut out = CSV_COLUMNS.join(",");
+    out.push_str("\r\n");
+    for entry in entries {
+        let cells = GradebookRow::of(entry).csv_cells();
+        let line: Vec<Cow<str>> = cells.iter().map(|c| csv_cell(c)).collect();
+        let _ = write!(out, "{}\r\n", line.join(","));
+    }
+    out
+}
+
+#[derive(Serialize)]
+struct GradebookDocument<'a> {
+    schema: &'static str,
+    flashprof_version: &'static str,
+    warnings: &'a [String],
+    submissions: Vec<SubmissionDocument<'a>>,
+}
+
+#[derive(Serialize)]
+struct SubmissionDocument<'a> {
+    #[serde(flatten)]
+    entry: &'a JournalEntry,
+    /// Absent when no case ran.
+    integrity: Option<IntegrityBadges>,
+}
+
+/// `report.json`: every submission's full entry, in id order.
+pub fn render_json(entries: &[JournalEntry], warnings: &[String]) -> String {
+    let document = GradebookDocument {
+        schema: GRADEBOOK_SCHEMA,
+        flashprof_version: env!("CARGO_PKG_VERSION"),
+        warnings,
+        submissions: entries
+            .iter()
+            .map(|entry| SubmissionDocument {
+                entry,
+                integrity: entry
+                    .report
+                    .as_ref()
+                    .filter(|r| r.cases.iter().any(|c| c.status != CaseStatus::NotRun))
+                    .map(IntegrityBadges::of),
+            })
+            .collect(),
+    };
+    serde_json::to_string_pretty(&document).expect("gradebook types serialize without failure")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cells_are_quoted_only_when_needed() {
+        assert_eq!(csv_cell("plain.cu"), "plain.cu");
+        assert_eq!(csv_cell("a,b"), "\"a,b\"");
+        assert_eq!(csv_cell("say \"hi\""), "\"say \"\"hi\"\"\"");
+        assert_eq!(csv_cell("two\nlines"), "\"two\nlines\"");
+        assert_eq!(csv_cell(" padded"), "\" padded\"");
+        assert_eq!(csv_cell("=HYPERLINK(1)"), "\"'=HYPERLINK(1)\"");
+        assert_eq!(csv_cell("-rf.cu"), "\"'-rf.cu\"");
+        assert_eq!(csv_cell("ünïcödé.cu"), "ünïcödé.cu");
+    }
+}

@@ -1,0 +1,495 @@
+//! `flashprof grade` end to end, compile-only (no GPU needed): hostile
+//! submission folders, resuming after a cut-off run, shards and their merge,
+//! CSV escaping, and that nothing is written outside the output folder.
+//! One test drives the batch engine with the stand-in worker to cover the
+//! graded path (passes, a hang caught by the watchdog) without a GPU.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use flashprof::app::batch::journal::GradeMode;
+use flashprof::app::batch::submissions::discover_dir;
+use flashprof::app::batch::{run_batch, BatchPlan};
+use flashprof::app::gate::GateTable;
+use flashprof::app::worker_handle::WorkerCommand;
+use flashprof::lab::cases::CaseSpec;
+use flashprof::worker::GpuSelection;
+use serde_json::Value;
+
+const STARTER: &str = include_str!("../kernels/starter.cu");
+
+fn flashprof(args: &[&str], cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_flashprof"))
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .expect("flashprof runs")
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// The submissions of `report.json`, by id.
+fn submissions(out: &Path) -> BTreeMap<String, Value> {
+    let text = std::fs::read_to_string(out.join("report.json")).expect("report.json");
+    let doc: Value = serde_json::from_str(&text).expect("valid JSON");
+    assert_eq!(doc["schema"], "flashprof.gradebook/1");
+    doc["submissions"]
+        .as_array()
+        .expect("submissions")
+        .iter()
+        .map(|s| (s["id"].as_str().expect("id").to_string(), s.clone()))
+        .collect()
+}
+
+/// A small RFC 4180 reader: enough to prove the gradebook round-trips.
+fn parse_csv(text: &str) -> Vec<Vec<String>> {
+    let mut rows = vec![];
+    let mut row = vec![];
+    let mut cell = String::new();
+    let mut quoted = false;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (quoted, c) {
+            (true, '"') if chars.peek() == Some(&'"') => {
+                chars.next();
+                cell.push('"');
+            }
+            (true, '"') => quoted = false,
+            (true, c) => cell.push(c),
+            (false, '"') => quoted = true,
+            (false, ',') => row.push(std::mem::take(&mut cell)),
+            (false, '\r') => {}
+            (false, '\n') => {
+                row.push(std::mem::take(&mut cell));
+                rows.push(std::mem::take(&mut row));
+            }
+            (false, c) => cell.push(c),
+        }
+    }
+    rows
+}
+
+/// The run finished: exit 0, or 6 when NVRTC could not be loaded here (every
+/// compile then ends as a grader error, which the compile assertions skip).
+fn assert_finished(output: &Output) {
+    let code = output.status.code();
+    assert!(
+        code == Some(0) || (code == Some(6) && !text(output).contains("(0 with grader errors)")),
+        "{code:?}: {}",
+        text(output)
+    );
+}
+
+fn journal_lines(out: &Path) -> usize {
+    std::fs::read_to_string(out.join("journal.jsonl"))
+        .expect("journal")
+        .lines()
+        .count()
+}
+
+/// Whether NVRTC could compile here; when not, compile outcomes are not asserted.
+fn nvrtc_available(subs: &BTreeMap<String, Value>, id: &str) -> bool {
+    let available = subs[id]["status"] != "error";
+    if !available {
+        eprintln!(
+            "skipped compile assertions: NVRTC could not be loaded ({})",
+            subs[id]["error"]
+        );
+    }
+    available
+}
+
+/// Every file under `root` (not following links) with its bytes, except under `skip`.
+fn snapshot(root: &Path, skip: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut files = BTreeMap::new();
+    let mut pending = vec![root.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).expect("readable") {
+            let path = entry.expect("entry").path();
+            let meta = std::fs::symlink_metadata(&path).expect("metadata");
+            if path.starts_with(skip) {
+                continue;
+            } else if meta.is_dir() {
+                pending.push(path);
+            } else {
+                let bytes = if meta.is_file() {
+                    std::fs::read(&path).expect("bytes")
+                } else {
+                    Vec::new()
+                };
+                files.insert(path, bytes);
+            }
+        }
+    }
+    files
+}
+
+fn write(path: &Path, bytes: impl AsRef<[u8]>) {
+    std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+    std::fs::write(path, bytes).expect("write");
+}
+
+/// A class folder with every kind of awkward submission, and a secret outside it.
+fn hostile_class(root: &Path) -> PathBuf {
+    let class = root.join("class");
+    write(&class.join("alice/prefill.cu"), STARTER);
+    write(&class.join("bob/prefill.cu"), STARTER);
+    write(&class.join("with space.cu"), STARTER);
+    write(&class.join("ünïcödé.cu"), STARTER);
+    write(&class.join("-rf.cu"), STARTER);
+    write(&class.join("line\nbreak.cu"), STARTER);
+    write(&class.join("empty.cu"), "  // nothing here\n");
+    write(&class.join("binary.cu"), b"\x7fELF\x00\x01\x02");
+    write(
+        &class.join("latin1.cu"),
+        b"// caf\xe9\n__global__ void f() {}\n",
+    );
+    write(&class.join("huge.cu"), vec![b'/'; 2 * 1024 * 1024 + 1]);
+    write(
+        &class.join("syntax.cu"),
+        "extern \"C\" __global__ void attention_prefill(const float* q, const float* kCache, \
+         const float* vCache, float* out, int chunkLen, int prefixLen) { int x = ; }\n",
+    );
+    write(&class.join("notes.txt"), "not a submission");
+    write(&root.join("secret/answer.cu"), STARTER);
+    std::os::unix::fs::symlink(root.join("secret/answer.cu"), class.join("stolen.cu"))
+        .expect("symlink");
+    std::os::unix::fs::symlink(class.join("alice/prefill.cu"), class.join("alias.cu"))
+        .expect("symlink");
+    class
+}
+
+#[test]
+fn hostile_submissions_get_one_row_each_with_reasons_and_nothing_leaks() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let class = hostile_class(root.path());
+    let out = root.path().join("out");
+    let cwd = root.path().join("cwd");
+    std::fs::create_dir_all(&cwd).expect("cwd");
+    let before = snapshot(root.path(), &out);
+    let run = flashprof(
+        &[
+            "grade",
+            class.to_str().expect("utf-8 temp path"),
+            "--out",
+            out.to_str().expect("utf-8"),
+            "--compile-only",
+            "--seed",
+            "11",
+            "--jobs",
+            "2",
+        ],
+        &cwd,
+    );
+    assert_finished(&run);
+    assert_eq!(
+        snapshot(root.path(), &out),
+        before,
+        "a file outside OUTDIR changed"
+    );
+
+    let subs = submissions(&out);
+    let ids: Vec<&str> = subs.keys().map(String::as_str).collect();
+    assert_eq!(
+        ids,
+        [
+            "-rf.cu",
+            "alias.cu",
+            "alice/prefill.cu",
+            "binary.cu",
+            "bob/prefill.cu",
+            "empty.cu",
+            "huge.cu",
+            "latin1.cu",
+            "line\nbreak.cu",
+            "stolen.cu",
+            "syntax.cu",
+            "with space.cu",
+            "ünïcödé.cu",
+        ]
+    );
+    let reason = |id: &str| subs[id]["error"].as_str().unwrap_or_default().to_string();
+    for (id, why) in [
+        ("binary.cu", "looks like a binary file"),
+        ("empty.cu", "has no code"),
+        (
+            "huge.cu",
+            "2097153 bytes is more than the 1048576-byte limit",
+        ),
+        ("latin1.cu", "is not UTF-8 text"),
+        ("stolen.cu", "outside the input folder: not followed"),
+    ] {
+        assert_eq!(subs[id]["status"], "rejected", "{id}");
+        assert!(reason(id).contains(why), "{id}: {}", reason(id));
+    }
+    for sub in subs.values() {
+        assert_eq!(sub["seed"], 11);
+        assert_eq!(sub["mode"], "compile_only");
+    }
+    if nvrtc_available(&subs, "alice/prefill.cu") {
+        for id in [
+            "-rf.cu",
+            "alias.cu",
+            "alice/prefill.cu",
+            "bob/prefill.cu",
+            "line\nbreak.cu",
+            "with space.cu",
+            "ünïcödé.cu",
+        ] {
+            assert_eq!(subs[id]["status"], "compiled", "{id}: {}", reason(id));
+            let cases = subs[id]["report"]["cases"].as_array().expect("cases");
+            assert!(cases.iter().all(|c| c["status"] == "not_run"));
+        }
+        assert_eq!(subs["syntax.cu"]["status"], "compile_error");
+    }
+
+    let csv = std::fs::read_to_string(out.join("gradebook.csv")).expect("csv");
+    let rows = parse_csv(&csv);
+    assert_eq!(rows[0][0], "id");
+    assert_eq!(rows.len(), 1 + subs.len());
+    assert!(rows.iter().all(|r| r.len() == 12), "{rows:?}");
+    let csv_ids: Vec<&str> = rows[1..].iter().map(|r| r[0].as_str()).collect();
+    assert!(csv_ids.contains(&"line\nbreak.cu"));
+    // A cell a spreadsheet would run as a formula is defused with an apostrophe.
+    assert!(csv_ids.contains(&"'-rf.cu"));
+    assert_eq!(
+        std::fs::read_dir(out.join("runs")).expect("runs").count(),
+        subs.len()
+    );
+}
+
+#[test]
+fn a_rerun_skips_what_the_journal_holds_even_after_a_torn_write() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let class = root.path().join("class");
+    for i in 0..5 {
+        write(
+            &class.join(format!("s{i}.cu")),
+            format!("{STARTER}\n// student {i}\n"),
+        );
+    }
+    write(&class.join("bad.cu"), "");
+    let out = root.path().join("out");
+    let args = [
+        "grade",
+        class.to_str().expect("utf-8"),
+        "--out",
+        out.to_str().expect("utf-8"),
+        "--compile-only",
+    ];
+    let first = flashprof(&args, root.path());
+    assert_finished(&first);
+    assert_eq!(journal_lines(&out), 6);
+    let seed = submissions(&out)["s0.cu"]["seed"].clone();
+
+    // Simulate a run killed mid-write: two entries kept, the third torn.
+    let journal = std::fs::read_to_string(out.join("journal.jsonl")).expect("journal");
+    let lines: Vec<&str> = journal.lines().collect();
+    let torn = format!(
+        "{}\n{}\n{}",
+        lines[0],
+        lines[1],
+        &lines[2][..lines[2].len() / 2]
+    );
+    std::fs::write(out.join("journal.jsonl"), torn).expect("truncate");
+    // A changed file is graded again even though its id is in the journal.
+    let changed_id = serde_json::from_str::<Value>(lines[0]).expect("entry")["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    write(
+        &class.join(&changed_id),
+        format!("{STARTER}\n// resubmitted\n"),
+    );
+
+    let second = flashprof(&args, root.path());
+    assert_finished(&second);
+    assert!(
+        text(&second).contains("graded 5 submissions now, 1 already in the journal"),
+        "{}",
+        text(&second)
+    );
+    // 2 kept + 1 torn + 5 new lines.
+    assert_eq!(journal_lines(&out), 8);
+    let subs = submissions(&out);
+    assert_eq!(subs.len(), 6);
+    assert!(
+        subs.values().all(|s| s["seed"] == seed),
+        "a resumed run keeps its seed"
+    );
+    let doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).expect("json"))
+            .expect("json");
+    assert!(doc["warnings"][0]
+        .as_str()
+        .is_some_and(|w| w.contains("1 unreadable")));
+
+    let third = flashprof(&args, root.path());
+    assert!(
+        text(&third).contains("graded 0 submissions now, 6 already"),
+        "{}",
+        text(&third)
+    );
+    assert_eq!(journal_lines(&out), 8);
+}
+
+#[test]
+fn shards_cover_everything_once_and_merge_reports_seed_conflicts() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let class = root.path().join("class");
+    for i in 0..7 {
+        write(
+            &class
+                .join(format!("d{}/k.cu", i % 3))
+                .with_file_name(format!("k{i}.cu")),
+            "",
+        );
+    }
+    let class_arg = class.to_str().expect("utf-8");
+    let mut shard_dirs = Vec::new();
+    for k in 1..=3 {
+        let out = root.path().join(format!("shard-{k}"));
+        let seed = if k == 3 { "2" } else { "1" };
+        let run = flashprof(
+            &[
+                "grade",
+                class_arg,
+                "--out",
+                out.to_str().expect("utf-8"),
+                "--shard",
+                &format!("{k}/3"),
+                "--compile-only",
+                "--seed",
+                seed,
+            ],
+            root.path(),
+        );
+        assert_finished(&run);
+        shard_dirs.push(out);
+    }
+    let counts: Vec<usize> = shard_dirs.iter().map(|d| journal_lines(d)).collect();
+    assert_eq!(counts, [3, 2, 2]);
+
+    let merged = root.path().join("merged");
+    let mut args = vec!["grade", "--merge"];
+    args.extend(shard_dirs.iter().map(|d| d.to_str().expect("utf-8")));
+    args.extend(["--out", merged.to_str().expect("utf-8")]);
+    let run = flashprof(&args, root.path());
+    assert_finished(&run);
+    assert!(
+        text(&run).contains("different seeds (1, 2)"),
+        "{}",
+        text(&run)
+    );
+    let subs = submissions(&merged);
+    assert_eq!(subs.len(), 7);
+    assert_eq!(journal_lines(&merged), 7);
+
+    // Merging twice, in the other order, gives the same gradebook.
+    let again = root.path().join("merged-again");
+    let mut args = vec!["grade", "--merge"];
+    args.extend(shard_dirs.iter().rev().map(|d| d.to_str().expect("utf-8")));
+    args.extend(["--out", again.to_str().expect("utf-8")]);
+    assert_finished(&flashprof(&args, root.path()));
+    assert_eq!(
+        std::fs::read(merged.join("gradebook.csv")).expect("csv"),
+        std::fs::read(again.join("gradebook.csv")).expect("csv")
+    );
+    // Merging into one of its own inputs is refused.
+    let into_input = flashprof(
+        &[
+            "grade",
+            "--merge",
+            shard_dirs[0].to_str().expect("utf-8"),
+            "--out",
+            shard_dirs[0].to_str().expect("utf-8"),
+        ],
+        root.path(),
+    );
+    assert_eq!(into_input.status.code(), Some(2));
+}
+
+fn stand_in() -> WorkerCommand {
+    let exe = std::env::current_exe().expect("test executable path");
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target dir");
+    WorkerCommand {
+        program: profile_dir.join("examples").join("stand_in_worker"),
+        args: Vec::new(),
+        env: Vec::new(),
+    }
+}
+
+fn case(name: &str) -> CaseSpec {
+    CaseSpec {
+        name: name.into(),
+        summary: format!("stand-in case {name}"),
+        chunk: 4,
+        prefix: 2,
+        plant: Vec::new(),
+        scale: Vec::new(),
+        tensors: None,
+    }
+}
+
+#[test]
+fn graded_submissions_run_in_parallel_slots_and_a_hang_costs_one_case() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let class = root.path().join("class");
+    for i in 0..4 {
+        write(
+            &class.join(format!("s{i}.cu")),
+            format!("{STARTER}\n// {i}\n"),
+        );
+    }
+    let plan = BatchPlan {
+        submissions: discover_dir(&class).expect("discover"),
+        out_dir: root.path().join("out"),
+        mode: GradeMode::Full,
+        seed: 3,
+        slots: vec![GpuSelection::Ordinal(0), GpuSelection::Ordinal(1)],
+        cases: vec![case("first"), case("hang"), case("last")],
+        case_timeout: Duration::from_millis(500),
+        timing: None,
+        gates: GateTable::default(),
+    };
+    let mut finished = Vec::new();
+    let summary = run_batch(&plan, &stand_in(), |event| {
+        if let flashprof::app::batch::BatchEvent::Finished { entry } = event {
+            finished.push(entry.id.clone());
+        }
+    })
+    .expect("batch runs");
+    assert_eq!(summary.graded_now, 4);
+    finished.sort();
+    assert_eq!(finished, ["s0.cu", "s1.cu", "s2.cu", "s3.cu"]);
+    let subs = submissions(&plan.out_dir);
+    for sub in subs.values() {
+        assert_eq!(sub["status"], "failed");
+        let cases = sub["report"]["cases"].as_array().expect("cases");
+        let statuses: Vec<&str> = cases
+            .iter()
+            .map(|c| c["status"].as_str().expect("status"))
+            .collect();
+        assert_eq!(statuses, ["pass", "timeout", "pass"]);
+        assert_eq!(sub["gate"]["verdict"], "no_speedup");
+    }
+    let rows =
+        parse_csv(&std::fs::read_to_string(plan.out_dir.join("gradebook.csv")).expect("csv"));
+    assert_eq!(rows[1][3..6], ["2".to_string(), "3".into(), "hang".into()]);
+    assert!(
+        rows[1][8].starts_with("hang: no result within 0.5 s"),
+        "{:?}",
+        rows[1]
+    );
+}
