@@ -46,17 +46,18 @@ def flashprof_values(kernel):
     return metrics
 
 
-print(f"{'kernel':<10} {'metric':<16} {'flashprof':>14} {'ncu cache=all':>14} {'ncu cache=none':>15} {'diff (none)':>12}  within")
+print(f"{'kernel':<10} {'metric':<16} {'flashprof':>14} {'ncu cache=all':>14} {'ncu cache=none':>15} {'diff (all)':>12}  within")
 for kernel in ["starter", "reference"]:
     ours = flashprof_values(kernel)
     ncu_all = ncu_values(out / f"ncu-{kernel}-all.csv")
     ncu_none = ncu_values(out / f"ncu-{kernel}-none.csv")
     for key, (label, kind, bound) in METRICS.items():
         a, b, c = ours.get(key), ncu_all.get(key), ncu_none.get(key)
-        if a is None or c is None:
+        if a is None or b is None:
             print(f"{kernel:<10} {label:<16} {a!s:>14} {b!s:>14} {c!s:>15} {'-':>12}  missing")
             continue
-        diff = a - c if kind == "points" else (a - c) / c * 100.0
+        # flashprof flushes L2 before a profiled launch, as ncu's default cache control does.
+        diff = a - b if kind == "points" else (a - b) / b * 100.0
         ok = abs(diff) <= bound
         unit = "pt" if kind == "points" else "%"
-        print(f"{kernel:<10} {label:<16} {a:>14.4g} {b if b is None else round(b, 4):>14} {c:>15.4g} {diff:>+11.2f}{unit}  {'yes' if ok else 'NO'}")
+        print(f"{kernel:<10} {label:<16} {a:>14.4g} {b:>14.4g} {c if c is None else round(c, 4)!s:>15} {diff:>+11.2f}{unit}  {'yes' if ok else 'NO'}")

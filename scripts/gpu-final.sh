@@ -8,6 +8,7 @@ ROOT=${OUT:-final-out}
 OUT=$ROOT/acceptance scripts/gpu-acceptance.sh >/dev/null 2>&1
 OUT=$ROOT/present PRESENT=--present scripts/gpu-tui-session.sh >/dev/null 2>&1
 OUT=$ROOT/ta scripts/gpu-ta.sh >/dev/null 2>&1
+rm -f "$ROOT/acceptance/raw.tgz"   # raw JSON reports: large, and summarised below
 tar czf "$ROOT/all.tgz" -C "$ROOT" acceptance present ta
 cat "$ROOT/acceptance/fidelity.txt" "$ROOT/acceptance/table.txt"
 grep -E "^counters|^exit" "$ROOT/acceptance/counters-under-ncu.txt"

@@ -7,8 +7,9 @@
 //! profiled after an earlier range on the same enabled profiler returned NaN
 //! for its multi-pass metrics, while the first range after enabling was
 //! right. Each kernel is launched once unprofiled first, so module loading
-//! and first-touch effects stay out of the range; no timing is ever taken
-//! from a profiled launch (replay re-runs it once per pass).
+//! and first-touch effects stay out of the range, and L2 is flushed before
+//! each profiled launch; no timing is ever taken from a profiled launch
+//! (replay re-runs it once per pass).
 
 use std::time::Instant;
 
@@ -128,8 +129,14 @@ fn measure(
     let mut ws = gpu.workspace(inputs.shape, &inputs.q, &inputs.k, &inputs.v, POISON_BITS)?;
     gpu.launch(kernel, &mut ws)?;
     gpu.synchronize()?;
+    let mut flusher = gpu.l2_flusher()?;
     let mut values: Vec<MetricValue> = Vec::new();
     for config in configs {
+        // Cold L2 before every profiled launch, as for timing: the DRAM bytes
+        // then compare with the analytic minimum (every byte read once) and
+        // with Nsight Compute's default cache control.
+        gpu.flush_l2(&mut flusher)?;
+        gpu.synchronize()?;
         let profiled = RangeProfiler::enable(cupti, gpu.context()).and_then(|mut profiler| {
             profiler.profile(config, &mut || {
                 gpu.launch(kernel, &mut ws)?;
