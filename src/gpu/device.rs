@@ -108,6 +108,13 @@ impl Kernel {
     }
 }
 
+/// What evicts L2 between launches: a read-only sweep over a large buffer.
+pub struct L2Flusher {
+    buffer: CudaSlice<f32>,
+    sink: CudaSlice<f32>,
+    sweep: CudaFunction,
+}
+
 /// One tensor on the device with guard bands either side.
 struct Guarded {
     buffer: CudaSlice<f32>,
@@ -406,18 +413,42 @@ impl Gpu {
         Ok(counts[0] as f64 / counts[1].max(1) as f64 * 1000.0)
     }
 
-    /// A buffer whose overwrite evicts L2: three times its size, so no line survives.
-    pub fn l2_flusher(&self) -> GpuResult<CudaSlice<u8>> {
+    /// A zeroed buffer three times the size of L2 and the kernel that sweeps it.
+    pub fn l2_flusher(&self, sweep: &CudaFunction) -> GpuResult<L2Flusher> {
         let bytes = (self.info.l2_bytes.max(1) as usize) * 3;
-        self.stream
-            .alloc_zeros::<u8>(bytes)
-            .map_err(gpu_err("cuMemAlloc"))
+        Ok(L2Flusher {
+            buffer: self
+                .stream
+                .alloc_zeros::<f32>(bytes / 4)
+                .map_err(gpu_err("cuMemAlloc"))?,
+            sink: self
+                .stream
+                .alloc_zeros::<f32>(1)
+                .map_err(gpu_err("cuMemAlloc"))?,
+            sweep: sweep.clone(),
+        })
     }
 
-    pub fn flush_l2(&self, flusher: &mut CudaSlice<u8>) -> GpuResult<()> {
-        self.stream
-            .memset_zeros(flusher)
-            .map_err(gpu_err("cuMemsetD8Async"))
+    /// Evicts L2 by reading the flusher's buffer (queued on the stream, not waited for).
+    pub fn flush_l2(&self, flusher: &mut L2Flusher) -> GpuResult<()> {
+        let count = (flusher.buffer.len() / 4) as u64;
+        let blocks = (self.info.sm_count.max(1) * 4) as u32;
+        let mut launch = self.stream.launch_builder(&flusher.sweep);
+        launch
+            .arg(&flusher.buffer)
+            .arg(&count)
+            .arg(&mut flusher.sink);
+        // SAFETY: `l2_sweep` in kernels/support.cu takes (const float4*, unsigned
+        // long long, float*); the buffer holds `count` float4s (4 floats each).
+        unsafe {
+            launch.launch(LaunchConfig {
+                grid_dim: (blocks, 1, 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            })
+        }
+        .map_err(gpu_err("cuLaunchKernel"))?;
+        Ok(())
     }
 
     /// Times `launch` with device events; returns milliseconds.

@@ -13,11 +13,12 @@
 
 use std::time::Instant;
 
+use super::Baselines;
 use crate::gpu::cupti::{
     metrics, CountersUnavailable, Cupti, CuptiError, MetricConfig, MetricValue, RangeProfiler,
     FULL_GROUPS, QUICK,
 };
-use crate::gpu::device::{Gpu, GpuError, Kernel};
+use crate::gpu::device::{Gpu, GpuError, Kernel, L2Flusher};
 use crate::grade::compare::POISON_BITS;
 use crate::grade::roofline::{analyze, DevicePeaks, Measured};
 use crate::lab::cases::CaseInputs;
@@ -82,7 +83,7 @@ impl Counters {
         &mut self,
         gpu: &Gpu,
         student: &Kernel,
-        starter: &Kernel,
+        baselines: &Baselines,
         tier: CounterTier,
         custom_metrics: &[String],
         inputs: &CaseInputs,
@@ -104,8 +105,11 @@ impl Counters {
         };
         let passes = configs.iter().map(|c| c.num_passes()).sum();
         let chip = self.chip.clone();
-        let student_counters = measure(&self.cupti, &configs, gpu, student, inputs)?;
-        let starter_counters = measure(&self.cupti, &configs, gpu, starter, inputs)?;
+        let mut flusher = gpu.l2_flusher(&baselines.l2_sweep)?;
+        let mut measure =
+            |kernel| measure(&self.cupti, &configs, gpu, &mut flusher, kernel, inputs);
+        let student_counters = measure(student)?;
+        let starter_counters = measure(&baselines.starter)?;
         Ok(CountersOutcome {
             tier,
             shape: inputs.shape,
@@ -123,19 +127,19 @@ fn measure(
     cupti: &Cupti,
     configs: &[&MetricConfig],
     gpu: &Gpu,
+    flusher: &mut L2Flusher,
     kernel: &Kernel,
     inputs: &CaseInputs,
 ) -> Result<KernelCounters, GpuError> {
     let mut ws = gpu.workspace(inputs.shape, &inputs.q, &inputs.k, &inputs.v, POISON_BITS)?;
     gpu.launch(kernel, &mut ws)?;
     gpu.synchronize()?;
-    let mut flusher = gpu.l2_flusher()?;
     let mut values: Vec<MetricValue> = Vec::new();
     for config in configs {
         // Cold L2 before every profiled launch, as for timing: the DRAM bytes
         // then compare with the analytic minimum (every byte read once) and
         // with Nsight Compute's default cache control.
-        gpu.flush_l2(&mut flusher)?;
+        gpu.flush_l2(flusher)?;
         gpu.synchronize()?;
         let profiled = RangeProfiler::enable(cupti, gpu.context()).and_then(|mut profiler| {
             profiler.profile(config, &mut || {

@@ -83,6 +83,7 @@ struct Baselines {
     starter: Kernel,
     oracle_f64: CudaFunction,
     clock_probe: CudaFunction,
+    l2_sweep: CudaFunction,
 }
 
 struct Worker {
@@ -168,7 +169,7 @@ impl Worker {
             Err(report) => return (Event::Counters(Err(report.clone())), false),
         };
         let inputs = timing::timing_inputs(shape, seed);
-        match profiler.collect(gpu, student, &baselines.starter, tier, metrics, &inputs) {
+        match profiler.collect(gpu, student, baselines, tier, metrics, &inputs) {
             Ok(outcome) => (Event::Counters(Ok(outcome)), false),
             Err(e) => {
                 let sticky = e.sticky;
@@ -293,6 +294,7 @@ impl Worker {
             starter: gpu.load(&starter.image, ENTRY_POINT, starter.geometry)?,
             oracle_f64: gpu.load_support(&support, "oracle_f64")?,
             clock_probe: gpu.load_support(&support, "clock_probe")?,
+            l2_sweep: gpu.load_support(&support, "l2_sweep")?,
         });
         Ok(())
     }

@@ -47,7 +47,7 @@ pub fn time(
     let output = gpu.read_output(&ws)?;
     let output_check = compare(shape, &output.output, &reference);
 
-    let mut flusher = gpu.l2_flusher()?;
+    let mut flusher = gpu.l2_flusher(&baselines.l2_sweep)?;
     for _ in 0..config.warmup {
         gpu.launch(&baselines.starter, &mut ws)?;
         gpu.launch(student, &mut ws)?;
