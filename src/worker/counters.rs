@@ -1,12 +1,12 @@
 //! Hardware counters inside the worker: CUPTI's range profiler around
 //! launches of the student's kernel and of the starter.
 //!
-//! CUPTI and the metric configurations are set up on first use and kept for
-//! the worker's life. The range profiler itself is enabled afresh for every
-//! profiled launch: on the H200 (CUPTI 13.0, driver 580) a multi-pass config
-//! profiled after an earlier range on the same enabled profiler returned NaN
-//! for its multi-pass metrics, while the first range after enabling was
-//! right. Each kernel is launched once unprofiled first, so module loading
+//! CUPTI, the range profiler and the metric configurations are set up on
+//! first use and kept for the worker's life. The profiler object is
+//! re-enabled before every profiled launch: on the H200 (CUPTI 13.0, driver
+//! 580) a multi-pass config profiled after an earlier range on the same
+//! object returned NaN for its multi-pass metrics, while the first range
+//! after enabling was right. Each kernel is launched once unprofiled first, so module loading
 //! and first-touch effects stay out of the range, and L2 is flushed before
 //! each profiled launch; no timing is ever taken from a profiled launch
 //! (replay re-runs it once per pass).
@@ -24,14 +24,14 @@ use crate::grade::roofline::{analyze, DevicePeaks, Measured};
 use crate::lab::cases::CaseInputs;
 use crate::protocol::{CounterTier, CountersOutcome, CountersUnavailableReport, KernelCounters};
 
-/// CUPTI and the metric configurations, built once.
+/// The profiler and its metric configurations, built once.
 pub struct Counters {
-    // Field order matters: the configs must be dropped before the library they came from.
+    // Field order matters: everything here must be dropped before the library it came from.
+    profiler: RangeProfiler,
     quick: MetricConfig,
     /// What the full tier adds, one profiled launch per group.
     full_groups: Vec<MetricConfig>,
-    chip: String,
-    cupti: Cupti,
+    _cupti: Cupti,
 }
 
 /// Turns CUPTI's reason into what the caller shows.
@@ -68,13 +68,11 @@ impl Counters {
             .map(|group| profiler.metric_config(group.metrics))
             .collect::<Result<_, _>>()
             .map_err(setup_failure)?;
-        let chip = profiler.chip().to_string();
-        drop(profiler);
         Ok(Self {
+            profiler,
             quick,
             full_groups,
-            chip,
-            cupti,
+            _cupti: cupti,
         })
     }
 
@@ -97,17 +95,18 @@ impl Counters {
                 .collect(),
             CounterTier::Custom => {
                 let names: Vec<&str> = custom_metrics.iter().map(String::as_str).collect();
-                let profiler =
-                    RangeProfiler::enable(&self.cupti, gpu.context()).map_err(GpuError::message)?;
-                custom = profiler.metric_config(&names).map_err(GpuError::message)?;
+                custom = self
+                    .profiler
+                    .metric_config(&names)
+                    .map_err(GpuError::message)?;
                 vec![&custom]
             }
         };
         let passes = configs.iter().map(|c| c.num_passes()).sum();
-        let chip = self.chip.clone();
+        let chip = self.profiler.chip().to_string();
         let mut flusher = gpu.l2_flusher(&baselines.l2_sweep)?;
-        let mut measure =
-            |kernel| measure(&self.cupti, &configs, gpu, &mut flusher, kernel, inputs);
+        let profiler = &mut self.profiler;
+        let mut measure = |kernel| measure(profiler, &configs, gpu, &mut flusher, kernel, inputs);
         let student_counters = measure(student)?;
         let starter_counters = measure(&baselines.starter)?;
         Ok(CountersOutcome {
@@ -124,7 +123,7 @@ impl Counters {
 
 /// One kernel under every config in turn, values merged in config order.
 fn measure(
-    cupti: &Cupti,
+    profiler: &mut RangeProfiler,
     configs: &[&MetricConfig],
     gpu: &Gpu,
     flusher: &mut L2Flusher,
@@ -141,7 +140,7 @@ fn measure(
         // with Nsight Compute's default cache control.
         gpu.flush_l2(flusher)?;
         gpu.synchronize()?;
-        let profiled = RangeProfiler::enable(cupti, gpu.context()).and_then(|mut profiler| {
+        let profiled = profiler.reenable().and_then(|()| {
             profiler.profile(config, &mut || {
                 gpu.launch(kernel, &mut ws)?;
                 Ok(())

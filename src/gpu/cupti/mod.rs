@@ -618,6 +618,25 @@ impl RangeProfiler {
         unsafe { self.api.call(Function::RangeProfilerSetConfig, &mut params) }
     }
 
+    /// Disables the range profiler and enables it again on the same context,
+    /// keeping the profiler session, chip and availability image. A fresh
+    /// object is what multi-pass configs need on CUPTI 13.0: on the H200 one
+    /// profiled after an earlier range on the same object read NaN.
+    pub fn reenable(&mut self) -> Result<(), CuptiError> {
+        self.target.bind()?;
+        self.call_on_object(Function::RangeProfilerDisable)?;
+        let mut params = sys::EnableParams::new();
+        params.ctx = self.target.raw;
+        // SAFETY: the context is live (held by `target`); the old object was
+        // disabled above and is not used again.
+        unsafe { self.api.call(Function::RangeProfilerEnable, &mut params) }?;
+        if params.pRangeProfilerObject.is_null() {
+            return Err(CuptiError::EmptyAnswer("range profiler object"));
+        }
+        self.raw = params.pRangeProfilerObject;
+        Ok(())
+    }
+
     fn call_on_object(&self, function: Function) -> Result<(), CuptiError> {
         let mut params = sys::ObjectParams::new();
         params.pObject = self.raw;
