@@ -4,6 +4,9 @@
 //! One test drives the batch engine with the stand-in worker to cover the
 //! graded path (passes, a hang caught by the watchdog) without a GPU.
 
+mod stand_in_support;
+use stand_in_support::{case, stand_in};
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -13,8 +16,6 @@ use flashprof::app::batch::journal::GradeMode;
 use flashprof::app::batch::submissions::discover_dir;
 use flashprof::app::batch::{run_batch, BatchPlan};
 use flashprof::app::gate::GateTable;
-use flashprof::app::worker_handle::WorkerCommand;
-use flashprof::lab::cases::CaseSpec;
 use flashprof::worker::GpuSelection;
 use serde_json::Value;
 
@@ -415,31 +416,6 @@ fn shards_cover_everything_once_and_merge_reports_seed_conflicts() {
         root.path(),
     );
     assert_eq!(into_input.status.code(), Some(2));
-}
-
-fn stand_in() -> WorkerCommand {
-    let exe = std::env::current_exe().expect("test executable path");
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target dir");
-    WorkerCommand {
-        program: profile_dir.join("examples").join("stand_in_worker"),
-        args: Vec::new(),
-        env: Vec::new(),
-    }
-}
-
-fn case(name: &str) -> CaseSpec {
-    CaseSpec {
-        name: name.into(),
-        summary: format!("stand-in case {name}"),
-        chunk: 4,
-        prefix: 2,
-        plant: Vec::new(),
-        scale: Vec::new(),
-        tensors: None,
-    }
 }
 
 #[test]

@@ -2,45 +2,15 @@
 //! (examples/stand_in_worker.rs): watchdog timeouts, abrupt exits, sticky
 //! faults and garbage output each cost one case, and the rest still run.
 
+mod stand_in_support;
+use stand_in_support::{case, stand_in};
+
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use flashprof::app::check::{run_check, CheckPlan, Progress};
 use flashprof::app::worker_handle::{WorkerCommand, WorkerFailure, WorkerHandle};
-use flashprof::lab::cases::CaseSpec;
 use flashprof::protocol::{CaseStatus, Request};
-
-fn stand_in() -> WorkerCommand {
-    // Integration tests live in target/<profile>/deps; examples in target/<profile>/examples.
-    let exe = std::env::current_exe().expect("test executable path");
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target dir");
-    let program: PathBuf = profile_dir.join("examples").join("stand_in_worker");
-    assert!(
-        program.exists(),
-        "{} is missing: `cargo test` builds examples, run the tests through cargo",
-        program.display()
-    );
-    WorkerCommand {
-        program,
-        args: Vec::new(),
-        env: Vec::new(),
-    }
-}
-
-fn case(name: &str) -> CaseSpec {
-    CaseSpec {
-        name: name.into(),
-        summary: format!("stand-in case {name}"),
-        chunk: 4,
-        prefix: 2,
-        plant: Vec::new(),
-        scale: Vec::new(),
-        tensors: None,
-    }
-}
 
 fn plan(names: &[&str]) -> CheckPlan {
     CheckPlan {

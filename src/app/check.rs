@@ -276,19 +276,11 @@ fn not_run(case: &CaseSpec, reason: String) -> CaseOutcome {
 }
 
 fn compile_in_worker(plan: &CheckPlan, worker: &mut Option<WorkerHandle>) -> CompileOutcome {
-    let failed = |message: String| CompileOutcome {
-        ok: false,
-        diagnostics: Vec::new(),
-        problem: Some(CompileProblem {
+    let failed = |message: String| {
+        CompileOutcome::failed(Some(CompileProblem {
             kind: CompileProblemKind::CompilerFailed,
             message,
-        }),
-        resources: None,
-        occupancy: None,
-        geometry: None,
-        image: Vec::new(),
-        compile_ms: 0.0,
-        load_ms: None,
+        }))
     };
     let Some(handle) = worker.as_mut() else {
         return failed("no worker".into());

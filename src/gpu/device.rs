@@ -122,6 +122,13 @@ struct Guarded {
     len: usize,
 }
 
+impl Guarded {
+    /// The tensor itself, without its guard bands: what a kernel is given.
+    fn inner(&self) -> cudarc::driver::CudaView<'_, f32> {
+        self.buffer.slice(GUARD_ELEMS..GUARD_ELEMS + self.len)
+    }
+}
+
 /// The three inputs and the output of one launch shape, guarded.
 pub struct Workspace {
     pub shape: Shape,
@@ -286,12 +293,11 @@ impl Gpu {
         };
         let chunk = ws.shape.chunk_len as i32;
         let prefix = ws.shape.prefix_len as i32;
-        let range = |g: &Guarded| GUARD_ELEMS..GUARD_ELEMS + g.len;
-        let q = ws.q.buffer.slice(range(&ws.q));
-        let k = ws.k.buffer.slice(range(&ws.k));
-        let v = ws.v.buffer.slice(range(&ws.v));
-        let out_range = range(&ws.out);
-        let mut out = ws.out.buffer.slice_mut(out_range);
+        let (q, k, v) = (ws.q.inner(), ws.k.inner(), ws.v.inner());
+        let mut out = ws
+            .out
+            .buffer
+            .slice_mut(GUARD_ELEMS..GUARD_ELEMS + ws.out.len);
         let mut launch = self.stream.launch_builder(&kernel.function);
         launch
             .arg(&q)
@@ -359,10 +365,7 @@ impl Gpu {
         let warps = ws.shape.chunk_len * crate::lab::contract::HQ;
         let threads = 256u32;
         let blocks = (warps * 32).div_ceil(threads as usize) as u32;
-        let range = |g: &Guarded| GUARD_ELEMS..GUARD_ELEMS + g.len;
-        let q = ws.q.buffer.slice(range(&ws.q));
-        let k = ws.k.buffer.slice(range(&ws.k));
-        let v = ws.v.buffer.slice(range(&ws.v));
+        let (q, k, v) = (ws.q.inner(), ws.k.inner(), ws.v.inner());
         let chunk = ws.shape.chunk_len as i32;
         let prefix = ws.shape.prefix_len as i32;
         let mut launch = self.stream.launch_builder(oracle);

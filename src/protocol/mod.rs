@@ -177,6 +177,23 @@ pub struct CompileOutcome {
     pub load_ms: Option<f64>,
 }
 
+impl CompileOutcome {
+    /// No kernel: nothing compiled yet, or `problem` stopped it.
+    pub fn failed(problem: Option<CompileProblem>) -> Self {
+        Self {
+            ok: false,
+            diagnostics: Vec::new(),
+            problem,
+            resources: None,
+            occupancy: None,
+            geometry: None,
+            image: Vec::new(),
+            compile_ms: 0.0,
+            load_ms: None,
+        }
+    }
+}
+
 /// A compile that failed for a reason other than the code's own errors.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CompileProblem {

@@ -184,17 +184,7 @@ impl Worker {
 
     fn compile(&mut self, path: &str, text: &str) -> (Event, bool) {
         let started = Instant::now();
-        let mut outcome = CompileOutcome {
-            ok: false,
-            diagnostics: Vec::new(),
-            problem: None,
-            resources: None,
-            occupancy: None,
-            geometry: None,
-            image: Vec::new(),
-            compile_ms: 0.0,
-            load_ms: None,
-        };
+        let mut outcome = CompileOutcome::failed(None);
         let source = match StudentSource::from_bytes(path, text.as_bytes()) {
             Ok(s) => s,
             Err(e) => {
