@@ -29,15 +29,15 @@ run() { # name, then flashprof arguments; records wall time and exit code
 }
 : >"$OUT/runs.txt"
 
-run starter check kernels/starter.cu
-run reference check kernels/reference.cu
+run starter check kernels/starter.cu --counters
+run reference check kernels/reference.cu --counters
 for bug in kernels/bugs/*.cu; do
   run "bug-$(basename "$bug" .cu)" check "$bug" --no-timing --case-timeout 4
 done
 
 # The human-readable reports of the two reference points, for docs/.
 for kernel in starter reference; do
-  "$BIN" check "kernels/$kernel.cu" >>"$OUT/summary.txt" 2>>"$LOG"
+  "$BIN" check "kernels/$kernel.cu" --counters >>"$OUT/summary.txt" 2>>"$LOG"
 done
 
 # Loop latency, phase by phase.
@@ -66,7 +66,7 @@ for kernel in starter reference; do
       --kernel-name attention_prefill --launch-skip 1 --launch-count 1 --metrics "$METRICS" \
       --csv --print-units base --log-file "$OUT/ncu-$kernel-$cache.csv" \
       "$BIN" check "kernels/$kernel.cu" --cases "$OUT/timing-case.toml" \
-      --no-timing --no-counters --case-timeout 120 --json >/dev/null 2>>"$LOG"
+      --no-timing --case-timeout 120 --json >/dev/null 2>>"$LOG"
   done
 done
 python3 scripts/fidelity_table.py "$OUT" >"$OUT/fidelity.txt"

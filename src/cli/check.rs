@@ -38,16 +38,18 @@ pub struct CheckArgs {
     /// Timed launches of each kernel.
     #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u32).range(3..=1000))]
     pub repetitions: u32,
-    /// Skip the hardware counters (CUPTI); they are collected by default, after timing.
-    #[arg(long, conflicts_with = "counters")]
-    pub no_counters: bool,
-    /// Collect hardware counters (the default; this flag exists to say so explicitly).
+    /// Collect hardware counters (CUPTI) after the timing: a one-pass quick set, then
+    /// SM throughput and the L2 hit rate. Off by default so the verdict is never
+    /// delayed; the TUI always collects them.
     #[arg(long)]
     pub counters: bool,
-    /// Collect these CUPTI metrics (comma-separated) instead of the quick and full sets.
+    /// Never collect hardware counters, even with --metrics or --counters-case.
+    #[arg(long, conflicts_with = "counters")]
+    pub no_counters: bool,
+    /// Collect these CUPTI metrics (comma-separated) instead of the quick and full sets (implies --counters).
     #[arg(long, value_delimiter = ',', value_name = "METRIC,...")]
     pub metrics: Vec<String>,
-    /// Collect counters at this case's shape instead of the timing shape.
+    /// Collect counters at this case's shape instead of the timing shape (implies --counters).
     #[arg(long, value_name = "CASE")]
     pub counters_case: Option<String>,
     /// Keep L2 warm between timed launches (the default flushes it).
@@ -157,6 +159,8 @@ pub fn run(args: CheckArgs) -> ExitCode {
             }
         },
     };
+    let wants_counters = !args.no_counters
+        && (args.counters || !args.metrics.is_empty() || args.counters_case.is_some());
     let plan = CheckPlan {
         source_path: path,
         source_text: source.text().to_string(),
@@ -172,7 +176,7 @@ pub fn run(args: CheckArgs) -> ExitCode {
             },
             timeout: Duration::from_secs(120),
         }),
-        counters: (!args.no_counters).then_some(CountersPlan {
+        counters: wants_counters.then_some(CountersPlan {
             shape: counters_shape,
             timeout: Duration::from_secs(120),
             custom_metrics: args.metrics.clone(),
