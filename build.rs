@@ -1,9 +1,11 @@
-//! Embeds the files an installed `flashprof` must carry without a checkout:
-//! the shipped kernels (starter, reference, planted bugs) and the session
-//! recorded on the H200 that `flashprof replay` plays when given no path.
+//! Embeds the session recorded on the H200 that `flashprof replay` plays
+//! when given no path, so an installed binary carries it. (The starter,
+//! reference and support kernels and the cases are single files, embedded
+//! with `include_str!` where they are used.)
 //!
-//! The lists are generated rather than written by hand so that a kernel or
-//! a recorded file added to the folders is shipped without touching code.
+//! The list is generated rather than written by hand because a recording is
+//! a folder of content-addressed sources whose names change with every new
+//! recording.
 
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
@@ -23,14 +25,11 @@ fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-fn table(name: &str, root: &Path, dir: &str, extension: Option<&str>) -> String {
+fn table(name: &str, root: &Path, dir: &str) -> String {
     let mut files = Vec::new();
     files_under(&root.join(dir), &mut files);
     let mut code = format!("pub static {name}: &[(&str, &[u8])] = &[\n");
     for file in files {
-        if extension.is_some_and(|ext| file.extension().is_none_or(|e| e != ext)) {
-            continue;
-        }
         let relative = file
             .strip_prefix(root)
             .expect("under the root")
@@ -50,14 +49,7 @@ fn main() {
     let root =
         PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
-    let mut code = table("KERNELS", &root, "kernels", Some("cu"));
-    code.push_str(&table(
-        "RECORDED_SESSION",
-        &root,
-        "assets/recorded-session",
-        None,
-    ));
+    let code = table("RECORDED_SESSION", &root, "assets/recorded-session");
     std::fs::write(out.join("embedded.rs"), code).expect("write embedded.rs");
-    println!("cargo:rerun-if-changed=kernels");
     println!("cargo:rerun-if-changed=assets/recorded-session");
 }
