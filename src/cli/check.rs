@@ -1,5 +1,6 @@
 //! `flashprof check FILE`: the whole grading loop once, as a table or JSON.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -190,10 +191,11 @@ pub fn run(args: CheckArgs) -> ExitCode {
         }
     };
     let mut worker = None;
-    let quiet = args.json;
+    // A status line only makes sense on a terminal; in a log it is noise.
+    let show_progress_line = !args.json && std::io::stderr().is_terminal();
     let total = plan.cases.len();
     let report = run_check(&plan, &command, &mut worker, |p| {
-        if !quiet {
+        if show_progress_line {
             show_progress(&p, total);
         }
     });
@@ -211,7 +213,9 @@ pub fn run(args: CheckArgs) -> ExitCode {
     if args.json {
         println!("{}", render_json(&report, gate.as_ref()));
     } else {
-        eprint!("\r\x1b[2K");
+        if show_progress_line {
+            eprint!("\r\x1b[2K");
+        }
         print!("{}", render_table(&report));
         if let Some(gate) = &gate {
             println!("{gate}");

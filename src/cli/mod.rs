@@ -28,7 +28,7 @@ pub enum ExitCode {
     CompileError = 4,
     /// No GPU or no driver: the file compiled, nothing was graded.
     NoGpu = 5,
-    /// The environment failed: NVRTC missing, worker could not start, GPU out of memory, bad cases file.
+    /// The environment failed: NVRTC missing, worker could not start, bad cases file, timing could not run.
     Environment = 6,
     /// The oracle failed its golden proof: flashprof refuses to grade.
     OracleUnproven = 7,
