@@ -7,7 +7,9 @@ cd "$(dirname "$0")/.."
 DEPS=.cuda-wheels
 if [ ! -e "$DEPS/nvidia/cu13/lib/libnvrtc.so.13" ] || [ ! -e "$DEPS/nvidia/cu13/lib/libcupti.so.13" ]; then
   echo "fetching NVRTC and CUPTI 13.0 from PyPI into $DEPS/ (once)"
-  python3 -m pip install --quiet --disable-pip-version-check --target "$DEPS" \
+  # --target keeps the wheels inside the checkout; the variable lets a distribution's
+  # "externally managed" Python accept an install that touches nothing of its own.
+  PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --quiet --disable-pip-version-check --target "$DEPS" \
     "nvidia-cuda-nvrtc==13.0.88" "nvidia-cuda-cupti==13.0.85"
 fi
 # NVRTC opens its builtins library by name, so the folder must be on the loader path.
