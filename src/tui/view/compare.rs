@@ -92,7 +92,9 @@ fn draw_cases(frame: &mut Frame, area: Rect, model: &CompareModel) {
     let mut block = top_rule(cases_title(model));
     let rows: Vec<Row> = match &model.last {
         Some(last) => {
-            if let Some(ratio) = a_over_b(&last.reports.a, &last.reports.b) {
+            // While a comparison runs its progress needs the title's room.
+            let ratio = a_over_b(&last.reports.a, &last.reports.b);
+            if let Some(ratio) = ratio.filter(|_| model.live.is_none()) {
                 let speed = format!(" A runs {ratio:.2}x as fast as B ");
                 block = block.title(Line::styled(speed, theme.accent()).right_aligned());
             }
