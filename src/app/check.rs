@@ -254,6 +254,21 @@ pub fn run_check(
     })
 }
 
+/// Runs a check in a worker of its own, shut down afterwards: nothing a
+/// previous kernel did (a fault, a warm cache) can touch this one.
+pub fn run_check_alone(
+    plan: &CheckPlan,
+    command: &WorkerCommand,
+    progress: impl FnMut(Progress),
+) -> Result<CheckReport, CheckError> {
+    let mut worker = None;
+    let report = run_check(plan, command, &mut worker, progress);
+    if let Some(worker) = worker {
+        worker.shutdown();
+    }
+    report
+}
+
 fn ms_since(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1e3
 }

@@ -3,6 +3,8 @@
 //!
 //! Each kernel gets its own worker, one after the other, so neither can
 //! disturb the other's timing and a fault in one cannot cost the other.
+//! With `--watch` the same pair of checks reruns on every save of either
+//! file, in the compare screen of the TUI.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -12,7 +14,7 @@ use clap::Args;
 
 use super::check::fresh_seed;
 use super::ExitCode;
-use crate::app::check::{run_check, CheckPlan, CheckReport, CountersPlan, TimingPlan};
+use crate::app::check::{run_check_alone, CheckPlan, CheckReport, CountersPlan, TimingPlan};
 use crate::app::gate::{GateTable, SpeedGate};
 use crate::app::worker_handle::WorkerCommand;
 use crate::grade::golden;
@@ -21,6 +23,7 @@ use crate::lab::contract::TIMING_SHAPE;
 use crate::lab::source::StudentSource;
 use crate::protocol::TimingConfig;
 use crate::report::compare::{render_compare_json, render_compare_table, Palette, Side};
+use crate::tui::{run_compare, CompareSetup};
 use crate::worker::GpuSelection;
 
 #[derive(Args, Debug)]
@@ -47,9 +50,18 @@ pub struct CompareArgs {
     /// Watchdog per case, in seconds.
     #[arg(long, default_value_t = 5.0, value_parser = super::check::positive_seconds)]
     pub case_timeout: f64,
+    /// Keep watching both files and compare again on every save of either (the TUI).
+    #[arg(long, conflicts_with = "json")]
+    pub watch: bool,
 }
 
+/// How long the timing step (and each counters tier) may take.
+const TIMING_TIMEOUT: Duration = Duration::from_secs(120);
+
 pub fn run(args: CompareArgs) -> ExitCode {
+    if args.watch {
+        return watch(args);
+    }
     let mut sources = Vec::with_capacity(2);
     for path in [&args.a, &args.b] {
         match StudentSource::from_path(path) {
@@ -60,16 +72,11 @@ pub fn run(args: CompareArgs) -> ExitCode {
             }
         }
     }
-    if let Err(e) = golden::prove_embedded() {
-        eprintln!("flashprof compare: the float64 oracle failed its golden proof, so nothing is graded: {e}");
+    if !oracle_proven() {
         return ExitCode::OracleUnproven;
     }
-    let command = match WorkerCommand::current_exe() {
-        Ok(c) => c.on_gpu(GpuSelection::Ordinal(args.gpu)),
-        Err(e) => {
-            eprintln!("flashprof compare: cannot locate its own executable to start a worker: {e}");
-            return ExitCode::Environment;
-        }
+    let Some(command) = worker_command(&args) else {
+        return ExitCode::Environment;
     };
     let seed = args.seed.unwrap_or_else(fresh_seed);
     let show_progress = !args.json && std::io::stderr().is_terminal();
@@ -81,25 +88,9 @@ pub fn run(args: CompareArgs) -> ExitCode {
         let plan = CheckPlan {
             source_path: path,
             source_text: source.text().to_string(),
-            cases: embedded_cases(),
-            seed,
-            case_timeout: Duration::from_secs_f64(args.case_timeout),
-            timing: (!args.no_timing).then_some(TimingPlan {
-                shape: TIMING_SHAPE,
-                config: TimingConfig::default(),
-                timeout: Duration::from_secs(120),
-            }),
-            counters: (!args.no_timing && !args.no_counters).then(|| CountersPlan {
-                shape: TIMING_SHAPE,
-                timeout: Duration::from_secs(120),
-                custom_metrics: Vec::new(),
-            }),
+            ..plan_template(&args, seed)
         };
-        let mut worker = None;
-        let report = run_check(&plan, &command, &mut worker, |_| {});
-        if let Some(w) = worker {
-            w.shutdown();
-        }
+        let report = run_check_alone(&plan, &command, |_| {});
         match report {
             Ok(r) => reports.push(r),
             Err(e) => {
@@ -137,5 +128,68 @@ pub fn run(args: CompareArgs) -> ExitCode {
         ExitCode::NoGpu
     } else {
         ExitCode::Pass
+    }
+}
+
+/// Both kernels' checks, but for the file and its text.
+fn plan_template(args: &CompareArgs, seed: u64) -> CheckPlan {
+    CheckPlan {
+        source_path: String::new(),
+        source_text: String::new(),
+        cases: embedded_cases(),
+        seed,
+        case_timeout: Duration::from_secs_f64(args.case_timeout),
+        timing: (!args.no_timing).then_some(TimingPlan {
+            shape: TIMING_SHAPE,
+            config: TimingConfig::default(),
+            timeout: TIMING_TIMEOUT,
+        }),
+        counters: (!args.no_timing && !args.no_counters).then(|| CountersPlan {
+            shape: TIMING_SHAPE,
+            timeout: TIMING_TIMEOUT,
+            custom_metrics: Vec::new(),
+        }),
+    }
+}
+
+fn oracle_proven() -> bool {
+    match golden::prove_embedded() {
+        Ok(_) => true,
+        Err(e) => {
+            eprintln!("flashprof compare: the float64 oracle failed its golden proof, so nothing is graded: {e}");
+            false
+        }
+    }
+}
+
+fn worker_command(args: &CompareArgs) -> Option<WorkerCommand> {
+    match WorkerCommand::current_exe() {
+        Ok(c) => Some(c.on_gpu(GpuSelection::Ordinal(args.gpu))),
+        Err(e) => {
+            eprintln!("flashprof compare: cannot locate its own executable to start a worker: {e}");
+            None
+        }
+    }
+}
+
+/// `--watch`: the compare screen, until the user quits.
+fn watch(args: CompareArgs) -> ExitCode {
+    if !oracle_proven() {
+        return ExitCode::OracleUnproven;
+    }
+    let Some(command) = worker_command(&args) else {
+        return ExitCode::Environment;
+    };
+    let setup = CompareSetup {
+        plan: plan_template(&args, args.seed.unwrap_or_else(fresh_seed)),
+        files: [args.a, args.b],
+        command,
+    };
+    match run_compare(setup) {
+        Ok(()) => ExitCode::Pass,
+        Err(e) => {
+            eprintln!("flashprof compare: {e:#}");
+            ExitCode::Environment
+        }
     }
 }

@@ -1,5 +1,9 @@
 //! The key map: one table from keys to actions, read both to act on a key
 //! and to draw the help overlay, so the help can never miss a key.
+//!
+//! The table machinery ([`Binding`], [`lookup`], [`help_table`]) is generic
+//! over the action type so the compare screen, which has far fewer keys,
+//! keeps its own table with the same guarantee.
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
@@ -64,13 +68,15 @@ impl Action {
     }
 }
 
-struct Binding {
+/// One key (with or without ctrl) and the action it asks for.
+pub struct Binding<A> {
     code: KeyCode,
     ctrl: bool,
-    action: Action,
+    action: A,
 }
 
-const fn key(code: KeyCode, action: Action) -> Binding {
+/// `code` pressed on its own.
+pub const fn key<A>(code: KeyCode, action: A) -> Binding<A> {
     Binding {
         code,
         ctrl: false,
@@ -78,13 +84,18 @@ const fn key(code: KeyCode, action: Action) -> Binding {
     }
 }
 
-const BINDINGS: &[Binding] = &[
-    key(KeyCode::Char('q'), Action::Quit),
+/// `code` pressed with ctrl.
+pub const fn ctrl_key<A>(code: KeyCode, action: A) -> Binding<A> {
     Binding {
-        code: KeyCode::Char('c'),
+        code,
         ctrl: true,
-        action: Action::Quit,
-    },
+        action,
+    }
+}
+
+const BINDINGS: &[Binding<Action>] = &[
+    key(KeyCode::Char('q'), Action::Quit),
+    ctrl_key(KeyCode::Char('c'), Action::Quit),
     key(KeyCode::Char('r'), Action::Rerun),
     key(KeyCode::Char('?'), Action::Help),
     key(KeyCode::Up, Action::Up),
@@ -106,17 +117,22 @@ const BINDINGS: &[Binding] = &[
     key(KeyCode::Char('-'), Action::Slower),
 ];
 
-/// The action bound to `event`, if any. Shift is ignored because it is how
-/// `?` and `+` are typed on most layouts.
+/// The action bound to `event`, if any.
 pub fn action_for(event: &KeyEvent) -> Option<Action> {
+    lookup(BINDINGS, event)
+}
+
+/// The action `bindings` give `event`, if any. Shift is ignored because it
+/// is how `?` and `+` are typed on most layouts.
+pub fn lookup<A: Copy>(bindings: &[Binding<A>], event: &KeyEvent) -> Option<A> {
     let ctrl = event.modifiers.contains(KeyModifiers::CONTROL);
-    BINDINGS
+    bindings
         .iter()
         .find(|b| b.code == event.code && b.ctrl == ctrl)
         .map(|b| b.action)
 }
 
-fn label(binding: &Binding) -> String {
+fn label<A>(binding: &Binding<A>) -> String {
     let name = match binding.code {
         KeyCode::Char(' ') => "space".to_string(),
         KeyCode::Char(c) => c.to_string(),
@@ -138,15 +154,25 @@ fn label(binding: &Binding) -> String {
 
 /// One row per action: its keys, then what it does.
 pub fn help_rows() -> Vec<(String, &'static str)> {
-    Action::ALL
+    help_table(&Action::ALL, BINDINGS, Action::describe)
+}
+
+/// One row per action of `actions`, in that order: every key `bindings`
+/// give it, then `describe` of it.
+pub fn help_table<A: Copy + PartialEq>(
+    actions: &[A],
+    bindings: &[Binding<A>],
+    describe: fn(A) -> &'static str,
+) -> Vec<(String, &'static str)> {
+    actions
         .iter()
         .map(|&action| {
-            let keys: Vec<String> = BINDINGS
+            let keys: Vec<String> = bindings
                 .iter()
                 .filter(|b| b.action == action)
                 .map(label)
                 .collect();
-            (keys.join(" / "), action.describe())
+            (keys.join(" / "), describe(action))
         })
         .collect()
 }

@@ -10,14 +10,17 @@
 //! channel; the loop blocks on it and redraws only when a message arrives,
 //! so an idle screen costs no CPU and a slow GPU never freezes the keys.
 
+pub mod compare;
 mod engine;
 pub mod keys;
 pub mod model;
 pub mod msg;
 mod runtime;
+mod shell;
 mod terminal;
 pub mod theme;
 pub mod update;
 pub mod view;
 
+pub use compare::{run_compare, CompareSetup};
 pub use runtime::{run_live, run_replay, LiveSetup};

@@ -3,30 +3,30 @@
 //! Every source of events runs on its own thread and sends a [`Msg`] into
 //! one channel: the key reader (blocked in `crossterm::event::read`), the
 //! file watcher, the engine, the history writer and, in replay, a clock.
-//! The loop blocks on that channel, applies every waiting message, carries
-//! out the effects, and draws once. Nothing here waits on the GPU or the
+//! The loop (in [`super::shell`], shared with the compare screen) blocks on
+//! that channel, applies every waiting message, carries out the effects,
+//! and draws once. Nothing here waits on the GPU or the
 //! disk: checks run on the engine thread, history reads and writes on a
 //! disk thread, in the order they were asked for.
 
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::time::Duration;
 
 use anyhow::Context;
 use crossterm::event::Event;
+use ratatui::Frame;
 
 use super::engine::Engine;
-use super::model::{CaseRow, Completed, Model, Replay};
+use super::model::{Completed, Model, Replay};
 use super::msg::{Effect, Msg};
-use super::terminal::TerminalSession;
+use super::shell::{display_name, event_loop, planned_rows, watch_into, Flow, Program};
 use super::theme::Theme;
 use super::update::{show_replay_position, update};
 use super::view;
 use crate::app::check::{CheckPlan, CheckReport};
 use crate::app::history::{line_diff, HistoryRecord, HistoryStore, RunSummary};
-use crate::app::watch::{watch_file, DEFAULT_DEBOUNCE};
 use crate::app::worker_handle::WorkerCommand;
-use crate::lab::contract::Shape;
 
 /// What a live session needs: the file, the check to run on each save, and
 /// how to start a worker.
@@ -58,31 +58,14 @@ enum DiskJob {
 /// Watches `setup.file` and checks every save until the user quits.
 pub fn run_live(setup: LiveSetup) -> anyhow::Result<()> {
     let file_label = display_name(&setup.file);
-    let rows = setup
-        .plan
-        .cases
-        .iter()
-        .map(|c| CaseRow {
-            name: c.name.clone(),
-            shape: Shape {
-                chunk_len: c.chunk,
-                prefix_len: c.prefix,
-            },
-        })
-        .collect();
+    let rows = planned_rows(&setup.plan);
     let mut model = Model::new(&file_label, rows, Theme::from_env());
     model.present = setup.present;
-    let initial = std::fs::read(&setup.file)
-        .with_context(|| format!("cannot read {}", setup.file.display()))?;
     let (messages, inbox) = mpsc::channel();
     let store = HistoryStore::beside(&setup.file);
     let disk = start_disk_thread(store, Some(setup.file.clone()), messages.clone())?;
     let engine = Engine::start(setup.plan, setup.command, messages.clone())?;
-    let watcher_messages = messages.clone();
-    let _watcher = watch_file(&setup.file, DEFAULT_DEBOUNCE, move |bytes| {
-        let _ = watcher_messages.send(Msg::FileChanged(bytes));
-    })?;
-    let _ = messages.send(Msg::FileChanged(initial));
+    let _watcher = watch_into(&setup.file, &messages, Msg::FileChanged)?;
     event_loop(model, messages, &inbox, |effect, model| {
         match effect {
             Effect::Quit => return Flow::Quit,
@@ -150,64 +133,26 @@ fn replayable(
         .unzip()
 }
 
-fn display_name(file: &Path) -> String {
-    file.file_name().map_or_else(
-        || file.display().to_string(),
-        |n| n.to_string_lossy().into_owned(),
-    )
-}
+impl Program for Model {
+    type Msg = Msg;
+    type Effect = Effect;
 
-#[derive(PartialEq, Eq)]
-enum Flow {
-    Continue,
-    Quit,
-}
+    fn update(&mut self, msg: Msg) -> Vec<Effect> {
+        update(self, msg)
+    }
 
-fn event_loop(
-    mut model: Model,
-    messages: Sender<Msg>,
-    inbox: &Receiver<Msg>,
-    mut apply: impl FnMut(Effect, &Model) -> Flow,
-) -> anyhow::Result<()> {
-    let mut session = TerminalSession::enter().context("cannot set up the terminal")?;
-    let size = session.terminal.size()?;
-    model.width = size.width;
-    model.height = size.height;
-    start_key_reader(messages)?;
-    loop {
-        session.terminal.draw(|frame| view::draw(frame, &model))?;
-        let Ok(first) = inbox.recv() else {
-            return Ok(());
-        };
-        // Everything already waiting is applied before the next frame, so a
-        // burst of progress draws once.
-        let waiting: Vec<Msg> = std::iter::once(first).chain(inbox.try_iter()).collect();
-        for msg in waiting {
-            for effect in update(&mut model, msg) {
-                if apply(effect, &model) == Flow::Quit {
-                    return Ok(());
-                }
-            }
+    fn draw(&self, frame: &mut Frame) {
+        view::draw(frame, self);
+    }
+
+    fn terminal_event(event: Event) -> Option<Msg> {
+        match event {
+            Event::Key(key) => Some(Msg::Key(key)),
+            Event::Mouse(mouse) => Some(Msg::Mouse(mouse)),
+            Event::Resize(width, height) => Some(Msg::Resize { width, height }),
+            _ => None,
         }
     }
-}
-
-fn start_key_reader(messages: Sender<Msg>) -> std::io::Result<()> {
-    std::thread::Builder::new()
-        .name("flashprof-keys".into())
-        .spawn(move || loop {
-            let msg = match crossterm::event::read() {
-                Ok(Event::Key(key)) => Msg::Key(key),
-                Ok(Event::Mouse(mouse)) => Msg::Mouse(mouse),
-                Ok(Event::Resize(width, height)) => Msg::Resize { width, height },
-                Ok(_) => continue,
-                Err(_) => return,
-            };
-            if messages.send(msg).is_err() {
-                return;
-            }
-        })?;
-    Ok(())
 }
 
 /// The replay clock: a tick every `interval`, changed by sending a new one.

@@ -364,3 +364,60 @@ pub mod drive {
         update(model, Msg::Key(KeyEvent::new(code, KeyModifiers::NONE)))
     }
 }
+
+pub mod compare_drive {
+    //! Driving the compare screen's model through its `update`.
+
+    use flashprof::app::check::CheckReport;
+    use flashprof::tui::compare::model::{Column, CompareModel, Pair};
+    use flashprof::tui::compare::msg::{CompareEffect, CompareMsg};
+    use flashprof::tui::compare::update::update;
+    use flashprof::tui::model::CaseRow;
+    use flashprof::tui::msg::RunId;
+    use flashprof::tui::theme::Theme;
+
+    pub fn fresh() -> CompareModel {
+        let rows = super::case_shapes()
+            .into_iter()
+            .map(|(name, shape)| CaseRow { name, shape })
+            .collect();
+        let files = Pair {
+            a: "mine.cu".to_string(),
+            b: "reference.cu".to_string(),
+        };
+        CompareModel::new(files, rows, Theme { color: false })
+    }
+
+    /// Saves `text` into `column` and returns the effects.
+    pub fn save(model: &mut CompareModel, column: Column, text: &str) -> Vec<CompareEffect> {
+        let bytes = text.as_bytes().to_vec();
+        update(model, CompareMsg::FileChanged { column, bytes })
+    }
+
+    /// The comparison the effects start, with its texts.
+    pub fn started(effects: &[CompareEffect]) -> Option<(RunId, Pair<String>)> {
+        effects.iter().find_map(|e| match e {
+            CompareEffect::StartComparison { run, sources } => Some((*run, sources.clone())),
+            CompareEffect::Quit => None,
+        })
+    }
+
+    pub fn finish(
+        model: &mut CompareModel,
+        run: RunId,
+        a: CheckReport,
+        b: CheckReport,
+    ) -> Vec<CompareEffect> {
+        let result = Ok(Box::new(Pair { a, b }));
+        update(model, CompareMsg::Finished { run, result })
+    }
+
+    /// Both files read and compared, ending in `a` and `b`.
+    pub fn compared(a: CheckReport, b: CheckReport) -> CompareModel {
+        let mut model = fresh();
+        save(&mut model, Column::A, "a v1");
+        let (run, _) = started(&save(&mut model, Column::B, "b v1")).expect("both read: starts");
+        finish(&mut model, run, a, b);
+        model
+    }
+}

@@ -11,6 +11,7 @@ use super::layout::{first_visible_case, visible_case_rows};
 use super::text::panel;
 use crate::protocol::{CaseOutcome, CaseStatus};
 use crate::tui::model::{CaseCell, Model};
+use crate::tui::theme::Theme;
 
 pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
     let theme = model.theme;
@@ -83,15 +84,32 @@ fn plain_row(name: &str, shape: String, state: &'static str, style: Style) -> Ro
 }
 
 fn outcome_row(name: &str, shape: String, case: &CaseOutcome, model: &Model) -> Row<'static> {
-    let theme = model.theme;
-    let (word, style) = match case.status {
+    let (word, style) = status_word(case.status, model.theme);
+    let (max_err, headroom) = error_cells(case);
+    Row::new([
+        Cell::from(Line::styled(word, style)),
+        Cell::from(name.to_owned()),
+        Cell::from(shape),
+        Cell::from(max_err),
+        Cell::from(headroom),
+        Cell::from(diagnosis(case, model)),
+    ])
+}
+
+/// A case's result as a glyph and a word, and the style it is drawn in.
+pub(super) fn status_word(status: CaseStatus, theme: Theme) -> (&'static str, Style) {
+    match status {
         CaseStatus::Pass => ("✓ pass", theme.good()),
         CaseStatus::Fail => ("✗ FAIL", theme.bad()),
         CaseStatus::Timeout => ("✗ HANG", theme.bad()),
         CaseStatus::Crash => ("✗ CRASH", theme.bad()),
         CaseStatus::NotRun => ("not run", Style::new()),
-    };
-    let (max_err, headroom) = match &case.comparison {
+    }
+}
+
+/// The max error and headroom cells, "-" for a case with no output.
+pub(super) fn error_cells(case: &CaseOutcome) -> (String, String) {
+    match &case.comparison {
         None => ("-".to_string(), "-".to_string()),
         Some(c) => {
             let err = if c.max_abs_err.is_finite() && c.nan + c.inf + c.unwritten == 0 {
@@ -101,15 +119,7 @@ fn outcome_row(name: &str, shape: String, case: &CaseOutcome, model: &Model) -> 
             };
             (err, headroom(c.worst_ratio))
         }
-    };
-    Row::new([
-        Cell::from(Line::styled(word, style)),
-        Cell::from(name.to_owned()),
-        Cell::from(shape),
-        Cell::from(max_err),
-        Cell::from(headroom),
-        Cell::from(diagnosis(case, model)),
-    ])
+    }
 }
 
 /// The case's diagnosis, except that a case skipped for want of a GPU says

@@ -22,7 +22,10 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
         lines.push(Line::styled("compiling...", theme.warn()));
     }
     match shown {
-        Some(shown) => lines.extend(outcome_lines(shown.value, model, theme)),
+        Some(shown) => {
+            let no_gpu = model.gpu.as_ref().is_some_and(|g| g.is_err());
+            lines.extend(outcome_lines(shown.value, no_gpu, theme));
+        }
         None if lines.is_empty() => lines.push(Line::raw("no check yet")),
         None => {}
     }
@@ -32,7 +35,13 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
     frame.render_widget(body, area);
 }
 
-fn outcome_lines(outcome: &CompileOutcome, model: &Model, theme: Theme) -> Vec<Line<'static>> {
+/// What the compiler said: the verdict, then errors, then warnings. With
+/// `no_gpu_note`, a successful compile also says why nothing else updates.
+pub(super) fn outcome_lines(
+    outcome: &CompileOutcome,
+    no_gpu_note: bool,
+    theme: Theme,
+) -> Vec<Line<'static>> {
     let mut lines = Vec::new();
     if let Some(problem) = &outcome.problem {
         let what = match problem.kind {
@@ -51,7 +60,7 @@ fn outcome_lines(outcome: &CompileOutcome, model: &Model, theme: Theme) -> Vec<L
             text.push_str(&format!(", loaded in {load:.1} ms"));
         }
         let mut spans = vec![Span::styled(text, theme.good())];
-        if model.gpu.as_ref().is_some_and(|g| g.is_err()) {
+        if no_gpu_note {
             spans.push(Span::raw(
                 "; no GPU here, so cases and timing do not run (compile errors and resources still update)",
             ));

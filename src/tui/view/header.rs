@@ -6,8 +6,10 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
-use crate::protocol::CaseStatus;
-use crate::tui::model::{Model, Phase};
+use crate::app::check::CheckReport;
+use crate::protocol::{CaseStatus, DeviceInfo, GpuProblem};
+use crate::tui::model::{CaseRow, Model, Phase};
+use crate::tui::theme::Theme;
 
 pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
     let theme = model.theme;
@@ -37,18 +39,10 @@ fn activity(model: &Model) -> Vec<Span<'static>> {
     }
     let mut spans = Vec::new();
     if let Some(live) = &model.live {
-        let doing = match live.phase {
-            Phase::Compiling => "compiling...".to_string(),
-            Phase::Case(i) => format!(
-                "case {}/{} {}...",
-                i + 1,
-                model.cases.len(),
-                model.cases.get(i).map_or("", |c| c.name.as_str())
-            ),
-            Phase::Timing => "timing against the starter...".to_string(),
-            Phase::Counters => "reading hardware counters...".to_string(),
-        };
-        spans.push(Span::styled(doing, theme.warn()));
+        spans.push(Span::styled(
+            phase_words(live.phase, &model.cases),
+            theme.warn(),
+        ));
         if model.queued.is_some() {
             spans.push(Span::raw(" (a newer save waits)"));
         }
@@ -57,13 +51,36 @@ fn activity(model: &Model) -> Vec<Span<'static>> {
     let Some(last) = &model.last else {
         return vec![Span::raw("waiting for the first check")];
     };
-    let report = &last.report;
+    spans.push(verdict(&last.report, theme));
+    if model.last_is_stale() {
+        spans.push(Span::styled(" (previous save)", theme.stale()));
+    }
+    spans
+}
+
+/// What a running check is doing, ending in "..." while it does it.
+pub(super) fn phase_words(phase: Phase, cases: &[CaseRow]) -> String {
+    match phase {
+        Phase::Compiling => "compiling...".to_string(),
+        Phase::Case(i) => format!(
+            "case {}/{} {}...",
+            i + 1,
+            cases.len(),
+            cases.get(i).map_or("", |c| c.name.as_str())
+        ),
+        Phase::Timing => "timing against the starter...".to_string(),
+        Phase::Counters => "reading hardware counters...".to_string(),
+    }
+}
+
+/// A finished check in a few words: compile error, no GPU, or the passes.
+pub(super) fn verdict(report: &CheckReport, theme: Theme) -> Span<'static> {
     let passed = report
         .cases
         .iter()
         .filter(|c| c.status == CaseStatus::Pass)
         .count();
-    let verdict = if !report.compile.ok {
+    if !report.compile.ok {
         Span::styled("COMPILE ERROR", theme.bad())
     } else if report.gpu.is_err() {
         Span::styled("compiled, not graded (no GPU)", theme.warn())
@@ -74,19 +91,22 @@ fn activity(model: &Model) -> Vec<Span<'static>> {
         )
     } else {
         Span::styled(format!("FAIL {passed}/{}", report.cases.len()), theme.bad())
-    };
-    spans.push(verdict);
-    if model.last_is_stale() {
-        spans.push(Span::styled(" (previous save)", theme.stale()));
     }
-    spans
 }
 
 fn gpu(model: &Model) -> Span<'static> {
-    match &model.gpu {
+    gpu_span(model.gpu.as_ref(), model.theme)
+}
+
+/// The GPU the checks run on, "?" before a worker has said.
+pub(super) fn gpu_span(
+    gpu: Option<&Result<DeviceInfo, GpuProblem>>,
+    theme: Theme,
+) -> Span<'static> {
+    match gpu {
         None => Span::raw("GPU: ?"),
         Some(Ok(device)) => Span::raw(format!("GPU: {} ({})", device.name, device.arch())),
-        Some(Err(_)) => Span::styled("no GPU: compile only", model.theme.warn()),
+        Some(Err(_)) => Span::styled("no GPU: compile only", theme.warn()),
     }
 }
 

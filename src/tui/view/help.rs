@@ -1,4 +1,4 @@
-//! The help overlay, drawn from the key map itself.
+//! The help overlay, drawn from a key map itself.
 
 use ratatui::layout::{Constraint, Rect};
 use ratatui::text::Span;
@@ -8,13 +8,18 @@ use ratatui::Frame;
 use super::text::popup;
 use crate::tui::keys::help_rows;
 use crate::tui::model::Model;
+use crate::tui::theme::Theme;
 
 pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
-    let rows = help_rows();
+    draw_rows(frame, area, help_rows(), model.theme);
+}
+
+/// A popup listing `rows` (keys, what they do), sized to fit them.
+pub fn draw_rows(frame: &mut Frame, area: Rect, rows: Vec<(String, &'static str)>, theme: Theme) {
     let height = rows.len() as u16 + 2;
     let rect = popup(frame, area, 76, height);
     let block = Block::bordered()
-        .title(Span::styled(" keys ", model.theme.accent()))
+        .title(Span::styled(" keys ", theme.accent()))
         .title_bottom(" ? or esc close ");
     let table = Table::new(
         rows.into_iter()

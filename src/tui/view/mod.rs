@@ -6,6 +6,7 @@
 
 mod bigtext;
 mod cases;
+pub mod compare;
 mod compile;
 mod counters;
 mod header;

@@ -1,0 +1,82 @@
+//! The compare screen's runtime: two file watchers, the compare engine and
+//! the key reader feed one channel; the shared loop in `tui::shell` applies
+//! the messages, draws, and hands effects back here.
+
+use std::path::PathBuf;
+use std::sync::mpsc;
+
+use crossterm::event::Event;
+use ratatui::Frame;
+
+use super::engine::CompareEngine;
+use super::model::{Column, CompareModel, Pair};
+use super::msg::{CompareEffect, CompareMsg};
+use super::update::update;
+use crate::app::check::CheckPlan;
+use crate::app::worker_handle::WorkerCommand;
+use crate::tui::shell::{display_name, event_loop, planned_rows, watch_into, Flow, Program};
+use crate::tui::theme::Theme;
+use crate::tui::view;
+
+/// What a compare session needs: the two files, the check both get, and
+/// how to start a worker.
+pub struct CompareSetup {
+    /// A, then B.
+    pub files: [PathBuf; 2],
+    /// The check of either file, but for its path and text.
+    pub plan: CheckPlan,
+    pub command: WorkerCommand,
+}
+
+impl Program for CompareModel {
+    type Msg = CompareMsg;
+    type Effect = CompareEffect;
+
+    fn update(&mut self, msg: CompareMsg) -> Vec<CompareEffect> {
+        update(self, msg)
+    }
+
+    fn draw(&self, frame: &mut Frame) {
+        view::compare::draw(frame, self);
+    }
+
+    fn terminal_event(event: Event) -> Option<CompareMsg> {
+        match event {
+            Event::Key(key) => Some(CompareMsg::Key(key)),
+            Event::Resize(width, height) => Some(CompareMsg::Resize { width, height }),
+            _ => None,
+        }
+    }
+}
+
+/// Watches both files and compares them after every save until the user quits.
+pub fn run_compare(setup: CompareSetup) -> anyhow::Result<()> {
+    let [file_a, file_b] = setup.files;
+    let rows = planned_rows(&setup.plan);
+    let labels = Pair {
+        a: display_name(&file_a),
+        b: display_name(&file_b),
+    };
+    let model = CompareModel::new(labels, rows, Theme::from_env());
+    let paths = Pair {
+        a: file_a.display().to_string(),
+        b: file_b.display().to_string(),
+    };
+    let (messages, inbox) = mpsc::channel();
+    let engine = CompareEngine::start(setup.plan, paths, setup.command, messages.clone())?;
+    let _watch_a = watch_into(&file_a, &messages, |bytes| CompareMsg::FileChanged {
+        column: Column::A,
+        bytes,
+    })?;
+    let _watch_b = watch_into(&file_b, &messages, |bytes| CompareMsg::FileChanged {
+        column: Column::B,
+        bytes,
+    })?;
+    event_loop(model, messages, &inbox, |effect, _| match effect {
+        CompareEffect::Quit => Flow::Quit,
+        CompareEffect::StartComparison { run, sources } => {
+            engine.compare(run, sources);
+            Flow::Continue
+        }
+    })
+}

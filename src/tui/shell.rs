@@ -1,0 +1,137 @@
+//! What every live screen needs around its model, whatever the model is:
+//! the terminal taken and given back, a thread turning terminal events into
+//! messages, watched files turned into messages, and the loop that applies
+//! messages and draws.
+//!
+//! The single-file TUI and the compare screen differ only in their model,
+//! messages and effects, so those are the [`Program`]'s associated types
+//! and the loop is written once. Effects are handed to a closure the caller
+//! supplies, because what an effect touches (an engine, a history store) is
+//! the caller's business.
+
+use std::path::Path;
+use std::sync::mpsc::{Receiver, Sender};
+
+use anyhow::Context;
+use crossterm::event::Event;
+use ratatui::Frame;
+
+use super::model::CaseRow;
+use super::terminal::TerminalSession;
+use crate::app::check::CheckPlan;
+use crate::app::watch::{watch_file, FileWatcher, DEFAULT_DEBOUNCE};
+use crate::lab::contract::Shape;
+
+/// An Elm-style program: state that messages change and a view draws.
+pub trait Program {
+    type Msg: Send + 'static;
+    type Effect;
+    fn update(&mut self, msg: Self::Msg) -> Vec<Self::Effect>;
+    fn draw(&self, frame: &mut Frame);
+    /// The message a terminal event (key, mouse, resize) becomes, if any.
+    fn terminal_event(event: Event) -> Option<Self::Msg>;
+}
+
+/// Whether the loop goes on after an effect.
+#[derive(PartialEq, Eq)]
+pub enum Flow {
+    Continue,
+    Quit,
+}
+
+/// Takes the terminal, then applies messages and draws until an effect
+/// says quit or every sender is gone. The terminal is restored on return.
+pub fn event_loop<P: Program>(
+    mut program: P,
+    messages: Sender<P::Msg>,
+    inbox: &Receiver<P::Msg>,
+    mut apply: impl FnMut(P::Effect, &P) -> Flow,
+) -> anyhow::Result<()> {
+    let mut session = TerminalSession::enter().context("cannot set up the terminal")?;
+    let size = session.terminal.size()?;
+    // The real size reaches the model before the first frame, through the
+    // same message a later resize sends.
+    if let Some(resize) = P::terminal_event(Event::Resize(size.width, size.height)) {
+        for effect in program.update(resize) {
+            if apply(effect, &program) == Flow::Quit {
+                return Ok(());
+            }
+        }
+    }
+    start_terminal_reader::<P>(messages)?;
+    loop {
+        session.terminal.draw(|frame| program.draw(frame))?;
+        let Ok(first) = inbox.recv() else {
+            return Ok(());
+        };
+        // Everything already waiting is applied before the next frame, so a
+        // burst of progress draws once.
+        let waiting: Vec<P::Msg> = std::iter::once(first).chain(inbox.try_iter()).collect();
+        for msg in waiting {
+            for effect in program.update(msg) {
+                if apply(effect, &program) == Flow::Quit {
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
+
+/// Blocks in `crossterm::event::read` on its own thread, so a slow model
+/// never delays a key and an idle screen costs no CPU.
+fn start_terminal_reader<P: Program>(messages: Sender<P::Msg>) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("flashprof-keys".into())
+        .spawn(move || loop {
+            let msg = match crossterm::event::read() {
+                Ok(event) => P::terminal_event(event),
+                Err(_) => return,
+            };
+            if let Some(msg) = msg {
+                if messages.send(msg).is_err() {
+                    return;
+                }
+            }
+        })?;
+    Ok(())
+}
+
+/// Watches `file` and sends `wrap(content)` for its current content and
+/// then for every save that changes it. The watch lasts as long as the
+/// returned handle.
+pub fn watch_into<M: Send + 'static>(
+    file: &Path,
+    messages: &Sender<M>,
+    wrap: fn(Vec<u8>) -> M,
+) -> anyhow::Result<FileWatcher> {
+    let initial = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let watcher_messages = messages.clone();
+    let watcher = watch_file(file, DEFAULT_DEBOUNCE, move |bytes| {
+        let _ = watcher_messages.send(wrap(bytes));
+    })?;
+    let _ = messages.send(wrap(initial));
+    Ok(watcher)
+}
+
+/// A file's name as a header shows it: the last component, or the whole
+/// path when it has none.
+pub fn display_name(file: &Path) -> String {
+    file.file_name().map_or_else(
+        || file.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
+}
+
+/// The table rows of the cases `plan` will run, before any has run.
+pub fn planned_rows(plan: &CheckPlan) -> Vec<CaseRow> {
+    plan.cases
+        .iter()
+        .map(|c| CaseRow {
+            name: c.name.clone(),
+            shape: Shape {
+                chunk_len: c.chunk,
+                prefix_len: c.prefix,
+            },
+        })
+        .collect()
+}
