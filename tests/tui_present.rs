@@ -92,17 +92,11 @@ fn a_live_failure_shows_the_failing_case_heatmap_large() {
 #[test]
 fn a_compile_error_fills_the_panel_with_the_error() {
     let mut model = presenting();
-    let reason = "not run: the kernel did not compile";
-    let cases = case_shapes()
-        .into_iter()
-        .map(|(n, s)| not_run(&n, s, reason))
-        .collect();
-    let compile = compile_error(
-        19,
-        "identifier \"flaot\" is undefined",
-        "    const flaot* q;",
+    complete(
+        &mut model,
+        "v1",
+        compile_error_report("    const flaot* q;"),
     );
-    complete(&mut model, "v1", report(Ok(h200()), compile, cases, None));
     let text = snapshot("compile_error", &mut model);
     assert!(text.contains("line 19:5"), "{text}");
     assert!(text.contains("compile error"), "{text}");

@@ -67,17 +67,11 @@ fn compiling() {
 #[test]
 fn a_compile_error() {
     let mut model = fresh();
-    let reason = "not run: the kernel did not compile";
-    let cases = case_shapes()
-        .into_iter()
-        .map(|(n, s)| not_run(&n, s, reason))
-        .collect();
-    let compile = compile_error(
-        19,
-        "identifier \"flaot\" is undefined",
-        "    const flaot* qRow = q;",
+    complete(
+        &mut model,
+        "v1",
+        compile_error_report("    const flaot* qRow = q;"),
     );
-    complete(&mut model, "v1", report(Ok(h200()), compile, cases, None));
     let text = snapshot("compile_error", &mut model);
     assert!(text.contains("line 19:5"), "{text}");
     assert!(text.contains("COMPILE ERROR"), "{text}");

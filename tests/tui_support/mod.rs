@@ -421,3 +421,15 @@ pub mod compare_drive {
         model
     }
 }
+
+/// A check stopped by a compile error on line 19 of the student's file
+/// (`source_line` is that line as the student wrote it): every case not run.
+pub fn compile_error_report(source_line: &str) -> CheckReport {
+    let reason = "not run: the kernel did not compile";
+    let cases = case_shapes()
+        .into_iter()
+        .map(|(n, s)| not_run(&n, s, reason))
+        .collect();
+    let compile = compile_error(19, "identifier \"flaot\" is undefined", source_line);
+    report(Ok(h200()), compile, cases, None)
+}
