@@ -14,4 +14,6 @@ if [ ! -e "$DEPS/nvidia/cu13/lib/libnvrtc.so.13" ] || [ ! -e "$DEPS/nvidia/cu13/
 fi
 # NVRTC opens its builtins library by name, so the folder must be on the loader path.
 export LD_LIBRARY_PATH="$PWD/$DEPS/nvidia/cu13/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-exec cargo test --all-targets "$@"
+# Plain `cargo test` (not --all-targets) also builds the examples as programs:
+# the worker-protocol tests start examples/stand_in_worker.rs as a process.
+exec cargo test "$@"
