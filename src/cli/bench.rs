@@ -16,7 +16,6 @@ use clap::Args;
 use super::check::fresh_seed;
 use super::ExitCode;
 use crate::app::check::{run_check, CheckPlan, CheckReport, CountersPlan, TimingPlan};
-use crate::app::worker_handle::WorkerCommand;
 use crate::lab::cases::embedded_cases;
 use crate::lab::contract::TIMING_SHAPE;
 use crate::lab::source::StudentSource;
@@ -47,12 +46,9 @@ pub fn run(args: BenchArgs) -> ExitCode {
             return ExitCode::BadSource;
         }
     };
-    let command = match WorkerCommand::current_exe() {
+    let command = match super::worker_command("flashprof bench") {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("flashprof: cannot locate its own executable: {e}");
-            return ExitCode::Environment;
-        }
+        Err(code) => return code,
     };
     let mut plan = CheckPlan {
         source_path: args.file.display().to_string(),

@@ -15,7 +15,6 @@ use clap::Args;
 use super::ExitCode;
 use crate::app::check::{run_check, CheckPlan, TimingPlan};
 use crate::app::gate::{threshold_from_reference, user_gates_path, GateTable, GpuGate};
-use crate::app::worker_handle::WorkerCommand;
 use crate::grade::stats::summarize;
 use crate::lab::contract::TIMING_SHAPE;
 use crate::protocol::TimingConfig;
@@ -42,12 +41,9 @@ pub fn run(args: CalibrateArgs) -> ExitCode {
         eprintln!("flashprof calibrate: no HOME or XDG_CONFIG_HOME; give --out FILE");
         return ExitCode::Usage;
     };
-    let command = match WorkerCommand::current_exe() {
+    let command = match super::worker_command("flashprof calibrate") {
         Ok(c) => c.on_gpu(GpuSelection::Ordinal(args.gpu)),
-        Err(e) => {
-            eprintln!("flashprof calibrate: cannot locate its own executable: {e}");
-            return ExitCode::Environment;
-        }
+        Err(code) => return code,
     };
     let plan = CheckPlan {
         source_path: "kernels/reference.cu".into(),

@@ -9,8 +9,6 @@ use clap::Args;
 use super::ExitCode;
 use crate::app::check::{run_check, CheckPlan, CountersPlan, Progress, TimingPlan};
 use crate::app::gate::{GateTable, SpeedGate};
-use crate::app::worker_handle::WorkerCommand;
-use crate::grade::golden;
 use crate::lab::cases::{embedded_cases, parse_cases};
 use crate::lab::contract::{Shape, TIMING_SHAPE};
 use crate::lab::source::StudentSource;
@@ -111,11 +109,8 @@ pub fn run(args: CheckArgs) -> ExitCode {
             return ExitCode::BadSource;
         }
     };
-    if let Err(e) = golden::prove_embedded() {
-        eprintln!(
-            "flashprof: the float64 oracle failed its golden proof, so nothing is graded: {e}"
-        );
-        return ExitCode::OracleUnproven;
+    if let Err(code) = super::require_proven_oracle("flashprof") {
+        return code;
     }
     let cases = match &args.cases {
         None => embedded_cases(),
@@ -183,12 +178,9 @@ pub fn run(args: CheckArgs) -> ExitCode {
             custom_metrics: args.metrics.clone(),
         }),
     };
-    let command = match WorkerCommand::current_exe() {
+    let command = match super::worker_command("flashprof") {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("flashprof: cannot locate its own executable to start a worker: {e}");
-            return ExitCode::Environment;
-        }
+        Err(code) => return code,
     };
     let mut worker = None;
     // A status line only makes sense on a terminal; in a log it is noise.

@@ -16,8 +16,6 @@ use super::check::fresh_seed;
 use super::ExitCode;
 use crate::app::check::{run_check_alone, CheckPlan, CheckReport, CountersPlan, TimingPlan};
 use crate::app::gate::{GateTable, SpeedGate};
-use crate::app::worker_handle::WorkerCommand;
-use crate::grade::golden;
 use crate::lab::cases::embedded_cases;
 use crate::lab::contract::TIMING_SHAPE;
 use crate::lab::source::StudentSource;
@@ -72,11 +70,12 @@ pub fn run(args: CompareArgs) -> ExitCode {
             }
         }
     }
-    if !oracle_proven() {
-        return ExitCode::OracleUnproven;
+    if let Err(code) = super::require_proven_oracle("flashprof compare") {
+        return code;
     }
-    let Some(command) = worker_command(&args) else {
-        return ExitCode::Environment;
+    let command = match super::worker_command("flashprof compare") {
+        Ok(c) => c.on_gpu(GpuSelection::Ordinal(args.gpu)),
+        Err(code) => return code,
     };
     let seed = args.seed.unwrap_or_else(fresh_seed);
     let show_progress = !args.json && std::io::stderr().is_terminal();
@@ -152,33 +151,14 @@ fn plan_template(args: &CompareArgs, seed: u64) -> CheckPlan {
     }
 }
 
-fn oracle_proven() -> bool {
-    match golden::prove_embedded() {
-        Ok(_) => true,
-        Err(e) => {
-            eprintln!("flashprof compare: the float64 oracle failed its golden proof, so nothing is graded: {e}");
-            false
-        }
-    }
-}
-
-fn worker_command(args: &CompareArgs) -> Option<WorkerCommand> {
-    match WorkerCommand::current_exe() {
-        Ok(c) => Some(c.on_gpu(GpuSelection::Ordinal(args.gpu))),
-        Err(e) => {
-            eprintln!("flashprof compare: cannot locate its own executable to start a worker: {e}");
-            None
-        }
-    }
-}
-
 /// `--watch`: the compare screen, until the user quits.
 fn watch(args: CompareArgs) -> ExitCode {
-    if !oracle_proven() {
-        return ExitCode::OracleUnproven;
+    if let Err(code) = super::require_proven_oracle("flashprof compare") {
+        return code;
     }
-    let Some(command) = worker_command(&args) else {
-        return ExitCode::Environment;
+    let command = match super::worker_command("flashprof compare") {
+        Ok(c) => c.on_gpu(GpuSelection::Ordinal(args.gpu)),
+        Err(code) => return code,
     };
     let setup = CompareSetup {
         plan: plan_template(&args, args.seed.unwrap_or_else(fresh_seed)),

@@ -20,9 +20,7 @@ use crate::app::batch::submissions::{discover_dir, from_files};
 use crate::app::batch::{run_batch, BatchEvent, BatchPlan};
 use crate::app::check::TimingPlan;
 use crate::app::gate::GateTable;
-use crate::app::worker_handle::WorkerCommand;
 use crate::gpu::device;
-use crate::grade::golden;
 use crate::lab::cases::embedded_cases;
 use crate::lab::contract::TIMING_SHAPE;
 use crate::protocol::TimingConfig;
@@ -97,9 +95,8 @@ pub fn run(args: GradeArgs) -> ExitCode {
         }
     };
     if mode == GradeMode::Full {
-        if let Err(e) = golden::prove_embedded() {
-            eprintln!("flashprof grade: the float64 oracle failed its golden proof, so nothing is graded: {e}");
-            return ExitCode::OracleUnproven;
+        if let Err(code) = super::require_proven_oracle("flashprof grade") {
+            return code;
         }
     }
     let gates = match GateTable::effective() {
@@ -109,12 +106,9 @@ pub fn run(args: GradeArgs) -> ExitCode {
             return ExitCode::Environment;
         }
     };
-    let command = match WorkerCommand::current_exe() {
+    let command = match super::worker_command("flashprof grade") {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("flashprof grade: cannot locate its own executable to start workers: {e}");
-            return ExitCode::Environment;
-        }
+        Err(code) => return code,
     };
     let plan = BatchPlan {
         seed: args

@@ -34,6 +34,26 @@ pub enum ExitCode {
     OracleUnproven = 7,
 }
 
+/// The oracle's golden proof, or the exit code with which `program` refuses to grade.
+fn require_proven_oracle(program: &str) -> Result<(), ExitCode> {
+    crate::grade::golden::prove_embedded()
+        .map(|_| ())
+        .map_err(|e| {
+            eprintln!(
+                "{program}: the float64 oracle failed its golden proof, so nothing is graded: {e}"
+            );
+            ExitCode::OracleUnproven
+        })
+}
+
+/// This executable re-entered as a worker, or the exit code for not finding it.
+fn worker_command(program: &str) -> Result<crate::app::worker_handle::WorkerCommand, ExitCode> {
+    crate::app::worker_handle::WorkerCommand::current_exe().map_err(|e| {
+        eprintln!("{program}: cannot locate its own executable to start a worker: {e}");
+        ExitCode::Environment
+    })
+}
+
 #[derive(Parser)]
 #[command(
     name = "flashprof",

@@ -9,8 +9,6 @@ use super::check::fresh_seed;
 use super::ExitCode;
 use crate::app::check::{CheckPlan, CountersPlan, TimingPlan};
 use crate::app::history::HistoryStore;
-use crate::app::worker_handle::WorkerCommand;
-use crate::grade::golden;
 use crate::lab::cases::embedded_cases;
 use crate::lab::contract::TIMING_SHAPE;
 use crate::protocol::TimingConfig;
@@ -62,18 +60,12 @@ pub fn run(args: TuiArgs) -> ExitCode {
             args.file.display()
         );
     }
-    if let Err(e) = golden::prove_embedded() {
-        eprintln!(
-            "flashprof: the float64 oracle failed its golden proof, so nothing is graded: {e}"
-        );
-        return ExitCode::OracleUnproven;
+    if let Err(code) = super::require_proven_oracle("flashprof") {
+        return code;
     }
-    let command = match WorkerCommand::current_exe() {
+    let command = match super::worker_command("flashprof") {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("flashprof: cannot locate its own executable to start a worker: {e}");
-            return ExitCode::Environment;
-        }
+        Err(code) => return code,
     };
     let plan = CheckPlan {
         source_path: args.file.display().to_string(),
