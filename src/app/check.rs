@@ -112,6 +112,14 @@ pub struct CheckReport {
 }
 
 impl CheckReport {
+    /// How many cases passed.
+    pub fn cases_passed(&self) -> usize {
+        self.cases
+            .iter()
+            .filter(|c| c.status == CaseStatus::Pass)
+            .count()
+    }
+
     /// Every case ran and passed, and the timed output (when timed) was correct.
     pub fn all_passed(&self) -> bool {
         self.compile.ok

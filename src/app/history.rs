@@ -68,11 +68,7 @@ impl RunOutcome {
         Self {
             compiled: report.compile.ok,
             graded: report.cases.iter().any(|c| c.status != CaseStatus::NotRun),
-            cases_passed: report
-                .cases
-                .iter()
-                .filter(|c| c.status == CaseStatus::Pass)
-                .count(),
+            cases_passed: report.cases_passed(),
             cases: report.cases.len(),
             all_passed: report.all_passed(),
             speedup: report

@@ -178,12 +178,7 @@ pub fn render_compare_table(a: Side, b: Side, palette: Palette) -> String {
     let _ = writeln!(out);
     for (label, side) in [("A", a), ("B", b)] {
         let verdict = SubmissionStatus::of(side.report).word();
-        let passed = side
-            .report
-            .cases
-            .iter()
-            .filter(|c| c.status == CaseStatus::Pass)
-            .count();
+        let passed = side.report.cases_passed();
         let _ = writeln!(
             out,
             "{label}: {verdict}, {passed}/{} cases; {}",

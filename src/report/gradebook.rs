@@ -79,10 +79,7 @@ impl GradebookRow {
             id: entry.id.clone(),
             file: entry.file.clone(),
             status: entry.status.word(),
-            cases_passed: cases
-                .iter()
-                .filter(|c| c.status == CaseStatus::Pass)
-                .count(),
+            cases_passed: report.map_or(0, crate::app::check::CheckReport::cases_passed),
             cases_total: cases.len(),
             failing_cases: cases
                 .iter()

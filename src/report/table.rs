@@ -113,11 +113,7 @@ pub fn render_table(report: &CheckReport) -> String {
     }
     render_timing(&mut out, report);
     render_counters(&mut out, report);
-    let passed = report
-        .cases
-        .iter()
-        .filter(|c| c.status == CaseStatus::Pass)
-        .count();
+    let passed = report.cases_passed();
     let _ = writeln!(
         out,
         "\n{}: {passed}/{} cases passed{}",

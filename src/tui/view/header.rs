@@ -7,7 +7,7 @@ use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
 use crate::app::check::CheckReport;
-use crate::protocol::{CaseStatus, DeviceInfo, GpuProblem};
+use crate::protocol::{DeviceInfo, GpuProblem};
 use crate::tui::model::{CaseRow, Model, Phase};
 use crate::tui::theme::Theme;
 
@@ -75,11 +75,7 @@ pub(super) fn phase_words(phase: Phase, cases: &[CaseRow]) -> String {
 
 /// A finished check in a few words: compile error, no GPU, or the passes.
 pub(super) fn verdict(report: &CheckReport, theme: Theme) -> Span<'static> {
-    let passed = report
-        .cases
-        .iter()
-        .filter(|c| c.status == CaseStatus::Pass)
-        .count();
+    let passed = report.cases_passed();
     if !report.compile.ok {
         Span::styled("COMPILE ERROR", theme.bad())
     } else if report.gpu.is_err() {
