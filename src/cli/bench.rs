@@ -5,7 +5,8 @@
 //! check (a new worker, timing and counters included), then warm rounds the
 //! way the TUI runs them after a save: the same worker, a freshly edited
 //! source (a comment changes each round, so no compiler cache can answer),
-//! compile plus every hazard verdict.
+//! compile plus every hazard verdict; last, a few such saves with counters
+//! on, which is what a save costs in the TUI.
 
 use std::fmt::Write;
 use std::path::PathBuf;
@@ -19,7 +20,7 @@ use crate::app::check::{run_check, CheckPlan, CheckReport, CountersPlan, TimingP
 use crate::lab::cases::embedded_cases;
 use crate::lab::contract::TIMING_SHAPE;
 use crate::lab::source::StudentSource;
-use crate::protocol::TimingConfig;
+use crate::protocol::{CounterTier, TimingConfig};
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
@@ -32,6 +33,10 @@ pub struct BenchArgs {
     #[arg(long, value_name = "FILE")]
     pub markdown: Option<PathBuf>,
 }
+
+/// Saves measured with counters on after the verdict rounds: what a save
+/// costs in the TUI once the starter's counters are known.
+const COUNTER_ROUNDS: u32 = 3;
 
 fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
@@ -83,14 +88,20 @@ pub fn run(args: BenchArgs) -> ExitCode {
     }
 
     plan.timing = None;
-    plan.counters = None;
+    let counters_plan = plan.counters.take();
     let mut warm: Vec<CheckReport> = Vec::new();
-    for round in 0..args.rounds {
-        eprint!("\rwarm round {}/{}", round + 1, args.rounds);
+    let mut warm_counters: Vec<CheckReport> = Vec::new();
+    let total_rounds = args.rounds + COUNTER_ROUNDS;
+    for round in 0..total_rounds {
+        eprint!("\rwarm round {}/{total_rounds}", round + 1);
+        if round == args.rounds {
+            plan.counters.clone_from(&counters_plan);
+        }
         plan.source_text = format!("{}\n// bench round {round}\n", source.text());
         plan.seed = fresh_seed();
         match run_check(&plan, &command, &mut worker, |_| {}) {
-            Ok(r) => warm.push(r),
+            Ok(r) if round < args.rounds => warm.push(r),
+            Ok(r) => warm_counters.push(r),
             Err(e) => {
                 eprintln!("\nflashprof: {e}");
                 return ExitCode::Environment;
@@ -101,7 +112,8 @@ pub fn run(args: BenchArgs) -> ExitCode {
     if let Some(w) = worker {
         w.shutdown();
     }
-    let text = render(&args, &cold, &warm);
+    let mut text = render(&args, &cold, &warm);
+    text.push_str(&render_warm_counters(&warm_counters));
     print!("{text}");
     if let Some(path) = &args.markdown {
         if let Err(e) = std::fs::write(path, &text) {
@@ -192,5 +204,44 @@ fn render(args: &BenchArgs, cold: &CheckReport, warm: &[CheckReport]) -> String 
         "\nEvery warm round graded every case: {}",
         if passed { "all passed" } else { "some failed" }
     );
+    out
+}
+
+/// Counters per save on a live worker, tier by tier, and whether the starter's
+/// values were reused as the worker intends.
+fn render_warm_counters(rounds: &[CheckReport]) -> String {
+    let mut out = String::new();
+    let mut tiers: Vec<(CounterTier, Vec<f64>, bool)> = Vec::new();
+    for outcome in rounds.iter().flat_map(|r| &r.counters) {
+        let Ok(outcome) = outcome else {
+            let _ = writeln!(out, "\nCounters on a save: unavailable");
+            return out;
+        };
+        match tiers.iter_mut().find(|(tier, ..)| *tier == outcome.tier) {
+            Some((_, ms, reused)) => {
+                ms.push(outcome.elapsed_ms);
+                *reused &= outcome.starter.reused;
+            }
+            None => tiers.push((
+                outcome.tier,
+                vec![outcome.elapsed_ms],
+                outcome.starter.reused,
+            )),
+        }
+    }
+    let mut totals: Vec<f64> = rounds.iter().map(|r| r.phases.counters_ms).collect();
+    if totals.is_empty() {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "\nCounters on a save (live worker, edited source, {} rounds):\n",
+        rounds.len()
+    );
+    let _ = writeln!(out, "| tier | median ms | starter reused |\n|---|---:|---|");
+    for (tier, ms, reused) in &mut tiers {
+        let _ = writeln!(out, "| {tier:?} | {:.1} | {reused} |", median(ms));
+    }
+    let _ = writeln!(out, "| both tiers | {:.1} | |", median(&mut totals));
     out
 }

@@ -6,6 +6,7 @@
 //! signature, which the compile step verified before any image gets here.
 #![allow(unsafe_code)]
 
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
@@ -81,9 +82,16 @@ pub struct Gpu {
 pub struct Kernel {
     function: CudaFunction,
     pub geometry: LaunchGeometry,
+    build: u64,
 }
 
 impl Kernel {
+    /// Identifies the compiled image and launch geometry within this process:
+    /// equal for two loads of the same build, so measurements can be reused.
+    pub fn build(&self) -> u64 {
+        self.build
+    }
+
     /// Registers, static shared memory and stack frame as the driver reports
     /// them (spill sizes are only in ptxas's report, so they read 0 here).
     pub fn resources(&self) -> GpuResult<ResourceUsage> {
@@ -238,7 +246,13 @@ impl Gpu {
                 )
                 .map_err(gpu_err("cuFuncSetAttribute"))?;
         }
-        Ok(Kernel { function, geometry })
+        let mut build = DefaultHasher::new();
+        (image, geometry).hash(&mut build);
+        Ok(Kernel {
+            function,
+            geometry,
+            build: build.finish(),
+        })
     }
 
     fn guarded(&self, data: &[f32], guard_bits: u32) -> GpuResult<Guarded> {

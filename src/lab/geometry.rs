@@ -14,7 +14,7 @@ use super::contract::{Shape, HKV, HQ};
 pub const DIRECTIVE: &str = "@flashprof";
 
 /// What the second grid dimension enumerates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum GridY {
     /// `blockIdx.y` is the query head, 0..32 (the lab's layout).
@@ -24,7 +24,7 @@ pub enum GridY {
 }
 
 /// Grid and block shape for one launch of `attention_prefill`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct LaunchGeometry {
     /// Query rows one block covers: `gridDim.x = ceil(chunkLen / rows_per_block)`.
     pub rows_per_block: u32,

@@ -293,6 +293,10 @@ pub struct KernelCounters {
     /// Absent when the measurements could not be placed (a zero duration, say).
     pub roofline: Option<Roofline>,
     pub error: Option<String>,
+    /// Every value came from an earlier measurement of the same build on the
+    /// same inputs in this worker (the starter, after the first save).
+    #[serde(default)]
+    pub reused: bool,
 }
 
 /// Why there are no counters, and the exact fix.

@@ -1,18 +1,19 @@
 //! Hardware counters inside the worker: CUPTI's range profiler around
 //! launches of the student's kernel and of the starter.
 //!
-//! CUPTI, the range profiler and the metric configurations are set up on
-//! first use and kept for the worker's life. The profiler object is
-//! re-enabled before every profiled launch: on the H200 (CUPTI 13.0, driver
-//! 580) a multi-pass config profiled after an earlier range on the same
-//! object returned NaN for its multi-pass metrics, while the first range
-//! after enabling was right. Each kernel is launched once unprofiled first, so module loading
-//! and first-touch effects stay out of the range, and L2 is flushed before
-//! each profiled launch; no timing is ever taken from a profiled launch
-//! (replay re-runs it once per pass).
+//! CUPTI, the range profiler, the metric configurations and an L2 flusher are
+//! set up on first use and kept for the worker's life. Values are kept too,
+//! per kernel build, shape and metric set: the starter does not change
+//! between saves, and the full tier follows the quick one on the same build,
+//! so neither is profiled twice. Each kernel is launched once unprofiled
+//! before its first profiled range, so module loading and first-touch effects
+//! stay out of it, and L2 is flushed before each profiled launch; no timing
+//! is ever taken from a profiled launch (replay re-runs it once per pass).
 
+use std::collections::HashMap;
 use std::time::Instant;
 
+use super::timing::timing_inputs;
 use super::Baselines;
 use crate::gpu::cupti::{
     metrics, CountersUnavailable, Cupti, CuptiError, MetricConfig, MetricValue, RangeProfiler,
@@ -20,18 +21,32 @@ use crate::gpu::cupti::{
 };
 use crate::gpu::device::{Gpu, GpuError, Kernel, L2Flusher};
 use crate::grade::compare::POISON_BITS;
-use crate::grade::roofline::{analyze, DevicePeaks, Measured};
+use crate::grade::roofline::{analyze, DevicePeaks, Measured, Roofline, RooflineError};
 use crate::lab::cases::CaseInputs;
+use crate::lab::contract::Shape;
 use crate::protocol::{CounterTier, CountersOutcome, CountersUnavailableReport, KernelCounters};
 
-/// The profiler and its metric configurations, built once.
+/// The profiler, its metric configurations and what it measured so far.
 pub struct Counters {
     // Field order matters: everything here must be dropped before the library it came from.
     profiler: RangeProfiler,
     quick: MetricConfig,
     /// What the full tier adds, one profiled launch per group.
     full_groups: Vec<MetricConfig>,
+    flusher: L2Flusher,
+    measured: HashMap<MeasurementKey, Vec<MetricValue>>,
     _cupti: Cupti,
+}
+
+/// What a measurement depends on. The seed is left out on purpose: the
+/// kernels' memory traffic and instruction counts depend on the shape, not
+/// on the input values, and keeping the seed would re-profile the starter on
+/// every save (each run draws fresh inputs).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct MeasurementKey {
+    build: u64,
+    shape: Shape,
+    metrics: Vec<String>,
 }
 
 /// Turns CUPTI's reason into what the caller shows.
@@ -55,7 +70,9 @@ fn setup_failure(error: CuptiError) -> CountersUnavailableReport {
 }
 
 impl Counters {
-    pub fn enable(gpu: &Gpu) -> Result<Self, CountersUnavailableReport> {
+    /// Takes the flusher the worker allocated: failing that is a GPU error,
+    /// not a reason the counters are unavailable.
+    pub fn enable(gpu: &Gpu, flusher: L2Flusher) -> Result<Self, CountersUnavailableReport> {
         let cupti = Cupti::load().map_err(|e| unavailable_report(&e))?;
         // Enabling once up front is also the permission check: it is the first
         // call to fail without counter rights or with another profiler attached.
@@ -72,29 +89,30 @@ impl Counters {
             profiler,
             quick,
             full_groups,
+            flusher,
+            measured: HashMap::new(),
             _cupti: cupti,
         })
     }
 
-    /// Profiles the student's kernel and the starter on `inputs`.
+    /// Profiles the student's kernel and the starter on the timing inputs of
+    /// `shape` and `seed`, reusing whatever was measured before.
     pub fn collect(
         &mut self,
         gpu: &Gpu,
         student: &Kernel,
         baselines: &Baselines,
-        tier: CounterTier,
-        custom_metrics: &[String],
-        inputs: &CaseInputs,
+        request: &CountersRequest,
     ) -> Result<CountersOutcome, GpuError> {
         let started = Instant::now();
         let custom;
-        let configs: Vec<&MetricConfig> = match tier {
+        let configs: Vec<&MetricConfig> = match request.tier {
             CounterTier::Quick => vec![&self.quick],
             CounterTier::Full => std::iter::once(&self.quick)
                 .chain(&self.full_groups)
                 .collect(),
             CounterTier::Custom => {
-                let names: Vec<&str> = custom_metrics.iter().map(String::as_str).collect();
+                let names: Vec<&str> = request.custom_metrics.iter().map(String::as_str).collect();
                 custom = self
                     .profiler
                     .metric_config(&names)
@@ -102,18 +120,24 @@ impl Counters {
                 vec![&custom]
             }
         };
-        let passes = configs.iter().map(|c| c.num_passes()).sum();
-        let chip = self.profiler.chip().to_string();
-        let mut flusher = gpu.l2_flusher(&baselines.l2_sweep)?;
-        let profiler = &mut self.profiler;
-        let mut measure = |kernel| measure(profiler, &configs, gpu, &mut flusher, kernel, inputs);
-        let student_counters = measure(student)?;
-        let starter_counters = measure(&baselines.starter)?;
+        // Only the builds in use are worth remembering.
+        let builds = [student.build(), baselines.starter.build()];
+        self.measured.retain(|key, _| builds.contains(&key.build));
+        let mut session = Session {
+            profiler: &mut self.profiler,
+            flusher: &mut self.flusher,
+            measured: &mut self.measured,
+            gpu,
+            request,
+            inputs: None,
+        };
+        let student_counters = session.measure(student, &configs)?;
+        let starter_counters = session.measure(&baselines.starter, &configs)?;
         Ok(CountersOutcome {
-            tier,
-            shape: inputs.shape,
-            chip,
-            passes,
+            tier: request.tier,
+            shape: request.shape,
+            chip: self.profiler.chip().to_string(),
+            passes: configs.iter().map(|c| c.num_passes()).sum(),
             student: student_counters,
             starter: starter_counters,
             elapsed_ms: started.elapsed().as_secs_f64() * 1e3,
@@ -121,42 +145,100 @@ impl Counters {
     }
 }
 
-/// One kernel under every config in turn, values merged in config order.
-fn measure(
-    profiler: &mut RangeProfiler,
-    configs: &[&MetricConfig],
-    gpu: &Gpu,
-    flusher: &mut L2Flusher,
-    kernel: &Kernel,
-    inputs: &CaseInputs,
-) -> Result<KernelCounters, GpuError> {
-    let mut ws = gpu.workspace(inputs.shape, &inputs.q, &inputs.k, &inputs.v, POISON_BITS)?;
-    gpu.launch(kernel, &mut ws)?;
-    gpu.synchronize()?;
-    let mut values: Vec<MetricValue> = Vec::new();
-    for config in configs {
-        // Cold L2 before every profiled launch, as for timing: the DRAM bytes
-        // then compare with the analytic minimum (every byte read once) and
-        // with Nsight Compute's default cache control.
-        gpu.flush_l2(flusher)?;
-        gpu.synchronize()?;
-        let profiled = profiler.reenable().and_then(|()| {
-            profiler.profile(config, &mut || {
-                gpu.launch(kernel, &mut ws)?;
+/// What the caller asked for.
+pub struct CountersRequest {
+    pub shape: Shape,
+    pub seed: u64,
+    pub tier: CounterTier,
+    pub custom_metrics: Vec<String>,
+}
+
+/// One request's measurements; the inputs are made only if something must
+/// be profiled.
+struct Session<'a> {
+    profiler: &'a mut RangeProfiler,
+    flusher: &'a mut L2Flusher,
+    measured: &'a mut HashMap<MeasurementKey, Vec<MetricValue>>,
+    gpu: &'a Gpu,
+    request: &'a CountersRequest,
+    inputs: Option<CaseInputs>,
+}
+
+impl Session<'_> {
+    /// One kernel under every config in turn, values merged in config order.
+    fn measure(
+        &mut self,
+        kernel: &Kernel,
+        configs: &[&MetricConfig],
+    ) -> Result<KernelCounters, GpuError> {
+        let gpu = self.gpu;
+        let shape = self.request.shape;
+        let mut values: Vec<MetricValue> = Vec::new();
+        let mut workspace = None;
+        let mut reused = true;
+        for config in configs {
+            let key = MeasurementKey {
+                build: kernel.build(),
+                shape,
+                metrics: config.metrics(),
+            };
+            if let Some(known) = self.measured.get(&key) {
+                values.extend(known.iter().cloned());
+                continue;
+            }
+            reused = false;
+            let ws = match &mut workspace {
+                Some(ws) => ws,
+                None => {
+                    let inputs = self
+                        .inputs
+                        .get_or_insert_with(|| timing_inputs(shape, self.request.seed));
+                    let mut ws =
+                        gpu.workspace(shape, &inputs.q, &inputs.k, &inputs.v, POISON_BITS)?;
+                    gpu.launch(kernel, &mut ws)?;
+                    workspace.insert(ws)
+                }
+            };
+            // Cold L2 before every profiled launch, as for timing: the DRAM bytes
+            // then compare with the analytic minimum (every byte read once) and
+            // with Nsight Compute's default cache control.
+            gpu.flush_l2(self.flusher)?;
+            gpu.synchronize()?;
+            let profiled = self.profiler.profile(config, &mut || {
+                gpu.launch(kernel, ws)?;
                 Ok(())
-            })
-        });
-        match profiled {
-            Ok(v) => values.extend(v.values),
-            Err(e) => {
-                return Ok(KernelCounters {
-                    metrics: values,
-                    roofline: None,
-                    error: Some(e.to_string()),
-                })
+            });
+            match profiled {
+                Ok(measured) => {
+                    values.extend(measured.values.iter().cloned());
+                    self.measured.insert(key, measured.values);
+                }
+                Err(e) => {
+                    return Ok(KernelCounters {
+                        metrics: values,
+                        roofline: None,
+                        reused: false,
+                        error: Some(e.to_string()),
+                    })
+                }
             }
         }
+        let roofline = roofline(shape, &values);
+        Ok(KernelCounters {
+            metrics: values,
+            error: roofline
+                .as_ref()
+                .and_then(|r| r.as_ref().err())
+                .map(|e| e.to_string()),
+            roofline: roofline.and_then(Result::ok),
+            reused,
+        })
     }
+}
+
+/// Places the kernel on the roofline; `None` when a custom set lacks the
+/// byte counts or the duration it needs.
+fn roofline(shape: Shape, values: &[MetricValue]) -> Option<Result<Roofline, RooflineError>> {
     let value = |name: &str| {
         values
             .iter()
@@ -164,8 +246,7 @@ fn measure(
             .map(|m| m.value)
             .filter(|v| v.is_finite())
     };
-    // The roofline needs both byte counts and the duration; a custom set may lack them.
-    let roofline = match (
+    match (
         value(metrics::DRAM_BYTES_READ),
         value(metrics::DRAM_BYTES_WRITE),
         value(metrics::DURATION_NS),
@@ -178,16 +259,8 @@ fn measure(
                 sm_throughput_pct: value(metrics::SM_THROUGHPUT_PCT),
                 achieved_occupancy_pct: value(metrics::ACHIEVED_OCCUPANCY_PCT),
             };
-            Some(analyze(inputs.shape, &measured, &DevicePeaks::h200()))
+            Some(analyze(shape, &measured, &DevicePeaks::h200()))
         }
         _ => None,
-    };
-    Ok(KernelCounters {
-        metrics: values,
-        error: roofline
-            .as_ref()
-            .and_then(|r| r.as_ref().err())
-            .map(|e| e.to_string()),
-        roofline: roofline.and_then(Result::ok),
-    })
+    }
 }

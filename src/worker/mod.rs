@@ -26,13 +26,12 @@ use crate::grade::compare::{compare, POISON_BITS};
 use crate::grade::diagnosis::{diagnose, Integrity};
 use crate::grade::oracle;
 use crate::lab::cases::CaseSpec;
-use crate::lab::contract::{Shape, ENTRY_POINT};
+use crate::lab::contract::ENTRY_POINT;
 use crate::lab::geometry::LaunchGeometry;
 use crate::lab::source::StudentSource;
 use crate::protocol::{
     read_message, write_message, CaseOutcome, CaseStatus, CompileOutcome, CompileProblem,
-    CompileProblemKind, CounterTier, CountersUnavailableReport, Event, FramingError, Request,
-    PROTOCOL_VERSION,
+    CompileProblemKind, CountersUnavailableReport, Event, FramingError, Request, PROTOCOL_VERSION,
 };
 
 /// The lab's starter kernel, the timing baseline (embedded so an installed binary carries it).
@@ -140,18 +139,17 @@ impl Worker {
                 seed,
                 tier,
                 metrics,
-            } => self.counters(shape, seed, tier, &metrics),
+            } => self.counters(counters::CountersRequest {
+                shape,
+                seed,
+                tier,
+                custom_metrics: metrics,
+            }),
             Request::Shutdown => failure("shutdown is handled by the loop", true),
         }
     }
 
-    fn counters(
-        &mut self,
-        shape: Shape,
-        seed: u64,
-        tier: CounterTier,
-        metrics: &[String],
-    ) -> (Event, bool) {
+    fn counters(&mut self, request: counters::CountersRequest) -> (Event, bool) {
         if let Err(e) = self.baselines() {
             let sticky = e.sticky;
             return failure(e, sticky);
@@ -161,15 +159,25 @@ impl Worker {
         else {
             return failure("counters need a GPU and a loaded kernel", false);
         };
-        let profiler = self
-            .counters
-            .get_or_insert_with(|| counters::Counters::enable(gpu));
+        let profiler = match &mut self.counters {
+            Some(enabled) => enabled,
+            None => {
+                let flusher = match gpu.l2_flusher(&baselines.l2_sweep) {
+                    Ok(f) => f,
+                    Err(e) => {
+                        let sticky = e.sticky;
+                        return failure(e, sticky);
+                    }
+                };
+                self.counters
+                    .insert(counters::Counters::enable(gpu, flusher))
+            }
+        };
         let profiler = match profiler {
             Ok(p) => p,
             Err(report) => return (Event::Counters(Err(report.clone())), false),
         };
-        let inputs = timing::timing_inputs(shape, seed);
-        match profiler.collect(gpu, student, baselines, tier, metrics, &inputs) {
+        match profiler.collect(gpu, student, baselines, &request) {
             Ok(outcome) => (Event::Counters(Ok(outcome)), false),
             Err(e) => {
                 let sticky = e.sticky;

@@ -218,6 +218,7 @@ pub fn kernel_counters(
         ],
         roofline: analyze(TIMING_SHAPE, &measured, &DevicePeaks::h200()).ok(),
         error: None,
+        reused: false,
     }
 }
 

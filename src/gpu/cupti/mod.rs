@@ -434,6 +434,8 @@ pub struct RangeProfiler {
     api: Arc<Api>,
     chip: String,
     availability: Vec<u8>,
+    /// Ranges profiled on `raw` since it was enabled: see [`Self::profile`].
+    ranges_on_object: usize,
     // Dropped after `raw` is disabled, in this order: deinitialise, then
     // release the context.
     _session: ProfilerSession,
@@ -477,6 +479,7 @@ impl RangeProfiler {
             api: Arc::clone(api),
             chip,
             availability,
+            ranges_on_object: 0,
             _session: session,
             target,
         })
@@ -504,6 +507,12 @@ impl RangeProfiler {
     /// launch's wall time is therefore meaningless, use the duration metric.
     /// Launch the kernel once unprofiled beforehand so that module loading
     /// stays out of the measured range.
+    ///
+    /// A multi-pass config gets a freshly enabled profiler object when this
+    /// one has already measured a range: on the H200 (CUPTI 13.0, driver 580)
+    /// such a config read NaN for its multi-pass metrics, while the first
+    /// range after enabling was right. Re-enabling costs a setup like the
+    /// first one, so single-pass configs keep the object.
     pub fn profile(
         &mut self,
         config: &MetricConfig,
@@ -516,9 +525,13 @@ impl RangeProfiler {
             });
         }
         self.target.bind()?;
+        if config.passes > 1 && self.ranges_on_object > 0 {
+            self.reenable()?;
+        }
         let mut counter_data = self.counter_data(&config.names)?;
         self.set_config(config, &mut counter_data)?;
         self.call_on_object(Function::RangeProfilerStart)?;
+        self.ranges_on_object += 1;
         let launched = launch();
         let mut stop = sys::StopParams::new();
         stop.pRangeProfilerObject = self.raw;
@@ -619,11 +632,8 @@ impl RangeProfiler {
     }
 
     /// Disables the range profiler and enables it again on the same context,
-    /// keeping the profiler session, chip and availability image. A fresh
-    /// object is what multi-pass configs need on CUPTI 13.0: on the H200 one
-    /// profiled after an earlier range on the same object read NaN.
-    pub fn reenable(&mut self) -> Result<(), CuptiError> {
-        self.target.bind()?;
+    /// keeping the profiler session, chip and availability image.
+    fn reenable(&mut self) -> Result<(), CuptiError> {
         self.call_on_object(Function::RangeProfilerDisable)?;
         let mut params = sys::EnableParams::new();
         params.ctx = self.target.raw;
@@ -634,6 +644,7 @@ impl RangeProfiler {
             return Err(CuptiError::EmptyAnswer("range profiler object"));
         }
         self.raw = params.pRangeProfilerObject;
+        self.ranges_on_object = 0;
         Ok(())
     }
 
