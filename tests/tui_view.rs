@@ -8,6 +8,7 @@ mod tui_support;
 use crossterm::event::KeyCode;
 use flashprof::app::check::Progress;
 use flashprof::lab::contract::Shape;
+use flashprof::lab::geometry::LaunchGeometry;
 use flashprof::protocol::CaseStatus;
 use flashprof::tui::model::{CountersView, Model};
 use flashprof::tui::view::draw;
@@ -205,6 +206,21 @@ fn no_gpu_shows_compile_results_and_what_is_missing() {
         .cases
         .iter()
         .all(|c| c.status == CaseStatus::NotRun)));
+}
+
+#[test]
+fn a_block_larger_than_the_kernel_allows_is_called_out() {
+    let mut report = compile_only();
+    // 168 registers leave room for 384 threads a block; the file declares 512.
+    report.compile = compiled(168);
+    report.compile.geometry = Some(LaunchGeometry {
+        threads: 512,
+        ..LaunchGeometry::default()
+    });
+    let mut model = fresh();
+    complete(&mut model, "v1", report);
+    let text = snapshot("block_too_large", &mut model);
+    assert!(text.contains("fails: 512 threads > max 384"), "{text}");
 }
 
 #[test]

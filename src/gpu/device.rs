@@ -92,8 +92,9 @@ impl Kernel {
         self.build
     }
 
-    /// Registers, static shared memory and stack frame as the driver reports
-    /// them (spill sizes are only in ptxas's report, so they read 0 here).
+    /// Registers, static shared memory, stack frame and the largest block as
+    /// the driver reports them (spill sizes are only in ptxas's report, so
+    /// they read 0 here).
     pub fn resources(&self) -> GpuResult<ResourceUsage> {
         let attribute = |a| {
             self.function
@@ -106,6 +107,9 @@ impl Kernel {
                 as u32,
             local_bytes: attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)?
                 as u32,
+            max_threads_per_block: attribute(
+                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+            )? as u32,
             spill_store_bytes: 0,
             spill_load_bytes: 0,
             barriers: 0,

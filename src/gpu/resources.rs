@@ -3,7 +3,10 @@
 //! Both are pure: the compiler log is parsed as text, and occupancy follows
 //! the same allocation rules as NVIDIA's occupancy calculator, so the TUI can
 //! show "64 registers: 4 blocks, 50% of the SM's warps" straight after a
-//! compile, before any GPU runs the kernel.
+//! compile, before any GPU runs the kernel. The largest block the kernel can
+//! launch is derived the same way from its registers; once a GPU loads the
+//! kernel, the driver's figure (which also honours `__launch_bounds__`)
+//! replaces that estimate.
 
 use serde::{Deserialize, Serialize};
 
@@ -22,8 +25,20 @@ pub struct ResourceUsage {
     pub spill_load_bytes: u32,
     /// Named barriers used (`__syncthreads` uses barrier 0).
     pub barriers: u32,
+    /// The most threads one block of this kernel may have; a larger launch
+    /// fails. 0 means unknown: history saved before flashprof read it.
+    #[serde(default)]
+    pub max_threads_per_block: u32,
     /// The ptxas lines this was read from, for showing verbatim.
     pub raw_lines: Vec<String>,
+}
+
+impl ResourceUsage {
+    /// Whether a block of `threads` is more than this kernel can launch
+    /// with; never while the limit is unknown.
+    pub fn rejects_block_of(&self, threads: u32) -> bool {
+        self.max_threads_per_block != 0 && threads > self.max_threads_per_block
+    }
 }
 
 /// Reads the resources of entry function `entry` from a compile log made
@@ -50,6 +65,7 @@ pub fn parse_ptxas_log(log: &str, entry: &str) -> Option<ResourceUsage> {
         }
     }
     usage.raw_lines = section.into_iter().map(str::to_owned).collect();
+    usage.max_threads_per_block = max_threads_for_registers(usage.registers, &SmLimits::hopper());
     Some(usage)
 }
 
@@ -123,6 +139,27 @@ fn leading_number(item: &str) -> Option<(u32, &str)> {
     Some((number.parse().ok()?, rest.trim()))
 }
 
+/// The largest block a kernel with `registers` per thread can launch, as
+/// far as the register file decides: every warp of the block holds its own
+/// registers, rounded up to the allocation unit, and they must all fit in
+/// one block's share of the file. Whole warps only, and never more than the
+/// hardware's per-block thread cap. `__launch_bounds__` may set a lower
+/// limit that only the driver reports.
+pub fn max_threads_for_registers(registers: u32, limits: &SmLimits) -> u32 {
+    let register_budget = limits.max_registers_per_block.min(limits.registers_per_sm);
+    let warps = register_budget
+        .checked_div(registers_per_warp(registers, limits))
+        .unwrap_or(u32::MAX);
+    warps
+        .saturating_mul(limits.warp_size)
+        .min(limits.max_threads_per_block)
+}
+
+/// Registers one warp is handed: whole allocation units.
+fn registers_per_warp(registers: u32, limits: &SmLimits) -> u32 {
+    (registers * limits.warp_size).next_multiple_of(limits.register_granularity_per_warp)
+}
+
 /// Per-SM limits that bound occupancy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SmLimits {
@@ -130,6 +167,7 @@ pub struct SmLimits {
     /// Registers are handed to warps in multiples of this.
     pub register_granularity_per_warp: u32,
     pub max_registers_per_block: u32,
+    pub max_threads_per_block: u32,
     pub smem_per_sm_bytes: u32,
     /// Shared memory the driver reserves for every resident block.
     pub smem_reserved_per_block_bytes: u32,
@@ -150,6 +188,7 @@ impl SmLimits {
             registers_per_sm: 65536,
             register_granularity_per_warp: 256,
             max_registers_per_block: 65536,
+            max_threads_per_block: 1024,
             smem_per_sm_bytes: 228 * 1024,
             smem_reserved_per_block_bytes: 1024,
             max_smem_per_block_bytes: 227 * 1024,
@@ -170,6 +209,9 @@ pub enum Limiter {
     SharedMemory,
     Threads,
     Blocks,
+    /// The declared block is larger than this kernel allows: it cannot
+    /// launch at all, so no other resource matters.
+    ThreadsPerBlock,
 }
 
 /// How full one SM can be with this kernel, ignoring the grid's size.
@@ -187,12 +229,21 @@ pub struct Occupancy {
 /// Ties go to the fixed hardware limits (threads, then blocks) before the
 /// kernel's own registers and shared memory: when they tie, trimming
 /// registers or shared memory would not add a block, so naming them would
-/// send the student after the wrong thing.
+/// send the student after the wrong thing. A block larger than the kernel
+/// allows comes before all of them: it never launches, whatever else fits.
 pub fn theoretical_occupancy(
     usage: &ResourceUsage,
     geometry: &LaunchGeometry,
     limits: &SmLimits,
 ) -> Occupancy {
+    if usage.rejects_block_of(geometry.threads) {
+        return Occupancy {
+            blocks_per_sm: 0,
+            warps_per_sm: 0,
+            fraction: 0.0,
+            limiter: Limiter::ThreadsPerBlock,
+        };
+    }
     let warps_per_block = geometry.threads.div_ceil(limits.warp_size).max(1);
     let by_threads = (limits.max_warps_per_sm / warps_per_block)
         .min(limits.max_threads_per_sm / (warps_per_block * limits.warp_size));
@@ -229,8 +280,7 @@ fn blocks_by_registers(registers: u32, warps_per_block: u32, limits: &SmLimits) 
     if registers == 0 {
         return u32::MAX;
     }
-    let per_warp =
-        (registers * limits.warp_size).next_multiple_of(limits.register_granularity_per_warp);
+    let per_warp = registers_per_warp(registers, limits);
     if per_warp * warps_per_block > limits.max_registers_per_block {
         return 0;
     }
@@ -292,6 +342,47 @@ ptxas info    : Compile time = 2.622 ms
             (8, 0, 0)
         );
         assert_eq!(helper.raw_lines.len(), 4);
+    }
+
+    #[test]
+    fn the_parsed_report_carries_the_register_limited_block_size() {
+        let log = "ptxas info    : Compiling entry function 'attention_prefill' for 'sm_90'\n\
+                   ptxas info    : Used 168 registers, used 1 barriers, 384 bytes cmem[0]\n";
+        let usage = parse_ptxas_log(log, "attention_prefill").expect("entry present");
+        // 168 * 32 = 5,376 registers a warp; 65,536 / 5,376 = 12.2, so 12 warps.
+        assert_eq!(usage.max_threads_per_block, 12 * 32);
+    }
+
+    #[test]
+    fn the_register_file_caps_the_block_size() {
+        let limit = |registers| max_threads_for_registers(registers, &SmLimits::hopper());
+        // 32 * 32 = 1,024 a warp: 64 warps (2,048 threads) fit, cut to the 1,024 cap.
+        assert_eq!(limit(32), 1024);
+        // 64 * 32 = 2,048 a warp: 32 warps, exactly 1,024 threads.
+        assert_eq!(limit(64), 1024);
+        // 128 * 32 = 4,096 a warp: 16 warps, 512 threads.
+        assert_eq!(limit(128), 512);
+        // 168 * 32 = 5,376 = 21 whole units of 256: 65,536 / 5,376 = 12.2, so 12 warps, 384 threads.
+        assert_eq!(limit(168), 384);
+        // 170 * 32 = 5,440 rounds up to 22 units, 5,632: 65,536 / 5,632 = 11.6, so 11 warps,
+        // 352 threads (unrounded, 5,440 would wrongly allow 12).
+        assert_eq!(limit(170), 352);
+        // 255 * 32 = 8,160 rounds up to 8,192: 8 warps, 256 threads.
+        assert_eq!(limit(255), 256);
+        // No registers at all leaves only the hardware cap.
+        assert_eq!(limit(0), 1024);
+    }
+
+    #[test]
+    fn a_report_saved_before_the_block_limit_existed_still_loads() {
+        let saved = r#"{"registers":38,"static_smem_bytes":0,"local_bytes":0,
+            "spill_store_bytes":0,"spill_load_bytes":0,"barriers":1,"raw_lines":[]}"#;
+        let usage: ResourceUsage = serde_json::from_str(saved).expect("older report parses");
+        assert_eq!((usage.registers, usage.max_threads_per_block), (38, 0));
+        assert!(
+            !usage.rejects_block_of(1024),
+            "an unknown limit refuses nothing"
+        );
     }
 
     #[test]
@@ -374,6 +465,36 @@ ptxas info    : Compile time = 2.622 ms
             (0, Limiter::SharedMemory)
         );
         assert_eq!(too_much_smem.fraction, 0.0);
+    }
+
+    #[test]
+    fn a_block_larger_than_the_kernel_allows_cannot_launch() {
+        // As `__launch_bounds__(128)` would leave it: few registers, yet 128 threads at most.
+        let usage = ResourceUsage {
+            registers: 32,
+            max_threads_per_block: 128,
+            ..Default::default()
+        };
+        let with_threads = |threads| {
+            let geometry = LaunchGeometry {
+                threads,
+                ..Default::default()
+            };
+            theoretical_occupancy(&usage, &geometry, &SmLimits::hopper())
+        };
+        let too_big = with_threads(256);
+        assert_eq!(
+            (too_big.blocks_per_sm, too_big.warps_per_sm, too_big.limiter),
+            (0, 0, Limiter::ThreadsPerBlock)
+        );
+        assert_eq!(too_big.fraction, 0.0);
+        // At the limit itself: 4 warps a block, 16 blocks fill the SM's 64 warps.
+        let at_limit = with_threads(128);
+        assert_eq!(
+            (at_limit.blocks_per_sm, at_limit.limiter),
+            (16, Limiter::Threads)
+        );
+        assert!(usage.rejects_block_of(129) && !usage.rejects_block_of(128));
     }
 
     #[test]

@@ -6,7 +6,7 @@
 use std::fmt::Write;
 
 use crate::app::check::CheckReport;
-use crate::protocol::{CaseOutcome, CaseStatus};
+use crate::protocol::{CaseOutcome, CaseStatus, CompileOutcome};
 
 fn status_word(status: CaseStatus) -> &'static str {
     match status {
@@ -157,6 +157,9 @@ fn render_compile(out: &mut String, report: &CheckReport) {
                 r.static_smem_bytes,
                 r.spill_store_bytes + r.spill_load_bytes
             );
+            if r.max_threads_per_block != 0 {
+                let _ = write!(out, ", at most {} threads/block", r.max_threads_per_block);
+            }
         }
         if let Some(o) = &compile.occupancy {
             let _ = write!(
@@ -175,7 +178,23 @@ fn render_compile(out: &mut String, report: &CheckReport) {
             );
         }
         let _ = writeln!(out);
+        if let Some(problem) = oversized_block(compile) {
+            let _ = writeln!(out, "error: {problem}");
+        }
     }
+}
+
+/// Why the declared block cannot launch, when it is larger than the kernel allows.
+fn oversized_block(compile: &CompileOutcome) -> Option<String> {
+    let (usage, geometry) = (compile.resources.as_ref()?, compile.geometry.as_ref()?);
+    usage.rejects_block_of(geometry.threads).then(|| {
+        format!(
+            "the launch declares {} threads per block, but this kernel allows at most {} \
+             (its registers or __launch_bounds__ decide that); every launch would fail with \
+             CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
+            geometry.threads, usage.max_threads_per_block
+        )
+    })
 }
 
 fn render_counters(out: &mut String, report: &CheckReport) {
@@ -282,4 +301,44 @@ fn render_timing(out: &mut String, report: &CheckReport) {
         "  SM clock {:.0} MHz during the run (max {:.0} MHz); GPU float64 reference matched the CPU oracle on {} rows (max rel diff {:.1e})",
         t.sm_clock_mhz, t.max_sm_clock_mhz, t.reference_check.rows_checked, t.reference_check.max_rel_diff
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpu::resources::ResourceUsage;
+    use crate::lab::geometry::LaunchGeometry;
+
+    fn compiled(threads: u32, max_threads_per_block: u32) -> CompileOutcome {
+        CompileOutcome {
+            ok: true,
+            resources: Some(ResourceUsage {
+                registers: 32,
+                max_threads_per_block,
+                ..Default::default()
+            }),
+            geometry: Some(LaunchGeometry {
+                threads,
+                ..Default::default()
+            }),
+            ..CompileOutcome::failed(None)
+        }
+    }
+
+    #[test]
+    fn a_block_over_the_kernels_limit_is_named_with_both_numbers() {
+        let problem = oversized_block(&compiled(512, 384)).expect("512 > 384 is reported");
+        assert!(problem.contains("512 threads per block"), "{problem}");
+        assert!(problem.contains("at most 384"), "{problem}");
+        assert!(
+            problem.contains("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"),
+            "{problem}"
+        );
+    }
+
+    #[test]
+    fn a_block_within_the_limit_or_an_unknown_limit_says_nothing() {
+        assert_eq!(oversized_block(&compiled(384, 384)), None);
+        assert_eq!(oversized_block(&compiled(1024, 0)), None);
+    }
 }

@@ -242,9 +242,13 @@ impl Worker {
                 other => return other,
             }
             // NVRTC leaves ptxas's report out when it serves a cached
-            // result; the driver knows the same figures for a loaded kernel.
-            if outcome.resources.is_none() {
-                outcome.resources = self.student.as_ref().and_then(|k| k.resources().ok());
+            // result, and ptxas never reports `__launch_bounds__`; the
+            // driver knows both for a loaded kernel.
+            if let Some(driver) = self.student.as_ref().and_then(|k| k.resources().ok()) {
+                match &mut outcome.resources {
+                    Some(ptxas) => ptxas.max_threads_per_block = driver.max_threads_per_block,
+                    None => outcome.resources = Some(driver),
+                }
             }
         }
         outcome.occupancy = outcome
@@ -397,7 +401,7 @@ fn crash_diagnosis(error: &GpuError) -> String {
         ),
         "CUDA_ERROR_MISALIGNED_ADDRESS" => format!("misaligned memory access ({error}): check vector loads"),
         "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES" => format!(
-            "the launch asked for more registers or shared memory than a block may have ({error})"
+            "the launch asked for more threads, registers or shared memory than a block of this kernel may have ({error})"
         ),
         "CUDA_ERROR_INVALID_VALUE" => format!(
             "the launch was refused ({error}): check the declared threads and dynamic shared memory"

@@ -9,7 +9,7 @@
 use flashprof::app::check::{CheckReport, PhaseTimes};
 use flashprof::gpu::compile::{Diagnostic, Severity};
 use flashprof::gpu::cupti::{metrics, MetricValue};
-use flashprof::gpu::resources::ResourceUsage;
+use flashprof::gpu::resources::{max_threads_for_registers, ResourceUsage, SmLimits};
 use flashprof::grade::compare::compare;
 use flashprof::grade::diagnosis::{diagnose, Integrity};
 use flashprof::grade::roofline::{analyze, DevicePeaks, Measured};
@@ -52,6 +52,7 @@ pub fn resources(registers: u32) -> ResourceUsage {
         spill_store_bytes: 0,
         spill_load_bytes: 0,
         barriers: 0,
+        max_threads_per_block: max_threads_for_registers(registers, &SmLimits::hopper()),
         raw_lines: Vec::new(),
     }
 }

@@ -332,3 +332,49 @@ fn every_shipped_kernel_compiles() {
     .expect("flashprof's own kernels compile");
     assert!(!support.is_empty());
 }
+
+/// A kernel that keeps 160 accumulators live across a loop, under
+/// `__launch_bounds__(256, 1)`: ptxas may spend up to 255 registers a thread
+/// on it, as long as a block of 256 threads still fits.
+const REGISTER_HUNGRY: &str = r#"
+#define LIVE 160
+extern "C" __global__ void __launch_bounds__(256, 1) attention_prefill(const float* q, const float* kCache, const float* vCache, float* out, int chunkLen, int prefixLen)
+{
+    float acc[LIVE];
+#pragma unroll
+    for (int i = 0; i < LIVE; ++i) acc[i] = q[threadIdx.x + i * 256];
+    for (int j = 0; j < prefixLen; ++j) {
+        const float k = kCache[j];
+#pragma unroll
+        for (int i = 0; i < LIVE; ++i) acc[i] = fmaf(acc[i], k, vCache[j * LIVE + i]);
+    }
+#pragma unroll
+    for (int i = 0; i < LIVE; ++i) out[threadIdx.x + i * 256] = acc[i];
+}
+"#;
+
+#[test]
+fn heavy_register_use_lowers_the_largest_block() {
+    let Some(result) = try_compile(&source("hungry.cu", REGISTER_HUNGRY)) else {
+        return;
+    };
+    let kernel = result.unwrap_or_else(|e| panic!("{e}"));
+    let usage = kernel.resources.expect("ptxas reported the entry");
+    let limit = usage.max_threads_per_block;
+    eprintln!(
+        "register-hungry kernel: {} registers, {} B spilled, at most {limit} threads a block",
+        usage.registers,
+        usage.spill_store_bytes + usage.spill_load_bytes
+    );
+    assert!(usage.registers > 64, "too few registers to test: {usage:?}");
+    // The launch bounds promise that the declared 256 threads fit; the
+    // registers forbid the full 1,024.
+    assert!((256..1024).contains(&limit), "{usage:?}");
+    assert_eq!(limit % 32, 0, "whole warps only");
+    // Consistent with the register file: the allowed warps fit in 64K
+    // registers at 256-register granularity, and one more warp would not.
+    let per_warp = (usage.registers * 32).div_ceil(256) * 256;
+    let warps = limit / 32;
+    assert!(warps * per_warp <= 65536, "{usage:?}");
+    assert!((warps + 1) * per_warp > 65536, "{usage:?}");
+}

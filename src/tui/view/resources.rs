@@ -1,5 +1,9 @@
 //! The resources panel: what ptxas says the kernel uses, the occupancy that
 //! allows on Hopper, and how each changed since the previous check.
+//!
+//! A short terminal keeps only the first four lines, so a block too large to
+//! launch takes the occupancy line's place (occupancy means nothing then) and
+//! the largest block the kernel allows comes last, for the taller layouts.
 
 use ratatui::layout::Rect;
 use ratatui::text::Line;
@@ -20,14 +24,23 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
             let before = model.previous_resources.as_ref();
             let geometry = outcome.geometry.unwrap_or_default();
             let occupancy = theoretical_occupancy(usage, &geometry, &SmLimits::hopper());
-            let limiter = match occupancy.limiter {
-                Limiter::Registers => "regs",
-                Limiter::SharedMemory => "smem",
-                Limiter::Threads => "threads",
-                Limiter::Blocks => "blocks",
+            let occupancy_line = match occupancy.limiter {
+                Limiter::ThreadsPerBlock => Line::styled(
+                    format!(
+                        "fails: {} threads > max {}",
+                        geometry.threads, usage.max_threads_per_block
+                    ),
+                    model.theme.bad(),
+                ),
+                limiter => Line::raw(format!(
+                    "occupancy {:.0}% ({} blocks, {})",
+                    occupancy.fraction * 100.0,
+                    occupancy.blocks_per_sm,
+                    limiter_word(limiter)
+                )),
             };
             let spills = usage.spill_store_bytes + usage.spill_load_bytes;
-            vec![
+            let mut lines = vec![
                 Line::raw(format!(
                     "registers {}{}",
                     usage.registers,
@@ -47,13 +60,26 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
                         before.map(|b| b.spill_store_bytes + b.spill_load_bytes)
                     )
                 )),
-                Line::raw(format!(
-                    "occupancy {:.0}% ({} blocks, {limiter})",
-                    occupancy.fraction * 100.0,
-                    occupancy.blocks_per_sm
-                )),
-            ]
+                occupancy_line,
+            ];
+            if usage.max_threads_per_block != 0 {
+                lines.push(Line::raw(format!(
+                    "max {} threads/block",
+                    usage.max_threads_per_block
+                )));
+            }
+            lines
         }
     };
     frame.render_widget(Paragraph::new(lines).block(block), area);
+}
+
+fn limiter_word(limiter: Limiter) -> &'static str {
+    match limiter {
+        Limiter::Registers => "regs",
+        Limiter::SharedMemory => "smem",
+        Limiter::Threads => "threads",
+        Limiter::Blocks => "blocks",
+        Limiter::ThreadsPerBlock => "block size",
+    }
 }
