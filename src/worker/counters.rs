@@ -17,7 +17,7 @@ use super::timing::timing_inputs;
 use super::Baselines;
 use crate::gpu::cupti::{
     metrics, CountersUnavailable, Cupti, CuptiError, MetricConfig, MetricValue, RangeProfiler,
-    FULL_GROUPS, QUICK,
+    FULL_EXTRA, QUICK,
 };
 use crate::gpu::device::{Gpu, GpuError, Kernel, L2Flusher};
 use crate::grade::compare::POISON_BITS;
@@ -31,8 +31,8 @@ pub struct Counters {
     // Field order matters: everything here must be dropped before the library it came from.
     profiler: RangeProfiler,
     quick: MetricConfig,
-    /// What the full tier adds, one profiled launch per group.
-    full_groups: Vec<MetricConfig>,
+    /// What the full tier adds to the quick set.
+    full_extra: MetricConfig,
     flusher: L2Flusher,
     measured: HashMap<MeasurementKey, Vec<MetricValue>>,
     _cupti: Cupti,
@@ -80,15 +80,13 @@ impl Counters {
         let quick = profiler
             .metric_config(QUICK.metrics)
             .map_err(setup_failure)?;
-        let full_groups = FULL_GROUPS
-            .iter()
-            .map(|group| profiler.metric_config(group.metrics))
-            .collect::<Result<_, _>>()
+        let full_extra = profiler
+            .metric_config(FULL_EXTRA.metrics)
             .map_err(setup_failure)?;
         Ok(Self {
             profiler,
             quick,
-            full_groups,
+            full_extra,
             flusher,
             measured: HashMap::new(),
             _cupti: cupti,
@@ -108,9 +106,7 @@ impl Counters {
         let custom;
         let configs: Vec<&MetricConfig> = match request.tier {
             CounterTier::Quick => vec![&self.quick],
-            CounterTier::Full => std::iter::once(&self.quick)
-                .chain(&self.full_groups)
-                .collect(),
+            CounterTier::Full => vec![&self.quick, &self.full_extra],
             CounterTier::Custom => {
                 let names: Vec<&str> = request.custom_metrics.iter().map(String::as_str).collect();
                 custom = self

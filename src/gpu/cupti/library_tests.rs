@@ -3,7 +3,7 @@
 //! `LD_LIBRARY_PATH=/work/cuda-libs/nvidia/cu13/lib` or `FLASHPROF_CUPTI_PATH`.
 
 use super::metrics::{DRAM_BYTES_READ, L2_HIT_RATE_PCT, SM_THROUGHPUT_PCT};
-use super::{Cupti, CuptiError, MetricConfig, FULL_GROUPS, QUICK};
+use super::{Cupti, CuptiError, MetricConfig, FULL_EXTRA, QUICK};
 
 const H200_CHIP: &str = "GH100";
 
@@ -33,21 +33,15 @@ fn sm_throughput_alone_costs_eight_passes() {
     assert_eq!(config.num_passes(), 8);
 }
 
-/// The full tier's groups: eight passes for SM throughput, two for the L2
-/// hit rate, each a launch of its own.
+/// The full tier's extra launch: SM throughput's eight passes and the L2 hit
+/// rate share passes, nine in all (the L2 hit rate alone costs two).
 #[test]
-fn full_groups_cost_eight_and_two_passes() {
+fn full_extra_costs_nine_passes() {
     let Some(cupti) = real_cupti() else { return };
-    let passes: Vec<usize> = FULL_GROUPS
-        .iter()
-        .map(|group| {
-            MetricConfig::new(&cupti, H200_CHIP, group.metrics)
-                .expect("group config")
-                .num_passes()
-        })
-        .collect();
-    assert_eq!(passes, vec![8, 2]);
-    assert_eq!(FULL_GROUPS[1].metrics, &[L2_HIT_RATE_PCT]);
+    let config = MetricConfig::new(&cupti, H200_CHIP, FULL_EXTRA.metrics).expect("config");
+    assert_eq!(config.num_passes(), 9);
+    let l2_alone = MetricConfig::new(&cupti, H200_CHIP, &[L2_HIT_RATE_PCT]).expect("config");
+    assert_eq!(l2_alone.num_passes(), 2);
 }
 
 #[test]

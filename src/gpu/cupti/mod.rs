@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 
 pub use error::{CountersUnavailable, CuptiError, UnavailableReason};
 pub use loader::{Candidate, LibraryLoader, SystemLoader, PATH_VARIABLE};
-pub use metrics::{MetricSet, FULL_GROUPS, QUICK};
+pub use metrics::{MetricSet, FULL_EXTRA, QUICK};
 pub use sys::{Entry, EntryPoints, Function, ResultCode};
 
 use sys::{EntryTable, Params};

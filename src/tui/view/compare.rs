@@ -227,10 +227,8 @@ fn timing_line(report: &CheckReport, theme: Theme) -> Line<'static> {
 fn counters_line(report: &CheckReport, theme: Theme) -> Option<Line<'static>> {
     let view = CountersView::from_result(report.counters.last()?);
     let text = match view {
-        CountersView::Collected { lines } => {
-            let (label, value) = lines.into_iter().next()?;
-            format!("{label}: {value}")
-        }
+        // The verdict's value already opens with the bound, which the label repeats.
+        CountersView::Collected { lines } => lines.into_iter().next()?.1,
         CountersView::Unavailable { reason } => format!("unavailable: {reason}"),
     };
     Some(Line::from(vec![
