@@ -44,7 +44,7 @@ for row in csv.reader(open(f"{out}/utilisation.csv")):
         busy[row[1].strip()] += 1
 print("utilisation samples above 0% per GPU:", dict(busy))
 PY
-column -s, -t <"$OUT/gradebook/gradebook.csv" | cut -c1-200 >>"$OUT/grade.txt"
+cut -c1-200 <"$OUT/gradebook/gradebook.csv" >>"$OUT/grade.txt"
 cp "$OUT/gradebook/gradebook.csv" "$OUT/gradebook.csv"
 rm -rf "$OUT/gradebook"
 

@@ -53,14 +53,14 @@ pub const QUICK: MetricSet = MetricSet {
     ],
 };
 
-/// What the full tier adds to [`QUICK`], in one profiled launch (nine passes
-/// on GH100).
+/// What the full tier adds to [`QUICK`], in one profiled launch of eight
+/// passes on GH100 (the L2 hit rate fits in SM throughput's passes).
 ///
-/// Measured on the H200 (CUPTI 13.0, driver 580, 2026-11-30): every range
-/// costs a fixed ~170 ms once the profiler object is fresh, on top of each
-/// pass, so one launch for both multi-pass metrics took half the time of one
-/// launch each, with the same values (SM throughput within 0.6 points, L2 hit
-/// rate within 0.4). A multi-pass config needs a fresh profiler object
+/// Measured on the H200 (CUPTI 13.0, driver 580, 2026-11-30): the first range
+/// on a freshly enabled profiler object costs a fixed ~170 ms on top of its
+/// passes, so one launch for both multi-pass metrics took about half the time
+/// of one launch each, with the same values (SM throughput within 0.6 points,
+/// L2 hit rate within 0.4). A multi-pass config needs a fresh profiler object
 /// ([`super::RangeProfiler::profile`] sees to that); mixed with the quick set
 /// on a fresh object it was right too.
 pub const FULL_EXTRA: MetricSet = MetricSet {
