@@ -39,6 +39,20 @@ def holds(case, kind):
     }[kind]
 
 
+def counters_problem(report):
+    """Why the report's counters fall short (both tiers, every value finite, a roofline each), or None."""
+    outcomes = [c.get("Ok") for c in report.get("counters", [])]
+    if [o and o["tier"] for o in outcomes] != ["quick", "full"]:
+        return "counters: not both tiers"
+    for outcome in outcomes:
+        for kernel in ("student", "starter"):
+            counters = outcome[kernel]
+            bad = [m["name"] for m in counters["metrics"] if not isinstance(m["value"], (int, float)) or m["value"] != m["value"]]
+            if bad or counters.get("roofline") is None:
+                return f"counters: {outcome['tier']} {kernel} NaN in {bad or 'roofline'}"
+    return None
+
+
 rows = []
 ok_all = True
 for name in ["starter", "reference"]:
@@ -48,11 +62,13 @@ for name in ["starter", "reference"]:
     speedup = (timing.get("speedup") or {}).get("point")
     passed = report.get("passed", False) and rc == 0
     want_speed = 0.8 if name == "starter" else 10.0
-    ok = passed and speedup is not None and speedup >= want_speed and (name != "starter" or speedup <= 1.25)
+    counters = counters_problem(report)
+    ok = passed and speedup is not None and speedup >= want_speed and (name != "starter" or speedup <= 1.25) and counters is None
     ok_all &= ok
     student = (timing.get("student") or {}).get("median")
-    rows.append((name, "all cases pass", f"{sum(c['status']=='pass' for c in report.get('cases', []))}/{len(report.get('cases', []))} pass, "
-                 f"{student if student is None else round(student, 3)} ms, speedup {speedup if speedup is None else round(speedup, 2)}x, wall {wall:.2f} s",
+    rows.append((name, "all cases pass, counters", f"{sum(c['status']=='pass' for c in report.get('cases', []))}/{len(report.get('cases', []))} pass, "
+                 f"{student if student is None else round(student, 3)} ms, speedup {speedup if speedup is None else round(speedup, 2)}x, wall {wall:.2f} s, "
+                 f"{counters or 'counters ok'}",
                  "ok" if ok else "WRONG"))
 
 for path in sorted(pathlib.Path("kernels/bugs").glob("*.cu")):

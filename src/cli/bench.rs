@@ -216,13 +216,14 @@ fn render(args: &BenchArgs, cold: &CheckReport, warm: &[CheckReport]) -> String 
 /// values were reused as the worker intends.
 fn render_warm_counters(rounds: &[CheckReport]) -> String {
     let mut out = String::new();
-    /// Per tier: the times, and whether the student's and the starter's
-    /// values were reused in every round.
+    /// Per tier: the times, whether the student's and the starter's values
+    /// were reused in every round, and how many values CUPTI left NaN.
     struct Tier {
         tier: CounterTier,
         ms: Vec<f64>,
         student_reused: bool,
         starter_reused: bool,
+        not_finite: usize,
     }
     let mut tiers: Vec<Tier> = Vec::new();
     for outcome in rounds.iter().flat_map(|r| &r.counters) {
@@ -230,17 +231,24 @@ fn render_warm_counters(rounds: &[CheckReport]) -> String {
             let _ = writeln!(out, "\nCounters on a save: unavailable");
             return out;
         };
+        let not_finite = [&outcome.student, &outcome.starter]
+            .iter()
+            .flat_map(|k| &k.metrics)
+            .filter(|m| !m.value.is_finite())
+            .count();
         match tiers.iter_mut().find(|t| t.tier == outcome.tier) {
             Some(t) => {
                 t.ms.push(outcome.elapsed_ms);
                 t.student_reused &= outcome.student.reused;
                 t.starter_reused &= outcome.starter.reused;
+                t.not_finite += not_finite;
             }
             None => tiers.push(Tier {
                 tier: outcome.tier,
                 ms: vec![outcome.elapsed_ms],
                 student_reused: outcome.student.reused,
                 starter_reused: outcome.starter.reused,
+                not_finite,
             }),
         }
     }
@@ -255,18 +263,19 @@ fn render_warm_counters(rounds: &[CheckReport]) -> String {
     );
     let _ = writeln!(
         out,
-        "| tier | median ms | student reused | starter reused |\n|---|---:|---|---|"
+        "| tier | median ms | student reused | starter reused | values not finite |\n|---|---:|---|---|---:|"
     );
     for t in &mut tiers {
         let _ = writeln!(
             out,
-            "| {:?} | {:.1} | {} | {} |",
+            "| {:?} | {:.1} | {} | {} | {} |",
             t.tier,
             median(&mut t.ms),
             t.student_reused,
-            t.starter_reused
+            t.starter_reused,
+            t.not_finite
         );
     }
-    let _ = writeln!(out, "| both tiers | {:.1} | | |", median(&mut totals));
+    let _ = writeln!(out, "| both tiers | {:.1} | | | |", median(&mut totals));
     out
 }

@@ -29,6 +29,7 @@ mod library_tests;
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::fmt;
 use std::ptr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use cudarc::driver::CudaContext;
@@ -269,6 +270,8 @@ impl Drop for HostObject {
 /// A host-side configuration: which metrics to collect, compiled into the
 /// config image CUPTI replays from.
 pub struct MetricConfig {
+    /// Unique within the process, so the profiler can tell configs apart.
+    id: u64,
     host: HostObject,
     chip: String,
     names: MetricNames,
@@ -300,7 +303,9 @@ impl MetricConfig {
         params.pConfigImage = image.as_mut_ptr();
         // SAFETY: the image buffer holds configImageSize bytes.
         unsafe { api.call(Function::HostGetNumOfPasses, &mut params) }?;
+        static NEXT_ID: AtomicU64 = AtomicU64::new(0);
         Ok(Self {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             host,
             chip: chip.to_string(),
             names,
@@ -434,8 +439,9 @@ pub struct RangeProfiler {
     api: Arc<Api>,
     chip: String,
     availability: Vec<u8>,
-    /// Ranges profiled on `raw` since it was enabled: see [`Self::profile`].
-    ranges_on_object: usize,
+    /// The config of the last range profiled on `raw`, `None` while it is
+    /// fresh: see [`Self::profile`].
+    last_config: Option<u64>,
     // Dropped after `raw` is disabled, in this order: deinitialise, then
     // release the context.
     _session: ProfilerSession,
@@ -479,7 +485,7 @@ impl RangeProfiler {
             api: Arc::clone(api),
             chip,
             availability,
-            ranges_on_object: 0,
+            last_config: None,
             _session: session,
             target,
         })
@@ -508,11 +514,14 @@ impl RangeProfiler {
     /// Launch the kernel once unprofiled beforehand so that module loading
     /// stays out of the measured range.
     ///
-    /// A multi-pass config gets a freshly enabled profiler object when this
-    /// one has already measured a range: on the H200 (CUPTI 13.0, driver 580)
-    /// such a config read NaN for its multi-pass metrics, while the first
-    /// range after enabling was right. Re-enabling costs a setup like the
-    /// first one, so single-pass configs keep the object.
+    /// The profiler object is re-enabled first unless this is a single-pass
+    /// config and the object's last range used the very same config. On the
+    /// H200 (CUPTI 13.0, driver 580) a range read NaN when the object had
+    /// measured a range of another config before, and a multi-pass one did
+    /// after any earlier range, while the first range after enabling was
+    /// right. Re-enabling costs about 12 ms and makes the next range pay a
+    /// fixed setup of about 170 ms, so the quick set, profiled for the
+    /// student and then the starter, keeps the object.
     pub fn profile(
         &mut self,
         config: &MetricConfig,
@@ -525,13 +534,17 @@ impl RangeProfiler {
             });
         }
         self.target.bind()?;
-        if config.passes > 1 && self.ranges_on_object > 0 {
+        let reusable = match self.last_config {
+            None => true,
+            Some(last) => last == config.id && config.passes == 1,
+        };
+        if !reusable {
             self.reenable()?;
         }
         let mut counter_data = self.counter_data(&config.names)?;
         self.set_config(config, &mut counter_data)?;
         self.call_on_object(Function::RangeProfilerStart)?;
-        self.ranges_on_object += 1;
+        self.last_config = Some(config.id);
         let launched = launch();
         let mut stop = sys::StopParams::new();
         stop.pRangeProfilerObject = self.raw;
@@ -644,7 +657,7 @@ impl RangeProfiler {
             return Err(CuptiError::EmptyAnswer("range profiler object"));
         }
         self.raw = params.pRangeProfilerObject;
-        self.ranges_on_object = 0;
+        self.last_config = None;
         Ok(())
     }
 
