@@ -42,4 +42,20 @@ tmux send-keys -t fp q
 sleep 2
 tmux kill-server 2>/dev/null
 tar czf "$OUT/session.tgz" -C "$WORK" .flashprof prefill.cu
+# Each save's counters, from the history store: every value must be finite.
+python3 - "$WORK/.flashprof/history.jsonl" >"$OUT/counters-per-save.txt" <<'PY'
+import json, sys
+for number, line in enumerate(open(sys.argv[1]), 1):
+    report = json.loads(line)["report"]
+    tiers = []
+    for outcome in (c.get("Ok") for c in report.get("counters") or []):
+        if not outcome:
+            tiers.append("unavailable")
+            continue
+        values = [m["value"] for k in ("student", "starter") for m in outcome[k]["metrics"]]
+        bad = sum(not isinstance(v, (int, float)) or v != v for v in values)
+        tiers.append(f"{outcome['tier']} {outcome['elapsed_ms']:.0f} ms {'all finite' if bad == 0 else f'{bad} NOT FINITE'}")
+    print(f"save {number}: {'; '.join(tiers) or 'no counters'}")
+PY
+cat "$OUT/counters-per-save.txt
 for f in "$OUT"/0*.txt; do echo "=== $f"; cat "$f"; done
