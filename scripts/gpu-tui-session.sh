@@ -57,5 +57,5 @@ for number, line in enumerate(open(sys.argv[1]), 1):
         tiers.append(f"{outcome['tier']} {outcome['elapsed_ms']:.0f} ms {'all finite' if bad == 0 else f'{bad} NOT FINITE'}")
     print(f"save {number}: {'; '.join(tiers) or 'no counters'}")
 PY
-cat "$OUT/counters-per-save.txt
+cat "$OUT/counters-per-save.txt"
 for f in "$OUT"/0*.txt; do echo "=== $f"; cat "$f"; done
