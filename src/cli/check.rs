@@ -209,6 +209,11 @@ pub fn run(args: CheckArgs) -> ExitCode {
             eprint!("\r\x1b[2K");
         }
         print!("{}", render_table(&report));
+        if plan.counters.is_none() && report.gpu.is_ok() && report.compile.ok {
+            println!(
+                "counters: off (--counters adds SM throughput, DRAM bytes and the roofline verdict)"
+            );
+        }
         if let Some(gate) = &gate {
             println!("{gate}");
         }
