@@ -19,7 +19,7 @@ use super::ExitCode;
 use crate::app::check::{run_check, CheckPlan, CheckReport, CountersPlan, TimingPlan};
 use crate::lab::cases::embedded_cases;
 use crate::lab::contract::TIMING_SHAPE;
-use crate::lab::source::StudentSource;
+use crate::lab::source::{SourceForm, StudentSource};
 use crate::protocol::{CounterTier, TimingConfig};
 
 #[derive(Args, Debug)]
@@ -37,6 +37,22 @@ pub struct BenchArgs {
 /// Saves measured with counters on after the verdict rounds: what a save
 /// costs in the TUI once the starter's counters are known.
 const COUNTER_ROUNDS: u32 = 3;
+
+/// The source of warm round `round`: a new build each time, since a
+/// comment alone changes nothing NVRTC compiles (it answers from its cache)
+/// and an unchanged image lets the worker reuse its counters.
+fn edited_source(source: &StudentSource, round: u32) -> String {
+    let text = source.text();
+    match source.form() {
+        // A new device variable changes the image and nothing the kernel does.
+        SourceForm::TranslationUnit => {
+            format!("{text}\n__device__ int flashprof_bench_round_{round};\n")
+        }
+        // A body has no file scope: a branch no launch can take (chunkLen is
+        // never negative) changes the image at the cost of one comparison.
+        SourceForm::Body => format!("{text}\nif (chunkLen == -{}) out[0] = 0.0f;\n", round + 1),
+    }
+}
 
 fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
@@ -97,14 +113,13 @@ pub fn run(args: BenchArgs) -> ExitCode {
         if round == args.rounds {
             plan.counters.clone_from(&counters_plan);
         }
-        // A new device variable changes the compiled image, not only the
-        // text: neither NVRTC's cache nor the worker's counters can answer.
-        plan.source_text = format!(
-            "{}\n__device__ int flashprof_bench_round_{round};\n",
-            source.text()
-        );
+        plan.source_text = edited_source(&source, round);
         plan.seed = fresh_seed();
         match run_check(&plan, &command, &mut worker, |_| {}) {
+            Ok(r) if !r.compile.ok => {
+                eprintln!("\nflashprof: the edited source of round {round} did not compile");
+                return ExitCode::BadSource;
+            }
             Ok(r) if round < args.rounds => warm.push(r),
             Ok(r) => warm_counters.push(r),
             Err(e) => {
@@ -278,4 +293,49 @@ fn render_warm_counters(rounds: &[CheckReport]) -> String {
     }
     let _ = writeln!(out, "| both tiers | {:.1} | | | |", median(&mut totals));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::edited_source;
+    use crate::gpu::compile::{compile, CompileError, CompileOptions};
+    use crate::lab::source::{SourceForm, StudentSource};
+
+    /// Every round must compile, in both source forms, to an image of its
+    /// own: otherwise the bench would time caches, not compiles.
+    #[test]
+    fn each_round_is_a_new_build_in_both_source_forms() {
+        for (path, text, form) in [
+            (
+                "kernels/starter.cu",
+                include_str!("../../kernels/starter.cu"),
+                SourceForm::Body,
+            ),
+            (
+                "kernels/reference.cu",
+                include_str!("../../kernels/reference.cu"),
+                SourceForm::TranslationUnit,
+            ),
+        ] {
+            let source = StudentSource::from_bytes(path, text.as_bytes()).expect("shipped source");
+            assert_eq!(source.form(), form, "{path}");
+            let mut images = Vec::new();
+            for round in 0..2 {
+                let edited = edited_source(&source, round);
+                let edited = StudentSource::from_bytes(path, edited.as_bytes()).expect("edited");
+                match compile(&edited, &CompileOptions::default()) {
+                    Err(missing @ CompileError::LibraryMissing { .. }) => {
+                        eprintln!("skipped: {missing}");
+                        return;
+                    }
+                    Err(e) => panic!("{path} round {round} did not compile: {e}"),
+                    Ok(compiled) => images.push(compiled.image),
+                }
+            }
+            assert_ne!(
+                images[0], images[1],
+                "{path}: both rounds built the same image"
+            );
+        }
+    }
 }
