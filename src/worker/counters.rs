@@ -207,7 +207,11 @@ impl Session<'_> {
             match profiled {
                 Ok(measured) => {
                     values.extend(measured.values.iter().cloned());
-                    self.measured.insert(key, measured.values);
+                    // A value CUPTI could not evaluate is measured again next
+                    // time rather than kept for the worker's life.
+                    if measured.values.iter().all(|m| m.value.is_finite()) {
+                        self.measured.insert(key, measured.values);
+                    }
                 }
                 Err(e) => {
                     return Ok(KernelCounters {
