@@ -6,6 +6,7 @@
 use std::fmt::Write;
 
 use crate::app::check::CheckReport;
+use crate::gpu::cupti::finite_value;
 use crate::protocol::{CaseOutcome, CaseStatus, CompileOutcome};
 
 fn status_word(status: CaseStatus) -> &'static str {
@@ -218,14 +219,7 @@ fn render_counters(out: &mut String, report: &CheckReport) {
         outcome.tier, outcome.passes, outcome.chip
     );
     for (label, kernel) in [("student", &outcome.student), ("starter", &outcome.starter)] {
-        let value = |name: &str| {
-            kernel
-                .metrics
-                .iter()
-                .find(|m| m.name == name)
-                .map(|m| m.value)
-                .filter(|v| v.is_finite())
-        };
+        let value = |name: &str| finite_value(&kernel.metrics, name);
         let Some(roofline) = &kernel.roofline else {
             let _ = writeln!(
                 out,

@@ -6,7 +6,7 @@
 //! as stale, so a slow GPU run never blanks the screen. No IO happens here.
 
 use crate::app::check::CountersResult;
-use crate::gpu::cupti::metrics;
+use crate::gpu::cupti::{finite_value, metrics};
 use crate::protocol::KernelCounters;
 use std::time::Duration;
 
@@ -75,12 +75,7 @@ impl CountersView {
                 }
             }
         };
-        let metric = |k: &KernelCounters, name: &str| {
-            k.metrics
-                .iter()
-                .find(|m| m.name == name && m.value.is_finite())
-                .map(|m| m.value)
-        };
+        let metric = |k: &KernelCounters, name: &str| finite_value(&k.metrics, name);
         let (student, starter) = (&outcome.student, &outcome.starter);
         let mut lines = Vec::new();
         // The verdict comes first: a narrow panel cuts lines from the bottom.

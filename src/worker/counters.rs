@@ -16,8 +16,8 @@ use std::time::Instant;
 use super::timing::timing_inputs;
 use super::Baselines;
 use crate::gpu::cupti::{
-    metrics, CountersUnavailable, Cupti, CuptiError, MetricConfig, MetricValue, RangeProfiler,
-    FULL_EXTRA, QUICK,
+    finite_value, metrics, CountersUnavailable, Cupti, CuptiError, MetricConfig, MetricValue,
+    RangeProfiler, FULL_EXTRA, QUICK,
 };
 use crate::gpu::device::{Gpu, GpuError, Kernel, L2Flusher};
 use crate::grade::compare::POISON_BITS;
@@ -239,13 +239,7 @@ impl Session<'_> {
 /// Places the kernel on the roofline; `None` when a custom set lacks the
 /// byte counts or the duration it needs.
 fn roofline(shape: Shape, values: &[MetricValue]) -> Option<Result<Roofline, RooflineError>> {
-    let value = |name: &str| {
-        values
-            .iter()
-            .find(|m| m.name == name)
-            .map(|m| m.value)
-            .filter(|v| v.is_finite())
-    };
+    let value = |name: &str| finite_value(values, name);
     match (
         value(metrics::DRAM_BYTES_READ),
         value(metrics::DRAM_BYTES_WRITE),

@@ -366,14 +366,13 @@ pub struct MetricValues {
     pub values: Vec<MetricValue>,
 }
 
-impl MetricValues {
-    /// The value of `name`, if it was collected.
-    pub fn get(&self, name: &str) -> Option<f64> {
-        self.values
-            .iter()
-            .find(|metric| metric.name == name)
-            .map(|metric| metric.value)
-    }
+/// The value of `name` among `values`, if it was collected and CUPTI could
+/// evaluate it: what every reader of counters wants, since NaN means "no value".
+pub fn finite_value(values: &[MetricValue], name: &str) -> Option<f64> {
+    values
+        .iter()
+        .find(|metric| metric.name == name && metric.value.is_finite())
+        .map(|metric| metric.value)
 }
 
 /// `cuptiProfilerInitialize` for as long as a profiler is alive.
@@ -765,23 +764,24 @@ mod tests {
     }
 
     #[test]
-    fn metric_values_are_found_by_name() {
-        let values = MetricValues {
-            chip: "GH100".into(),
-            passes: 1,
-            values: vec![
-                MetricValue {
-                    name: "a".into(),
-                    value: 1.5,
-                },
-                MetricValue {
-                    name: "b".into(),
-                    value: 2.5,
-                },
-            ],
-        };
-        assert_eq!(values.get("b"), Some(2.5));
-        assert_eq!(values.get("c"), None);
+    fn metric_values_are_found_by_name_and_nan_is_no_value() {
+        let values = [
+            MetricValue {
+                name: "a".into(),
+                value: 1.5,
+            },
+            MetricValue {
+                name: "b".into(),
+                value: 2.5,
+            },
+            MetricValue {
+                name: "n".into(),
+                value: f64::NAN,
+            },
+        ];
+        assert_eq!(finite_value(&values, "b"), Some(2.5));
+        assert_eq!(finite_value(&values, "c"), None);
+        assert_eq!(finite_value(&values, "n"), None);
     }
 
     #[test]
