@@ -1,11 +1,11 @@
 //! Hardware counters inside the worker: CUPTI's range profiler around
 //! launches of the student's kernel and of the starter.
 //!
-//! CUPTI, the range profiler, the metric configurations and an L2 flusher are
-//! set up on first use and kept for the worker's life. Values are kept too,
-//! per kernel build, shape and metric set: the starter does not change
-//! between saves, and the full tier follows the quick one on the same build,
-//! so neither is profiled twice. Each kernel is launched once unprofiled
+//! CUPTI, the range profiler and the metric configurations are set up on
+//! first use and kept for the worker's life (the L2 flusher is the worker's,
+//! shared with timing). Values are kept too, per kernel build, shape and
+//! metric set: the starter does not change between saves, and the full tier
+//! follows the quick one on the same build, so neither is profiled twice. Each kernel is launched once unprofiled
 //! before its first profiled range, so module loading and first-touch effects
 //! stay out of it, and L2 is flushed before each profiled launch; no timing
 //! is ever taken from a profiled launch (replay re-runs it once per pass).
@@ -33,7 +33,6 @@ pub struct Counters {
     quick: MetricConfig,
     /// What the full tier adds to the quick set.
     full_extra: MetricConfig,
-    flusher: L2Flusher,
     measured: HashMap<MeasurementKey, Vec<MetricValue>>,
     _cupti: Cupti,
 }
@@ -70,9 +69,7 @@ fn setup_failure(error: CuptiError) -> CountersUnavailableReport {
 }
 
 impl Counters {
-    /// Takes the flusher the worker allocated: failing that is a GPU error,
-    /// not a reason the counters are unavailable.
-    pub fn enable(gpu: &Gpu, flusher: L2Flusher) -> Result<Self, CountersUnavailableReport> {
+    pub fn enable(gpu: &Gpu) -> Result<Self, CountersUnavailableReport> {
         let cupti = Cupti::load().map_err(|e| unavailable_report(&e))?;
         // Enabling once up front is also the permission check: it is the first
         // call to fail without counter rights or with another profiler attached.
@@ -87,7 +84,6 @@ impl Counters {
             profiler,
             quick,
             full_extra,
-            flusher,
             measured: HashMap::new(),
             _cupti: cupti,
         })
@@ -99,7 +95,7 @@ impl Counters {
         &mut self,
         gpu: &Gpu,
         student: &Kernel,
-        baselines: &Baselines,
+        baselines: &mut Baselines,
         request: &CountersRequest,
     ) -> Result<CountersOutcome, GpuError> {
         let started = Instant::now();
@@ -121,7 +117,7 @@ impl Counters {
         self.measured.retain(|key, _| builds.contains(&key.build));
         let mut session = Session {
             profiler: &mut self.profiler,
-            flusher: &mut self.flusher,
+            flusher: &mut baselines.l2_flusher,
             measured: &mut self.measured,
             gpu,
             request,

@@ -20,7 +20,7 @@ use anyhow::Context;
 use cudarc::driver::CudaFunction;
 
 use crate::gpu::compile::{self, CompileError, CompileOptions};
-use crate::gpu::device::{Gpu, GpuError, Kernel};
+use crate::gpu::device::{Gpu, GpuError, Kernel, L2Flusher};
 use crate::gpu::resources::{theoretical_occupancy, SmLimits};
 use crate::grade::compare::{compare, POISON_BITS};
 use crate::grade::diagnosis::{diagnose, Integrity};
@@ -77,12 +77,13 @@ pub fn main() -> anyhow::Result<()> {
     }
 }
 
-/// Kernels the worker needs besides the student's, compiled on first use.
+/// Kernels the worker needs besides the student's, compiled on first use,
+/// and the L2 flusher that timing and counters share.
 struct Baselines {
     starter: Kernel,
     oracle_f64: CudaFunction,
     clock_probe: CudaFunction,
-    l2_sweep: CudaFunction,
+    l2_flusher: L2Flusher,
 }
 
 struct Worker {
@@ -124,7 +125,7 @@ impl Worker {
                 }
                 Ok(()) => {
                     let (Some(gpu), Some(student), Some(baselines)) =
-                        (&self.gpu, &self.student, &self.baselines)
+                        (&self.gpu, &self.student, &mut self.baselines)
                     else {
                         return failure("timing needs a GPU and a loaded kernel", false);
                     };
@@ -155,24 +156,13 @@ impl Worker {
             return failure(e, sticky);
         }
         let (Some(gpu), Some(student), Some(baselines)) =
-            (&self.gpu, &self.student, &self.baselines)
+            (&self.gpu, &self.student, &mut self.baselines)
         else {
             return failure("counters need a GPU and a loaded kernel", false);
         };
-        let profiler = match &mut self.counters {
-            Some(enabled) => enabled,
-            None => {
-                let flusher = match gpu.l2_flusher(&baselines.l2_sweep) {
-                    Ok(f) => f,
-                    Err(e) => {
-                        let sticky = e.sticky;
-                        return failure(e, sticky);
-                    }
-                };
-                self.counters
-                    .insert(counters::Counters::enable(gpu, flusher))
-            }
-        };
+        let profiler = self
+            .counters
+            .get_or_insert_with(|| counters::Counters::enable(gpu));
         let profiler = match profiler {
             Ok(p) => p,
             Err(report) => return (Event::Counters(Err(report.clone())), false),
@@ -292,11 +282,12 @@ impl Worker {
         let starter = compile::compile(&starter_source, &options).map_err(GpuError::message)?;
         let support = compile::compile_trusted("kernels/support.cu", SUPPORT_SOURCE, &options)
             .map_err(GpuError::message)?;
+        let l2_sweep = gpu.load_support(&support, "l2_sweep")?;
         self.baselines = Some(Baselines {
             starter: gpu.load(&starter.image, ENTRY_POINT, starter.geometry)?,
             oracle_f64: gpu.load_support(&support, "oracle_f64")?,
             clock_probe: gpu.load_support(&support, "clock_probe")?,
-            l2_sweep: gpu.load_support(&support, "l2_sweep")?,
+            l2_flusher: gpu.l2_flusher(&l2_sweep)?,
         });
         Ok(())
     }

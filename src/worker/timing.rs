@@ -29,7 +29,7 @@ const REFERENCE_AGREEMENT: f64 = 1e-9;
 pub fn time(
     gpu: &Gpu,
     student: &Kernel,
-    baselines: &Baselines,
+    baselines: &mut Baselines,
     shape: Shape,
     seed: u64,
     config: TimingConfig,
@@ -47,7 +47,6 @@ pub fn time(
     let output = gpu.read_output(&ws)?;
     let output_check = compare(shape, &output.output, &reference);
 
-    let mut flusher = gpu.l2_flusher(&baselines.l2_sweep)?;
     for _ in 0..config.warmup {
         gpu.launch(&baselines.starter, &mut ws)?;
         gpu.launch(student, &mut ws)?;
@@ -61,7 +60,7 @@ pub fn time(
             (student, &mut student_ms),
         ] {
             if config.cold_l2 {
-                gpu.flush_l2(&mut flusher)?;
+                gpu.flush_l2(&mut baselines.l2_flusher)?;
             }
             samples.push(gpu.timed(|| gpu.launch(kernel, &mut ws))?);
         }
