@@ -12,21 +12,8 @@ use flashprof::app::history::{source_hash, RunOutcome, RunSummary};
 use flashprof::tui::model::{Completed, Model, Replay};
 use flashprof::tui::theme::Theme;
 use flashprof::tui::update::show_replay_position;
-use flashprof::tui::view::draw;
-use ratatui::backend::TestBackend;
-use ratatui::Terminal;
-use tui_support::drive::{complete, fresh, key};
+use tui_support::drive::{complete, fresh, key, screen, SIZES};
 use tui_support::*;
-
-const SIZES: [(u16, u16); 2] = [(80, 24), (120, 40)];
-
-fn screen(model: &Model, width: u16, height: u16) -> String {
-    let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("test terminal");
-    terminal
-        .draw(|frame| draw(frame, model))
-        .expect("draw into the test backend");
-    terminal.backend().to_string()
-}
 
 /// Snapshots `model` at both sizes and returns the large screen for asserts.
 fn snapshot(name: &str, model: &mut Model) -> String {

@@ -11,21 +11,8 @@ use flashprof::lab::contract::Shape;
 use flashprof::lab::geometry::LaunchGeometry;
 use flashprof::protocol::CaseStatus;
 use flashprof::tui::model::{CountersView, Model};
-use flashprof::tui::view::draw;
-use ratatui::backend::TestBackend;
-use ratatui::Terminal;
-use tui_support::drive::{complete, fresh, key, progress, save};
+use tui_support::drive::{complete, fresh, key, progress, save, screen, SIZES};
 use tui_support::*;
-
-const SIZES: [(u16, u16); 2] = [(80, 24), (120, 40)];
-
-fn screen(model: &Model, width: u16, height: u16) -> String {
-    let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("test terminal");
-    terminal
-        .draw(|frame| draw(frame, model))
-        .expect("draw into the test backend");
-    terminal.backend().to_string()
-}
 
 /// Snapshots `model` at both sizes and returns the small screen for asserts.
 fn snapshot(name: &str, model: &mut Model) -> String {

@@ -306,6 +306,22 @@ pub mod drive {
     use flashprof::tui::msg::{Effect, Msg, RunId};
     use flashprof::tui::theme::Theme;
     use flashprof::tui::update::update;
+    use flashprof::tui::view::draw;
+    use ratatui::backend::TestBackend;
+    use ratatui::Terminal;
+
+    /// The sizes every screen is snapshotted at: the smallest terminal the
+    /// TUI supports and a roomy one.
+    pub const SIZES: [(u16, u16); 2] = [(80, 24), (120, 40)];
+
+    /// `model` drawn by the real view into a test terminal of that size.
+    pub fn screen(model: &Model, width: u16, height: u16) -> String {
+        let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("test terminal");
+        terminal
+            .draw(|frame| draw(frame, model))
+            .expect("draw into the test backend");
+        terminal.backend().to_string()
+    }
 
     pub fn fresh() -> Model {
         let rows = super::case_shapes()
