@@ -56,7 +56,10 @@ impl CompileOptions {
     }
 
     fn flags(&self) -> Vec<String> {
-        let mut flags = vec!["-lineinfo".to_owned()];
+        // NVRTC would otherwise search the folder named by the program name
+        // (the student's path) for quoted includes; every header a
+        // submission may use is handed over in memory instead.
+        let mut flags = vec!["-lineinfo".to_owned(), "--no-source-include".to_owned()];
         if let Some(arch) = &self.arch {
             flags.push(format!("--gpu-architecture={arch}"));
         }

@@ -11,6 +11,7 @@
 //! This module is pure: [`StudentSource::from_path`] is the only function
 //! that touches the file system.
 
+mod includes;
 mod prelude;
 mod scan;
 
@@ -79,6 +80,13 @@ pub enum SourceError {
         line: usize,
         problem: String,
         found: String,
+    },
+    #[error("{path}:{line}: `{text}` is refused: {reason}")]
+    RefusedInclude {
+        path: String,
+        line: usize,
+        text: String,
+        reason: String,
     },
     #[error("{path}: {source}")]
     Geometry { path: String, source: GeometryError },
@@ -151,6 +159,14 @@ impl StudentSource {
         let tokens = tokenize(text);
         if tokens.is_empty() {
             return Err(SourceError::Empty { path });
+        }
+        if let Some(refused) = includes::first_refused(&tokens) {
+            return Err(SourceError::RefusedInclude {
+                path,
+                line: refused.line,
+                text: refused.text,
+                reason: refused.reason,
+            });
         }
         let kernels = find_kernels(&tokens);
         let form = if kernels.is_empty() {

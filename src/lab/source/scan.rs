@@ -59,7 +59,9 @@ pub(super) fn tokenize(source: &str) -> Vec<Token<'_>> {
                 i = close;
                 continue;
             }
-            b'#' if at_line_start => {
+            // `%:` is the digraph spelling of `#`, and `??=` the old trigraph:
+            // either can open a directive, so the include policy must see them.
+            b'#' | b'%' | b'?' if at_line_start && opens_directive(&bytes[i..]) => {
                 i = end_of_directive(bytes, i);
                 line += count_newlines(&bytes[start..i]);
                 TokenKind::Directive
@@ -92,6 +94,10 @@ pub(super) fn tokenize(source: &str) -> Vec<Token<'_>> {
         });
     }
     tokens
+}
+
+fn opens_directive(rest: &[u8]) -> bool {
+    rest.starts_with(b"#") || rest.starts_with(b"%:") || rest.starts_with(b"??=")
 }
 
 fn end_while(bytes: &[u8], from: usize, keep: impl Fn(u8) -> bool) -> usize {
