@@ -37,7 +37,7 @@ fn busy_model() -> Model {
     complete(&mut model, "v1", all_pass(1.2, 40));
     complete(&mut model, "v2", all_pass(1.9, 48));
     let mut last = all_pass(2.4, 56);
-    let shape = last.cases[1].shape;
+    let shape = case_shapes()[1].1;
     last.cases[1] = failing("planted-overflow", shape, 40);
     last.counters = vec![Ok(counters_full())];
     complete(&mut model, "v3", last);

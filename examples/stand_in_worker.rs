@@ -16,10 +16,11 @@
 
 use std::io::{BufReader, Write};
 
-use flashprof::lab::contract::Shape;
+use flashprof::facts::device::DeviceInfo;
+use flashprof::lab::flash_prefill::FLASH_PREFILL;
 use flashprof::protocol::{
-    read_message, write_message, CaseOutcome, CaseStatus, CompileOutcome, DeviceInfo, Event,
-    Request, PROTOCOL_VERSION,
+    read_message, write_message, CaseOutcome, CaseStatus, CompileOutcome, Event, Request,
+    PROTOCOL_VERSION,
 };
 
 fn main() {
@@ -53,7 +54,7 @@ fn main() {
                     problem: None,
                     resources: None,
                     occupancy: None,
-                    geometry: Some(Default::default()),
+                    geometry: Some(FLASH_PREFILL.default_geometry()),
                     image: b"stand-in image".to_vec(),
                     compile_ms: 0.0,
                     load_ms: Some(0.0),
@@ -85,10 +86,7 @@ fn main() {
                 Event::Case(CaseOutcome {
                     name: case.name.clone(),
                     summary: case.summary.clone(),
-                    shape: Shape {
-                        chunk_len: case.chunk,
-                        prefix_len: case.prefix,
-                    },
+                    shape: FLASH_PREFILL.problem(&case).expect("a generated case"),
                     status,
                     comparison: None,
                     integrity: None,

@@ -11,10 +11,12 @@
 pub mod app;
 pub mod cli;
 pub mod embedded;
+pub mod facts;
 pub mod gpu;
 pub mod grade;
 pub mod lab;
 pub mod nonfinite;
+pub mod outcome;
 pub mod protocol;
 pub mod report;
 pub mod tui;

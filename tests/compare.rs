@@ -6,10 +6,10 @@
 mod support;
 
 use flashprof::app::gate::{GateTable, SpeedGate, SHIPPED_GATES};
+use flashprof::outcome::IntegrityBadges;
 use flashprof::report::compare::{
     a_over_b, case_rows, render_compare_json, render_compare_table, Palette, Side,
 };
-use flashprof::report::integrity::IntegrityBadges;
 use serde_json::Value;
 
 fn shipped() -> GateTable {

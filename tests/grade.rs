@@ -429,6 +429,7 @@ fn graded_submissions_run_in_parallel_slots_and_a_hang_costs_one_case() {
         );
     }
     let plan = BatchPlan {
+        lab: flashprof::lab::flash_prefill::FLASH_PREFILL,
         submissions: discover_dir(&class).expect("discover"),
         out_dir: root.path().join("out"),
         mode: GradeMode::Full,

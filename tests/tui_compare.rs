@@ -5,7 +5,7 @@
 mod tui_support;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use flashprof::app::check::{CheckReport, Progress};
+use flashprof::outcome::{CheckReport, Progress};
 use flashprof::tui::compare::model::{Column, CompareModel};
 use flashprof::tui::compare::msg::{CompareEffect, CompareMsg};
 use flashprof::tui::compare::update::update;
@@ -185,12 +185,12 @@ fn both_pass() {
 #[test]
 fn a_fails_where_b_passes() {
     let mut a = all_pass(1.0, 40);
-    let shape = a.cases[1].shape;
+    let shape = case_shapes()[1].1;
     a.cases[1] = failing("planted-overflow", shape, 40);
     a.timing.as_mut().expect("timed").speedup = None;
     // Both pass the first case, but B's error is a hundred times smaller.
     let mut b = all_pass(1.0, 40);
-    let (name, shape) = (b.cases[0].name.clone(), b.cases[0].shape);
+    let (name, shape) = (b.cases[0].name.clone(), case_shapes()[0].1);
     b.cases[0] = graded(&name, shape, 2e-6, &[(0, 0)]);
     let model = compared(a, b);
     let small = snapshot("compare_a_fails", &model);

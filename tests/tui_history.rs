@@ -33,7 +33,7 @@ fn runs_read_back_in_order_with_their_sources() {
     assert!(got.compile.image.is_empty(), "kernel images are not kept");
     // serde_json's float parsing may move the last bit, so compare what a screen shows.
     assert_eq!(RunOutcome::of(got), RunOutcome::of(&first));
-    let names = |r: &flashprof::app::check::CheckReport| -> Vec<String> {
+    let names = |r: &flashprof::outcome::CheckReport| -> Vec<String> {
         r.cases.iter().map(|c| c.name.clone()).collect()
     };
     assert_eq!(names(got), names(&first));

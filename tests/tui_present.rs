@@ -61,7 +61,7 @@ fn a_live_pass_shows_both_numbers_in_block_digits() {
 fn a_live_failure_shows_the_failing_case_heatmap_large() {
     let mut model = presenting();
     let mut report = all_pass(1.0, 40);
-    let shape = report.cases[1].shape;
+    let shape = case_shapes()[1].1;
     report.cases[1] = failing("planted-overflow", shape, 40);
     report.timing = None;
     report.timing_error = Some("not timed: a case failed".into());
@@ -89,7 +89,7 @@ fn a_compile_error_fills_the_panel_with_the_error() {
     assert!(text.contains("compile error"), "{text}");
 }
 
-fn replay_of(reports: Vec<flashprof::app::check::CheckReport>) -> Model {
+fn replay_of(reports: Vec<flashprof::outcome::CheckReport>) -> Model {
     let summaries = reports
         .iter()
         .enumerate()
@@ -123,7 +123,7 @@ fn replay_of(reports: Vec<flashprof::app::check::CheckReport>) -> Model {
 #[test]
 fn a_replay_steps_through_runs_and_lists_its_keys() {
     let mut failing_run = all_pass(1.0, 40);
-    let shape = failing_run.cases[3].shape;
+    let shape = case_shapes()[3].1;
     failing_run.cases[3] = failing("last-key-of-sequence", shape, 0);
     failing_run.timing = None;
     let mut model = replay_of(vec![failing_run, all_pass(1.4, 40), all_pass(3.1, 56)]);

@@ -5,8 +5,8 @@ mod tui_support;
 use std::time::Duration;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
-use flashprof::app::check::Progress;
 use flashprof::app::history::source_hash;
+use flashprof::outcome::Progress;
 use flashprof::tui::model::{Completed, Overlay, Replay};
 use flashprof::tui::msg::{Effect, Msg};
 use flashprof::tui::update::{show_replay_position, update};
@@ -105,8 +105,8 @@ fn q_and_ctrl_c_quit() {
 fn tab_finds_failures_and_enter_opens_only_real_heatmaps() {
     let mut model = fresh();
     let mut report = all_pass(1.0, 40);
-    report.cases[3] = failing("last-key-of-sequence", report.cases[3].shape, 0);
-    report.cases[7] = timed_out("chunk-of-33", report.cases[7].shape);
+    report.cases[3] = failing("last-key-of-sequence", case_shapes()[3].1, 0);
+    report.cases[7] = timed_out("chunk-of-33", case_shapes()[7].1);
     complete(&mut model, "v1", report);
     key(&mut model, KeyCode::Tab);
     assert_eq!(model.selected, 3);

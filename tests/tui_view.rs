@@ -6,9 +6,9 @@
 mod tui_support;
 
 use crossterm::event::KeyCode;
-use flashprof::app::check::Progress;
-use flashprof::lab::contract::Shape;
+use flashprof::lab::flash_prefill::contract::Shape;
 use flashprof::lab::geometry::LaunchGeometry;
+use flashprof::outcome::Progress;
 use flashprof::protocol::CaseStatus;
 use flashprof::tui::model::{CountersView, Model};
 use tui_support::drive::{complete, fresh, key, progress, save, screen, SIZES};
@@ -27,9 +27,9 @@ fn snapshot(name: &str, model: &mut Model) -> String {
     screen(model, 80, 24)
 }
 
-fn failing_report() -> flashprof::app::check::CheckReport {
+fn failing_report() -> flashprof::outcome::CheckReport {
     let mut report = all_pass(1.0, 40);
-    let shape = report.cases[1].shape;
+    let shape = case_shapes()[1].1;
     report.cases[1] = failing("planted-overflow", shape, 40);
     report.timing = None;
     report
@@ -71,7 +71,7 @@ fn running_with_the_previous_result_marked_stale() {
     complete(&mut model, "v1", all_pass(1.5, 40));
     let run = save(&mut model, "v2").expect("run");
     progress(&mut model, run, Progress::Compiled(compiled(48)));
-    let first = model.cases[0].shape;
+    let first = case_shapes()[0].1;
     progress(
         &mut model,
         run,
@@ -122,7 +122,7 @@ fn a_failing_case_and_its_heatmap() {
 fn a_timed_out_case() {
     let mut model = fresh();
     let mut report = all_pass(1.0, 40);
-    report.cases[5] = timed_out("chunk-of-1", report.cases[5].shape);
+    report.cases[5] = timed_out("chunk-of-1", case_shapes()[5].1);
     report.timing = None;
     report.timing_error = Some("not timed: a case hung or crashed".into());
     complete(&mut model, "v1", report);
@@ -202,7 +202,7 @@ fn a_block_larger_than_the_kernel_allows_is_called_out() {
     report.compile = compiled(168);
     report.compile.geometry = Some(LaunchGeometry {
         threads: 512,
-        ..LaunchGeometry::default()
+        ..flashprof::lab::flash_prefill::FLASH_PREFILL.default_geometry()
     });
     let mut model = fresh();
     complete(&mut model, "v1", report);

@@ -8,12 +8,14 @@ use stand_in_support::{case, stand_in};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use flashprof::app::check::{run_check, CheckPlan, Progress};
+use flashprof::app::check::{run_check, CheckPlan};
 use flashprof::app::worker_handle::{WorkerCommand, WorkerFailure, WorkerHandle};
+use flashprof::outcome::Progress;
 use flashprof::protocol::{CaseStatus, Request};
 
 fn plan(names: &[&str]) -> CheckPlan {
     CheckPlan {
+        lab: flashprof::lab::flash_prefill::FLASH_PREFILL,
         source_path: "student.cu".into(),
         source_text: "// stand-in".into(),
         cases: names.iter().map(|n| case(n)).collect(),

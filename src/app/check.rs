@@ -9,16 +9,14 @@
 
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-
 use super::worker_handle::{WorkerCommand, WorkerFailure, WorkerHandle};
-use crate::lab::cases::CaseSpec;
-use crate::lab::contract::Shape;
+use crate::facts::device::GpuProblem;
+use crate::lab::definition::{LabCase, LabRef, Problem};
 use crate::lab::geometry::LaunchGeometry;
+use crate::outcome::{CheckReport, CountersResult, PhaseTimes, Progress};
 use crate::protocol::{
     CaseOutcome, CaseStatus, CompileOutcome, CompileProblem, CompileProblemKind, CounterTier,
-    CountersOutcome, CountersUnavailableReport, DeviceInfo, Event, GpuProblem, Request,
-    TimingConfig, TimingOutcome,
+    CountersUnavailableReport, Event, LabId, Request, TimingConfig, TimingOutcome,
 };
 
 /// How long a worker may take to start (CUDA initialisation included).
@@ -29,9 +27,10 @@ const COMPILE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Everything one check needs to know.
 #[derive(Debug, Clone)]
 pub struct CheckPlan {
+    pub lab: LabRef,
     pub source_path: String,
     pub source_text: String,
-    pub cases: Vec<CaseSpec>,
+    pub cases: Vec<LabCase>,
     pub seed: u64,
     /// Watchdog for one case (two launches and the checks).
     pub case_timeout: Duration,
@@ -42,92 +41,19 @@ pub struct CheckPlan {
 
 #[derive(Debug, Clone)]
 pub struct CountersPlan {
-    pub shape: Shape,
+    /// The case whose inputs are profiled (the timing shape, or a named case).
+    pub case: LabCase,
     pub timeout: Duration,
     /// When not empty, one custom tier with these metrics replaces quick and full.
     pub custom_metrics: Vec<String>,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct TimingPlan {
-    pub shape: Shape,
+    /// The lab's timing shape, as a case.
+    pub case: LabCase,
     pub config: TimingConfig,
     pub timeout: Duration,
-}
-
-/// Progress of a check, in the order things happen.
-#[derive(Debug, Clone)]
-pub enum Progress {
-    WorkerStarted {
-        gpu: Result<DeviceInfo, GpuProblem>,
-        start_ms: f64,
-    },
-    Compiled(CompileOutcome),
-    CaseStarted {
-        index: usize,
-    },
-    CaseFinished {
-        index: usize,
-        outcome: CaseOutcome,
-    },
-    WorkerRestarted {
-        reason: String,
-    },
-    TimingStarted,
-    TimingFinished(Result<TimingOutcome, String>),
-    CountersStarted {
-        tier: CounterTier,
-    },
-    CountersFinished(CountersResult),
-}
-
-/// One tier of counters, or why there are none.
-pub type CountersResult = Result<CountersOutcome, CountersUnavailableReport>;
-
-/// Wall time of each phase, measured by the caller (what a user waits for).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct PhaseTimes {
-    pub worker_start_ms: f64,
-    pub compile_ms: f64,
-    pub cases_ms: f64,
-    pub timing_ms: f64,
-    pub counters_ms: f64,
-    pub total_ms: f64,
-}
-
-/// The full result of a check.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CheckReport {
-    pub source_path: String,
-    pub seed: u64,
-    pub gpu: Result<DeviceInfo, GpuProblem>,
-    pub compile: CompileOutcome,
-    pub cases: Vec<CaseOutcome>,
-    pub timing: Option<TimingOutcome>,
-    pub timing_error: Option<String>,
-    /// Quick tier first, then full; empty when counters were not asked for.
-    pub counters: Vec<CountersResult>,
-    pub worker_restarts: usize,
-    pub phases: PhaseTimes,
-}
-
-impl CheckReport {
-    /// How many cases passed.
-    pub fn cases_passed(&self) -> usize {
-        self.cases
-            .iter()
-            .filter(|c| c.status == CaseStatus::Pass)
-            .count()
-    }
-
-    /// Every case ran and passed, and the timed output (when timed) was correct.
-    pub fn all_passed(&self) -> bool {
-        self.compile.ok
-            && !self.cases.is_empty()
-            && self.cases.iter().all(|c| c.status == CaseStatus::Pass)
-            && self.timing_error.is_none()
-            && self.timing.as_ref().is_none_or(|t| t.speedup.is_some())
-    }
 }
 
 /// Why a check could not run at all.
@@ -172,7 +98,10 @@ pub fn run_check(
         worker,
         restarts: 0,
         image: compile.image.clone(),
-        geometry: compile.geometry.unwrap_or_default(),
+        geometry: compile
+            .geometry
+            .unwrap_or_else(|| plan.lab.default_geometry()),
+        lab: plan.lab,
     };
     let not_run_reason = if let Some(problem) = &compile.problem {
         Some(
@@ -195,7 +124,7 @@ pub fn run_check(
     let mut cases = Vec::with_capacity(plan.cases.len());
     for (index, case) in plan.cases.iter().enumerate() {
         let outcome = match &not_run_reason {
-            Some(reason) => not_run(case, reason.clone()),
+            Some(reason) => not_run(plan.lab, case, reason.clone()),
             None => {
                 progress(Progress::CaseStarted { index });
                 run.case(case, plan, &mut progress)
@@ -212,7 +141,7 @@ pub fn run_check(
     let faulted = cases
         .iter()
         .any(|c| matches!(c.status, CaseStatus::Timeout | CaseStatus::Crash));
-    let (timing, timing_error) = match plan.timing {
+    let (timing, timing_error) = match &plan.timing {
         Some(timing) if not_run_reason.is_none() && !faulted => {
             progress(Progress::TimingStarted);
             let timing_started = Instant::now();
@@ -281,14 +210,12 @@ fn ms_since(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1e3
 }
 
-fn not_run(case: &CaseSpec, reason: String) -> CaseOutcome {
+fn not_run(lab: LabRef, case: &LabCase, reason: String) -> CaseOutcome {
+    let shape = lab.problem(case).unwrap_or_else(|_| Problem::unknown());
     CaseOutcome {
         name: case.name.clone(),
         summary: case.summary.clone(),
-        shape: Shape {
-            chunk_len: case.chunk,
-            prefix_len: case.prefix,
-        },
+        shape,
         status: CaseStatus::NotRun,
         comparison: None,
         integrity: None,
@@ -309,6 +236,7 @@ fn compile_in_worker(plan: &CheckPlan, worker: &mut Option<WorkerHandle>) -> Com
         return failed("no worker".into());
     };
     let request = Request::Compile {
+        lab: LabId::of(plan.lab),
         source_path: plan.source_path.clone(),
         source_text: plan.source_text.clone(),
     };
@@ -330,6 +258,7 @@ fn compile_in_worker(plan: &CheckPlan, worker: &mut Option<WorkerHandle>) -> Com
 
 /// The part of a check after compilation, with the means to replace a dead worker.
 struct Run<'a> {
+    lab: LabRef,
     command: &'a WorkerCommand,
     worker: &'a mut Option<WorkerHandle>,
     restarts: usize,
@@ -348,6 +277,7 @@ impl Run<'_> {
             let mut handle = WorkerHandle::spawn(self.command, WORKER_START_TIMEOUT)
                 .map_err(|e| e.to_string())?;
             let load = Request::Load {
+                lab: LabId::of(self.lab),
                 image: self.image.clone(),
                 geometry: self.geometry,
             };
@@ -375,11 +305,11 @@ impl Run<'_> {
 
     fn case(
         &mut self,
-        case: &CaseSpec,
+        case: &LabCase,
         plan: &CheckPlan,
         progress: &mut impl FnMut(Progress),
     ) -> CaseOutcome {
-        let mut outcome = not_run(case, String::new());
+        let mut outcome = not_run(plan.lab, case, String::new());
         let handle = match self.live_worker(progress, "the previous case hung or crashed") {
             Ok(h) => h,
             Err(e) => {
@@ -444,7 +374,7 @@ impl Run<'_> {
             .live_worker(&mut ignore, "before counters")
             .map_err(failed)?;
         let request = Request::Counters {
-            shape: plan.shape,
+            case: plan.case.clone(),
             seed,
             tier,
             metrics: plan.custom_metrics.clone(),
@@ -465,11 +395,11 @@ impl Run<'_> {
         }
     }
 
-    fn time(&mut self, plan: TimingPlan, seed: u64) -> Result<TimingOutcome, String> {
+    fn time(&mut self, plan: &TimingPlan, seed: u64) -> Result<TimingOutcome, String> {
         let mut ignore = |_| {};
         let handle = self.live_worker(&mut ignore, "before timing")?;
         let request = Request::Time {
-            shape: plan.shape,
+            case: plan.case.clone(),
             seed,
             config: plan.config,
         };

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::check::CheckReport;
+use crate::outcome::CheckReport;
 
 /// The gates flashprof ships (the H200's), overridden by a user table.
 pub const SHIPPED_GATES: &str = include_str!("../../assets/gates.toml");

@@ -23,7 +23,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use super::check::CheckReport;
+use crate::outcome::CheckReport;
 use crate::protocol::CaseStatus;
 
 /// The folder created beside the student's file.

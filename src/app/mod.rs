@@ -5,5 +5,6 @@ pub mod batch;
 pub mod check;
 pub mod gate;
 pub mod history;
+pub mod lab_memory;
 pub mod watch;
 pub mod worker_handle;

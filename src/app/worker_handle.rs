@@ -14,9 +14,9 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::facts::device::{DeviceInfo, GpuProblem};
 use crate::protocol::{
-    read_message, write_message, DeviceInfo, Event, FramingError, GpuProblem, Request,
-    PROTOCOL_VERSION,
+    read_message, write_message, Event, FramingError, Request, PROTOCOL_VERSION,
 };
 
 /// Lines of worker stderr kept for error reports.

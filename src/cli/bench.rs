@@ -16,16 +16,18 @@ use clap::Args;
 
 use super::check::fresh_seed;
 use super::ExitCode;
-use crate::app::check::{run_check, CheckPlan, CheckReport, CountersPlan, TimingPlan};
-use crate::lab::cases::embedded_cases;
-use crate::lab::contract::TIMING_SHAPE;
+use crate::app::check::{run_check, CheckPlan, CountersPlan, TimingPlan};
+use crate::lab::definition::ArgKind;
 use crate::lab::source::{SourceForm, StudentSource};
+use crate::outcome::CheckReport;
 use crate::protocol::{CounterTier, TimingConfig};
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
     /// The kernel to measure the loop with.
     pub file: PathBuf,
+    #[command(flatten)]
+    pub lab: super::LabArg,
     /// Warm rounds (compile plus every hazard verdict on a live worker).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub rounds: u32,
@@ -48,9 +50,21 @@ fn edited_source(source: &StudentSource, round: u32) -> String {
         SourceForm::TranslationUnit => {
             format!("{text}\n__device__ int flashprof_bench_round_{round};\n")
         }
-        // A body has no file scope: a branch no launch can take (chunkLen is
-        // never negative) changes the image at the cost of one comparison.
-        SourceForm::Body => format!("{text}\nif (chunkLen == -{}) out[0] = 0.0f;\n", round + 1),
+        // A body has no file scope: a branch no launch can take (gridDim.x
+        // never comes near 2^32) changes the image at the cost of one comparison.
+        SourceForm::Body => {
+            let out = source
+                .lab()
+                .abi()
+                .args
+                .iter()
+                .find(|arg| arg.kind == ArgKind::F32Output)
+                .map_or("out", |arg| arg.name);
+            format!(
+                "{text}\nif (gridDim.x == 0u - {}u) {out}[0] = 0.0f;\n",
+                round + 1
+            )
+        }
     }
 }
 
@@ -60,7 +74,11 @@ fn median(values: &mut [f64]) -> f64 {
 }
 
 pub fn run(args: BenchArgs) -> ExitCode {
-    let source = match StudentSource::from_path(&args.file) {
+    let lab = match args.lab.for_file(&args.file) {
+        Ok(lab) => lab,
+        Err(code) => return code,
+    };
+    let source = match StudentSource::from_path(&args.file, lab) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("flashprof: {e}");
@@ -71,19 +89,31 @@ pub fn run(args: BenchArgs) -> ExitCode {
         Ok(c) => c,
         Err(code) => return code,
     };
+    let cases = match super::load_cases(lab, None) {
+        Ok(cases) => cases,
+        Err(e) => {
+            eprintln!("flashprof bench: {e}");
+            return ExitCode::Environment;
+        }
+    };
+    let timing_case = match super::timing_case(lab, &[]) {
+        Ok(case) => case,
+        Err(code) => return code,
+    };
     let mut plan = CheckPlan {
+        lab,
         source_path: args.file.display().to_string(),
         source_text: source.text().to_string(),
-        cases: embedded_cases(),
+        cases,
         seed: fresh_seed(),
         case_timeout: Duration::from_secs(10),
         timing: Some(TimingPlan {
-            shape: TIMING_SHAPE,
+            case: timing_case.clone(),
             config: TimingConfig::default(),
             timeout: Duration::from_secs(120),
         }),
         counters: Some(CountersPlan {
-            shape: TIMING_SHAPE,
+            case: timing_case,
             timeout: Duration::from_secs(120),
             custom_metrics: Vec::new(),
         }),
@@ -299,6 +329,7 @@ fn render_warm_counters(rounds: &[CheckReport]) -> String {
 mod tests {
     use super::edited_source;
     use crate::gpu::compile::{compile, CompileError, CompileOptions};
+    use crate::lab::flash_prefill::FLASH_PREFILL;
     use crate::lab::source::{SourceForm, StudentSource};
 
     /// Every round must compile, in both source forms, to an image of its
@@ -317,12 +348,14 @@ mod tests {
                 SourceForm::TranslationUnit,
             ),
         ] {
-            let source = StudentSource::from_bytes(path, text.as_bytes()).expect("shipped source");
+            let source = StudentSource::from_bytes(path, text.as_bytes(), FLASH_PREFILL)
+                .expect("shipped source");
             assert_eq!(source.form(), form, "{path}");
             let mut images = Vec::new();
             for round in 0..2 {
                 let edited = edited_source(&source, round);
-                let edited = StudentSource::from_bytes(path, edited.as_bytes()).expect("edited");
+                let edited = StudentSource::from_bytes(path, edited.as_bytes(), FLASH_PREFILL)
+                    .expect("edited");
                 match compile(&edited, &CompileOptions::default()) {
                     Err(missing @ CompileError::LibraryMissing { .. }) => {
                         eprintln!("skipped: {missing}");

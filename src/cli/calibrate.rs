@@ -16,15 +16,14 @@ use super::ExitCode;
 use crate::app::check::{run_check, CheckPlan, TimingPlan};
 use crate::app::gate::{threshold_from_reference, user_gates_path, GateTable, GpuGate};
 use crate::grade::stats::summarize;
-use crate::lab::contract::TIMING_SHAPE;
 use crate::protocol::TimingConfig;
 use crate::worker::GpuSelection;
 
 /// The tiled reference kernel, embedded so an installed binary can calibrate.
-const REFERENCE_SOURCE: &str = include_str!("../../kernels/reference.cu");
-
 #[derive(Args, Debug)]
 pub struct CalibrateArgs {
+    #[command(flatten)]
+    pub lab: super::LabArg,
     /// The gates file to update (default: $XDG_CONFIG_HOME/flashprof/gates.toml).
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
@@ -45,14 +44,24 @@ pub fn run(args: CalibrateArgs) -> ExitCode {
         Ok(c) => c.on_gpu(GpuSelection::Ordinal(args.gpu)),
         Err(code) => return code,
     };
+    let lab = match args.lab.choose(None) {
+        Ok(lab) => lab,
+        Err(code) => return code,
+    };
+    let timing_case = match super::timing_case(lab, &[]) {
+        Ok(case) => case,
+        Err(code) => return code,
+    };
+    let reference = lab.reference();
     let plan = CheckPlan {
-        source_path: "kernels/reference.cu".into(),
-        source_text: REFERENCE_SOURCE.into(),
+        lab,
+        source_path: reference.path.into(),
+        source_text: reference.text.into(),
         cases: Vec::new(),
         seed: 1,
         case_timeout: Duration::from_secs(5),
         timing: Some(TimingPlan {
-            shape: TIMING_SHAPE,
+            case: timing_case,
             config: TimingConfig::default(),
             timeout: Duration::from_secs(120),
         }),

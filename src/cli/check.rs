@@ -7,18 +7,20 @@ use std::time::Duration;
 use clap::Args;
 
 use super::ExitCode;
-use crate::app::check::{run_check, CheckPlan, CountersPlan, Progress, TimingPlan};
+use crate::app::check::{run_check, CheckPlan, CountersPlan, TimingPlan};
 use crate::app::gate::{GateTable, SpeedGate};
-use crate::lab::cases::{embedded_cases, parse_cases};
-use crate::lab::contract::{Shape, TIMING_SHAPE};
 use crate::lab::source::StudentSource;
-use crate::protocol::{CaseStatus, CompileProblemKind, TimingConfig};
+use crate::outcome::Progress;
+use crate::outcome::Verdict;
+use crate::protocol::TimingConfig;
 use crate::report::{render_json, render_table};
 
 #[derive(Args, Debug)]
 pub struct CheckArgs {
     /// The student's .cu file (a whole translation unit, or a kernel body as the lab's editor shows it).
     pub file: PathBuf,
+    #[command(flatten)]
+    pub lab: super::LabArg,
     /// Print the report as JSON (schema flashprof.check/1, docs/JSON.md) instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -54,32 +56,10 @@ pub struct CheckArgs {
     /// Keep L2 warm between timed launches (the default flushes it).
     #[arg(long)]
     pub warm_l2: bool,
-    /// Chunk length of the timing shape.
-    #[arg(long, default_value_t = TIMING_SHAPE.chunk_len, value_parser = chunk_length)]
-    pub timing_chunk: usize,
-    /// Prefix length of the timing shape.
-    #[arg(long, default_value_t = TIMING_SHAPE.prefix_len, value_parser = prefix_length)]
-    pub timing_prefix: usize,
-}
-
-/// Longest chunk or prefix accepted: keeps every buffer far below a GPU's memory.
-const MAX_LENGTH: usize = 65_536;
-
-fn length(text: &str, min: usize) -> Result<usize, String> {
-    match text.parse::<usize>() {
-        Ok(n) if (min..=MAX_LENGTH).contains(&n) => Ok(n),
-        _ => Err(format!(
-            "expected a whole number in {min}..={MAX_LENGTH}, found `{text}`"
-        )),
-    }
-}
-
-fn chunk_length(text: &str) -> Result<usize, String> {
-    length(text, 1)
-}
-
-fn prefix_length(text: &str) -> Result<usize, String> {
-    length(text, 0)
+    /// Change the lab's timing shape, e.g. `chunk=1024,prefix=512` for
+    /// flash-prefill (the keys are the lab's; a bad key lists them).
+    #[arg(long, value_delimiter = ',', value_name = "KEY=VALUE,...")]
+    pub timing_shape: Vec<String>,
 }
 
 pub fn positive_seconds(text: &str) -> Result<f64, String> {
@@ -102,49 +82,39 @@ pub fn fresh_seed() -> u64 {
 
 pub fn run(args: CheckArgs) -> ExitCode {
     let path = args.file.display().to_string();
-    let source = match StudentSource::from_path(&args.file) {
+    let lab = match args.lab.for_file(&args.file) {
+        Ok(lab) => lab,
+        Err(code) => return code,
+    };
+    let source = match StudentSource::from_path(&args.file, lab) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("flashprof: {e}");
             return ExitCode::BadSource;
         }
     };
-    if let Err(code) = super::require_proven_oracle("flashprof") {
+    if let Err(code) = super::require_proven_oracle("flashprof", lab) {
         return code;
     }
-    let cases = match &args.cases {
-        None => embedded_cases(),
-        Some(file) => {
-            let loaded = std::fs::read_to_string(file)
-                .map_err(|e| format!("cannot read cases file {}: {e}", file.display()))
-                .and_then(|text| {
-                    let base = file.parent().unwrap_or(std::path::Path::new("."));
-                    parse_cases(&text, &file.display().to_string(), base).map_err(|e| e.to_string())
-                });
-            match loaded {
-                Ok(c) => c,
-                Err(e) => {
-                    eprintln!("flashprof: {e}");
-                    return ExitCode::Environment;
-                }
-            }
+    let cases = match super::load_cases(lab, args.cases.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("flashprof: {e}");
+            return ExitCode::Environment;
         }
     };
-    let timing_shape = Shape {
-        chunk_len: args.timing_chunk,
-        prefix_len: args.timing_prefix,
+    let timing_case = match super::timing_case(lab, &args.timing_shape) {
+        Ok(case) => case,
+        Err(code) => return code,
     };
-    let counters_shape = match &args.counters_case {
-        None => timing_shape,
+    let counters_case = match &args.counters_case {
+        None => timing_case.clone(),
         Some(name) => match cases.iter().find(|c| &c.name == name) {
-            Some(case) if case.tensors.is_some() => {
+            Some(case) if lab.has_own_tensors(case) => {
                 eprintln!("flashprof: case `{name}` brings its own tensors; pick a generated case for --counters-case");
                 return ExitCode::Usage;
             }
-            Some(case) => Shape {
-                chunk_len: case.chunk,
-                prefix_len: case.prefix,
-            },
+            Some(case) => case.clone(),
             None => {
                 let names: Vec<&str> = cases.iter().map(|c| c.name.as_str()).collect();
                 eprintln!(
@@ -158,13 +128,14 @@ pub fn run(args: CheckArgs) -> ExitCode {
     let wants_counters = !args.no_counters
         && (args.counters || !args.metrics.is_empty() || args.counters_case.is_some());
     let plan = CheckPlan {
+        lab,
         source_path: path,
         source_text: source.text().to_string(),
         cases,
         seed: args.seed.unwrap_or_else(fresh_seed),
         case_timeout: Duration::from_secs_f64(args.case_timeout),
         timing: (!args.no_timing).then_some(TimingPlan {
-            shape: timing_shape,
+            case: timing_case,
             config: TimingConfig {
                 repetitions: args.repetitions,
                 cold_l2: !args.warm_l2,
@@ -173,7 +144,7 @@ pub fn run(args: CheckArgs) -> ExitCode {
             timeout: Duration::from_secs(120),
         }),
         counters: wants_counters.then_some(CountersPlan {
-            shape: counters_shape,
+            case: counters_case,
             timeout: Duration::from_secs(120),
             custom_metrics: args.metrics.clone(),
         }),
@@ -218,12 +189,12 @@ pub fn run(args: CheckArgs) -> ExitCode {
             println!("{gate}");
         }
     }
-    exit_code(&report)
+    Verdict::of(&report).exit_code()
 }
 
 /// The speed gate for a report that ran on a GPU; a broken gates file is
 /// reported and leaves the check ungated rather than failing it.
-fn speed_gate(report: &crate::app::check::CheckReport) -> Option<SpeedGate> {
+fn speed_gate(report: &crate::outcome::CheckReport) -> Option<SpeedGate> {
     report.gpu.as_ref().ok()?;
     match GateTable::effective() {
         Ok(table) => Some(SpeedGate::evaluate(report, &table)),
@@ -251,30 +222,4 @@ fn show_progress(progress: &Progress, total: usize) {
     };
     eprint!("\r\x1b[2K{line}");
     let _ = std::io::stderr().flush();
-}
-
-fn exit_code(report: &crate::app::check::CheckReport) -> ExitCode {
-    if let Some(problem) = &report.compile.problem {
-        return match problem.kind {
-            CompileProblemKind::BadSource => ExitCode::BadSource,
-            CompileProblemKind::CompilerMissing | CompileProblemKind::CompilerFailed => {
-                ExitCode::Environment
-            }
-        };
-    }
-    if !report.compile.ok {
-        return ExitCode::CompileError;
-    }
-    if report.gpu.is_err() {
-        return ExitCode::NoGpu;
-    }
-    if report.all_passed() {
-        ExitCode::Pass
-    } else if report.cases.iter().all(|c| c.status == CaseStatus::Pass)
-        && report.timing_error.is_some()
-    {
-        ExitCode::Environment
-    } else {
-        ExitCode::CasesFailed
-    }
 }

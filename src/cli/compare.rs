@@ -14,11 +14,11 @@ use clap::Args;
 
 use super::check::fresh_seed;
 use super::ExitCode;
-use crate::app::check::{run_check_alone, CheckPlan, CheckReport, CountersPlan, TimingPlan};
+use crate::app::check::{run_check_alone, CheckPlan, CountersPlan, TimingPlan};
 use crate::app::gate::{GateTable, SpeedGate};
-use crate::lab::cases::embedded_cases;
-use crate::lab::contract::TIMING_SHAPE;
+use crate::lab::definition::LabRef;
 use crate::lab::source::StudentSource;
+use crate::outcome::CheckReport;
 use crate::protocol::TimingConfig;
 use crate::report::compare::{render_compare_json, render_compare_table, Palette, Side};
 use crate::tui::{run_compare, CompareSetup};
@@ -30,6 +30,9 @@ pub struct CompareArgs {
     pub a: PathBuf,
     /// The second kernel (column B).
     pub b: PathBuf,
+    /// Both files are checked against this lab (default: what A declares, then the first lab).
+    #[command(flatten)]
+    pub lab: super::LabArg,
     /// Print JSON (schema flashprof.compare/1, docs/TA.md) instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -60,9 +63,13 @@ pub fn run(args: CompareArgs) -> ExitCode {
     if args.watch {
         return watch(args);
     }
+    let lab = match args.lab.for_file(&args.a) {
+        Ok(lab) => lab,
+        Err(code) => return code,
+    };
     let mut sources = Vec::with_capacity(2);
     for path in [&args.a, &args.b] {
-        match StudentSource::from_path(path) {
+        match StudentSource::from_path(path, lab) {
             Ok(source) => sources.push((path.display().to_string(), source)),
             Err(e) => {
                 eprintln!("flashprof compare: {e}");
@@ -70,7 +77,7 @@ pub fn run(args: CompareArgs) -> ExitCode {
             }
         }
     }
-    if let Err(code) = super::require_proven_oracle("flashprof compare") {
+    if let Err(code) = super::require_proven_oracle("flashprof compare", lab) {
         return code;
     }
     let command = match super::worker_command("flashprof compare") {
@@ -78,6 +85,10 @@ pub fn run(args: CompareArgs) -> ExitCode {
         Err(code) => return code,
     };
     let seed = args.seed.unwrap_or_else(fresh_seed);
+    let template = match plan_template(&args, lab, seed) {
+        Ok(plan) => plan,
+        Err(code) => return code,
+    };
     let show_progress = !args.json && std::io::stderr().is_terminal();
     let mut reports: Vec<CheckReport> = Vec::with_capacity(2);
     for (label, (path, source)) in ["A", "B"].iter().zip(sources) {
@@ -87,7 +98,7 @@ pub fn run(args: CompareArgs) -> ExitCode {
         let plan = CheckPlan {
             source_path: path,
             source_text: source.text().to_string(),
-            ..plan_template(&args, seed)
+            ..template.clone()
         };
         let report = run_check_alone(&plan, &command, |_| {});
         match report {
@@ -131,37 +142,51 @@ pub fn run(args: CompareArgs) -> ExitCode {
 }
 
 /// Both kernels' checks, but for the file and its text.
-fn plan_template(args: &CompareArgs, seed: u64) -> CheckPlan {
-    CheckPlan {
+fn plan_template(args: &CompareArgs, lab: LabRef, seed: u64) -> Result<CheckPlan, ExitCode> {
+    let cases = super::load_cases(lab, None).map_err(|e| {
+        eprintln!("flashprof compare: {e}");
+        ExitCode::Environment
+    })?;
+    let timing_case = super::timing_case(lab, &[])?;
+    Ok(CheckPlan {
+        lab,
         source_path: String::new(),
         source_text: String::new(),
-        cases: embedded_cases(),
+        cases,
         seed,
         case_timeout: Duration::from_secs_f64(args.case_timeout),
         timing: (!args.no_timing).then_some(TimingPlan {
-            shape: TIMING_SHAPE,
+            case: timing_case.clone(),
             config: TimingConfig::default(),
             timeout: TIMING_TIMEOUT,
         }),
         counters: (!args.no_timing && !args.no_counters).then(|| CountersPlan {
-            shape: TIMING_SHAPE,
+            case: timing_case,
             timeout: TIMING_TIMEOUT,
             custom_metrics: Vec::new(),
         }),
-    }
+    })
 }
 
 /// `--watch`: the compare screen, until the user quits.
 fn watch(args: CompareArgs) -> ExitCode {
-    if let Err(code) = super::require_proven_oracle("flashprof compare") {
+    let lab = match args.lab.for_file(&args.a) {
+        Ok(lab) => lab,
+        Err(code) => return code,
+    };
+    if let Err(code) = super::require_proven_oracle("flashprof compare", lab) {
         return code;
     }
     let command = match super::worker_command("flashprof compare") {
         Ok(c) => c.on_gpu(GpuSelection::Ordinal(args.gpu)),
         Err(code) => return code,
     };
+    let plan = match plan_template(&args, lab, args.seed.unwrap_or_else(fresh_seed)) {
+        Ok(plan) => plan,
+        Err(code) => return code,
+    };
     let setup = CompareSetup {
-        plan: plan_template(&args, args.seed.unwrap_or_else(fresh_seed)),
+        plan,
         files: [args.a, args.b],
         command,
     };

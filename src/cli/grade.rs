@@ -21,8 +21,6 @@ use crate::app::batch::{run_batch, BatchEvent, BatchPlan};
 use crate::app::check::TimingPlan;
 use crate::app::gate::GateTable;
 use crate::gpu::device;
-use crate::lab::cases::embedded_cases;
-use crate::lab::contract::TIMING_SHAPE;
 use crate::protocol::TimingConfig;
 use crate::worker::GpuSelection;
 
@@ -31,6 +29,10 @@ pub struct GradeArgs {
     /// A folder (every *.cu in it, recursively) or the submission files; with --merge, the output folders to join.
     #[arg(required = true, value_name = "DIR|FILES")]
     pub inputs: Vec<PathBuf>,
+    /// The lab the whole class is graded against (default: the first lab). A
+    /// file's own `lab=` key never changes it: a file declaring another lab is rejected.
+    #[command(flatten)]
+    pub lab: super::LabArg,
     /// The output folder: journal.jsonl, gradebook.csv, report.json and runs/.
     #[arg(long, value_name = "OUTDIR")]
     pub out: PathBuf,
@@ -64,6 +66,11 @@ pub fn run(args: GradeArgs) -> ExitCode {
     if args.merge {
         return merge(&args);
     }
+    // The class is graded against the lab the TA names, never a file's choice.
+    let lab = match args.lab.choose(None) {
+        Ok(lab) => lab,
+        Err(code) => return code,
+    };
     let submissions = match args.inputs.as_slice() {
         [dir] if dir.is_dir() => match discover_dir(dir) {
             Ok(found) => found,
@@ -95,7 +102,7 @@ pub fn run(args: GradeArgs) -> ExitCode {
         }
     };
     if mode == GradeMode::Full {
-        if let Err(code) = super::require_proven_oracle("flashprof grade") {
+        if let Err(code) = super::require_proven_oracle("flashprof grade", lab) {
             return code;
         }
     }
@@ -110,7 +117,19 @@ pub fn run(args: GradeArgs) -> ExitCode {
         Ok(c) => c,
         Err(code) => return code,
     };
+    let cases = match super::load_cases(lab, None) {
+        Ok(cases) => cases,
+        Err(e) => {
+            eprintln!("flashprof grade: {e}");
+            return ExitCode::Environment;
+        }
+    };
+    let timing_case = match super::timing_case(lab, &[]) {
+        Ok(case) => case,
+        Err(code) => return code,
+    };
     let plan = BatchPlan {
+        lab,
         seed: args
             .seed
             .unwrap_or_else(|| journal_seed(&args).unwrap_or_else(fresh_seed)),
@@ -118,10 +137,10 @@ pub fn run(args: GradeArgs) -> ExitCode {
         out_dir: args.out.clone(),
         mode,
         slots,
-        cases: embedded_cases(),
+        cases,
         case_timeout: Duration::from_secs_f64(args.case_timeout),
         timing: (mode == GradeMode::Full && !args.no_timing).then_some(TimingPlan {
-            shape: TIMING_SHAPE,
+            case: timing_case,
             config: TimingConfig::default(),
             timeout: Duration::from_secs(120),
         }),

@@ -10,40 +10,117 @@ mod compare;
 mod grade;
 mod tui;
 
+use std::path::Path;
+
 use clap::{Parser, Subcommand};
 
-/// Documented process exit codes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum ExitCode {
-    /// Every case passed (and the timed output was correct).
-    Pass = 0,
-    /// The kernel compiled and ran, and at least one case failed.
-    CasesFailed = 1,
-    /// Bad command-line usage (clap's own code).
-    Usage = 2,
-    /// The student file cannot be used: missing, empty, binary, not UTF-8, too large, wrong signature.
-    BadSource = 3,
-    /// NVRTC rejected the kernel.
-    CompileError = 4,
-    /// No GPU or no driver: the file compiled, nothing was graded.
-    NoGpu = 5,
-    /// The environment failed: NVRTC missing, worker could not start, bad cases file, timing could not run.
-    Environment = 6,
-    /// The oracle failed its golden proof: flashprof refuses to grade.
-    OracleUnproven = 7,
-}
+use crate::lab::definition::{LabCase, LabRef};
+use crate::lab::geometry;
+use crate::lab::registry;
+use crate::lab::source::MAX_SOURCE_BYTES;
+
+pub use crate::outcome::ExitCode;
 
 /// The oracle's golden proof, or the exit code with which `program` refuses to grade.
-fn require_proven_oracle(program: &str) -> Result<(), ExitCode> {
-    crate::grade::golden::prove_embedded()
-        .map(|_| ())
-        .map_err(|e| {
-            eprintln!(
-                "{program}: the float64 oracle failed its golden proof, so nothing is graded: {e}"
-            );
-            ExitCode::OracleUnproven
+fn require_proven_oracle(program: &str, lab: LabRef) -> Result<(), ExitCode> {
+    lab.prove_oracle().map(|_| ()).map_err(|e| {
+        eprintln!(
+            "{program}: the {} lab's float64 oracle failed its golden proof, so nothing is graded: {e}",
+            lab.name()
+        );
+        ExitCode::OracleUnproven
+    })
+}
+
+/// `--lab NAME`, on every command.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct LabArg {
+    /// The lab to grade against (`flashprof labs` lists them). Without it, a
+    /// file's own `// @flashprof lab=NAME` decides, then the first lab.
+    #[arg(long, value_name = "NAME")]
+    pub lab: Option<String>,
+}
+
+impl LabArg {
+    /// The lab named on the command line, or `fallback` (a file's
+    /// declaration, the TUI's memory) when none was, or the first lab. An
+    /// unknown `--lab` is a usage error; an unknown declared lab is the
+    /// file's fault.
+    fn choose(&self, fallback: Option<&str>) -> Result<LabRef, ExitCode> {
+        if let Some(name) = &self.lab {
+            return registry::find(name).map(LabRef).ok_or_else(|| {
+                eprintln!("flashprof: {}", registry::unknown(name));
+                ExitCode::Usage
+            });
+        }
+        match fallback {
+            None => Ok(LabRef(registry::default_lab())),
+            Some(name) => registry::find(name).map(LabRef).ok_or_else(|| {
+                eprintln!("flashprof: the file declares {}", registry::unknown(name));
+                ExitCode::BadSource
+            }),
+        }
+    }
+
+    /// The lab for checking `file`: `--lab`, else what the file declares.
+    fn for_file(&self, file: &Path) -> Result<LabRef, ExitCode> {
+        let declared = std::fs::read(file)
+            .ok()
+            .and_then(|bytes| {
+                geometry::declared_lab(&String::from_utf8_lossy(
+                    &bytes[..bytes.len().min(MAX_SOURCE_BYTES as usize)],
+                ))
+            })
+            .map(|(_, name)| name);
+        self.choose(declared.as_deref())
+    }
+}
+
+/// The lab's cases: its embedded set, or a cases file.
+fn load_cases(lab: LabRef, file: Option<&Path>) -> Result<Vec<LabCase>, String> {
+    match file {
+        None => lab
+            .parse_cases(lab.embedded_cases(), "(embedded cases)", Path::new("."))
+            .map_err(|e| e.to_string()),
+        Some(file) => {
+            let text = std::fs::read_to_string(file)
+                .map_err(|e| format!("cannot read cases file {}: {e}", file.display()))?;
+            let base = file.parent().unwrap_or(Path::new("."));
+            lab.parse_cases(&text, &file.display().to_string(), base)
+                .map_err(|e| e.to_string())
+        }
+    }
+}
+
+/// The lab's timing shape as a case, with `--timing-shape KEY=VALUE` overrides.
+fn timing_case(lab: LabRef, overrides: &[String]) -> Result<LabCase, ExitCode> {
+    let pairs: Result<Vec<(String, String)>, String> = overrides
+        .iter()
+        .map(|pair| {
+            pair.split_once('=')
+                .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+                .ok_or_else(|| format!("expected KEY=VALUE, found `{pair}`"))
         })
+        .collect();
+    pairs
+        .and_then(|pairs| lab.timing_case(&pairs))
+        .map_err(|e| {
+            eprintln!("flashprof: --timing-shape: {e}");
+            ExitCode::Usage
+        })
+}
+
+/// `flashprof labs`: one line per lab.
+fn list_labs() -> ExitCode {
+    for lab in registry::labs() {
+        println!(
+            "{:<16} {:<20} {}",
+            lab.name(),
+            lab.contract(),
+            lab.description()
+        );
+    }
+    ExitCode::Pass
 }
 
 /// This executable re-entered as a worker, or the exit code for not finding it.
@@ -83,6 +160,8 @@ enum Command {
     Replay(tui::ReplayArgs),
     /// Measure the edit-compile-verify loop phase by phase (needs a GPU).
     Bench(bench::BenchArgs),
+    /// List the labs this build hosts, one line each.
+    Labs,
     /// Internal: the worker process that runs kernels (started by flashprof itself).
     #[command(name = "__worker", hide = true)]
     Worker,
@@ -109,6 +188,7 @@ pub fn main() -> u8 {
         Some(Command::Grade(args)) => grade::run(args) as u8,
         Some(Command::Replay(args)) => tui::replay(args) as u8,
         Some(Command::Bench(args)) => bench::run(args) as u8,
+        Some(Command::Labs) => list_labs() as u8,
         Some(Command::Worker) => match crate::worker::main() {
             Ok(()) => 0,
             Err(e) => {

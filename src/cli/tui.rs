@@ -9,17 +9,18 @@ use super::check::fresh_seed;
 use super::ExitCode;
 use crate::app::check::{CheckPlan, CountersPlan, TimingPlan};
 use crate::app::history::HistoryStore;
-use crate::lab::cases::embedded_cases;
-use crate::lab::contract::TIMING_SHAPE;
+use crate::app::lab_memory;
+use crate::lab::geometry::declared_lab;
 use crate::protocol::TimingConfig;
 use crate::tui::{run_live, run_replay, LiveSetup};
-use crate::worker::STARTER_SOURCE;
 
 #[derive(Args, Debug)]
 pub struct TuiArgs {
     /// The kernel file to watch; created from the lab's starter kernel if it does not exist.
     #[arg(default_value = "prefill.cu")]
     pub file: PathBuf,
+    #[command(flatten)]
+    pub lab: super::LabArg,
     /// Seed of the first check's inputs (each later check adds its run number).
     #[arg(long)]
     pub seed: Option<u64>,
@@ -50,8 +51,21 @@ const TIMING_TIMEOUT: Duration = Duration::from_secs(120);
 const CASE_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub fn run(args: TuiArgs) -> ExitCode {
+    // --lab, then the file's own declaration, then what this file was last opened with.
+    let declared = std::fs::read_to_string(&args.file)
+        .ok()
+        .and_then(|text| declared_lab(&text))
+        .map(|(_, name)| name);
+    let lab = match args.lab.choose(
+        declared
+            .or_else(|| lab_memory::recall(&args.file))
+            .as_deref(),
+    ) {
+        Ok(lab) => lab,
+        Err(code) => return code,
+    };
     if !args.file.exists() {
-        if let Err(e) = std::fs::write(&args.file, STARTER_SOURCE) {
+        if let Err(e) = std::fs::write(&args.file, lab.starter().text) {
             eprintln!("flashprof: cannot create {}: {e}", args.file.display());
             return ExitCode::Environment;
         }
@@ -60,26 +74,41 @@ pub fn run(args: TuiArgs) -> ExitCode {
             args.file.display()
         );
     }
-    if let Err(code) = super::require_proven_oracle("flashprof") {
+    if let Err(code) = super::require_proven_oracle("flashprof", lab) {
         return code;
+    }
+    if let Err(e) = lab_memory::remember(&args.file, lab.name()) {
+        eprintln!("flashprof: cannot remember the lab for this file: {e}");
     }
     let command = match super::worker_command("flashprof") {
         Ok(c) => c,
         Err(code) => return code,
     };
+    let cases = match super::load_cases(lab, None) {
+        Ok(cases) => cases,
+        Err(e) => {
+            eprintln!("flashprof: {e}");
+            return ExitCode::Environment;
+        }
+    };
+    let timing_case = match super::timing_case(lab, &[]) {
+        Ok(case) => case,
+        Err(code) => return code,
+    };
     let plan = CheckPlan {
+        lab,
         source_path: args.file.display().to_string(),
         source_text: String::new(),
-        cases: embedded_cases(),
+        cases,
         seed: args.seed.unwrap_or_else(fresh_seed),
         case_timeout: CASE_TIMEOUT,
         timing: (!args.no_timing).then_some(TimingPlan {
-            shape: TIMING_SHAPE,
+            case: timing_case.clone(),
             config: TimingConfig::default(),
             timeout: TIMING_TIMEOUT,
         }),
         counters: (!args.no_counters).then_some(CountersPlan {
-            shape: TIMING_SHAPE,
+            case: timing_case,
             timeout: TIMING_TIMEOUT,
             custom_metrics: Vec::new(),
         }),

@@ -6,7 +6,6 @@
 //! needs to fix a failure comes back as [`Diagnostic`]s that point into
 //! their own file; the raw log is kept next to them.
 
-mod diagnostics;
 mod nvrtc;
 
 use std::ffi::CString;
@@ -16,12 +15,13 @@ use std::time::Instant;
 use cudarc::nvrtc::sys::nvrtcResult;
 
 use self::nvrtc::{CallError, Program};
-use super::resources::{parse_ptxas_log, ResourceUsage};
-use crate::lab::contract::ENTRY_POINT;
+use crate::facts::diagnostics;
+use crate::facts::resources::{parse_ptxas_log, ResourceUsage};
+use crate::lab::definition::LabRef;
 use crate::lab::geometry::LaunchGeometry;
 use crate::lab::source::{PreparedSource, SourceError, StudentSource};
 
-pub use self::diagnostics::{Diagnostic, Severity};
+use crate::facts::diagnostics::{Diagnostic, Severity};
 
 /// The builtins library NVRTC 13.0 opens on its own at compile time.
 const BUILTINS_LIBRARY: &str = "libnvrtc-builtins.so.13.0";
@@ -111,8 +111,10 @@ pub enum CompileError {
         diagnostics: Vec<Diagnostic>,
         log: String,
     },
-    #[error("{path}: compiled, but no `{ENTRY_POINT}` kernel came out (is its definition inside an #if?)")]
-    MissingEntryPoint { path: String },
+    #[error(
+        "{path}: compiled, but no `{entry}` kernel came out (is its definition inside an #if?)"
+    )]
+    MissingEntryPoint { path: String, entry: &'static str },
     #[error("NVRTC rejected the compile options: {log}")]
     InvalidOption { log: String },
     #[error("NVRTC failed: {0}")]
@@ -137,9 +139,13 @@ fn failure_summary(diagnostics: &[Diagnostic], log: &str) -> String {
     }
 }
 
-/// Reads, checks and compiles the kernel file at `path`.
-pub fn compile_file(path: &Path, opts: &CompileOptions) -> Result<CompiledKernel, CompileError> {
-    compile(&StudentSource::from_path(path)?, opts)
+/// Reads, checks and compiles the kernel file at `path` for `lab`.
+pub fn compile_file(
+    path: &Path,
+    lab: LabRef,
+    opts: &CompileOptions,
+) -> Result<CompiledKernel, CompileError> {
+    compile(&StudentSource::from_path(path, lab)?, opts)
 }
 
 /// Compiles `src` for `opts.arch`.
@@ -153,7 +159,9 @@ pub fn compile(src: &StudentSource, opts: &CompileOptions) -> Result<CompiledKer
     }
     let format = opts.image_format();
     let started = Instant::now();
-    let program = create_program(src.prepared())?;
+    let prepared = src.prepared();
+    let entry = prepared.entry_point;
+    let program = create_program(prepared)?;
     let outcome = program.compile(&c_strings(opts.flags())?);
     let log = program.log()?;
     if let Err(failure) = outcome {
@@ -164,18 +172,17 @@ pub fn compile(src: &StudentSource, opts: &CompileOptions) -> Result<CompiledKer
         ImageFormat::Ptx => program.ptx()?,
     };
     let compile_ms = started.elapsed().as_secs_f64() * 1e3;
-    let resources = parse_ptxas_log(&log, ENTRY_POINT);
+    let resources = parse_ptxas_log(&log, entry);
     // ptxas's report names the entry function, but it is absent when NVRTC
     // serves a cached result, so the image's symbol names decide too.
     let has_entry = match format {
-        ImageFormat::Cubin => resources.is_some() || contains_symbol(&image, ENTRY_POINT),
-        ImageFormat::Ptx => {
-            String::from_utf8_lossy(&image).contains(&format!(".entry {ENTRY_POINT}("))
-        }
+        ImageFormat::Cubin => resources.is_some() || contains_symbol(&image, entry),
+        ImageFormat::Ptx => String::from_utf8_lossy(&image).contains(&format!(".entry {entry}(")),
     };
     if !has_entry {
         return Err(CompileError::MissingEntryPoint {
             path: src.display_path().to_owned(),
+            entry,
         });
     }
     Ok(CompiledKernel {

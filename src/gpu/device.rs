@@ -2,8 +2,9 @@
 //! compiled images, inputs surrounded by guard bands, and timed launches.
 //!
 //! Only this module launches kernels. A launch is `unsafe` in cudarc because
-//! it cannot check argument types; here every kernel has the lab's fixed
-//! signature, which the compile step verified before any image gets here.
+//! it cannot check argument types; here the arguments are pushed from the
+//! lab's own list ([`crate::lab::definition::Abi`]), whose signature the
+//! compile step verified the kernel has before any image gets here.
 #![allow(unsafe_code)]
 
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -15,10 +16,10 @@ use cudarc::driver::{
 };
 use cudarc::nvrtc::Ptx;
 
-use crate::gpu::resources::ResourceUsage;
-use crate::lab::contract::Shape;
+use crate::facts::device::{DeviceInfo, GpuProblem};
+use crate::facts::resources::ResourceUsage;
+use crate::lab::definition::{ArgValue, CaseData, LabRef, Problem};
 use crate::lab::geometry::LaunchGeometry;
-use crate::protocol::{DeviceInfo, GpuProblem};
 
 /// Elements of guard band on each side of every buffer: 64 KiB, wider than
 /// any plausible stray index, so an off-by-a-tile access lands in a guard.
@@ -128,26 +129,36 @@ pub struct L2Flusher {
 }
 
 /// One tensor on the device with guard bands either side.
-struct Guarded {
-    buffer: CudaSlice<f32>,
-    host: Vec<f32>,
+struct Guarded<T> {
+    buffer: CudaSlice<T>,
+    host: Vec<T>,
     len: usize,
 }
 
-impl Guarded {
+impl<T: cudarc::driver::DeviceRepr> Guarded<T> {
     /// The tensor itself, without its guard bands: what a kernel is given.
-    fn inner(&self) -> cudarc::driver::CudaView<'_, f32> {
+    fn inner(&self) -> cudarc::driver::CudaView<'_, T> {
         self.buffer.slice(GUARD_ELEMS..GUARD_ELEMS + self.len)
     }
 }
 
-/// The three inputs and the output of one launch shape, guarded.
+/// One launch argument on the device.
+enum DeviceArg {
+    F32(Guarded<f32>),
+    I32(Guarded<i32>),
+    Scalar(i32),
+    /// A null pointer (an optional input left out).
+    Null,
+    Output,
+}
+
+/// The arguments and the output of one case, guarded, for one lab.
 pub struct Workspace {
-    pub shape: Shape,
-    q: Guarded,
-    k: Guarded,
-    v: Guarded,
-    out: Guarded,
+    pub lab: LabRef,
+    pub problem: Problem,
+    /// `(name, value)` in the entry point's order.
+    args: Vec<(&'static str, DeviceArg)>,
+    out: Guarded<f32>,
 }
 
 /// What came back from a launch, before any grading.
@@ -259,10 +270,14 @@ impl Gpu {
         })
     }
 
-    fn guarded(&self, data: &[f32], guard_bits: u32) -> GpuResult<Guarded> {
-        let mut host = filled(GUARD_ELEMS, guard_bits);
+    fn guarded<T: cudarc::driver::DeviceRepr + Copy>(
+        &self,
+        data: &[T],
+        guard: T,
+    ) -> GpuResult<Guarded<T>> {
+        let mut host = vec![guard; GUARD_ELEMS];
         host.extend_from_slice(data);
-        host.extend(filled(GUARD_ELEMS, guard_bits));
+        host.extend(std::iter::repeat_n(guard, GUARD_ELEMS));
         let buffer = self
             .stream
             .clone_htod(&host)
@@ -274,22 +289,47 @@ impl Gpu {
         })
     }
 
-    /// Uploads inputs with NaN guards and an output poisoned with `poison_bits`.
+    /// Uploads a case's inputs with guards (a NaN pattern for floats, the
+    /// same bits for int32, a far-out index) and an output poisoned with `poison_bits`.
     pub fn workspace(
         &self,
-        shape: Shape,
-        q: &[f32],
-        k: &[f32],
-        v: &[f32],
+        lab: LabRef,
+        data: &CaseData,
         poison_bits: u32,
     ) -> GpuResult<Workspace> {
-        let mut out = self.guarded(&filled(shape.q_elems(), poison_bits), OUTPUT_GUARD_BITS)?;
+        let elements = data.problem.output.elements();
+        let mut out = self.guarded(
+            &filled(elements, poison_bits),
+            f32::from_bits(OUTPUT_GUARD_BITS),
+        )?;
         out.host[..GUARD_ELEMS].fill(f32::from_bits(OUTPUT_GUARD_BITS));
+        if data.args.len() != lab.abi().args.len() {
+            return Err(GpuError::message(format!(
+                "the case has {} arguments, the {} lab's kernel {}",
+                data.args.len(),
+                lab.name(),
+                lab.abi().args.len()
+            )));
+        }
+        let mut args = Vec::with_capacity(data.args.len());
+        for (spec, value) in lab.abi().args.iter().zip(&data.args) {
+            let arg = match value {
+                ArgValue::F32(values) => {
+                    DeviceArg::F32(self.guarded(values, f32::from_bits(INPUT_GUARD_BITS))?)
+                }
+                ArgValue::I32(values) => {
+                    DeviceArg::I32(self.guarded(values, INPUT_GUARD_BITS as i32)?)
+                }
+                ArgValue::Scalar(n) => DeviceArg::Scalar(*n),
+                ArgValue::Null => DeviceArg::Null,
+                ArgValue::Output => DeviceArg::Output,
+            };
+            args.push((spec.name, arg));
+        }
         Ok(Workspace {
-            shape,
-            q: self.guarded(q, INPUT_GUARD_BITS)?,
-            k: self.guarded(k, INPUT_GUARD_BITS)?,
-            v: self.guarded(v, INPUT_GUARD_BITS)?,
+            lab,
+            problem: data.problem.clone(),
+            args,
             out,
         })
     }
@@ -301,33 +341,74 @@ impl Gpu {
             .map_err(gpu_err("cuMemcpyHtoD"))
     }
 
+    /// Launches `function` on the workspace's arguments, with `output` in
+    /// the output's place, without waiting.
+    ///
+    /// # Safety
+    /// `function` must take the lab's arguments, in order, with a pointer to
+    /// `O` for the output.
+    unsafe fn launch_with<O: cudarc::driver::DeviceRepr>(
+        &self,
+        function: &CudaFunction,
+        args: &[(&'static str, DeviceArg)],
+        output: &mut cudarc::driver::CudaViewMut<'_, O>,
+        config: LaunchConfig,
+    ) -> GpuResult<()> {
+        const NULL: u64 = 0;
+        let views: Vec<Option<cudarc::driver::CudaView<'_, f32>>> = args
+            .iter()
+            .map(|(_, arg)| match arg {
+                DeviceArg::F32(g) => Some(g.inner()),
+                _ => None,
+            })
+            .collect();
+        let int_views: Vec<Option<cudarc::driver::CudaView<'_, i32>>> = args
+            .iter()
+            .map(|(_, arg)| match arg {
+                DeviceArg::I32(g) => Some(g.inner()),
+                _ => None,
+            })
+            .collect();
+        let mut launch = self.stream.launch_builder(function);
+        let mut output = Some(output);
+        for (index, (_, arg)) in args.iter().enumerate() {
+            match arg {
+                DeviceArg::F32(_) => {
+                    launch.arg(views[index].as_ref().expect("a float tensor has a view"));
+                }
+                DeviceArg::I32(_) => {
+                    launch.arg(int_views[index].as_ref().expect("an int tensor has a view"));
+                }
+                DeviceArg::Scalar(n) => {
+                    launch.arg(n);
+                }
+                DeviceArg::Null => {
+                    launch.arg(&NULL);
+                }
+                DeviceArg::Output => {
+                    if let Some(out) = output.take() {
+                        launch.arg(out);
+                    }
+                }
+            }
+        }
+        // SAFETY: the caller guarantees the kernel's parameters match these arguments.
+        unsafe { launch.launch(config) }.map_err(gpu_err("cuLaunchKernel"))?;
+        Ok(())
+    }
+
     /// Launches the kernel once on the workspace, without waiting.
     pub fn launch(&self, kernel: &Kernel, ws: &mut Workspace) -> GpuResult<()> {
-        let (gx, gy) = kernel.geometry.grid(ws.shape);
         let config = LaunchConfig {
-            grid_dim: (gx, gy, 1),
+            grid_dim: ws.lab.grid(&kernel.geometry, &ws.problem),
             block_dim: (kernel.geometry.threads, 1, 1),
             shared_mem_bytes: kernel.geometry.dynamic_smem_bytes,
         };
-        let chunk = ws.shape.chunk_len as i32;
-        let prefix = ws.shape.prefix_len as i32;
-        let (q, k, v) = (ws.q.inner(), ws.k.inner(), ws.v.inner());
-        let mut out = ws
-            .out
-            .buffer
-            .slice_mut(GUARD_ELEMS..GUARD_ELEMS + ws.out.len);
-        let mut launch = self.stream.launch_builder(&kernel.function);
-        launch
-            .arg(&q)
-            .arg(&k)
-            .arg(&v)
-            .arg(&mut out)
-            .arg(&chunk)
-            .arg(&prefix);
+        let len = ws.out.len;
+        let mut out = ws.out.buffer.slice_mut(GUARD_ELEMS..GUARD_ELEMS + len);
         // SAFETY: the compile step checked that the entry point has the lab's
-        // signature (three const float*, float*, int, int), matching these arguments.
-        unsafe { launch.launch(config) }.map_err(gpu_err("cuLaunchKernel"))?;
-        Ok(())
+        // signature, which is the list these arguments were made from.
+        unsafe { self.launch_with(&kernel.function, &ws.args, &mut out, config) }
     }
 
     pub fn synchronize(&self) -> GpuResult<()> {
@@ -358,52 +439,45 @@ impl Gpu {
     /// Names of the inputs (guards included) that differ bit for bit from what was uploaded.
     pub fn modified_inputs(&self, ws: &Workspace) -> GpuResult<Vec<String>> {
         let mut modified = Vec::new();
-        for (name, tensor) in [("q", &ws.q), ("kCache", &ws.k), ("vCache", &ws.v)] {
-            let now = self
-                .stream
-                .clone_dtoh(&tensor.buffer)
-                .map_err(gpu_err("cuMemcpyDtoH"))?;
-            if now
-                .iter()
-                .zip(&tensor.host)
-                .any(|(a, b)| a.to_bits() != b.to_bits())
-            {
-                modified.push(name.to_string());
+        for (name, arg) in &ws.args {
+            let changed = match arg {
+                DeviceArg::F32(tensor) => self
+                    .stream
+                    .clone_dtoh(&tensor.buffer)
+                    .map_err(gpu_err("cuMemcpyDtoH"))?
+                    .iter()
+                    .zip(&tensor.host)
+                    .any(|(a, b)| a.to_bits() != b.to_bits()),
+                DeviceArg::I32(tensor) => {
+                    self.stream
+                        .clone_dtoh(&tensor.buffer)
+                        .map_err(gpu_err("cuMemcpyDtoH"))?
+                        != tensor.host
+                }
+                DeviceArg::Scalar(_) | DeviceArg::Null | DeviceArg::Output => false,
+            };
+            if changed {
+                modified.push((*name).to_string());
             }
         }
         Ok(modified)
     }
 
-    /// Runs the trusted float64 reference kernel on the workspace's inputs.
+    /// Runs the lab's trusted float64 reference kernel on the workspace's inputs.
     pub fn reference_f64(&self, oracle: &CudaFunction, ws: &Workspace) -> GpuResult<Vec<f64>> {
         let mut out = self
             .stream
-            .alloc_zeros::<f64>(ws.shape.q_elems())
+            .alloc_zeros::<f64>(ws.problem.output.elements())
             .map_err(gpu_err("cuMemAlloc"))?;
-        let warps = ws.shape.chunk_len * crate::lab::contract::HQ;
-        let threads = 256u32;
-        let blocks = (warps * 32).div_ceil(threads as usize) as u32;
-        let (q, k, v) = (ws.q.inner(), ws.k.inner(), ws.v.inner());
-        let chunk = ws.shape.chunk_len as i32;
-        let prefix = ws.shape.prefix_len as i32;
-        let mut launch = self.stream.launch_builder(oracle);
-        launch
-            .arg(&q)
-            .arg(&k)
-            .arg(&v)
-            .arg(&mut out)
-            .arg(&chunk)
-            .arg(&prefix);
-        // SAFETY: `oracle_f64` in kernels/support.cu takes (const float*, const float*,
-        // const float*, double*, int, int), as pushed here.
-        unsafe {
-            launch.launch(LaunchConfig {
-                grid_dim: (blocks, 1, 1),
-                block_dim: (threads, 1, 1),
-                shared_mem_bytes: 0,
-            })
-        }
-        .map_err(gpu_err("cuLaunchKernel"))?;
+        let config = LaunchConfig {
+            grid_dim: ws.lab.oracle_f64_grid(&ws.problem),
+            block_dim: (ws.lab.support().oracle_threads, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut view = out.as_view_mut();
+        // SAFETY: a lab's float64 reference takes the entry point's arguments
+        // with `double*` for the output (`SupportKernels::oracle_f64`).
+        unsafe { self.launch_with(oracle, &ws.args, &mut view, config) }?;
         self.stream
             .clone_dtoh(&out)
             .map_err(gpu_err("cuMemcpyDtoH"))
@@ -418,7 +492,7 @@ impl Gpu {
         let spin_ns: u64 = 2_000_000;
         let mut launch = self.stream.launch_builder(probe);
         launch.arg(&mut result).arg(&spin_ns);
-        // SAFETY: `clock_probe` in kernels/support.cu takes (unsigned long long*, unsigned long long).
+        // SAFETY: `clock_probe` in kernels/probes.cu takes (unsigned long long*, unsigned long long).
         unsafe {
             launch.launch(LaunchConfig {
                 grid_dim: (1, 1, 1),
@@ -459,7 +533,7 @@ impl Gpu {
             .arg(&flusher.buffer)
             .arg(&count)
             .arg(&mut flusher.sink);
-        // SAFETY: `l2_sweep` in kernels/support.cu takes (const float4*, unsigned
+        // SAFETY: `l2_sweep` in kernels/probes.cu takes (const float4*, unsigned
         // long long, float*); the buffer holds `count` float4s (4 floats each).
         unsafe {
             launch.launch(LaunchConfig {

@@ -5,4 +5,3 @@ pub mod compile;
 pub mod cupti;
 pub mod device;
 pub mod libraries;
-pub mod resources;

@@ -9,8 +9,45 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::lab::contract::{tolerance, Shape, DH, HQ};
 use crate::nonfinite;
+
+/// The output every attention lab writes: `rows` tokens of `heads` heads of
+/// `dim` values, row-major.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct OutputShape {
+    pub rows: usize,
+    pub heads: usize,
+    pub dim: usize,
+}
+
+impl OutputShape {
+    /// Elements in all.
+    pub fn elements(self) -> usize {
+        self.rows * self.heads * self.dim
+    }
+
+    /// Index of `out[row][head][dim]`.
+    pub fn index(self, row: usize, head: usize, dim: usize) -> usize {
+        (row * self.heads + head) * self.dim + dim
+    }
+}
+
+/// How far an element may be from the oracle: `abs + rel * |reference|`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Tolerance {
+    pub abs: f64,
+    pub rel: f64,
+}
+
+impl Tolerance {
+    /// Allowed absolute error for an element whose exact value is `reference`.
+    pub fn allowed(self, reference: f64) -> f64 {
+        self.abs + self.rel * reference.abs()
+    }
+}
+
+/// Most heads a footprint can tell apart (one bit each).
+pub const MAX_HEADS: usize = 32;
 
 /// The bit pattern the runner fills `out` with before a launch: a quiet NaN
 /// whose payload no arithmetic produces, so an element still holding it was
@@ -111,13 +148,13 @@ pub struct ErrorMap {
 }
 
 impl ErrorMap {
-    fn new(chunk_len: usize) -> Self {
+    fn new(chunk_len: usize, heads: usize) -> Self {
         let rows = chunk_len.min(MAX_HEATMAP_ROWS);
         Self {
             rows,
-            heads: HQ,
+            heads,
             chunk_len,
-            cells: vec![0.0; rows * HQ],
+            cells: vec![0.0; rows * heads],
         }
     }
 
@@ -174,7 +211,7 @@ enum Outcome {
     ComputedNonFinite,
 }
 
-/// Compares `out` with the oracle's `reference` for `shape`.
+/// Compares `out` with the oracle's `reference`, both of `shape`.
 ///
 /// An element passes when it is finite and `|out - ref| <= tolerance(ref)`,
 /// computed in `f64` (so `-0.0` equals `0.0` and denormals count by value).
@@ -183,14 +220,22 @@ enum Outcome {
 /// first in memory order wins, so the choice is deterministic.
 ///
 /// # Panics
-/// When `out` or `reference` does not hold `shape.q_elems()` values.
-pub fn compare(shape: Shape, out: &[f32], reference: &[f64]) -> Comparison {
-    assert_eq!(out.len(), shape.q_elems(), "out does not match {shape:?}");
+/// When `out` or `reference` does not hold `shape.elements()` values, or
+/// `shape` has more than [`MAX_HEADS`] heads.
+pub fn compare(
+    shape: OutputShape,
+    tolerance: Tolerance,
+    out: &[f32],
+    reference: &[f64],
+) -> Comparison {
+    assert_eq!(out.len(), shape.elements(), "out does not match {shape:?}");
     assert_eq!(
         reference.len(),
-        shape.q_elems(),
+        shape.elements(),
         "reference does not match {shape:?}"
     );
+    assert!(shape.heads <= MAX_HEADS, "{shape:?}: too many heads");
+    let (heads, dims) = (shape.heads, shape.dim);
     let mut result = Comparison {
         elements: out.len(),
         failing: 0,
@@ -201,14 +246,14 @@ pub fn compare(shape: Shape, out: &[f32], reference: &[f64]) -> Comparison {
         worst: None,
         worst_ratio: 0.0,
         passed: false,
-        heatmap: ErrorMap::new(shape.chunk_len),
+        heatmap: ErrorMap::new(shape.rows, heads),
         where_failing: Footprint::default(),
         where_unwritten: Footprint::default(),
         where_non_finite: Footprint::default(),
     };
     for (index, (&got, &expected)) in out.iter().zip(reference).enumerate() {
-        let (row, head, dim) = (index / (HQ * DH), index / DH % HQ, index % DH);
-        let allowed = tolerance(expected);
+        let (row, head, dim) = (index / (heads * dims), index / dims % heads, index % dims);
+        let allowed = tolerance.allowed(expected);
         let finite = got.is_finite() && expected.is_finite();
         let abs_err = if finite {
             (f64::from(got) - expected).abs()
@@ -270,15 +315,30 @@ pub fn compare(shape: Shape, out: &[f32], reference: &[f64]) -> Comparison {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::contract::ABS_TOL;
 
-    const SHAPE: Shape = Shape {
-        chunk_len: 3,
-        prefix_len: 1,
+    const LAB_TOLERANCE: Tolerance = Tolerance {
+        abs: 1e-4,
+        rel: 1e-3,
+    };
+    const ABS_TOL: f64 = LAB_TOLERANCE.abs;
+    const HQ: usize = 32;
+    const DH: usize = 64;
+    const SHAPE: OutputShape = OutputShape {
+        rows: 3,
+        heads: HQ,
+        dim: DH,
     };
 
+    fn tolerance(reference: f64) -> f64 {
+        LAB_TOLERANCE.allowed(reference)
+    }
+
+    fn at(row: usize, head: usize, dim: usize) -> usize {
+        SHAPE.index(row, head, dim)
+    }
+
     fn reference() -> Vec<f64> {
-        (0..SHAPE.q_elems())
+        (0..SHAPE.elements())
             .map(|i| (i % 97) as f64 / 7.0 - 6.0)
             .collect()
     }
@@ -291,17 +351,17 @@ mod tests {
     /// Compares a single element `got` against `expected` in an otherwise exact output.
     fn single(got: f32, expected: f64) -> Comparison {
         let mut reference = reference();
-        let index = Shape::q_index(1, 2, 3);
+        let index = at(1, 2, 3);
         reference[index] = expected;
         let mut out = faithful(&reference);
         out[index] = got;
-        compare(SHAPE, &out, &reference)
+        compare(SHAPE, LAB_TOLERANCE, &out, &reference)
     }
 
     #[test]
     fn a_faithful_output_passes() {
         let reference = reference();
-        let cmp = compare(SHAPE, &faithful(&reference), &reference);
+        let cmp = compare(SHAPE, LAB_TOLERANCE, &faithful(&reference), &reference);
         assert!(cmp.passed);
         assert_eq!(cmp.elements, 3 * 32 * 64);
         assert_eq!((cmp.failing, cmp.unwritten, cmp.nan, cmp.inf), (0, 0, 0, 0));
@@ -330,10 +390,10 @@ mod tests {
         assert!(single(-0.0, 0.0).passed);
         assert!(single(0.0, -0.0).passed);
         let denormal = f32::from_bits(1);
-        let reference = vec![0.0; SHAPE.q_elems()];
-        let mut out = vec![-0.0f32; SHAPE.q_elems()];
+        let reference = vec![0.0; SHAPE.elements()];
+        let mut out = vec![-0.0f32; SHAPE.elements()];
         out[5] = denormal;
-        let cmp = compare(SHAPE, &out, &reference);
+        let cmp = compare(SHAPE, LAB_TOLERANCE, &out, &reference);
         assert!(cmp.passed);
         assert_eq!(cmp.max_abs_err, f64::from(denormal));
         assert_eq!(cmp.worst.unwrap().dim, 5);
@@ -371,11 +431,11 @@ mod tests {
         let mut out = faithful(&reference);
         for head in 0..HQ {
             for dim in 0..DH {
-                out[Shape::q_index(2, head, dim)] = f32::from_bits(POISON_BITS);
+                out[at(2, head, dim)] = f32::from_bits(POISON_BITS);
             }
         }
-        out[Shape::q_index(0, 7, 0)] = f32::NAN;
-        let cmp = compare(SHAPE, &out, &reference);
+        out[at(0, 7, 0)] = f32::NAN;
+        let cmp = compare(SHAPE, LAB_TOLERANCE, &out, &reference);
         assert_eq!(cmp.unwritten, HQ * DH);
         assert_eq!(cmp.nan, 1);
         assert_eq!(cmp.failing, HQ * DH + 1);
@@ -398,12 +458,12 @@ mod tests {
 
     #[test]
     fn the_worst_is_the_largest_ratio_and_the_first_on_ties() {
-        let reference = vec![0.0; SHAPE.q_elems()];
-        let mut out = vec![0.0f32; SHAPE.q_elems()];
-        out[Shape::q_index(0, 1, 0)] = 0.5;
-        out[Shape::q_index(1, 0, 0)] = 2.0;
-        out[Shape::q_index(2, 0, 0)] = -2.0;
-        let cmp = compare(SHAPE, &out, &reference);
+        let reference = vec![0.0; SHAPE.elements()];
+        let mut out = vec![0.0f32; SHAPE.elements()];
+        out[at(0, 1, 0)] = 0.5;
+        out[at(1, 0, 0)] = 2.0;
+        out[at(2, 0, 0)] = -2.0;
+        let cmp = compare(SHAPE, LAB_TOLERANCE, &out, &reference);
         let worst = cmp.worst.unwrap();
         assert_eq!((worst.row, worst.head, worst.got), (1, 0, 2.0));
         assert_eq!(cmp.worst_ratio, 2.0 / ABS_TOL);
@@ -415,15 +475,15 @@ mod tests {
 
     #[test]
     fn heatmap_bins_rows_and_keeps_the_maximum() {
-        let shape = Shape {
-            chunk_len: 1000,
-            prefix_len: 0,
+        let shape = OutputShape {
+            rows: 1000,
+            ..SHAPE
         };
-        let reference = vec![1.0; shape.q_elems()];
-        let mut out = vec![1.0f32; shape.q_elems()];
-        out[Shape::q_index(999, 31, 63)] = 1.0 + 1.0 / 64.0;
-        out[Shape::q_index(998, 31, 0)] = 1.0 + 1.0 / 1024.0;
-        let cmp = compare(shape, &out, &reference);
+        let reference = vec![1.0; shape.elements()];
+        let mut out = vec![1.0f32; shape.elements()];
+        out[at(999, 31, 63)] = 1.0 + 1.0 / 64.0;
+        out[at(998, 31, 0)] = 1.0 + 1.0 / 1024.0;
+        let cmp = compare(shape, LAB_TOLERANCE, &out, &reference);
         let map = &cmp.heatmap;
         assert_eq!((map.rows, map.heads), (256, 32));
         assert_eq!(map.cells.len(), 256 * 32);
@@ -446,23 +506,20 @@ mod tests {
     #[test]
     fn short_chunks_get_one_bin_per_row() {
         let reference = reference();
-        let cmp = compare(SHAPE, &faithful(&reference), &reference);
+        let cmp = compare(SHAPE, LAB_TOLERANCE, &faithful(&reference), &reference);
         assert_eq!(cmp.heatmap.rows, 3);
         assert_eq!(cmp.heatmap.rows_of_bin(2), 2..3);
     }
 
     #[test]
     fn tile_rows_record_row_offsets_within_64_row_tiles() {
-        let shape = Shape {
-            chunk_len: 130,
-            prefix_len: 0,
-        };
-        let reference = vec![0.0; shape.q_elems()];
-        let mut out = vec![0.0f32; shape.q_elems()];
+        let shape = OutputShape { rows: 130, ..SHAPE };
+        let reference = vec![0.0; shape.elements()];
+        let mut out = vec![0.0f32; shape.elements()];
         for row in [60, 63, 124, 129] {
-            out[Shape::q_index(row, 4, 9)] = 1.0;
+            out[at(row, 4, 9)] = 1.0;
         }
-        let footprint = compare(shape, &out, &reference).where_failing;
+        let footprint = compare(shape, LAB_TOLERANCE, &out, &reference).where_failing;
         assert_eq!(footprint.tile_rows, (1 << 60) | (1 << 63) | (1 << 1));
         assert_eq!(footprint.row_count, 4);
         assert_eq!(

@@ -11,8 +11,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::lab::contract::Shape;
-
 /// Share of a peak (percent) at or above which a kernel counts as bound by it.
 pub const BOUND_THRESHOLD_PCT: f64 = 60.0;
 
@@ -105,9 +103,18 @@ pub enum RooflineError {
     BadByteCount,
 }
 
-/// Places one launch of `shape` on `peaks`' roofline.
+/// The work a launch must do, from the lab's model of one problem size.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Work {
+    /// Floating-point operations of exact attention.
+    pub flops: f64,
+    /// Fewest DRAM bytes any kernel must move: every input read once, the output written once.
+    pub compulsory_bytes: u64,
+}
+
+/// Places one launch doing `work` on `peaks`' roofline.
 pub fn analyze(
-    shape: Shape,
+    work: Work,
     measured: &Measured,
     peaks: &DevicePeaks,
 ) -> Result<Roofline, RooflineError> {
@@ -122,11 +129,11 @@ pub fn analyze(
         return Err(RooflineError::BadByteCount);
     }
     let seconds = measured.duration_ns * 1e-9;
-    let flops = shape.flops();
+    let flops = work.flops;
     let flops_per_s = flops / seconds;
     let fp32_peak_pct = 100.0 * flops_per_s / peaks.fp32_flops_per_s;
     let dram_bandwidth_pct = 100.0 * (dram_bytes / seconds) / peaks.dram_bytes_per_s;
-    let compulsory_bytes = shape.compulsory_bytes();
+    let compulsory_bytes = work.compulsory_bytes;
     Ok(Roofline {
         dram_bytes,
         compulsory_bytes,
@@ -180,7 +187,12 @@ fn verdict(measured: &Measured, fp32_peak_pct: f64, dram_pct: f64) -> Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::contract::TIMING_SHAPE;
+
+    /// The first lab's timing shape (C = P = 2048).
+    const TIMING_WORK: Work = Work {
+        flops: 51_547_996_160.0,
+        compulsory_bytes: 48 << 20,
+    };
 
     const MIB: f64 = 1024.0 * 1024.0;
 
@@ -195,7 +207,7 @@ mod tests {
     }
 
     fn analyze_h200(measured: &Measured) -> Roofline {
-        analyze(TIMING_SHAPE, measured, &DevicePeaks::h200()).expect("valid measurement")
+        analyze(TIMING_WORK, measured, &DevicePeaks::h200()).expect("valid measurement")
     }
 
     #[test]
@@ -211,7 +223,7 @@ mod tests {
         let roofline = analyze_h200(&measured(1e6, 96.0 * MIB));
         assert_eq!(roofline.compulsory_bytes, 48 << 20);
         assert!((roofline.dram_over_compulsory - 2.0).abs() < 1e-12);
-        let flops = TIMING_SHAPE.flops();
+        let flops = TIMING_WORK.flops;
         assert!((roofline.achieved_gflops - flops / 1e6).abs() < 1e-6);
         assert!((roofline.arithmetic_intensity - flops / (96.0 * MIB)).abs() < 1e-9);
         let expected_dram_pct = 100.0 * (96.0 * MIB / 1e-3) / 4.8e12;
@@ -283,15 +295,15 @@ mod tests {
     fn impossible_measurements_are_refused() {
         let peaks = DevicePeaks::h200();
         assert_eq!(
-            analyze(TIMING_SHAPE, &measured(0.0, 1.0), &peaks),
+            analyze(TIMING_WORK, &measured(0.0, 1.0), &peaks),
             Err(RooflineError::NoDuration(0.0))
         );
         assert_eq!(
-            analyze(TIMING_SHAPE, &measured(1e6, -1.0), &peaks),
+            analyze(TIMING_WORK, &measured(1e6, -1.0), &peaks),
             Err(RooflineError::BadByteCount)
         );
         assert_eq!(
-            analyze(TIMING_SHAPE, &measured(1e6, f64::NAN), &peaks),
+            analyze(TIMING_WORK, &measured(1e6, f64::NAN), &peaks),
             Err(RooflineError::BadByteCount)
         );
     }

@@ -1,14 +1,13 @@
 //! Launch geometry: how many blocks and threads a kernel runs with.
 //!
-//! The lab's default is one block of 256 threads per 64 query rows of one
-//! query head. A student file may declare its own geometry in a comment line
+//! Each lab has a default launch (the first lab: one block of 256 threads
+//! per 64 query rows of one query head). A student file may declare its own
+//! geometry, and the lab it is written for, in a comment line
 //! (see [`LaunchGeometry::parse_directive`]) so that a tiled kernel can pick
 //! its tile height, thread count, dynamic shared memory (above 48 KiB too)
 //! and whether a block serves one query head or a whole KV group.
 
 use serde::{Deserialize, Serialize};
-
-use super::contract::{Shape, HKV, HQ};
 
 /// The marker that starts a geometry declaration inside a `.cu` file.
 pub const DIRECTIVE: &str = "@flashprof";
@@ -36,18 +35,6 @@ pub struct LaunchGeometry {
     pub grid_y: GridY,
 }
 
-impl Default for LaunchGeometry {
-    fn default() -> Self {
-        Self {
-            rows_per_block: 64,
-            threads: 256,
-            dynamic_smem_bytes: 0,
-            grid_y: GridY::QueryHead,
-        }
-    }
-}
-
-/// A geometry declaration that could not be understood.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("line {line}: {message}")]
 pub struct GeometryError {
@@ -62,26 +49,13 @@ const MAX_THREADS: u32 = 1024;
 const MAX_DYNAMIC_SMEM: u32 = 227 * 1024;
 
 impl LaunchGeometry {
-    /// `(gridDim.x, gridDim.y)` for a shape.
-    pub fn grid(&self, shape: Shape) -> (u32, u32) {
-        let x = shape
-            .chunk_len
-            .div_ceil(self.rows_per_block as usize)
-            .max(1) as u32;
-        let y = match self.grid_y {
-            GridY::QueryHead => HQ as u32,
-            GridY::KvGroup => HKV as u32,
-        };
-        (x, y)
-    }
-
     /// Reads the geometry declared in `source`, or the lab default when none is.
     ///
     /// The declaration is one comment line, for example
     /// `// @flashprof rows_per_block=128 threads=256 dynamic_smem=98304 grid=kv_group`.
     /// Every key is optional; omitted keys keep the lab default. A comment
     /// (rather than a `#pragma`) keeps the file compiling unchanged under nvcc.
-    pub fn from_source(source: &str) -> Result<Self, GeometryError> {
+    pub fn from_source(source: &str, default: Self) -> Result<Self, GeometryError> {
         let mut found: Option<(usize, Self)> = None;
         for (index, text) in source.lines().enumerate() {
             let line = index + 1;
@@ -98,15 +72,16 @@ impl LaunchGeometry {
             }
             found = Some((
                 line,
-                Self::parse_directive(rest).map_err(|message| GeometryError { line, message })?,
+                Self::parse_directive(rest, default)
+                    .map_err(|message| GeometryError { line, message })?,
             ));
         }
-        Ok(found.map(|(_, g)| g).unwrap_or_default())
+        Ok(found.map_or(default, |(_, g)| g))
     }
 
     /// Parses the `key=value` pairs after the [`DIRECTIVE`] marker.
-    pub fn parse_directive(body: &str) -> Result<Self, String> {
-        let mut geometry = Self::default();
+    pub fn parse_directive(body: &str, default: Self) -> Result<Self, String> {
+        let mut geometry = default;
         for pair in body.split_whitespace() {
             let (key, value) = pair
                 .split_once('=')
@@ -120,6 +95,8 @@ impl LaunchGeometry {
                 "rows_per_block" => geometry.rows_per_block = number()?,
                 "threads" => geometry.threads = number()?,
                 "dynamic_smem" => geometry.dynamic_smem_bytes = number()?,
+                // Which lab the file is for: read by `declared_lab`.
+                "lab" => {}
                 "grid" => {
                     geometry.grid_y = match value {
                         "head" => GridY::QueryHead,
@@ -131,8 +108,8 @@ impl LaunchGeometry {
                 }
                 _ => {
                     return Err(format!(
-                        "unknown key `{key}` (known: rows_per_block, threads, dynamic_smem, grid)"
-                    ))
+                    "unknown key `{key}` (known: lab, rows_per_block, threads, dynamic_smem, grid)"
+                ))
                 }
             }
         }
@@ -161,6 +138,16 @@ impl LaunchGeometry {
 }
 
 /// The text after the marker when `line` is a `//` comment holding a declaration.
+/// The lab a file declares with `lab=NAME` on its `@flashprof` line, with the line.
+pub fn declared_lab(source: &str) -> Option<(usize, String)> {
+    source.lines().enumerate().find_map(|(index, text)| {
+        directive_body(text)?
+            .split_whitespace()
+            .find_map(|pair| pair.strip_prefix("lab="))
+            .map(|name| (index + 1, name.to_owned()))
+    })
+}
+
 fn directive_body(line: &str) -> Option<&str> {
     let comment = line.trim_start().strip_prefix("//")?;
     comment.trim_start().strip_prefix(DIRECTIVE)
@@ -170,53 +157,49 @@ fn directive_body(line: &str) -> Option<&str> {
 mod tests {
     use super::*;
 
+    const DEFAULT: LaunchGeometry = LaunchGeometry {
+        rows_per_block: 64,
+        threads: 256,
+        dynamic_smem_bytes: 0,
+        grid_y: GridY::QueryHead,
+    };
+
     #[test]
-    fn default_is_the_labs_launch() {
-        let g = LaunchGeometry::from_source("__global__ void f() {}").unwrap();
-        assert_eq!(g, LaunchGeometry::default());
-        assert_eq!(
-            g.grid(Shape {
-                chunk_len: 2048,
-                prefix_len: 2048
-            }),
-            (32, 32)
-        );
-        assert_eq!(
-            g.grid(Shape {
-                chunk_len: 17,
-                prefix_len: 0
-            }),
-            (1, 32)
-        );
+    fn no_declaration_gives_the_labs_default() {
+        let g = LaunchGeometry::from_source("__global__ void f() {}", DEFAULT).unwrap();
+        assert_eq!(g, DEFAULT);
     }
 
     #[test]
     fn declaration_overrides_only_named_keys() {
         let src = "x\n  // @flashprof rows_per_block=128 dynamic_smem=98304 grid=kv_group\n";
-        let g = LaunchGeometry::from_source(src).unwrap();
+        let g = LaunchGeometry::from_source(src, DEFAULT).unwrap();
         assert_eq!(g.rows_per_block, 128);
         assert_eq!(g.threads, 256);
         assert_eq!(g.dynamic_smem_bytes, 98304);
-        assert_eq!(
-            g.grid(Shape {
-                chunk_len: 129,
-                prefix_len: 5
-            }),
-            (2, 8)
-        );
+        assert_eq!(g.grid_y, GridY::KvGroup);
+    }
+
+    #[test]
+    fn the_lab_key_names_the_lab_and_leaves_the_geometry_alone() {
+        let src = "\n// @flashprof lab=paged-prefill threads=128\n";
+        assert_eq!(declared_lab(src), Some((2, "paged-prefill".to_owned())));
+        let g = LaunchGeometry::from_source(src, DEFAULT).unwrap();
+        assert_eq!(g.threads, 128);
+        assert_eq!(declared_lab("// @flashprof threads=64"), None);
     }
 
     #[test]
     fn bad_declarations_name_their_line() {
-        let err = LaunchGeometry::from_source("\n// @flashprof threads=2048").unwrap_err();
+        let err = LaunchGeometry::from_source("\n// @flashprof threads=2048", DEFAULT).unwrap_err();
         assert_eq!(err.line, 2);
         assert!(err.message.contains("threads"));
-        let err = LaunchGeometry::from_source("// @flashprof grid=row").unwrap_err();
+        let err = LaunchGeometry::from_source("// @flashprof grid=row", DEFAULT).unwrap_err();
         assert!(err.message.contains("kv_group"));
-        let err = LaunchGeometry::from_source("// @flashprof warps=4").unwrap_err();
+        let err = LaunchGeometry::from_source("// @flashprof warps=4", DEFAULT).unwrap_err();
         assert!(err.message.contains("unknown key `warps`"));
-        let err =
-            LaunchGeometry::from_source("// @flashprof\n// @flashprof threads=64").unwrap_err();
+        let err = LaunchGeometry::from_source("// @flashprof\n// @flashprof threads=64", DEFAULT)
+            .unwrap_err();
         assert_eq!(err.line, 2);
     }
 }

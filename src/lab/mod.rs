@@ -1,8 +1,10 @@
-//! The lab itself, with no GPU and no screen: the tensor contract, launch
-//! geometry, student source files and the hazard cases.
+//! The labs, with no GPU and no screen: what a lab is ([`definition::Lab`]),
+//! the labs themselves (one folder each), and what every lab shares: launch
+//! geometry declared in a file, student source files, `.npy` tensors.
 
-pub mod cases;
-pub mod contract;
+pub mod definition;
+pub mod flash_prefill;
 pub mod geometry;
 pub mod npy;
+pub mod registry;
 pub mod source;

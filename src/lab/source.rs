@@ -1,10 +1,10 @@
 //! A student's kernel file, checked and ready for the compiler.
 //!
-//! Two forms are accepted. A *translation unit* is a complete `.cu` file, as
-//! nvcc would take it, that defines `attention_prefill` itself. A *body* is
-//! what the lab's editor shows: only the statements inside the kernel, with
-//! `HQ`, `HKV`, `DH` and `GROUP` in scope; flashprof wraps it in the entry
-//! point's signature. Either way every check that can be made without a
+//! A file is checked against one lab. Two forms are accepted. A
+//! *translation unit* is a complete `.cu` file, as nvcc would take it, that
+//! defines the lab's entry point itself. A *body* is what the lab's editor
+//! shows: only the statements inside the kernel, with the lab's shape
+//! constants in scope; flashprof wraps it in the entry point's signature. Either way every check that can be made without a
 //! compiler is made here, so a wrong file gets a message about the file and
 //! not a compiler error about code the student never wrote.
 //!
@@ -18,8 +18,8 @@ mod scan;
 use std::path::Path;
 
 use self::scan::{find_kernels, tokenize, KernelDecl, Token, TokenKind};
-use super::contract::{ENTRY_POINT, ENTRY_SIGNATURE};
-use super::geometry::{GeometryError, LaunchGeometry};
+use super::definition::LabRef;
+use super::geometry::{declared_lab, GeometryError, LaunchGeometry};
 
 pub use self::prelude::{StandInHeader, PRELUDE_FILE, STAND_IN_HEADERS};
 
@@ -31,7 +31,7 @@ pub const MAX_SOURCE_BYTES: u64 = 1 << 20;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SourceForm {
-    /// A whole `.cu` file defining `attention_prefill`.
+    /// A whole `.cu` file defining the lab's entry point.
     TranslationUnit,
     /// Only the kernel's statements, as in the lab's editor.
     Body,
@@ -63,23 +63,35 @@ pub enum SourceError {
         line: usize,
     },
     #[error(
-        "{path}:{line}: defines kernel `{name}`, but the lab launches `{ENTRY_POINT}`\n  \
-         found:    {found}\n  expected: {ENTRY_SIGNATURE}"
+        "{path}:{line}: defines kernel `{name}`, but the lab launches `{entry}`\n  \
+         found:    {found}\n  expected: {expected}"
     )]
     WrongEntryName {
         path: String,
         line: usize,
         name: String,
+        entry: &'static str,
         found: String,
+        expected: &'static str,
     },
-    #[error(
-        "{path}:{line}: `{ENTRY_POINT}` {problem}\n  found:    {found}\n  expected: {ENTRY_SIGNATURE}"
-    )]
+    #[error("{path}:{line}: `{entry}` {problem}\n  found:    {found}\n  expected: {expected}")]
     WrongSignature {
         path: String,
         line: usize,
+        entry: &'static str,
         problem: String,
         found: String,
+        expected: &'static str,
+    },
+    #[error(
+        "{path}:{line}: the file declares lab `{declared}`, but it is being checked as `{chosen}`; \
+         drop --lab or change the file's `lab=` key"
+    )]
+    WrongLab {
+        path: String,
+        line: usize,
+        declared: String,
+        chosen: &'static str,
     },
     #[error("{path}:{line}: `{text}` is refused: {reason}")]
     RefusedInclude {
@@ -95,6 +107,7 @@ pub enum SourceError {
 /// A validated kernel source.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StudentSource {
+    lab: LabRef,
     display_path: String,
     text: String,
     form: SourceForm,
@@ -112,11 +125,13 @@ pub struct PreparedSource {
     pub program_name: String,
     /// Headers to hand NVRTC alongside the program.
     pub headers: &'static [StandInHeader],
+    /// The symbol the compiled image must export.
+    pub entry_point: &'static str,
 }
 
 impl StudentSource {
-    /// Reads and checks the file at `path`, shown to the user as given.
-    pub fn from_path(path: &Path) -> Result<Self, SourceError> {
+    /// Reads and checks the file at `path` for `lab`, shown to the user as given.
+    pub fn from_path(path: &Path, lab: LabRef) -> Result<Self, SourceError> {
         let shown = path.display().to_string();
         let unreadable = |error: std::io::Error| SourceError::Unreadable {
             path: shown.clone(),
@@ -134,11 +149,11 @@ impl StudentSource {
         // Checked before reading so a huge file is never loaded.
         check_size(&shown, metadata.len())?;
         let bytes = std::fs::read(path).map_err(unreadable)?;
-        Self::from_bytes(&shown, &bytes)
+        Self::from_bytes(&shown, &bytes, lab)
     }
 
-    /// Checks `bytes` as the contents of a file shown as `display_path`.
-    pub fn from_bytes(display_path: &str, bytes: &[u8]) -> Result<Self, SourceError> {
+    /// Checks `bytes` as the contents of a file shown as `display_path`, for `lab`.
+    pub fn from_bytes(display_path: &str, bytes: &[u8], lab: LabRef) -> Result<Self, SourceError> {
         let path = display_path.to_owned();
         check_size(&path, bytes.len() as u64)?;
         if let Some(offset) = bytes.iter().position(|&b| b == 0) {
@@ -168,30 +183,48 @@ impl StudentSource {
                 reason: refused.reason,
             });
         }
+        if let Some((line, declared)) = declared_lab(text) {
+            if declared != lab.name() {
+                return Err(SourceError::WrongLab {
+                    path,
+                    line,
+                    declared,
+                    chosen: lab.name(),
+                });
+            }
+        }
         let kernels = find_kernels(&tokens);
         let form = if kernels.is_empty() {
             SourceForm::Body
         } else {
-            check_entry_point(&path, text, &kernels)?;
+            check_entry_point(&path, text, &kernels, lab)?;
             SourceForm::TranslationUnit
         };
         let geometry =
-            LaunchGeometry::from_source(text).map_err(|source| SourceError::Geometry {
-                path: path.clone(),
-                source,
+            LaunchGeometry::from_source(text, lab.default_geometry()).map_err(|source| {
+                SourceError::Geometry {
+                    path: path.clone(),
+                    source,
+                }
             })?;
-        let self_defined = prelude::definitions()
+        let self_defined = prelude::definitions(lab)
             .into_iter()
             .map(|(name, _)| name)
             .filter(|name| defines(&tokens, name, form))
             .collect();
         Ok(Self {
+            lab,
             display_path: path,
             text: text.to_owned(),
             form,
             geometry,
             self_defined,
         })
+    }
+
+    /// The lab the file was checked against.
+    pub fn lab(&self) -> LabRef {
+        self.lab
     }
 
     /// The path as the user should see it in messages.
@@ -222,9 +255,9 @@ impl StudentSource {
     /// the student's text name the student's path and line; a body is
     /// wrapped in the entry point's signature first.
     pub fn prepared(&self) -> PreparedSource {
-        let mut text = prelude::prelude_for(|name| self.self_defined.contains(&name));
+        let mut text = prelude::prelude_for(self.lab, |name| self.self_defined.contains(&name));
         if self.form == SourceForm::Body {
-            text.push_str(ENTRY_SIGNATURE);
+            text.push_str(self.lab.abi().signature);
             text.push_str(" {\n");
         }
         text.push_str(&prelude::line_marker(1, &self.display_path));
@@ -239,6 +272,7 @@ impl StudentSource {
             text,
             program_name: self.display_path.clone(),
             headers: STAND_IN_HEADERS,
+            entry_point: self.lab.abi().entry_point,
         }
     }
 }
@@ -331,17 +365,23 @@ fn parameter_type(tokens: &[&str]) -> String {
     written
 }
 
-/// The parameter types the lab launches with, read from the contract's own
+/// The parameter types the lab launches with, read from the lab's own
 /// signature so the two can never drift apart.
-fn expected_parameter_types() -> Vec<String> {
-    let tokens = tokenize(ENTRY_SIGNATURE);
+fn expected_parameter_types(signature: &str) -> Vec<String> {
+    let tokens = tokenize(signature);
     find_kernels(&tokens)
         .first()
         .map(|entry| entry.params.iter().map(|p| parameter_type(p)).collect())
         .unwrap_or_default()
 }
 
-fn check_entry_point(path: &str, text: &str, kernels: &[KernelDecl]) -> Result<(), SourceError> {
+fn check_entry_point(
+    path: &str,
+    text: &str,
+    kernels: &[KernelDecl],
+    lab: LabRef,
+) -> Result<(), SourceError> {
+    let abi = lab.abi();
     let shown = |kernel: &KernelDecl| {
         let (first, last) = kernel.lines;
         text.lines()
@@ -351,24 +391,31 @@ fn check_entry_point(path: &str, text: &str, kernels: &[KernelDecl]) -> Result<(
             .collect::<Vec<_>>()
             .join(" ")
     };
-    let entries: Vec<&KernelDecl> = kernels.iter().filter(|k| k.name == ENTRY_POINT).collect();
+    let entries: Vec<&KernelDecl> = kernels
+        .iter()
+        .filter(|k| k.name == abi.entry_point)
+        .collect();
     if entries.is_empty() {
         let first = &kernels[0];
         return Err(SourceError::WrongEntryName {
             path: path.to_owned(),
             line: first.line,
             name: first.name.to_owned(),
+            entry: abi.entry_point,
             found: shown(first),
+            expected: abi.signature,
         });
     }
-    let expected = expected_parameter_types();
+    let expected = expected_parameter_types(abi.signature);
     for entry in entries {
         if let Some(problem) = signature_problem(entry, &expected) {
             return Err(SourceError::WrongSignature {
                 path: path.to_owned(),
                 line: entry.line,
+                entry: abi.entry_point,
                 problem,
                 found: shown(entry),
+                expected: abi.signature,
             });
         }
     }

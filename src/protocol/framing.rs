@@ -56,14 +56,16 @@ pub fn read_message<T: DeserializeOwned>(input: &mut impl BufRead) -> Result<T, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::contract::TIMING_SHAPE;
+    use crate::lab::registry::default_lab;
     use crate::protocol::{Request, TimingConfig};
 
     #[test]
     fn messages_round_trip_one_per_line() {
         let sent = vec![
             Request::Time {
-                shape: TIMING_SHAPE,
+                case: default_lab()
+                    .timing_case(&[])
+                    .expect("the default timing shape"),
                 seed: 42,
                 config: TimingConfig::default(),
             },

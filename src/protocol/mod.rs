@@ -14,45 +14,49 @@ pub use framing::{read_message, write_message, FramingError};
 
 use serde::{Deserialize, Serialize};
 
-use crate::gpu::compile::Diagnostic;
-use crate::gpu::cupti::MetricValue;
-use crate::gpu::resources::{Occupancy, ResourceUsage};
+use crate::facts::device::{DeviceInfo, GpuProblem};
+use crate::facts::diagnostics::Diagnostic;
+use crate::facts::metrics::MetricValue;
+use crate::facts::resources::{Occupancy, ResourceUsage};
 use crate::grade::compare::Comparison;
-use crate::grade::diagnosis::Integrity;
+use crate::grade::integrity::Integrity;
 use crate::grade::roofline::Roofline;
 use crate::grade::stats::{Speedup, TimingSummary};
-use crate::lab::cases::CaseSpec;
-use crate::lab::contract::Shape;
+use crate::lab::definition::{LabCase, LabRef, Problem};
 use crate::lab::geometry::LaunchGeometry;
+use crate::lab::registry;
 
 /// Bumped whenever a message changes shape; both sides check it in the handshake.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// What the caller asks of the worker.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "request", rename_all = "snake_case")]
 pub enum Request {
     /// Compile a student file (and load it, when a GPU is present).
+    /// Every later request is for this file's lab.
     Compile {
+        lab: LabId,
         source_path: String,
         source_text: String,
     },
     /// Load a kernel image compiled earlier (a restarted worker skips NVRTC).
     Load {
+        lab: LabId,
         image: Vec<u8>,
         geometry: LaunchGeometry,
     },
     /// Run one hazard case twice on fresh inputs from `seed` and grade it.
-    RunCase { case: CaseSpec, seed: u64 },
-    /// Time the loaded kernel against the starter at `shape`.
+    RunCase { case: LabCase, seed: u64 },
+    /// Time the loaded kernel against the lab's starter on `case`'s inputs.
     Time {
-        shape: Shape,
+        case: LabCase,
         seed: u64,
         config: TimingConfig,
     },
-    /// Profile the loaded kernel and the starter with hardware counters at `shape`.
+    /// Profile the loaded kernel and the starter with hardware counters on `case`'s inputs.
     Counters {
-        shape: Shape,
+        case: LabCase,
         seed: u64,
         tier: CounterTier,
         /// The metric names when `tier` is `Custom`.
@@ -61,6 +65,38 @@ pub enum Request {
     },
     /// Finish cleanly.
     Shutdown,
+}
+
+/// A lab as the protocol names it: by name, with its contract's version, so
+/// a worker built with another definition of the lab refuses rather than
+/// grading against it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LabId {
+    pub name: String,
+    pub contract: String,
+}
+
+impl LabId {
+    pub fn of(lab: LabRef) -> Self {
+        Self {
+            name: lab.name().to_owned(),
+            contract: lab.contract().to_owned(),
+        }
+    }
+
+    /// The lab this build knows by that name and contract.
+    pub fn resolve(&self) -> Result<LabRef, String> {
+        let lab = registry::find(&self.name).ok_or_else(|| registry::unknown(&self.name))?;
+        if lab.contract() != self.contract {
+            return Err(format!(
+                "lab `{}` follows contract {} here, but {} was asked for",
+                self.name,
+                lab.contract(),
+                self.contract
+            ));
+        }
+        Ok(LabRef(lab))
+    }
 }
 
 /// How to time: counts of launches, and whether to flush L2 between them.
@@ -105,57 +141,6 @@ pub enum Event {
         message: String,
         fatal: bool,
     },
-}
-
-/// The GPU a worker runs on.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DeviceInfo {
-    pub ordinal: usize,
-    pub name: String,
-    pub compute_capability: (i32, i32),
-    pub sm_count: i32,
-    pub l2_bytes: i32,
-    pub max_sm_clock_mhz: f64,
-    pub memory_bytes: usize,
-    pub driver_version: i32,
-}
-
-impl DeviceInfo {
-    /// The NVRTC target for this GPU, e.g. `sm_90`.
-    pub fn arch(&self) -> String {
-        format!(
-            "sm_{}{}",
-            self.compute_capability.0, self.compute_capability.1
-        )
-    }
-}
-
-/// Why there is no usable GPU, with what still works.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum GpuProblem {
-    /// `libcuda.so` could not be loaded.
-    NoDriver { detail: String },
-    /// The driver loaded but reported no CUDA device.
-    NoDevice { detail: String },
-    /// The driver refused to start (version mismatch, device busy, ...).
-    DriverError { detail: String },
-}
-
-impl GpuProblem {
-    pub fn describe(&self) -> String {
-        match self {
-            GpuProblem::NoDriver { detail } => format!(
-                "no NVIDIA driver: {detail}. Compilation still works; cases and timing need a GPU."
-            ),
-            GpuProblem::NoDevice { detail } => format!(
-                "no CUDA GPU found: {detail}. Compilation still works; cases and timing need a GPU."
-            ),
-            GpuProblem::DriverError { detail } => {
-                format!("the CUDA driver failed to start: {detail}")
-            }
-        }
-    }
 }
 
 /// Result of compiling a student file.
@@ -231,7 +216,7 @@ pub enum CaseStatus {
 pub struct CaseOutcome {
     pub name: String,
     pub summary: String,
-    pub shape: Shape,
+    pub shape: Problem,
     pub status: CaseStatus,
     pub comparison: Option<Comparison>,
     pub integrity: Option<Integrity>,
@@ -246,7 +231,7 @@ pub struct CaseOutcome {
 /// Student against starter at the timing shape.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TimingOutcome {
-    pub shape: Shape,
+    pub shape: Problem,
     pub config: TimingConfig,
     pub student: TimingSummary,
     pub starter: TimingSummary,
@@ -278,7 +263,7 @@ pub enum CounterTier {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CountersOutcome {
     pub tier: CounterTier,
-    pub shape: Shape,
+    pub shape: Problem,
     pub chip: String,
     pub passes: usize,
     pub student: KernelCounters,

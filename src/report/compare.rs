@@ -11,11 +11,11 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use super::integrity::IntegrityBadges;
-use crate::app::batch::journal::SubmissionStatus;
-use crate::app::check::CheckReport;
 use crate::app::gate::SpeedGate;
-use crate::gpu::cupti::metrics::SM_THROUGHPUT_PCT;
+use crate::facts::metrics::SM_THROUGHPUT_PCT;
+use crate::outcome::CheckReport;
+use crate::outcome::IntegrityBadges;
+use crate::outcome::Verdict;
 use crate::protocol::{CaseOutcome, CaseStatus, KernelCounters};
 
 /// The JSON schema of `flashprof compare --json`.
@@ -177,7 +177,7 @@ pub fn render_compare_table(a: Side, b: Side, palette: Palette) -> String {
     render_counters(&mut out, a.report, b.report);
     let _ = writeln!(out);
     for (label, side) in [("A", a), ("B", b)] {
-        let verdict = SubmissionStatus::of(side.report).word();
+        let verdict = Verdict::of(side.report).word();
         let passed = side.report.cases_passed();
         let _ = writeln!(
             out,
@@ -212,8 +212,8 @@ fn render_timing(out: &mut String, a: &CheckReport, b: &CheckReport) {
     };
     let _ = writeln!(
         out,
-        "\ntiming at C = {}, P = {}:\n  {:<22} {:>10}  {:>10}",
-        ta.shape.chunk_len, ta.shape.prefix_len, "", "A", "B"
+        "\ntiming at {}:\n  {:<22} {:>10}  {:>10}",
+        ta.shape.detail, "", "A", "B"
     );
     let _ = writeln!(
         out,

@@ -2,16 +2,15 @@
 //! table for terminals and logs, and versioned JSON for tools.
 
 pub mod compare;
-pub mod gradebook;
-pub mod integrity;
+
 mod table;
 
 pub use table::render_table;
 
 use serde::Serialize;
 
-use crate::app::check::CheckReport;
 use crate::app::gate::SpeedGate;
+use crate::outcome::CheckReport;
 
 /// The JSON schema identifier; bumped on any incompatible change (docs/JSON.md).
 pub const JSON_SCHEMA: &str = "flashprof.check/1";

@@ -5,8 +5,8 @@
 
 use std::fmt::Write;
 
-use crate::app::check::CheckReport;
 use crate::gpu::cupti::finite_value;
+use crate::outcome::CheckReport;
 use crate::protocol::{CaseOutcome, CaseStatus, CompileOutcome};
 
 fn status_word(status: CaseStatus) -> &'static str {
@@ -97,7 +97,7 @@ pub fn render_table(report: &CheckReport) -> String {
             "case", "C x P", "result", "max err", "of tol", "worst at", "fail/unw/nan/inf"
         );
         for case in &report.cases {
-            let shape = format!("{}x{}", case.shape.chunk_len, case.shape.prefix_len);
+            let shape = case.shape.label.clone();
             let _ = writeln!(
                 out,
                 "{:<name_width$}  {:>9}  {:<7}  {:>10}  {:>8}  {:<15}  {:<16}  {}",
@@ -228,7 +228,7 @@ fn render_counters(out: &mut String, report: &CheckReport) {
             );
             continue;
         };
-        let sm = value(crate::gpu::cupti::metrics::SM_THROUGHPUT_PCT)
+        let sm = value(crate::facts::metrics::SM_THROUGHPUT_PCT)
             .map(|v| format!("SM throughput {v:.1}%, "))
             .unwrap_or_default();
         let _ = writeln!(
@@ -254,9 +254,8 @@ fn render_timing(out: &mut String, report: &CheckReport) {
     };
     let _ = writeln!(
         out,
-        "\ntiming at C = {}, P = {} ({} interleaved runs each, L2 {}):",
-        t.shape.chunk_len,
-        t.shape.prefix_len,
+        "\ntiming at {} ({} interleaved runs each, L2 {}):",
+        t.shape.detail,
         t.config.repetitions,
         if t.config.cold_l2 { "flushed" } else { "warm" }
     );
@@ -300,7 +299,7 @@ fn render_timing(out: &mut String, report: &CheckReport) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gpu::resources::ResourceUsage;
+    use crate::facts::resources::ResourceUsage;
     use crate::lab::geometry::LaunchGeometry;
 
     fn compiled(threads: u32, max_threads_per_block: u32) -> CompileOutcome {
@@ -313,7 +312,7 @@ mod tests {
             }),
             geometry: Some(LaunchGeometry {
                 threads,
-                ..Default::default()
+                ..crate::lab::flash_prefill::FLASH_PREFILL.default_geometry()
             }),
             ..CompileOutcome::failed(None)
         }

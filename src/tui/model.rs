@@ -5,18 +5,17 @@
 //! check. Each panel shows the newest thing it has and marks anything older
 //! as stale, so a slow GPU run never blanks the screen. No IO happens here.
 
-use crate::app::check::CountersResult;
-use crate::gpu::cupti::{finite_value, metrics};
+use crate::facts::metrics::{self, finite_value};
+use crate::outcome::CountersResult;
 use crate::protocol::KernelCounters;
 use std::time::Duration;
 
-use crate::app::check::CheckReport;
 use crate::app::history::{DiffLine, RunSummary};
-use crate::gpu::resources::ResourceUsage;
-use crate::lab::contract::Shape;
-use crate::protocol::{
-    CaseOutcome, CaseStatus, CompileOutcome, DeviceInfo, GpuProblem, TimingOutcome,
-};
+use crate::facts::device::{DeviceInfo, GpuProblem};
+use crate::facts::resources::ResourceUsage;
+use crate::lab::definition::Problem;
+use crate::outcome::CheckReport;
+use crate::protocol::{CaseOutcome, CaseStatus, CompileOutcome, TimingOutcome};
 
 use super::msg::RunId;
 use super::theme::Theme;
@@ -25,7 +24,7 @@ use super::theme::Theme;
 #[derive(Debug, Clone, PartialEq)]
 pub struct CaseRow {
     pub name: String,
-    pub shape: Shape,
+    pub shape: Problem,
 }
 
 /// Where the running check is.

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use crossterm::event::{KeyEvent, MouseEvent};
 
-use crate::app::check::{CheckReport, Progress};
 use crate::app::history::{DiffLine, RunSummary};
+use crate::outcome::{CheckReport, Progress};
 
 /// Numbers the checks of one session, so late progress from an old check
 /// can never be mistaken for the current one.

@@ -24,9 +24,10 @@ use super::shell::{display_name, event_loop, planned_rows, watch_into, Flow, Pro
 use super::theme::Theme;
 use super::update::{show_replay_position, update};
 use super::view;
-use crate::app::check::{CheckPlan, CheckReport};
+use crate::app::check::CheckPlan;
 use crate::app::history::{line_diff, HistoryRecord, HistoryStore, RunSummary};
 use crate::app::worker_handle::WorkerCommand;
+use crate::outcome::CheckReport;
 
 /// What a live session needs: the file, the check to run on each save, and
 /// how to start a worker.

@@ -20,7 +20,7 @@ use super::model::CaseRow;
 use super::terminal::TerminalSession;
 use crate::app::check::CheckPlan;
 use crate::app::watch::{watch_file, FileWatcher, DEFAULT_DEBOUNCE};
-use crate::lab::contract::Shape;
+use crate::lab::definition::Problem;
 
 /// An Elm-style program: state that messages change and a view draws.
 pub trait Program {
@@ -128,10 +128,7 @@ pub fn planned_rows(plan: &CheckPlan) -> Vec<CaseRow> {
         .iter()
         .map(|c| CaseRow {
             name: c.name.clone(),
-            shape: Shape {
-                chunk_len: c.chunk,
-                prefix_len: c.prefix,
-            },
+            shape: plan.lab.problem(c).unwrap_or_else(|_| Problem::unknown()),
         })
         .collect()
 }

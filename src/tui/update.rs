@@ -15,7 +15,7 @@ use super::keys::{action_for, Action};
 use super::model::{CaseRow, Completed, CountersView, LiveRun, Model, Overlay, Phase};
 use super::msg::{Effect, Msg, RunId};
 use super::view::layout::{case_at, Areas};
-use crate::app::check::{CheckReport, Progress};
+use crate::outcome::{CheckReport, Progress};
 
 /// Replay speeds a user can step through, as seconds per run.
 const REPLAY_INTERVALS_MS: [u64; 6] = [250, 500, 1000, 2000, 4000, 8000];
@@ -373,7 +373,7 @@ pub fn show_replay_position(model: &mut Model) {
         .iter()
         .map(|c| CaseRow {
             name: c.name.clone(),
-            shape: c.shape,
+            shape: c.shape.clone(),
         })
         .collect();
     model.selected = model.selected.min(model.cases.len().saturating_sub(1));

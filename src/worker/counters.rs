@@ -15,15 +15,16 @@ use std::time::Instant;
 
 use super::timing::timing_inputs;
 use super::Baselines;
+use crate::facts::metrics;
 use crate::gpu::cupti::{
-    finite_value, metrics, CountersUnavailable, Cupti, CuptiError, MetricConfig, MetricValue,
-    RangeProfiler, FULL_EXTRA, QUICK,
+    finite_value, CountersUnavailable, Cupti, CuptiError, MetricConfig, MetricValue, RangeProfiler,
+    FULL_EXTRA, QUICK,
 };
 use crate::gpu::device::{Gpu, GpuError, Kernel, L2Flusher};
 use crate::grade::compare::POISON_BITS;
-use crate::grade::roofline::{analyze, DevicePeaks, Measured, Roofline, RooflineError};
-use crate::lab::cases::CaseInputs;
-use crate::lab::contract::Shape;
+use crate::grade::roofline::{analyze, DevicePeaks, Measured, Roofline, RooflineError, Work};
+use crate::lab::definition::LabRef;
+use crate::lab::definition::{CaseData, LabCase, Problem};
 use crate::protocol::{CounterTier, CountersOutcome, CountersUnavailableReport, KernelCounters};
 
 /// The profiler, its metric configurations and what it measured so far.
@@ -34,6 +35,9 @@ pub struct Counters {
     /// What the full tier adds to the quick set.
     full_extra: MetricConfig,
     measured: HashMap<MeasurementKey, Vec<MetricValue>>,
+    /// The problem each measured case describes (its work model places a
+    /// reused measurement on the roofline without making the inputs again).
+    problems: HashMap<String, Problem>,
     _cupti: Cupti,
 }
 
@@ -44,7 +48,8 @@ pub struct Counters {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct MeasurementKey {
     build: u64,
-    shape: Shape,
+    /// The case, as JSON: its recipe decides the problem size.
+    case: String,
     metrics: Vec<String>,
 }
 
@@ -85,6 +90,7 @@ impl Counters {
             quick,
             full_extra,
             measured: HashMap::new(),
+            problems: HashMap::new(),
             _cupti: cupti,
         })
     }
@@ -115,19 +121,24 @@ impl Counters {
         // Only the builds in use are worth remembering.
         let builds = [student.build(), baselines.starter.build()];
         self.measured.retain(|key, _| builds.contains(&key.build));
+        let case_key = serde_json::to_string(&request.case).map_err(GpuError::message)?;
         let mut session = Session {
             profiler: &mut self.profiler,
             flusher: &mut baselines.l2_flusher,
             measured: &mut self.measured,
+            problems: &mut self.problems,
+            lab: baselines.lab,
             gpu,
             request,
+            case_key,
             inputs: None,
         };
         let student_counters = session.measure(student, &configs)?;
         let starter_counters = session.measure(&baselines.starter, &configs)?;
+        let shape = session.problem()?;
         Ok(CountersOutcome {
             tier: request.tier,
-            shape: request.shape,
+            shape,
             chip: self.profiler.chip().to_string(),
             passes: configs.iter().map(|c| c.num_passes()).sum(),
             student: student_counters,
@@ -139,7 +150,7 @@ impl Counters {
 
 /// What the caller asked for.
 pub struct CountersRequest {
-    pub shape: Shape,
+    pub case: LabCase,
     pub seed: u64,
     pub tier: CounterTier,
     pub custom_metrics: Vec<String>,
@@ -151,12 +162,35 @@ struct Session<'a> {
     profiler: &'a mut RangeProfiler,
     flusher: &'a mut L2Flusher,
     measured: &'a mut HashMap<MeasurementKey, Vec<MetricValue>>,
+    problems: &'a mut HashMap<String, Problem>,
+    lab: LabRef,
     gpu: &'a Gpu,
     request: &'a CountersRequest,
-    inputs: Option<CaseInputs>,
+    case_key: String,
+    inputs: Option<CaseData>,
 }
 
 impl Session<'_> {
+    /// The request's inputs, made on first use.
+    fn inputs(&mut self) -> Result<&CaseData, GpuError> {
+        if self.inputs.is_none() {
+            let data = timing_inputs(self.lab, &self.request.case, self.request.seed)?;
+            self.problems
+                .insert(self.case_key.clone(), data.problem.clone());
+            self.inputs = Some(data);
+        }
+        Ok(self.inputs.as_ref().expect("made above"))
+    }
+
+    /// The request's problem, remembered from an earlier measurement when the
+    /// inputs were not needed this time.
+    fn problem(&mut self) -> Result<Problem, GpuError> {
+        if let Some(problem) = self.problems.get(&self.case_key) {
+            return Ok(problem.clone());
+        }
+        Ok(self.inputs()?.problem.clone())
+    }
+
     /// One kernel under every config in turn, values merged in config order.
     fn measure(
         &mut self,
@@ -164,14 +198,13 @@ impl Session<'_> {
         configs: &[&MetricConfig],
     ) -> Result<KernelCounters, GpuError> {
         let gpu = self.gpu;
-        let shape = self.request.shape;
         let mut values: Vec<MetricValue> = Vec::new();
         let mut workspace = None;
         let mut reused = true;
         for config in configs {
             let key = MeasurementKey {
                 build: kernel.build(),
-                shape,
+                case: self.case_key.clone(),
                 metrics: config.metrics(),
             };
             if let Some(known) = self.measured.get(&key) {
@@ -182,11 +215,8 @@ impl Session<'_> {
             let ws = match &mut workspace {
                 Some(ws) => ws,
                 None => {
-                    let inputs = self
-                        .inputs
-                        .get_or_insert_with(|| timing_inputs(shape, self.request.seed));
-                    let mut ws =
-                        gpu.workspace(shape, &inputs.q, &inputs.k, &inputs.v, POISON_BITS)?;
+                    let lab = self.lab;
+                    let mut ws = gpu.workspace(lab, self.inputs()?, POISON_BITS)?;
                     gpu.launch(kernel, &mut ws)?;
                     workspace.insert(ws)
                 }
@@ -219,7 +249,7 @@ impl Session<'_> {
                 }
             }
         }
-        let roofline = roofline(shape, &values);
+        let roofline = roofline(self.problem()?.work, &values);
         Ok(KernelCounters {
             metrics: values,
             error: roofline
@@ -234,7 +264,7 @@ impl Session<'_> {
 
 /// Places the kernel on the roofline; `None` when a custom set lacks the
 /// byte counts or the duration it needs.
-fn roofline(shape: Shape, values: &[MetricValue]) -> Option<Result<Roofline, RooflineError>> {
+fn roofline(work: Work, values: &[MetricValue]) -> Option<Result<Roofline, RooflineError>> {
     let value = |name: &str| finite_value(values, name);
     match (
         value(metrics::DRAM_BYTES_READ),
@@ -249,7 +279,7 @@ fn roofline(shape: Shape, values: &[MetricValue]) -> Option<Result<Roofline, Roo
                 sm_throughput_pct: value(metrics::SM_THROUGHPUT_PCT),
                 achieved_occupancy_pct: value(metrics::ACHIEVED_OCCUPANCY_PCT),
             };
-            Some(analyze(shape, &measured, &DevicePeaks::h200()))
+            Some(analyze(work, &measured, &DevicePeaks::h200()))
         }
         _ => None,
     }

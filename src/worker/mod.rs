@@ -19,25 +19,22 @@ use std::time::Instant;
 use anyhow::Context;
 use cudarc::driver::CudaFunction;
 
+use crate::facts::resources::{theoretical_occupancy, SmLimits};
 use crate::gpu::compile::{self, CompileError, CompileOptions};
 use crate::gpu::device::{Gpu, GpuError, Kernel, L2Flusher};
-use crate::gpu::resources::{theoretical_occupancy, SmLimits};
 use crate::grade::compare::{compare, POISON_BITS};
-use crate::grade::diagnosis::{diagnose, Integrity};
-use crate::grade::oracle;
-use crate::lab::cases::CaseSpec;
-use crate::lab::contract::ENTRY_POINT;
+use crate::grade::integrity::Integrity;
+use crate::lab::definition::{ArgKind, CaseData, LabCase, LabRef};
 use crate::lab::geometry::LaunchGeometry;
 use crate::lab::source::StudentSource;
 use crate::protocol::{
     read_message, write_message, CaseOutcome, CaseStatus, CompileOutcome, CompileProblem,
-    CompileProblemKind, CountersUnavailableReport, Event, FramingError, Request, PROTOCOL_VERSION,
+    CompileProblemKind, CountersUnavailableReport, Event, FramingError, LabId, Request,
+    PROTOCOL_VERSION,
 };
 
-/// The lab's starter kernel, the timing baseline (embedded so an installed binary carries it).
-pub const STARTER_SOURCE: &str = include_str!("../../kernels/starter.cu");
-/// flashprof's own trusted kernels: the float64 reference and the clock probe.
-pub const SUPPORT_SOURCE: &str = include_str!("../../kernels/support.cu");
+/// flashprof's own measuring kernels (the clock probe and the L2 sweep), the same for every lab.
+pub const PROBES_SOURCE: &str = include_str!("../../kernels/probes.cu");
 
 /// Runs the worker loop on this process's stdin and stdout until shutdown or a fatal error.
 pub fn main() -> anyhow::Result<()> {
@@ -45,7 +42,7 @@ pub fn main() -> anyhow::Result<()> {
     let mut protocol_out = stdio::take_protocol_stdout().context("redirecting stdout")?;
     let mut input = BufReader::new(std::io::stdin().lock());
     let gpu = GpuSelection::from_env()
-        .map_err(|detail| crate::protocol::GpuProblem::DriverError { detail })
+        .map_err(|detail| crate::facts::device::GpuProblem::DriverError { detail })
         .and_then(GpuSelection::open);
     let ready = Event::Ready {
         protocol: PROTOCOL_VERSION,
@@ -55,6 +52,7 @@ pub fn main() -> anyhow::Result<()> {
     write_message(&mut protocol_out, &ready)?;
     let mut worker = Worker {
         gpu: gpu.ok(),
+        lab: None,
         student: None,
         baselines: None,
         counters: None,
@@ -77,9 +75,10 @@ pub fn main() -> anyhow::Result<()> {
     }
 }
 
-/// Kernels the worker needs besides the student's, compiled on first use,
-/// and the L2 flusher that timing and counters share.
+/// Kernels the worker needs besides the student's, compiled on first use
+/// for the lab in use, and the L2 flusher that timing and counters share.
 struct Baselines {
+    lab: LabRef,
     starter: Kernel,
     oracle_f64: CudaFunction,
     clock_probe: CudaFunction,
@@ -88,6 +87,8 @@ struct Baselines {
 
 struct Worker {
     gpu: Option<Gpu>,
+    /// The lab of the last compiled or loaded kernel: every request after it is for this lab.
+    lab: Option<LabRef>,
     student: Option<Kernel>,
     baselines: Option<Baselines>,
     /// Enabled on the first counters request; an error is kept so it is reported, not retried.
@@ -109,16 +110,23 @@ impl Worker {
     fn serve(&mut self, request: Request) -> (Event, bool) {
         match request {
             Request::Compile {
+                lab,
                 source_path,
                 source_text,
-            } => self.compile(&source_path, &source_text),
-            Request::Load { image, geometry } => self.load(&image, geometry),
+            } => match self.choose_lab(&lab) {
+                Ok(()) => self.compile(&source_path, &source_text),
+                Err(e) => failure(e, false),
+            },
+            Request::Load {
+                lab,
+                image,
+                geometry,
+            } => match self.choose_lab(&lab) {
+                Ok(()) => self.load(&image, geometry),
+                Err(e) => failure(e, false),
+            },
             Request::RunCase { case, seed } => self.run_case(&case, seed),
-            Request::Time {
-                shape,
-                seed,
-                config,
-            } => match self.baselines() {
+            Request::Time { case, seed, config } => match self.baselines() {
                 Err(e) => {
                     let sticky = e.sticky;
                     failure(e, sticky)
@@ -129,19 +137,19 @@ impl Worker {
                     else {
                         return failure("timing needs a GPU and a loaded kernel", false);
                     };
-                    match timing::time(gpu, student, baselines, shape, seed, config) {
+                    match timing::time(gpu, student, baselines, &case, seed, config) {
                         Ok(outcome) => (Event::Timing(outcome), false),
                         Err(e) => failure(&e, e.sticky),
                     }
                 }
             },
             Request::Counters {
-                shape,
+                case,
                 seed,
                 tier,
                 metrics,
             } => self.counters(counters::CountersRequest {
-                shape,
+                case,
                 seed,
                 tier,
                 custom_metrics: metrics,
@@ -176,6 +184,22 @@ impl Worker {
         }
     }
 
+    /// Switches to the requested lab (its baselines are rebuilt on next use).
+    fn choose_lab(&mut self, id: &LabId) -> Result<(), String> {
+        let lab = id.resolve()?;
+        if self.lab != Some(lab) {
+            self.lab = Some(lab);
+            self.student = None;
+            self.baselines = None;
+        }
+        Ok(())
+    }
+
+    fn lab(&self) -> Result<LabRef, GpuError> {
+        self.lab
+            .ok_or_else(|| GpuError::message("no lab chosen: compile or load a kernel first"))
+    }
+
     fn arch(&self) -> Option<String> {
         self.gpu.as_ref().map(|g| g.info.arch())
     }
@@ -183,7 +207,10 @@ impl Worker {
     fn compile(&mut self, path: &str, text: &str) -> (Event, bool) {
         let started = Instant::now();
         let mut outcome = CompileOutcome::failed(None);
-        let source = match StudentSource::from_bytes(path, text.as_bytes()) {
+        let Some(lab) = self.lab else {
+            return failure("no lab chosen for this compile", false);
+        };
+        let source = match StudentSource::from_bytes(path, text.as_bytes(), lab) {
             Ok(s) => s,
             Err(e) => {
                 outcome.problem = Some(CompileProblem {
@@ -253,8 +280,11 @@ impl Worker {
         let Some(gpu) = &self.gpu else {
             return failure("no GPU in this worker", false);
         };
+        let Some(lab) = self.lab else {
+            return failure("no lab chosen for this load", false);
+        };
         let started = Instant::now();
-        match gpu.load(image, ENTRY_POINT, geometry) {
+        match gpu.load(image, lab.abi().entry_point, geometry) {
             Ok(kernel) => {
                 self.student = Some(kernel);
                 let load_ms = started.elapsed().as_secs_f64() * 1e3;
@@ -269,6 +299,7 @@ impl Worker {
         if self.baselines.is_some() {
             return Ok(());
         }
+        let lab = self.lab()?;
         let gpu = self
             .gpu
             .as_ref()
@@ -276,28 +307,33 @@ impl Worker {
         let options = CompileOptions {
             arch: Some(gpu.info.arch()),
         };
+        let starter_file = lab.starter();
         let starter_source =
-            StudentSource::from_bytes("kernels/starter.cu", STARTER_SOURCE.as_bytes())
+            StudentSource::from_bytes(starter_file.path, starter_file.text.as_bytes(), lab)
                 .map_err(GpuError::message)?;
         let starter = compile::compile(&starter_source, &options).map_err(GpuError::message)?;
-        let support = compile::compile_trusted("kernels/support.cu", SUPPORT_SOURCE, &options)
+        let support = lab.support();
+        let oracle_image = compile::compile_trusted(support.file.path, support.file.text, &options)
             .map_err(GpuError::message)?;
-        let l2_sweep = gpu.load_support(&support, "l2_sweep")?;
+        let probes = compile::compile_trusted("kernels/probes.cu", PROBES_SOURCE, &options)
+            .map_err(GpuError::message)?;
+        let l2_sweep = gpu.load_support(&probes, "l2_sweep")?;
         self.baselines = Some(Baselines {
-            starter: gpu.load(&starter.image, ENTRY_POINT, starter.geometry)?,
-            oracle_f64: gpu.load_support(&support, "oracle_f64")?,
-            clock_probe: gpu.load_support(&support, "clock_probe")?,
+            lab,
+            starter: gpu.load(&starter.image, lab.abi().entry_point, starter.geometry)?,
+            oracle_f64: gpu.load_support(&oracle_image, support.oracle_f64)?,
+            clock_probe: gpu.load_support(&probes, "clock_probe")?,
             l2_flusher: gpu.l2_flusher(&l2_sweep)?,
         });
         Ok(())
     }
 
-    fn run_case(&mut self, case: &CaseSpec, seed: u64) -> (Event, bool) {
+    fn run_case(&mut self, case: &LabCase, seed: u64) -> (Event, bool) {
         let started = Instant::now();
-        let (Some(gpu), Some(kernel)) = (&self.gpu, &self.student) else {
+        let (Some(gpu), Some(kernel), Some(lab)) = (&self.gpu, &self.student, self.lab) else {
             return failure("running a case needs a GPU and a loaded kernel", false);
         };
-        let inputs = match case.generate(seed) {
+        let inputs = match lab.generate(case, seed) {
             Ok(i) => i,
             Err(e) => return failure(e, false),
         };
@@ -305,18 +341,19 @@ impl Worker {
         let ((reference, oracle_ms), launched) = rayon::join(
             || {
                 let started = Instant::now();
-                let reference = inputs.expected.clone().unwrap_or_else(|| {
-                    oracle::attention(inputs.shape, &inputs.q, &inputs.k, &inputs.v)
-                });
+                let reference = inputs
+                    .expected
+                    .clone()
+                    .unwrap_or_else(|| lab.oracle(&inputs, None));
                 (reference, started.elapsed().as_secs_f64() * 1e3)
             },
-            || run_twice(gpu, kernel, &inputs),
+            || run_twice(gpu, lab, kernel, &inputs),
         );
         let elapsed_ms = || started.elapsed().as_secs_f64() * 1e3;
         let mut outcome = CaseOutcome {
             name: case.name.clone(),
             summary: case.summary.clone(),
-            shape: inputs.shape,
+            shape: inputs.problem.clone(),
             status: CaseStatus::Crash,
             comparison: None,
             integrity: None,
@@ -326,18 +363,23 @@ impl Worker {
         };
         match launched {
             Err(e) => {
-                outcome.diagnosis = crash_diagnosis(&e);
+                outcome.diagnosis = crash_diagnosis(lab, &e);
                 outcome.elapsed_ms = elapsed_ms();
                 (Event::Case(outcome), e.sticky)
             }
             Ok(runs) => {
-                let comparison = compare(inputs.shape, &runs.first, &reference);
+                let comparison = compare(
+                    inputs.problem.output,
+                    lab.tolerance(),
+                    &runs.first,
+                    &reference,
+                );
                 outcome.status = if comparison.passed && runs.integrity.is_clean() {
                     CaseStatus::Pass
                 } else {
                     CaseStatus::Fail
                 };
-                outcome.diagnosis = diagnose(inputs.shape, &comparison, &runs.integrity);
+                outcome.diagnosis = lab.diagnose(&inputs, &comparison, &runs.integrity);
                 outcome.comparison = Some(comparison);
                 outcome.integrity = Some(runs.integrity);
                 outcome.elapsed_ms = elapsed_ms();
@@ -355,10 +397,11 @@ struct CaseRuns {
 
 fn run_twice(
     gpu: &Gpu,
+    lab: LabRef,
     kernel: &Kernel,
-    inputs: &crate::lab::cases::CaseInputs,
+    inputs: &CaseData,
 ) -> Result<CaseRuns, GpuError> {
-    let mut ws = gpu.workspace(inputs.shape, &inputs.q, &inputs.k, &inputs.v, POISON_BITS)?;
+    let mut ws = gpu.workspace(lab, inputs, POISON_BITS)?;
     let mut outputs = Vec::with_capacity(2);
     let mut out_of_bounds_writes = 0;
     for _ in 0..2 {
@@ -385,10 +428,22 @@ fn run_twice(
     })
 }
 
-fn crash_diagnosis(error: &GpuError) -> String {
+fn crash_diagnosis(lab: LabRef, error: &GpuError) -> String {
+    let pointers: Vec<&str> = lab
+        .abi()
+        .args
+        .iter()
+        .filter(|arg| !matches!(arg.kind, ArgKind::I32Scalar))
+        .map(|arg| arg.name)
+        .collect();
+    let buffers = match pointers.split_last() {
+        Some((last, [])) => (*last).to_owned(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => "a buffer".to_owned(),
+    };
     match error.name.as_str() {
         "CUDA_ERROR_ILLEGAL_ADDRESS" => format!(
-            "the kernel accessed an illegal address ({error}): an index far outside q, kCache, vCache or out"
+            "the kernel accessed an illegal address ({error}): an index far outside {buffers}"
         ),
         "CUDA_ERROR_MISALIGNED_ADDRESS" => format!("misaligned memory access ({error}): check vector loads"),
         "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES" => format!(

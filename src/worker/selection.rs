@@ -8,8 +8,8 @@
 use std::fmt;
 use std::str::FromStr;
 
+use crate::facts::device::GpuProblem;
 use crate::gpu::device::{self, Gpu};
-use crate::protocol::GpuProblem;
 
 /// The variable a worker reads: a device ordinal, or `none` for compile-only.
 pub const GPU_ENV: &str = "FLASHPROF_GPU";

@@ -15,10 +15,8 @@ use rand_chacha::ChaCha8Rng;
 use super::Baselines;
 use crate::gpu::device::{Gpu, GpuError, Kernel};
 use crate::grade::compare::{compare, POISON_BITS};
-use crate::grade::oracle;
 use crate::grade::stats::{speedup, summarize};
-use crate::lab::cases::{CaseInputs, CaseSpec};
-use crate::lab::contract::{Shape, DH, HQ};
+use crate::lab::definition::{CaseData, LabCase, LabRef};
 use crate::protocol::{ReferenceCheck, TimingConfig, TimingOutcome};
 
 /// Rows of the timed shape whose GPU reference is recomputed on the CPU.
@@ -30,22 +28,24 @@ pub fn time(
     gpu: &Gpu,
     student: &Kernel,
     baselines: &mut Baselines,
-    shape: Shape,
+    case: &LabCase,
     seed: u64,
     config: TimingConfig,
 ) -> Result<TimingOutcome, GpuError> {
     let started = Instant::now();
-    let inputs = timing_inputs(shape, seed);
-    let mut ws = gpu.workspace(shape, &inputs.q, &inputs.k, &inputs.v, POISON_BITS)?;
+    let lab = baselines.lab;
+    let data = timing_inputs(lab, case, seed)?;
+    let shape = data.problem.output;
+    let mut ws = gpu.workspace(lab, &data, POISON_BITS)?;
 
     let reference = gpu.reference_f64(&baselines.oracle_f64, &ws)?;
-    let reference_check = check_reference(&inputs, &reference, seed);
+    let reference_check = check_reference(lab, &data, &reference, seed);
 
     gpu.poison_output(&mut ws)?;
     gpu.launch(student, &mut ws)?;
     gpu.synchronize()?;
     let output = gpu.read_output(&ws)?;
-    let output_check = compare(shape, &output.output, &reference);
+    let output_check = compare(shape, lab.tolerance(), &output.output, &reference);
 
     for _ in 0..config.warmup {
         gpu.launch(&baselines.starter, &mut ws)?;
@@ -74,7 +74,7 @@ pub fn time(
         && inputs_intact
         && reference_check.agrees;
     Ok(TimingOutcome {
-        shape,
+        shape: data.problem,
         config,
         student: summary(&student_ms)?,
         starter: summary(&starter_ms)?,
@@ -90,35 +90,26 @@ pub fn time(
     })
 }
 
-/// Fresh random inputs of `shape`: the same for timing and counters of one run.
-pub fn timing_inputs(shape: Shape, seed: u64) -> CaseInputs {
-    let spec = CaseSpec {
-        name: "timing".into(),
-        summary: String::new(),
-        chunk: shape.chunk_len,
-        prefix: shape.prefix_len,
-        plant: Vec::new(),
-        scale: Vec::new(),
-        tensors: None,
-    };
-    spec.generate(seed)
-        .expect("a random case of a valid shape always generates")
+/// Fresh random inputs for `case`: the same for timing and counters of one run.
+pub fn timing_inputs(lab: LabRef, case: &LabCase, seed: u64) -> Result<CaseData, GpuError> {
+    lab.generate(case, seed).map_err(GpuError::message)
 }
 
 /// Recomputes sampled rows (every head) on the CPU and compares with the GPU reference.
-fn check_reference(inputs: &CaseInputs, reference: &[f64], seed: u64) -> ReferenceCheck {
-    let shape = inputs.shape;
+fn check_reference(lab: LabRef, data: &CaseData, reference: &[f64], seed: u64) -> ReferenceCheck {
+    let shape = data.problem.output;
     let mut rng = ChaCha8Rng::seed_from_u64(seed.rotate_left(17));
     let mut rows: Vec<usize> = (0..SAMPLED_ROWS)
-        .map(|_| rng.random_range(0..shape.chunk_len))
+        .map(|_| rng.random_range(0..shape.rows))
         .collect();
-    rows.push(shape.chunk_len - 1);
+    rows.push(shape.rows - 1);
     rows.sort_unstable();
     rows.dedup();
-    let exact = oracle::attention_rows(shape, &inputs.q, &inputs.k, &inputs.v, &rows);
+    let exact = lab.oracle(data, Some(&rows));
+    let row_len = shape.heads * shape.dim;
     let mut max_rel_diff = 0f64;
-    for (row_exact, &row) in exact.chunks_exact(HQ * DH).zip(&rows) {
-        let gpu_row = &reference[Shape::q_index(row, 0, 0)..Shape::q_index(row + 1, 0, 0)];
+    for (row_exact, &row) in exact.chunks_exact(row_len).zip(&rows) {
+        let gpu_row = &reference[shape.index(row, 0, 0)..shape.index(row + 1, 0, 0)];
         for (want, got) in row_exact.iter().zip(gpu_row) {
             // The offset keeps near-zero outputs from turning rounding noise into a large ratio.
             let rel = (got - want).abs() / (want.abs() + 1e-6);

@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 
 use flashprof::app::worker_handle::WorkerCommand;
-use flashprof::lab::cases::CaseSpec;
+use flashprof::lab::definition::LabCase;
+use flashprof::lab::flash_prefill::cases::CaseSpec;
 
 /// The stand-in worker that `cargo test` builds as an example.
 pub fn stand_in() -> WorkerCommand {
@@ -27,8 +28,8 @@ pub fn stand_in() -> WorkerCommand {
 }
 
 /// A small generated case whose name tells the stand-in how to behave.
-pub fn case(name: &str) -> CaseSpec {
-    CaseSpec {
+pub fn case(name: &str) -> LabCase {
+    let spec = CaseSpec {
         name: name.into(),
         summary: format!("stand-in case {name}"),
         chunk: 4,
@@ -36,5 +37,10 @@ pub fn case(name: &str) -> CaseSpec {
         plant: Vec::new(),
         scale: Vec::new(),
         tensors: None,
+    };
+    LabCase {
+        name: spec.name.clone(),
+        summary: spec.summary.clone(),
+        recipe: serde_json::to_value(&spec).expect("plain data"),
     }
 }

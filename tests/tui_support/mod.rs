@@ -6,21 +6,22 @@
 //! exactly the shape the engine produces.
 #![allow(dead_code)] // each test binary uses its own subset
 
-use flashprof::app::check::{CheckReport, PhaseTimes};
-use flashprof::gpu::compile::{Diagnostic, Severity};
-use flashprof::gpu::cupti::{metrics, MetricValue};
-use flashprof::gpu::resources::{max_threads_for_registers, ResourceUsage, SmLimits};
+use flashprof::facts::device::{DeviceInfo, GpuProblem};
+use flashprof::facts::diagnostics::{Diagnostic, Severity};
+use flashprof::facts::metrics::{self, MetricValue};
+use flashprof::facts::resources::{max_threads_for_registers, ResourceUsage, SmLimits};
 use flashprof::grade::compare::compare;
-use flashprof::grade::diagnosis::{diagnose, Integrity};
+use flashprof::grade::integrity::Integrity;
 use flashprof::grade::roofline::{analyze, DevicePeaks, Measured};
 use flashprof::grade::stats::{speedup, summarize};
-use flashprof::lab::cases::embedded_cases;
-use flashprof::lab::contract::TIMING_SHAPE;
-use flashprof::lab::contract::{Shape, DH};
-use flashprof::lab::geometry::LaunchGeometry;
+use flashprof::lab::flash_prefill::cases::embedded_cases;
+use flashprof::lab::flash_prefill::contract::{Shape, DH, TIMING_SHAPE, TOLERANCE};
+use flashprof::lab::flash_prefill::diagnosis::diagnose;
+use flashprof::lab::flash_prefill::FLASH_PREFILL;
+use flashprof::outcome::{CheckReport, PhaseTimes};
 use flashprof::protocol::{
-    CaseOutcome, CaseStatus, CompileOutcome, CounterTier, CountersOutcome, DeviceInfo, GpuProblem,
-    KernelCounters, ReferenceCheck, TimingConfig, TimingOutcome,
+    CaseOutcome, CaseStatus, CompileOutcome, CounterTier, CountersOutcome, KernelCounters,
+    ReferenceCheck, TimingConfig, TimingOutcome,
 };
 
 pub const FILE: &str = "prefill.cu";
@@ -64,7 +65,7 @@ pub fn compiled(registers: u32) -> CompileOutcome {
         problem: None,
         resources: Some(resources(registers)),
         occupancy: None,
-        geometry: Some(LaunchGeometry::default()),
+        geometry: Some(FLASH_PREFILL.default_geometry()),
         image: Vec::new(),
         compile_ms: 65.0,
         load_ms: None,
@@ -96,7 +97,7 @@ fn blank(name: &str, shape: Shape) -> CaseOutcome {
     CaseOutcome {
         name: name.into(),
         summary: format!("hand-made case {name}"),
-        shape,
+        shape: shape.problem(),
         status: CaseStatus::NotRun,
         comparison: None,
         integrity: None,
@@ -116,7 +117,7 @@ pub fn graded(name: &str, shape: Shape, error: f32, wrong: &[(usize, usize)]) ->
             out[Shape::q_index(row, head, d)] += error;
         }
     }
-    let comparison = compare(shape, &out, &reference);
+    let comparison = compare(shape.problem().output, TOLERANCE, &out, &reference);
     let integrity = Integrity::default();
     let mut case = blank(name, shape);
     case.status = if comparison.passed {
@@ -166,16 +167,14 @@ pub fn timing(starter_ms: f64, ratio: f64) -> TimingOutcome {
         prefix_len: 64,
     };
     TimingOutcome {
-        shape: Shape {
-            chunk_len: 2048,
-            prefix_len: 2048,
-        },
+        shape: TIMING_SHAPE.problem(),
         config: TimingConfig::default(),
         student: summarize(&student).expect("valid samples"),
         starter: summarize(&starter).expect("valid samples"),
         speedup: Some(speedup(&starter, &student).expect("paired samples")),
         output_check: compare(
-            shape,
+            shape.problem().output,
+            TOLERANCE,
             &vec![1.0; shape.q_elems()],
             &vec![1.0; shape.q_elems()],
         ),
@@ -217,7 +216,7 @@ pub fn kernel_counters(
             value(metrics::SM_THROUGHPUT_PCT, sm_pct),
             value(metrics::ACHIEVED_OCCUPANCY_PCT, occupancy_pct),
         ],
-        roofline: analyze(TIMING_SHAPE, &measured, &DevicePeaks::h200()).ok(),
+        roofline: analyze(TIMING_SHAPE.problem().work, &measured, &DevicePeaks::h200()).ok(),
         error: None,
         reused: false,
     }
@@ -228,7 +227,7 @@ pub fn kernel_counters(
 pub fn counters_full() -> CountersOutcome {
     CountersOutcome {
         tier: CounterTier::Full,
-        shape: TIMING_SHAPE,
+        shape: TIMING_SHAPE.problem(),
         chip: "GH100".into(),
         passes: 9,
         student: kernel_counters(16.1, 105.0, 47.3, 61.0),
@@ -242,13 +241,8 @@ pub fn case_shapes() -> Vec<(String, Shape)> {
     embedded_cases()
         .into_iter()
         .map(|c| {
-            (
-                c.name,
-                Shape {
-                    chunk_len: c.chunk,
-                    prefix_len: c.prefix,
-                },
-            )
+            let shape = c.declared_shape();
+            (c.name, shape)
         })
         .collect()
 }
@@ -301,7 +295,7 @@ pub mod drive {
     //! Driving a TUI model through `update`, as the runtime would.
 
     use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-    use flashprof::app::check::{CheckReport, Progress};
+    use flashprof::outcome::{CheckReport, Progress};
     use flashprof::tui::model::{CaseRow, Model};
     use flashprof::tui::msg::{Effect, Msg, RunId};
     use flashprof::tui::theme::Theme;
@@ -326,7 +320,10 @@ pub mod drive {
     pub fn fresh() -> Model {
         let rows = super::case_shapes()
             .into_iter()
-            .map(|(name, shape)| CaseRow { name, shape })
+            .map(|(name, shape)| CaseRow {
+                name,
+                shape: shape.problem(),
+            })
             .collect();
         Model::new(super::FILE, rows, Theme { color: false })
     }
@@ -386,7 +383,7 @@ pub mod drive {
 pub mod compare_drive {
     //! Driving the compare screen's model through its `update`.
 
-    use flashprof::app::check::CheckReport;
+    use flashprof::outcome::CheckReport;
     use flashprof::tui::compare::model::{Column, CompareModel, Pair};
     use flashprof::tui::compare::msg::{CompareEffect, CompareMsg};
     use flashprof::tui::compare::update::update;
@@ -397,7 +394,10 @@ pub mod compare_drive {
     pub fn fresh() -> CompareModel {
         let rows = super::case_shapes()
             .into_iter()
-            .map(|(name, shape)| CaseRow { name, shape })
+            .map(|(name, shape)| CaseRow {
+                name,
+                shape: shape.problem(),
+            })
             .collect();
         let files = Pair {
             a: "mine.cu".to_string(),

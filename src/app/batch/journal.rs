@@ -14,9 +14,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::app::check::CheckReport;
 use crate::app::gate::SpeedGate;
-use crate::protocol::{CaseStatus, CompileProblemKind};
+use crate::outcome::{CheckReport, Verdict};
 
 /// The journal's file name inside an output folder.
 pub const JOURNAL_FILE: &str = "journal.jsonl";
@@ -31,55 +30,12 @@ pub enum GradeMode {
     CompileOnly,
 }
 
-/// A submission's overall outcome, one word in the gradebook.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SubmissionStatus {
-    /// Every case passed and the timed output was correct.
-    Passed,
-    /// It ran, and something failed, hung or crashed.
-    Failed,
-    /// Compiled without a GPU (compile-only, or no GPU found).
-    Compiled,
-    CompileError,
-    /// The file cannot be used as a kernel source at all.
-    Rejected,
-    /// The grader's own environment failed (NVRTC missing, worker did not start).
-    Error,
-}
-
-impl SubmissionStatus {
-    /// Classifies a finished check.
-    pub fn of(report: &CheckReport) -> Self {
-        if let Some(problem) = &report.compile.problem {
-            return match problem.kind {
-                CompileProblemKind::BadSource => Self::Rejected,
-                CompileProblemKind::CompilerMissing | CompileProblemKind::CompilerFailed => {
-                    Self::Error
-                }
-            };
-        }
-        if !report.compile.ok {
-            Self::CompileError
-        } else if report.cases.iter().all(|c| c.status == CaseStatus::NotRun) {
-            Self::Compiled
-        } else if report.all_passed() {
-            Self::Passed
-        } else {
-            Self::Failed
-        }
-    }
-
-    pub fn word(self) -> &'static str {
-        match self {
-            Self::Passed => "passed",
-            Self::Failed => "failed",
-            Self::Compiled => "compiled",
-            Self::CompileError => "compile_error",
-            Self::Rejected => "rejected",
-            Self::Error => "error",
-        }
-    }
+/// What a journal row must match to be reused: the lab, the cases and the mode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GradingKey {
+    pub lab: String,
+    pub cases_hash: String,
+    pub mode: GradeMode,
 }
 
 /// One finished submission.
@@ -89,9 +45,15 @@ pub struct JournalEntry {
     /// The path it was read from, as shown to the user.
     pub file: String,
     pub content_hash: String,
+    /// The lab it was graded against (empty in journals written before labs were named).
+    #[serde(default)]
+    pub lab: String,
+    /// Hash of the cases it was graded on, so other cases never reuse the row.
+    #[serde(default)]
+    pub cases_hash: String,
     pub mode: GradeMode,
     pub seed: u64,
-    pub status: SubmissionStatus,
+    pub status: Verdict,
     /// Absent when nothing was timed (compile-only, rejected, no GPU).
     pub gate: Option<SpeedGate>,
     /// Why there is no report, or what went wrong around it.
@@ -102,12 +64,15 @@ pub struct JournalEntry {
 }
 
 impl JournalEntry {
-    /// Whether this entry already answers for `id` at `content_hash` in `mode`:
-    /// a compile-only result never stands in for a graded one.
-    pub fn covers(&self, id: &str, content_hash: &str, mode: GradeMode) -> bool {
+    /// Whether this entry already answers for `id` at `content_hash` under
+    /// `grading` (the same lab and cases); a compile-only result never stands
+    /// in for a graded one.
+    pub fn covers(&self, id: &str, content_hash: &str, grading: &GradingKey) -> bool {
         self.id == id
             && self.content_hash == content_hash
-            && (self.mode == mode || self.mode == GradeMode::Full)
+            && self.lab == grading.lab
+            && self.cases_hash == grading.cases_hash
+            && (self.mode == grading.mode || self.mode == GradeMode::Full)
     }
 }
 
@@ -197,9 +162,11 @@ mod tests {
             id: id.into(),
             file: format!("in/{id}"),
             content_hash: hash.into(),
+            lab: "flash-prefill".into(),
+            cases_hash: "c1".into(),
             mode,
             seed: 7,
-            status: SubmissionStatus::Rejected,
+            status: Verdict::Rejected,
             gate: None,
             error: Some("empty".into()),
             report: None,
@@ -245,12 +212,29 @@ mod tests {
         );
     }
 
+    fn key(lab: &str, cases_hash: &str, mode: GradeMode) -> GradingKey {
+        GradingKey {
+            lab: lab.into(),
+            cases_hash: cases_hash.into(),
+            mode,
+        }
+    }
+
     #[test]
     fn compile_only_results_do_not_stand_in_for_graded_ones() {
         let compiled = entry("a.cu", "1", GradeMode::CompileOnly);
-        assert!(compiled.covers("a.cu", "1", GradeMode::CompileOnly));
-        assert!(!compiled.covers("a.cu", "1", GradeMode::Full));
-        assert!(!compiled.covers("a.cu", "2", GradeMode::CompileOnly));
-        assert!(entry("a.cu", "1", GradeMode::Full).covers("a.cu", "1", GradeMode::CompileOnly));
+        let only = key("flash-prefill", "c1", GradeMode::CompileOnly);
+        assert!(compiled.covers("a.cu", "1", &only));
+        assert!(!compiled.covers("a.cu", "1", &key("flash-prefill", "c1", GradeMode::Full)));
+        assert!(!compiled.covers("a.cu", "2", &only));
+        assert!(entry("a.cu", "1", GradeMode::Full).covers("a.cu", "1", &only));
+    }
+
+    #[test]
+    fn a_row_graded_under_another_lab_or_other_cases_is_never_reused() {
+        let graded = entry("a.cu", "1", GradeMode::Full);
+        assert!(graded.covers("a.cu", "1", &key("flash-prefill", "c1", GradeMode::Full)));
+        assert!(!graded.covers("a.cu", "1", &key("paged-prefill", "c1", GradeMode::Full)));
+        assert!(!graded.covers("a.cu", "1", &key("flash-prefill", "c2", GradeMode::Full)));
     }
 }

@@ -98,16 +98,19 @@ pub fn is_among(path: &Path, folders: &[PathBuf]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::app::batch::journal::{GradeMode, SubmissionStatus};
+    use crate::app::batch::journal::GradeMode;
+    use crate::outcome::Verdict;
 
     fn entry(id: &str, hash: &str, seed: u64, at: u64) -> JournalEntry {
         JournalEntry {
             id: id.into(),
             file: id.into(),
             content_hash: hash.into(),
+            lab: "flash-prefill".into(),
+            cases_hash: "c1".into(),
             mode: GradeMode::CompileOnly,
             seed,
-            status: SubmissionStatus::Compiled,
+            status: Verdict::Compiled,
             gate: None,
             error: None,
             report: None,

@@ -7,6 +7,7 @@
 //! A fresh worker per submission means one student's sticky fault or
 //! leaked GPU memory cannot touch the next student's grade.
 
+pub mod gradebook;
 pub mod journal;
 pub mod merge;
 pub mod output;
@@ -18,27 +19,43 @@ use std::path::PathBuf;
 use std::sync::{mpsc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use self::journal::{GradeMode, JournalEntry, JournalWriter, SubmissionStatus, JOURNAL_FILE};
+use self::journal::{GradeMode, GradingKey, JournalEntry, JournalWriter, JOURNAL_FILE};
 use self::submissions::{LoadedSubmission, Submission};
 use super::check::{run_check, CheckPlan, TimingPlan};
 use super::gate::{GateTable, SpeedGate};
 use super::worker_handle::WorkerCommand;
-use crate::lab::cases::CaseSpec;
+use crate::app::history::content_hash;
+use crate::lab::definition::{LabCase, LabRef};
+use crate::outcome::Verdict;
 use crate::worker::GpuSelection;
 
 /// One grading run.
 #[derive(Debug, Clone)]
 pub struct BatchPlan {
+    /// The lab the whole class is graded against.
+    pub lab: LabRef,
     pub submissions: Vec<Submission>,
     pub out_dir: PathBuf,
     pub mode: GradeMode,
     pub seed: u64,
     /// One entry per concurrent worker: the device it opens.
     pub slots: Vec<GpuSelection>,
-    pub cases: Vec<CaseSpec>,
+    pub cases: Vec<LabCase>,
     pub case_timeout: Duration,
     pub timing: Option<TimingPlan>,
     pub gates: GateTable,
+}
+
+impl BatchPlan {
+    /// What a journal row must match to stand for this run.
+    pub fn grading_key(&self) -> GradingKey {
+        let cases = serde_json::to_string(&self.cases).unwrap_or_default();
+        GradingKey {
+            lab: self.lab.name().to_owned(),
+            cases_hash: content_hash(cases.as_bytes()),
+            mode: self.mode,
+        }
+    }
 }
 
 /// What the caller hears while a batch runs.
@@ -97,14 +114,15 @@ pub fn run_batch(
     std::fs::create_dir_all(&plan.out_dir).map_err(io_error(&plan.out_dir))?;
     let journal_path = plan.out_dir.join(JOURNAL_FILE);
     let previous = journal::read(&journal_path).map_err(io_error(&journal_path))?;
+    let grading = plan.grading_key();
     let mut pending = VecDeque::new();
     let mut skipped = 0;
     for submission in &plan.submissions {
-        let loaded = submission.load();
+        let loaded = submission.load(plan.lab);
         let done = previous
             .entries
             .iter()
-            .any(|e| e.covers(&submission.id, &loaded.content_hash, plan.mode));
+            .any(|e| e.covers(&submission.id, &loaded.content_hash, &grading));
         if done {
             skipped += 1;
         } else {
@@ -140,7 +158,7 @@ pub fn run_batch(
             writer.append(&entry).map_err(io_error(&journal_path))?;
             output::write_run_file(&plan.out_dir, &entry).map_err(io_error(&plan.out_dir))?;
             graded_now += 1;
-            errors += usize::from(entry.status == SubmissionStatus::Error);
+            errors += usize::from(entry.status == Verdict::Error);
             on_event(BatchEvent::Finished { entry: &entry });
         }
         Ok(())
@@ -182,9 +200,11 @@ fn grade_one(
         id: submission.id.clone(),
         file: submission.path.display().to_string(),
         content_hash: loaded.content_hash,
+        lab: plan.lab.name().to_owned(),
+        cases_hash: plan.grading_key().cases_hash,
         mode: plan.mode,
         seed: plan.seed,
-        status: SubmissionStatus::Rejected,
+        status: Verdict::Rejected,
         gate: None,
         error: None,
         report: None,
@@ -199,12 +219,13 @@ fn grade_one(
         }
     };
     let check = CheckPlan {
+        lab: plan.lab,
         source_path: entry.file.clone(),
         source_text: source.text().to_string(),
         cases: plan.cases.clone(),
         seed: plan.seed,
         case_timeout: plan.case_timeout,
-        timing: plan.timing,
+        timing: plan.timing.clone(),
         counters: None,
     };
     let command = worker.clone().on_gpu(slot);
@@ -217,7 +238,7 @@ fn grade_one(
         Ok(mut report) => {
             // The image is for restarting a worker, not for a gradebook.
             report.compile.image.clear();
-            entry.status = SubmissionStatus::of(&report);
+            entry.status = Verdict::of(&report);
             entry.error = report.compile.problem.as_ref().map(|p| p.message.clone());
             if plan.mode == GradeMode::Full && report.gpu.is_ok() && report.compile.ok {
                 entry.gate = Some(SpeedGate::evaluate(&report, &plan.gates));
@@ -225,7 +246,7 @@ fn grade_one(
             entry.report = Some(report);
         }
         Err(e) => {
-            entry.status = SubmissionStatus::Error;
+            entry.status = Verdict::Error;
             entry.error = Some(e.to_string());
         }
     }

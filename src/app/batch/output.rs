@@ -9,8 +9,8 @@
 use std::path::{Path, PathBuf};
 
 use super::journal::JournalEntry;
+use crate::app::batch::gradebook::{render_csv, render_json};
 use crate::app::history::content_hash;
-use crate::report::gradebook::{render_csv, render_json};
 
 pub const GRADEBOOK_CSV: &str = "gradebook.csv";
 pub const REPORT_JSON: &str = "report.json";

@@ -12,6 +12,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use crate::app::history::content_hash;
+use crate::lab::definition::LabRef;
 use crate::lab::source::{SourceError, StudentSource, MAX_SOURCE_BYTES};
 
 /// One file to grade.
@@ -136,8 +137,8 @@ fn unique_sorted(mut found: Vec<Submission>) -> Vec<Submission> {
 }
 
 impl Submission {
-    /// Reads and checks the file, never more than the size limit.
-    pub fn load(&self) -> LoadedSubmission {
+    /// Reads and checks the file for `lab`, never more than the size limit.
+    pub fn load(&self, lab: LabRef) -> LoadedSubmission {
         let shown = self.path.display().to_string();
         let unreadable = |reason: String| LoadedSubmission {
             content_hash: content_hash(shown.as_bytes()),
@@ -180,7 +181,7 @@ impl Submission {
             }
             .to_string())
         } else {
-            StudentSource::from_bytes(&shown, &bytes).map_err(|e| e.to_string())
+            StudentSource::from_bytes(&shown, &bytes, lab).map_err(|e| e.to_string())
         };
         LoadedSubmission {
             content_hash,

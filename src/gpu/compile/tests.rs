@@ -4,8 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use super::*;
-use crate::gpu::resources::{theoretical_occupancy, SmLimits};
-use crate::lab::contract::ENTRY_SIGNATURE;
+use crate::facts::resources::{theoretical_occupancy, SmLimits};
+use crate::lab::flash_prefill::contract::ENTRY_SIGNATURE;
+use crate::lab::flash_prefill::FLASH_PREFILL;
 use crate::lab::source::SourceForm;
 
 fn fixtures() -> PathBuf {
@@ -13,7 +14,7 @@ fn fixtures() -> PathBuf {
 }
 
 fn source(path: &str, text: &str) -> StudentSource {
-    StudentSource::from_bytes(path, text.as_bytes()).expect("valid source")
+    StudentSource::from_bytes(path, text.as_bytes(), FLASH_PREFILL).expect("valid source")
 }
 
 /// Compiles with the default options, or `None` (after saying why) when
@@ -175,7 +176,8 @@ fn wrong_names_and_signatures_stop_before_nvrtc() {
         ENTRY_SIGNATURE.replace("attention_prefill", "attn") + " {}\n",
     )
     .expect("write");
-    let error = compile_file(&renamed, &CompileOptions::default()).expect_err("wrong name");
+    let error =
+        compile_file(&renamed, FLASH_PREFILL, &CompileOptions::default()).expect_err("wrong name");
     assert!(
         matches!(&error, CompileError::Source(SourceError::WrongEntryName { name, .. }) if name == "attn"),
         "{error:?}"
@@ -188,7 +190,8 @@ fn wrong_names_and_signatures_stop_before_nvrtc() {
         ENTRY_SIGNATURE.replace(", int prefixLen", "") + " {}\n",
     )
     .expect("write");
-    let error = compile_file(&reshaped, &CompileOptions::default()).expect_err("wrong signature");
+    let error = compile_file(&reshaped, FLASH_PREFILL, &CompileOptions::default())
+        .expect_err("wrong signature");
     assert!(
         matches!(
             error,
@@ -198,7 +201,8 @@ fn wrong_names_and_signatures_stop_before_nvrtc() {
     );
 
     let missing = dir.path().join("missing.cu");
-    let error = compile_file(&missing, &CompileOptions::default()).expect_err("no file");
+    let error =
+        compile_file(&missing, FLASH_PREFILL, &CompileOptions::default()).expect_err("no file");
     assert!(
         matches!(error, CompileError::Source(SourceError::Missing { .. })),
         "{error:?}"
@@ -209,7 +213,7 @@ fn wrong_names_and_signatures_stop_before_nvrtc() {
 fn an_entry_point_hidden_by_the_preprocessor_is_missing() {
     let text = format!("#if 0\n{ENTRY_SIGNATURE} {{}}\n#endif\n__global__ void helper() {{}}\n");
     // The file-level check sees the definition; only the compiler knows it is dropped.
-    let src = StudentSource::from_bytes("hidden.cu", text.as_bytes());
+    let src = StudentSource::from_bytes("hidden.cu", text.as_bytes(), FLASH_PREFILL);
     let Ok(src) = src else {
         panic!("accepted before compiling: {src:?}");
     };
@@ -219,7 +223,8 @@ fn an_entry_point_hidden_by_the_preprocessor_is_missing() {
     assert_eq!(
         result,
         Err(CompileError::MissingEntryPoint {
-            path: "hidden.cu".into()
+            path: "hidden.cu".into(),
+            entry: "attention_prefill",
         })
     );
 }
@@ -257,7 +262,7 @@ fn compile_every_cu_under(dir: &Path) -> Option<usize> {
     collect_cu_files(dir, &mut files);
     assert!(!files.is_empty(), "no .cu files under {}", dir.display());
     for file in &files {
-        match compile_file(file, &CompileOptions::default()) {
+        match compile_file(file, FLASH_PREFILL, &CompileOptions::default()) {
             Err(missing @ CompileError::LibraryMissing { .. }) => {
                 eprintln!("skipped: {missing}");
                 return None;
@@ -290,8 +295,10 @@ fn every_fixture_source_compiles() {
 
 #[test]
 fn fixtures_cover_both_forms_and_declare_their_geometry() {
-    let body = StudentSource::from_path(&fixtures().join("row_per_warp_body.cu")).expect("body");
-    let unit = StudentSource::from_path(&fixtures().join("kv_tile_tu.cu")).expect("unit");
+    let body = StudentSource::from_path(&fixtures().join("row_per_warp_body.cu"), FLASH_PREFILL)
+        .expect("body");
+    let unit =
+        StudentSource::from_path(&fixtures().join("kv_tile_tu.cu"), FLASH_PREFILL).expect("unit");
     assert_eq!(
         (body.form(), unit.form()),
         (SourceForm::Body, SourceForm::TranslationUnit)
@@ -314,23 +321,35 @@ fn every_shipped_kernel_compiles() {
     };
     assert!(bugs >= 12, "one planted bug per hazard, found {bugs}");
     for name in ["starter.cu", "reference.cu"] {
-        let kernel = compile_file(&kernels.join(name), &CompileOptions::default())
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let kernel = compile_file(
+            &kernels.join(name),
+            FLASH_PREFILL,
+            &CompileOptions::default(),
+        )
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(kernel.resources.is_some(), "{name} has a resource report");
     }
-    let reference =
-        compile_file(&kernels.join("reference.cu"), &CompileOptions::default()).expect("compiles");
+    let reference = compile_file(
+        &kernels.join("reference.cu"),
+        FLASH_PREFILL,
+        &CompileOptions::default(),
+    )
+    .expect("compiles");
     assert!(
         reference.geometry.dynamic_smem_bytes > 48 * 1024,
         "the reference declares its geometry"
     );
-    let support = compile_trusted(
-        "kernels/support.cu",
-        crate::worker::SUPPORT_SOURCE,
+    let support = FLASH_PREFILL.support().file;
+    let oracle = compile_trusted(support.path, support.text, &CompileOptions::default())
+        .expect("the lab's float64 reference compiles");
+    assert!(!oracle.is_empty());
+    let probes = compile_trusted(
+        "kernels/probes.cu",
+        crate::worker::PROBES_SOURCE,
         &CompileOptions::default(),
     )
-    .expect("flashprof's own kernels compile");
-    assert!(!support.is_empty());
+    .expect("flashprof's measuring kernels compile");
+    assert!(!probes.is_empty());
 }
 
 /// A kernel that keeps 160 accumulators live across a loop, under

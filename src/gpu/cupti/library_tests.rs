@@ -2,8 +2,8 @@
 //! saying why, when the library cannot be loaded; run them with
 //! `LD_LIBRARY_PATH=/work/cuda-libs/nvidia/cu13/lib` or `FLASHPROF_CUPTI_PATH`.
 
-use super::metrics::{DRAM_BYTES_READ, L2_HIT_RATE_PCT, SM_THROUGHPUT_PCT};
 use super::{Cupti, CuptiError, MetricConfig, FULL_EXTRA, QUICK};
+use crate::facts::metrics::{DRAM_BYTES_READ, L2_HIT_RATE_PCT, SM_THROUGHPUT_PCT};
 
 const H200_CHIP: &str = "GH100";
 

@@ -17,7 +17,6 @@
 
 mod error;
 mod loader;
-pub mod metrics;
 pub mod stand_in;
 mod sys;
 
@@ -33,11 +32,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use cudarc::driver::CudaContext;
-use serde::{Deserialize, Serialize};
 
+pub use crate::facts::metrics::{
+    finite_value, MetricSet, MetricValue, MetricValues, FULL_EXTRA, QUICK,
+};
 pub use error::{CountersUnavailable, CuptiError, UnavailableReason};
 pub use loader::{Candidate, LibraryLoader, SystemLoader, PATH_VARIABLE};
-pub use metrics::{MetricSet, FULL_EXTRA, QUICK};
 pub use sys::{Entry, EntryPoints, Function, ResultCode};
 
 use sys::{EntryTable, Params};
@@ -345,34 +345,6 @@ fn name_unknown_metrics(api: &Arc<Api>, chip: &str, names: &MetricNames) -> Opti
         chip: chip.to_string(),
         names: unknown,
     })
-}
-
-/// One named metric value.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MetricValue {
-    pub name: String,
-    /// NaN when CUPTI could not evaluate the metric for this launch (a
-    /// ratio over zero events, say).
-    #[serde(with = "crate::nonfinite")]
-    pub value: f64,
-}
-
-/// The values of one profiled launch, in the config's metric order.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MetricValues {
-    pub chip: String,
-    /// Replay passes the launch took.
-    pub passes: usize,
-    pub values: Vec<MetricValue>,
-}
-
-/// The value of `name` among `values`, if it was collected and CUPTI could
-/// evaluate it: what every reader of counters wants, since NaN means "no value".
-pub fn finite_value(values: &[MetricValue], name: &str) -> Option<f64> {
-    values
-        .iter()
-        .find(|metric| metric.name == name && metric.value.is_finite())
-        .map(|metric| metric.value)
 }
 
 /// `cuptiProfilerInitialize` for as long as a profiler is alive.

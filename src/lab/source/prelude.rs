@@ -4,13 +4,13 @@
 //! file implicitly and finds system headers on disk; NVRTC does neither. A
 //! file written for nvcc should still compile unchanged, so this module
 //! supplies the few things such files lean on: the `INFINITY`/`NAN` macros,
-//! the lab's shape constants, and stand-ins for the headers kernels commonly
+//! the lab's shape constants (from the lab itself), and stand-ins for the headers kernels commonly
 //! include. Which headers need a stand-in was settled against NVRTC 13.0
 //! itself: it ships none of them (not even `cuda_fp16.h`), while the device
 //! functions they declare (`expf`, `printf`, `__shfl_xor_sync`, ...) are
 //! built in.
 
-use crate::lab::contract::{DH, GROUP, HKV, HQ};
+use crate::lab::definition::LabRef;
 
 /// A header NVRTC receives with the program, so `#include <name>` resolves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,8 +92,8 @@ pub const PRELUDE_FILE: &str = "<flashprof prelude>";
 /// Names the prelude defines, each with its definition. A bit cast rather
 /// than `1.0f/0.0f` keeps the macros constant expressions without a
 /// division-by-zero warning.
-pub(super) fn definitions() -> [(&'static str, String); 6] {
-    [
+pub(super) fn definitions(lab: LabRef) -> Vec<(&'static str, String)> {
+    let mut names = vec![
         (
             "INFINITY",
             "#define INFINITY __builtin_bit_cast(float, 0x7f800000u)".into(),
@@ -102,18 +102,16 @@ pub(super) fn definitions() -> [(&'static str, String); 6] {
             "NAN",
             "#define NAN __builtin_bit_cast(float, 0x7fc00000u)".into(),
         ),
-        ("HQ", format!("constexpr int HQ = {HQ};")),
-        ("HKV", format!("constexpr int HKV = {HKV};")),
-        ("DH", format!("constexpr int DH = {DH};")),
-        ("GROUP", format!("constexpr int GROUP = {GROUP};")),
-    ]
+    ];
+    names.extend(lab.body_constants());
+    names
 }
 
 /// The prelude for a file, leaving out any name the file defines itself so
 /// that its own `#define HQ 32` or `constexpr int DH = 64;` does not clash.
-pub fn prelude_for(declares: impl Fn(&str) -> bool) -> String {
+pub fn prelude_for(lab: LabRef, declares: impl Fn(&str) -> bool) -> String {
     let mut text = format!("#line 1 \"{PRELUDE_FILE}\"\n");
-    for (name, definition) in definitions() {
+    for (name, definition) in definitions(lab) {
         if !declares(name) {
             text.push_str(&definition);
             text.push('\n');

@@ -1,4 +1,6 @@
 use super::*;
+use crate::lab::flash_prefill::contract::ENTRY_SIGNATURE;
+use crate::lab::flash_prefill::FLASH_PREFILL;
 
 const ENTRY: &str =
     "extern \"C\" __global__ void attention_prefill(const float* q, const float* kCache, \
@@ -9,11 +11,11 @@ fn tu(body: &str) -> String {
 }
 
 fn accepted(text: &str) -> StudentSource {
-    StudentSource::from_bytes("k.cu", text.as_bytes()).expect("should be accepted")
+    StudentSource::from_bytes("k.cu", text.as_bytes(), FLASH_PREFILL).expect("should be accepted")
 }
 
 fn rejected(text: &[u8]) -> SourceError {
-    StudentSource::from_bytes("k.cu", text).expect_err("should be rejected")
+    StudentSource::from_bytes("k.cu", text, FLASH_PREFILL).expect_err("should be rejected")
 }
 
 #[test]
@@ -187,23 +189,23 @@ fn files_on_disk_are_checked_before_reading() {
     let dir = tempfile::tempdir().expect("temp dir");
     let missing = dir.path().join("nope.cu");
     assert!(matches!(
-        StudentSource::from_path(&missing),
+        StudentSource::from_path(&missing, FLASH_PREFILL),
         Err(SourceError::Missing { .. })
     ));
     assert!(matches!(
-        StudentSource::from_path(dir.path()),
+        StudentSource::from_path(dir.path(), FLASH_PREFILL),
         Err(SourceError::NotAFile { .. })
     ));
     let huge = dir.path().join("huge.cu");
     let file = std::fs::File::create(&huge).expect("create");
     file.set_len(MAX_SOURCE_BYTES * 3).expect("grow");
     assert!(matches!(
-        StudentSource::from_path(&huge),
+        StudentSource::from_path(&huge, FLASH_PREFILL),
         Err(SourceError::TooLarge { size, .. }) if size == MAX_SOURCE_BYTES * 3
     ));
     let good = dir.path().join("good.cu");
     std::fs::write(&good, "out[0] = 0.0f;\n").expect("write");
-    let source = StudentSource::from_path(&good).expect("readable");
+    let source = StudentSource::from_path(&good, FLASH_PREFILL).expect("readable");
     assert_eq!(source.display_path(), good.display().to_string());
 }
 
@@ -247,8 +249,8 @@ fn names_the_file_defines_are_left_out_of_the_prelude() {
 
 #[test]
 fn paths_with_quotes_and_backslashes_stay_one_line_marker() {
-    let source =
-        StudentSource::from_bytes("C:\\lab\\\"x\".cu", b"out[0] = 0.0f;").expect("accepted");
+    let source = StudentSource::from_bytes("C:\\lab\\\"x\".cu", b"out[0] = 0.0f;", FLASH_PREFILL)
+        .expect("accepted");
     assert!(source
         .prepared()
         .text

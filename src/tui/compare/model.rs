@@ -3,8 +3,8 @@
 //! comparison, which stays on screen marked stale while the next one runs.
 //! No IO happens here.
 
-use crate::app::check::CheckReport;
-use crate::protocol::{DeviceInfo, GpuProblem};
+use crate::facts::device::{DeviceInfo, GpuProblem};
+use crate::outcome::CheckReport;
 use crate::tui::model::{CaseRow, Phase};
 use crate::tui::msg::RunId;
 use crate::tui::theme::Theme;

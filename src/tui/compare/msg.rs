@@ -5,7 +5,7 @@
 use crossterm::event::KeyEvent;
 
 use super::model::{Column, Pair};
-use crate::app::check::{CheckReport, Progress};
+use crate::outcome::{CheckReport, Progress};
 use crate::tui::msg::RunId;
 
 #[derive(Debug, Clone)]

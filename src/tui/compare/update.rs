@@ -12,7 +12,7 @@ use crossterm::event::{KeyEvent, KeyEventKind};
 use super::keys::{action_for, CompareAction};
 use super::model::{Column, CompareModel, Comparison, LiveComparison, Pair};
 use super::msg::{CompareEffect, CompareMsg};
-use crate::app::check::{CheckReport, Progress};
+use crate::outcome::{CheckReport, Progress};
 use crate::tui::model::Phase;
 use crate::tui::msg::RunId;
 

@@ -26,7 +26,7 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
         .skip(first)
         .take(visible)
         .map(|(index, case)| {
-            let shape = format!("{}x{}", case.shape.chunk_len, case.shape.prefix_len);
+            let shape = case.shape.label.clone();
             let row = match model.case(index) {
                 CaseCell::Waiting => plain_row(&case.name, shape, "waiting", Style::new()),
                 CaseCell::Running => plain_row(&case.name, shape, "running", theme.warn()),

@@ -14,7 +14,7 @@ use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table, Wrap};
 use ratatui::Frame;
 
 use super::{cases, compile, header, help};
-use crate::app::check::CheckReport;
+use crate::outcome::CheckReport;
 use crate::protocol::CaseOutcome;
 use crate::report::compare::{a_over_b, case_rows, ERROR_DIFFERS, VERDICT_DIFFERS};
 use crate::tui::compare::keys::help_rows;

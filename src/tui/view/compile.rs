@@ -7,7 +7,7 @@ use ratatui::widgets::{Paragraph, Wrap};
 use ratatui::Frame;
 
 use super::text::panel;
-use crate::gpu::compile::{Diagnostic, Severity};
+use crate::facts::diagnostics::{Diagnostic, Severity};
 use crate::protocol::{CompileOutcome, CompileProblemKind};
 use crate::tui::model::Model;
 use crate::tui::theme::Theme;

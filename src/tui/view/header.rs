@@ -6,8 +6,8 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
-use crate::app::check::CheckReport;
-use crate::protocol::{DeviceInfo, GpuProblem};
+use crate::facts::device::{DeviceInfo, GpuProblem};
+use crate::outcome::CheckReport;
 use crate::tui::model::{CaseRow, Model, Phase};
 use crate::tui::theme::Theme;
 

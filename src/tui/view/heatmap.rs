@@ -13,7 +13,6 @@ use ratatui::Frame;
 
 use super::text::full_overlay;
 use crate::grade::compare::{ErrorMap, TILE_ROWS};
-use crate::lab::contract::GROUP;
 use crate::protocol::CaseOutcome;
 use crate::tui::model::Model;
 use crate::tui::theme::Theme;
@@ -43,17 +42,15 @@ pub fn draw_framed(
         return;
     };
     let map = &comparison.heatmap;
-    let title = format!(
-        " heatmap: {} (C = {}, P = {}) ",
-        outcome.name, outcome.shape.chunk_len, outcome.shape.prefix_len
-    );
+    let title = format!(" heatmap: {} ({}) ", outcome.name, outcome.shape.detail);
+    let group = outcome.shape.head_group.max(1);
     let block = Block::bordered()
         .title(Span::styled(title, model.theme.accent()))
         .title_bottom(footer.to_owned());
     let inner = block.inner(rect);
     frame.render_widget(block, rect);
 
-    let groups = map.heads.div_ceil(GROUP);
+    let groups = map.heads.div_ceil(group);
     let cell_width = (1..=widest_cell.max(1))
         .rev()
         .find(|w| LABEL + map.heads * w + groups <= usize::from(inner.width))
@@ -64,23 +61,32 @@ pub fn draw_framed(
         .max(1);
     let mut lines = vec![
         Line::raw(format!(
-            "worst |err|/tolerance: query rows down, query heads across; row r sees keys 0..{}+r",
-            outcome.shape.prefix_len
+            "worst |err|/tolerance: query rows down, query heads across; {}",
+            outcome.shape.row_hint
         )),
-        head_axis(map.heads, cell_width),
+        head_axis(map.heads, group, cell_width),
     ];
-    lines.extend((0..bands).map(|band| band_line(map, band, bands, cell_width, model.theme)));
+    // A batch marks where each sequence starts; one sequence marks its tiles.
+    let marks: Vec<usize> = if outcome.shape.sequence_starts.len() > 1 {
+        outcome.shape.sequence_starts.clone()
+    } else {
+        (TILE_ROWS..map.chunk_len).step_by(TILE_ROWS).collect()
+    };
+    lines.extend(
+        (0..bands)
+            .map(|band| band_line(map, band, bands, (group, cell_width), &marks, model.theme)),
+    );
     lines.push(legend(model.theme));
     frame.render_widget(Paragraph::new(lines), inner);
 }
 
-fn head_axis(heads: usize, cell_width: usize) -> Line<'static> {
+fn head_axis(heads: usize, group: usize, cell_width: usize) -> Line<'static> {
     let mut text = format!("{:<LABEL$}", "rows \\ head");
     for head in 0..heads {
-        if head > 0 && head % GROUP == 0 {
+        if head > 0 && head % group == 0 {
             text.push(' ');
         }
-        let label = if head % GROUP == 0 {
+        let label = if head % group == 0 {
             head.to_string()
         } else {
             String::new()
@@ -90,18 +96,20 @@ fn head_axis(heads: usize, cell_width: usize) -> Line<'static> {
     Line::raw(text)
 }
 
-/// One screen row: the map bins of band `band` out of `bands`, worst kept.
+/// One screen row: the map bins of band `band` out of `bands`, worst kept;
+/// `marks` are the rows whose band gets a tick (tile or sequence starts).
 fn band_line(
     map: &ErrorMap,
     band: usize,
     bands: usize,
-    cell_width: usize,
+    (group, cell_width): (usize, usize),
+    marks: &[usize],
     theme: Theme,
 ) -> Line<'static> {
     let first_bin = band * map.rows / bands;
     let end_bin = ((band + 1) * map.rows / bands).max(first_bin + 1);
     let rows = map.rows_of_bin(first_bin).start..map.rows_of_bin(end_bin - 1).end;
-    let starts_tile = rows.clone().any(|r| r % TILE_ROWS == 0 && r > 0);
+    let starts_tile = marks.iter().any(|&r| r > 0 && rows.contains(&r));
     let label = format!(
         "{}r {}-{}",
         if starts_tile { "╶" } else { " " },
@@ -110,7 +118,7 @@ fn band_line(
     );
     let mut spans = vec![Span::raw(format!("{label:<LABEL$}"))];
     for head in 0..map.heads {
-        if head > 0 && head % GROUP == 0 {
+        if head > 0 && head % group == 0 {
             spans.push(Span::raw("│"));
         }
         let worst = (first_bin..end_bin)

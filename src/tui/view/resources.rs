@@ -11,18 +11,17 @@ use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
 use super::text::{bytes, delta, panel};
-use crate::gpu::resources::{theoretical_occupancy, Limiter, SmLimits};
+use crate::facts::resources::{theoretical_occupancy, Limiter, SmLimits};
 use crate::tui::model::Model;
 
 pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
     let shown = model.compile();
     let block = panel("resources", shown.is_some_and(|s| s.stale), model.theme);
     let outcome = shown.map(|s| s.value);
-    let lines = match outcome.and_then(|o| o.resources.as_ref().map(|r| (o, r))) {
+    let lines = match outcome.and_then(|o| Some((o.resources.as_ref()?, o.geometry?))) {
         None => vec![Line::raw("after a successful compile")],
-        Some((outcome, usage)) => {
+        Some((usage, geometry)) => {
             let before = model.previous_resources.as_ref();
-            let geometry = outcome.geometry.unwrap_or_default();
             let occupancy = theoretical_occupancy(usage, &geometry, &SmLimits::hopper());
             let occupancy_line = match occupancy.limiter {
                 Limiter::ThreadsPerBlock => Line::styled(

@@ -299,6 +299,7 @@ fn blocks_by_smem(smem_bytes: u32, limits: &SmLimits) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lab::flash_prefill::FLASH_PREFILL;
 
     /// The section NVRTC 13.0 printed for a real kernel, plus a non-inlined
     /// device function and a second entry around it.
@@ -400,7 +401,7 @@ ptxas info    : Compile time = 2.622 ms
         let geometry = LaunchGeometry {
             threads,
             dynamic_smem_bytes: dynamic_smem,
-            ..Default::default()
+            ..FLASH_PREFILL.default_geometry()
         };
         theoretical_occupancy(&usage, &geometry, &SmLimits::hopper())
     }
@@ -478,7 +479,7 @@ ptxas info    : Compile time = 2.622 ms
         let with_threads = |threads| {
             let geometry = LaunchGeometry {
                 threads,
-                ..Default::default()
+                ..FLASH_PREFILL.default_geometry()
             };
             theoretical_occupancy(&usage, &geometry, &SmLimits::hopper())
         };

@@ -10,10 +10,10 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use super::integrity::IntegrityBadges;
 use crate::app::batch::journal::JournalEntry;
 use crate::app::gate::SpeedGate;
-use crate::gpu::compile::Severity;
+use crate::facts::diagnostics::Severity;
+use crate::outcome::IntegrityBadges;
 use crate::protocol::CaseStatus;
 
 /// The JSON schema of `report.json`.
@@ -79,7 +79,7 @@ impl GradebookRow {
             id: entry.id.clone(),
             file: entry.file.clone(),
             status: entry.status.word(),
-            cases_passed: report.map_or(0, crate::app::check::CheckReport::cases_passed),
+            cases_passed: report.map_or(0, crate::outcome::CheckReport::cases_passed),
             cases_total: cases.len(),
             failing_cases: cases
                 .iter()

@@ -13,8 +13,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::contract::{Shape, DH, HKV, HQ};
 use super::oracle;
-use crate::lab::contract::{Shape, DH, HKV, HQ};
 use crate::lab::npy::{self, NpyError};
 
 /// How close the oracle must come to the golden output, relative to the
@@ -81,10 +81,10 @@ pub fn prove_oracle(dir: &Path) -> Result<GoldenProof, GoldenError> {
 /// Proves the oracle against the golden case embedded in the binary (assets/golden).
 pub fn prove_embedded() -> Result<GoldenProof, GoldenError> {
     prove_oracle_from_bytes(
-        include_bytes!("../../assets/golden/q.npy"),
-        include_bytes!("../../assets/golden/k.npy"),
-        include_bytes!("../../assets/golden/v.npy"),
-        include_bytes!("../../assets/golden/expected.npy"),
+        include_bytes!("../../../assets/golden/q.npy"),
+        include_bytes!("../../../assets/golden/k.npy"),
+        include_bytes!("../../../assets/golden/v.npy"),
+        include_bytes!("../../../assets/golden/expected.npy"),
     )
 }
 
@@ -179,8 +179,8 @@ fn leading_dim(
 
 #[cfg(test)]
 mod tests {
+    use super::super::contract::SCALE;
     use super::*;
-    use crate::lab::contract::SCALE;
     use std::path::PathBuf;
 
     fn golden_dir() -> PathBuf {

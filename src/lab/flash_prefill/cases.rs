@@ -14,10 +14,11 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use super::contract::{Shape, DH, HKV, HQ};
-use super::npy;
+use crate::lab::definition::CaseError;
+use crate::lab::npy;
 
 /// The cases shipped with flashprof.
-pub const EMBEDDED_CASES: &str = include_str!("../../assets/cases.toml");
+pub const EMBEDDED_CASES: &str = include_str!("../../../assets/cases.toml");
 
 /// Which input tensor a recipe step touches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -103,17 +104,6 @@ pub struct CaseSpec {
 #[serde(deny_unknown_fields)]
 struct CasesFile {
     case: Vec<CaseSpec>,
-}
-
-/// A cases file that cannot be used.
-#[derive(Debug, thiserror::Error)]
-pub enum CaseError {
-    #[error("cases file {file}: {message}")]
-    Parse { file: String, message: String },
-    #[error("case `{case}`: {message}")]
-    Invalid { case: String, message: String },
-    #[error("case `{case}`: {source}")]
-    Tensor { case: String, source: npy::NpyError },
 }
 
 /// Inputs of one case, ready to upload.
@@ -219,7 +209,7 @@ impl CaseSpec {
         Ok(())
     }
 
-    fn declared_shape(&self) -> Shape {
+    pub fn declared_shape(&self) -> Shape {
         Shape {
             chunk_len: self.chunk,
             prefix_len: self.prefix,
@@ -264,9 +254,9 @@ impl CaseSpec {
     }
 
     fn load_tensors(&self, dir: &Path) -> Result<CaseInputs, CaseError> {
-        let wrap = |source| CaseError::Tensor {
+        let wrap = |source: npy::NpyError| CaseError::Invalid {
             case: self.name.clone(),
-            source,
+            message: source.to_string(),
         };
         let (q_shape, q) = npy::read_f32(&dir.join("q.npy")).map_err(wrap)?;
         let (k_shape, k) = npy::read_f32(&dir.join("k.npy")).map_err(wrap)?;

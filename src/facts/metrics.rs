@@ -5,6 +5,8 @@
 //! cheap enough to take on every save; [`FULL_EXTRA`] adds SM throughput,
 //! whose sub-counters alone need eight passes, and the L2 hit rate.
 
+use serde::{Deserialize, Serialize};
+
 /// DRAM bytes read, whole device.
 pub const DRAM_BYTES_READ: &str = "dram__bytes_read.sum";
 /// DRAM bytes written, whole device.
@@ -61,16 +63,44 @@ pub const QUICK: MetricSet = MetricSet {
 /// passes, so one launch for both multi-pass metrics took about half the time
 /// of one launch each, with the same values (SM throughput within 0.6 points,
 /// L2 hit rate within 0.4). A multi-pass config needs a fresh profiler object
-/// ([`super::RangeProfiler::profile`] sees to that); mixed with the quick set
+/// (the range profiler sees to that); mixed with the quick set
 /// on a fresh object it was right too.
 pub const FULL_EXTRA: MetricSet = MetricSet {
     name: "full",
     metrics: &[SM_THROUGHPUT_PCT, L2_HIT_RATE_PCT],
 };
 
+/// One named metric value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MetricValue {
+    pub name: String,
+    /// NaN when CUPTI could not evaluate the metric for this launch (a
+    /// ratio over zero events, say).
+    #[serde(with = "crate::nonfinite")]
+    pub value: f64,
+}
+
+/// The values of one profiled launch, in the config's metric order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MetricValues {
+    pub chip: String,
+    /// Replay passes the launch took.
+    pub passes: usize,
+    pub values: Vec<MetricValue>,
+}
+
+/// The value of `name` among `values`, if it was collected and CUPTI could
+/// evaluate it: what every reader of counters wants, since NaN means "no value".
+pub fn finite_value(values: &[MetricValue], name: &str) -> Option<f64> {
+    values
+        .iter()
+        .find(|metric| metric.name == name && metric.value.is_finite())
+        .map(|metric| metric.value)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::super::MetricValue;
+    use super::*;
 
     #[test]
     fn a_metric_cupti_could_not_evaluate_survives_the_pipe() {

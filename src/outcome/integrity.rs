@@ -11,7 +11,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use crate::app::check::CheckReport;
+use super::CheckReport;
 
 /// What one defence saw.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

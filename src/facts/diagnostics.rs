@@ -175,6 +175,7 @@ fn caret_column(text: &str) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lab::flash_prefill::FLASH_PREFILL;
 
     const LOG: &str = "\
 my (1)/k.cu(3): warning #177-D: variable \"y\" was declared but never referenced
@@ -198,6 +199,7 @@ At end of source: error: expected a \"}\"
         let source = StudentSource::from_bytes(
             "my (1)/k.cu",
             b"a;\nb;\n  int y;\n  constexpr float z = f();\n",
+            FLASH_PREFILL,
         )
         .expect("valid body");
         let found = parse_log(LOG, &source);

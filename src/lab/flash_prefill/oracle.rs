@@ -14,7 +14,7 @@
 
 use rayon::prelude::*;
 
-use crate::lab::contract::{Shape, DH, GROUP, HKV, HQ, SCALE};
+use super::contract::{Shape, DH, GROUP, HKV, HQ, SCALE};
 
 /// Exact attention of `q` against `k`/`v` for `shape`, laid out like `out`.
 ///
@@ -213,8 +213,8 @@ fn split_by_kv_head(cache: &[f32], seq_len: usize) -> Vec<Vec<f64>> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::contract::HQ;
     use super::*;
-    use crate::lab::contract::HQ;
     use proptest::prelude::*;
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;

@@ -8,28 +8,9 @@
 //! a launch problem before it is an arithmetic one. The first rule that
 //! fits names the likely cause and where it shows.
 
-use serde::{Deserialize, Serialize};
-
-use super::compare::{Comparison, Footprint, RowSpan, TILE_ROWS};
-use crate::lab::contract::{Shape, DH, HQ};
-
-/// Facts about a launch that the output values do not carry.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Integrity {
-    /// Floats written into the guard bands around `out`.
-    pub out_of_bounds_writes: usize,
-    /// Inputs whose bytes changed during the launch (`"q"`, `"kCache"`, `"vCache"`).
-    pub inputs_modified: Vec<String>,
-    /// Two launches on the same case gave different bits.
-    pub runs_differ: bool,
-}
-
-impl Integrity {
-    /// No write outside `out`, no input touched, and both runs agreed bit for bit.
-    pub fn is_clean(&self) -> bool {
-        self.out_of_bounds_writes == 0 && self.inputs_modified.is_empty() && !self.runs_differ
-    }
-}
+use super::contract::{Shape, DH, HQ};
+use crate::grade::compare::{Comparison, Footprint, RowSpan, TILE_ROWS};
+use crate::grade::integrity::{integrity_problem, Integrity};
 
 /// Below this worst error-to-allowance ratio, failures read as lost precision, not a wrong formula.
 const PRECISION_LOSS_RATIO: f64 = 10.0;
@@ -43,16 +24,8 @@ pub fn diagnose(shape: Shape, cmp: &Comparison, integrity: &Integrity) -> String
             integrity.out_of_bounds_writes
         );
     }
-    if !integrity.inputs_modified.is_empty() {
-        return format!(
-            "the kernel wrote into {} (inputs are const): store only through out",
-            integrity.inputs_modified.join(" and ")
-        );
-    }
-    if integrity.runs_differ {
-        return "race: two runs of the same case gave different bits; look for a missing \
-                __syncthreads() around shared memory, or two threads writing one element"
-            .into();
+    if let Some(problem) = integrity_problem(integrity) {
+        return problem;
     }
     if cmp.unwritten > 0 {
         return unwritten(shape, &cmp.where_unwritten);
@@ -259,7 +232,12 @@ mod tests {
                 }
             }
         }
-        compare(SHAPE, &out, &reference)
+        compare(
+            SHAPE.problem().output,
+            super::super::contract::TOLERANCE,
+            &out,
+            &reference,
+        )
     }
 
     fn diagnose_output(spoil: impl Fn(usize, usize, usize) -> Option<f32>) -> String {

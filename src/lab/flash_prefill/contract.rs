@@ -1,8 +1,12 @@
 //! The "attention-v1" contract the lab grades against: tensor shapes, the
 //! entry point's signature and the element tolerance.
 //!
-//! Everything here is plain data so that the oracle, the case generator, the
-//! GPU runner and the TUI agree on one definition of the lab.
+//! Everything here is plain data so that the oracle, the case generator and
+//! the lab's [`super::FlashPrefill`] value agree on one definition.
+
+use crate::grade::compare::{OutputShape, Tolerance};
+use crate::grade::roofline::Work;
+use crate::lab::definition::Problem;
 
 /// Query heads.
 pub const HQ: usize = 32;
@@ -20,15 +24,11 @@ pub const ENTRY_POINT: &str = "attention_prefill";
 /// The C signature of [`ENTRY_POINT`], shown in error messages.
 pub const ENTRY_SIGNATURE: &str = "extern \"C\" __global__ void attention_prefill(const float* q, const float* kCache, const float* vCache, float* out, int chunkLen, int prefixLen)";
 
-/// Absolute part of the element tolerance.
-pub const ABS_TOL: f64 = 1e-4;
-/// Relative part of the element tolerance.
-pub const REL_TOL: f64 = 1e-3;
-
-/// Allowed absolute error for an element whose exact value is `reference`.
-pub fn tolerance(reference: f64) -> f64 {
-    ABS_TOL + REL_TOL * reference.abs()
-}
+/// The element tolerance: `1e-4 + 1e-3 * |reference|`.
+pub const TOLERANCE: Tolerance = Tolerance {
+    abs: 1e-4,
+    rel: 1e-3,
+};
 
 /// The shape the lab times at: a chunk of 2048 tokens after a 2048-token prefix.
 pub const TIMING_SHAPE: Shape = Shape {
@@ -44,6 +44,27 @@ pub struct Shape {
 }
 
 impl Shape {
+    /// The engine's view of this size.
+    pub fn problem(self) -> Problem {
+        Problem {
+            label: format!("{}x{}", self.chunk_len, self.prefix_len),
+            detail: format!("C = {}, P = {}", self.chunk_len, self.prefix_len),
+            row_hint: format!("row r sees keys 0..{}+r", self.prefix_len),
+            output: OutputShape {
+                rows: self.chunk_len,
+                heads: HQ,
+                dim: DH,
+            },
+            head_group: GROUP,
+            sequence_starts: vec![0],
+            max_sequence_rows: self.chunk_len,
+            work: Work {
+                flops: self.flops(),
+                compulsory_bytes: self.compulsory_bytes(),
+            },
+        }
+    }
+
     /// Keys visible to the last query row (the whole sequence).
     pub fn seq_len(self) -> usize {
         self.chunk_len + self.prefix_len
@@ -97,7 +118,17 @@ mod tests {
 
     #[test]
     fn tolerance_grows_with_magnitude() {
-        assert_eq!(tolerance(0.0), ABS_TOL);
-        assert!((tolerance(-2.0) - (ABS_TOL + 2.0 * REL_TOL)).abs() < 1e-15);
+        assert_eq!(TOLERANCE.allowed(0.0), 1e-4);
+        assert!((TOLERANCE.allowed(-2.0) - (1e-4 + 2.0 * 1e-3)).abs() < 1e-15);
+    }
+
+    #[test]
+    fn a_stored_shape_of_the_first_lab_reads_back_as_its_problem() {
+        let old: Problem =
+            serde_json::from_str(r#"{"chunk_len": 64, "prefix_len": 1000}"#).expect("legacy");
+        assert_eq!(old.label, "64x1000");
+        let again: Problem =
+            serde_json::from_str(&serde_json::to_string(&old).expect("json")).expect("current");
+        assert_eq!(again, old);
     }
 }

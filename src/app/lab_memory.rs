@@ -1,0 +1,67 @@
+//! Which lab the TUI last used for each file, kept in `.flashprof/labs.json`
+//! beside the file, so reopening a file needs no `--lab`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Where the memory of `file`'s folder lives.
+fn memory_path(file: &Path) -> PathBuf {
+    let folder = file.parent().filter(|p| !p.as_os_str().is_empty());
+    folder
+        .unwrap_or(Path::new("."))
+        .join(".flashprof")
+        .join("labs.json")
+}
+
+fn key(file: &Path) -> String {
+    file.file_name().map_or_else(
+        || file.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
+}
+
+fn read_all(file: &Path) -> BTreeMap<String, String> {
+    std::fs::read(memory_path(file))
+        .ok()
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .unwrap_or_default()
+}
+
+/// The lab remembered for `file`, if any.
+pub fn recall(file: &Path) -> Option<String> {
+    read_all(file).remove(&key(file))
+}
+
+/// Remembers `lab` for `file`.
+pub fn remember(file: &Path, lab: &str) -> std::io::Result<()> {
+    let mut all = read_all(file);
+    if all.get(&key(file)).map(String::as_str) == Some(lab) {
+        return Ok(());
+    }
+    all.insert(key(file), lab.to_owned());
+    let path = memory_path(file);
+    if let Some(folder) = path.parent() {
+        std::fs::create_dir_all(folder)?;
+    }
+    let text = serde_json::to_string_pretty(&all).map_err(std::io::Error::other)?;
+    crate::app::batch::output::write_atomically(&path, &text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_file_keeps_its_own_lab() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let a = dir.path().join("a.cu");
+        let b = dir.path().join("b.cu");
+        assert_eq!(recall(&a), None);
+        remember(&a, "paged-prefill").expect("remember");
+        remember(&b, "flash-prefill").expect("remember");
+        assert_eq!(recall(&a).as_deref(), Some("paged-prefill"));
+        assert_eq!(recall(&b).as_deref(), Some("flash-prefill"));
+        remember(&a, "flash-prefill").expect("remember");
+        assert_eq!(recall(&a).as_deref(), Some("flash-prefill"));
+    }
+}

@@ -1,0 +1,297 @@
+//! What a lab is to the engine: one value that carries everything that
+//! differs between labs.
+//!
+//! The engine (source checks, NVRTC, the GPU runner, grading, the screens)
+//! is written against [`Lab`] alone. A lab says which kernel it launches and
+//! with which arguments ([`Abi`]), how a case becomes concrete arguments
+//! ([`Lab::generate`]), what the exact answer is ([`Lab::oracle`]), how to
+//! read a wrong answer ([`Lab::diagnose`]), what a problem size costs
+//! ([`Problem::work`]) and which kernels are its baselines. Nothing outside
+//! `lab/` names a head count or a tensor.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::geometry::LaunchGeometry;
+use crate::grade::compare::{Comparison, OutputShape, Tolerance};
+use crate::grade::integrity::Integrity;
+use crate::grade::roofline::Work;
+
+/// How an argument of the entry point is passed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArgKind {
+    /// `const float*`: an input tensor, guarded and checked unchanged after the launch.
+    F32Input,
+    /// `const int*`: an input tensor of int32 indices or lengths.
+    I32Input,
+    /// `const float*` that may be null (an optional input such as ALiBi slopes).
+    OptionalF32Input,
+    /// `int`, by value.
+    I32Scalar,
+    /// `float*`: the output, poisoned before each launch.
+    F32Output,
+}
+
+/// One parameter of the entry point, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArgSpec {
+    pub name: &'static str,
+    pub kind: ArgKind,
+}
+
+/// The kernel a lab launches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Abi {
+    /// The symbol every submission must export.
+    pub entry_point: &'static str,
+    /// The C signature, shown in messages and read for the ABI check.
+    pub signature: &'static str,
+    /// The parameters, in the signature's order (exactly one [`ArgKind::F32Output`]).
+    pub args: &'static [ArgSpec],
+}
+
+/// One argument's value for one launch, in signature order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ArgValue {
+    F32(Vec<f32>),
+    I32(Vec<i32>),
+    /// A scalar `int`.
+    Scalar(i32),
+    /// A null pointer for an optional input.
+    Null,
+    /// The output buffer; its size is the problem's output shape.
+    Output,
+}
+
+/// A problem size as the engine and the screens see it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "ProblemRecord")]
+pub struct Problem {
+    /// How tables name the size (`64x1000`, `4 seqs/120 tokens`).
+    pub label: String,
+    /// The size in words, for titles (`C = 64, P = 1000`).
+    pub detail: String,
+    /// What a query row sees, for the heatmap's caption.
+    pub row_hint: String,
+    pub output: OutputShape,
+    /// Query heads that share one KV head (drawn as groups).
+    pub head_group: usize,
+    /// First output row of each sequence: one entry for a single sequence.
+    pub sequence_starts: Vec<usize>,
+    /// Rows of the longest sequence (what a batched grid is sized by).
+    pub max_sequence_rows: usize,
+    pub work: Work,
+}
+
+/// A problem as stored: current records, or the first lab's `{chunk_len,
+/// prefix_len}` shape that histories written before labs were values hold.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ProblemRecord {
+    Current {
+        label: String,
+        detail: String,
+        row_hint: String,
+        output: OutputShape,
+        head_group: usize,
+        sequence_starts: Vec<usize>,
+        max_sequence_rows: usize,
+        work: Work,
+    },
+    FlashPrefillShape {
+        chunk_len: usize,
+        prefix_len: usize,
+    },
+}
+
+impl From<ProblemRecord> for Problem {
+    fn from(record: ProblemRecord) -> Self {
+        match record {
+            ProblemRecord::Current {
+                label,
+                detail,
+                row_hint,
+                output,
+                head_group,
+                sequence_starts,
+                max_sequence_rows,
+                work,
+            } => Self {
+                label,
+                detail,
+                row_hint,
+                output,
+                head_group,
+                sequence_starts,
+                max_sequence_rows,
+                work,
+            },
+            ProblemRecord::FlashPrefillShape {
+                chunk_len,
+                prefix_len,
+            } => super::flash_prefill::contract::Shape {
+                chunk_len,
+                prefix_len,
+            }
+            .problem(),
+        }
+    }
+}
+
+impl Problem {
+    /// A size that could not be worked out (a case whose tensors cannot be
+    /// read); running the case says why.
+    pub fn unknown() -> Self {
+        Self {
+            label: "?".into(),
+            detail: "size unknown".into(),
+            row_hint: String::new(),
+            output: OutputShape {
+                rows: 0,
+                heads: 0,
+                dim: 0,
+            },
+            head_group: 1,
+            sequence_starts: Vec::new(),
+            max_sequence_rows: 0,
+            work: Work {
+                flops: 0.0,
+                compulsory_bytes: 0,
+            },
+        }
+    }
+
+    /// The sequence a row belongs to.
+    pub fn sequence_of(&self, row: usize) -> usize {
+        self.sequence_starts
+            .partition_point(|&start| start <= row)
+            .saturating_sub(1)
+    }
+}
+
+/// A hazard case as written in a cases file, for any lab: its name, its
+/// summary, and the lab's own recipe (checked by the lab when parsed).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LabCase {
+    pub name: String,
+    pub summary: String,
+    /// The whole `[[case]]` table, in the lab's own format.
+    pub recipe: serde_json::Value,
+}
+
+/// One case's concrete arguments, ready to launch and to grade.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CaseData {
+    pub problem: Problem,
+    /// One value per [`Abi::args`] entry.
+    pub args: Vec<ArgValue>,
+    /// The case's own expected output, when it brings one (checked in addition to the oracle).
+    pub expected: Option<Vec<f64>>,
+}
+
+/// A cases file, case or tensor that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CaseError {
+    #[error("cases file {file}: {message}")]
+    Parse { file: String, message: String },
+    #[error("case `{case}`: {message}")]
+    Invalid { case: String, message: String },
+}
+
+/// A lab chosen for a run: compared and printed by name.
+#[derive(Clone, Copy)]
+pub struct LabRef(pub &'static dyn Lab);
+
+impl LabRef {
+    pub fn get(self) -> &'static dyn Lab {
+        self.0
+    }
+}
+
+impl std::ops::Deref for LabRef {
+    type Target = dyn Lab;
+    fn deref(&self) -> &Self::Target {
+        self.0
+    }
+}
+
+impl std::fmt::Debug for LabRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0.name())
+    }
+}
+
+impl PartialEq for LabRef {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.name() == other.0.name()
+    }
+}
+
+impl Eq for LabRef {}
+
+/// A kernel source file shipped with a lab.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KernelFile {
+    /// The path shown in messages (relative to the repository).
+    pub path: &'static str,
+    pub text: &'static str,
+}
+
+/// flashprof's own trusted kernels for a lab.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SupportKernels {
+    pub file: KernelFile,
+    /// A float64 reference with the entry point's arguments, but `double*` for the output.
+    pub oracle_f64: &'static str,
+    /// Threads per block of the float64 reference; its grid is one thread per
+    /// (row, head) at least (see [`Lab::oracle_f64_grid`]).
+    pub oracle_threads: u32,
+}
+
+/// Everything that differs between labs.
+pub trait Lab: Send + Sync {
+    /// The name users type (`--lab flash-prefill`).
+    fn name(&self) -> &'static str;
+    /// The contract the ABI follows, with its version (`attention-v1`).
+    fn contract(&self) -> &'static str;
+    /// One line for `flashprof labs`.
+    fn description(&self) -> &'static str;
+    fn abi(&self) -> &'static Abi;
+    /// Names a kernel body may use without defining them, with their C++
+    /// definitions (the lab's shape constants).
+    fn body_constants(&self) -> Vec<(&'static str, String)>;
+    /// The launch a file gets when it declares none.
+    fn default_geometry(&self) -> LaunchGeometry;
+    /// The grid for `geometry` on `problem`.
+    fn grid(&self, geometry: &LaunchGeometry, problem: &Problem) -> (u32, u32, u32);
+    /// What the float64 reference kernel is launched with for `problem`.
+    fn oracle_f64_grid(&self, problem: &Problem) -> (u32, u32, u32);
+    fn tolerance(&self) -> Tolerance;
+    /// The embedded cases file (TOML).
+    fn embedded_cases(&self) -> &'static str;
+    /// Parses and checks a cases file; `base` resolves relative tensor folders.
+    fn parse_cases(&self, text: &str, file: &str, base: &Path) -> Result<Vec<LabCase>, CaseError>;
+    /// Whether a case brings its own tensors (so it has no shape to profile at).
+    fn has_own_tensors(&self, case: &LabCase) -> bool;
+    /// The case's problem size without its tensors (what a case that is not
+    /// run is shown with).
+    fn problem(&self, case: &LabCase) -> Result<Problem, CaseError> {
+        self.generate(case, 0).map(|data| data.problem)
+    }
+    /// The case's concrete arguments from the run's seed.
+    fn generate(&self, case: &LabCase, seed: u64) -> Result<CaseData, CaseError>;
+    /// The float64 answer over the whole output; with `rows`, only those
+    /// output rows, laid out one after another in the order given (what
+    /// spot-checking a large output needs).
+    fn oracle(&self, data: &CaseData, rows: Option<&[usize]>) -> Vec<f64>;
+    /// The likeliest cause of a comparison, in the lab's language, in one line.
+    fn diagnose(&self, data: &CaseData, cmp: &Comparison, integrity: &Integrity) -> String;
+    /// The timing shape, with `KEY=VALUE` overrides from the command line.
+    fn timing_case(&self, overrides: &[(String, String)]) -> Result<LabCase, String>;
+    fn starter(&self) -> KernelFile;
+    fn reference(&self) -> KernelFile;
+    fn support(&self) -> SupportKernels;
+    /// Checks the oracle against the lab's golden case; `Err` says why it cannot be trusted.
+    fn prove_oracle(&self) -> Result<String, String>;
+}

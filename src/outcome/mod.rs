@@ -1,0 +1,95 @@
+//! What a check found, as plain data: the report, the progress events that
+//! build it, and the one [`Verdict`] that check, grade and compare all give.
+//!
+//! The engine (`app`) produces these and the views (`report`, `tui`, `cli`)
+//! show them; keeping them apart from both is what lets each side change
+//! without the other, and gives every command the same verdict rule.
+
+mod integrity;
+mod verdict;
+
+pub use integrity::IntegrityBadges;
+pub use verdict::{ExitCode, Verdict};
+
+use serde::{Deserialize, Serialize};
+
+use crate::facts::device::{DeviceInfo, GpuProblem};
+use crate::protocol::{
+    CaseOutcome, CaseStatus, CompileOutcome, CounterTier, CountersOutcome,
+    CountersUnavailableReport, TimingOutcome,
+};
+
+/// Progress of a check, in the order things happen.
+#[derive(Debug, Clone)]
+pub enum Progress {
+    WorkerStarted {
+        gpu: Result<DeviceInfo, GpuProblem>,
+        start_ms: f64,
+    },
+    Compiled(CompileOutcome),
+    CaseStarted {
+        index: usize,
+    },
+    CaseFinished {
+        index: usize,
+        outcome: CaseOutcome,
+    },
+    WorkerRestarted {
+        reason: String,
+    },
+    TimingStarted,
+    TimingFinished(Result<TimingOutcome, String>),
+    CountersStarted {
+        tier: CounterTier,
+    },
+    CountersFinished(CountersResult),
+}
+
+/// One tier of counters, or why there are none.
+pub type CountersResult = Result<CountersOutcome, CountersUnavailableReport>;
+
+/// Wall time of each phase, measured by the caller (what a user waits for).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PhaseTimes {
+    pub worker_start_ms: f64,
+    pub compile_ms: f64,
+    pub cases_ms: f64,
+    pub timing_ms: f64,
+    pub counters_ms: f64,
+    pub total_ms: f64,
+}
+
+/// The full result of a check.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckReport {
+    pub source_path: String,
+    pub seed: u64,
+    pub gpu: Result<DeviceInfo, GpuProblem>,
+    pub compile: CompileOutcome,
+    pub cases: Vec<CaseOutcome>,
+    pub timing: Option<TimingOutcome>,
+    pub timing_error: Option<String>,
+    /// Quick tier first, then full; empty when counters were not asked for.
+    pub counters: Vec<CountersResult>,
+    pub worker_restarts: usize,
+    pub phases: PhaseTimes,
+}
+
+impl CheckReport {
+    /// How many cases passed.
+    pub fn cases_passed(&self) -> usize {
+        self.cases
+            .iter()
+            .filter(|c| c.status == CaseStatus::Pass)
+            .count()
+    }
+
+    /// Every case ran and passed, and the timed output (when timed) was correct.
+    pub fn all_passed(&self) -> bool {
+        self.compile.ok
+            && !self.cases.is_empty()
+            && self.cases.iter().all(|c| c.status == CaseStatus::Pass)
+            && self.timing_error.is_none()
+            && self.timing.as_ref().is_none_or(|t| t.speedup.is_some())
+    }
+}

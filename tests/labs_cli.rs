@@ -1,0 +1,107 @@
+//! Choosing a lab on the command line: `flashprof labs`, `--lab`, a file's
+//! own `lab=` key and their precedence (compile-free paths, no GPU needed).
+
+use std::process::{Command, Output};
+
+const STARTER: &str = include_str!("../kernels/starter.cu");
+
+fn flashprof(args: &[&str], cwd: &std::path::Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_flashprof"))
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .expect("flashprof runs")
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+#[test]
+fn labs_lists_one_line_per_lab_with_the_first_lab_first() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = flashprof(&["labs"], dir.path());
+    assert_eq!(run.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let first = stdout.lines().next().expect("a line");
+    assert!(first.starts_with("flash-prefill"), "{stdout}");
+    assert!(first.contains("attention-v1"), "{stdout}");
+}
+
+#[test]
+fn an_unknown_lab_is_a_usage_error_that_lists_the_labs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("k.cu"), STARTER).expect("write");
+    for args in [
+        vec!["check", "k.cu", "--lab", "decode-v9"],
+        vec!["grade", "k.cu", "--out", "o", "--lab", "decode-v9"],
+        vec!["compare", "k.cu", "k.cu", "--lab", "decode-v9"],
+        vec!["bench", "k.cu", "--lab", "decode-v9"],
+    ] {
+        let run = flashprof(&args, dir.path());
+        assert_eq!(run.status.code(), Some(2), "{args:?}: {}", text(&run));
+        assert!(
+            text(&run).contains("no lab named `decode-v9`"),
+            "{}",
+            text(&run)
+        );
+        assert!(text(&run).contains("flash-prefill"), "{}", text(&run));
+    }
+}
+
+#[test]
+fn a_file_declaring_another_lab_than_the_flag_is_refused_with_both_names() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let declared = format!("// @flashprof lab=paged-prefill\n{STARTER}");
+    std::fs::write(dir.path().join("k.cu"), declared).expect("write");
+    let run = flashprof(&["check", "k.cu", "--lab", "flash-prefill"], dir.path());
+    assert_eq!(run.status.code(), Some(3), "{}", text(&run));
+    let shown = text(&run);
+    assert!(
+        shown.contains("paged-prefill") && shown.contains("flash-prefill"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn a_file_declaring_an_unknown_lab_is_the_files_fault() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let declared = format!("// @flashprof lab=decode-v9\n{STARTER}");
+    std::fs::write(dir.path().join("k.cu"), declared).expect("write");
+    let run = flashprof(&["check", "k.cu"], dir.path());
+    assert_eq!(run.status.code(), Some(3), "{}", text(&run));
+    assert!(text(&run).contains("decode-v9"));
+}
+
+#[test]
+fn grade_rejects_a_file_written_for_another_lab() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let class = dir.path().join("class");
+    std::fs::create_dir_all(&class).expect("mkdir");
+    std::fs::write(class.join("ok.cu"), STARTER).expect("write");
+    std::fs::write(
+        class.join("other.cu"),
+        format!("// @flashprof lab=paged-prefill\n{STARTER}"),
+    )
+    .expect("write");
+    let run = flashprof(
+        &["grade", "class", "--out", "out", "--compile-only"],
+        dir.path(),
+    );
+    assert!(run.status.code().is_some());
+    let report: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("out/report.json")).expect("report"),
+    )
+    .expect("json");
+    let rows = report["submissions"].as_array().expect("rows");
+    let other = rows.iter().find(|r| r["id"] == "other.cu").expect("row");
+    assert_eq!(other["status"], "rejected", "{other}");
+    assert!(other["error"]
+        .as_str()
+        .unwrap_or("")
+        .contains("paged-prefill"));
+}
