@@ -49,6 +49,12 @@ constexpr int kTileFloats = kTileKeys * kDim;
 
 static_assert(kThreads == 128, "one thread per (row, head) of the block");
 
+// Blocks per SM the register budget is cut for: 3 caps a thread at 168
+// registers (ptxas then spills about 100 bytes), 2 lets it keep everything.
+#ifndef PAGED_REFERENCE_MIN_BLOCKS
+#define PAGED_REFERENCE_MIN_BLOCKS 3
+#endif
+
 constexpr float kLog2e = 1.4426950408889634f;
 
 __device__ __forceinline__ void copyAsync16(float* sharedDst, const float* globalSrc, bool inRange)
@@ -148,7 +154,7 @@ __device__ __forceinline__ void stageTile(float* kTile, float* vTile, const SeqV
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(kThreads, 3)
+extern "C" __global__ void __launch_bounds__(kThreads, PAGED_REFERENCE_MIN_BLOCKS)
     paged_prefill(const float* q, const float* kNew, const float* vNew, const float* kCache,
                   const float* vCache, const int* blockTable, const int* qStart, const int* seqLen,
                   int numSeqs, int maxBlocksPerSeq, int slidingWindow, const float* alibiSlopes,
