@@ -579,7 +579,7 @@ int main(int argc, char** argv)
     // A build of the reference with another register budget, timed beside it
     // when run.sh made one (see PAGED_REFERENCE_MIN_BLOCKS in reference.cu).
     std::vector<std::string> variantLines;
-    for (const char* variant : {"reference-lb2"}) {
+    for (const char* variant : {"reference-lb3"}) {
         const std::string path = cubins + "/" + variant + ".cubin";
         if (FILE* f = fopen(path.c_str(), "rb")) fclose(f); else continue;
         CUmodule mod;
