@@ -3,7 +3,11 @@
 // the GPU machine, that proves the lab's kernels on hazard inputs and times
 // the starter against the reference at the lab's timing shape.
 //
-//   paged_check <cubin-dir> <kernel-source-dir> [--racecheck]
+//   paged_check <cubin-dir> <kernel-source-dir> [--racecheck] [--candidate=NAME:SOURCE]...
+//
+// A candidate is another kernel for the reference's place (NAME.cubin in the
+// cubin dir, its geometry read from SOURCE): it is checked like the reference
+// on every case and timed beside it.
 //
 // Each kernel is compiled to its own cubin (they all export paged_prefill)
 // and loaded with the driver API. For every hazard case the harness lays out
@@ -253,6 +257,7 @@ struct Kernel {
     std::string name;
     CUfunction fn;
     Geometry geo;
+    bool mustPass;  // starter, reference and candidates; bugs are judged against the table
 };
 
 struct DeviceCase {
@@ -456,25 +461,37 @@ int main(int argc, char** argv)
         return 2;
     }
     const std::string cubins = argv[1], sources = argv[2];
-    const bool racecheckOnly = argc > 3 && std::string(argv[3]) == "--racecheck";
+    bool racecheckOnly = false;
+    std::vector<std::pair<std::string, std::string>> candidates;
+    for (int a = 3; a < argc; ++a) {
+        const std::string arg = argv[a];
+        if (arg == "--racecheck") racecheckOnly = true;
+        if (arg.rfind("--candidate=", 0) == 0) {
+            const size_t colon = arg.find(':');
+            candidates.push_back({arg.substr(12, colon - 12), arg.substr(colon + 1)});
+        }
+    }
     CK(cudaFree(0));
     std::vector<std::string> bugNames = {"block-table-ignored", "x-assumed-8", "window-off-by-one", "alibi-sign",
                                          "cache-for-new-tokens", "wrong-qstart", "missing-final-division",
                                          "mask-precedence"};
     std::vector<Kernel> kernels;
-    auto load = [&](const std::string& name, const std::string& src) {
+    auto load = [&](const std::string& name, const std::string& src, bool mustPass) {
         CUmodule mod;
         CU(cuModuleLoad(&mod, (cubins + "/" + name + ".cubin").c_str()));
         Kernel k;
         k.name = name;
         CU(cuModuleGetFunction(&k.fn, mod, "paged_prefill"));
         k.geo = readGeometry(src);
+        k.mustPass = mustPass;
         kernels.push_back(k);
     };
-    load("starter", sources + "/starter.cu");
-    load("reference", sources + "/reference.cu");
+    load("starter", sources + "/starter.cu", true);
+    load("reference", sources + "/reference.cu", true);
+    for (auto& c : candidates) load(c.first, c.second, true);
+    const size_t firstBug = kernels.size();
     if (!racecheckOnly)
-        for (auto& b : bugNames) load(b, sources + "/bugs/" + b + ".cu");
+        for (auto& b : bugNames) load(b, sources + "/bugs/" + b + ".cu", false);
     CUmodule supportMod;
     CUfunction oracle;
     CU(cuModuleLoad(&supportMod, (cubins + "/support.cubin").c_str()));
@@ -485,16 +502,18 @@ int main(int argc, char** argv)
     std::vector<Case> cases = hazardCases();
     if (racecheckOnly) {
         Case c{"racecheck-small", {17, 40}, {33, 20}, 0, false};
-        Layout L = build(c, 7);
-        DeviceCase d = uploadCase(L);
-        const std::vector<double> ref = cpuReference(L, c.window);
-        const Verdict v = compare(runKernel(kernels[1], L, d, c.window), ref, d.outFloats);
         Case cw{"racecheck-window-alibi", {17, 40}, {33, 20}, 16, true};
-        Layout L2 = build(cw, 8);
-        DeviceCase d2 = uploadCase(L2);
-        const Verdict v2 = compare(runKernel(kernels[1], L2, d2, cw.window), cpuReference(L2, cw.window), d2.outFloats);
-        printf("racecheck run: reference %s / %s\n", v.pass ? "pass" : "FAIL", v2.pass ? "pass" : "FAIL");
-        return v.pass && v2.pass ? 0 : 1;
+        Layout L = build(c, 7), L2 = build(cw, 8);
+        DeviceCase d = uploadCase(L), d2 = uploadCase(L2);
+        const std::vector<double> ref = cpuReference(L, c.window), ref2 = cpuReference(L2, cw.window);
+        bool all = true;
+        for (size_t ki = 1; ki < firstBug; ++ki) {
+            const Verdict v = compare(runKernel(kernels[ki], L, d, c.window), ref, d.outFloats);
+            const Verdict v2 = compare(runKernel(kernels[ki], L2, d2, cw.window), ref2, d2.outFloats);
+            printf("racecheck run: %s %s / %s\n", kernels[ki].name.c_str(), v.pass ? "pass" : "FAIL", v2.pass ? "pass" : "FAIL");
+            all = all && v.pass && v2.pass;
+        }
+        return all ? 0 : 1;
     }
 
     // Matrix: rows kernels, columns cases.
@@ -524,13 +543,13 @@ int main(int argc, char** argv)
             const Verdict v = compare(out, ref, d.outFloats);
             bool expectFail = false;
             const char* exception = nullptr;
-            if (ki >= 2) {
+            if (!k.mustPass) {
                 const Expectation e = expected(k.name, c);
                 expectFail = e.fail;
                 exception = e.exception;
             }
             bool ok = v.pass != expectFail;
-            if (ki < 2) {
+            if (k.mustPass) {
                 if (!v.guardIntact) ok = false;
                 // Two runs bit for bit.
                 const std::vector<float> again = runKernel(k, L, d, c.window);
@@ -566,8 +585,8 @@ int main(int argc, char** argv)
     CK(cudaDeviceSynchronize());
     std::vector<double> o64(d.outFloats);
     CK(cudaMemcpy(o64.data(), d.outF64, o64.size() * sizeof(double), cudaMemcpyDeviceToHost));
-    bool timedCorrect[2];
-    for (int ki = 0; ki < 2; ++ki) {
+    std::vector<bool> timedCorrect(firstBug);
+    for (size_t ki = 0; ki < firstBug; ++ki) {
         const Verdict v = compare(runKernel(kernels[ki], L, d, 0), o64, d.outFloats);
         timedCorrect[ki] = v.pass && v.guardIntact;
         if (!timedCorrect[ki]) ++unexpected;
@@ -575,24 +594,9 @@ int main(int argc, char** argv)
                v.pass ? "pass" : "FAIL", v.bad, v.maxErr);
     }
     const float starterMs = medianMs(kernels[0], L, d, 5);
-    const float referenceMs = medianMs(kernels[1], L, d, 20);
-    // A build of the reference with another register budget, timed beside it
-    // when run.sh made one (see PAGED_REFERENCE_MIN_BLOCKS in reference.cu).
-    std::vector<std::string> variantLines;
-    for (const char* variant : {"reference-lb3"}) {
-        const std::string path = cubins + "/" + variant + ".cubin";
-        if (FILE* f = fopen(path.c_str(), "rb")) fclose(f); else continue;
-        CUmodule mod;
-        Kernel k = kernels[1];
-        k.name = variant;
-        CU(cuModuleLoad(&mod, path.c_str()));
-        CU(cuModuleGetFunction(&k.fn, mod, "paged_prefill"));
-        const Verdict v = compare(runKernel(k, L, d, 0), o64, d.outFloats);
-        const float ms = medianMs(k, L, d, 20);
-        char line[200];
-        snprintf(line, sizeof line, "%-14s %9.3f ms (%s), %.2fx", variant, ms, v.pass ? "correct" : "WRONG", starterMs / ms);
-        variantLines.push_back(line);
-    }
+    std::vector<float> kernelMs(firstBug, starterMs);
+    for (size_t ki = 1; ki < firstBug; ++ki) kernelMs[ki] = medianMs(kernels[ki], L, d, 20);
+    const float referenceMs = kernelMs[1];
     freeCase(d);
 
     printf("\n== pass/fail matrix (! = not what the spec table expects, * = table exception, see notes)\n");
@@ -612,7 +616,9 @@ int main(int argc, char** argv)
     printf("starter   %9.3f ms (%s)\n", starterMs, timedCorrect[0] ? "correct" : "WRONG");
     printf("reference %9.3f ms (%s)\n", referenceMs, timedCorrect[1] ? "correct" : "WRONG");
     printf("speedup   %9.2fx\n", starterMs / referenceMs);
-    for (auto& line : variantLines) printf("variant: %s\n", line.c_str());
+    for (size_t ki = 2; ki < firstBug; ++ki)
+        printf("candidate %s: %.3f ms (%s), %.2fx\n", kernels[ki].name.c_str(), kernelMs[ki],
+               timedCorrect[ki] ? "correct" : "WRONG", starterMs / kernelMs[ki]);
     printf("unexpected results: %d\n", unexpected);
     return unexpected == 0 ? 0 : 1;
 }
