@@ -1,16 +1,37 @@
-// Candidate reference for the paged-prefill lab (same ABI and geometry as
-// kernels/paged/reference.cu): the same 16-key cp.async tiles of one cache
-// block, but each thread owns TWO query vectors (two query heads of one row)
-// over HALF of the head dim, so every K and V float4 read from shared memory
-// feeds 8 FMAs instead of 4. The two threads that share a pair of vectors are
-// neighbouring lanes (lane ^ 1) and add their partial scores with one
-// shuffle per key and vector. A thread owns the float4 dim chunks of its
-// parity (chunk 2c + half), so the two halves of a warp read neighbouring
-// 16-byte words of a K row (different banks); V^T rows are padded to 20
-// floats for the same reason.
+// An earlier reference for the paged-prefill lab, kept as a candidate that
+// scripts/paged-check checks and times beside kernels/paged/reference.cu:
+// a tiled paged prefill in plain fp32 FFMA, same ABI and geometry.
 //
-// Thread map: half = tid & 1, row = 16 * (warp & 1) + ((tid >> 1) & 15),
-// head pair = warp >> 1 (query heads 4g + 2 * pair and 4g + 2 * pair + 1).
+// Shape of the work. One block owns 32 new tokens of one sequence and one KV
+// group (grid=kv_group): 128 query vectors, the 32 rows times the 4 query
+// heads that read the same KV head, one per thread (warp w serves query head
+// 4g + w, lane r serves row r of the block). Each thread keeps its scaled
+// query (64 floats) and its output accumulator (64 floats) in registers, with
+// its own softmax state (m, l).
+//
+// Keys are walked in tiles of 16, aligned to the cache's 16-token blocks, so
+// a tile that lies in the cached context is exactly one physical block: one
+// block-table lookup, then 16-byte cp.async copies straight out of the paged
+// layouts. The x-packed K cache gives each key's dims in float4 runs, staged
+// as K[key][dim]; the V cache is [dim][slot], staged as it is, V^T[dim][key].
+// The tile that holds the context's end, and the tiles of the new tokens, are
+// gathered key by key from the cache or from kNew / vNew (4-byte copies for
+// V); keys past the sequence's end are zero-filled, so masked keys never
+// bring NaN or garbage into P V. Every thread of the block reads the same
+// K/V element at the same time (shared-memory broadcast, no bank conflicts),
+// and one staged tile serves 128 query vectors. Two tile buffers let the next
+// tile stream in while the current one is used.
+//
+// Per tile and per thread: 16 scores (16 independent FMA chains), the mask
+// (causal and window) and the ALiBi bias, one online-softmax step (a rescale
+// per tile, not per key; a tile with no visible key for the row is skipped),
+// then P V. Scores are kept in log2 units (1/8 and log2(e) folded into the
+// query, the ALiBi slope times log2(e)), so each probability is one exp2f.
+// A block only visits the tiles its rows can see: from the window start of
+// its first row to its last row's position.
+//
+// Row blocks are handed out from the back of each sequence first (the last
+// rows see the most keys), which evens out the tail of the grid.
 //
 // @flashprof rows_per_block=32 threads=128 dynamic_smem=0 grid=kv_group
 
@@ -25,12 +46,14 @@ constexpr int kPack = 4;          // X
 constexpr int kRowsPerBlock = 32;
 constexpr int kThreads = kRowsPerBlock * kGroup;
 constexpr int kTileKeys = kBlockTokens;
-constexpr int kKTileFloats = kTileKeys * kDim;
-constexpr int kVStride = kTileKeys + 4;  // V^T row: 16 keys + 4 floats of padding
-constexpr int kVTileFloats = kDim * kVStride;
+constexpr int kTileFloats = kTileKeys * kDim;
 
-static_assert(kThreads == 128, "two threads per (row, head pair) of the block");
+static_assert(kThreads == 128, "one thread per (row, head) of the block");
 
+// Blocks per SM the register budget is cut for. At 2 a thread keeps its
+// query, accumulator and scores in registers (about 254 of them, no spills).
+// At 3 ptxas caps it at 168 and spills about 100 bytes inside the tile loop;
+// measured on an H200 at the timing shape: 3.45 ms at 2, 6.09 ms at 3.
 #ifndef PAGED_REFERENCE_MIN_BLOCKS
 #define PAGED_REFERENCE_MIN_BLOCKS 2
 #endif
@@ -112,7 +135,7 @@ __device__ __forceinline__ void stageTile(float* kTile, float* vTile, const SeqV
         const int d = c / (kTileKeys / 4);
         const int key0 = (c % (kTileKeys / 4)) * 4;
         const int j = j0 + key0;
-        float* dst = vTile + d * kVStride + key0;
+        float* dst = vTile + d * kTileKeys + key0;
         if (j + 3 < sv.ctx) {
             copyAsync16(dst, sv.vCache + (vBlockBase + d) * kBlockTokens + key0, true);
         } else {
@@ -140,8 +163,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, PAGED_REFERENCE_MIN_BLOCK
                   int numSeqs, int maxBlocksPerSeq, int slidingWindow, const float* alibiSlopes,
                   float* out)
 {
-    __shared__ __align__(16) float kTiles[2][kKTileFloats];
-    __shared__ __align__(16) float vTiles[2][kVTileFloats];
+    __shared__ __align__(16) float kTiles[2][kTileFloats];
+    __shared__ __align__(16) float vTiles[2][kTileFloats];
 
     const int s = blockIdx.x;
     if (s >= numSeqs) return;
@@ -153,11 +176,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, PAGED_REFERENCE_MIN_BLOCK
     if (firstT >= n) return;  // uniform over the block: no barrier is skipped by some threads only
     const int lastT = min(firstT + kRowsPerBlock, n) - 1;
 
-    const int half = threadIdx.x & 1;
-    const int warp = threadIdx.x / 32;
-    const int rowInBlock = 16 * (warp & 1) + ((threadIdx.x >> 1) & 15);
-    const int hA = kvHead * kGroup + 2 * (warp >> 1);
-    const int hB = hA + 1;
+    const int headInGroup = threadIdx.x / 32;
+    const int h = kvHead * kGroup + headInGroup;
+    const int rowInBlock = threadIdx.x % 32;
     const int tRow = firstT + rowInBlock;
     const bool rowValid = tRow <= lastT;
     // A thread past the sequence's end runs the last row again and stores nothing.
@@ -185,34 +206,25 @@ extern "C" __global__ void __launch_bounds__(kThreads, PAGED_REFERENCE_MIN_BLOCK
     stageTile(kTiles[0], vTiles[0], sv, tileFirst);
     commitAsyncGroup();
 
-    // This thread's dims: float4 chunks 2c + half, c = 0..7.
-    constexpr int kHalfChunks = kDim / 8;
-    float qa[kDim / 2], qb[kDim / 2];
+    float qr[kDim];
     {
         const float scale = 0.125f * kLog2e;
-        const float4* rowA = reinterpret_cast<const float4*>(q + ((size_t)(start + t) * kQueryHeads + hA) * kDim);
-        const float4* rowB = reinterpret_cast<const float4*>(q + ((size_t)(start + t) * kQueryHeads + hB) * kDim);
+        const float4* qRow = reinterpret_cast<const float4*>(q + ((size_t)(start + t) * kQueryHeads + h) * kDim);
 #pragma unroll
-        for (int c = 0; c < kHalfChunks; ++c) {
-            const float4 a = __ldg(rowA + 2 * c + half);
-            const float4 b = __ldg(rowB + 2 * c + half);
-            qa[4 * c + 0] = a.x * scale;
-            qa[4 * c + 1] = a.y * scale;
-            qa[4 * c + 2] = a.z * scale;
-            qa[4 * c + 3] = a.w * scale;
-            qb[4 * c + 0] = b.x * scale;
-            qb[4 * c + 1] = b.y * scale;
-            qb[4 * c + 2] = b.z * scale;
-            qb[4 * c + 3] = b.w * scale;
+        for (int c = 0; c < kDim / 4; ++c) {
+            const float4 v = __ldg(qRow + c);
+            qr[4 * c + 0] = v.x * scale;
+            qr[4 * c + 1] = v.y * scale;
+            qr[4 * c + 2] = v.z * scale;
+            qr[4 * c + 3] = v.w * scale;
         }
     }
-    const float slopeA = alibiSlopes != nullptr ? alibiSlopes[hA] * kLog2e : 0.0f;
-    const float slopeB = alibiSlopes != nullptr ? alibiSlopes[hB] * kLog2e : 0.0f;
+    const float slopeLog2 = alibiSlopes != nullptr ? alibiSlopes[h] * kLog2e : 0.0f;
 
-    float accA[kDim / 2], accB[kDim / 2];
+    float acc[kDim];
 #pragma unroll
-    for (int d = 0; d < kDim / 2; ++d) accA[d] = accB[d] = 0.0f;
-    float mA = -INFINITY, lA = 0.0f, mB = -INFINITY, lB = 0.0f;
+    for (int d = 0; d < kDim; ++d) acc[d] = 0.0f;
+    float m = -INFINITY, l = 0.0f;
 
     for (int tile = tileFirst; tile <= tileLast; ++tile) {
         const int buf = (tile - tileFirst) & 1;
@@ -225,91 +237,76 @@ extern "C" __global__ void __launch_bounds__(kThreads, PAGED_REFERENCE_MIN_BLOCK
         const float* vTile = vTiles[buf];
         const int j0 = tile * kTileKeys;
 
-        float sa[kTileKeys], sb[kTileKeys];
+        float sc[kTileKeys];
 #pragma unroll
-        for (int o = 0; o < kTileKeys; ++o) sa[o] = sb[o] = 0.0f;
+        for (int o = 0; o < kTileKeys; ++o) sc[o] = 0.0f;
 #pragma unroll
-        for (int c = 0; c < kHalfChunks; ++c) {
+        for (int c = 0; c < kDim / 4; ++c) {
 #pragma unroll
             for (int o = 0; o < kTileKeys; ++o) {
-                const float4 k = loadShared4(kTile + o * kDim + 4 * (2 * c + half));
-                sa[o] = fmaf(qa[4 * c + 0], k.x, sa[o]);
-                sa[o] = fmaf(qa[4 * c + 1], k.y, sa[o]);
-                sa[o] = fmaf(qa[4 * c + 2], k.z, sa[o]);
-                sa[o] = fmaf(qa[4 * c + 3], k.w, sa[o]);
-                sb[o] = fmaf(qb[4 * c + 0], k.x, sb[o]);
-                sb[o] = fmaf(qb[4 * c + 1], k.y, sb[o]);
-                sb[o] = fmaf(qb[4 * c + 2], k.z, sb[o]);
-                sb[o] = fmaf(qb[4 * c + 3], k.w, sb[o]);
+                const float4 k = loadShared4(kTile + o * kDim + 4 * c);
+                sc[o] = fmaf(qr[4 * c + 0], k.x, sc[o]);
+                sc[o] = fmaf(qr[4 * c + 1], k.y, sc[o]);
+                sc[o] = fmaf(qr[4 * c + 2], k.z, sc[o]);
+                sc[o] = fmaf(qr[4 * c + 3], k.w, sc[o]);
             }
         }
 
-        // Both halves end with the full scores; the mask is the same for both heads.
-        float maxA = -INFINITY, maxB = -INFINITY;
+        float tileMax = -INFINITY;
 #pragma unroll
         for (int o = 0; o < kTileKeys; ++o) {
-            sa[o] += __shfl_xor_sync(0xffffffffu, sa[o], 1);
-            sb[o] += __shfl_xor_sync(0xffffffffu, sb[o], 1);
             const int j = j0 + o;
             const bool visible = j <= i && (!windowed || i - j < slidingWindow);
-            sa[o] = visible ? sa[o] + slopeA * (float)(j - i) : -INFINITY;
-            sb[o] = visible ? sb[o] + slopeB * (float)(j - i) : -INFINITY;
-            maxA = fmaxf(maxA, sa[o]);
-            maxB = fmaxf(maxB, sb[o]);
+            const float biased = sc[o] + slopeLog2 * (float)(j - i);
+            sc[o] = visible ? biased : -INFINITY;
+            tileMax = fmaxf(tileMax, sc[o]);
         }
 
-        if (maxA > -INFINITY) {  // then maxB is finite too: same mask
-            const float newA = fmaxf(mA, maxA);
-            const float newB = fmaxf(mB, maxB);
-            const float alphaA = exp2f(mA - newA);  // 0 on the row's first visible tile
-            const float alphaB = exp2f(mB - newB);
-            float sumA = 0.0f, sumB = 0.0f;
+        if (tileMax > -INFINITY) {
+            const float mNew = fmaxf(m, tileMax);
+            const float alpha = exp2f(m - mNew);  // 0 on the row's first visible tile
+            float tileSum = 0.0f;
 #pragma unroll
             for (int o = 0; o < kTileKeys; ++o) {
-                sa[o] = exp2f(sa[o] - newA);
-                sb[o] = exp2f(sb[o] - newB);
-                sumA += sa[o];
-                sumB += sb[o];
+                sc[o] = exp2f(sc[o] - mNew);
+                tileSum += sc[o];
             }
-            lA = lA * alphaA + sumA;
-            lB = lB * alphaB + sumB;
-            mA = newA;
-            mB = newB;
+            l = l * alpha + tileSum;
+            m = mNew;
 #pragma unroll
-            for (int dd = 0; dd < kDim / 2; ++dd) {
-                const int d = 4 * (2 * (dd / 4) + half) + dd % 4;
-                const float* vRow = vTile + d * kVStride;
-                const float4 v0 = loadShared4(vRow + 0);
-                const float4 v1 = loadShared4(vRow + 4);
-                const float4 v2 = loadShared4(vRow + 8);
-                const float4 v3 = loadShared4(vRow + 12);
-                const float vv[kTileKeys] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w,
-                                             v2.x, v2.y, v2.z, v2.w, v3.x, v3.y, v3.z, v3.w};
-                float a = accA[dd] * alphaA;
-                float b = accB[dd] * alphaB;
-#pragma unroll
-                for (int o = 0; o < kTileKeys; ++o) {
-                    a = fmaf(sa[o], vv[o], a);
-                    b = fmaf(sb[o], vv[o], b);
-                }
-                accA[dd] = a;
-                accB[dd] = b;
+            for (int d = 0; d < kDim; ++d) {
+                const float4 v0 = loadShared4(vTile + d * kTileKeys + 0);
+                const float4 v1 = loadShared4(vTile + d * kTileKeys + 4);
+                const float4 v2 = loadShared4(vTile + d * kTileKeys + 8);
+                const float4 v3 = loadShared4(vTile + d * kTileKeys + 12);
+                float a = acc[d] * alpha;
+                a = fmaf(sc[0], v0.x, a);
+                a = fmaf(sc[1], v0.y, a);
+                a = fmaf(sc[2], v0.z, a);
+                a = fmaf(sc[3], v0.w, a);
+                a = fmaf(sc[4], v1.x, a);
+                a = fmaf(sc[5], v1.y, a);
+                a = fmaf(sc[6], v1.z, a);
+                a = fmaf(sc[7], v1.w, a);
+                a = fmaf(sc[8], v2.x, a);
+                a = fmaf(sc[9], v2.y, a);
+                a = fmaf(sc[10], v2.z, a);
+                a = fmaf(sc[11], v2.w, a);
+                a = fmaf(sc[12], v3.x, a);
+                a = fmaf(sc[13], v3.y, a);
+                a = fmaf(sc[14], v3.z, a);
+                a = fmaf(sc[15], v3.w, a);
+                acc[d] = a;
             }
         }
         __syncthreads();  // every thread is done with this buffer before it is restaged
     }
 
     if (rowValid) {
-        const float invA = 1.0f / lA;
-        const float invB = 1.0f / lB;
-        float4* outA = reinterpret_cast<float4*>(out + ((size_t)(start + t) * kQueryHeads + hA) * kDim);
-        float4* outB = reinterpret_cast<float4*>(out + ((size_t)(start + t) * kQueryHeads + hB) * kDim);
+        const float inv = 1.0f / l;
+        float4* outRow = reinterpret_cast<float4*>(out + ((size_t)(start + t) * kQueryHeads + h) * kDim);
 #pragma unroll
-        for (int c = 0; c < kHalfChunks; ++c) {
-            outA[2 * c + half] = make_float4(accA[4 * c] * invA, accA[4 * c + 1] * invA, accA[4 * c + 2] * invA,
-                                             accA[4 * c + 3] * invA);
-            outB[2 * c + half] = make_float4(accB[4 * c] * invB, accB[4 * c + 1] * invB, accB[4 * c + 2] * invB,
-                                             accB[4 * c + 3] * invB);
-        }
+        for (int c = 0; c < kDim / 4; ++c)
+            outRow[c] = make_float4(acc[4 * c] * inv, acc[4 * c + 1] * inv, acc[4 * c + 2] * inv, acc[4 * c + 3] * inv);
     }
 }
