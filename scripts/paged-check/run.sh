@@ -9,6 +9,7 @@ OUTDIR=${OUT:-/tmp/paged-check-out}
 BUILD=${BUILD:-/tmp/paged-check-build}
 export PATH=/usr/local/cuda-13.0/bin:$PATH
 mkdir -p "$OUTDIR" "$BUILD"
+rm -f "$BUILD"/*.cubin "$BUILD"/*.ptxas  # a warm machine keeps the last run's
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$OUTDIR/device.txt"
 nvcc --version | tail -2 >> "$OUTDIR/device.txt"
 build() {  # name source [nvcc flags]
