@@ -5,4 +5,5 @@ pub mod cases;
 pub mod contract;
 pub mod geometry;
 pub mod npy;
+pub mod paged;
 pub mod source;
