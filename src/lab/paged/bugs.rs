@@ -76,9 +76,7 @@ impl Bug {
             // lower bound and the bug fails every case.
             Bug::QStartShifted => true,
             Bug::MissingDivision => batch.has_multi_key_rows(),
-            Bug::MaskPrecedence => {
-                batch.window().is_some() && batch.context.iter().any(|&c| c > 0)
-            }
+            Bug::MaskPrecedence => batch.window().is_some() && batch.context.iter().any(|&c| c > 0),
         }
     }
 }

@@ -231,7 +231,12 @@ impl CaseSpec {
                 self.new.len()
             )));
         }
-        if let Some((s, &c)) = self.context.iter().enumerate().find(|(_, &c)| c > MAX_CONTEXT) {
+        if let Some((s, &c)) = self
+            .context
+            .iter()
+            .enumerate()
+            .find(|(_, &c)| c > MAX_CONTEXT)
+        {
             return Err(self.invalid(format!(
                 "sequence {s} has a context of {c} tokens (at most {MAX_CONTEXT})"
             )));
@@ -491,8 +496,8 @@ fn lay_out(batch: Batch, share: Option<[usize; 2]>, rng: &mut ChaCha8Rng) -> Inp
     let mut k_cache = vec![SENTINEL_K; batch.cache_elems()];
     let mut v_cache = vec![SENTINEL_V; batch.cache_elems()];
     let mut filled = vec![false; batch.num_blocks];
-    for s in 0..batch.num_seqs() {
-        for (k, &block) in owned[s].iter().enumerate() {
+    for (s, blocks) in owned.iter().enumerate() {
+        for (k, &block) in blocks.iter().enumerate() {
             if std::mem::replace(&mut filled[block], true) {
                 continue; // a shared prefix block, filled by its first owner
             }
@@ -600,7 +605,10 @@ mod tests {
         for n in [1, 17, 33, 65] {
             assert!(any(&|b| b.new.contains(&n)), "new {n}");
         }
-        assert!(any(&|b| b.q_start.iter().any(|&s| s % 2 == 1)), "odd qStart");
+        assert!(
+            any(&|b| b.q_start.iter().any(|&s| s % 2 == 1)),
+            "odd qStart"
+        );
         for w in [1, BLOCK - 1, BLOCK, BLOCK + 1] {
             assert!(any(&|b| b.window() == Some(w)), "window {w}");
         }
@@ -626,9 +634,13 @@ mod tests {
                     let ctx = c.context[p.seq];
                     let keys = resolve_keys(&p.keys, ctx, c.new[p.seq]);
                     p.value * p.value * 8.0 >= 128.0
-                        && keys
-                            .iter()
-                            .any(|&k| if cached { k >= 16 * BLOCK && k < ctx } else { k >= ctx })
+                        && keys.iter().any(|&k| {
+                            if cached {
+                                k >= 16 * BLOCK && k < ctx
+                            } else {
+                                k >= ctx
+                            }
+                        })
                 })
             })
         };
@@ -667,20 +679,24 @@ mod tests {
             let max_len = (0..b.num_seqs()).map(|s| b.len_of(s)).max().unwrap();
             assert!(b.max_blocks_per_seq >= max_len.div_ceil(BLOCK));
             let owned: Vec<Vec<usize>> = (0..b.num_seqs())
-                .map(|s| (0..b.context_blocks(s)).map(|k| b.block_of(s, k * BLOCK)).collect())
+                .map(|s| {
+                    (0..b.context_blocks(s))
+                        .map(|k| b.block_of(s, k * BLOCK))
+                        .collect()
+                })
                 .collect();
             let used: std::collections::HashSet<usize> = owned.iter().flatten().copied().collect();
             if b.reads_cache() {
                 assert!(used.contains(&0), "{name}: block 0 unused");
             }
-            for s in 0..b.num_seqs() {
+            for (s, mine) in owned.iter().enumerate() {
                 for k in 0..b.max_blocks_per_seq {
                     let id = b.block_table[s * b.max_blocks_per_seq + k] as usize;
                     assert!(id < b.num_blocks);
-                    if k < owned[s].len() {
+                    if k < mine.len() {
                         assert_ne!(id, s * b.max_blocks_per_seq + k, "{name}: identity block");
                     } else {
-                        assert!(!owned[s].contains(&id), "{name}: seq {s} entry {k}");
+                        assert!(!mine.contains(&id), "{name}: seq {s} entry {k}");
                     }
                 }
                 // Slots past the context's end hold sentinels.
@@ -688,14 +704,23 @@ mod tests {
                 if ctx % BLOCK != 0 {
                     let block = b.block_of(s, ctx);
                     for o in ctx % BLOCK..BLOCK {
-                        assert_eq!(inputs.k_cache[Batch::k_cache_index(block, 3, 9, o)], SENTINEL_K);
-                        assert_eq!(inputs.v_cache[Batch::v_cache_index(block, 3, 9, o)], SENTINEL_V);
+                        assert_eq!(
+                            inputs.k_cache[Batch::k_cache_index(block, 3, 9, o)],
+                            SENTINEL_K
+                        );
+                        assert_eq!(
+                            inputs.v_cache[Batch::v_cache_index(block, 3, 9, o)],
+                            SENTINEL_V
+                        );
                     }
                 }
             }
             // Spare blocks are sentinel throughout.
             let spare = (0..b.num_blocks).find(|id| !used.contains(id)).unwrap();
-            assert_eq!(inputs.v_cache[Batch::v_cache_index(spare, 7, 63, 15)], SENTINEL_V);
+            assert_eq!(
+                inputs.v_cache[Batch::v_cache_index(spare, 7, 63, 15)],
+                SENTINEL_V
+            );
             if let Some([a, c]) = spec.share_prefix {
                 assert_eq!(owned[a][0], owned[c][0], "{name}: shared prefix");
             }
@@ -711,7 +736,10 @@ mod tests {
         assert_ne!(a.inputs.q, b.inputs.q);
         assert_ne!(a.inputs.batch.block_table, b.inputs.batch.block_table);
         // Cases draw from their own streams.
-        assert_ne!(case("window-1").generate(42).unwrap().inputs.q[..64], a.inputs.q[..64]);
+        assert_ne!(
+            case("window-1").generate(42).unwrap().inputs.q[..64],
+            a.inputs.q[..64]
+        );
     }
 
     #[test]

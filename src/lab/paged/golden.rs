@@ -13,7 +13,7 @@
 
 use super::cases::PagedCaseError;
 use super::tensors::load_bytes;
-use super::{oracle, Batch, Inputs, DH, HKV, HQ};
+use super::{oracle, Inputs, DH, HKV, HQ};
 
 /// How close the oracle must come, relative to the larger of the element's
 /// magnitude and the largest `|v|` any row can see (rounding in a weighted
@@ -26,16 +26,46 @@ pub const GOLDEN_WINDOW: i32 = 6;
 
 /// The embedded golden files, by name.
 pub const GOLDEN_FILES: [(&str, &[u8]); 10] = [
-    ("q.npy", include_bytes!("../../../assets/golden-paged/q.npy")),
-    ("k_new.npy", include_bytes!("../../../assets/golden-paged/k_new.npy")),
-    ("v_new.npy", include_bytes!("../../../assets/golden-paged/v_new.npy")),
-    ("k_cache.npy", include_bytes!("../../../assets/golden-paged/k_cache.npy")),
-    ("v_cache.npy", include_bytes!("../../../assets/golden-paged/v_cache.npy")),
-    ("block_table.npy", include_bytes!("../../../assets/golden-paged/block_table.npy")),
-    ("q_start.npy", include_bytes!("../../../assets/golden-paged/q_start.npy")),
-    ("seq_len.npy", include_bytes!("../../../assets/golden-paged/seq_len.npy")),
-    ("alibi_slopes.npy", include_bytes!("../../../assets/golden-paged/alibi_slopes.npy")),
-    ("expected.npy", include_bytes!("../../../assets/golden-paged/expected.npy")),
+    (
+        "q.npy",
+        include_bytes!("../../../assets/golden-paged/q.npy"),
+    ),
+    (
+        "k_new.npy",
+        include_bytes!("../../../assets/golden-paged/k_new.npy"),
+    ),
+    (
+        "v_new.npy",
+        include_bytes!("../../../assets/golden-paged/v_new.npy"),
+    ),
+    (
+        "k_cache.npy",
+        include_bytes!("../../../assets/golden-paged/k_cache.npy"),
+    ),
+    (
+        "v_cache.npy",
+        include_bytes!("../../../assets/golden-paged/v_cache.npy"),
+    ),
+    (
+        "block_table.npy",
+        include_bytes!("../../../assets/golden-paged/block_table.npy"),
+    ),
+    (
+        "q_start.npy",
+        include_bytes!("../../../assets/golden-paged/q_start.npy"),
+    ),
+    (
+        "seq_len.npy",
+        include_bytes!("../../../assets/golden-paged/seq_len.npy"),
+    ),
+    (
+        "alibi_slopes.npy",
+        include_bytes!("../../../assets/golden-paged/alibi_slopes.npy"),
+    ),
+    (
+        "expected.npy",
+        include_bytes!("../../../assets/golden-paged/expected.npy"),
+    ),
 ];
 
 /// What a successful proof established.
@@ -85,12 +115,14 @@ pub fn prove_with(
     let inputs = case.inputs;
     let got = attention(&inputs, None);
     let scale = visible_value_scale(&inputs);
-    let relative_error =
-        |i: usize| (got[i] - expected[i]).abs() / expected[i].abs().max(scale);
+    let relative_error = |i: usize| (got[i] - expected[i]).abs() / expected[i].abs().max(scale);
     let (worst, max_relative_error) = (0..got.len())
         .map(|i| (i, relative_error(i)))
         // A NaN error wins the fold and fails the bound.
-        .fold((0, 0.0), |best, next| if next.1 <= best.1 { best } else { next });
+        .fold(
+            (0, 0.0),
+            |best, next| if next.1 <= best.1 { best } else { next },
+        );
     if max_relative_error.is_nan() || max_relative_error > RELATIVE_BOUND {
         let row = worst / (HQ * DH);
         let (seq, position) = inputs.batch.sequence_of_row(row);
@@ -135,13 +167,16 @@ fn visible_value_scale(inputs: &Inputs) -> f64 {
 mod tests {
     use super::*;
     use crate::lab::paged::bugs::Bug;
-    use crate::lab::paged::SCALE;
+    use crate::lab::paged::{Batch, SCALE};
 
     #[test]
     fn the_paged_oracle_reproduces_the_golden_case() {
         let proof = prove_oracle().unwrap();
         assert_eq!(proof.elements, 9 * HQ * DH);
-        eprintln!("paged golden proof: max relative error {:e}", proof.max_relative_error);
+        eprintln!(
+            "paged golden proof: max relative error {:e}",
+            proof.max_relative_error
+        );
     }
 
     #[test]
@@ -159,12 +194,17 @@ mod tests {
                 .sum::<f64>()
                 * SCALE
         };
-        assert!(score(&|d| inputs.cached_key(1, 17, 0, d)).exp().is_infinite());
+        assert!(score(&|d| inputs.cached_key(1, 17, 0, d))
+            .exp()
+            .is_infinite());
         // The same score waits outside the window (key 10) and in the future (key 22).
         assert!(!b.sees(20, 10) && !b.sees(20, 22));
         assert_eq!(score(&|d| inputs.cached_key(1, 10, 0, d)), 1152.0);
         let future_row = b.start(1) + 22 - 19;
-        assert_eq!(score(&|d| inputs.k_new[Batch::kv_new_index(future_row, 0, d)]), 1152.0);
+        assert_eq!(
+            score(&|d| inputs.k_new[Batch::kv_new_index(future_row, 0, d)]),
+            1152.0
+        );
     }
 
     #[test]
@@ -176,7 +216,10 @@ mod tests {
                 oracle::evaluate(inputs, rows, Some(bug), 0.0)
             })
             .unwrap_err();
-            assert!(matches!(err, GoldenError::Disagrees { .. }), "{bug:?}: {err}");
+            assert!(
+                matches!(err, GoldenError::Disagrees { .. }),
+                "{bug:?}: {err}"
+            );
         }
         // And a 1e-9 relative nudge of one element shows up at its place.
         let err = prove_with(&GOLDEN_FILES, |inputs, rows| {
@@ -186,7 +229,16 @@ mod tests {
         })
         .unwrap_err();
         assert!(
-            matches!(err, GoldenError::Disagrees { row: 7, head: 19, dim: 3, seq: 2, .. }),
+            matches!(
+                err,
+                GoldenError::Disagrees {
+                    row: 7,
+                    head: 19,
+                    dim: 3,
+                    seq: 2,
+                    ..
+                }
+            ),
             "{err}"
         );
     }

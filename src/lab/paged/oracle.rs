@@ -96,8 +96,16 @@ fn check_lengths(inputs: &Inputs) {
     assert_eq!(inputs.q.len(), b.q_elems(), "q does not match the batch");
     assert_eq!(inputs.k_new.len(), b.kv_new_elems(), "kNew does not match");
     assert_eq!(inputs.v_new.len(), b.kv_new_elems(), "vNew does not match");
-    assert_eq!(inputs.k_cache.len(), b.cache_elems(), "kCache does not match");
-    assert_eq!(inputs.v_cache.len(), b.cache_elems(), "vCache does not match");
+    assert_eq!(
+        inputs.k_cache.len(),
+        b.cache_elems(),
+        "kCache does not match"
+    );
+    assert_eq!(
+        inputs.v_cache.len(),
+        b.cache_elems(),
+        "vCache does not match"
+    );
     assert_eq!(
         inputs.alibi_slopes.is_some(),
         b.alibi,
@@ -168,7 +176,10 @@ impl SequenceKv {
                             _ => Batch::k_cache_index(b, kv_head, dim, slot),
                         });
                         let v_index = block.map(|b| Batch::v_cache_index(b, kv_head, dim, slot));
-                        (read(&inputs.k_cache, k_index), read(&inputs.v_cache, v_index))
+                        (
+                            read(&inputs.k_cache, k_index),
+                            read(&inputs.v_cache, v_index),
+                        )
                     } else {
                         let row = start + (pos - context);
                         let index = (row < batch.total_new())
@@ -220,9 +231,11 @@ impl SequenceKv {
         let values = &self.values[kv_head * self.len * DH..(kv_head + 1) * self.len * DH];
         for (member, out_head) in out_group.chunks_exact_mut(DH).enumerate() {
             let head = kv_head * GROUP + member;
-            let query: Vec<f64> = (0..DH)
-                .map(|d| f64::from(inputs.q[Batch::q_index(row, head, d)]) * SCALE)
-                .collect();
+            let mut query = [0.0; DH];
+            let q_row = &inputs.q[Batch::q_index(row, head, 0)..Batch::q_index(row, head, DH)];
+            for (q, &x) in query.iter_mut().zip(q_row) {
+                *q = f64::from(x) * SCALE;
+            }
             let slope = inputs
                 .alibi_slopes
                 .as_ref()
@@ -233,8 +246,13 @@ impl SequenceKv {
                     scores.push(f64::NEG_INFINITY);
                     continue;
                 }
-                let key = &keys[j * DH..(j + 1) * DH];
-                let mut score: f64 = query.iter().zip(key).map(|(q, k)| q * k).sum();
+                let key: &[f64; DH] = keys[j * DH..(j + 1) * DH].try_into().unwrap();
+                // Plain indexed loops: the tests run unoptimized, and this is
+                // where all of their time goes.
+                let mut score = 0.0;
+                for d in 0..DH {
+                    score += query[d] * key[d];
+                }
                 if let Some(slope) = slope {
                     let distance = j as f64 - i as f64;
                     score += match self.bug {
@@ -255,8 +273,9 @@ impl SequenceKv {
                 }
                 let weight = (score - max).exp();
                 denominator += weight;
-                for (o, v) in out_head.iter_mut().zip(&values[j * DH..(j + 1) * DH]) {
-                    *o += weight * v;
+                let value: &[f64; DH] = values[j * DH..(j + 1) * DH].try_into().unwrap();
+                for d in 0..DH {
+                    out_head[d] += weight * value[d];
                 }
             }
             if self.bug != Some(Bug::MissingDivision) {

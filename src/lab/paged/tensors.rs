@@ -44,10 +44,7 @@ pub fn load_dir(dir: &Path, window: i32) -> Result<CaseInputs, PagedCaseError> {
 }
 
 /// Loads from named byte buffers (the embedded golden case).
-pub fn load_bytes(
-    files: &[(&str, &[u8])],
-    window: i32,
-) -> Result<CaseInputs, PagedCaseError> {
+pub fn load_bytes(files: &[(&str, &[u8])], window: i32) -> Result<CaseInputs, PagedCaseError> {
     let get = |name: &str| {
         Ok(files
             .iter()
@@ -76,7 +73,10 @@ fn load_with(
     let f32s = |name: &'static str| -> Result<(Vec<usize>, Vec<f32>), PagedCaseError> {
         let (shape, data) = npy::decode_f32(&required(name)?).map_err(npy_err(name))?;
         if let Some(at) = data.iter().position(|x| !x.is_finite()) {
-            return Err(bad(name, format!("element {at} is {} (inputs must be finite)", data[at])));
+            return Err(bad(
+                name,
+                format!("element {at} is {} (inputs must be finite)", data[at]),
+            ));
         }
         Ok((shape, data))
     };
@@ -85,13 +85,21 @@ fn load_with(
     let (q_shape, q) = f32s("q.npy")?;
     let total = match q_shape[..] {
         [t, HQ, DH] if t > 0 => t,
-        _ => return Err(bad("q.npy", format!("shape {q_shape:?}, expected [T, {HQ}, {DH}] with T >= 1"))),
+        _ => {
+            return Err(bad(
+                "q.npy",
+                format!("shape {q_shape:?}, expected [T, {HQ}, {DH}] with T >= 1"),
+            ))
+        }
     };
     let (k_new_shape, k_new) = f32s("k_new.npy")?;
     let (v_new_shape, v_new) = f32s("v_new.npy")?;
     for (name, shape) in [("k_new.npy", &k_new_shape), ("v_new.npy", &v_new_shape)] {
         if shape[..] != [total, HKV, DH] {
-            return Err(bad(name, format!("shape {shape:?}, expected [{total}, {HKV}, {DH}] (T from q.npy)")));
+            return Err(bad(
+                name,
+                format!("shape {shape:?}, expected [{total}, {HKV}, {DH}] (T from q.npy)"),
+            ));
         }
     }
     let (k_cache_shape, k_cache) = f32s("k_cache.npy")?;
@@ -118,14 +126,24 @@ fn load_with(
     let (table_shape, block_table) = i32s("block_table.npy")?;
     let (seqs, per_seq) = match table_shape[..] {
         [s, m] if s > 0 && m > 0 => (s, m),
-        _ => return Err(bad("block_table.npy", format!("shape {table_shape:?}, expected [numSeqs, maxBlocksPerSeq], both at least 1"))),
+        _ => {
+            return Err(bad(
+                "block_table.npy",
+                format!(
+                    "shape {table_shape:?}, expected [numSeqs, maxBlocksPerSeq], both at least 1"
+                ),
+            ))
+        }
     };
     let (q_start_shape, q_start) = i32s("q_start.npy")?;
     if q_start_shape[..] != [seqs + 1] {
         return Err(bad("q_start.npy", format!("shape {q_start_shape:?}, expected [{}] (numSeqs + 1, numSeqs from block_table.npy)", seqs + 1)));
     }
     if q_start[0] != 0 {
-        return Err(bad("q_start.npy", format!("qStart[0] = {}, must be 0", q_start[0])));
+        return Err(bad(
+            "q_start.npy",
+            format!("qStart[0] = {}, must be 0", q_start[0]),
+        ));
     }
     if let Some(s) = (0..seqs).find(|&s| q_start[s + 1] <= q_start[s]) {
         return Err(bad(
@@ -139,17 +157,31 @@ fn load_with(
         ));
     }
     if q_start[seqs] as usize != total {
-        return Err(bad("q_start.npy", format!("qStart[{seqs}] = {}, must be T = {total} (rows of q.npy)", q_start[seqs])));
+        return Err(bad(
+            "q_start.npy",
+            format!(
+                "qStart[{seqs}] = {}, must be T = {total} (rows of q.npy)",
+                q_start[seqs]
+            ),
+        ));
     }
     let (seq_len_shape, seq_len) = i32s("seq_len.npy")?;
     if seq_len_shape[..] != [seqs] {
-        return Err(bad("seq_len.npy", format!("shape {seq_len_shape:?}, expected [{seqs}] (numSeqs)")));
+        return Err(bad(
+            "seq_len.npy",
+            format!("shape {seq_len_shape:?}, expected [{seqs}] (numSeqs)"),
+        ));
     }
-    let new: Vec<usize> = (0..seqs).map(|s| (q_start[s + 1] - q_start[s]) as usize).collect();
+    let new: Vec<usize> = (0..seqs)
+        .map(|s| (q_start[s + 1] - q_start[s]) as usize)
+        .collect();
     if let Some(s) = (0..seqs).find(|&s| (seq_len[s] as i64) < new[s] as i64) {
         return Err(bad(
             "seq_len.npy",
-            format!("seqLen[{s}] = {} is below its {} new tokens (from q_start.npy)", seq_len[s], new[s]),
+            format!(
+                "seqLen[{s}] = {} is below its {} new tokens (from q_start.npy)",
+                seq_len[s], new[s]
+            ),
         ));
     }
     let context: Vec<usize> = (0..seqs).map(|s| seq_len[s] as usize - new[s]).collect();
@@ -158,10 +190,16 @@ fn load_with(
     if per_seq < needed {
         return Err(bad(
             "block_table.npy",
-            format!("{per_seq} blocks per sequence; seqLen[{longest}] = {} needs at least {needed}", seq_len[longest]),
+            format!(
+                "{per_seq} blocks per sequence; seqLen[{longest}] = {} needs at least {needed}",
+                seq_len[longest]
+            ),
         ));
     }
-    if let Some(at) = block_table.iter().position(|&id| id < 0 || id as usize >= num_blocks) {
+    if let Some(at) = block_table
+        .iter()
+        .position(|&id| id < 0 || id as usize >= num_blocks)
+    {
         return Err(bad(
             "block_table.npy",
             format!(
@@ -178,7 +216,10 @@ fn load_with(
         Some(b) => {
             let (shape, slopes) = npy::decode_f32(&b).map_err(npy_err(OPTIONAL[0]))?;
             if shape[..] != [HQ] {
-                return Err(bad(OPTIONAL[0], format!("shape {shape:?}, expected [{HQ}]")));
+                return Err(bad(
+                    OPTIONAL[0],
+                    format!("shape {shape:?}, expected [{HQ}]"),
+                ));
             }
             if let Some(h) = slopes.iter().position(|x| !x.is_finite()) {
                 return Err(bad(OPTIONAL[0], format!("slope {h} is {}", slopes[h])));
@@ -191,7 +232,10 @@ fn load_with(
         Some(b) => {
             let (shape, e) = npy::decode_f64(&b).map_err(npy_err(OPTIONAL[1]))?;
             if shape[..] != [total, HQ, DH] {
-                return Err(bad(OPTIONAL[1], format!("shape {shape:?}, expected [{total}, {HQ}, {DH}] like q.npy")));
+                return Err(bad(
+                    OPTIONAL[1],
+                    format!("shape {shape:?}, expected [{total}, {HQ}, {DH}] like q.npy"),
+                ));
             }
             Some(e)
         }
@@ -228,25 +272,55 @@ mod tests {
 
     /// A valid set of files (from a generated case), as name -> bytes.
     fn files() -> Vec<(String, Vec<u8>)> {
-        let spec = embedded_cases().into_iter().find(|c| c.name == "alibi-with-context").unwrap();
+        let spec = embedded_cases()
+            .into_iter()
+            .find(|c| c.name == "alibi-with-context")
+            .unwrap();
         let i = spec.generate(5).unwrap().inputs;
         let b = &i.batch;
         let (t, s) = (b.total_new(), b.num_seqs());
         vec![
             ("q.npy".into(), npy::encode_f32(&[t, HQ, DH], &i.q).unwrap()),
-            ("k_new.npy".into(), npy::encode_f32(&[t, HKV, DH], &i.k_new).unwrap()),
-            ("v_new.npy".into(), npy::encode_f32(&[t, HKV, DH], &i.v_new).unwrap()),
-            ("k_cache.npy".into(), npy::encode_f32(&[b.num_blocks, HKV, DH / X, BLOCK, X], &i.k_cache).unwrap()),
-            ("v_cache.npy".into(), npy::encode_f32(&[b.num_blocks, HKV, DH, BLOCK], &i.v_cache).unwrap()),
-            ("block_table.npy".into(), npy::encode_i32(&[s, b.max_blocks_per_seq], &b.block_table).unwrap()),
-            ("q_start.npy".into(), npy::encode_i32(&[s + 1], &b.q_start).unwrap()),
-            ("seq_len.npy".into(), npy::encode_i32(&[s], &b.seq_len).unwrap()),
-            ("alibi_slopes.npy".into(), npy::encode_f32(&[HQ], i.alibi_slopes.as_ref().unwrap()).unwrap()),
+            (
+                "k_new.npy".into(),
+                npy::encode_f32(&[t, HKV, DH], &i.k_new).unwrap(),
+            ),
+            (
+                "v_new.npy".into(),
+                npy::encode_f32(&[t, HKV, DH], &i.v_new).unwrap(),
+            ),
+            (
+                "k_cache.npy".into(),
+                npy::encode_f32(&[b.num_blocks, HKV, DH / X, BLOCK, X], &i.k_cache).unwrap(),
+            ),
+            (
+                "v_cache.npy".into(),
+                npy::encode_f32(&[b.num_blocks, HKV, DH, BLOCK], &i.v_cache).unwrap(),
+            ),
+            (
+                "block_table.npy".into(),
+                npy::encode_i32(&[s, b.max_blocks_per_seq], &b.block_table).unwrap(),
+            ),
+            (
+                "q_start.npy".into(),
+                npy::encode_i32(&[s + 1], &b.q_start).unwrap(),
+            ),
+            (
+                "seq_len.npy".into(),
+                npy::encode_i32(&[s], &b.seq_len).unwrap(),
+            ),
+            (
+                "alibi_slopes.npy".into(),
+                npy::encode_f32(&[HQ], i.alibi_slopes.as_ref().unwrap()).unwrap(),
+            ),
         ]
     }
 
     fn load(files: &[(String, Vec<u8>)]) -> Result<CaseInputs, PagedCaseError> {
-        let refs: Vec<(&str, &[u8])> = files.iter().map(|(n, b)| (n.as_str(), b.as_slice())).collect();
+        let refs: Vec<(&str, &[u8])> = files
+            .iter()
+            .map(|(n, b)| (n.as_str(), b.as_slice()))
+            .collect();
         load_bytes(&refs, 0)
     }
 
@@ -271,7 +345,10 @@ mod tests {
             std::fs::write(dir.path().join(name), bytes).unwrap();
         }
         let loaded = load_dir(dir.path(), 0).unwrap();
-        let spec = embedded_cases().into_iter().find(|c| c.name == "alibi-with-context").unwrap();
+        let spec = embedded_cases()
+            .into_iter()
+            .find(|c| c.name == "alibi-with-context")
+            .unwrap();
         assert_eq!(loaded.inputs, spec.generate(5).unwrap().inputs);
         assert!(loaded.expected.is_none());
         let w = load_dir(dir.path(), 7).unwrap();
@@ -280,66 +357,145 @@ mod tests {
 
     #[test]
     fn each_inconsistency_is_refused_naming_file_and_value() {
-        let cases: Vec<(&str, Box<dyn FnOnce(&mut Vec<(String, Vec<u8>)>)>)> = vec![
-            ("k_new.npy: missing", Box::new(|f| f.retain(|(n, _)| n != "k_new.npy"))),
-            ("q.npy: shape [42, 64, 32]", Box::new(|f| {
-                let (_, q) = npy::decode_f32(&f[0].1).unwrap();
-                f[0].1 = npy::encode_f32(&[42, 64, 32], &q).unwrap();
-            })),
-            ("v_new.npy: shape [41, 8, 64], expected [42, 8, 64]", Box::new(|f| {
-                replace(f, "v_new.npy", npy::encode_f32(&[41, 8, 64], &vec![0.0; 41 * 512]).unwrap());
-            })),
-            ("k_cache.npy: shape", Box::new(|f| {
-                let (s, k) = npy::decode_f32(&f[3].1).unwrap();
-                f[3].1 = npy::encode_f32(&[s[0], 8, 8, 16, 8], &k).unwrap();
-            })),
-            ("v_cache.npy: shape", Box::new(|f| {
-                let (s, v) = npy::decode_f32(&f[4].1).unwrap();
-                f[4].1 = npy::encode_f32(&[s[0], 8, 16, 64], &v).unwrap();
-            })),
-            ("q.npy: element 3 is NaN", Box::new(|f| {
-                let (s, mut q) = npy::decode_f32(&f[0].1).unwrap();
-                q[3] = f32::NAN;
-                f[0].1 = npy::encode_f32(&s, &q).unwrap();
-            })),
-            ("block_table.npy: entry [1][2] = -1", Box::new(|f| {
-                let (s, mut t) = ints(f, "block_table.npy");
-                t[s[1] + 2] = -1;
-                replace(f, "block_table.npy", npy::encode_i32(&s, &t).unwrap());
-            })),
-            ("block_table.npy: entry [0][0] = 99999", Box::new(|f| {
-                let (s, mut t) = ints(f, "block_table.npy");
-                t[0] = 99999;
-                replace(f, "block_table.npy", npy::encode_i32(&s, &t).unwrap());
-            })),
-            ("block_table.npy: 2 blocks per sequence; seqLen[0] = 59 needs at least 4", Box::new(|f| {
-                let (_, t) = ints(f, "block_table.npy");
-                replace(f, "block_table.npy", npy::encode_i32(&[2, 2], &t[..4]).unwrap());
-            })),
-            ("qStart[0] = 1, must be 0", Box::new(|f| {
-                replace(f, "q_start.npy", npy::encode_i32(&[3], &[1, 9, 42]).unwrap());
-            })),
-            ("qStart[2] = 9 is not above qStart[1] = 9", Box::new(|f| {
-                replace(f, "q_start.npy", npy::encode_i32(&[3], &[0, 9, 9]).unwrap());
-            })),
-            ("qStart[2] = 40, must be T = 42", Box::new(|f| {
-                replace(f, "q_start.npy", npy::encode_i32(&[3], &[0, 9, 40]).unwrap());
-            })),
-            ("q_start.npy: shape [2], expected [3]", Box::new(|f| {
-                replace(f, "q_start.npy", npy::encode_i32(&[2], &[0, 42]).unwrap());
-            })),
-            ("seqLen[1] = 20 is below its 33 new tokens", Box::new(|f| {
-                replace(f, "seq_len.npy", npy::encode_i32(&[2], &[59, 20]).unwrap());
-            })),
-            ("seq_len.npy: element type is `<f4`", Box::new(|f| {
-                replace(f, "seq_len.npy", npy::encode_f32(&[2], &[59.0, 49.0]).unwrap());
-            })),
-            ("alibi_slopes.npy: shape [8]", Box::new(|f| {
-                replace(f, "alibi_slopes.npy", npy::encode_f32(&[8], &[0.5; 8]).unwrap());
-            })),
-            ("expected.npy: shape [42, 32, 63]", Box::new(|f| {
-                f.push(("expected.npy".into(), npy::encode_f64(&[42, 32, 63], &vec![0.0; 42 * 32 * 63]).unwrap()));
-            })),
+        type Edit = Box<dyn FnOnce(&mut Vec<(String, Vec<u8>)>)>;
+        let cases: Vec<(&str, Edit)> = vec![
+            (
+                "k_new.npy: missing",
+                Box::new(|f| f.retain(|(n, _)| n != "k_new.npy")),
+            ),
+            (
+                "q.npy: shape [42, 64, 32]",
+                Box::new(|f| {
+                    let (_, q) = npy::decode_f32(&f[0].1).unwrap();
+                    f[0].1 = npy::encode_f32(&[42, 64, 32], &q).unwrap();
+                }),
+            ),
+            (
+                "v_new.npy: shape [41, 8, 64], expected [42, 8, 64]",
+                Box::new(|f| {
+                    replace(
+                        f,
+                        "v_new.npy",
+                        npy::encode_f32(&[41, 8, 64], &vec![0.0; 41 * 512]).unwrap(),
+                    );
+                }),
+            ),
+            (
+                "k_cache.npy: shape",
+                Box::new(|f| {
+                    let (s, k) = npy::decode_f32(&f[3].1).unwrap();
+                    f[3].1 = npy::encode_f32(&[s[0], 8, 8, 16, 8], &k).unwrap();
+                }),
+            ),
+            (
+                "v_cache.npy: shape",
+                Box::new(|f| {
+                    let (s, v) = npy::decode_f32(&f[4].1).unwrap();
+                    f[4].1 = npy::encode_f32(&[s[0], 8, 16, 64], &v).unwrap();
+                }),
+            ),
+            (
+                "q.npy: element 3 is NaN",
+                Box::new(|f| {
+                    let (s, mut q) = npy::decode_f32(&f[0].1).unwrap();
+                    q[3] = f32::NAN;
+                    f[0].1 = npy::encode_f32(&s, &q).unwrap();
+                }),
+            ),
+            (
+                "block_table.npy: entry [1][2] = -1",
+                Box::new(|f| {
+                    let (s, mut t) = ints(f, "block_table.npy");
+                    t[s[1] + 2] = -1;
+                    replace(f, "block_table.npy", npy::encode_i32(&s, &t).unwrap());
+                }),
+            ),
+            (
+                "block_table.npy: entry [0][0] = 99999",
+                Box::new(|f| {
+                    let (s, mut t) = ints(f, "block_table.npy");
+                    t[0] = 99999;
+                    replace(f, "block_table.npy", npy::encode_i32(&s, &t).unwrap());
+                }),
+            ),
+            (
+                "block_table.npy: 2 blocks per sequence; seqLen[0] = 59 needs at least 4",
+                Box::new(|f| {
+                    let (_, t) = ints(f, "block_table.npy");
+                    replace(
+                        f,
+                        "block_table.npy",
+                        npy::encode_i32(&[2, 2], &t[..4]).unwrap(),
+                    );
+                }),
+            ),
+            (
+                "qStart[0] = 1, must be 0",
+                Box::new(|f| {
+                    replace(
+                        f,
+                        "q_start.npy",
+                        npy::encode_i32(&[3], &[1, 9, 42]).unwrap(),
+                    );
+                }),
+            ),
+            (
+                "qStart[2] = 9 is not above qStart[1] = 9",
+                Box::new(|f| {
+                    replace(f, "q_start.npy", npy::encode_i32(&[3], &[0, 9, 9]).unwrap());
+                }),
+            ),
+            (
+                "qStart[2] = 40, must be T = 42",
+                Box::new(|f| {
+                    replace(
+                        f,
+                        "q_start.npy",
+                        npy::encode_i32(&[3], &[0, 9, 40]).unwrap(),
+                    );
+                }),
+            ),
+            (
+                "q_start.npy: shape [2], expected [3]",
+                Box::new(|f| {
+                    replace(f, "q_start.npy", npy::encode_i32(&[2], &[0, 42]).unwrap());
+                }),
+            ),
+            (
+                "seqLen[1] = 20 is below its 33 new tokens",
+                Box::new(|f| {
+                    replace(f, "seq_len.npy", npy::encode_i32(&[2], &[59, 20]).unwrap());
+                }),
+            ),
+            (
+                "seq_len.npy: element type is `<f4`",
+                Box::new(|f| {
+                    replace(
+                        f,
+                        "seq_len.npy",
+                        npy::encode_f32(&[2], &[59.0, 49.0]).unwrap(),
+                    );
+                }),
+            ),
+            (
+                "alibi_slopes.npy: shape [8]",
+                Box::new(|f| {
+                    replace(
+                        f,
+                        "alibi_slopes.npy",
+                        npy::encode_f32(&[8], &[0.5; 8]).unwrap(),
+                    );
+                }),
+            ),
+            (
+                "expected.npy: shape [42, 32, 63]",
+                Box::new(|f| {
+                    f.push((
+                        "expected.npy".into(),
+                        npy::encode_f64(&[42, 32, 63], &vec![0.0; 42 * 32 * 63]).unwrap(),
+                    ));
+                }),
+            ),
         ];
         for (needle, edit) in cases {
             let err = refused(edit);
@@ -353,14 +509,19 @@ mod tests {
         f.retain(|(n, _)| n != "alibi_slopes.npy");
         assert!(!load(&f).unwrap().inputs.batch.alibi);
         let t = 42;
-        f.push(("expected.npy".into(), npy::encode_f64(&[t, HQ, DH], &vec![0.5; t * HQ * DH]).unwrap()));
+        f.push((
+            "expected.npy".into(),
+            npy::encode_f64(&[t, HQ, DH], &vec![0.5; t * HQ * DH]).unwrap(),
+        ));
         let loaded = load(&f).unwrap();
         assert_eq!(loaded.expected.unwrap()[7], 0.5);
     }
 
     #[test]
     fn a_missing_directory_names_the_path() {
-        let err = load_dir(Path::new("/nonexistent/case"), 0).unwrap_err().to_string();
+        let err = load_dir(Path::new("/nonexistent/case"), 0)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("/nonexistent/case/q.npy: missing"), "{err}");
     }
 }
