@@ -406,6 +406,25 @@ mod tests {
     }
 
     #[test]
+    fn int32_arrays_round_trip_and_are_told_from_floats() {
+        let data = [0, -1, i32::MAX, i32::MIN, 7, 4608];
+        let bytes = encode_i32(&[2, 3], &data).unwrap();
+        assert_eq!(decode_i32(&bytes).unwrap(), (vec![2, 3], data.to_vec()));
+        assert!(matches!(
+            decode_f32(&bytes),
+            Err(NpyError::WrongDtype { found, .. }) if found == "<i4"
+        ));
+        let floats = encode_f32(&[1], &[1.0]).unwrap();
+        assert!(matches!(
+            decode_i32(&floats),
+            Err(NpyError::WrongDtype {
+                expected: "<i4",
+                ..
+            })
+        ));
+    }
+
+    #[test]
     fn reads_version_2_headers() {
         let v1 = encode_f32(&[2], &[1.0, 2.0]).unwrap();
         let header = &v1[10..];

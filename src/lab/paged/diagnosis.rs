@@ -366,6 +366,7 @@ mod tests {
                     continue;
                 }
                 let message = diagnose(&inputs, &to_f32(&out), &reference).unwrap();
+                eprintln!("{:<22} {:<28} {message}", bug.name(), case.name);
                 if !names_cause(bug, &message) {
                     wrong.push(format!("{} on {}: {message}", bug.name(), case.name));
                 }
