@@ -276,18 +276,23 @@ fn confirmed(bug: Bug, inputs: &Inputs, facts: &Facts) -> String {
     let rows = format!("{n} of {} rows fail", facts.total);
     let at = format!("row {row} = sequence {s}, new token {t}, position {i}");
     let w = batch.sliding_window;
+    let cached_rows = if n == facts.total {
+        "every row sees the context"
+    } else {
+        "only rows that see the context"
+    };
     match bug {
         Bug::BlockTableIgnored => {
             let block = batch.block_of(s, 0);
             format!(
-                "cached keys come from the wrong blocks: {rows}, only rows that see the context \
+                "cached keys come from the wrong blocks: {rows}, {cached_rows} \
                  ({at}: its position 0 lives in block {block}, not block {}); read the block id \
                  from blockTable[s * maxBlocksPerSeq + pos / {BLOCK}]",
                 s * batch.max_blocks_per_seq
             )
         }
         Bug::XAssumed8 => format!(
-            "cached keys are unpacked with the wrong X: {rows}, only rows that see the context \
+            "cached keys are unpacked with the wrong X: {rows}, {cached_rows} \
              ({at}, context {ctx}), while V is read right; element d of slot o is at \
              (((b*8 + g)*16 + d/4)*{BLOCK} + o)*4 + d%4, with X = 4 for fp32, not 8"
         ),
@@ -316,10 +321,14 @@ fn confirmed(bug: Bug, inputs: &Inputs, facts: &Facts) -> String {
             )
         }
         Bug::QStartShifted => format!(
-            "sequences start at the wrong row: sequence 0's rows 0..{} were never written and \
-             every other row holds a neighbour's token ({rows}); sequence s's rows are qStart[s] \
-             .. qStart[s+1] - 1, not from qStart[s+1]",
-            batch.new[0]
+            "sequences start at the wrong row: sequence 0's rows 0..{} were never written{} \
+             ({rows}); sequence s's rows are qStart[s] .. qStart[s+1] - 1, not from qStart[s+1]",
+            batch.new[0],
+            if batch.num_seqs() > 1 {
+                " and the rows after them hold the wrong sequences' tokens"
+            } else {
+                " (qStart[1] = T: every store fell past the end)"
+            }
         ),
         Bug::MissingDivision => format!(
             "the softmax is not normalized: {rows}, each (row, head) is the right answer times \

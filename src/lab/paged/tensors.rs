@@ -518,6 +518,21 @@ mod tests {
     }
 
     #[test]
+    fn a_recipe_can_point_at_a_folder_of_tensors() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("mine")).unwrap();
+        for (name, bytes) in files() {
+            std::fs::write(dir.path().join("mine").join(name), bytes).unwrap();
+        }
+        let text = "[[case]]\nname = \"own\"\nsummary = \"s\"\ntensors = \"mine\"\nwindow = 5\n";
+        let cases = crate::lab::paged::cases::parse_cases(text, "t.toml", dir.path()).unwrap();
+        let loaded = cases[0].generate(123).unwrap();
+        assert_eq!(loaded.inputs.batch.window(), Some(5));
+        assert_eq!(loaded.inputs.batch.context, vec![50, 16]);
+        assert!(loaded.inputs.batch.alibi);
+    }
+
+    #[test]
     fn a_missing_directory_names_the_path() {
         let err = load_dir(Path::new("/nonexistent/case"), 0)
             .unwrap_err()
