@@ -78,6 +78,19 @@ impl Element for f64 {
     }
 }
 
+impl Element for i32 {
+    const DESCR: &'static str = "<i4";
+    const SIZE: usize = 4;
+    fn from_le(bytes: &[u8]) -> Self {
+        let mut raw = [0; 4];
+        raw.copy_from_slice(bytes);
+        i32::from_le_bytes(raw)
+    }
+    fn append_le(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
+    }
+}
+
 const MAGIC: &[u8] = b"\x93NUMPY";
 /// NumPy pads the header so that the elements start on this boundary.
 const ALIGNMENT: usize = 64;
@@ -119,6 +132,21 @@ pub fn encode_f32(shape: &[usize], data: &[f32]) -> Result<Vec<u8>, NpyError> {
 
 /// The bytes of a `.npy` file (format 1.0) holding `data` with `shape`.
 pub fn encode_f64(shape: &[usize], data: &[f64]) -> Result<Vec<u8>, NpyError> {
+    encode(shape, data)
+}
+
+/// Reads a `.npy` file of little-endian `i32` (block tables, offsets).
+pub fn read_i32(path: &Path) -> Result<(Vec<usize>, Vec<i32>), NpyError> {
+    decode(&read_bytes(path)?)
+}
+
+/// Parses the bytes of a `.npy` file of `i32`.
+pub fn decode_i32(bytes: &[u8]) -> Result<(Vec<usize>, Vec<i32>), NpyError> {
+    decode(bytes)
+}
+
+/// The bytes of a `.npy` file (format 1.0) holding `i32` `data` with `shape`.
+pub fn encode_i32(shape: &[usize], data: &[i32]) -> Result<Vec<u8>, NpyError> {
     encode(shape, data)
 }
 
@@ -375,6 +403,25 @@ mod tests {
             let bytes = encode_f32(&shape, &vec![1.0; n]).unwrap();
             assert_eq!((bytes.len() - 4 * n) % ALIGNMENT, 0, "shape {shape:?}");
         }
+    }
+
+    #[test]
+    fn int32_arrays_round_trip_and_are_told_from_floats() {
+        let data = [0, -1, i32::MAX, i32::MIN, 7, 4608];
+        let bytes = encode_i32(&[2, 3], &data).unwrap();
+        assert_eq!(decode_i32(&bytes).unwrap(), (vec![2, 3], data.to_vec()));
+        assert!(matches!(
+            decode_f32(&bytes),
+            Err(NpyError::WrongDtype { found, .. }) if found == "<i4"
+        ));
+        let floats = encode_f32(&[1], &[1.0]).unwrap();
+        assert!(matches!(
+            decode_i32(&floats),
+            Err(NpyError::WrongDtype {
+                expected: "<i4",
+                ..
+            })
+        ));
     }
 
     #[test]
