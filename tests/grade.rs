@@ -469,3 +469,57 @@ fn graded_submissions_run_in_parallel_slots_and_a_hang_costs_one_case() {
         rows[1]
     );
 }
+
+/// Runs flashprof with a deadline; a run still going after it is killed and the test fails.
+fn flashprof_within(args: &[&str], cwd: &Path, deadline: Duration) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_flashprof"))
+        .args(args)
+        .current_dir(cwd)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("flashprof starts");
+    let started = std::time::Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if started.elapsed() > deadline {
+            let _ = child.kill();
+            let output = child.wait_with_output().expect("output");
+            panic!(
+                "flashprof {args:?} still running after {deadline:?}: {}",
+                text(&output)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().expect("output")
+}
+
+#[test]
+fn a_fifo_among_the_submissions_is_rejected_without_stalling_the_batch() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let class = root.path().join("class");
+    write(&class.join("a.cu"), STARTER);
+    let made = Command::new("mkfifo")
+        .arg(class.join("x.cu"))
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+    let out = root.path().join("out");
+    let run = flashprof_within(
+        &[
+            "grade",
+            class.to_str().expect("utf-8"),
+            "--out",
+            out.to_str().expect("utf-8"),
+            "--compile-only",
+        ],
+        root.path(),
+        Duration::from_secs(60),
+    );
+    assert_finished(&run);
+    let subs = submissions(&out);
+    assert_eq!(subs["x.cu"]["status"], "rejected");
+    let reason = subs["x.cu"]["error"].as_str().expect("reason");
+    assert!(reason.contains("FIFO"), "{reason}");
+    assert_ne!(subs["a.cu"]["status"], "rejected");
+}

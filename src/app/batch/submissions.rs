@@ -8,11 +8,12 @@
 //! id that is unique even when two students chose the same file name.
 
 use std::collections::BTreeSet;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use crate::app::history::content_hash;
-use crate::lab::source::{SourceError, StudentSource, MAX_SOURCE_BYTES};
+use crate::lab::source::{
+    read_regular_file, FollowLinks, SourceError, StudentSource, MAX_SOURCE_BYTES,
+};
 
 /// One file to grade.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,6 +25,11 @@ pub struct Submission {
     pub path: PathBuf,
     /// Known at discovery to be unusable (a symlink leaving the input folder, say).
     pub refused: Option<String>,
+    /// Whether a symlink at `path` is followed when reading: true for a link
+    /// checked at discovery to stay inside the input folder and for files
+    /// named on the command line; false otherwise (`O_NOFOLLOW`, so a file
+    /// swapped for a link after discovery is not read).
+    pub follow_links: bool,
 }
 
 /// A submission's bytes, or why it cannot be graded.
@@ -71,6 +77,7 @@ pub fn discover_dir(dir: &Path) -> Result<Vec<Submission>, DiscoveryError> {
                     // Shown as the grader named the folder, not canonicalised.
                     path: dir.join(relative),
                     refused,
+                    follow_links: kind.is_symlink(),
                 });
             }
         }
@@ -88,6 +95,7 @@ pub fn from_files(files: &[PathBuf]) -> Vec<Submission> {
             id: relative_id(path),
             path: path.clone(),
             refused: None,
+            follow_links: true,
         })
         .collect();
     unique_sorted(found)
@@ -146,26 +154,16 @@ impl Submission {
         if let Some(reason) = &self.refused {
             return unreadable(format!("{shown}: {reason}"));
         }
-        let file = match std::fs::File::open(&self.path) {
-            Ok(f) => f,
-            Err(e) => return unreadable(format!("{shown}: cannot be read: {e}")),
+        let follow = if self.follow_links {
+            FollowLinks::Yes
+        } else {
+            FollowLinks::No
         };
-        let size = match file.metadata() {
-            Ok(m) if m.is_file() => m.len(),
-            Ok(_) => {
-                return unreadable(
-                    SourceError::NotAFile {
-                        path: shown.clone(),
-                    }
-                    .to_string(),
-                )
-            }
-            Err(e) => return unreadable(format!("{shown}: cannot be read: {e}")),
+        // Never blocks: a FIFO or device node is refused without reading it.
+        let (bytes, size) = match read_regular_file(&self.path, follow, MAX_SOURCE_BYTES) {
+            Ok(read) => (read.bytes, read.size),
+            Err(e) => return unreadable(e.to_string()),
         };
-        let mut bytes = Vec::new();
-        if let Err(e) = file.take(MAX_SOURCE_BYTES + 1).read_to_end(&mut bytes) {
-            return unreadable(format!("{shown}: cannot be read: {e}"));
-        }
         let oversized = size > MAX_SOURCE_BYTES || bytes.len() as u64 > MAX_SOURCE_BYTES;
         let content_hash = if oversized {
             format!("{}+{size}", content_hash(&bytes))
@@ -199,6 +197,7 @@ mod tests {
             id: id.into(),
             path: path.into(),
             refused: None,
+            follow_links: false,
         };
         let out = unique_sorted(vec![
             make("b.cu", "x/b.cu"),
