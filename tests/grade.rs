@@ -523,3 +523,44 @@ fn a_fifo_among_the_submissions_is_rejected_without_stalling_the_batch() {
     assert!(reason.contains("FIFO"), "{reason}");
     assert_ne!(subs["a.cu"]["status"], "rejected");
 }
+
+/// Peak resident memory of this process, in KiB.
+fn peak_rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM")
+}
+
+#[test]
+fn submissions_are_read_one_at_a_time_not_all_before_grading() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let class = root.path().join("class");
+    // One valid source just under the size limit, linked 160 times: 160 MiB if all were held.
+    let mut big = format!("{STARTER}\n");
+    while big.len() < 1_000_000 {
+        big.push_str("// padding padding padding padding padding padding padding padding\n");
+    }
+    write(&class.join("s0.cu"), &big);
+    for i in 1..160 {
+        std::fs::hard_link(class.join("s0.cu"), class.join(format!("s{i}.cu"))).expect("link");
+    }
+    let plan = BatchPlan {
+        submissions: discover_dir(&class).expect("discover"),
+        out_dir: root.path().join("out"),
+        mode: GradeMode::Full,
+        seed: 3,
+        slots: vec![GpuSelection::Ordinal(0)],
+        cases: vec![case("first")],
+        case_timeout: Duration::from_secs(20),
+        timing: None,
+        gates: GateTable::default(),
+    };
+    let before = peak_rss_kib();
+    let summary = run_batch(&plan, &stand_in(), |_| {}).expect("batch runs");
+    assert_eq!(summary.graded_now, 160);
+    let grown_mib = peak_rss_kib().saturating_sub(before) / 1024;
+    assert!(grown_mib < 80, "peak memory grew by {grown_mib} MiB");
+}

@@ -100,15 +100,17 @@ pub fn run_batch(
     let mut pending = VecDeque::new();
     let mut skipped = 0;
     for submission in &plan.submissions {
-        let loaded = submission.load();
+        // Only the hash is kept: each submission is read again just before
+        // it is graded, so memory does not grow with the size of the class.
+        let content_hash = submission.load().content_hash;
         let done = previous
             .entries
             .iter()
-            .any(|e| e.covers(&submission.id, &loaded.content_hash, plan.mode));
+            .any(|e| e.covers(&submission.id, &content_hash, plan.mode));
         if done {
             skipped += 1;
         } else {
-            pending.push_back((submission.clone(), loaded));
+            pending.push_back(submission.clone());
         }
     }
     on_event(BatchEvent::Resumed {
@@ -126,9 +128,10 @@ pub fn run_batch(
             let queue = &queue;
             scope.spawn(move || loop {
                 let next = queue.lock().unwrap_or_else(|p| p.into_inner()).pop_front();
-                let Some((submission, loaded)) = next else {
+                let Some(submission) = next else {
                     return;
                 };
+                let loaded = submission.load();
                 let entry = grade_one(plan, worker, slot, &submission, loaded);
                 if sender.send(entry).is_err() {
                     return;
