@@ -57,12 +57,44 @@ pub fn discover_dir(dir: &Path) -> Result<Vec<Submission>, DiscoveryError> {
     let root = dir.canonicalize().map_err(|e| unreadable(dir, e))?;
     let mut found = Vec::new();
     let mut pending = vec![root.clone()];
+    // A subfolder that cannot be read becomes one refused row (the rest of
+    // the class is still graded); only an unreadable input folder is fatal.
+    let unreadable_folder = |folder: &Path, e: std::io::Error| {
+        let relative = folder.strip_prefix(&root).unwrap_or(folder);
+        Submission {
+            id: format!("{}/", relative_id(relative)),
+            path: dir.join(relative),
+            refused: Some(format!(
+                "a folder that cannot be read ({e}): the submissions in it were not graded"
+            )),
+            follow_links: false,
+        }
+    };
     while let Some(folder) = pending.pop() {
-        let entries = std::fs::read_dir(&folder).map_err(|e| unreadable(&folder, e))?;
+        let entries = match read_folder(&folder) {
+            Ok(entries) => entries,
+            Err(e) if folder == root => return Err(unreadable(&folder, e)),
+            Err(e) => {
+                found.push(unreadable_folder(&folder, e));
+                continue;
+            }
+        };
         for entry in entries {
-            let entry = entry.map_err(|e| unreadable(&folder, e))?;
+            let entry = match entry {
+                Ok(entry) => entry,
+                Err(e) => {
+                    found.push(unreadable_folder(&folder, e));
+                    break;
+                }
+            };
             let path = entry.path();
-            let kind = entry.file_type().map_err(|e| unreadable(&path, e))?;
+            let kind = match entry.file_type() {
+                Ok(kind) => kind,
+                Err(e) => {
+                    found.push(unreadable_folder(&path, e));
+                    continue;
+                }
+            };
             if kind.is_dir() {
                 pending.push(path);
             } else if is_cuda_file(&path) {
@@ -83,6 +115,16 @@ pub fn discover_dir(dir: &Path) -> Result<Vec<Submission>, DiscoveryError> {
         }
     }
     Ok(unique_sorted(found))
+}
+
+/// `read_dir`, with a failure that tests can plant (the tests run as root,
+/// where permissions cannot make a folder unreadable).
+fn read_folder(folder: &Path) -> std::io::Result<std::fs::ReadDir> {
+    #[cfg(test)]
+    if tests::UNREADABLE.with(|u| u.borrow().as_deref() == Some(folder)) {
+        return Err(std::io::Error::from_raw_os_error(libc::EACCES));
+    }
+    std::fs::read_dir(folder)
 }
 
 /// The files named on the command line, in id order. The grader asked for
@@ -190,6 +232,33 @@ impl Submission {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    thread_local! {
+        /// A folder that [`read_folder`] fails to read, on this thread.
+        pub(super) static UNREADABLE: std::cell::RefCell<Option<PathBuf>> =
+            const { std::cell::RefCell::new(None) };
+    }
+
+    #[test]
+    fn an_unreadable_subfolder_is_one_refused_row_and_the_rest_is_found() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().canonicalize().expect("canonical");
+        for name in ["a.cu", "locked/b.cu", "open/c.cu"] {
+            let path = root.join(name);
+            std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            std::fs::write(&path, "out[0] = 0.0f;").expect("write");
+        }
+        UNREADABLE.with(|u| *u.borrow_mut() = Some(root.join("locked")));
+        let found = discover_dir(&root).expect("discovery goes on");
+        UNREADABLE.with(|u| *u.borrow_mut() = None);
+        let ids: Vec<&str> = found.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, ["a.cu", "locked/", "open/c.cu"]);
+        let reason = found[1].refused.as_deref().expect("refused");
+        assert!(reason.contains("cannot be read"), "{reason}");
+        assert!(reason.contains("not graded"), "{reason}");
+        assert!(found[1].load().source.is_err());
+        assert!(found[0].refused.is_none() && found[2].refused.is_none());
+    }
 
     #[test]
     fn ids_are_unique_and_sorted() {
