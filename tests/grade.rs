@@ -564,3 +564,38 @@ fn submissions_are_read_one_at_a_time_not_all_before_grading() {
     let grown_mib = peak_rss_kib().saturating_sub(before) / 1024;
     assert!(grown_mib < 80, "peak memory grew by {grown_mib} MiB");
 }
+
+#[test]
+fn a_rerun_grades_again_what_failed_on_the_grader_side() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let class = root.path().join("class");
+    write(&class.join("a.cu"), STARTER);
+    write(&class.join("empty.cu"), "");
+    let plan = BatchPlan {
+        submissions: discover_dir(&class).expect("discover"),
+        out_dir: root.path().join("out"),
+        mode: GradeMode::Full,
+        seed: 3,
+        slots: vec![GpuSelection::Ordinal(0)],
+        cases: vec![case("first")],
+        case_timeout: Duration::from_secs(20),
+        timing: None,
+        gates: GateTable::default(),
+    };
+    // A worker that cannot start: every compilable submission is a grader error.
+    let mut broken = stand_in();
+    broken.program = root.path().join("no-such-worker");
+    let first = run_batch(&plan, &broken, |_| {}).expect("batch runs");
+    assert_eq!((first.graded_now, first.errors), (2, 1));
+    assert_eq!(submissions(&plan.out_dir)["a.cu"]["status"], "error");
+
+    let second = run_batch(&plan, &stand_in(), |_| {}).expect("batch runs");
+    assert_eq!(
+        (second.graded_now, second.skipped, second.errors),
+        (1, 1, 0),
+        "the error row is graded again, the rejected one reused"
+    );
+    let subs = submissions(&plan.out_dir);
+    assert_eq!(subs["a.cu"]["status"], "passed");
+    assert_eq!(subs["empty.cu"]["status"], "rejected");
+}

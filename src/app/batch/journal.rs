@@ -120,6 +120,20 @@ pub struct JournalContents {
 }
 
 impl JournalContents {
+    /// Whether a rerun can reuse the journal for `id` at `content_hash` in
+    /// `mode`. A grader-side failure (`error`: NVRTC missing, a worker that
+    /// did not start) is not the student's result, so when it is the newest
+    /// entry for the id, the submission is graded again.
+    pub fn answers(&self, id: &str, content_hash: &str, mode: GradeMode) -> bool {
+        let newest = self.entries.iter().rev().find(|e| e.id == id);
+        if newest.is_some_and(|e| e.status == SubmissionStatus::Error) {
+            return false;
+        }
+        self.entries
+            .iter()
+            .any(|e| e.status != SubmissionStatus::Error && e.covers(id, content_hash, mode))
+    }
+
     /// The latest entry per id, in id order.
     pub fn latest_per_id(&self) -> Vec<JournalEntry> {
         let mut latest: BTreeMap<&str, &JournalEntry> = BTreeMap::new();
@@ -243,6 +257,40 @@ mod tests {
             (latest[1].id.as_str(), latest[1].content_hash.as_str()),
             ("b.cu", "2")
         );
+    }
+
+    #[test]
+    fn grader_errors_are_graded_again_and_student_results_are_reused() {
+        let with = |status| JournalEntry {
+            status,
+            ..entry("a.cu", "1", GradeMode::Full)
+        };
+        for status in [
+            SubmissionStatus::Passed,
+            SubmissionStatus::Failed,
+            SubmissionStatus::Rejected,
+            SubmissionStatus::CompileError,
+        ] {
+            let contents = JournalContents {
+                entries: vec![with(status)],
+                unreadable_lines: 0,
+            };
+            assert!(contents.answers("a.cu", "1", GradeMode::Full), "{status:?}");
+        }
+        let errored = JournalContents {
+            entries: vec![with(SubmissionStatus::Error)],
+            unreadable_lines: 0,
+        };
+        assert!(!errored.answers("a.cu", "1", GradeMode::Full));
+        // A newer error hides an older result: the newest entry is what the gradebook shows.
+        let newer_error = JournalContents {
+            entries: vec![
+                with(SubmissionStatus::Passed),
+                with(SubmissionStatus::Error),
+            ],
+            unreadable_lines: 0,
+        };
+        assert!(!newer_error.answers("a.cu", "1", GradeMode::Full));
     }
 
     #[test]
