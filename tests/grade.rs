@@ -599,3 +599,46 @@ fn a_rerun_grades_again_what_failed_on_the_grader_side() {
     assert_eq!(subs["a.cu"]["status"], "passed");
     assert_eq!(subs["empty.cu"]["status"], "rejected");
 }
+
+#[test]
+fn a_second_grade_on_the_same_out_is_refused_while_the_first_holds_it() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let class = root.path().join("class");
+    write(&class.join("a.cu"), STARTER);
+    let out = root.path().join("out");
+    // The first run, as far as the lock goes: held by this process.
+    let held = flashprof::app::batch::lock::OutLock::acquire(&out).expect("lock");
+    let second = flashprof(
+        &[
+            "grade",
+            class.to_str().expect("utf-8"),
+            "--out",
+            out.to_str().expect("utf-8"),
+            "--compile-only",
+        ],
+        root.path(),
+    );
+    assert_eq!(second.status.code(), Some(2), "{}", text(&second));
+    assert!(
+        text(&second).contains("another `flashprof grade` is already writing")
+            && text(&second).contains(out.to_str().expect("utf-8")),
+        "{}",
+        text(&second)
+    );
+    assert!(
+        !out.join("journal.jsonl").exists(),
+        "the refused run wrote nothing"
+    );
+    drop(held);
+    let third = flashprof(
+        &[
+            "grade",
+            class.to_str().expect("utf-8"),
+            "--out",
+            out.to_str().expect("utf-8"),
+            "--compile-only",
+        ],
+        root.path(),
+    );
+    assert_finished(&third);
+}

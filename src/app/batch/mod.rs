@@ -8,6 +8,7 @@
 //! leaked GPU memory cannot touch the next student's grade.
 
 pub mod journal;
+pub mod lock;
 pub mod merge;
 pub mod output;
 pub mod shard;
@@ -75,6 +76,8 @@ pub enum BatchError {
     },
     #[error("no worker slots: give at least one GPU or job")]
     NoSlots,
+    #[error(transparent)]
+    Locked(#[from] lock::LockError),
 }
 
 fn io_error(path: &std::path::Path) -> impl Fn(std::io::Error) -> BatchError + '_ {
@@ -95,6 +98,8 @@ pub fn run_batch(
         return Err(BatchError::NoSlots);
     }
     std::fs::create_dir_all(&plan.out_dir).map_err(io_error(&plan.out_dir))?;
+    // Held until this function returns: a second run on the same folder is refused.
+    let _lock = lock::OutLock::acquire(&plan.out_dir)?;
     let journal_path = plan.out_dir.join(JOURNAL_FILE);
     let previous = journal::read(&journal_path).map_err(io_error(&journal_path))?;
     let mut pending = VecDeque::new();
