@@ -190,6 +190,8 @@ impl HistoryStore {
         }
         log.write_all(line.as_bytes())?;
         log.flush()?;
+        // The record is on disk before the caller hears it was kept.
+        log.sync_data()?;
         Ok(record)
     }
 
@@ -201,8 +203,17 @@ impl HistoryStore {
         let folder = self.dir.join("sources");
         fs::create_dir_all(&folder)?;
         let partial = folder.join(format!(".{hash}.{}.partial", std::process::id()));
-        fs::write(&partial, source)?;
-        fs::rename(&partial, &path)
+        let mut file = File::create(&partial)?;
+        file.write_all(source.as_bytes())?;
+        // Synced before the rename, and the folder after it, so a record
+        // never names a source that a power cut left empty or absent.
+        file.sync_all()?;
+        fs::rename(&partial, &path)?;
+        File::open(&folder)?.sync_all()?;
+        if let Some(store) = folder.parent() {
+            File::open(store)?.sync_all()?;
+        }
+        Ok(())
     }
 
     /// Every readable record, oldest first. A missing log is an empty history.

@@ -120,6 +120,8 @@ pub fn run_batch(
         to_grade: pending.len(),
     });
     let mut writer = JournalWriter::open(&journal_path).map_err(io_error(&journal_path))?;
+    // A journal created just now must itself survive a power cut.
+    output::sync_folder(&plan.out_dir).map_err(io_error(&plan.out_dir))?;
     let queue = Mutex::new(pending);
     let (sender, finished) = mpsc::channel::<JournalEntry>();
     let mut graded_now = 0;
