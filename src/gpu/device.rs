@@ -70,6 +70,23 @@ fn gpu_err(call: &'static str) -> impl Fn(DriverError) -> GpuError {
 
 pub type GpuResult<T> = Result<T, GpuError>;
 
+/// `chunkLen` and `prefixLen` as the kernel's `int` parameters, or an error
+/// naming the one that does not fit (never a silent wrap-around).
+fn launch_lengths(shape: Shape) -> GpuResult<(i32, i32)> {
+    let convert = |what: &str, n: usize| {
+        i32::try_from(n).map_err(|_| GpuError {
+            call: "kernel arguments",
+            name: format!("{what} = {n} does not fit the kernel's int parameter"),
+            sticky: false,
+            out_of_memory: false,
+        })
+    };
+    Ok((
+        convert("chunkLen", shape.chunk_len)?,
+        convert("prefixLen", shape.prefix_len)?,
+    ))
+}
+
 /// An open GPU: context, stream and the facts a report needs.
 pub struct Gpu {
     ctx: Arc<CudaContext>,
@@ -309,8 +326,7 @@ impl Gpu {
             block_dim: (kernel.geometry.threads, 1, 1),
             shared_mem_bytes: kernel.geometry.dynamic_smem_bytes,
         };
-        let chunk = ws.shape.chunk_len as i32;
-        let prefix = ws.shape.prefix_len as i32;
+        let (chunk, prefix) = launch_lengths(ws.shape)?;
         let (q, k, v) = (ws.q.inner(), ws.k.inner(), ws.v.inner());
         let mut out = ws
             .out
@@ -384,8 +400,7 @@ impl Gpu {
         let threads = 256u32;
         let blocks = (warps * 32).div_ceil(threads as usize) as u32;
         let (q, k, v) = (ws.q.inner(), ws.k.inner(), ws.v.inner());
-        let chunk = ws.shape.chunk_len as i32;
-        let prefix = ws.shape.prefix_len as i32;
+        let (chunk, prefix) = launch_lengths(ws.shape)?;
         let mut launch = self.stream.launch_builder(oracle);
         launch
             .arg(&q)
@@ -515,5 +530,29 @@ impl GpuError {
             sticky: false,
             out_of_memory: false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn launch_lengths_past_int_are_an_error_not_a_wrap() {
+        let fits = Shape {
+            chunk_len: 17,
+            prefix_len: 1000,
+        };
+        assert_eq!(launch_lengths(fits).expect("fits"), (17, 1000));
+        let huge = Shape {
+            chunk_len: 1 << 31,
+            prefix_len: 0,
+        };
+        let error = launch_lengths(huge).expect_err("does not fit");
+        assert!(
+            error.name.contains("chunkLen = 2147483648"),
+            "{}",
+            error.name
+        );
     }
 }
