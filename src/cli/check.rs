@@ -13,6 +13,7 @@ use crate::lab::cases::{embedded_cases, parse_cases};
 use crate::lab::contract::{Shape, TIMING_SHAPE};
 use crate::lab::source::StudentSource;
 use crate::protocol::{CaseStatus, CompileProblemKind, TimingConfig};
+use crate::report::display::for_display;
 use crate::report::{render_json, render_table};
 
 #[derive(Args, Debug)]
@@ -105,7 +106,8 @@ pub fn run(args: CheckArgs) -> ExitCode {
     let source = match StudentSource::from_path(&args.file) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("flashprof: {e}");
+            // The message quotes the file's name and text: shown neutralised.
+            eprintln!("flashprof: {}", for_display(&e.to_string()));
             return ExitCode::BadSource;
         }
     };

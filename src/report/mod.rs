@@ -2,6 +2,7 @@
 //! table for terminals and logs, and versioned JSON for tools.
 
 pub mod compare;
+pub mod display;
 pub mod gradebook;
 pub mod integrity;
 mod table;

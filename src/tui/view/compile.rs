@@ -9,6 +9,7 @@ use ratatui::Frame;
 use super::text::panel;
 use crate::gpu::compile::{Diagnostic, Severity};
 use crate::protocol::{CompileOutcome, CompileProblemKind};
+use crate::report::display::{for_display, line_for_display};
 use crate::tui::model::Model;
 use crate::tui::theme::Theme;
 
@@ -51,7 +52,7 @@ pub(super) fn outcome_lines(
         };
         lines.push(Line::from(vec![
             Span::styled(format!("✗ {what}: "), theme.bad()),
-            Span::raw(problem.message.clone()),
+            Span::raw(for_display(&problem.message).into_owned()),
         ]));
     }
     if outcome.ok {
@@ -92,11 +93,11 @@ fn diagnostic_lines(d: &Diagnostic, theme: Theme) -> Vec<Line<'static>> {
     };
     let mut lines = vec![Line::from(vec![
         Span::styled(format!("{mark} {place}: "), style),
-        Span::raw(d.message.clone()),
+        Span::raw(line_for_display(&d.message).into_owned()),
     ])];
     if let Some(text) = &d.source_line {
         let gutter = format!("{:>5} │ ", d.line);
-        lines.push(Line::raw(format!("{gutter}{text}")));
+        lines.push(Line::raw(format!("{gutter}{}", line_for_display(text))));
         if let Some(column) = d.column {
             let pad = " ".repeat(gutter.chars().count() + column.saturating_sub(1));
             lines.push(Line::styled(format!("{pad}^"), style));
