@@ -269,3 +269,19 @@ fn the_check_table_shows_hostile_text_with_its_escapes_neutralised() {
     assert!(table.contains("#error ^[[31mred^[[0m txt"), "{table}");
     assert!(table.contains("evil^[[8m.cu"), "{table}");
 }
+
+#[test]
+fn a_compile_failure_with_only_a_raw_log_shows_the_log() {
+    let mut model = fresh();
+    let mut report = compile_error_report("");
+    let d = &mut report.compile.diagnostics[0];
+    d.line = 0;
+    d.column = None;
+    d.source_line = None;
+    d.message = "the compiler failed with no message on a line of yours; its log:\n\
+                 ptxas error   : Entry function 'attention_prefill' uses too much shared data"
+        .into();
+    complete(&mut model, "v1", report);
+    let text = screen(&model, 120, 40);
+    assert!(text.contains("uses too much shared data"), "{text}");
+}

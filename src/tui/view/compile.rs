@@ -91,10 +91,13 @@ fn diagnostic_lines(d: &Diagnostic, theme: Theme) -> Vec<Line<'static>> {
         Some(column) => format!("line {}:{column}", d.line),
         None => format!("line {}", d.line),
     };
+    // Notes and a raw compiler log (a ptxas error) span several lines.
+    let mut message = d.message.lines();
     let mut lines = vec![Line::from(vec![
         Span::styled(format!("{mark} {place}: "), style),
-        Span::raw(line_for_display(&d.message).into_owned()),
+        Span::raw(line_for_display(message.next().unwrap_or_default()).into_owned()),
     ])];
+    lines.extend(message.map(|more| Line::raw(format!("  {}", line_for_display(more)))));
     if let Some(text) = &d.source_line {
         let gutter = format!("{:>5} │ ", d.line);
         lines.push(Line::raw(format!("{gutter}{}", line_for_display(text))));
