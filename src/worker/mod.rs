@@ -30,7 +30,7 @@ use crate::lab::contract::ENTRY_POINT;
 use crate::lab::geometry::LaunchGeometry;
 use crate::lab::source::StudentSource;
 use crate::protocol::{
-    read_message, write_message, CaseOutcome, CaseStatus, CompileOutcome, CompileProblem,
+    read_message, write_message, CaseOutcome, MAX_FRAME_BYTES, CaseStatus, CompileOutcome, CompileProblem,
     CompileProblemKind, CountersUnavailableReport, Event, FramingError, Request, PROTOCOL_VERSION,
 };
 
@@ -222,6 +222,19 @@ impl Worker {
                 return (Event::Compiled(outcome), false);
             }
         };
+        if compiled.image.len() as u64 > MAX_FRAME_BYTES {
+            // It could not be sent back to the caller for a restart anyway.
+            outcome.diagnostics = compiled.diagnostics;
+            outcome.problem = Some(CompileProblem {
+                kind: CompileProblemKind::BadSource,
+                message: format!(
+                    "{path}: the compiled kernel image is {} bytes, more than the {MAX_FRAME_BYTES}-byte \
+                     limit (a very large initialised __device__ table?)",
+                    compiled.image.len()
+                ),
+            });
+            return (Event::Compiled(outcome), false);
+        }
         outcome.ok = true;
         outcome.diagnostics = compiled.diagnostics;
         outcome.resources = compiled.resources;
