@@ -24,6 +24,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 use super::check::CheckReport;
+use crate::lab::source::{read_regular_file, FollowLinks, SourceError, MAX_SOURCE_BYTES};
 use crate::protocol::CaseStatus;
 
 /// The folder created beside the student's file.
@@ -261,10 +262,18 @@ impl HistoryStore {
             return Ok(None);
         };
         let text = self.source(&best.source_hash)?;
-        let current = match fs::read_to_string(file) {
-            Ok(t) => Some(t),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-            Err(e) => return Err(e),
+        // The student's file may have been replaced by a FIFO: never block on it.
+        let current = match read_regular_file(file, FollowLinks::Yes, MAX_SOURCE_BYTES) {
+            // Only a text recorded whole may be overwritten.
+            Ok(read) if read.bytes.len() as u64 > MAX_SOURCE_BYTES => {
+                return Err(io::Error::other(format!(
+                    "{} is over {MAX_SOURCE_BYTES} bytes, so it cannot be recorded: not restored",
+                    file.display()
+                )))
+            }
+            Ok(read) => Some(String::from_utf8(read.bytes).map_err(io::Error::other)?),
+            Err(SourceError::Missing { .. }) => None,
+            Err(e) => return Err(io::Error::other(e.to_string())),
         };
         if let Some(current) = current.filter(|c| source_hash(c) != best.source_hash) {
             self.append_snapshot(&current)?;

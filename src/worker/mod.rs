@@ -30,8 +30,9 @@ use crate::lab::contract::ENTRY_POINT;
 use crate::lab::geometry::LaunchGeometry;
 use crate::lab::source::StudentSource;
 use crate::protocol::{
-    read_message, write_message, CaseOutcome, MAX_FRAME_BYTES, CaseStatus, CompileOutcome, CompileProblem,
-    CompileProblemKind, CountersUnavailableReport, Event, FramingError, Request, PROTOCOL_VERSION,
+    read_message, write_message, CaseOutcome, CaseStatus, CompileOutcome, CompileProblem,
+    CompileProblemKind, CountersUnavailableReport, Event, FramingError, Request, MAX_FRAME_BYTES,
+    PROTOCOL_VERSION,
 };
 
 /// The lab's starter kernel, the timing baseline (embedded so an installed binary carries it).
