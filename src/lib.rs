@@ -10,6 +10,7 @@
 
 pub mod app;
 pub mod cli;
+pub mod display;
 pub mod embedded;
 pub mod facts;
 pub mod gpu;

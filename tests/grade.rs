@@ -470,3 +470,178 @@ fn graded_submissions_run_in_parallel_slots_and_a_hang_costs_one_case() {
         rows[1]
     );
 }
+
+/// Runs flashprof with a deadline; a run still going after it is killed and the test fails.
+fn flashprof_within(args: &[&str], cwd: &Path, deadline: Duration) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_flashprof"))
+        .args(args)
+        .current_dir(cwd)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("flashprof starts");
+    let started = std::time::Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if started.elapsed() > deadline {
+            let _ = child.kill();
+            let output = child.wait_with_output().expect("output");
+            panic!(
+                "flashprof {args:?} still running after {deadline:?}: {}",
+                text(&output)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().expect("output")
+}
+
+#[test]
+fn a_fifo_among_the_submissions_is_rejected_without_stalling_the_batch() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let class = root.path().join("class");
+    write(&class.join("a.cu"), STARTER);
+    let made = Command::new("mkfifo")
+        .arg(class.join("x.cu"))
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+    let out = root.path().join("out");
+    let run = flashprof_within(
+        &[
+            "grade",
+            class.to_str().expect("utf-8"),
+            "--out",
+            out.to_str().expect("utf-8"),
+            "--compile-only",
+        ],
+        root.path(),
+        Duration::from_secs(60),
+    );
+    assert_finished(&run);
+    let subs = submissions(&out);
+    assert_eq!(subs["x.cu"]["status"], "rejected");
+    let reason = subs["x.cu"]["error"].as_str().expect("reason");
+    assert!(reason.contains("FIFO"), "{reason}");
+    assert_ne!(subs["a.cu"]["status"], "rejected");
+}
+
+/// Peak resident memory of this process, in KiB.
+fn peak_rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM")
+}
+
+#[test]
+fn submissions_are_read_one_at_a_time_not_all_before_grading() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let class = root.path().join("class");
+    // One valid source just under the size limit, linked 160 times: 160 MiB if all were held.
+    let mut big = format!("{STARTER}\n");
+    while big.len() < 1_000_000 {
+        big.push_str("// padding padding padding padding padding padding padding padding\n");
+    }
+    write(&class.join("s0.cu"), &big);
+    for i in 1..160 {
+        std::fs::hard_link(class.join("s0.cu"), class.join(format!("s{i}.cu"))).expect("link");
+    }
+    let plan = BatchPlan {
+        lab: flashprof::lab::flash_prefill::FLASH_PREFILL,
+        submissions: discover_dir(&class).expect("discover"),
+        out_dir: root.path().join("out"),
+        mode: GradeMode::Full,
+        seed: 3,
+        slots: vec![GpuSelection::Ordinal(0)],
+        cases: vec![case("first")],
+        case_timeout: Duration::from_secs(20),
+        timing: None,
+        gates: GateTable::default(),
+    };
+    let before = peak_rss_kib();
+    let summary = run_batch(&plan, &stand_in(), |_| {}).expect("batch runs");
+    assert_eq!(summary.graded_now, 160);
+    let grown_mib = peak_rss_kib().saturating_sub(before) / 1024;
+    assert!(grown_mib < 80, "peak memory grew by {grown_mib} MiB");
+}
+
+#[test]
+fn a_rerun_grades_again_what_failed_on_the_grader_side() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let class = root.path().join("class");
+    write(&class.join("a.cu"), STARTER);
+    write(&class.join("empty.cu"), "");
+    let plan = BatchPlan {
+        lab: flashprof::lab::flash_prefill::FLASH_PREFILL,
+        submissions: discover_dir(&class).expect("discover"),
+        out_dir: root.path().join("out"),
+        mode: GradeMode::Full,
+        seed: 3,
+        slots: vec![GpuSelection::Ordinal(0)],
+        cases: vec![case("first")],
+        case_timeout: Duration::from_secs(20),
+        timing: None,
+        gates: GateTable::default(),
+    };
+    // A worker that cannot start: every compilable submission is a grader error.
+    let mut broken = stand_in();
+    broken.program = root.path().join("no-such-worker");
+    let first = run_batch(&plan, &broken, |_| {}).expect("batch runs");
+    assert_eq!((first.graded_now, first.errors), (2, 1));
+    assert_eq!(submissions(&plan.out_dir)["a.cu"]["status"], "error");
+
+    let second = run_batch(&plan, &stand_in(), |_| {}).expect("batch runs");
+    assert_eq!(
+        (second.graded_now, second.skipped, second.errors),
+        (1, 1, 0),
+        "the error row is graded again, the rejected one reused"
+    );
+    let subs = submissions(&plan.out_dir);
+    assert_eq!(subs["a.cu"]["status"], "passed");
+    assert_eq!(subs["empty.cu"]["status"], "rejected");
+}
+
+#[test]
+fn a_second_grade_on_the_same_out_is_refused_while_the_first_holds_it() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let class = root.path().join("class");
+    write(&class.join("a.cu"), STARTER);
+    let out = root.path().join("out");
+    // The first run, as far as the lock goes: held by this process.
+    let held = flashprof::app::batch::lock::OutLock::acquire(&out).expect("lock");
+    let second = flashprof(
+        &[
+            "grade",
+            class.to_str().expect("utf-8"),
+            "--out",
+            out.to_str().expect("utf-8"),
+            "--compile-only",
+        ],
+        root.path(),
+    );
+    assert_eq!(second.status.code(), Some(2), "{}", text(&second));
+    assert!(
+        text(&second).contains("another `flashprof grade` is already writing")
+            && text(&second).contains(out.to_str().expect("utf-8")),
+        "{}",
+        text(&second)
+    );
+    assert!(
+        !out.join("journal.jsonl").exists(),
+        "the refused run wrote nothing"
+    );
+    drop(held);
+    let third = flashprof(
+        &[
+            "grade",
+            class.to_str().expect("utf-8"),
+            "--out",
+            out.to_str().expect("utf-8"),
+            "--compile-only",
+        ],
+        root.path(),
+    );
+    assert_finished(&third);
+}

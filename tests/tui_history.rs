@@ -143,3 +143,37 @@ fn a_store_is_found_from_its_folder_its_log_or_the_folder_above() {
         );
     }
 }
+
+#[test]
+fn restore_refuses_a_fifo_or_an_oversized_file_without_blocking_or_losing_it() {
+    let (_dir, file, store) = store();
+    store
+        .append_run("fast", &all_pass(3.0, 40))
+        .expect("append");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&file)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+    let (sender, result) = std::sync::mpsc::channel();
+    let (fifo, fifo_store) = (file.clone(), store.clone());
+    std::thread::spawn(move || {
+        let _ = sender.send(fifo_store.restore_best(&fifo).map(|r| r.is_some()));
+    });
+    let outcome = result
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("restore_best answered instead of blocking on the FIFO");
+    let error = outcome.expect_err("a FIFO is not restored over");
+    assert!(error.to_string().contains("FIFO"), "{error}");
+    fs::remove_file(&file).expect("remove the FIFO");
+
+    let big = "x".repeat((1 << 20) + 10);
+    fs::write(&file, &big).expect("write");
+    let error = store.restore_best(&file).expect_err("too large to record");
+    assert!(error.to_string().contains("not restored"), "{error}");
+    assert_eq!(
+        fs::read_to_string(&file).expect("read"),
+        big,
+        "the file is kept"
+    );
+}

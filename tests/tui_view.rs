@@ -239,3 +239,49 @@ fn a_case_too_short_for_a_tile_still_draws_its_heatmap() {
     let text = screen(&model, 80, 24);
     assert!(text.contains("r 0-0"), "{text}");
 }
+
+#[test]
+fn hostile_text_reaches_the_screen_with_its_escapes_neutralised() {
+    let mut model = fresh();
+    let mut report = compile_error_report("    x = 1; /* \u{1b}]0;owned\u{7} \u{1b}[2J */");
+    report.compile.diagnostics[0].message = "#error \u{1b}[31mred\u{1b}[0m \u{202e}txt".into();
+    complete(&mut model, "v1", report);
+    for (width, height) in SIZES {
+        let text = screen(&model, width, height);
+        assert!(
+            !text.contains(|c: char| (c.is_control() && c != '\n') || c == '\u{202e}'),
+            "{text:?}"
+        );
+        assert!(text.contains("^[[31mred"), "{text}");
+    }
+}
+
+#[test]
+fn the_check_table_shows_hostile_text_with_its_escapes_neutralised() {
+    let mut report = compile_error_report("    x = 1; /* \u{1b}]0;owned\u{7} \u{1b}[2J */");
+    report.compile.diagnostics[0].message = "#error \u{1b}[31mred\u{1b}[0m \u{202e}txt".into();
+    report.source_path = "evil\u{1b}[8m.cu".into();
+    let table = flashprof::report::render_table(&report);
+    assert!(
+        !table.contains(|c: char| (c.is_control() && c != '\n') || c == '\u{202e}'),
+        "{table:?}"
+    );
+    assert!(table.contains("#error ^[[31mred^[[0m txt"), "{table}");
+    assert!(table.contains("evil^[[8m.cu"), "{table}");
+}
+
+#[test]
+fn a_compile_failure_with_only_a_raw_log_shows_the_log() {
+    let mut model = fresh();
+    let mut report = compile_error_report("");
+    let d = &mut report.compile.diagnostics[0];
+    d.line = 0;
+    d.column = None;
+    d.source_line = None;
+    d.message = "the compiler failed with no message on a line of yours; its log:\n\
+                 ptxas error   : Entry function 'attention_prefill' uses too much shared data"
+        .into();
+    complete(&mut model, "v1", report);
+    let text = screen(&model, 120, 40);
+    assert!(text.contains("uses too much shared data"), "{text}");
+}

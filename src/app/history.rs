@@ -23,6 +23,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+use crate::lab::source::{read_regular_file, FollowLinks, SourceError, MAX_SOURCE_BYTES};
 use crate::outcome::CheckReport;
 use crate::protocol::CaseStatus;
 
@@ -190,6 +191,8 @@ impl HistoryStore {
         }
         log.write_all(line.as_bytes())?;
         log.flush()?;
+        // The record is on disk before the caller hears it was kept.
+        log.sync_data()?;
         Ok(record)
     }
 
@@ -201,29 +204,53 @@ impl HistoryStore {
         let folder = self.dir.join("sources");
         fs::create_dir_all(&folder)?;
         let partial = folder.join(format!(".{hash}.{}.partial", std::process::id()));
-        fs::write(&partial, source)?;
-        fs::rename(&partial, &path)
+        let mut file = File::create(&partial)?;
+        file.write_all(source.as_bytes())?;
+        // Synced before the rename, and the folder after it, so a record
+        // never names a source that a power cut left empty or absent.
+        file.sync_all()?;
+        fs::rename(&partial, &path)?;
+        File::open(&folder)?.sync_all()?;
+        if let Some(store) = folder.parent() {
+            File::open(store)?.sync_all()?;
+        }
+        Ok(())
     }
 
     /// Every readable record, oldest first. A missing log is an empty history.
+    /// A line that is not UTF-8, not a record of this schema, or names its
+    /// source with anything but a hash is skipped and counted.
     pub fn read(&self) -> io::Result<History> {
-        let text = match fs::read_to_string(self.log_path()) {
-            Ok(t) => t,
+        let bytes = match fs::read(self.log_path()) {
+            Ok(b) => b,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(History::default()),
             Err(e) => return Err(e),
         };
         let mut history = History::default();
-        for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            match serde_json::from_str(line) {
-                Ok(record) => history.records.push(record),
-                Err(_) => history.unreadable_lines += 1,
+        for line in bytes.split(|&b| b == b'\n') {
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            match serde_json::from_slice::<HistoryRecord>(line) {
+                Ok(record) if is_source_hash(&record.source_hash) => history.records.push(record),
+                _ => history.unreadable_lines += 1,
             }
         }
         Ok(history)
     }
 
-    /// The text a record was made from.
+    /// The text a record was made from. `hash` must be a source hash (16
+    /// lowercase hex digits), so no log line can name a file outside the store.
     pub fn source(&self, hash: &str) -> io::Result<String> {
+        if !is_source_hash(hash) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{:?} is not a source hash (16 hex digits): not read",
+                    hash.escape_debug().to_string()
+                ),
+            ));
+        }
         fs::read_to_string(self.source_path(hash))
     }
 
@@ -235,10 +262,18 @@ impl HistoryStore {
             return Ok(None);
         };
         let text = self.source(&best.source_hash)?;
-        let current = match fs::read_to_string(file) {
-            Ok(t) => Some(t),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-            Err(e) => return Err(e),
+        // The student's file may have been replaced by a FIFO: never block on it.
+        let current = match read_regular_file(file, FollowLinks::Yes, MAX_SOURCE_BYTES) {
+            // Only a text recorded whole may be overwritten.
+            Ok(read) if read.bytes.len() as u64 > MAX_SOURCE_BYTES => {
+                return Err(io::Error::other(format!(
+                    "{} is over {MAX_SOURCE_BYTES} bytes, so it cannot be recorded: not restored",
+                    file.display()
+                )))
+            }
+            Ok(read) => Some(String::from_utf8(read.bytes).map_err(io::Error::other)?),
+            Err(SourceError::Missing { .. }) => None,
+            Err(e) => return Err(io::Error::other(e.to_string())),
         };
         if let Some(current) = current.filter(|c| source_hash(c) != best.source_hash) {
             self.append_snapshot(&current)?;
@@ -246,6 +281,11 @@ impl HistoryStore {
         fs::write(file, text)?;
         Ok(Some(best))
     }
+}
+
+/// Whether `text` has the form [`source_hash`] gives: 16 lowercase hex digits.
+pub fn is_source_hash(text: &str) -> bool {
+    text.len() == 16 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 fn ends_with_newline(log: &mut File) -> io::Result<bool> {
@@ -276,4 +316,50 @@ pub fn best_passing(records: &[HistoryRecord]) -> Option<&HistoryRecord> {
             Some(b) if speedup(b) > speedup(r) => Some(b),
             _ => Some(r),
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_lines_are_skipped_and_counted_and_the_rest_kept() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = HistoryStore::locate(dir.path());
+        let kept = store.append_snapshot("out[0] = 1.0f;").expect("append");
+        let mut log = fs::read(store.log_path()).expect("log");
+        log.extend_from_slice(b"{\"unix_ms\": 1, \"source_hash\": \"caf\xe9\"}\n");
+        log.extend_from_slice(b"{\"schema\": \"flashprof.history/99\", \"what\": 1}\n");
+        log.extend_from_slice(
+            b"{\"unix_ms\": 2, \"source_hash\": \"../../../etc/passwd\", \"report\": null}\n",
+        );
+        fs::write(store.log_path(), log).expect("write");
+        store.append_snapshot("out[0] = 2.0f;").expect("append");
+        let history = store.read().expect("read despite the bad lines");
+        assert_eq!(history.unreadable_lines, 3);
+        assert_eq!(history.records.len(), 2);
+        assert_eq!(history.records[0].source_hash, kept.source_hash);
+    }
+
+    #[test]
+    fn only_a_hash_names_a_source() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = HistoryStore::locate(dir.path());
+        let record = store.append_snapshot("out[0] = 1.0f;").expect("append");
+        assert_eq!(
+            store.source(&record.source_hash).expect("source"),
+            "out[0] = 1.0f;"
+        );
+        fs::write(dir.path().join("secret.cu"), "secret").expect("write");
+        for hostile in [
+            "../../secret",
+            "../secret",
+            "0123456789ABCDEF",
+            "",
+            "0123456789abcdef0",
+        ] {
+            let error = store.source(hostile).expect_err(hostile);
+            assert_eq!(error.kind(), io::ErrorKind::InvalidData, "{hostile}");
+        }
+    }
 }

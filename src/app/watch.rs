@@ -19,6 +19,8 @@ use std::time::{Duration, Instant};
 use notify::event::{AccessKind, AccessMode, ModifyKind};
 use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 
+use crate::lab::source::{read_regular_file, FollowLinks, MAX_SOURCE_BYTES};
+
 /// Quiet time after the last event before the file is read.
 pub const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(50);
 
@@ -79,7 +81,7 @@ where
             path: folder.clone(),
             source,
         })?;
-    let seen = std::fs::read(path).ok();
+    let seen = read_bounded(path);
     let file = path.to_path_buf();
     std::thread::Builder::new()
         .name("flashprof-watch".into())
@@ -129,7 +131,7 @@ fn deliver_settled<F>(
         }
         // A missing file is the middle of a delete-and-re-create; the
         // create's own event brings the new content.
-        let Ok(content) = std::fs::read(file) else {
+        let Some(content) = read_bounded(file) else {
             continue;
         };
         if seen.as_ref() != Some(&content) {
@@ -137,6 +139,14 @@ fn deliver_settled<F>(
             on_change(content);
         }
     }
+}
+
+/// The file's bytes (at most one past the source size limit), or `None`
+/// when it is missing or not a regular file: never blocks on a FIFO.
+fn read_bounded(path: &Path) -> Option<Vec<u8>> {
+    read_regular_file(path, FollowLinks::Yes, MAX_SOURCE_BYTES)
+        .ok()
+        .map(|read| read.bytes)
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use clap::Args;
 use super::ExitCode;
 use crate::app::check::{run_check, CheckPlan, CountersPlan, TimingPlan};
 use crate::app::gate::{GateTable, SpeedGate};
+use crate::display::for_display;
 use crate::lab::source::StudentSource;
 use crate::outcome::Progress;
 use crate::outcome::Verdict;
@@ -89,7 +90,8 @@ pub fn run(args: CheckArgs) -> ExitCode {
     let source = match StudentSource::from_path(&args.file, lab) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("flashprof: {e}");
+            // The message quotes the file's name and text: shown neutralised.
+            eprintln!("flashprof: {}", for_display(&e.to_string()));
             return ExitCode::BadSource;
         }
     };

@@ -13,11 +13,12 @@ use clap::Args;
 use super::check::fresh_seed;
 use super::ExitCode;
 use crate::app::batch::journal::{self, GradeMode, JOURNAL_FILE};
+use crate::app::batch::lock::{LockError, OutLock};
 use crate::app::batch::merge::{is_among, merge_folders};
 use crate::app::batch::output::{write_atomically, write_outputs, GRADEBOOK_CSV};
 use crate::app::batch::shard::Shard;
 use crate::app::batch::submissions::{discover_dir, from_files};
-use crate::app::batch::{run_batch, BatchEvent, BatchPlan};
+use crate::app::batch::{run_batch, BatchError, BatchEvent, BatchPlan};
 use crate::app::check::TimingPlan;
 use crate::app::gate::GateTable;
 use crate::gpu::device;
@@ -164,6 +165,10 @@ pub fn run(args: GradeArgs) -> ExitCode {
                 ExitCode::Pass
             }
         }
+        Err(e @ BatchError::Locked(LockError::Busy { .. })) => {
+            eprintln!("flashprof grade: {e}");
+            ExitCode::Usage
+        }
         Err(e) => {
             eprintln!("flashprof grade: {e}");
             ExitCode::Environment
@@ -222,6 +227,17 @@ fn merge(args: &GradeArgs) -> ExitCode {
         eprintln!("flashprof grade --merge: --out must be a new folder, not one of the inputs");
         return ExitCode::Usage;
     }
+    let _lock = match OutLock::acquire(&args.out) {
+        Ok(lock) => lock,
+        Err(e @ LockError::Busy { .. }) => {
+            eprintln!("flashprof grade --merge: {e}");
+            return ExitCode::Usage;
+        }
+        Err(e) => {
+            eprintln!("flashprof grade --merge: {e}");
+            return ExitCode::Environment;
+        }
+    };
     let merged = match merge_folders(&args.inputs) {
         Ok(m) => m,
         Err(e) => {

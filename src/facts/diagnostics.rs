@@ -80,6 +80,38 @@ struct Header<'a> {
     message: &'a str,
 }
 
+/// Longest raw compiler log passed on in [`unplaced_failure`].
+const RAW_LOG_LIMIT: usize = 16 * 1024;
+
+/// One error holding NVRTC's raw log, for a failed compile with no
+/// diagnostic [`parse_log`] could place (a ptxas error such as too much
+/// shared memory, a file name NVRTC cannot quote): line 0, no source line.
+/// NULs are dropped and the log is cut at 16 KiB; displays neutralise the rest.
+pub fn unplaced_failure(log: &str, source: &StudentSource) -> Diagnostic {
+    let log = log.replace('\0', "");
+    let mut log = log.trim();
+    if log.len() > RAW_LOG_LIMIT {
+        let mut cut = RAW_LOG_LIMIT;
+        while !log.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        log = &log[..cut];
+    }
+    let message = if log.is_empty() {
+        "the compiler failed and gave no log".to_owned()
+    } else {
+        format!("the compiler failed with no message on a line of yours; its log:\n{log}")
+    };
+    Diagnostic {
+        severity: Severity::Error,
+        file: source.display_path().to_owned(),
+        line: 0,
+        column: None,
+        message,
+        source_line: None,
+    }
+}
+
 /// Every error and warning in `log`, in order; notes join the diagnostic
 /// they follow.
 pub fn parse_log(log: &str, source: &StudentSource) -> Vec<Diagnostic> {

@@ -261,10 +261,17 @@ fn c_strings(texts: Vec<String>) -> Result<Vec<CString>, CompileError> {
 
 fn explain_failure(failure: CallError, log: String, src: &StudentSource) -> CompileError {
     match failure.code {
-        nvrtcResult::NVRTC_ERROR_COMPILATION => CompileError::Failed {
-            diagnostics: diagnostics::parse_log(&log, src),
-            log,
-        },
+        nvrtcResult::NVRTC_ERROR_COMPILATION => {
+            let mut parsed = diagnostics::parse_log(&log, src);
+            // Never a failure with nothing to show: the raw log stands in.
+            if !parsed.iter().any(|d| d.severity == Severity::Error) {
+                parsed.push(diagnostics::unplaced_failure(&log, src));
+            }
+            CompileError::Failed {
+                diagnostics: parsed,
+                log,
+            }
+        }
         nvrtcResult::NVRTC_ERROR_INVALID_OPTION => CompileError::InvalidOption { log },
         // NVRTC loads its builtins library itself, on the first compile.
         nvrtcResult::NVRTC_ERROR_BUILTIN_OPERATION_FAILURE if log.contains(BUILTINS_LIBRARY) => {

@@ -44,6 +44,8 @@ pub enum SourceError {
     Missing { path: String },
     #[error("{path}: not a regular file")]
     NotAFile { path: String },
+    #[error("{path}: is {kind}, not a regular file: not read")]
+    NotRegular { path: String, kind: &'static str },
     #[error("{path}: cannot be read: {reason}")]
     Unreadable { path: String, reason: String },
     #[error("{path}: {size} bytes is more than the {limit}-byte limit for a kernel source")]
@@ -131,25 +133,13 @@ pub struct PreparedSource {
 
 impl StudentSource {
     /// Reads and checks the file at `path` for `lab`, shown to the user as given.
+    /// A FIFO, socket or device node is refused without blocking on it.
     pub fn from_path(path: &Path, lab: LabRef) -> Result<Self, SourceError> {
         let shown = path.display().to_string();
-        let unreadable = |error: std::io::Error| SourceError::Unreadable {
-            path: shown.clone(),
-            reason: error.to_string(),
-        };
-        let metadata = std::fs::metadata(path).map_err(|error| match error.kind() {
-            std::io::ErrorKind::NotFound => SourceError::Missing {
-                path: shown.clone(),
-            },
-            _ => unreadable(error),
-        })?;
-        if !metadata.is_file() {
-            return Err(SourceError::NotAFile { path: shown });
-        }
-        // Checked before reading so a huge file is never loaded.
-        check_size(&shown, metadata.len())?;
-        let bytes = std::fs::read(path).map_err(unreadable)?;
-        Self::from_bytes(&shown, &bytes, lab)
+        let read = read_regular_file(path, FollowLinks::Yes, MAX_SOURCE_BYTES)?;
+        // Checked on the size the file claims, so a huge file is never loaded.
+        check_size(&shown, read.size.max(read.bytes.len() as u64))?;
+        Self::from_bytes(&shown, &read.bytes, lab)
     }
 
     /// Checks `bytes` as the contents of a file shown as `display_path`, for `lab`.
@@ -275,6 +265,107 @@ impl StudentSource {
             entry_point: self.lab.abi().entry_point,
         }
     }
+}
+
+/// Whether [`read_regular_file`] follows a symlink at the last component.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FollowLinks {
+    Yes,
+    /// Refuse a symlink (`O_NOFOLLOW`): for a path already seen not to be one.
+    No,
+}
+
+/// What [`read_regular_file`] read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BoundedRead {
+    /// At most `limit + 1` bytes, so a caller can tell the file went past the limit.
+    pub bytes: Vec<u8>,
+    /// The size the open file reported.
+    pub size: u64,
+}
+
+/// What a file that is not a regular one is, for messages.
+fn kind_of(file_type: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if file_type.is_dir() {
+        "a folder"
+    } else if file_type.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if file_type.is_socket() {
+        "a socket"
+    } else if file_type.is_char_device() || file_type.is_block_device() {
+        "a device node"
+    } else if file_type.is_symlink() {
+        "a symlink"
+    } else {
+        "an unknown kind of file"
+    }
+}
+
+/// Reads a file that may be hostile without ever blocking on it: its type is
+/// checked before opening, it is opened with `O_NONBLOCK` (so opening a FIFO
+/// returns at once), the open descriptor is checked again to be a regular
+/// file (it may have been swapped in between), and no more than `limit + 1`
+/// bytes are read.
+pub fn read_regular_file(
+    path: &Path,
+    follow: FollowLinks,
+    limit: u64,
+) -> Result<BoundedRead, SourceError> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let shown = path.display().to_string();
+    let unreadable = |error: std::io::Error| SourceError::Unreadable {
+        path: shown.clone(),
+        reason: error.to_string(),
+    };
+    let not_regular = |file_type: std::fs::FileType| SourceError::NotRegular {
+        path: shown.clone(),
+        kind: kind_of(file_type),
+    };
+    let metadata = match follow {
+        FollowLinks::Yes => std::fs::metadata(path),
+        FollowLinks::No => std::fs::symlink_metadata(path),
+    }
+    .map_err(|error| match error.kind() {
+        std::io::ErrorKind::NotFound => SourceError::Missing {
+            path: shown.clone(),
+        },
+        _ => unreadable(error),
+    })?;
+    if metadata.file_type().is_dir() {
+        return Err(SourceError::NotAFile { path: shown });
+    }
+    if !metadata.file_type().is_file() {
+        return Err(not_regular(metadata.file_type()));
+    }
+    let mut flags = libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY;
+    if follow == FollowLinks::No {
+        flags |= libc::O_NOFOLLOW;
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags)
+        .open(path)
+        .map_err(|error| match error.raw_os_error() {
+            Some(libc::ELOOP) => SourceError::NotRegular {
+                path: shown.clone(),
+                kind: "a symlink",
+            },
+            _ => unreadable(error),
+        })?;
+    let opened = file.metadata().map_err(unreadable)?;
+    if !opened.file_type().is_file() {
+        return Err(not_regular(opened.file_type()));
+    }
+    let mut bytes = Vec::new();
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(unreadable)?;
+    Ok(BoundedRead {
+        bytes,
+        size: opened.len(),
+    })
 }
 
 fn check_size(path: &str, size: u64) -> Result<(), SourceError> {

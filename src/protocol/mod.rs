@@ -10,7 +10,7 @@
 
 mod framing;
 
-pub use framing::{read_message, write_message, FramingError};
+pub use framing::{read_message, write_message, FramingError, MAX_FRAME_BYTES};
 
 use serde::{Deserialize, Serialize};
 
@@ -27,6 +27,7 @@ use crate::lab::geometry::LaunchGeometry;
 use crate::lab::registry;
 
 /// Bumped whenever a message changes shape; both sides check it in the handshake.
+/// 2: compiled images travel as binary frames (framing.rs), not JSON arrays.
 pub const PROTOCOL_VERSION: u32 = 2;
 
 /// What the caller asks of the worker.
@@ -43,6 +44,7 @@ pub enum Request {
     /// Load a kernel image compiled earlier (a restarted worker skips NVRTC).
     Load {
         lab: LabId,
+        #[serde(with = "framing::image_bytes")]
         image: Vec<u8>,
         geometry: LaunchGeometry,
     },
@@ -155,7 +157,11 @@ pub struct CompileOutcome {
     pub occupancy: Option<Occupancy>,
     pub geometry: Option<LaunchGeometry>,
     /// The compiled image, so a restarted worker can load it without recompiling.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        with = "framing::image_bytes"
+    )]
     pub image: Vec<u8>,
     pub compile_ms: f64,
     /// Load time on the GPU, when one is present.

@@ -141,7 +141,9 @@ pub fn render_compare_table(a: Side, b: Side, palette: Palette) -> String {
     let _ = writeln!(
         out,
         "flashprof compare  (seed {}, same inputs for both)\n  A: {}\n  B: {}",
-        a.report.seed, a.report.source_path, b.report.source_path
+        a.report.seed,
+        crate::display::line_for_display(&a.report.source_path),
+        crate::display::line_for_display(&b.report.source_path)
     );
     match &a.report.gpu {
         Ok(gpu) => {

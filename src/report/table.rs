@@ -52,6 +52,12 @@ fn counts(case: &CaseOutcome) -> String {
 
 /// Renders the whole report as text.
 pub fn render_table(report: &CheckReport) -> String {
+    // Source lines, file names and compiler text come from the student:
+    // no control character of theirs reaches the terminal.
+    crate::display::for_display(&render_raw_table(report)).into_owned()
+}
+
+fn render_raw_table(report: &CheckReport) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,

@@ -25,7 +25,7 @@ use super::theme::Theme;
 use super::update::{show_replay_position, update};
 use super::view;
 use crate::app::check::CheckPlan;
-use crate::app::history::{line_diff, HistoryRecord, HistoryStore, RunSummary};
+use crate::app::history::{line_diff, HistoryRecord, HistoryStore, RunSummary, LOG_FILE};
 use crate::app::worker_handle::WorkerCommand;
 use crate::outcome::CheckReport;
 
@@ -83,6 +83,7 @@ pub fn run_replay(store: HistoryStore, present: bool) -> anyhow::Result<()> {
     let history = store
         .read()
         .with_context(|| format!("cannot read the history in {}", store.dir().display()))?;
+    let skipped = history.unreadable_lines;
     let (runs, summaries) = replayable(&store, history.records);
     anyhow::ensure!(
         !runs.is_empty(),
@@ -100,10 +101,19 @@ pub fn run_replay(store: HistoryStore, present: bool) -> anyhow::Result<()> {
         interval: REPLAY_START_INTERVAL,
     });
     show_replay_position(&mut model);
+    let skipped_note = (skipped > 0).then(|| {
+        format!(
+            "{skipped} lines of {} skipped (not UTF-8, unknown schema or a bad source hash)",
+            store.dir().join(LOG_FILE).display()
+        )
+    });
+    if let Some(note) = &skipped_note {
+        model.notice = Some(note.clone());
+    }
     let (messages, inbox) = mpsc::channel();
     let disk = start_disk_thread(store, None, messages.clone())?;
     let clock = start_clock(REPLAY_START_INTERVAL, messages.clone())?;
-    event_loop(model, messages, &inbox, |effect, model| {
+    let result = event_loop(model, messages, &inbox, |effect, model| {
         match effect {
             Effect::Quit => return Flow::Quit,
             Effect::SetTickInterval(interval) => {
@@ -113,7 +123,12 @@ pub fn run_replay(store: HistoryStore, present: bool) -> anyhow::Result<()> {
             other => send_disk_job(&disk, other, model),
         }
         Flow::Continue
-    })
+    });
+    // Said again once the screen is back, where it stays readable.
+    if let Some(note) = skipped_note {
+        eprintln!("flashprof replay: {note}");
+    }
+    result
 }
 
 /// Records with a report, paired with their source text.

@@ -21,6 +21,7 @@ use super::terminal::TerminalSession;
 use crate::app::check::CheckPlan;
 use crate::app::watch::{watch_file, FileWatcher, DEFAULT_DEBOUNCE};
 use crate::lab::definition::Problem;
+use crate::lab::source::{read_regular_file, FollowLinks, MAX_SOURCE_BYTES};
 
 /// An Elm-style program: state that messages change and a view draws.
 pub trait Program {
@@ -104,7 +105,10 @@ pub fn watch_into<M: Send + 'static>(
     messages: &Sender<M>,
     wrap: fn(Vec<u8>) -> M,
 ) -> anyhow::Result<FileWatcher> {
-    let initial = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+    // Never blocks on a FIFO or device node, and never reads past the size limit.
+    let initial = read_regular_file(file, FollowLinks::Yes, MAX_SOURCE_BYTES)
+        .map(|read| read.bytes)
+        .with_context(|| format!("cannot read {}", file.display()))?;
     let watcher_messages = messages.clone();
     let watcher = watch_file(file, DEFAULT_DEBOUNCE, move |bytes| {
         let _ = watcher_messages.send(wrap(bytes));

@@ -30,7 +30,7 @@ use crate::lab::source::StudentSource;
 use crate::protocol::{
     read_message, write_message, CaseOutcome, CaseStatus, CompileOutcome, CompileProblem,
     CompileProblemKind, CountersUnavailableReport, Event, FramingError, LabId, Request,
-    PROTOCOL_VERSION,
+    MAX_FRAME_BYTES, PROTOCOL_VERSION,
 };
 
 /// flashprof's own measuring kernels (the clock probe and the L2 sweep), the same for every lab.
@@ -249,6 +249,19 @@ impl Worker {
                 return (Event::Compiled(outcome), false);
             }
         };
+        if compiled.image.len() as u64 > MAX_FRAME_BYTES {
+            // It could not be sent back to the caller for a restart anyway.
+            outcome.diagnostics = compiled.diagnostics;
+            outcome.problem = Some(CompileProblem {
+                kind: CompileProblemKind::BadSource,
+                message: format!(
+                    "{path}: the compiled kernel image is {} bytes, more than the {MAX_FRAME_BYTES}-byte \
+                     limit (a very large initialised __device__ table?)",
+                    compiled.image.len()
+                ),
+            });
+            return (Event::Compiled(outcome), false);
+        }
         outcome.ok = true;
         outcome.diagnostics = compiled.diagnostics;
         outcome.resources = compiled.resources;

@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use crate::app::batch::journal::JournalEntry;
 use crate::app::gate::SpeedGate;
+use crate::display::for_display;
 use crate::facts::diagnostics::Severity;
 use crate::outcome::IntegrityBadges;
 use crate::protocol::CaseStatus;
@@ -149,7 +150,12 @@ pub fn render_csv(entries: &[JournalEntry]) -> String {
     out.push_str("\r\n");
     for entry in entries {
         let cells = GradebookRow::of(entry).csv_cells();
-        let line: Vec<Cow<str>> = cells.iter().map(|c| csv_cell(c)).collect();
+        // Ids, file names and compiler messages are the students': their
+        // control characters are made visible (line breaks kept, quoted).
+        let line: Vec<String> = cells
+            .iter()
+            .map(|c| csv_cell(&for_display(c)).into_owned())
+            .collect();
         let _ = write!(out, "{}\r\n", line.join(","));
     }
     out
@@ -206,5 +212,33 @@ mod tests {
         assert_eq!(csv_cell("=HYPERLINK(1)"), "\"'=HYPERLINK(1)\"");
         assert_eq!(csv_cell("-rf.cu"), "\"'-rf.cu\"");
         assert_eq!(csv_cell("ünïcödé.cu"), "ünïcödé.cu");
+    }
+
+    #[test]
+    fn control_characters_in_cells_are_made_visible() {
+        use crate::app::batch::journal::GradeMode;
+        use crate::outcome::Verdict;
+        let entry = JournalEntry {
+            id: "\u{1b}]0;owned\u{7}x.cu".into(),
+            file: "in/\u{202e}uc.txt".into(),
+            content_hash: "1".into(),
+            lab: "flash-prefill".into(),
+            cases_hash: "c1".into(),
+            mode: GradeMode::CompileOnly,
+            seed: 1,
+            status: Verdict::Rejected,
+            gate: None,
+            error: Some("=cmd|' /C calc'!A0 \u{1b}[2J".into()),
+            report: None,
+            finished_unix_ms: 1,
+        };
+        let csv = render_csv(&[entry]);
+        assert!(
+            !csv.contains(|c: char| c.is_control() && c != '\r' && c != '\n'),
+            "{csv:?}"
+        );
+        assert!(!csv.contains('\u{202e}'), "{csv:?}");
+        assert!(csv.contains("^[]0;owned^Gx.cu"), "{csv:?}");
+        assert!(csv.contains("\"'=cmd|"), "{csv:?}");
     }
 }

@@ -85,6 +85,20 @@ pub struct JournalContents {
 }
 
 impl JournalContents {
+    /// Whether a rerun can reuse the journal for `id` at `content_hash`
+    /// under `grading` (lab, cases, mode). A grader-side failure (`error`: NVRTC missing, a worker that
+    /// did not start) is not the student's result, so when it is the newest
+    /// entry for the id, the submission is graded again.
+    pub fn answers(&self, id: &str, content_hash: &str, grading: &GradingKey) -> bool {
+        let newest = self.entries.iter().rev().find(|e| e.id == id);
+        if newest.is_some_and(|e| e.status == Verdict::Error) {
+            return false;
+        }
+        self.entries
+            .iter()
+            .any(|e| e.status != Verdict::Error && e.covers(id, content_hash, grading))
+    }
+
     /// The latest entry per id, in id order.
     pub fn latest_per_id(&self) -> Vec<JournalEntry> {
         let mut latest: BTreeMap<&str, &JournalEntry> = BTreeMap::new();
@@ -218,6 +232,40 @@ mod tests {
             cases_hash: cases_hash.into(),
             mode,
         }
+    }
+
+    #[test]
+    fn grader_errors_are_graded_again_and_student_results_are_reused() {
+        let with = |status| JournalEntry {
+            status,
+            ..entry("a.cu", "1", GradeMode::Full)
+        };
+        for status in [
+            Verdict::Passed,
+            Verdict::Failed,
+            Verdict::Rejected,
+            Verdict::CompileError,
+        ] {
+            let contents = JournalContents {
+                entries: vec![with(status)],
+                unreadable_lines: 0,
+            };
+            assert!(
+                contents.answers("a.cu", "1", &key("flash-prefill", "c1", GradeMode::Full)),
+                "{status:?}"
+            );
+        }
+        let errored = JournalContents {
+            entries: vec![with(Verdict::Error)],
+            unreadable_lines: 0,
+        };
+        assert!(!errored.answers("a.cu", "1", &key("flash-prefill", "c1", GradeMode::Full)));
+        // A newer error hides an older result: the newest entry is what the gradebook shows.
+        let newer_error = JournalContents {
+            entries: vec![with(Verdict::Passed), with(Verdict::Error)],
+            unreadable_lines: 0,
+        };
+        assert!(!newer_error.answers("a.cu", "1", &key("flash-prefill", "c1", GradeMode::Full)));
     }
 
     #[test]

@@ -9,6 +9,7 @@
 
 pub mod gradebook;
 pub mod journal;
+pub mod lock;
 pub mod merge;
 pub mod output;
 pub mod shard;
@@ -92,6 +93,8 @@ pub enum BatchError {
     },
     #[error("no worker slots: give at least one GPU or job")]
     NoSlots,
+    #[error(transparent)]
+    Locked(#[from] lock::LockError),
 }
 
 fn io_error(path: &std::path::Path) -> impl Fn(std::io::Error) -> BatchError + '_ {
@@ -112,21 +115,22 @@ pub fn run_batch(
         return Err(BatchError::NoSlots);
     }
     std::fs::create_dir_all(&plan.out_dir).map_err(io_error(&plan.out_dir))?;
+    // Held until this function returns: a second run on the same folder is refused.
+    let _lock = lock::OutLock::acquire(&plan.out_dir)?;
     let journal_path = plan.out_dir.join(JOURNAL_FILE);
     let previous = journal::read(&journal_path).map_err(io_error(&journal_path))?;
     let grading = plan.grading_key();
     let mut pending = VecDeque::new();
     let mut skipped = 0;
     for submission in &plan.submissions {
-        let loaded = submission.load(plan.lab);
-        let done = previous
-            .entries
-            .iter()
-            .any(|e| e.covers(&submission.id, &loaded.content_hash, &grading));
+        // Only the hash is kept: each submission is read again just before
+        // it is graded, so memory does not grow with the size of the class.
+        let content_hash = submission.load(plan.lab).content_hash;
+        let done = previous.answers(&submission.id, &content_hash, &grading);
         if done {
             skipped += 1;
         } else {
-            pending.push_back((submission.clone(), loaded));
+            pending.push_back(submission.clone());
         }
     }
     on_event(BatchEvent::Resumed {
@@ -134,6 +138,8 @@ pub fn run_batch(
         to_grade: pending.len(),
     });
     let mut writer = JournalWriter::open(&journal_path).map_err(io_error(&journal_path))?;
+    // A journal created just now must itself survive a power cut.
+    output::sync_folder(&plan.out_dir).map_err(io_error(&plan.out_dir))?;
     let queue = Mutex::new(pending);
     let (sender, finished) = mpsc::channel::<JournalEntry>();
     let mut graded_now = 0;
@@ -144,9 +150,10 @@ pub fn run_batch(
             let queue = &queue;
             scope.spawn(move || loop {
                 let next = queue.lock().unwrap_or_else(|p| p.into_inner()).pop_front();
-                let Some((submission, loaded)) = next else {
+                let Some(submission) = next else {
                     return;
                 };
+                let loaded = submission.load(plan.lab);
                 let entry = grade_one(plan, worker, slot, &submission, loaded);
                 if sender.send(entry).is_err() {
                     return;

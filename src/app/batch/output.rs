@@ -33,13 +33,46 @@ pub fn run_file_name(id: &str) -> String {
     format!("{safe}-{}.json", &content_hash(id.as_bytes())[..8])
 }
 
-/// Writes `text` to `path` through a temporary file in the same folder.
+/// Writes `text` to `path` durably: to a temporary file of a unique name in
+/// the same folder (created exclusively, so nothing planted under that name
+/// is followed or overwritten), synced, renamed into place, and the folder
+/// synced so the rename itself survives a power cut.
 pub fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
-    let mut temporary = path.as_os_str().to_owned();
-    temporary.push(".tmp");
-    let temporary = PathBuf::from(temporary);
-    std::fs::write(&temporary, text)?;
-    std::fs::rename(&temporary, path)
+    use std::io::Write;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let folder = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let temporary: PathBuf = folder.join(format!(
+        ".{name}.{}.{}.{nanos}.tmp",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    let written = (|| {
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temporary)?;
+        file.write_all(text.as_bytes())?;
+        file.sync_all()?;
+        std::fs::rename(&temporary, path)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&temporary);
+    }
+    written?;
+    sync_folder(folder)
+}
+
+/// Makes a folder's entries (a rename, a new file) durable.
+pub fn sync_folder(folder: &Path) -> std::io::Result<()> {
+    std::fs::File::open(folder)?.sync_all()
 }
 
 /// Writes one submission's entry under `runs/`.
@@ -67,6 +100,31 @@ pub fn write_outputs(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn outputs_go_through_a_fresh_temporary_never_a_planted_one() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = dir.path().join("out");
+        std::fs::create_dir_all(&out).expect("mkdir");
+        let outside = dir.path().join("outside.txt");
+        std::fs::write(&outside, "untouched").expect("write");
+        // The old fixed temporary name, planted as a link out of the folder.
+        std::os::unix::fs::symlink(&outside, out.join("gradebook.csv.tmp")).expect("symlink");
+        write_atomically(&out.join(GRADEBOOK_CSV), "a,b\r\n").expect("written");
+        assert_eq!(
+            std::fs::read_to_string(&outside).expect("read"),
+            "untouched"
+        );
+        assert_eq!(
+            std::fs::read_to_string(out.join(GRADEBOOK_CSV)).expect("read"),
+            "a,b\r\n"
+        );
+        let names: Vec<String> = std::fs::read_dir(&out)
+            .expect("list")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names.len(), 2, "no temporary left behind: {names:?}");
+    }
 
     #[test]
     fn run_file_names_stay_in_the_folder_and_stay_distinct() {

@@ -69,6 +69,7 @@ mod tests {
                 id: format!("s{i:02}.cu"),
                 path: format!("s{i:02}.cu").into(),
                 refused: None,
+                follow_links: false,
             })
             .collect();
         let mut seen: Vec<String> = (1..=3)

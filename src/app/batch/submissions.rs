@@ -8,12 +8,13 @@
 //! id that is unique even when two students chose the same file name.
 
 use std::collections::BTreeSet;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use crate::app::history::content_hash;
 use crate::lab::definition::LabRef;
-use crate::lab::source::{SourceError, StudentSource, MAX_SOURCE_BYTES};
+use crate::lab::source::{
+    read_regular_file, FollowLinks, SourceError, StudentSource, MAX_SOURCE_BYTES,
+};
 
 /// One file to grade.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,6 +26,11 @@ pub struct Submission {
     pub path: PathBuf,
     /// Known at discovery to be unusable (a symlink leaving the input folder, say).
     pub refused: Option<String>,
+    /// Whether a symlink at `path` is followed when reading: true for a link
+    /// checked at discovery to stay inside the input folder and for files
+    /// named on the command line; false otherwise (`O_NOFOLLOW`, so a file
+    /// swapped for a link after discovery is not read).
+    pub follow_links: bool,
 }
 
 /// A submission's bytes, or why it cannot be graded.
@@ -52,12 +58,44 @@ pub fn discover_dir(dir: &Path) -> Result<Vec<Submission>, DiscoveryError> {
     let root = dir.canonicalize().map_err(|e| unreadable(dir, e))?;
     let mut found = Vec::new();
     let mut pending = vec![root.clone()];
+    // A subfolder that cannot be read becomes one refused row (the rest of
+    // the class is still graded); only an unreadable input folder is fatal.
+    let unreadable_folder = |folder: &Path, e: std::io::Error| {
+        let relative = folder.strip_prefix(&root).unwrap_or(folder);
+        Submission {
+            id: format!("{}/", relative_id(relative)),
+            path: dir.join(relative),
+            refused: Some(format!(
+                "a folder that cannot be read ({e}): the submissions in it were not graded"
+            )),
+            follow_links: false,
+        }
+    };
     while let Some(folder) = pending.pop() {
-        let entries = std::fs::read_dir(&folder).map_err(|e| unreadable(&folder, e))?;
+        let entries = match read_folder(&folder) {
+            Ok(entries) => entries,
+            Err(e) if folder == root => return Err(unreadable(&folder, e)),
+            Err(e) => {
+                found.push(unreadable_folder(&folder, e));
+                continue;
+            }
+        };
         for entry in entries {
-            let entry = entry.map_err(|e| unreadable(&folder, e))?;
+            let entry = match entry {
+                Ok(entry) => entry,
+                Err(e) => {
+                    found.push(unreadable_folder(&folder, e));
+                    break;
+                }
+            };
             let path = entry.path();
-            let kind = entry.file_type().map_err(|e| unreadable(&path, e))?;
+            let kind = match entry.file_type() {
+                Ok(kind) => kind,
+                Err(e) => {
+                    found.push(unreadable_folder(&path, e));
+                    continue;
+                }
+            };
             if kind.is_dir() {
                 pending.push(path);
             } else if is_cuda_file(&path) {
@@ -72,11 +110,22 @@ pub fn discover_dir(dir: &Path) -> Result<Vec<Submission>, DiscoveryError> {
                     // Shown as the grader named the folder, not canonicalised.
                     path: dir.join(relative),
                     refused,
+                    follow_links: kind.is_symlink(),
                 });
             }
         }
     }
     Ok(unique_sorted(found))
+}
+
+/// `read_dir`, with a failure that tests can plant (the tests run as root,
+/// where permissions cannot make a folder unreadable).
+fn read_folder(folder: &Path) -> std::io::Result<std::fs::ReadDir> {
+    #[cfg(test)]
+    if tests::UNREADABLE.with(|u| u.borrow().as_deref() == Some(folder)) {
+        return Err(std::io::Error::from_raw_os_error(libc::EACCES));
+    }
+    std::fs::read_dir(folder)
 }
 
 /// The files named on the command line, in id order. The grader asked for
@@ -89,6 +138,7 @@ pub fn from_files(files: &[PathBuf]) -> Vec<Submission> {
             id: relative_id(path),
             path: path.clone(),
             refused: None,
+            follow_links: true,
         })
         .collect();
     unique_sorted(found)
@@ -147,26 +197,16 @@ impl Submission {
         if let Some(reason) = &self.refused {
             return unreadable(format!("{shown}: {reason}"));
         }
-        let file = match std::fs::File::open(&self.path) {
-            Ok(f) => f,
-            Err(e) => return unreadable(format!("{shown}: cannot be read: {e}")),
+        let follow = if self.follow_links {
+            FollowLinks::Yes
+        } else {
+            FollowLinks::No
         };
-        let size = match file.metadata() {
-            Ok(m) if m.is_file() => m.len(),
-            Ok(_) => {
-                return unreadable(
-                    SourceError::NotAFile {
-                        path: shown.clone(),
-                    }
-                    .to_string(),
-                )
-            }
-            Err(e) => return unreadable(format!("{shown}: cannot be read: {e}")),
+        // Never blocks: a FIFO or device node is refused without reading it.
+        let (bytes, size) = match read_regular_file(&self.path, follow, MAX_SOURCE_BYTES) {
+            Ok(read) => (read.bytes, read.size),
+            Err(e) => return unreadable(e.to_string()),
         };
-        let mut bytes = Vec::new();
-        if let Err(e) = file.take(MAX_SOURCE_BYTES + 1).read_to_end(&mut bytes) {
-            return unreadable(format!("{shown}: cannot be read: {e}"));
-        }
         let oversized = size > MAX_SOURCE_BYTES || bytes.len() as u64 > MAX_SOURCE_BYTES;
         let content_hash = if oversized {
             format!("{}+{size}", content_hash(&bytes))
@@ -194,12 +234,43 @@ impl Submission {
 mod tests {
     use super::*;
 
+    thread_local! {
+        /// A folder that [`read_folder`] fails to read, on this thread.
+        pub(super) static UNREADABLE: std::cell::RefCell<Option<PathBuf>> =
+            const { std::cell::RefCell::new(None) };
+    }
+
+    #[test]
+    fn an_unreadable_subfolder_is_one_refused_row_and_the_rest_is_found() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().canonicalize().expect("canonical");
+        for name in ["a.cu", "locked/b.cu", "open/c.cu"] {
+            let path = root.join(name);
+            std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            std::fs::write(&path, "out[0] = 0.0f;").expect("write");
+        }
+        UNREADABLE.with(|u| *u.borrow_mut() = Some(root.join("locked")));
+        let found = discover_dir(&root).expect("discovery goes on");
+        UNREADABLE.with(|u| *u.borrow_mut() = None);
+        let ids: Vec<&str> = found.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, ["a.cu", "locked/", "open/c.cu"]);
+        let reason = found[1].refused.as_deref().expect("refused");
+        assert!(reason.contains("cannot be read"), "{reason}");
+        assert!(reason.contains("not graded"), "{reason}");
+        assert!(found[1]
+            .load(crate::lab::flash_prefill::FLASH_PREFILL)
+            .source
+            .is_err());
+        assert!(found[0].refused.is_none() && found[2].refused.is_none());
+    }
+
     #[test]
     fn ids_are_unique_and_sorted() {
         let make = |id: &str, path: &str| Submission {
             id: id.into(),
             path: path.into(),
             refused: None,
+            follow_links: false,
         };
         let out = unique_sorted(vec![
             make("b.cu", "x/b.cu"),

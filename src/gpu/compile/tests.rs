@@ -397,3 +397,36 @@ fn heavy_register_use_lowers_the_largest_block() {
     assert!(warps * per_warp <= 65536, "{usage:?}");
     assert!((warps + 1) * per_warp > 65536, "{usage:?}");
 }
+
+#[test]
+fn a_failure_without_a_placed_diagnostic_carries_the_raw_log() {
+    for (path, body) in [
+        (
+            "big.cu",
+            "__shared__ float big[70000];\nbig[threadIdx.x] = q[0];\nout[0] = big[1];",
+        ),
+        ("a\"b.cu", "out[0] = q[0];"),
+    ] {
+        let Some(result) = try_compile(&source(path, body)) else {
+            return;
+        };
+        let Err(CompileError::Failed { diagnostics, log }) = result else {
+            // A file name NVRTC accepts as it is compiles: nothing to show.
+            assert!(path.contains('"'), "{path}: {result:?}");
+            continue;
+        };
+        assert!(!log.trim().is_empty(), "{path}: NVRTC gave no log");
+        let error = diagnostics
+            .iter()
+            .find(|d| d.severity == Severity::Error)
+            .unwrap_or_else(|| panic!("{path}: no error diagnostic from {log:?}"));
+        let clean = log.replace('\0', "");
+        for line in clean.lines().filter(|l| !l.trim().is_empty()) {
+            assert!(
+                error.message.contains(line.trim()),
+                "{path}: {error:?} / {log:?}"
+            );
+        }
+        assert_eq!(error.line, 0);
+    }
+}

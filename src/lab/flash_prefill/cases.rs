@@ -106,6 +106,12 @@ struct CasesFile {
     case: Vec<CaseSpec>,
 }
 
+/// Largest `chunk` (query rows) a case may declare: far above any hazard,
+/// and small enough that every buffer size fits the kernel's `int` arguments.
+pub const MAX_CHUNK: usize = 65_536;
+/// Largest `prefix` (cached keys) a case may declare.
+pub const MAX_PREFIX: usize = 65_536;
+
 /// Inputs of one case, ready to upload.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CaseInputs {
@@ -179,8 +185,15 @@ impl CaseSpec {
         if self.chunk == 0 {
             return Err(self.invalid("chunk must be at least 1"));
         }
+        self.check_bounds(self.chunk, self.prefix)?;
         let shape = self.declared_shape();
         for plant in &self.plant {
+            if !plant.value.is_finite() {
+                return Err(self.invalid(format!(
+                    "plant value {} is not a finite number (use a large finite value such as 3.0e38 to test overflow)",
+                    plant.value
+                )));
+            }
             if plant.head >= plant.tensor.heads() {
                 return Err(self.invalid(format!(
                     "plant head {} is out of range for {:?} (0..{})",
@@ -202,11 +215,42 @@ impl CaseSpec {
             }
         }
         for scale in &self.scale {
+            if !scale.factor.is_finite() {
+                return Err(self.invalid(format!(
+                    "scale factor {} is not a finite number",
+                    scale.factor
+                )));
+            }
             if scale.heads[0] > scale.heads[1] {
                 return Err(self.invalid("scale heads are [first, last] with first <= last"));
             }
         }
         Ok(())
+    }
+
+    /// `chunk` and `prefix` within their bounds, and every tensor's element
+    /// count computable without overflow.
+    fn check_bounds(&self, chunk: usize, prefix: usize) -> Result<(), CaseError> {
+        if chunk > MAX_CHUNK {
+            return Err(self.invalid(format!(
+                "chunk {chunk} is more than the limit of {MAX_CHUNK} rows"
+            )));
+        }
+        if prefix > MAX_PREFIX {
+            return Err(self.invalid(format!(
+                "prefix {prefix} is more than the limit of {MAX_PREFIX} keys"
+            )));
+        }
+        let elements = chunk
+            .checked_add(prefix)
+            .and_then(|seq| seq.checked_mul(HKV * DH))
+            .zip(chunk.checked_mul(HQ * DH));
+        match elements {
+            Some((kv, q)) if i32::try_from(kv).is_ok() && i32::try_from(q).is_ok() => Ok(()),
+            _ => Err(self.invalid(format!(
+                "chunk {chunk} with prefix {prefix} makes tensors too large to index"
+            ))),
+        }
     }
 
     pub fn declared_shape(&self) -> Shape {
@@ -286,6 +330,7 @@ impl CaseSpec {
                 "v.npy has shape {v_shape:?}, k.npy {k_shape:?}: they must match"
             )));
         }
+        self.check_bounds(chunk, seq - chunk)?;
         let shape = Shape {
             chunk_len: chunk,
             prefix_len: seq - chunk,
@@ -482,6 +527,39 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("out of range"));
+        for (text, why) in [
+            (
+                "chunk=100000000000000\n",
+                "chunk 100000000000000 is more than the limit of 65536",
+            ),
+            (
+                "chunk=9007199254740992\n",
+                "more than the limit of 65536 rows",
+            ),
+            (
+                "chunk=4\nprefix=65537\n",
+                "prefix 65537 is more than the limit of 65536",
+            ),
+            (
+                "chunk=4\n[[case.plant]]\ntensor='k'\nhead=0\npositions='all'\nvalue=nan\n",
+                "plant value NaN is not a finite number",
+            ),
+            (
+                "chunk=4\n[[case.plant]]\ntensor='k'\nhead=0\npositions='all'\nvalue=inf\n",
+                "plant value inf is not a finite number",
+            ),
+            (
+                "chunk=4\n[[case.scale]]\ntensors=['q']\nheads=[0,1]\nfactor=-inf\n",
+                "scale factor -inf is not a finite number",
+            ),
+        ] {
+            let file = format!("[[case]]\nname='b'\nsummary=''\n{text}");
+            let error = parse(&file).expect_err(text).to_string();
+            assert!(error.contains(why), "{text}: {error}");
+        }
+        let largest =
+            format!("[[case]]\nname='l'\nsummary=''\nchunk={MAX_CHUNK}\nprefix={MAX_PREFIX}\n");
+        assert!(parse(&largest).is_ok());
         let typo = "[[case]]\nname='t'\nsummary=''\nchunks=4\n";
         assert!(parse(typo).unwrap_err().to_string().contains("chunks"));
         assert!(parse("").is_err());

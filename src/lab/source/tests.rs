@@ -256,3 +256,29 @@ fn paths_with_quotes_and_backslashes_stay_one_line_marker() {
         .text
         .contains("#line 1 \"C:\\\\lab\\\\\\\"x\\\".cu\"\n"));
 }
+
+#[test]
+fn a_fifo_is_refused_without_blocking() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let fifo = dir.path().join("x.cu");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+    let (sender, result) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = sender.send(StudentSource::from_path(&fifo, FLASH_PREFILL));
+    });
+    let outcome = result
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("from_path returned instead of blocking on the FIFO");
+    match outcome {
+        Err(SourceError::NotRegular { kind, .. }) => assert!(kind.contains("FIFO"), "{kind}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        StudentSource::from_path(std::path::Path::new("/dev/null"), FLASH_PREFILL),
+        Err(SourceError::NotRegular { .. })
+    ));
+}

@@ -46,6 +46,7 @@ pub fn draw(frame: &mut Frame, model: &CompareModel) {
     if model.help {
         help::draw_rows(frame, area, help_rows(), model.theme);
     }
+    super::neutralise_controls(frame);
 }
 
 fn draw_header(frame: &mut Frame, area: Rect, model: &CompareModel) {

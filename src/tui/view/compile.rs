@@ -7,6 +7,7 @@ use ratatui::widgets::{Paragraph, Wrap};
 use ratatui::Frame;
 
 use super::text::panel;
+use crate::display::{for_display, line_for_display};
 use crate::facts::diagnostics::{Diagnostic, Severity};
 use crate::protocol::{CompileOutcome, CompileProblemKind};
 use crate::tui::model::Model;
@@ -51,7 +52,7 @@ pub(super) fn outcome_lines(
         };
         lines.push(Line::from(vec![
             Span::styled(format!("✗ {what}: "), theme.bad()),
-            Span::raw(problem.message.clone()),
+            Span::raw(for_display(&problem.message).into_owned()),
         ]));
     }
     if outcome.ok {
@@ -90,13 +91,16 @@ fn diagnostic_lines(d: &Diagnostic, theme: Theme) -> Vec<Line<'static>> {
         Some(column) => format!("line {}:{column}", d.line),
         None => format!("line {}", d.line),
     };
+    // Notes and a raw compiler log (a ptxas error) span several lines.
+    let mut message = d.message.lines();
     let mut lines = vec![Line::from(vec![
         Span::styled(format!("{mark} {place}: "), style),
-        Span::raw(d.message.clone()),
+        Span::raw(line_for_display(message.next().unwrap_or_default()).into_owned()),
     ])];
+    lines.extend(message.map(|more| Line::raw(format!("  {}", line_for_display(more)))));
     if let Some(text) = &d.source_line {
         let gutter = format!("{:>5} │ ", d.line);
-        lines.push(Line::raw(format!("{gutter}{text}")));
+        lines.push(Line::raw(format!("{gutter}{}", line_for_display(text))));
         if let Some(column) = d.column {
             let pad = " ".repeat(gutter.chars().count() + column.saturating_sub(1));
             lines.push(Line::styled(format!("{pad}^"), style));

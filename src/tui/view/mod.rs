@@ -50,4 +50,19 @@ pub fn draw(frame: &mut Frame, model: &Model) {
             scroll,
         }) => history::draw_diff(frame, area, model, title, lines, *scroll),
     }
+    neutralise_controls(frame);
+}
+
+/// The last line of defence against terminal escape injection: any cell
+/// still holding a control character or a bidi control (from a source line,
+/// a file name, a compiler message that no view cleaned) is drawn as U+FFFD,
+/// so no student text reaches the terminal as a command.
+pub fn neutralise_controls(frame: &mut Frame) {
+    let unsafe_char =
+        |c: char| c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+    for cell in frame.buffer_mut().content.iter_mut() {
+        if cell.symbol().chars().any(unsafe_char) {
+            cell.set_symbol("\u{fffd}");
+        }
+    }
 }

@@ -1,0 +1,71 @@
+//! Text from students and compilers made safe to show on a terminal.
+//!
+//! A kernel file, its name or an `#error` line can hold escape sequences
+//! that would retitle the terminal, move the cursor, rewrite what is on
+//! screen or reorder it (bidi overrides). Everything a person reads through
+//! flashprof (the `check` table, the TUI, the gradebook CSV) passes through
+//! [`for_display`]; JSON keeps the exact text (serde escapes it).
+
+use std::borrow::Cow;
+
+/// Spaces a tab becomes.
+const TAB: &str = "    ";
+
+/// Whether `c` is a bidirectional embedding, override or isolate
+/// (U+202A..U+202E, U+2066..U+2069), which can make text read in another order.
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `text` with every control character made visible: C0 controls and DEL in
+/// caret notation (`^[` for ESC, `^G` for BEL, `^?` for DEL), C1 controls as
+/// `\u{9b}`, tabs as spaces, bidi controls removed. Line breaks are kept;
+/// a carriage return is shown as `^M` so it cannot overwrite a line.
+pub fn for_display(text: &str) -> Cow<'_, str> {
+    let clean = |c: char| (c == '\n' || !c.is_control()) && !is_bidi_control(c);
+    if text.chars().all(clean) {
+        return Cow::Borrowed(text);
+    }
+    let mut shown = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\n' => shown.push('\n'),
+            '\t' => shown.push_str(TAB),
+            c if is_bidi_control(c) => {}
+            '\u{7f}' => shown.push_str("^?"),
+            c if (c as u32) < 0x20 => {
+                shown.push('^');
+                shown.push(char::from(b'@' + c as u8));
+            }
+            c if c.is_control() => shown.push_str(&c.escape_unicode().to_string()),
+            c => shown.push(c),
+        }
+    }
+    Cow::Owned(shown)
+}
+
+/// [`for_display`] for one line: a line break is shown as `^J` too.
+pub fn line_for_display(text: &str) -> Cow<'_, str> {
+    if !text.contains('\n') {
+        return for_display(text);
+    }
+    Cow::Owned(for_display(text).replace('\n', "^J"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_become_visible_and_bidi_controls_go() {
+        assert!(matches!(for_display("plain text\n"), Cow::Borrowed(_)));
+        assert_eq!(
+            for_display("a\u{1b}[2Jb\u{7}\tc\r\u{7f}"),
+            "a^[[2Jb^G    c^M^?"
+        );
+        assert_eq!(for_display("x\u{9b}31m"), "x\\u{9b}31m");
+        assert_eq!(for_display("abc\u{202e}fed\u{2066}"), "abcfed");
+        assert_eq!(line_for_display("two\nlines"), "two^Jlines");
+        assert_eq!(for_display("ünïcödé"), "ünïcödé");
+    }
+}
