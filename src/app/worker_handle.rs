@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use crate::protocol::{
     read_message, write_message, DeviceInfo, Event, FramingError, GpuProblem, Request,
-    PROTOCOL_VERSION,
+    SandboxReport, PROTOCOL_VERSION,
 };
 
 /// Lines of worker stderr kept for error reports.
@@ -79,6 +79,8 @@ pub struct WorkerHandle {
     /// The GPU the worker found at start, or why it found none.
     pub gpu: Result<DeviceInfo, GpuProblem>,
     pub start_ms: f64,
+    /// What the worker's sandbox enforces, as it said in its greeting.
+    pub sandbox: Option<SandboxReport>,
 }
 
 impl WorkerHandle {
@@ -129,15 +131,18 @@ impl WorkerHandle {
                 detail: "worker not started".into(),
             }),
             start_ms: 0.0,
+            sandbox: None,
         };
         match handle.wait(start_timeout)? {
             Event::Ready {
                 protocol,
                 gpu,
                 start_ms,
+                sandbox,
             } if protocol == PROTOCOL_VERSION => {
                 handle.gpu = gpu;
                 handle.start_ms = start_ms;
+                handle.sandbox = sandbox;
                 Ok(handle)
             }
             Event::Ready { protocol, .. } => Err(WorkerFailure::Protocol(format!(
