@@ -192,6 +192,13 @@ pub fn run(args: CheckArgs) -> ExitCode {
         }
     });
     if let Some(w) = worker {
+        // A weaker sandbox than asked for is worth one line; a full one is the norm.
+        match &w.sandbox {
+            Some(s) if s.level != crate::protocol::SandboxLevel::Full => {
+                eprintln!("flashprof: {}", s.notice)
+            }
+            _ => {}
+        }
         w.shutdown();
     }
     let report = match report {
