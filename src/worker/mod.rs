@@ -49,7 +49,7 @@ pub fn main() -> anyhow::Result<()> {
     let sandbox = sandbox::confine(&[std::os::fd::AsRawFd::as_raw_fd(&protocol_out)]);
     let gpu = GpuSelection::from_env()
         .map_err(|detail| crate::protocol::GpuProblem::DriverError { detail })
-        .and_then(GpuSelection::open);
+        .and_then(|selection| selection.open().map_err(|p| sandbox::explain(p, &sandbox)));
     let ready = Event::Ready {
         protocol: PROTOCOL_VERSION,
         gpu: gpu.as_ref().map(|g| g.info.clone()).map_err(Clone::clone),

@@ -29,10 +29,14 @@ use landlock::{
     ABI,
 };
 
-use crate::protocol::{SandboxLevel, SandboxReport};
+use crate::protocol::{GpuProblem, SandboxLevel, SandboxReport};
 
 /// Set to `1` to run the worker without a sandbox (debugging only).
 pub const DISABLE_ENV: &str = "FLASHPROF_NO_SANDBOX";
+
+/// More paths the worker may read (`:`-separated), for a driver or library
+/// installed somewhere unusual.
+pub const EXTRA_READ_ENV: &str = "FLASHPROF_SANDBOX_READ";
 
 /// The Landlock ABI whose rights flashprof asks for (tested on Linux 6.18).
 const TARGET_ABI: ABI = ABI::V7;
@@ -40,8 +44,9 @@ const TARGET_ABI: ABI = ABI::V7;
 /// Soft and hard limit on open files: the driver holds a few dozen.
 const MAX_OPEN_FILES: u64 = 1024;
 
-/// Folders the dynamic loader searches by default, and its cache.
-const SYSTEM_LIBRARY_PATHS: [&str; 9] = [
+/// Folders the dynamic loader searches by default, its cache, and the time
+/// zone (the driver reads it).
+const SYSTEM_LIBRARY_PATHS: [&str; 10] = [
     "/lib",
     "/lib64",
     "/lib32",
@@ -51,6 +56,7 @@ const SYSTEM_LIBRARY_PATHS: [&str; 9] = [
     "/usr/local/lib",
     "/etc/ld.so.cache",
     "/etc/ld.so.conf.d",
+    "/etc/localtime",
 ];
 
 /// NVIDIA install roots besides `/usr/local/cuda*` (found by listing `/usr/local`).
@@ -88,13 +94,19 @@ pub fn confine(written_fds: &[RawFd]) -> SandboxReport {
     } else {
         let limits = limit_resources(written_fds);
         let threads = thread_count();
-        let (level, landlock) = match restrict_files() {
+        let (mut level, mut landlock) = match restrict_files() {
             Ok(status) => describe(&status),
             Err(e) => (
                 SandboxLevel::Unavailable,
                 format!("Landlock could not be applied ({e})"),
             ),
         };
+        if let Err(e) = name_a_thread() {
+            level = SandboxLevel::Partial;
+            landlock.push_str(&format!(
+                "; WARNING: naming a thread through /proc failed ({e}), and cuInit does that"
+            ));
+        }
         let mut notice = format!("sandbox: {landlock}; {limits}");
         if threads > 1 {
             notice.push_str(&format!(
@@ -106,6 +118,43 @@ pub fn confine(written_fds: &[RawFd]) -> SandboxReport {
     };
     eprintln!("flashprof worker: {}", report.notice);
     report
+}
+
+/// Does what `cuInit` does when it starts its helper thread: names it by
+/// writing `/proc/self/task/<tid>/comm` (glibc's way for another thread).
+/// The driver fails with `CUDA_ERROR_OPERATING_SYSTEM` when it cannot.
+fn name_a_thread() -> std::io::Result<()> {
+    use std::os::unix::thread::JoinHandleExt;
+    let (release, wait) = std::sync::mpsc::channel::<()>();
+    let thread = std::thread::spawn(move || {
+        let _ = wait.recv();
+    });
+    // SAFETY: the thread is alive until `release` is dropped below; the name
+    // is a NUL-terminated string of fewer than 16 bytes.
+    let code =
+        unsafe { libc::pthread_setname_np(thread.as_pthread_t(), c"flashprof-probe".as_ptr()) };
+    drop(release);
+    let _ = thread.join();
+    match code {
+        0 => Ok(()),
+        errno => Err(std::io::Error::from_raw_os_error(errno)),
+    }
+}
+
+/// Adds to a driver failure that it happened inside the sandbox, and how to
+/// tell whether the sandbox caused it.
+pub fn explain(problem: GpuProblem, report: &SandboxReport) -> GpuProblem {
+    match problem {
+        GpuProblem::DriverError { detail } if report.level != SandboxLevel::Disabled => {
+            GpuProblem::DriverError {
+                detail: format!(
+                    "{detail} (inside flashprof's sandbox: if {DISABLE_ENV}=1 cures it, \
+                     the sandbox denies the driver something; docs/SECURITY.md)"
+                ),
+            }
+        }
+        other => other,
+    }
 }
 
 fn disabled() -> bool {
@@ -127,8 +176,8 @@ fn describe(status: &landlock::RestrictionStatus) -> (SandboxLevel, String) {
             SandboxLevel::Full,
             format!(
                 "Landlock ABI {abi} fully enforced (reads: NVIDIA and system libraries, /sys, \
-                 own /proc; read-write: /dev/nvidia*; no other file access, no TCP, \
-                 signals and abstract sockets scoped)"
+                 own /proc; read-write: /dev/nvidia*, own thread names; no other file access, \
+                 no TCP, signals and abstract sockets scoped)"
             ),
         ),
         RulesetStatus::PartiallyEnforced => (
@@ -186,6 +235,13 @@ fn restrict_files() -> Result<landlock::RestrictionStatus, RulesetError> {
         ))?
         // Listing /dev shows names only; the driver looks for its nodes there.
         .add_rules(path_beneath_rules(["/dev"], AccessFs::ReadDir))?
+        // cuInit names its threads through /proc/self/task/<tid>/comm and fails
+        // with CUDA_ERROR_OPERATING_SYSTEM if it cannot. Resolved now, this is
+        // the worker's own /proc/<pid>/task: no other process's entries.
+        .add_rules(path_beneath_rules(
+            ["/proc/self/task/"],
+            read | AccessFs::WriteFile | AccessFs::Truncate,
+        ))?
         .add_rules(path_beneath_rules(nvidia_devices(), devices))?
         .restrict_self()
 }
@@ -229,8 +285,10 @@ fn children(folder: &str, prefix: &str) -> Vec<PathBuf> {
 /// Folders named by the loader path and flashprof's own library variables.
 fn environment_library_folders() -> Vec<PathBuf> {
     let mut folders = Vec::new();
-    if let Some(path) = std::env::var_os("LD_LIBRARY_PATH") {
-        folders.extend(std::env::split_paths(&path));
+    for var in ["LD_LIBRARY_PATH", EXTRA_READ_ENV] {
+        if let Some(path) = std::env::var_os(var) {
+            folders.extend(std::env::split_paths(&path));
+        }
     }
     for var in ["FLASHPROF_CUDA_LIB", "CUDA_HOME", "CUDA_PATH"] {
         folders.extend(std::env::var_os(var).map(PathBuf::from));
@@ -322,6 +380,25 @@ mod tests {
             ["TCP", "device ioctls", "signals and abstract sockets"]
         );
         assert!(missing_features(7).is_empty());
+    }
+
+    #[test]
+    fn a_driver_failure_inside_the_sandbox_says_how_to_rule_it_out() {
+        let report = |level| SandboxReport {
+            level,
+            notice: String::new(),
+        };
+        let failed = || GpuProblem::DriverError {
+            detail: "cuInit: CUDA_ERROR_OPERATING_SYSTEM".into(),
+        };
+        let explained = explain(failed(), &report(SandboxLevel::Full)).describe();
+        assert!(explained.contains(DISABLE_ENV), "{explained}");
+        assert_eq!(explain(failed(), &report(SandboxLevel::Disabled)), failed());
+        let no_driver = GpuProblem::NoDriver { detail: "x".into() };
+        assert_eq!(
+            explain(no_driver.clone(), &report(SandboxLevel::Full)),
+            no_driver
+        );
     }
 
     #[test]
