@@ -150,3 +150,26 @@ fn the_sandboxed_worker_still_compiles_the_starter() {
     );
     worker.shutdown();
 }
+
+#[test]
+fn a_folder_the_caller_names_is_readable_inside_the_sandbox() {
+    // How cases that bring their own tensors reach the worker's reads.
+    let (dir, header) = secret_header();
+    let command = WorkerCommand {
+        program: env!("CARGO_BIN_EXE_flashprof").into(),
+        args: vec!["__worker".into()],
+        env: vec![(flashprof::worker::GPU_ENV.into(), "none".into())],
+    }
+    .reading([dir.path().to_path_buf(), "/no/such/folder".into()]);
+    let mut worker = WorkerHandle::spawn(&command, Duration::from_secs(30)).expect("spawn");
+    assert_eq!(
+        worker.sandbox.as_ref().map(|s| s.level),
+        Some(SandboxLevel::Full)
+    );
+    let (_, json, _) = compile(&mut worker, including(&header));
+    assert!(
+        json.contains(SECRET),
+        "the named folder must be readable: {json}"
+    );
+    worker.shutdown();
+}

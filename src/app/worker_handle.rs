@@ -42,6 +42,34 @@ impl WorkerCommand {
         })
     }
 
+    /// The same worker, also allowed to read `paths` (the folders of cases that
+    /// bring their own tensors) inside its sandbox (docs/SECURITY.md).
+    pub fn reading(mut self, paths: impl IntoIterator<Item = PathBuf>) -> Self {
+        let var = crate::worker::sandbox::EXTRA_READ_ENV;
+        let added: Vec<PathBuf> = paths
+            .into_iter()
+            .filter_map(|p| std::fs::canonicalize(p).ok())
+            .collect();
+        if added.is_empty() {
+            return self;
+        }
+        let inherited = self
+            .env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == var)
+            .map(|(_, v)| v.clone())
+            .or_else(|| std::env::var_os(var));
+        let mut all: Vec<PathBuf> = inherited
+            .map(|v| std::env::split_paths(&v).collect())
+            .unwrap_or_default();
+        all.extend(added);
+        if let Ok(joined) = std::env::join_paths(all) {
+            self.env.push((var.into(), joined));
+        }
+        self
+    }
+
     /// The same worker, told which GPU to open (see [`crate::worker::GPU_ENV`]).
     pub fn on_gpu(mut self, selection: crate::worker::GpuSelection) -> Self {
         self.env
