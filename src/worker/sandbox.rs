@@ -102,7 +102,9 @@ pub fn confine(written_fds: &[RawFd]) -> SandboxReport {
             ),
         };
         if let Err(e) = name_a_thread() {
-            level = SandboxLevel::Partial;
+            if level == SandboxLevel::Full {
+                level = SandboxLevel::Partial;
+            }
             landlock.push_str(&format!(
                 "; WARNING: naming a thread through /proc failed ({e}), and cuInit does that"
             ));
