@@ -40,6 +40,7 @@ fn main() {
         protocol: PROTOCOL_VERSION,
         gpu: Ok(device),
         start_ms: 0.0,
+        sandbox: None,
     };
     write_message(&mut out, &ready).expect("stdout");
     let mut loaded = false;

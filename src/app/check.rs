@@ -71,6 +71,10 @@ pub fn run_check(
     mut progress: impl FnMut(Progress),
 ) -> Result<CheckReport, CheckError> {
     let started = Instant::now();
+    // The sandboxed worker reads case tensors itself, so it must be let in.
+    let command = &command
+        .clone()
+        .reading(plan.cases.iter().filter_map(|c| plan.lab.own_tensors(c)));
     let mut phases = PhaseTimes::default();
     if worker.is_none() {
         let spawned = Instant::now();

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use crate::facts::device::{DeviceInfo, GpuProblem};
 use crate::protocol::{
-    read_message, write_message, Event, FramingError, Request, PROTOCOL_VERSION,
+    read_message, write_message, Event, FramingError, Request, SandboxReport, PROTOCOL_VERSION,
 };
 
 /// Lines of worker stderr kept for error reports.
@@ -40,6 +40,34 @@ impl WorkerCommand {
             args: vec!["__worker".into()],
             env: Vec::new(),
         })
+    }
+
+    /// The same worker, also allowed to read `paths` (the folders of cases that
+    /// bring their own tensors) inside its sandbox (docs/SECURITY.md).
+    pub fn reading(mut self, paths: impl IntoIterator<Item = PathBuf>) -> Self {
+        let var = crate::worker::sandbox::EXTRA_READ_ENV;
+        let added: Vec<PathBuf> = paths
+            .into_iter()
+            .filter_map(|p| std::fs::canonicalize(p).ok())
+            .collect();
+        if added.is_empty() {
+            return self;
+        }
+        let inherited = self
+            .env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == var)
+            .map(|(_, v)| v.clone())
+            .or_else(|| std::env::var_os(var));
+        let mut all: Vec<PathBuf> = inherited
+            .map(|v| std::env::split_paths(&v).collect())
+            .unwrap_or_default();
+        all.extend(added);
+        if let Ok(joined) = std::env::join_paths(all) {
+            self.env.push((var.into(), joined));
+        }
+        self
     }
 
     /// The same worker, told which GPU to open (see [`crate::worker::GPU_ENV`]).
@@ -79,6 +107,8 @@ pub struct WorkerHandle {
     /// The GPU the worker found at start, or why it found none.
     pub gpu: Result<DeviceInfo, GpuProblem>,
     pub start_ms: f64,
+    /// What the worker's sandbox enforces, as it said in its greeting.
+    pub sandbox: Option<SandboxReport>,
 }
 
 impl WorkerHandle {
@@ -129,15 +159,18 @@ impl WorkerHandle {
                 detail: "worker not started".into(),
             }),
             start_ms: 0.0,
+            sandbox: None,
         };
         match handle.wait(start_timeout)? {
             Event::Ready {
                 protocol,
                 gpu,
                 start_ms,
+                sandbox,
             } if protocol == PROTOCOL_VERSION => {
                 handle.gpu = gpu;
                 handle.start_ms = start_ms;
+                handle.sandbox = sandbox;
                 Ok(handle)
             }
             Event::Ready { protocol, .. } => Err(WorkerFailure::Protocol(format!(

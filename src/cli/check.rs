@@ -112,7 +112,7 @@ pub fn run(args: CheckArgs) -> ExitCode {
     let counters_case = match &args.counters_case {
         None => timing_case.clone(),
         Some(name) => match cases.iter().find(|c| &c.name == name) {
-            Some(case) if lab.has_own_tensors(case) => {
+            Some(case) if lab.own_tensors(case).is_some() => {
                 eprintln!("flashprof: case `{name}` brings its own tensors; pick a generated case for --counters-case");
                 return ExitCode::Usage;
             }
@@ -165,6 +165,13 @@ pub fn run(args: CheckArgs) -> ExitCode {
         }
     });
     if let Some(w) = worker {
+        // A weaker sandbox than asked for is worth one line; a full one is the norm.
+        match &w.sandbox {
+            Some(s) if s.level != crate::protocol::SandboxLevel::Full => {
+                eprintln!("flashprof: {}", s.notice)
+            }
+            _ => {}
+        }
         w.shutdown();
     }
     let report = match report {

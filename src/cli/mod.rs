@@ -165,6 +165,9 @@ enum Command {
     /// Internal: the worker process that runs kernels (started by flashprof itself).
     #[command(name = "__worker", hide = true)]
     Worker,
+    /// Internal: confine this process as a worker would, then try to read each PATH.
+    #[command(name = "__sandbox-probe", hide = true)]
+    SandboxProbe { paths: Vec<std::path::PathBuf> },
 }
 
 /// Runs the command line and returns the process exit code.
@@ -189,6 +192,11 @@ pub fn main() -> u8 {
         Some(Command::Replay(args)) => tui::replay(args) as u8,
         Some(Command::Bench(args)) => bench::run(args) as u8,
         Some(Command::Labs) => list_labs() as u8,
+        Some(Command::SandboxProbe { paths }) => {
+            let report = crate::worker::sandbox::probe(&paths);
+            println!("level: {:?}", report.level);
+            0
+        }
         Some(Command::Worker) => match crate::worker::main() {
             Ok(()) => 0,
             Err(e) => {

@@ -272,8 +272,10 @@ pub trait Lab: Send + Sync {
     fn embedded_cases(&self) -> &'static str;
     /// Parses and checks a cases file; `base` resolves relative tensor folders.
     fn parse_cases(&self, text: &str, file: &str, base: &Path) -> Result<Vec<LabCase>, CaseError>;
-    /// Whether a case brings its own tensors (so it has no shape to profile at).
-    fn has_own_tensors(&self, case: &LabCase) -> bool;
+    /// The folder a case reads its own tensors from, if it brings them (the
+    /// worker's sandbox must let it read there; such a case has no shape to
+    /// profile at).
+    fn own_tensors(&self, case: &LabCase) -> Option<std::path::PathBuf>;
     /// The case's problem size without its tensors (what a case that is not
     /// run is shown with).
     fn problem(&self, case: &LabCase) -> Result<Problem, CaseError> {

@@ -130,6 +130,9 @@ pub enum Event {
         protocol: u32,
         gpu: Result<DeviceInfo, GpuProblem>,
         start_ms: f64,
+        /// What the worker's sandbox enforces (absent from workers that predate it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sandbox: Option<SandboxReport>,
     },
     Compiled(CompileOutcome),
     Loaded {
@@ -143,6 +146,29 @@ pub enum Event {
         message: String,
         fatal: bool,
     },
+}
+
+/// How far a worker confined itself before reading its first request
+/// (docs/SECURITY.md, "Sandbox").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxReport {
+    pub level: SandboxLevel,
+    /// One line for people: what is enforced, or why not.
+    pub notice: String,
+}
+
+/// Whether the worker's Landlock sandbox holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxLevel {
+    /// Every restriction flashprof asks for is enforced.
+    Full,
+    /// The kernel's older Landlock ABI enforces only some of them.
+    Partial,
+    /// The kernel has no Landlock (or it failed): only the resource limits hold.
+    Unavailable,
+    /// Turned off on purpose (`FLASHPROF_NO_SANDBOX=1`).
+    Disabled,
 }
 
 /// Result of compiling a student file.

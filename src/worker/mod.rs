@@ -7,6 +7,7 @@
 //! caller's to handle: it kills the process after its watchdog expires.
 
 mod counters;
+pub mod sandbox;
 mod selection;
 mod stdio;
 mod timing;
@@ -41,13 +42,16 @@ pub fn main() -> anyhow::Result<()> {
     let started = Instant::now();
     let mut protocol_out = stdio::take_protocol_stdout().context("redirecting stdout")?;
     let mut input = BufReader::new(std::io::stdin().lock());
+    // Before the GPU is opened, so the driver's threads are confined too.
+    let sandbox = sandbox::confine(&[std::os::fd::AsRawFd::as_raw_fd(&protocol_out)]);
     let gpu = GpuSelection::from_env()
         .map_err(|detail| crate::facts::device::GpuProblem::DriverError { detail })
-        .and_then(GpuSelection::open);
+        .and_then(|selection| selection.open().map_err(|p| sandbox::explain(p, &sandbox)));
     let ready = Event::Ready {
         protocol: PROTOCOL_VERSION,
         gpu: gpu.as_ref().map(|g| g.info.clone()).map_err(Clone::clone),
         start_ms: started.elapsed().as_secs_f64() * 1e3,
+        sandbox: Some(sandbox),
     };
     write_message(&mut protocol_out, &ready)?;
     let mut worker = Worker {

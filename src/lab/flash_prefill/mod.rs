@@ -167,8 +167,8 @@ impl Lab for FlashPrefill {
             .collect())
     }
 
-    fn has_own_tensors(&self, case: &LabCase) -> bool {
-        Self::spec(case).is_ok_and(|spec| spec.tensors.is_some())
+    fn own_tensors(&self, case: &LabCase) -> Option<std::path::PathBuf> {
+        Self::spec(case).ok()?.tensors
     }
 
     fn problem(&self, case: &LabCase) -> Result<Problem, CaseError> {

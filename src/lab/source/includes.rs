@@ -31,6 +31,10 @@ const PROBES: [&str; 3] = ["__has_include_next", "__has_include", "__has_embed"]
 
 /// The first directive or probe in `tokens` that the policy refuses.
 pub(super) fn first_refused(tokens: &[Token]) -> Option<RefusedInclude> {
+    direct_refusal(tokens).or_else(|| pasted_probe(tokens))
+}
+
+fn direct_refusal(tokens: &[Token]) -> Option<RefusedInclude> {
     tokens.iter().find_map(|token| match token.kind {
         TokenKind::Directive => check_directive(token),
         TokenKind::Identifier if PROBES.contains(&token.text) => Some(RefusedInclude {
@@ -53,10 +57,7 @@ fn check_directive(token: &Token) -> Option<RefusedInclude> {
             reason,
         })
     };
-    let body = ["#", "%:", "??="]
-        .iter()
-        .find_map(|opener| logical.trim_start().strip_prefix(opener))?
-        .trim_start();
+    let body = directive_body(&logical)?;
     let name_end = body
         .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
         .unwrap_or(body.len());
@@ -114,6 +115,83 @@ fn probes_in(token: &Token, logical: &str) -> Option<RefusedInclude> {
         rest = &rest[at + probe.len()..];
     }
     None
+}
+
+/// Token pasting can spell a probe no scan of the text sees
+/// (`__has_incl##ude`), and a probe only means something in `#if`/`#elif`.
+/// So a macro whose expansion may paste (its body uses `##`, or names such a
+/// macro) may not appear in a condition.
+fn pasted_probe(tokens: &[Token]) -> Option<RefusedInclude> {
+    let definitions: Vec<(String, String)> = tokens
+        .iter()
+        .filter(|t| t.kind == TokenKind::Directive)
+        .filter_map(|t| {
+            let logical = logical_text(t.text);
+            let body = directive_body(&logical)?;
+            let rest = body.strip_prefix("define")?.trim_start();
+            let end = rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(rest.len());
+            Some((rest[..end].to_owned(), rest[end..].to_owned()))
+        })
+        .collect();
+    let mut pasting: Vec<&str> = definitions
+        .iter()
+        .filter(|(_, body)| body.contains("##"))
+        .map(|(name, _)| name.as_str())
+        .collect();
+    // Macros that expand to a pasting macro paste too.
+    loop {
+        let before = pasting.len();
+        for (name, body) in &definitions {
+            if !pasting.contains(&name.as_str()) && pasting.iter().any(|p| names(body, p)) {
+                pasting.push(name);
+            }
+        }
+        if pasting.len() == before {
+            break;
+        }
+    }
+    tokens
+        .iter()
+        .filter(|t| t.kind == TokenKind::Directive)
+        .find_map(|t| {
+            let logical = logical_text(t.text);
+            let body = directive_body(&logical)?;
+            let condition = ["if", "elif"]
+                .iter()
+                .find_map(|keyword| body.strip_prefix(keyword))
+                .filter(|rest| {
+                    rest.starts_with(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                })?;
+            let used = pasting.iter().find(|p| names(condition, p))?;
+            Some(RefusedInclude {
+                line: t.line,
+                text: logical.trim().to_owned(),
+                reason: format!(
+                    "`{used}` pastes tokens (##), and a pasted name in a condition can test \
+                     for files outside the submission; compute the condition without it"
+                ),
+            })
+        })
+}
+
+/// Whether `text` mentions the identifier `name` as a whole word.
+fn names(text: &str, name: &str) -> bool {
+    let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    text.match_indices(name).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + name.len()..].chars().next();
+        !before.is_some_and(word) && !after.is_some_and(word)
+    })
+}
+
+/// What follows the `#` (or `%:`, `??=`) of a logical directive line.
+fn directive_body(logical: &str) -> Option<&str> {
+    ["#", "%:", "??="]
+        .iter()
+        .find_map(|opener| logical.trim_start().strip_prefix(opener))
+        .map(str::trim_start)
 }
 
 /// The directive as the preprocessor sees it: line splices joined, comments
@@ -224,6 +302,22 @@ mod tests {
         ] {
             assert!(refused(source).is_some(), "accepted: {source:?}");
         }
+    }
+
+    #[test]
+    fn a_probe_spelled_by_token_pasting_cannot_reach_a_condition() {
+        for source in [
+            "#define HI(x) __has_incl##ude(x)\n#if HI(\"/etc/shadow\")\n#endif\n",
+            "#define CAT(a, b) a##b\n#define HI(x) CAT(__has_, include)(x)\n\
+             #if 1\n#elif HI(</etc/shadow>)\n#endif\n",
+        ] {
+            let found = refused(source).unwrap_or_else(|| panic!("accepted: {source:?}"));
+            assert!(found.reason.contains("pastes tokens"), "{found:?}");
+        }
+        // Pasting for ordinary code, and conditions on plain macros, stay allowed.
+        let source = "#define CAT(a, b) a##b\n#define TILE 64\n#if TILE > 32\n#endif\n\
+                      __global__ void k(float* CAT(o, ut)) {}\n";
+        assert_eq!(refused(source), None);
     }
 
     #[test]

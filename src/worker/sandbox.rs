@@ -1,0 +1,432 @@
+//! Confines the worker before it reads its first request: the student's code
+//! (NVRTC parses it, the driver loads it) then runs with the least the job
+//! needs. See docs/SECURITY.md, "Sandbox".
+//!
+//! * Landlock (through the `landlock` crate, best effort for older kernels):
+//!   read-only access to the NVIDIA and system library folders (libraries are
+//!   opened lazily, long after start-up), `/sys`, the worker's own `/proc`
+//!   entry and a few global `/proc` files the driver reads; read-write access
+//!   (with device ioctls) to `/dev/nvidia*`; no file may be written, created,
+//!   removed or executed anywhere else; no TCP bind or connect; no signals to,
+//!   and no abstract-socket connections with, processes outside the sandbox.
+//! * Resource limits: no core dumps, no file growth (the worker writes only
+//!   pipes), a modest number of open files.
+//! * `CUDA_CACHE_DISABLE=1`, so the driver does not write a JIT cache.
+//!
+//! It is applied before the GPU is opened, so the driver's own threads
+//! (created when the context is) inherit it: Landlock binds threads, not
+//! processes, on kernels before Landlock ABI 8.
+//!
+//! `FLASHPROF_NO_SANDBOX=1` turns it off for debugging, and says so loudly.
+#![allow(unsafe_code)]
+
+use std::os::fd::RawFd;
+use std::path::{Path, PathBuf};
+
+use landlock::{
+    path_beneath_rules, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible,
+    LandlockStatus, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetError, RulesetStatus, Scope,
+    ABI,
+};
+
+use crate::facts::device::GpuProblem;
+use crate::protocol::{SandboxLevel, SandboxReport};
+
+/// Set to `1` to run the worker without a sandbox (debugging only).
+pub const DISABLE_ENV: &str = "FLASHPROF_NO_SANDBOX";
+
+/// More paths the worker may read (`:`-separated), for a driver or library
+/// installed somewhere unusual.
+pub const EXTRA_READ_ENV: &str = "FLASHPROF_SANDBOX_READ";
+
+/// The Landlock ABI whose rights flashprof asks for (tested on Linux 6.18).
+const TARGET_ABI: ABI = ABI::V7;
+
+/// Soft and hard limit on open files: the driver holds a few dozen.
+const MAX_OPEN_FILES: u64 = 1024;
+
+/// Folders the dynamic loader searches by default, its cache, and the time
+/// zone (the driver reads it).
+const SYSTEM_LIBRARY_PATHS: [&str; 10] = [
+    "/lib",
+    "/lib64",
+    "/lib32",
+    "/usr/lib",
+    "/usr/lib64",
+    "/usr/lib32",
+    "/usr/local/lib",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf.d",
+    "/etc/localtime",
+];
+
+/// NVIDIA install roots besides `/usr/local/cuda*` (found by listing `/usr/local`).
+const NVIDIA_ROOTS: [&str; 2] = ["/usr/local/nvidia", "/opt/nvidia"];
+
+/// Global `/proc` files and folders the CUDA driver and CUPTI read.
+const PROC_PATHS: [&str; 10] = [
+    "/proc/driver/nvidia",
+    "/proc/devices",
+    "/proc/modules",
+    "/proc/cpuinfo",
+    "/proc/meminfo",
+    "/proc/stat",
+    "/proc/filesystems",
+    "/proc/version",
+    "/proc/sys",
+    "/proc/self/", // resolved now to this process's own /proc/<pid>
+];
+
+/// Read-only, harmless character devices.
+const PLAIN_DEVICES: [&str; 4] = ["/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"];
+
+/// Confines this process. `written_fds` are the descriptors the worker writes
+/// (its protocol pipe); stdout and stderr are checked as well.
+pub fn confine(written_fds: &[RawFd]) -> SandboxReport {
+    // The driver would otherwise keep compiled PTX under ~/.nv/ComputeCache.
+    std::env::set_var("CUDA_CACHE_DISABLE", "1");
+    let report = if disabled() {
+        SandboxReport {
+            level: SandboxLevel::Disabled,
+            notice: format!(
+                "SANDBOX OFF ({DISABLE_ENV} is set): student code can read every file this user can"
+            ),
+        }
+    } else {
+        let limits = limit_resources(written_fds);
+        let threads = thread_count();
+        let (mut level, mut landlock) = match restrict_files() {
+            Ok(status) => describe(&status),
+            Err(e) => (
+                SandboxLevel::Unavailable,
+                format!("Landlock could not be applied ({e})"),
+            ),
+        };
+        if let Err(e) = name_a_thread() {
+            if level == SandboxLevel::Full {
+                level = SandboxLevel::Partial;
+            }
+            landlock.push_str(&format!(
+                "; WARNING: naming a thread through /proc failed ({e}), and cuInit does that"
+            ));
+        }
+        let mut notice = format!("sandbox: {landlock}; {limits}");
+        if threads > 1 {
+            notice.push_str(&format!(
+                "; {} threads started before it are not confined",
+                threads - 1
+            ));
+        }
+        SandboxReport { level, notice }
+    };
+    eprintln!("flashprof worker: {}", report.notice);
+    report
+}
+
+/// `flashprof __sandbox-probe PATH...`: confines this process exactly as a
+/// worker confines itself, then tries to read each path and prints one line
+/// per path (`read N bytes` or `refused: ...`). It lets a test on any
+/// machine, and a site checking its CUDA install, see what the sandbox lets
+/// a worker read, without a GPU and without going through the compiler.
+pub fn probe(paths: &[std::path::PathBuf]) -> SandboxReport {
+    let report = confine(&[]);
+    for path in paths {
+        match std::fs::read(path) {
+            Ok(bytes) => println!("{}: read {} bytes", path.display(), bytes.len()),
+            Err(e) => println!("{}: refused: {e}", path.display()),
+        }
+    }
+    report
+}
+
+/// Does what `cuInit` does when it starts its helper thread: names it by
+/// writing `/proc/self/task/<tid>/comm` (glibc's way for another thread).
+/// The driver fails with `CUDA_ERROR_OPERATING_SYSTEM` when it cannot.
+fn name_a_thread() -> std::io::Result<()> {
+    use std::os::unix::thread::JoinHandleExt;
+    let (release, wait) = std::sync::mpsc::channel::<()>();
+    let thread = std::thread::spawn(move || {
+        let _ = wait.recv();
+    });
+    // SAFETY: the thread is alive until `release` is dropped below; the name
+    // is a NUL-terminated string of fewer than 16 bytes.
+    let code =
+        unsafe { libc::pthread_setname_np(thread.as_pthread_t(), c"flashprof-probe".as_ptr()) };
+    drop(release);
+    let _ = thread.join();
+    match code {
+        0 => Ok(()),
+        errno => Err(std::io::Error::from_raw_os_error(errno)),
+    }
+}
+
+/// Adds to a driver failure that it happened inside the sandbox, and how to
+/// tell whether the sandbox caused it.
+pub fn explain(problem: GpuProblem, report: &SandboxReport) -> GpuProblem {
+    match problem {
+        GpuProblem::DriverError { detail } if report.level != SandboxLevel::Disabled => {
+            GpuProblem::DriverError {
+                detail: format!(
+                    "{detail} (inside flashprof's sandbox: if {DISABLE_ENV}=1 cures it, \
+                     the sandbox denies the driver something; docs/SECURITY.md)"
+                ),
+            }
+        }
+        other => other,
+    }
+}
+
+fn disabled() -> bool {
+    std::env::var_os(DISABLE_ENV).is_some_and(|v| !v.is_empty() && v != "0")
+}
+
+fn thread_count() -> usize {
+    std::fs::read_dir("/proc/self/task").map_or(1, |d| d.count())
+}
+
+/// What the kernel enforced, as a level and a phrase.
+fn describe(status: &landlock::RestrictionStatus) -> (SandboxLevel, String) {
+    let abi = match status.landlock {
+        LandlockStatus::Available { effective_abi, .. } => effective_abi as i32,
+        _ => 0,
+    };
+    match status.ruleset {
+        RulesetStatus::FullyEnforced => (
+            SandboxLevel::Full,
+            format!(
+                "Landlock ABI {abi} fully enforced (reads: NVIDIA and system libraries, /sys, \
+                 own /proc; read-write: /dev/nvidia*, own thread names; no other file access, \
+                 no TCP, signals and abstract sockets scoped)"
+            ),
+        ),
+        RulesetStatus::PartiallyEnforced => (
+            SandboxLevel::Partial,
+            format!(
+                "Landlock ABI {abi} partly enforced: file reads and writes are confined, but this \
+                 kernel cannot restrict {}",
+                missing_features(abi).join(", ")
+            ),
+        ),
+        RulesetStatus::NotEnforced => (
+            SandboxLevel::Unavailable,
+            match status.landlock {
+                LandlockStatus::NotEnabled => {
+                    "NOT confined: Landlock is built into this kernel but not enabled \
+                     (add `lsm=...,landlock` to the kernel command line)"
+                        .to_owned()
+                }
+                _ => "NOT confined: this kernel has no Landlock (Linux 5.13 or newer has it)"
+                    .to_owned(),
+            },
+        ),
+    }
+}
+
+/// What an older Landlock ABI leaves out of flashprof's ruleset.
+fn missing_features(abi: i32) -> Vec<&'static str> {
+    [
+        (2, "renaming files across folders"),
+        (3, "truncation"),
+        (4, "TCP"),
+        (5, "device ioctls"),
+        (6, "signals and abstract sockets"),
+    ]
+    .into_iter()
+    .filter(|(since, _)| abi < *since)
+    .map(|(_, what)| what)
+    .collect()
+}
+
+fn restrict_files() -> Result<landlock::RestrictionStatus, RulesetError> {
+    let read = AccessFs::from_read(TARGET_ABI) & !AccessFs::Execute;
+    let devices: BitFlags<AccessFs> =
+        read | AccessFs::WriteFile | AccessFs::IoctlDev | AccessFs::Truncate;
+    Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(AccessFs::from_all(TARGET_ABI))?
+        .handle_access(AccessNet::from_all(TARGET_ABI))?
+        .scope(Scope::from_all(TARGET_ABI))?
+        .create()?
+        .add_rules(path_beneath_rules(readable_paths(), read))?
+        .add_rules(path_beneath_rules(
+            PLAIN_DEVICES,
+            AccessFs::ReadFile | AccessFs::WriteFile,
+        ))?
+        // Listing /dev shows names only; the driver looks for its nodes there.
+        .add_rules(path_beneath_rules(["/dev"], AccessFs::ReadDir))?
+        // cuInit names its threads through /proc/self/task/<tid>/comm and fails
+        // with CUDA_ERROR_OPERATING_SYSTEM if it cannot. Resolved now, this is
+        // the worker's own /proc/<pid>/task: no other process's entries.
+        .add_rules(path_beneath_rules(
+            ["/proc/self/task/"],
+            read | AccessFs::WriteFile | AccessFs::Truncate,
+        ))?
+        .add_rules(path_beneath_rules(nvidia_devices(), devices))?
+        .restrict_self()
+}
+
+/// Everything the worker may read: library folders, /sys, parts of /proc.
+fn readable_paths() -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = SYSTEM_LIBRARY_PATHS.iter().map(PathBuf::from).collect();
+    paths.extend(NVIDIA_ROOTS.iter().map(PathBuf::from));
+    paths.extend(children("/usr/local", "cuda"));
+    paths.extend(environment_library_folders());
+    paths.extend(mapped_library_folders());
+    paths.push("/sys".into());
+    paths.extend(PROC_PATHS.iter().map(PathBuf::from));
+    paths.retain(|p| is_narrow(p));
+    paths.sort();
+    paths.dedup();
+    paths
+}
+
+/// An absolute path that holds neither the whole filesystem nor the user's home.
+fn is_narrow(path: &Path) -> bool {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    path.is_absolute()
+        && path.parent().is_some()
+        && !home.is_some_and(|home| home.starts_with(path))
+}
+
+/// Entries of `folder` whose names start with `prefix`.
+fn children(folder: &str, prefix: &str) -> Vec<PathBuf> {
+    std::fs::read_dir(folder)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Folders named by the loader path and flashprof's own library variables.
+fn environment_library_folders() -> Vec<PathBuf> {
+    let mut folders = Vec::new();
+    for var in ["LD_LIBRARY_PATH", EXTRA_READ_ENV] {
+        if let Some(path) = std::env::var_os(var) {
+            folders.extend(std::env::split_paths(&path));
+        }
+    }
+    for var in ["FLASHPROF_CUDA_LIB", "CUDA_HOME", "CUDA_PATH"] {
+        folders.extend(std::env::var_os(var).map(PathBuf::from));
+    }
+    if let Some(cupti) = std::env::var_os(crate::gpu::cupti::PATH_VARIABLE).map(PathBuf::from) {
+        // A file names libcupti; its folder holds libnvperf_host too.
+        match cupti.is_dir() {
+            true => folders.push(cupti),
+            false => folders.extend(cupti.parent().map(Path::to_path_buf)),
+        }
+    }
+    folders
+}
+
+/// Folders of the shared libraries already mapped into this process.
+fn mapped_library_folders() -> Vec<PathBuf> {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    maps.lines()
+        .filter_map(|line| line.split_whitespace().nth(5))
+        .filter(|path| path.starts_with('/') && path.contains(".so"))
+        .filter_map(|path| Path::new(path).parent().map(Path::to_path_buf))
+        .collect()
+}
+
+/// The NVIDIA device nodes (`/dev/nvidia0`, `/dev/nvidiactl`, `/dev/nvidia-uvm`,
+/// `/dev/nvidia-caps/`, ...).
+fn nvidia_devices() -> Vec<PathBuf> {
+    children("/dev", "nvidia")
+}
+
+/// Sets the resource limits and says what holds.
+fn limit_resources(written_fds: &[RawFd]) -> String {
+    let mut done = Vec::new();
+    if set_limit(libc::RLIMIT_CORE, 0) {
+        done.push("no core dumps".to_owned());
+    }
+    // A file size limit of zero kills a writer of regular files (SIGXFSZ);
+    // the worker writes only pipes, unless someone redirected it to a file.
+    let written: Vec<RawFd> = written_fds.iter().copied().chain([1, 2]).collect();
+    if written.iter().any(|&fd| is_regular_file(fd)) {
+        done.push("file size unlimited (output goes to a file)".to_owned());
+    } else if set_limit(libc::RLIMIT_FSIZE, 0) {
+        done.push("no file growth".to_owned());
+    }
+    let open_files = current_limit(libc::RLIMIT_NOFILE)
+        .map_or(MAX_OPEN_FILES, |current| current.min(MAX_OPEN_FILES));
+    if set_limit(libc::RLIMIT_NOFILE, open_files) {
+        done.push(format!("at most {open_files} open files"));
+    }
+    done.join(", ")
+}
+
+fn current_limit(resource: libc::__rlimit_resource_t) -> Option<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit we own.
+    let ok = unsafe { libc::getrlimit(resource, &mut limit) } == 0;
+    ok.then_some(limit.rlim_cur)
+}
+
+/// Sets both the soft and the hard limit, so the worker cannot raise it again.
+fn set_limit(resource: libc::__rlimit_resource_t, value: u64) -> bool {
+    let limit = libc::rlimit {
+        rlim_cur: value,
+        rlim_max: value,
+    };
+    // SAFETY: setrlimit reads one rlimit we own.
+    unsafe { libc::setrlimit(resource, &limit) == 0 }
+}
+
+fn is_regular_file(fd: RawFd) -> bool {
+    // SAFETY: fstat writes one stat we own; a bad descriptor only fails.
+    unsafe {
+        let mut stat: libc::stat = std::mem::zeroed();
+        libc::fstat(fd, &mut stat) == 0 && (stat.st_mode & libc::S_IFMT) == libc::S_IFREG
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_older_abi_names_what_it_cannot_restrict() {
+        assert_eq!(
+            missing_features(3),
+            ["TCP", "device ioctls", "signals and abstract sockets"]
+        );
+        assert!(missing_features(7).is_empty());
+    }
+
+    #[test]
+    fn a_driver_failure_inside_the_sandbox_says_how_to_rule_it_out() {
+        let report = |level| SandboxReport {
+            level,
+            notice: String::new(),
+        };
+        let failed = || GpuProblem::DriverError {
+            detail: "cuInit: CUDA_ERROR_OPERATING_SYSTEM".into(),
+        };
+        let explained = explain(failed(), &report(SandboxLevel::Full)).describe();
+        assert!(explained.contains(DISABLE_ENV), "{explained}");
+        assert_eq!(explain(failed(), &report(SandboxLevel::Disabled)), failed());
+        let no_driver = GpuProblem::NoDriver { detail: "x".into() };
+        assert_eq!(
+            explain(no_driver.clone(), &report(SandboxLevel::Full)),
+            no_driver
+        );
+    }
+
+    #[test]
+    fn the_readable_paths_never_open_the_root_or_home() {
+        let paths = readable_paths();
+        assert!(!paths.iter().any(|p| p == Path::new("/")));
+        if let Some(home) = std::env::var_os("HOME") {
+            assert!(!paths.iter().any(|p| Path::new(&home).starts_with(p)));
+        }
+        assert!(paths.iter().any(|p| p == Path::new("/sys")));
+    }
+}

@@ -1,0 +1,146 @@
+//! The worker's sandbox, on this machine's real kernel. `flashprof
+//! __sandbox-probe` confines itself exactly as a worker does (the same
+//! `worker::sandbox::confine`) and then tries to read files: a file outside
+//! what a worker may read is refused, the same read with the sandbox turned
+//! off succeeds (so the test can fail), and a folder the caller names is
+//! readable. The real worker is started too: its greeting must report the
+//! whole sandbox, and NVRTC must still compile inside it.
+//!
+//! The probe is used rather than a compile that `#include`s the file,
+//! because flashprof's include policy refuses such a source before NVRTC
+//! could open it; the sandbox is the wall behind that policy, and this
+//! tests the wall alone. The tests fail, never skip, where the kernel
+//! cannot apply the sandbox: CI's kernel has Landlock. NVRTC must be on the
+//! loader path, as `scripts/test.sh` arranges.
+
+use std::time::Duration;
+
+use flashprof::app::worker_handle::{WorkerCommand, WorkerHandle};
+use flashprof::lab::flash_prefill::FLASH_PREFILL;
+use flashprof::protocol::{Event, LabId, Request, SandboxLevel};
+use flashprof::worker::sandbox::{DISABLE_ENV, EXTRA_READ_ENV};
+
+const SECRET: &str = "FLASHPROF_TEST_SECRET_3f9c1a";
+
+fn worker(sandboxed: bool) -> WorkerHandle {
+    let mut command = WorkerCommand {
+        program: env!("CARGO_BIN_EXE_flashprof").into(),
+        args: vec!["__worker".into()],
+        env: vec![(flashprof::worker::GPU_ENV.into(), "none".into())],
+    };
+    if !sandboxed {
+        command.env.push((DISABLE_ENV.into(), "1".into()));
+    }
+    WorkerHandle::spawn(&command, Duration::from_secs(30)).expect("the worker starts")
+}
+
+/// What the probe printed, for `paths`, with `env` added.
+fn probe(paths: &[&std::path::Path], env: &[(&str, &str)]) -> String {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_flashprof"))
+        .arg("__sandbox-probe")
+        .args(paths)
+        .envs(env.iter().copied())
+        .output()
+        .expect("the probe runs");
+    assert!(output.status.success(), "{output:?}");
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// Compiles `source_text` and returns the whole answer as JSON text, with the worker's stderr.
+fn compile(worker: &mut WorkerHandle, source_text: String) -> (Event, String) {
+    let event = worker
+        .request(
+            &Request::Compile {
+                lab: LabId::of(FLASH_PREFILL),
+                source_path: "student.cu".into(),
+                source_text,
+            },
+            Duration::from_secs(60),
+        )
+        .expect("a compile answer");
+    let json = serde_json::to_string(&event).expect("serialisable");
+    (event, json)
+}
+
+fn secret_header() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("secret.h");
+    // An undefined identifier: a compiler that reads the file names it in an error.
+    std::fs::write(&path, format!("int leaked = {SECRET};\n")).expect("write secret");
+    (dir, path)
+}
+
+#[test]
+fn a_sandboxed_process_cannot_read_a_file_outside_its_libraries() {
+    let (_dir, secret) = secret_header();
+    let shown = probe(&[&secret], &[]);
+    assert!(shown.contains("level: Full"), "{shown}");
+    assert!(
+        shown.contains(&format!("{}: refused:", secret.display())),
+        "{shown}"
+    );
+    assert!(shown.contains("Permission denied"), "{shown}");
+}
+
+#[test]
+fn without_the_sandbox_the_same_read_succeeds() {
+    let (_dir, secret) = secret_header();
+    let shown = probe(&[&secret], &[(DISABLE_ENV, "1")]);
+    assert!(shown.contains("level: Disabled"), "{shown}");
+    assert!(shown.contains("SANDBOX OFF"), "{shown}");
+    assert!(
+        shown.contains(&format!("{}: read ", secret.display())),
+        "the control must read the file, or the sandboxed test proves nothing: {shown}"
+    );
+}
+
+#[test]
+fn the_real_worker_greets_with_the_whole_sandbox() {
+    let worker = worker(true);
+    let sandbox = worker
+        .sandbox
+        .clone()
+        .expect("the greeting reports the sandbox");
+    assert_eq!(
+        sandbox.level,
+        SandboxLevel::Full,
+        "this kernel must enforce the whole sandbox: {}",
+        sandbox.notice
+    );
+    worker.shutdown();
+}
+
+#[test]
+fn the_sandboxed_worker_still_compiles_the_starter() {
+    // NVRTC and its builtins library are opened lazily, after the sandbox.
+    let mut worker = worker(true);
+    let starter =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/kernels/starter.cu"))
+            .expect("starter");
+    let (event, json) = compile(&mut worker, starter);
+    assert!(
+        matches!(&event, Event::Compiled(outcome) if outcome.ok && outcome.resources.is_some()),
+        "{json}"
+    );
+    worker.shutdown();
+}
+
+#[test]
+fn a_folder_the_caller_names_is_readable_inside_the_sandbox() {
+    // How cases that bring their own tensors reach the worker's reads.
+    let (dir, secret) = secret_header();
+    let folder = dir.path().canonicalize().expect("canonical");
+    let shown = probe(
+        &[&secret],
+        &[(EXTRA_READ_ENV, folder.to_str().expect("utf-8 temp path"))],
+    );
+    assert!(shown.contains("level: Full"), "{shown}");
+    assert!(
+        shown.contains(&format!("{}: read ", secret.display())),
+        "the named folder must be readable: {shown}"
+    );
+}
