@@ -1,8 +1,14 @@
 """Checks flashprof's JSON reports against each kernel's expected verdict and prints a table.
 
-Each planted-bug kernel's first line says what must happen:
+Both labs: flash-prefill (kernels/, reports named starter, reference,
+bug-*) and paged-prefill (kernels/paged/, reports named paged-*).
+
+A flash-prefill planted bug's first line says what must happen:
     // flashprof-expect: <case-name> <kind>
 kind: fail, nan, unwritten, race, oob-write, input-mutated, timeout, crash.
+A paged-prefill planted bug's first line lists every case it must fail, and
+every other case must pass (CI checks the list against the CPU bug models):
+    // flashprof-expect-fail: <case-name> ...
 Exit status 0 only when every expectation holds.
 """
 import json
@@ -55,15 +61,16 @@ def counters_problem(report):
 
 rows = []
 ok_all = True
-for name in ["starter", "reference"]:
+for name in ["starter", "reference", "paged-starter", "paged-reference"]:
     report = load(name)
     rc, wall = runs.get(name, (-1, 0.0))
     timing = report.get("timing") or {}
     speedup = (timing.get("speedup") or {}).get("point")
     passed = report.get("passed", False) and rc == 0
-    want_speed = 0.8 if name == "starter" else 10.0
+    is_starter = name.endswith("starter")
+    want_speed = 0.8 if is_starter else 10.0
     counters = counters_problem(report)
-    ok = passed and speedup is not None and speedup >= want_speed and (name != "starter" or speedup <= 1.25) and counters is None
+    ok = passed and speedup is not None and speedup >= want_speed and (not is_starter or speedup <= 1.25) and counters is None
     ok_all &= ok
     student = (timing.get("student") or {}).get("median")
     rows.append((name, "all cases pass, counters", f"{sum(c['status']=='pass' for c in report.get('cases', []))}/{len(report.get('cases', []))} pass, "
@@ -82,6 +89,24 @@ for path in sorted(pathlib.Path("kernels/bugs").glob("*.cu")):
     ok_all &= ok
     seen = "missing" if case is None else f"{case['status']}: {case['diagnosis'][:70]}"
     rows.append((path.stem, f"{case_name} {kind}", seen, "ok" if ok else "WRONG"))
+
+for path in sorted(pathlib.Path("kernels/paged/bugs").glob("*.cu")):
+    first = path.read_text().splitlines()[0]
+    must_fail = set(first.split("flashprof-expect-fail:", 1)[1].split())
+    name = f"paged-bug-{path.stem}"
+    report = load(name)
+    rc, wall = runs.get(name, (-1, 0.0))
+    cases = report.get("cases", [])
+    failed = {c["name"] for c in cases if c["status"] != "pass"}
+    ran = {c["name"] for c in cases}
+    ok = bool(cases) and failed == must_fail and rc != 0
+    ok_all &= ok
+    extra, missed = sorted(failed - must_fail), sorted(must_fail - failed)
+    seen = f"fails {len(failed)}/{len(ran)}" + (f", also {extra}" if extra else "") + (f", not {missed}" if missed else "")
+    example = next((c for c in cases if c["name"] in failed), None)
+    if example is not None:
+        seen += f": {example['diagnosis'][:60]}"
+    rows.append((f"paged/{path.stem}", f"fails exactly {len(must_fail)} listed", seen, "ok" if ok else "WRONG"))
 
 width = [max(len(r[i]) for r in rows) for i in range(3)]
 print(f"{'kernel':<{width[0]}}  {'expected':<{width[1]}}  {'seen':<{width[2]}}  verdict")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU acceptance for flashprof, in one call on a machine with an NVIDIA GPU.
 #
-# Runs `flashprof check` on every shipped kernel, checks each verdict
+# Runs `flashprof check` on every shipped kernel of both labs, checks each verdict
 # against what the kernel is meant to produce (starter and reference pass;
 # each planted bug fails its intended case in the intended way), and prints
 # a short table last. Full JSON reports and logs go to $OUT (or ./acceptance-out).
@@ -35,9 +35,17 @@ for bug in kernels/bugs/*.cu; do
   run "bug-$(basename "$bug" .cu)" check "$bug" --no-timing --case-timeout 4
 done
 
+# The second lab, paged-prefill: the same checks on its kernels.
+run paged-starter check kernels/paged/starter.cu --lab paged-prefill --counters
+run paged-reference check kernels/paged/reference.cu --lab paged-prefill --counters
+for bug in kernels/paged/bugs/*.cu; do
+  run "paged-bug-$(basename "$bug" .cu)" check "$bug" --lab paged-prefill --no-timing --case-timeout 4
+done
+
 # The human-readable reports of the two reference points, for docs/.
 for kernel in starter reference; do
   "$BIN" check "kernels/$kernel.cu" --counters >>"$OUT/summary.txt" 2>>"$LOG"
+  "$BIN" check "kernels/paged/$kernel.cu" --lab paged-prefill --counters >>"$OUT/summary.txt" 2>>"$LOG"
 done
 
 # Loop latency, phase by phase.

@@ -144,3 +144,21 @@ fn a_folder_the_caller_names_is_readable_inside_the_sandbox() {
         "the named folder must be readable: {shown}"
     );
 }
+
+#[test]
+fn an_attached_nvidia_tool_gets_its_own_folders_and_nothing_else() {
+    // Nsight Compute and compute-sanitizer set CUDA_INJECTION64_PATH in the
+    // process they attach to and keep a lock folder under /tmp/nvidia.
+    let (_dir, secret) = secret_header();
+    let shown = probe(
+        &[&secret],
+        &[("CUDA_INJECTION64_PATH", "/nonexistent/tool.so")],
+    );
+    assert!(shown.contains("level: Full"), "{shown}");
+    assert!(shown.contains("an NVIDIA tool is attached"), "{shown}");
+    assert!(shown.contains("/tmp/nvidia"), "{shown}");
+    assert!(
+        shown.contains(&format!("{}: refused:", secret.display())),
+        "{shown}"
+    );
+}

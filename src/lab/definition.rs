@@ -190,6 +190,15 @@ pub struct CaseData {
     pub expected: Option<Vec<f64>>,
 }
 
+/// One launch's output and how it compares, for a diagnosis.
+#[derive(Debug, Clone, Copy)]
+pub struct Graded<'a> {
+    pub out: &'a [f32],
+    pub reference: &'a [f64],
+    pub comparison: &'a Comparison,
+    pub integrity: &'a Integrity,
+}
+
 /// A cases file, case or tensor that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CaseError {
@@ -287,8 +296,9 @@ pub trait Lab: Send + Sync {
     /// output rows, laid out one after another in the order given (what
     /// spot-checking a large output needs).
     fn oracle(&self, data: &CaseData, rows: Option<&[usize]>) -> Vec<f64>;
-    /// The likeliest cause of a comparison, in the lab's language, in one line.
-    fn diagnose(&self, data: &CaseData, cmp: &Comparison, integrity: &Integrity) -> String;
+    /// The likeliest cause of what a launch produced, in the lab's language,
+    /// in one line; `out` is the kernel's output, `reference` the oracle's.
+    fn diagnose(&self, data: &CaseData, graded: &Graded<'_>) -> String;
     /// The timing shape, with `KEY=VALUE` overrides from the command line.
     fn timing_case(&self, overrides: &[(String, String)]) -> Result<LabCase, String>;
     fn starter(&self) -> KernelFile;

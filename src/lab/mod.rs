@@ -1,9 +1,6 @@
 //! The labs, with no GPU and no screen: what a lab is ([`definition::Lab`]),
 //! the labs themselves (one folder each), and what every lab shares: launch
 //! geometry declared in a file, student source files, `.npy` tensors.
-//!
-//! `paged` is the second lab's CPU core (oracle, cases, golden proof, bug
-//! models, diagnosis); it is not yet registered as a [`definition::Lab`].
 
 pub mod definition;
 pub mod flash_prefill;

@@ -2,10 +2,11 @@
 
 use super::definition::Lab;
 use super::flash_prefill::FlashPrefill;
+use super::paged::PagedPrefill;
 
 /// Every lab, the default first.
-pub fn labs() -> [&'static dyn Lab; 1] {
-    [&FlashPrefill]
+pub fn labs() -> [&'static dyn Lab; 2] {
+    [&FlashPrefill, &PagedPrefill]
 }
 
 /// The lab used when none is named: the course's first.

@@ -25,7 +25,7 @@ use crate::gpu::compile::{self, CompileError, CompileOptions};
 use crate::gpu::device::{Gpu, GpuError, Kernel, L2Flusher};
 use crate::grade::compare::{compare, POISON_BITS};
 use crate::grade::integrity::Integrity;
-use crate::lab::definition::{ArgKind, CaseData, LabCase, LabRef};
+use crate::lab::definition::{ArgKind, CaseData, Graded, LabCase, LabRef};
 use crate::lab::geometry::LaunchGeometry;
 use crate::lab::source::StudentSource;
 use crate::protocol::{
@@ -396,7 +396,15 @@ impl Worker {
                 } else {
                     CaseStatus::Fail
                 };
-                outcome.diagnosis = lab.diagnose(&inputs, &comparison, &runs.integrity);
+                outcome.diagnosis = lab.diagnose(
+                    &inputs,
+                    &Graded {
+                        out: &runs.first,
+                        reference: &reference,
+                        comparison: &comparison,
+                        integrity: &runs.integrity,
+                    },
+                );
                 outcome.comparison = Some(comparison);
                 outcome.integrity = Some(runs.integrity);
                 outcome.elapsed_ms = elapsed_ms();

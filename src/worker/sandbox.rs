@@ -95,13 +95,21 @@ pub fn confine(written_fds: &[RawFd]) -> SandboxReport {
     } else {
         let limits = limit_resources(written_fds);
         let threads = thread_count();
-        let (mut level, mut landlock) = match restrict_files() {
+        let tool = tool_folders();
+        let (mut level, mut landlock) = match restrict_files(&tool) {
             Ok(status) => describe(&status),
             Err(e) => (
                 SandboxLevel::Unavailable,
                 format!("Landlock could not be applied ({e})"),
             ),
         };
+        if !tool.is_empty() {
+            let shown: Vec<String> = tool.iter().map(|p| p.display().to_string()).collect();
+            landlock.push_str(&format!(
+                "; an NVIDIA tool is attached, so {} may be written and sockets and signals are not scoped",
+                shown.join(" and ")
+            ));
+        }
         if let Err(e) = name_a_thread() {
             if level == SandboxLevel::Full {
                 level = SandboxLevel::Partial;
@@ -237,15 +245,52 @@ fn missing_features(abi: i32) -> Vec<&'static str> {
     .collect()
 }
 
-fn restrict_files() -> Result<landlock::RestrictionStatus, RulesetError> {
+/// Variables that Nsight Compute and compute-sanitizer set in the processes
+/// they attach to (seen on the H200 with CUDA 13.0: ncu 2025.3.1 and
+/// compute-sanitizer). The TA starts the tool; a student cannot set the
+/// worker's environment.
+const TOOL_ENV: [&str; 4] = [
+    "NVIDIA_PROCESS_INJECTION_CRASH_REPORTING",
+    "NV_NSIGHT_INJECTION_TRANSPORT_TYPE",
+    "NV_SANITIZER_INJECTION_TRANSPORT_TYPE",
+    "CUDA_INJECTION64_PATH",
+];
+
+/// Whether an NVIDIA developer tool is attached to this process.
+fn tool_attached() -> bool {
+    TOOL_ENV.iter().any(|var| std::env::var_os(var).is_some())
+}
+
+/// Folders an attached tool writes in the target process: its lock folder
+/// (`/tmp/nvidia`), its process-tree tracker (`/tmp/NVIDIA-treetracker-*`,
+/// made by the tool before it starts flashprof) and shared memory; nothing
+/// else under /tmp. Empty without a tool.
+fn tool_folders() -> Vec<PathBuf> {
+    if !tool_attached() {
+        return Vec::new();
+    }
+    // The lock folder may not exist yet, and a rule can only name what does.
+    let _ = std::fs::create_dir_all("/tmp/nvidia");
+    let mut folders = vec![PathBuf::from("/tmp/nvidia"), PathBuf::from("/dev/shm")];
+    folders.extend(children("/tmp", "NVIDIA-"));
+    folders.retain(|folder| folder.is_dir());
+    folders
+}
+
+fn restrict_files(tool: &[PathBuf]) -> Result<landlock::RestrictionStatus, RulesetError> {
     let read = AccessFs::from_read(TARGET_ABI) & !AccessFs::Execute;
     let devices: BitFlags<AccessFs> =
         read | AccessFs::WriteFile | AccessFs::IoctlDev | AccessFs::Truncate;
-    Ruleset::default()
+    let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(AccessFs::from_all(TARGET_ABI))?
-        .handle_access(AccessNet::from_all(TARGET_ABI))?
-        .scope(Scope::from_all(TARGET_ABI))?
+        .handle_access(AccessNet::from_all(TARGET_ABI))?;
+    // An attached tool talks to its front end over Unix sockets: the
+    // scoping of abstract sockets and signals is left off for it.
+    if tool.is_empty() {
+        ruleset = ruleset.scope(Scope::from_all(TARGET_ABI))?;
+    }
+    ruleset
         .create()?
         .add_rules(path_beneath_rules(readable_paths(), read))?
         .add_rules(path_beneath_rules(
@@ -262,6 +307,7 @@ fn restrict_files() -> Result<landlock::RestrictionStatus, RulesetError> {
             read | AccessFs::WriteFile | AccessFs::Truncate,
         ))?
         .add_rules(path_beneath_rules(nvidia_devices(), devices))?
+        .add_rules(path_beneath_rules(tool, AccessFs::from_all(TARGET_ABI)))?
         .restrict_self()
 }
 

@@ -1,3 +1,4 @@
+// flashprof-expect-fail: alibi-no-context alibi-with-context alibi-and-window
 // Bug: the ALiBi bias has its sign flipped, slope * (i - j) instead of
 // slope * (j - i), so distant keys are favoured instead of penalised.
 // Must fail: every ALiBi case (with a row that sees two or more keys).

@@ -1,3 +1,4 @@
+// flashprof-expect-fail: window-1 window-b-minus-1 window-b window-b-plus-1 window-longer-than-sequence alibi-and-window
 // Bug: operator precedence in the visibility test. The kernel walks keys
 // 0 .. i and keeps key j when `j < ctx || j <= i && inWindow`, which C++
 // reads as `j < ctx || (j <= i && inWindow)`; what was meant is

@@ -1,3 +1,4 @@
+// flashprof-expect-fail: window-1 window-b-minus-1 window-b window-b-plus-1 window-longer-than-sequence alibi-and-window
 // Bug: the sliding window is one key too wide: the walk starts at i - W
 // instead of i - W + 1, i.e. the kernel keeps keys with i - j <= W where the
 // contract says i - j < W.

@@ -13,12 +13,11 @@ use std::path::Path;
 use self::cases::{parse_cases, CaseSpec, EMBEDDED_CASES};
 use self::contract::{Shape, DH, ENTRY_POINT, ENTRY_SIGNATURE, GROUP, HKV, HQ, TIMING_SHAPE};
 use super::definition::{
-    Abi, ArgKind, ArgSpec, ArgValue, CaseData, CaseError, KernelFile, Lab, LabCase, LabRef,
+    Abi, ArgKind, ArgSpec, ArgValue, CaseData, CaseError, Graded, KernelFile, Lab, LabCase, LabRef,
     Problem, SupportKernels,
 };
 use super::geometry::{GridY, LaunchGeometry};
-use crate::grade::compare::{Comparison, Tolerance};
-use crate::grade::integrity::Integrity;
+use crate::grade::compare::Tolerance;
 
 const ABI: Abi = Abi {
     entry_point: ENTRY_POINT,
@@ -214,8 +213,8 @@ impl Lab for FlashPrefill {
         }
     }
 
-    fn diagnose(&self, data: &CaseData, cmp: &Comparison, integrity: &Integrity) -> String {
-        diagnosis::diagnose(Self::shape_of(data), cmp, integrity)
+    fn diagnose(&self, data: &CaseData, graded: &Graded<'_>) -> String {
+        diagnosis::diagnose(Self::shape_of(data), graded.comparison, graded.integrity)
     }
 
     fn timing_case(&self, overrides: &[(String, String)]) -> Result<LabCase, String> {

@@ -58,8 +58,8 @@ impl Bug {
             Bug::WindowOffByOne => "window-off-by-one",
             Bug::AlibiSignFlipped => "alibi-sign",
             Bug::CacheForNewTokens => "cache-for-new-tokens",
-            Bug::QStartShifted => "qstart-shifted",
-            Bug::MissingDivision => "missing-division",
+            Bug::QStartShifted => "wrong-qstart",
+            Bug::MissingDivision => "missing-final-division",
             Bug::MaskPrecedence => "mask-precedence",
         }
     }
@@ -100,6 +100,37 @@ mod tests {
     use super::*;
     use crate::lab::paged::cases::embedded_cases;
     use crate::lab::paged::Batch;
+
+    /// The planted kernels' first line lists the cases each must fail on the
+    /// GPU (scripts/gpu-acceptance.sh checks it there); it must be the very
+    /// set the contract's table and the CPU models agree on.
+    #[test]
+    fn each_planted_kernel_expects_exactly_the_cases_its_model_fails() {
+        for bug in Bug::ALL {
+            let path = format!(
+                "{}/kernels/paged/bugs/{}.cu",
+                env!("CARGO_MANIFEST_DIR"),
+                bug.name()
+            );
+            let text = std::fs::read_to_string(&path).expect("a planted kernel per bug");
+            let listed: Vec<&str> = text
+                .lines()
+                .next()
+                .and_then(|line| line.strip_prefix("// flashprof-expect-fail:"))
+                .unwrap_or_else(|| panic!("{path}: no flashprof-expect-fail line"))
+                .split_whitespace()
+                .collect();
+            let must: Vec<String> = embedded_cases()
+                .into_iter()
+                .filter(|case| {
+                    let batch = case.generate(1).expect("generates").inputs.batch;
+                    bug.must_fail(&batch)
+                })
+                .map(|case| case.name)
+                .collect();
+            assert_eq!(listed, must, "{path}");
+        }
+    }
 
     /// The CI proof: each shipped case catches exactly the bugs the
     /// contract says it must, for two seeds.

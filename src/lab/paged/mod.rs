@@ -17,8 +17,11 @@ pub mod bugs;
 pub mod cases;
 pub mod diagnosis;
 pub mod golden;
+mod lab;
 pub mod oracle;
 pub mod tensors;
+
+pub use lab::{PagedPrefill, PAGED_PREFILL};
 
 /// The contract's name, as a submission declares it.
 pub const CONTRACT: &str = "paged-prefill-v1";
