@@ -5,6 +5,9 @@
 //! graded path (passes, a hang caught by the watchdog) without a GPU.
 
 mod stand_in_support;
+
+mod cli_support;
+use cli_support::{flashprof, text};
 use stand_in_support::{case, stand_in};
 
 use std::collections::BTreeMap;
@@ -20,22 +23,6 @@ use flashprof::worker::GpuSelection;
 use serde_json::Value;
 
 const STARTER: &str = include_str!("../kernels/starter.cu");
-
-fn flashprof(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_flashprof"))
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .expect("flashprof runs")
-}
-
-fn text(output: &Output) -> String {
-    format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
 
 /// The submissions of `report.json`, by id.
 fn submissions(out: &Path) -> BTreeMap<String, Value> {

@@ -2,19 +2,12 @@
 //! classmate's kernel, an existence probe) is refused before NVRTC sees it,
 //! with its line, and no byte of the named file reaches any output.
 
+mod cli_support;
+use cli_support::flashprof;
 use std::path::Path;
-use std::process::{Command, Output};
 
 const STARTER: &str = include_str!("../kernels/starter.cu");
 const SECRET: &str = "TOP-SECRET-exam-answers-7f3a";
-
-fn flashprof(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_flashprof"))
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .expect("flashprof runs")
-}
 
 /// Every byte under `dir`, lossily as text.
 fn everything_under(dir: &Path) -> String {

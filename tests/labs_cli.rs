@@ -1,25 +1,10 @@
 //! Choosing a lab on the command line: `flashprof labs`, `--lab`, a file's
 //! own `lab=` key and their precedence (compile-free paths, no GPU needed).
 
-use std::process::{Command, Output};
+mod cli_support;
+use cli_support::{flashprof, text};
 
 const STARTER: &str = include_str!("../kernels/starter.cu");
-
-fn flashprof(args: &[&str], cwd: &std::path::Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_flashprof"))
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .expect("flashprof runs")
-}
-
-fn text(output: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
 
 #[test]
 fn labs_lists_one_line_per_lab_with_the_first_lab_first() {

@@ -18,12 +18,6 @@ build() {  # name source [nvcc flags]
 pids=()
 build starter "$SRC/starter.cu" & pids+=($!)
 build reference "$SRC/reference.cu" & pids+=($!)
-cands=()
-for f in "$ROOT"/scripts/paged-check/candidates/*.cu; do
-    [ -e "$f" ] || continue
-    build "cand-$(basename "$f" .cu)" "$f" & pids+=($!)
-    cands+=("--candidate=cand-$(basename "$f" .cu):$f")
-done
 build support "$SRC/support.cu" & pids+=($!)
 for f in "$SRC"/bugs/*.cu; do build "$(basename "$f" .cu)" "$f" & pids+=($!); done
 nvcc -O3 -arch=sm_90 -Xcompiler -fopenmp -o "$BUILD/paged_check" "$ROOT/scripts/paged-check/paged_check.cu" -lcuda & pids+=($!)
@@ -32,10 +26,10 @@ for p in "${pids[@]}"; do wait "$p" || fail=1; done
 cat "$BUILD"/*.ptxas > "$OUTDIR/ptxas.txt" 2>/dev/null
 grep -A3 "paged_prefill\|paged_oracle" "$BUILD/reference.ptxas" "$BUILD"/cand-*.ptxas "$BUILD/starter.ptxas" | grep -i "registers\|spill"
 [ $fail = 0 ] || { echo "build failed"; exit 1; }
-"$BUILD/paged_check" "$BUILD" "$SRC" "${cands[@]}" 2>&1 | tee "$OUTDIR/check.log"
+"$BUILD/paged_check" "$BUILD" "$SRC" 2>&1 | tee "$OUTDIR/check.log"
 rc=${PIPESTATUS[0]}
 if [ "${1:-}" != "--no-racecheck" ]; then
-    compute-sanitizer --tool racecheck "$BUILD/paged_check" "$BUILD" "$SRC" --racecheck "${cands[@]}" 2>&1 | tee "$OUTDIR/racecheck.log" | tail -5
-    compute-sanitizer --tool memcheck "$BUILD/paged_check" "$BUILD" "$SRC" --racecheck "${cands[@]}" 2>&1 | tee "$OUTDIR/memcheck.log" | tail -3
+    compute-sanitizer --tool racecheck "$BUILD/paged_check" "$BUILD" "$SRC" --racecheck 2>&1 | tee "$OUTDIR/racecheck.log" | tail -5
+    compute-sanitizer --tool memcheck "$BUILD/paged_check" "$BUILD" "$SRC" --racecheck 2>&1 | tee "$OUTDIR/memcheck.log" | tail -3
 fi
 exit $rc

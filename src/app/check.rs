@@ -182,6 +182,7 @@ pub fn run_check(
     }
     phases.total_ms = ms_since(started);
     Ok(CheckReport {
+        lab: plan.lab.name().to_owned(),
         source_path: plan.source_path.clone(),
         seed: plan.seed,
         gpu,

@@ -31,9 +31,13 @@ pub fn threshold_from_reference(reference_speedup: f64) -> f64 {
     ((half / THRESHOLD_STEP).floor() * THRESHOLD_STEP).max(1.0)
 }
 
-/// One GPU model's gate.
+/// One GPU model's gate for one lab.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GpuGate {
+    /// The lab whose reference set the gate (absent: the first lab, as in
+    /// gate files written before labs were named).
+    #[serde(default = "first_lab")]
+    pub lab: String,
     /// The device name as the driver reports it, e.g. `NVIDIA H200`.
     pub name: String,
     pub threshold: f64,
@@ -43,6 +47,10 @@ pub struct GpuGate {
     /// When the calibration ran (a date, as text).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub measured_on: Option<String>,
+}
+
+fn first_lab() -> String {
+    "flash-prefill".into()
 }
 
 /// Gates for every known GPU model.
@@ -67,6 +75,12 @@ pub enum GateTableError {
         path: String,
         source: std::io::Error,
     },
+}
+
+impl GpuGate {
+    fn serves(&self, lab: &str, device_name: &str) -> bool {
+        self.lab == lab && self.name.trim().eq_ignore_ascii_case(device_name.trim())
+    }
 }
 
 impl GateTable {
@@ -112,20 +126,18 @@ impl GateTable {
         Ok(table)
     }
 
-    /// The gate for a device name; names compare without regard to case or outer spaces.
-    pub fn lookup(&self, device_name: &str) -> Option<&GpuGate> {
-        let wanted = device_name.trim();
-        self.gpus
-            .iter()
-            .find(|g| g.name.trim().eq_ignore_ascii_case(wanted))
+    /// The gate of `lab` for a device name; names compare without regard to
+    /// case or outer spaces.
+    pub fn lookup(&self, lab: &str, device_name: &str) -> Option<&GpuGate> {
+        self.gpus.iter().find(|g| g.serves(lab, device_name))
     }
 
-    /// Adds a gate, replacing one for the same device.
+    /// Adds a gate, replacing one for the same lab and device.
     pub fn upsert(&mut self, gate: GpuGate) {
         match self
             .gpus
             .iter_mut()
-            .find(|g| g.name.trim().eq_ignore_ascii_case(gate.name.trim()))
+            .find(|g| g.serves(&gate.lab, &gate.name))
         {
             Some(existing) => *existing = gate,
             None => self.gpus.push(gate),
@@ -211,7 +223,7 @@ impl SpeedGate {
                 }
             }
         };
-        match table.lookup(&gpu) {
+        match table.lookup(&report.lab, &gpu) {
             None => Self::Uncalibrated { gpu, speedup },
             Some(gate) if speedup >= gate.threshold => Self::Pass {
                 speedup,
@@ -280,21 +292,28 @@ mod tests {
     }
 
     #[test]
-    fn shipped_table_holds_the_h200() {
+    fn shipped_table_holds_the_h200_for_each_lab() {
         let table = GateTable::parse(SHIPPED_GATES, "shipped").unwrap();
-        let h200 = table.lookup(" nvidia h200").expect("H200 gate");
-        assert_eq!(h200.threshold, 9.0);
-        assert_eq!(
-            h200.reference_speedup.map(threshold_from_reference),
-            Some(9.0)
-        );
-        assert!(table.lookup("NVIDIA H100 80GB HBM3").is_none());
+        for (lab, threshold) in [("flash-prefill", 9.0), ("paged-prefill", 12.0)] {
+            let h200 = table.lookup(lab, " nvidia h200").expect("H200 gate");
+            assert_eq!(h200.threshold, threshold, "{lab}");
+            assert_eq!(
+                h200.reference_speedup.map(threshold_from_reference),
+                Some(threshold),
+                "{lab}"
+            );
+        }
+        assert!(table
+            .lookup("flash-prefill", "NVIDIA H100 80GB HBM3")
+            .is_none());
+        assert!(table.lookup("decode-v2", "NVIDIA H200").is_none());
     }
 
     #[test]
     fn upsert_replaces_by_name_and_save_round_trips() {
         let mut table = GateTable::parse(SHIPPED_GATES, "shipped").unwrap();
         let faster = GpuGate {
+            lab: "flash-prefill".into(),
             name: "NVIDIA H200".into(),
             threshold: 10.0,
             reference_speedup: Some(20.4),
@@ -305,8 +324,20 @@ mod tests {
             name: "NVIDIA L4".into(),
             ..faster
         });
-        assert_eq!(table.gpus.len(), 2);
-        assert_eq!(table.lookup("NVIDIA H200").map(|g| g.threshold), Some(10.0));
+        assert_eq!(table.gpus.len(), 3);
+        assert_eq!(
+            table
+                .lookup("flash-prefill", "NVIDIA H200")
+                .map(|g| g.threshold),
+            Some(10.0)
+        );
+        assert_eq!(
+            table
+                .lookup("paged-prefill", "NVIDIA H200")
+                .map(|g| g.threshold),
+            Some(12.0),
+            "another lab's gate on the same GPU is left alone"
+        );
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sub").join("gates.toml");
         table.save(&path).unwrap();

@@ -89,31 +89,24 @@ pub fn run(args: BenchArgs) -> ExitCode {
         Ok(c) => c,
         Err(code) => return code,
     };
-    let cases = match super::load_cases(lab, None) {
-        Ok(cases) => cases,
-        Err(e) => {
-            eprintln!("flashprof bench: {e}");
-            return ExitCode::Environment;
-        }
-    };
-    let timing_case = match super::timing_case(lab, &[]) {
-        Ok(case) => case,
+    let run = match super::LabRun::of("flashprof bench", lab, None, &[]) {
+        Ok(run) => run,
         Err(code) => return code,
     };
     let mut plan = CheckPlan {
         lab,
         source_path: args.file.display().to_string(),
         source_text: source.text().to_string(),
-        cases,
+        cases: run.cases,
         seed: fresh_seed(),
         case_timeout: Duration::from_secs(10),
         timing: Some(TimingPlan {
-            case: timing_case.clone(),
+            case: run.timing.clone(),
             config: TimingConfig::default(),
             timeout: Duration::from_secs(120),
         }),
         counters: Some(CountersPlan {
-            case: timing_case,
+            case: run.timing,
             timeout: Duration::from_secs(120),
             custom_metrics: Vec::new(),
         }),

@@ -111,6 +111,7 @@ pub fn run(args: CalibrateArgs) -> ExitCode {
         return ExitCode::Environment;
     };
     let gate = GpuGate {
+        lab: lab.name().to_owned(),
         name,
         threshold: threshold_from_reference(summary.median),
         reference_speedup: Some((summary.median * 10.0).round() / 10.0),

@@ -98,15 +98,11 @@ pub fn run(args: CheckArgs) -> ExitCode {
     if let Err(code) = super::require_proven_oracle("flashprof", lab) {
         return code;
     }
-    let cases = match super::load_cases(lab, args.cases.as_deref()) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("flashprof: {e}");
-            return ExitCode::Environment;
-        }
-    };
-    let timing_case = match super::timing_case(lab, &args.timing_shape) {
-        Ok(case) => case,
+    let super::LabRun {
+        cases,
+        timing: timing_case,
+    } = match super::LabRun::of("flashprof", lab, args.cases.as_deref(), &args.timing_shape) {
+        Ok(run) => run,
         Err(code) => return code,
     };
     let counters_case = match &args.counters_case {

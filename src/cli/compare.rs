@@ -143,25 +143,21 @@ pub fn run(args: CompareArgs) -> ExitCode {
 
 /// Both kernels' checks, but for the file and its text.
 fn plan_template(args: &CompareArgs, lab: LabRef, seed: u64) -> Result<CheckPlan, ExitCode> {
-    let cases = super::load_cases(lab, None).map_err(|e| {
-        eprintln!("flashprof compare: {e}");
-        ExitCode::Environment
-    })?;
-    let timing_case = super::timing_case(lab, &[])?;
+    let run = super::LabRun::of("flashprof compare", lab, None, &[])?;
     Ok(CheckPlan {
         lab,
         source_path: String::new(),
         source_text: String::new(),
-        cases,
+        cases: run.cases,
         seed,
         case_timeout: Duration::from_secs_f64(args.case_timeout),
         timing: (!args.no_timing).then_some(TimingPlan {
-            case: timing_case.clone(),
+            case: run.timing.clone(),
             config: TimingConfig::default(),
             timeout: TIMING_TIMEOUT,
         }),
         counters: (!args.no_timing && !args.no_counters).then(|| CountersPlan {
-            case: timing_case,
+            case: run.timing,
             timeout: TIMING_TIMEOUT,
             custom_metrics: Vec::new(),
         }),

@@ -118,15 +118,8 @@ pub fn run(args: GradeArgs) -> ExitCode {
         Ok(c) => c,
         Err(code) => return code,
     };
-    let cases = match super::load_cases(lab, None) {
-        Ok(cases) => cases,
-        Err(e) => {
-            eprintln!("flashprof grade: {e}");
-            return ExitCode::Environment;
-        }
-    };
-    let timing_case = match super::timing_case(lab, &[]) {
-        Ok(case) => case,
+    let run = match super::LabRun::of("flashprof grade", lab, None, &[]) {
+        Ok(run) => run,
         Err(code) => return code,
     };
     let plan = BatchPlan {
@@ -138,10 +131,10 @@ pub fn run(args: GradeArgs) -> ExitCode {
         out_dir: args.out.clone(),
         mode,
         slots,
-        cases,
+        cases: run.cases,
         case_timeout: Duration::from_secs_f64(args.case_timeout),
         timing: (mode == GradeMode::Full && !args.no_timing).then_some(TimingPlan {
-            case: timing_case,
+            case: run.timing,
             config: TimingConfig::default(),
             timeout: Duration::from_secs(120),
         }),

@@ -92,6 +92,32 @@ fn load_cases(lab: LabRef, file: Option<&Path>) -> Result<Vec<LabCase>, String> 
     }
 }
 
+/// What a command that runs a lab's kernels needs: the cases and the timing shape.
+struct LabRun {
+    cases: Vec<LabCase>,
+    timing: LabCase,
+}
+
+impl LabRun {
+    /// The lab's cases (embedded, or `cases_file`) and its timing shape with
+    /// `--timing-shape` overrides; a failure is reported as `program`'s.
+    fn of(
+        program: &str,
+        lab: LabRef,
+        cases_file: Option<&Path>,
+        timing_shape: &[String],
+    ) -> Result<Self, ExitCode> {
+        let cases = load_cases(lab, cases_file).map_err(|e| {
+            eprintln!("{program}: {e}");
+            ExitCode::Environment
+        })?;
+        Ok(Self {
+            cases,
+            timing: timing_case(lab, timing_shape)?,
+        })
+    }
+}
+
 /// The lab's timing shape as a case, with `--timing-shape KEY=VALUE` overrides.
 fn timing_case(lab: LabRef, overrides: &[String]) -> Result<LabCase, ExitCode> {
     let pairs: Result<Vec<(String, String)>, String> = overrides

@@ -84,31 +84,24 @@ pub fn run(args: TuiArgs) -> ExitCode {
         Ok(c) => c,
         Err(code) => return code,
     };
-    let cases = match super::load_cases(lab, None) {
-        Ok(cases) => cases,
-        Err(e) => {
-            eprintln!("flashprof: {e}");
-            return ExitCode::Environment;
-        }
-    };
-    let timing_case = match super::timing_case(lab, &[]) {
-        Ok(case) => case,
+    let run = match super::LabRun::of("flashprof", lab, None, &[]) {
+        Ok(run) => run,
         Err(code) => return code,
     };
     let plan = CheckPlan {
         lab,
         source_path: args.file.display().to_string(),
         source_text: String::new(),
-        cases,
+        cases: run.cases,
         seed: args.seed.unwrap_or_else(fresh_seed),
         case_timeout: CASE_TIMEOUT,
         timing: (!args.no_timing).then_some(TimingPlan {
-            case: timing_case.clone(),
+            case: run.timing.clone(),
             config: TimingConfig::default(),
             timeout: TIMING_TIMEOUT,
         }),
         counters: (!args.no_counters).then_some(CountersPlan {
-            case: timing_case,
+            case: run.timing,
             timeout: TIMING_TIMEOUT,
             custom_metrics: Vec::new(),
         }),

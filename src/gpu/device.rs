@@ -78,7 +78,7 @@ pub struct Gpu {
     pub info: DeviceInfo,
 }
 
-/// A loaded `attention_prefill` with its launch geometry.
+/// A loaded kernel of the lab's entry point, with its launch geometry.
 #[derive(Clone)]
 pub struct Kernel {
     function: CudaFunction,

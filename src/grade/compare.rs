@@ -63,7 +63,7 @@ pub const MAX_HEATMAP_ROWS: usize = 256;
 /// How one output matched the oracle.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {
-    /// Elements compared (`chunk_len * 32 * 64`).
+    /// Elements compared (rows x heads x dim).
     pub elements: usize,
     /// Elements that fail, for any reason (the next three counts included).
     pub failing: usize,
@@ -140,32 +140,34 @@ pub struct ErrorMap {
     pub rows: usize,
     /// Query heads (columns).
     pub heads: usize,
-    /// Query rows the bins cover.
-    pub chunk_len: usize,
+    /// Output rows the bins cover (named `chunk_len` on the wire, as
+    /// before labs were values).
+    #[serde(rename = "chunk_len")]
+    pub output_rows: usize,
     /// `rows * heads` ratios, bin-major; infinite where an element is not finite.
     #[serde(with = "nonfinite::seq")]
     pub cells: Vec<f32>,
 }
 
 impl ErrorMap {
-    fn new(chunk_len: usize, heads: usize) -> Self {
-        let rows = chunk_len.min(MAX_HEATMAP_ROWS);
+    fn new(output_rows: usize, heads: usize) -> Self {
+        let rows = output_rows.min(MAX_HEATMAP_ROWS);
         Self {
             rows,
             heads,
-            chunk_len,
+            output_rows,
             cells: vec![0.0; rows * heads],
         }
     }
 
     /// The bin holding query row `row`.
     pub fn bin_of(&self, row: usize) -> usize {
-        row * self.rows / self.chunk_len
+        row * self.rows / self.output_rows
     }
 
     /// The query rows bin `bin` covers.
     pub fn rows_of_bin(&self, bin: usize) -> std::ops::Range<usize> {
-        let start = |b: usize| (b * self.chunk_len).div_ceil(self.rows);
+        let start = |b: usize| (b * self.output_rows).div_ceil(self.rows);
         start(bin)..start(bin + 1)
     }
 

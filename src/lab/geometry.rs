@@ -23,6 +23,16 @@ pub enum GridY {
 }
 
 /// Grid and block shape for one launch of `attention_prefill`.
+impl GridY {
+    /// Blocks along grid y: one per query head, or one per KV group.
+    pub fn blocks(self, query_heads: usize, kv_heads: usize) -> u32 {
+        match self {
+            GridY::QueryHead => query_heads as u32,
+            GridY::KvGroup => kv_heads as u32,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct LaunchGeometry {
     /// Query rows one block covers: `gridDim.x = ceil(chunkLen / rows_per_block)`.

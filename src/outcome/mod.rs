@@ -62,6 +62,10 @@ pub struct PhaseTimes {
 /// The full result of a check.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CheckReport {
+    /// The lab the file was graded against (records written before labs
+    /// were named read as the first lab's).
+    #[serde(default = "first_lab")]
+    pub lab: String,
     pub source_path: String,
     pub seed: u64,
     pub gpu: Result<DeviceInfo, GpuProblem>,
@@ -73,6 +77,10 @@ pub struct CheckReport {
     pub counters: Vec<CountersResult>,
     pub worker_restarts: usize,
     pub phases: PhaseTimes,
+}
+
+fn first_lab() -> String {
+    "flash-prefill".into()
 }
 
 impl CheckReport {

@@ -254,6 +254,7 @@ pub fn report(
     timing: Option<TimingOutcome>,
 ) -> CheckReport {
     CheckReport {
+        lab: "flash-prefill".into(),
         source_path: FILE.into(),
         seed: 42,
         gpu,

@@ -137,10 +137,7 @@ impl Lab for FlashPrefill {
             .rows
             .div_ceil(geometry.rows_per_block as usize)
             .max(1) as u32;
-        let y = match geometry.grid_y {
-            GridY::QueryHead => HQ as u32,
-            GridY::KvGroup => HKV as u32,
-        };
+        let y = geometry.grid_y.blocks(HQ, HKV);
         (x, y, 1)
     }
 

@@ -239,10 +239,7 @@ impl Lab for PagedPrefill {
 
     fn grid(&self, geometry: &LaunchGeometry, problem: &Problem) -> (u32, u32, u32) {
         let x = problem.sequence_starts.len().max(1) as u32;
-        let y = match geometry.grid_y {
-            GridY::QueryHead => HQ as u32,
-            GridY::KvGroup => HKV as u32,
-        };
+        let y = geometry.grid_y.blocks(HQ, HKV);
         let z = problem
             .max_sequence_rows
             .div_ceil(geometry.rows_per_block as usize)

@@ -70,7 +70,7 @@ pub fn draw_framed(
     let marks: Vec<usize> = if outcome.shape.sequence_starts.len() > 1 {
         outcome.shape.sequence_starts.clone()
     } else {
-        (TILE_ROWS..map.chunk_len).step_by(TILE_ROWS).collect()
+        (TILE_ROWS..map.output_rows).step_by(TILE_ROWS).collect()
     };
     lines.extend(
         (0..bands)
