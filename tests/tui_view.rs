@@ -285,3 +285,72 @@ fn a_compile_failure_with_only_a_raw_log_shows_the_log() {
     let text = screen(&model, 120, 40);
     assert!(text.contains("uses too much shared data"), "{text}");
 }
+
+#[test]
+fn a_paged_case_heatmap_names_the_batch_and_marks_where_each_sequence_starts() {
+    use flashprof::grade::compare::compare;
+    use flashprof::grade::integrity::Integrity;
+    use flashprof::lab::paged::PAGED_PREFILL;
+    use flashprof::protocol::{CaseOutcome, CaseStatus};
+    use std::path::Path;
+
+    let cases = PAGED_PREFILL
+        .parse_cases(PAGED_PREFILL.embedded_cases(), "paged", Path::new("."))
+        .expect("cases");
+    let case = &cases[0];
+    let data = PAGED_PREFILL.generate(case, 4).expect("inputs");
+    let reference = PAGED_PREFILL.oracle(&data, None);
+    let shape = data.problem.output;
+    // The second sequence's rows are wrong in every head.
+    let second = data.problem.sequence_starts[1];
+    let third = data
+        .problem
+        .sequence_starts
+        .get(2)
+        .copied()
+        .unwrap_or(shape.rows);
+    let mut out: Vec<f32> = reference.iter().map(|&x| x as f32).collect();
+    for row in second..third {
+        for head in 0..shape.heads {
+            out[shape.index(row, head, 0)] += 1.0;
+        }
+    }
+    let comparison = compare(shape, PAGED_PREFILL.tolerance(), &out, &reference);
+    let mut report = failing_report();
+    report.lab = "paged-prefill".into();
+    report.cases[1] = CaseOutcome {
+        name: case.name.clone(),
+        summary: case.summary.clone(),
+        shape: data.problem.clone(),
+        status: CaseStatus::Fail,
+        comparison: Some(comparison),
+        integrity: Some(Integrity::default()),
+        diagnosis: "rows of sequence 1 are wrong".into(),
+        elapsed_ms: 2.0,
+        oracle_ms: 1.0,
+    };
+    let mut model = fresh();
+    complete(&mut model, "v1", report);
+    model.selected = 1;
+    key(&mut model, KeyCode::Enter);
+    let text = screen(&model, 120, 40);
+    assert!(text.contains(&data.problem.detail), "{text}");
+    assert!(
+        text.contains("╶ marks where each sequence starts"),
+        "{text}"
+    );
+    // The band holding the second sequence's first row carries the mark.
+    let marked = text.lines().filter(|line| line.contains("╶r ")).count();
+    assert!(marked >= 1, "{text}");
+    let wrong_band = text
+        .lines()
+        .find(|line| {
+            line.split("r ")
+                .nth(1)
+                .and_then(|rest| rest.split('-').next())
+                .and_then(|n| n.trim().parse::<usize>().ok())
+                .is_some_and(|first| first >= second && first < third)
+        })
+        .expect("a band inside the second sequence");
+    assert!(wrong_band.contains(['▓', '█']), "{text}");
+}

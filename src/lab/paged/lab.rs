@@ -101,7 +101,7 @@ impl PagedPrefill {
         Problem {
             label: format!("{seqs}s/{rows}t"),
             detail,
-            row_hint: "rows are new tokens, sequence by sequence (marks: where each starts)".into(),
+            row_hint: "╶ marks where each sequence starts".into(),
             output: OutputShape {
                 rows,
                 heads: HQ,
