@@ -116,6 +116,10 @@ impl Lab for ToyLab {
     fn description(&self) -> &'static str {
         "a test lab: 16 heads of 32, one causal sequence"
     }
+
+    fn default_file(&self) -> &'static str {
+        "toy.cu"
+    }
     fn abi(&self) -> &'static Abi {
         &ABI
     }

@@ -96,3 +96,32 @@ fn edits_in_a_real_terminal_reach_the_screen_and_quit_restores_it() {
     assert!(status.success(), "flashprof exited with {status:?}");
     assert_terminal_restored(&session);
 }
+
+#[test]
+fn the_paged_lab_without_a_file_opens_its_own_starter_and_leaves_the_first_labs_file_alone() {
+    if !flashprof::gpu::libraries::preload_nvrtc() {
+        eprintln!("skipping: NVRTC (libnvrtc.so.13) cannot be loaded, so nothing would compile");
+        return;
+    }
+    let folder = tempfile::tempdir().expect("temp folder");
+    let mut session = Session::start(
+        folder.path(),
+        &["--lab", "paged-prefill", "--no-timing", "--no-counters"],
+    );
+    let screen = session.wait_for("the paged starter to compile", |s| {
+        settled(s) && s.contains("compiled in")
+    });
+    assert!(header(&screen).contains("paged_prefill.cu"), "{screen}");
+    session.press("q");
+    session.finish();
+    let written =
+        std::fs::read_to_string(folder.path().join("paged_prefill.cu")).expect("the starter");
+    assert!(written.contains("paged_prefill"), "{written}");
+    assert!(!folder.path().join("prefill.cu").exists());
+    let remembered = std::fs::read_to_string(folder.path().join(".flashprof/labs.json"))
+        .expect("the lab is remembered");
+    assert!(
+        remembered.contains("\"paged_prefill.cu\": \"paged-prefill\""),
+        "{remembered}"
+    );
+}

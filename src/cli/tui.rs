@@ -16,9 +16,10 @@ use crate::tui::{run_live, run_replay, LiveSetup};
 
 #[derive(Args, Debug)]
 pub struct TuiArgs {
-    /// The kernel file to watch; created from the lab's starter kernel if it does not exist.
-    #[arg(default_value = "prefill.cu")]
-    pub file: PathBuf,
+    /// The kernel file to watch; created from the lab's starter kernel if it
+    /// does not exist. Default: the lab's own file (`prefill.cu` for
+    /// flash-prefill, `paged_prefill.cu` for paged-prefill).
+    pub file: Option<PathBuf>,
     #[command(flatten)]
     pub lab: super::LabArg,
     /// Seed of the first check's inputs (each later check adds its run number).
@@ -51,33 +52,39 @@ const TIMING_TIMEOUT: Duration = Duration::from_secs(120);
 const CASE_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub fn run(args: TuiArgs) -> ExitCode {
-    // --lab, then the file's own declaration, then what this file was last opened with.
-    let declared = std::fs::read_to_string(&args.file)
-        .ok()
-        .and_then(|text| declared_lab(&text))
-        .map(|(_, name)| name);
-    let lab = match args.lab.choose(
-        declared
-            .or_else(|| lab_memory::recall(&args.file))
-            .as_deref(),
-    ) {
-        Ok(lab) => lab,
-        Err(code) => return code,
+    let (lab, file) = match &args.file {
+        // --lab, then the file's own declaration, then what this file was last opened with.
+        Some(file) => {
+            let declared = std::fs::read_to_string(file)
+                .ok()
+                .and_then(|text| declared_lab(&text))
+                .map(|(_, name)| name);
+            let remembered = declared.or_else(|| lab_memory::recall(file));
+            match args.lab.choose(remembered.as_deref()) {
+                Ok(lab) => (lab, file.clone()),
+                Err(code) => return code,
+            }
+        }
+        // No file: the lab's own default file, never another lab's.
+        None => match args.lab.choose(None) {
+            Ok(lab) => (lab, PathBuf::from(lab.default_file())),
+            Err(code) => return code,
+        },
     };
-    if !args.file.exists() {
-        if let Err(e) = std::fs::write(&args.file, lab.starter().text) {
-            eprintln!("flashprof: cannot create {}: {e}", args.file.display());
+    if !file.exists() {
+        if let Err(e) = std::fs::write(&file, lab.starter().text) {
+            eprintln!("flashprof: cannot create {}: {e}", file.display());
             return ExitCode::Environment;
         }
         eprintln!(
             "flashprof: created {} from the lab's starter kernel",
-            args.file.display()
+            file.display()
         );
     }
     if let Err(code) = super::require_proven_oracle("flashprof", lab) {
         return code;
     }
-    if let Err(e) = lab_memory::remember(&args.file, lab.name()) {
+    if let Err(e) = lab_memory::remember(&file, lab.name()) {
         eprintln!("flashprof: cannot remember the lab for this file: {e}");
     }
     let command = match super::worker_command("flashprof") {
@@ -90,7 +97,7 @@ pub fn run(args: TuiArgs) -> ExitCode {
     };
     let plan = CheckPlan {
         lab,
-        source_path: args.file.display().to_string(),
+        source_path: file.display().to_string(),
         source_text: String::new(),
         cases: run.cases,
         seed: args.seed.unwrap_or_else(fresh_seed),
@@ -107,7 +114,7 @@ pub fn run(args: TuiArgs) -> ExitCode {
         }),
     };
     let setup = LiveSetup {
-        file: args.file,
+        file,
         plan,
         command,
         present: args.present,

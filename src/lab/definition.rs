@@ -266,6 +266,8 @@ pub trait Lab: Send + Sync {
     fn contract(&self) -> &'static str;
     /// One line for `flashprof labs`.
     fn description(&self) -> &'static str;
+    /// The file the TUI opens (made from the starter) when given none.
+    fn default_file(&self) -> &'static str;
     fn abi(&self) -> &'static Abi;
     /// Names a kernel body may use without defining them, with their C++
     /// definitions (the lab's shape constants).

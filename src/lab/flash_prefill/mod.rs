@@ -109,6 +109,10 @@ impl Lab for FlashPrefill {
         "chunked flash prefill against a cached prefix: one sequence, contiguous K/V, 32 query heads, 8 KV heads, dim 64"
     }
 
+    fn default_file(&self) -> &'static str {
+        "prefill.cu"
+    }
+
     fn abi(&self) -> &'static Abi {
         &ABI
     }

@@ -101,7 +101,7 @@ impl PagedPrefill {
         Problem {
             label: format!("{seqs}s/{rows}t"),
             detail,
-            row_hint: "╶ marks where each sequence starts".into(),
+            row_hint: "rows are new tokens, sequence after sequence".into(),
             output: OutputShape {
                 rows,
                 heads: HQ,
@@ -211,6 +211,10 @@ impl Lab for PagedPrefill {
 
     fn description(&self) -> &'static str {
         "vLLM's paged prefix prefill: a batch of sequences, block tables into an x-packed paged K/V cache, sliding window, ALiBi"
+    }
+
+    fn default_file(&self) -> &'static str {
+        "paged_prefill.cu"
     }
 
     fn abi(&self) -> &'static Abi {

@@ -67,7 +67,8 @@ pub fn draw_framed(
         head_axis(map.heads, group, cell_width),
     ];
     // A batch marks where each sequence starts; one sequence marks its tiles.
-    let marks: Vec<usize> = if outcome.shape.sequence_starts.len() > 1 {
+    let batch = outcome.shape.sequence_starts.len() > 1;
+    let marks: Vec<usize> = if batch {
         outcome.shape.sequence_starts.clone()
     } else {
         (TILE_ROWS..map.output_rows).step_by(TILE_ROWS).collect()
@@ -76,7 +77,14 @@ pub fn draw_framed(
         (0..bands)
             .map(|band| band_line(map, band, bands, (group, cell_width), &marks, model.theme)),
     );
-    lines.push(legend(model.theme));
+    lines.push(legend(
+        model.theme,
+        if batch {
+            "╶ a sequence starts"
+        } else {
+            "╶ 64-row tile starts"
+        },
+    ));
     frame.render_widget(Paragraph::new(lines), inner);
 }
 
@@ -130,7 +138,7 @@ fn band_line(
     Line::from(spans)
 }
 
-fn legend(theme: Theme) -> Line<'static> {
+fn legend(theme: Theme, marks: &'static str) -> Line<'static> {
     let mut spans = Vec::new();
     for (ratio, text) in [
         (0.1, "≤.5 "),
@@ -143,6 +151,6 @@ fn legend(theme: Theme) -> Line<'static> {
         spans.push(Span::styled(format!("{glyph} "), style));
         spans.push(Span::raw(text));
     }
-    spans.push(Span::raw("╶ 64-row tile starts"));
+    spans.push(Span::raw(marks));
     Line::from(spans)
 }
