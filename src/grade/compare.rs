@@ -46,6 +46,20 @@ impl Tolerance {
     }
 }
 
+/// The element of `got` furthest from `expected`, relative to the larger of
+/// the element's magnitude and `scale`, with that relative error: what a
+/// golden proof bounds. A NaN error wins, so it fails any bound.
+pub fn worst_relative_error(got: &[f64], expected: &[f64], scale: f64) -> (usize, f64) {
+    got.iter()
+        .zip(expected)
+        .map(|(g, e)| (g - e).abs() / e.abs().max(scale))
+        .enumerate()
+        .fold(
+            (0, 0.0),
+            |best, next| if next.1 <= best.1 { best } else { next },
+        )
+}
+
 /// Most heads a footprint can tell apart (one bit each).
 pub const MAX_HEADS: usize = 32;
 

@@ -208,6 +208,14 @@ pub enum CaseError {
     Invalid { case: String, message: String },
 }
 
+/// The `constexpr int NAME = VALUE;` lines a lab's body constants are.
+pub fn int_constants(constants: &[(&'static str, usize)]) -> Vec<(&'static str, String)> {
+    constants
+        .iter()
+        .map(|&(name, value)| (name, format!("constexpr int {name} = {value};")))
+        .collect()
+}
+
 /// A lab chosen for a run: compared and printed by name.
 #[derive(Clone, Copy)]
 pub struct LabRef(pub &'static dyn Lab);
@@ -238,6 +246,18 @@ impl PartialEq for LabRef {
 }
 
 impl Eq for LabRef {}
+
+/// A [`KernelFile`] shipped in this repository, embedded in the binary so
+/// an installed flashprof carries it: `shipped_kernel!("kernels/starter.cu")`.
+macro_rules! shipped_kernel {
+    ($path:literal) => {
+        $crate::lab::definition::KernelFile {
+            path: $path,
+            text: include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/", $path)),
+        }
+    };
+}
+pub(crate) use shipped_kernel;
 
 /// A kernel source file shipped with a lab.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,6 +2,7 @@
 //! the labs themselves (one folder each), and what every lab shares: launch
 //! geometry declared in a file, student source files, `.npy` tensors.
 
+pub mod case_file;
 pub mod definition;
 pub mod flash_prefill;
 pub mod geometry;

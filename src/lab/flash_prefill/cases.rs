@@ -14,6 +14,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use super::contract::{Shape, DH, HKV, HQ};
+use crate::lab::case_file::{read_case_tables, CaseTable};
 use crate::lab::definition::CaseError;
 use crate::lab::npy;
 
@@ -100,12 +101,6 @@ pub struct CaseSpec {
     pub tensors: Option<PathBuf>,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CasesFile {
-    case: Vec<CaseSpec>,
-}
-
 /// Largest `chunk` (query rows) a case may declare: far above any hazard,
 /// and small enough that every buffer size fits the kernel's `int` arguments.
 pub const MAX_CHUNK: usize = 65_536;
@@ -125,32 +120,20 @@ pub struct CaseInputs {
 
 /// Parses and validates a cases file. `base` resolves relative tensor folders.
 pub fn parse_cases(text: &str, file: &str, base: &Path) -> Result<Vec<CaseSpec>, CaseError> {
-    let parsed: CasesFile = toml::from_str(text).map_err(|e| CaseError::Parse {
-        file: file.to_string(),
-        message: e.to_string(),
-    })?;
-    let mut seen = std::collections::HashSet::new();
-    let mut cases = Vec::with_capacity(parsed.case.len());
-    for mut case in parsed.case {
-        if !seen.insert(case.name.clone()) {
-            return Err(CaseError::Parse {
-                file: file.to_string(),
-                message: format!("two cases are named `{}`", case.name),
-            });
-        }
-        if let Some(dir) = &case.tensors {
-            case.tensors = Some(base.join(dir));
-        }
+    let cases: Vec<CaseSpec> = read_case_tables(text, file, base)?;
+    for case in &cases {
         case.validate()?;
-        cases.push(case);
-    }
-    if cases.is_empty() {
-        return Err(CaseError::Parse {
-            file: file.to_string(),
-            message: "no [[case]] entries".into(),
-        });
     }
     Ok(cases)
+}
+
+impl CaseTable for CaseSpec {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn tensors_mut(&mut self) -> &mut Option<PathBuf> {
+        &mut self.tensors
+    }
 }
 
 /// The embedded cases; they are validated by the test suite, so this cannot fail at run time.
@@ -168,14 +151,6 @@ impl CaseSpec {
     }
 
     fn validate(&self) -> Result<(), CaseError> {
-        let name_ok = !self.name.is_empty()
-            && self
-                .name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-        if !name_ok {
-            return Err(self.invalid("names use letters, digits, '-' and '_' only"));
-        }
         if self.tensors.is_some() {
             if !self.plant.is_empty() || !self.scale.is_empty() {
                 return Err(self.invalid("a case with its own tensors takes no plant or scale"));

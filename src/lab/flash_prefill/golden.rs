@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::contract::{Shape, DH, HKV, HQ};
 use super::oracle;
+use crate::grade::compare::worst_relative_error;
 use crate::lab::npy::{self, NpyError};
 
 /// How close the oracle must come to the golden output, relative to the
@@ -133,16 +134,7 @@ pub fn prove_oracle_from_bytes(
 
     let got = oracle::attention(shape, &q, &k, &v);
     let value_scale = v.iter().fold(0.0f64, |m, &x| m.max(f64::from(x).abs()));
-    let relative_error = |index: usize| {
-        (got[index] - expected[index]).abs() / expected[index].abs().max(value_scale)
-    };
-    let (worst, max_relative_error) = (0..got.len())
-        .map(|index| (index, relative_error(index)))
-        // Written so that a NaN error wins and fails the bound below.
-        .fold(
-            (0, 0.0),
-            |best, next| if next.1 <= best.1 { best } else { next },
-        );
+    let (worst, max_relative_error) = worst_relative_error(&got, &expected, value_scale);
     if max_relative_error.is_nan() || max_relative_error > RELATIVE_BOUND {
         return Err(GoldenError::Disagrees {
             row: worst / (HQ * DH),

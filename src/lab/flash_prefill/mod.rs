@@ -13,8 +13,8 @@ use std::path::Path;
 use self::cases::{parse_cases, CaseSpec, EMBEDDED_CASES};
 use self::contract::{Shape, DH, ENTRY_POINT, ENTRY_SIGNATURE, GROUP, HKV, HQ, TIMING_SHAPE};
 use super::definition::{
-    Abi, ArgKind, ArgSpec, ArgValue, CaseData, CaseError, Graded, KernelFile, Lab, LabCase, LabRef,
-    Problem, SupportKernels,
+    int_constants, shipped_kernel, Abi, ArgKind, ArgSpec, ArgValue, CaseData, CaseError, Graded,
+    KernelFile, Lab, LabCase, LabRef, Problem, SupportKernels,
 };
 use super::geometry::{GridY, LaunchGeometry};
 use crate::grade::compare::Tolerance;
@@ -118,12 +118,7 @@ impl Lab for FlashPrefill {
     }
 
     fn body_constants(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("HQ", format!("constexpr int HQ = {HQ};")),
-            ("HKV", format!("constexpr int HKV = {HKV};")),
-            ("DH", format!("constexpr int DH = {DH};")),
-            ("GROUP", format!("constexpr int GROUP = {GROUP};")),
-        ]
+        int_constants(&[("HQ", HQ), ("HKV", HKV), ("DH", DH), ("GROUP", GROUP)])
     }
 
     fn default_geometry(&self) -> LaunchGeometry {
@@ -250,25 +245,16 @@ impl Lab for FlashPrefill {
     }
 
     fn starter(&self) -> KernelFile {
-        KernelFile {
-            path: "kernels/starter.cu",
-            text: include_str!("../../../kernels/starter.cu"),
-        }
+        shipped_kernel!("kernels/starter.cu")
     }
 
     fn reference(&self) -> KernelFile {
-        KernelFile {
-            path: "kernels/reference.cu",
-            text: include_str!("../../../kernels/reference.cu"),
-        }
+        shipped_kernel!("kernels/reference.cu")
     }
 
     fn support(&self) -> SupportKernels {
         SupportKernels {
-            file: KernelFile {
-                path: "kernels/support.cu",
-                text: include_str!("../../../kernels/support.cu"),
-            },
+            file: shipped_kernel!("kernels/support.cu"),
             oracle_f64: "oracle_f64",
             oracle_threads: 256,
         }

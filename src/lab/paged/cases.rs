@@ -21,6 +21,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
+use crate::lab::case_file::{read_case_tables, CaseTable};
+use crate::lab::definition::CaseError;
+
 use super::{
     standard_alibi_slopes, Batch, Inputs, BLOCK, DH, GROUP, HKV, HQ, SENTINEL_K, SENTINEL_V,
 };
@@ -126,12 +129,6 @@ pub struct CaseSpec {
     pub tensors: Option<PathBuf>,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CasesFile {
-    case: Vec<CaseSpec>,
-}
-
 /// A paged case or its tensors that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum PagedCaseError {
@@ -152,27 +149,23 @@ pub struct CaseInputs {
 
 /// Parses and validates a cases file; `base` resolves relative tensor folders.
 pub fn parse_cases(text: &str, file: &str, base: &Path) -> Result<Vec<CaseSpec>, PagedCaseError> {
-    let parse = |message: String| PagedCaseError::Parse {
-        file: file.to_owned(),
-        message,
-    };
-    let parsed: CasesFile = toml::from_str(text).map_err(|e| parse(e.to_string()))?;
-    let mut seen = std::collections::HashSet::new();
-    let mut cases = Vec::with_capacity(parsed.case.len());
-    for mut case in parsed.case {
-        if !seen.insert(case.name.clone()) {
-            return Err(parse(format!("two cases are named `{}`", case.name)));
-        }
-        if let Some(dir) = &case.tensors {
-            case.tensors = Some(base.join(dir));
-        }
+    let cases: Vec<CaseSpec> = read_case_tables(text, file, base).map_err(|e| match e {
+        CaseError::Parse { file, message } => PagedCaseError::Parse { file, message },
+        CaseError::Invalid { case, message } => PagedCaseError::Invalid { case, message },
+    })?;
+    for case in &cases {
         case.validate()?;
-        cases.push(case);
-    }
-    if cases.is_empty() {
-        return Err(parse("no [[case]] entries".into()));
     }
     Ok(cases)
+}
+
+impl CaseTable for CaseSpec {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn tensors_mut(&mut self) -> &mut Option<PathBuf> {
+        &mut self.tensors
+    }
 }
 
 /// The embedded cases; the test suite validates them, so this cannot fail at run time.
@@ -190,14 +183,6 @@ impl CaseSpec {
     }
 
     fn validate(&self) -> Result<(), PagedCaseError> {
-        let name_ok = !self.name.is_empty()
-            && self
-                .name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-        if !name_ok {
-            return Err(self.invalid("names use letters, digits, '-' and '_' only"));
-        }
         let max_window = (MAX_CONTEXT + MAX_NEW) as i32;
         if self.window > max_window {
             return Err(self.invalid(format!(

@@ -14,6 +14,7 @@
 use super::cases::PagedCaseError;
 use super::tensors::load_bytes;
 use super::{oracle, Inputs, DH, HKV, HQ};
+use crate::grade::compare::worst_relative_error;
 
 /// How close the oracle must come, relative to the larger of the element's
 /// magnitude and the largest `|v|` any row can see (rounding in a weighted
@@ -115,14 +116,7 @@ pub fn prove_with(
     let inputs = case.inputs;
     let got = attention(&inputs, None);
     let scale = visible_value_scale(&inputs);
-    let relative_error = |i: usize| (got[i] - expected[i]).abs() / expected[i].abs().max(scale);
-    let (worst, max_relative_error) = (0..got.len())
-        .map(|i| (i, relative_error(i)))
-        // A NaN error wins the fold and fails the bound.
-        .fold(
-            (0, 0.0),
-            |best, next| if next.1 <= best.1 { best } else { next },
-        );
+    let (worst, max_relative_error) = worst_relative_error(&got, &expected, scale);
     if max_relative_error.is_nan() || max_relative_error > RELATIVE_BOUND {
         let row = worst / (HQ * DH);
         let (seq, position) = inputs.batch.sequence_of_row(row);

@@ -13,8 +13,8 @@ use crate::grade::compare::{OutputShape, Tolerance};
 use crate::grade::integrity::integrity_problem;
 use crate::grade::roofline::Work;
 use crate::lab::definition::{
-    Abi, ArgKind, ArgSpec, ArgValue, CaseData, CaseError, Graded, KernelFile, Lab, LabCase, LabRef,
-    Problem, SupportKernels,
+    int_constants, shipped_kernel, Abi, ArgKind, ArgSpec, ArgValue, CaseData, CaseError, Graded,
+    KernelFile, Lab, LabCase, LabRef, Problem, SupportKernels,
 };
 use crate::lab::geometry::{GridY, LaunchGeometry};
 
@@ -222,14 +222,14 @@ impl Lab for PagedPrefill {
     }
 
     fn body_constants(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("HQ", format!("constexpr int HQ = {HQ};")),
-            ("HKV", format!("constexpr int HKV = {HKV};")),
-            ("DH", format!("constexpr int DH = {DH};")),
-            ("GROUP", format!("constexpr int GROUP = {GROUP};")),
-            ("BLOCK", format!("constexpr int BLOCK = {BLOCK};")),
-            ("X", format!("constexpr int X = {X};")),
-        ]
+        int_constants(&[
+            ("HQ", HQ),
+            ("HKV", HKV),
+            ("DH", DH),
+            ("GROUP", GROUP),
+            ("BLOCK", BLOCK),
+            ("X", X),
+        ])
     }
 
     fn default_geometry(&self) -> LaunchGeometry {
@@ -377,25 +377,16 @@ impl Lab for PagedPrefill {
     }
 
     fn starter(&self) -> KernelFile {
-        KernelFile {
-            path: "kernels/paged/starter.cu",
-            text: include_str!("../../../kernels/paged/starter.cu"),
-        }
+        shipped_kernel!("kernels/paged/starter.cu")
     }
 
     fn reference(&self) -> KernelFile {
-        KernelFile {
-            path: "kernels/paged/reference.cu",
-            text: include_str!("../../../kernels/paged/reference.cu"),
-        }
+        shipped_kernel!("kernels/paged/reference.cu")
     }
 
     fn support(&self) -> SupportKernels {
         SupportKernels {
-            file: KernelFile {
-                path: "kernels/paged/support.cu",
-                text: include_str!("../../../kernels/paged/support.cu"),
-            },
+            file: shipped_kernel!("kernels/paged/support.cu"),
             oracle_f64: "paged_oracle_f64",
             oracle_threads: 256,
         }

@@ -1,0 +1,65 @@
+//! What every lab's cases file shares: `[[case]]` tables with a well-formed,
+//! unique name each, and perhaps a folder of the case's own tensors,
+//! relative to the file. Each lab then checks its own keys.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+
+use super::definition::CaseError;
+
+/// One `[[case]]` table of a lab's cases file.
+pub trait CaseTable: DeserializeOwned {
+    fn name(&self) -> &str;
+    /// The case's own tensor folder, as written.
+    fn tensors_mut(&mut self) -> &mut Option<PathBuf>;
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CasesFile<T> {
+    case: Vec<T>,
+}
+
+/// The `[[case]]` tables of `text` (shown as `file`): every name letters,
+/// digits, `-` and `_`, no name twice, at least one case, tensor folders
+/// resolved against `base`.
+pub fn read_case_tables<T: CaseTable>(
+    text: &str,
+    file: &str,
+    base: &Path,
+) -> Result<Vec<T>, CaseError> {
+    let parse = |message: String| CaseError::Parse {
+        file: file.to_owned(),
+        message,
+    };
+    let parsed: CasesFile<T> = toml::from_str(text).map_err(|e| parse(e.to_string()))?;
+    let mut seen = HashSet::new();
+    let mut cases = Vec::with_capacity(parsed.case.len());
+    for mut case in parsed.case {
+        let name = case.name().to_owned();
+        let well_formed = !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        if !well_formed {
+            return Err(CaseError::Invalid {
+                case: name,
+                message: "names use letters, digits, '-' and '_' only".into(),
+            });
+        }
+        if !seen.insert(name.clone()) {
+            return Err(parse(format!("two cases are named `{name}`")));
+        }
+        if let Some(dir) = case.tensors_mut() {
+            *dir = base.join(&*dir);
+        }
+        cases.push(case);
+    }
+    if cases.is_empty() {
+        return Err(parse("no [[case]] entries".into()));
+    }
+    Ok(cases)
+}
