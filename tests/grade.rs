@@ -243,7 +243,11 @@ fn hostile_submissions_get_one_row_each_with_reasons_and_nothing_leaks() {
     let rows = parse_csv(&csv);
     assert_eq!(rows[0][0], "id");
     assert_eq!(rows.len(), 1 + subs.len());
-    assert!(rows.iter().all(|r| r.len() == 12), "{rows:?}");
+    assert!(rows.iter().all(|r| r.len() == 13), "{rows:?}");
+    assert!(
+        rows[1..].iter().all(|r| r[2] == "flash-prefill"),
+        "{rows:?}"
+    );
     let csv_ids: Vec<&str> = rows[1..].iter().map(|r| r[0].as_str()).collect();
     assert!(csv_ids.contains(&"line\nbreak.cu"));
     // A cell a spreadsheet would run as a formula is defused with an apostrophe.
@@ -450,9 +454,9 @@ fn graded_submissions_run_in_parallel_slots_and_a_hang_costs_one_case() {
     }
     let rows =
         parse_csv(&std::fs::read_to_string(plan.out_dir.join("gradebook.csv")).expect("csv"));
-    assert_eq!(rows[1][3..6], ["2".to_string(), "3".into(), "hang".into()]);
+    assert_eq!(rows[1][4..7], ["2".to_string(), "3".into(), "hang".into()]);
     assert!(
-        rows[1][8].starts_with("hang: no result within 0.5 s"),
+        rows[1][9].starts_with("hang: no result within 0.5 s"),
         "{:?}",
         rows[1]
     );

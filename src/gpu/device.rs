@@ -18,7 +18,7 @@ use cudarc::nvrtc::Ptx;
 
 use crate::facts::device::{DeviceInfo, GpuProblem};
 use crate::facts::resources::ResourceUsage;
-use crate::lab::definition::{ArgValue, CaseData, LabRef, Problem};
+use crate::lab::definition::{ArgKind, ArgValue, CaseData, LabRef, Problem};
 use crate::lab::geometry::LaunchGeometry;
 
 /// Elements of guard band on each side of every buffer: 64 KiB, wider than
@@ -313,6 +313,21 @@ impl Gpu {
         }
         let mut args = Vec::with_capacity(data.args.len());
         for (spec, value) in lab.abi().args.iter().zip(&data.args) {
+            let fits = matches!(
+                (spec.kind, value),
+                (ArgKind::F32Input, ArgValue::F32(_))
+                    | (ArgKind::I32Input, ArgValue::I32(_))
+                    | (ArgKind::OptionalF32Input, ArgValue::F32(_) | ArgValue::Null)
+                    | (ArgKind::I32Scalar, ArgValue::Scalar(_))
+                    | (ArgKind::F32Output, ArgValue::Output)
+            );
+            if !fits {
+                return Err(GpuError::message(format!(
+                    "the {} lab's case gives `{}` a value of the wrong kind",
+                    lab.name(),
+                    spec.name
+                )));
+            }
             let arg = match value {
                 ArgValue::F32(values) => {
                     DeviceArg::F32(self.guarded(values, f32::from_bits(INPUT_GUARD_BITS))?)

@@ -21,9 +21,10 @@ use crate::protocol::CaseStatus;
 pub const GRADEBOOK_SCHEMA: &str = "flashprof.gradebook/1";
 
 /// The CSV header, in column order.
-pub const CSV_COLUMNS: [&str; 12] = [
+pub const CSV_COLUMNS: [&str; 13] = [
     "id",
     "file",
+    "lab",
     "status",
     "cases_passed",
     "cases_total",
@@ -41,6 +42,8 @@ pub const CSV_COLUMNS: [&str; 12] = [
 pub struct GradebookRow {
     pub id: String,
     pub file: String,
+    /// The lab the class was graded against.
+    pub lab: String,
     pub status: &'static str,
     pub cases_passed: usize,
     pub cases_total: usize,
@@ -79,6 +82,7 @@ impl GradebookRow {
         Self {
             id: entry.id.clone(),
             file: entry.file.clone(),
+            lab: entry.lab.clone(),
             status: entry.status.word(),
             cases_passed: report.map_or(0, crate::outcome::CheckReport::cases_passed),
             cases_total: cases.len(),
@@ -102,10 +106,11 @@ impl GradebookRow {
         }
     }
 
-    fn csv_cells(&self) -> [String; 12] {
+    fn csv_cells(&self) -> [String; 13] {
         [
             self.id.clone(),
             self.file.clone(),
+            self.lab.clone(),
             self.status.to_string(),
             self.cases_passed.to_string(),
             self.cases_total.to_string(),
