@@ -61,6 +61,14 @@ pub struct CheckArgs {
     /// flash-prefill (the keys are the lab's; a bad key lists them).
     #[arg(long, value_delimiter = ',', value_name = "KEY=VALUE,...")]
     pub timing_shape: Vec<String>,
+    /// Run only the case NAME (of the embedded cases, or of --cases).
+    #[arg(long, value_name = "NAME")]
+    pub case: Option<String>,
+    /// After the check, run compute-sanitizer (racecheck, memcheck, synccheck,
+    /// initcheck) over the kernel on the first case; any hazard fails the
+    /// verdict (docs/SANITIZER.md). Needs compute-sanitizer (CUDA toolkit).
+    #[arg(long)]
+    pub sanitize: bool,
 }
 
 pub fn positive_seconds(text: &str) -> Result<f64, String> {
@@ -98,13 +106,31 @@ pub fn run(args: CheckArgs) -> ExitCode {
     if let Err(code) = super::require_proven_oracle("flashprof", lab) {
         return code;
     }
-    let cases = match super::load_cases(lab, args.cases.as_deref()) {
+    let sanitizer = match args.sanitize.then(crate::app::sanitize::locate).transpose() {
+        Ok(found) => found,
+        Err(message) => {
+            eprintln!("flashprof: --sanitize: {message}");
+            return ExitCode::Environment;
+        }
+    };
+    let mut cases = match super::load_cases(lab, args.cases.as_deref()) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("flashprof: {e}");
             return ExitCode::Environment;
         }
     };
+    if let Some(name) = &args.case {
+        if !cases.iter().any(|c| &c.name == name) {
+            let names: Vec<&str> = cases.iter().map(|c| c.name.as_str()).collect();
+            eprintln!(
+                "flashprof: no case named `{name}` (cases: {})",
+                names.join(", ")
+            );
+            return ExitCode::Usage;
+        }
+        cases.retain(|c| &c.name == name);
+    }
     let timing_case = match super::timing_case(lab, &args.timing_shape) {
         Ok(case) => case,
         Err(code) => return code,
@@ -174,13 +200,16 @@ pub fn run(args: CheckArgs) -> ExitCode {
         }
         w.shutdown();
     }
-    let report = match report {
+    let mut report = match report {
         Ok(r) => r,
         Err(e) => {
             eprintln!("flashprof: {e}");
             return ExitCode::Environment;
         }
     };
+    if let Some(sanitizer) = sanitizer {
+        sanitize(&mut report, &plan, &args, sanitizer, show_progress_line);
+    }
     let gate = speed_gate(&report);
     if args.json {
         println!("{}", render_json(&report, gate.as_ref()));
@@ -199,6 +228,57 @@ pub fn run(args: CheckArgs) -> ExitCode {
         }
     }
     Verdict::of(&report).exit_code()
+}
+
+/// Runs the sanitizer pass on the plan's first case and adds it to the
+/// report; only a kernel that compiled and ran on a GPU is sanitized.
+fn sanitize(
+    report: &mut crate::outcome::CheckReport,
+    plan: &CheckPlan,
+    args: &CheckArgs,
+    sanitizer: PathBuf,
+    show_progress_line: bool,
+) {
+    use crate::app::sanitize::{run_pass, SanitizePlan, SanitizerTool, StudentFile};
+    if report.gpu.is_err() || !report.compile.ok {
+        eprintln!(
+            "flashprof: --sanitize: not run (the kernel did not compile, or there is no GPU)"
+        );
+        return;
+    }
+    let Some(case) = plan.cases.first() else {
+        return;
+    };
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => {
+            eprintln!("flashprof: --sanitize: cannot locate its own executable: {e}");
+            return;
+        }
+    };
+    if show_progress_line {
+        eprint!(
+            "\r\x1b[2Kcompute-sanitizer (racecheck, memcheck, synccheck, initcheck) on case {}...",
+            case.name
+        );
+    }
+    let sanitize_plan = SanitizePlan {
+        sanitizer,
+        exe,
+        file: args.file.clone(),
+        lab: plan.lab.name().to_owned(),
+        case: case.name.clone(),
+        cases_file: args.cases.clone(),
+        seed: plan.seed,
+        tools: SanitizerTool::ALL.to_vec(),
+        timeout: Duration::from_secs(300),
+        student: StudentFile::new(
+            &plan.source_path,
+            &plan.source_text,
+            plan.lab.abi().entry_point,
+        ),
+    };
+    report.sanitizer = Some(run_pass(&sanitize_plan));
 }
 
 /// The speed gate for a report that ran on a GPU; a broken gates file is
