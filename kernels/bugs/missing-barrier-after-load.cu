@@ -1,5 +1,5 @@
-// flashprof-expect: random-small racecheck
-// Bug: the reference kernel without the __syncthreads() after its tile loads: a thread waits for its own cp.async copies and then reads the whole K tile (and, on the first tile, the Q tile other threads stored), so it can read shared memory another thread has not finished writing. Outputs are often still right on an H200; compute-sanitizer racecheck (`flashprof check --sanitize`) names both lines.
+// flashprof-expect: random-small race
+// Bug: the reference kernel without the __syncthreads() after its tile loads: a thread waits only for its own cp.async copies and then reads the whole K tile (and, on the first tile, the Q tile other threads stored), so it reads shared memory other threads may not have filled yet. On an H200 two runs of a case differ (a race), but nothing says where; `flashprof check --sanitize` (racecheck) names the load and the store.
 //
 // Derived from flashprof's reference solution: a tiled flash prefill in plain fp32 FFMA.
 //

@@ -277,6 +277,7 @@ fn sanitize(
             &plan.source_text,
             plan.lab.abi().entry_point,
         ),
+        env: Vec::new(),
     };
     report.sanitizer = Some(run_pass(&sanitize_plan));
 }

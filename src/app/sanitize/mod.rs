@@ -242,13 +242,14 @@ pub fn diagnose(finding: &mut Finding, student: &StudentFile) {
 }
 
 fn diagnosis_of(finding: &Finding, student: &StudentFile) -> String {
+    let headline = finding.headline.trim_end_matches('.');
     let Some(first) = finding.accesses.first() else {
         let detail = finding
             .details
             .first()
             .map(|d| format!(": {d}"))
             .unwrap_or_default();
-        return format!("{}{detail}", finding.headline);
+        return format!("{headline}{detail}");
     };
     match finding.tool {
         SanitizerTool::Racecheck if finding.accesses.len() > 1 => {
@@ -287,27 +288,21 @@ fn diagnosis_of(finding: &Finding, student: &StudentFile) -> String {
             )
         }
         SanitizerTool::Synccheck => format!(
-            "{} at {}: every thread of the block must reach the same barrier",
-            finding.headline,
+            "{headline} at {}: every thread of the block (and of each warp) must reach the same __syncthreads()",
             student.place(&first.site)
         ),
         SanitizerTool::Initcheck => format!(
-            "{} at {}: the kernel reads global memory that nothing wrote",
-            finding.headline,
+            "{headline} at {}: the kernel reads global memory that nothing wrote",
             student.place(&first.site)
         ),
         _ => {
             let detail = finding
                 .details
                 .iter()
-                .find(|d| d.starts_with("Address") || d.starts_with("is "))
+                .find(|d| d.starts_with("Access") || d.starts_with("Address"))
                 .map(|d| format!(": {d}"))
                 .unwrap_or_default();
-            format!(
-                "{} at {}{detail}",
-                finding.headline,
-                student.place(&first.site)
-            )
+            format!("{headline} at {}{detail}", student.place(&first.site))
         }
     }
 }
@@ -413,6 +408,8 @@ pub struct SanitizePlan {
     /// Per tool; a tool still running then is stopped and reported as not finished.
     pub timeout: Duration,
     pub student: StudentFile,
+    /// Extra environment (the GPU a batch slot is pinned to), for the tool and what it runs.
+    pub env: Vec<(OsString, OsString)>,
 }
 
 impl SanitizePlan {
@@ -465,6 +462,7 @@ pub fn run_pass(plan: &SanitizePlan) -> SanitizerOutcome {
                     let mut command = Command::new(&plan.sanitizer);
                     command
                         .args(plan.arguments(tool, &log))
+                        .envs(plan.env.iter().map(|(k, v)| (k, v)))
                         .stdin(Stdio::null())
                         .stdout(Stdio::null())
                         .stderr(stderr);
@@ -479,11 +477,27 @@ pub fn run_pass(plan: &SanitizePlan) -> SanitizerOutcome {
         };
         running.push((tool, child, log, Instant::now()));
     }
+    // Polled together, so each tool's wall time ends when it does.
+    let mut exits: Vec<Option<Exit>> = running.iter().map(|_| None).collect();
+    loop {
+        let mut waiting = false;
+        for ((_, child, _, began), exit) in running.iter_mut().zip(exits.iter_mut()) {
+            if let (Ok(child), None) = (child, exit.as_ref()) {
+                *exit = poll(child, *began, plan.timeout);
+                waiting |= exit.is_none();
+            }
+        }
+        if !waiting {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let mut tools = Vec::new();
-    for (tool, child, log, began) in running {
-        let run = match child {
-            Err(problem) => failed(tool, began, problem),
-            Ok(child) => finish(tool, child, &log, began, plan),
+    for ((tool, child, log, began), exit) in running.into_iter().zip(exits) {
+        let run = match (child, exit) {
+            (Err(problem), _) => failed(tool, began, problem),
+            (Ok(_), Some(exit)) => finish(tool, exit, &log, plan),
+            (Ok(_), None) => failed(tool, began, "lost track of compute-sanitizer".into()),
         };
         tools.push(run);
     }
@@ -509,39 +523,56 @@ fn failed(tool: SanitizerTool, began: Instant, problem: String) -> ToolRun {
     }
 }
 
-fn finish(
-    tool: SanitizerTool,
-    mut child: Child,
-    log: &Path,
-    began: Instant,
-    plan: &SanitizePlan,
-) -> ToolRun {
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break Some(status),
-            Ok(None) if began.elapsed() > plan.timeout => {
-                // The tool and the processes it follows share one process group.
-                let _ = Command::new("kill")
-                    .args(["-KILL", "--", &format!("-{}", child.id())])
-                    .stderr(Stdio::null())
-                    .status();
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(50)),
-            Err(e) => return failed(tool, began, format!("waiting for compute-sanitizer: {e}")),
-        }
+/// How a tool's process ended, and when.
+struct Exit {
+    /// `None` when it was stopped at the timeout or could not be waited for.
+    status: Option<std::process::ExitStatus>,
+    wall_ms: f64,
+    problem: Option<String>,
+}
+
+/// The child's exit, once it has exited or run past `timeout` (then it is stopped).
+fn poll(child: &mut Child, began: Instant, timeout: Duration) -> Option<Exit> {
+    let wall_ms = || began.elapsed().as_secs_f64() * 1e3;
+    let stopped = |child: &mut Child, problem: String| {
+        // The tool and the processes it follows share one process group.
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", child.id())])
+            .stderr(Stdio::null())
+            .status();
+        let _ = child.kill();
+        let _ = child.wait();
+        Some(Exit {
+            status: None,
+            wall_ms: wall_ms(),
+            problem: Some(problem),
+        })
     };
-    let wall_ms = began.elapsed().as_secs_f64() * 1e3;
-    let Some(status) = status else {
+    match child.try_wait() {
+        Ok(Some(status)) => Some(Exit {
+            status: Some(status),
+            wall_ms: wall_ms(),
+            problem: None,
+        }),
+        Ok(None) if began.elapsed() > timeout => stopped(
+            child,
+            format!("still running after {} s, stopped", timeout.as_secs()),
+        ),
+        Ok(None) => None,
+        Err(e) => stopped(child, format!("waiting for compute-sanitizer: {e}")),
+    }
+}
+
+fn finish(tool: SanitizerTool, exit: Exit, log: &Path, plan: &SanitizePlan) -> ToolRun {
+    let wall_ms = exit.wall_ms;
+    let Some(status) = exit.status else {
         return ToolRun {
+            tool,
+            status: ToolStatus::Failed,
             wall_ms,
-            ..failed(
-                tool,
-                began,
-                format!("still running after {} s, stopped", plan.timeout.as_secs()),
-            )
+            findings: Vec::new(),
+            summary: None,
+            problem: exit.problem,
         };
     };
     let text = std::fs::read(log)

@@ -72,7 +72,8 @@ pub fn parse_log(tool: SanitizerTool, text: &str) -> ParsedLog {
             continue;
         }
         if line.contains("SUMMARY:") {
-            parsed.summary = Some(line.to_owned());
+            // The first says how many; a second one says how many went unprinted.
+            parsed.summary.get_or_insert_with(|| line.to_owned());
             continue;
         }
         block.push(line);

@@ -149,6 +149,51 @@ fn clean_logs_of_both_labs_have_a_summary_and_no_finding() {
 }
 
 #[test]
+fn memcheck_and_synccheck_reports_name_the_line_and_fold_every_thread_into_one() {
+    let kernel = student(
+        "kernels/bugs/illegal-address.cu",
+        "kernels/bugs/illegal-address.cu",
+    );
+    let (findings, summary) = diagnosed(
+        SanitizerTool::Memcheck,
+        fixture!("illegal-address.memcheck.log"),
+        &kernel,
+    );
+    assert_eq!(summary.as_deref(), Some("ERROR SUMMARY: 269 errors"));
+    assert_eq!(findings.len(), 1, "{findings:#?}");
+    assert_eq!(findings[0].reported, 100);
+    assert_eq!(
+        findings[0].diagnosis,
+        "Invalid __global__ read of size 4 bytes at line 17: Access to 0x848ea1dfd00 is out of bounds"
+    );
+    assert!(findings[0].accesses[0].site.code.is_some());
+
+    let barrier = StudentFile::new(
+        "divergent-barrier.cu",
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/sanitizer/divergent-barrier.cu"
+        )),
+        "attention_prefill",
+    );
+    let (findings, summary) = diagnosed(
+        SanitizerTool::Synccheck,
+        fixture!("divergent-barrier.synccheck.log"),
+        &barrier,
+    );
+    assert_eq!(summary.as_deref(), Some("ERROR SUMMARY: 4096 errors"));
+    assert_eq!(findings.len(), 1, "{findings:#?}");
+    assert_eq!(
+        findings[0].diagnosis,
+        "Barrier error detected. Divergent thread(s) in warp at line 8: every thread of the block (and of each warp) must reach the same __syncthreads()"
+    );
+    assert_eq!(
+        findings[0].accesses[0].site.code.as_deref(),
+        Some("if (lane < 16) __syncthreads();")
+    );
+}
+
+#[test]
 fn a_finding_outside_the_students_file_names_that_file() {
     let me = StudentFile::new("k.cu", "a\nb\n", "attention_prefill");
     let log = "========= Invalid __global__ read of size 4 bytes\n\
@@ -223,6 +268,7 @@ fn each_tool_reruns_this_check_on_one_case_under_the_sanitizer() {
         tools: SanitizerTool::ALL.to_vec(),
         timeout: Duration::from_secs(300),
         student: StudentFile::new("k.cu", "", "attention_prefill"),
+        env: Vec::new(),
     };
     let args: Vec<String> = plan
         .arguments(SanitizerTool::Synccheck, Path::new("/tmp/s/synccheck.log"))
@@ -250,6 +296,7 @@ fn a_tool_that_cannot_start_leaves_the_pass_incomplete_not_clean() {
         tools: vec![SanitizerTool::Memcheck],
         timeout: Duration::from_secs(5),
         student: StudentFile::new("k.cu", "", "attention_prefill"),
+        env: Vec::new(),
     };
     let outcome = run_pass(&plan);
     assert!(outcome.incomplete() && !outcome.clean() && !outcome.has_hazards());
