@@ -82,19 +82,14 @@ fn pass_with(status: ToolStatus, findings: Vec<Finding>) -> SanitizerOutcome {
     }
 }
 
-#[test]
-fn a_hazard_fails_a_kernel_whose_cases_pass_and_an_unfinished_pass_is_the_graders_error() {
-    let mut report = tui_support::all_pass(5.0, 64);
-    assert_eq!(Verdict::of(&report), Verdict::Passed);
-    report.sanitizer = Some(pass_with(ToolStatus::Clean, vec![]));
-    assert_eq!(Verdict::of(&report), Verdict::Passed);
+fn race() -> Finding {
     let site = |line| Site {
         function: "attention_prefill".into(),
         file: "k.cu".into(),
         line,
         code: None,
     };
-    let race = Finding {
+    Finding {
         tool: SanitizerTool::Racecheck,
         headline: "Race reported".into(),
         details: vec![],
@@ -104,7 +99,51 @@ fn a_hazard_fails_a_kernel_whose_cases_pass_and_an_unfinished_pass_is_the_grader
         ],
         reported: 2,
         diagnosis: "shared memory read at line 41 races with the write at line 37: a __syncthreads() is missing between them".into(),
-    };
+    }
+}
+
+#[test]
+fn in_the_tui_s_asks_for_a_pass_and_its_hazard_fails_the_result_on_screen() {
+    use crossterm::event::KeyCode;
+    use flashprof::tui::msg::{Effect, Msg};
+    use flashprof::tui::update::update;
+    use tui_support::drive::{finish, fresh, key, save};
+    let mut model = fresh();
+    let run = save(&mut model, "v1").expect("run");
+    finish(&mut model, run, tui_support::all_pass(1.0, 40));
+    let effects = key(&mut model, KeyCode::Char('s'));
+    assert!(
+        matches!(effects.as_slice(), [Effect::Sanitize]),
+        "{effects:?}"
+    );
+    update(
+        &mut model,
+        Msg::Sanitized(Ok(Box::new(pass_with(ToolStatus::Hazards, vec![race()])))),
+    );
+    let notice = model.notice.clone().unwrap_or_default();
+    assert!(
+        notice.contains("racecheck: shared memory read at line 41 races with the write at line 37"),
+        "{notice}"
+    );
+    let report = &model.last.as_ref().expect("a result").report;
+    assert!(!report.all_passed());
+    update(
+        &mut model,
+        Msg::Sanitized(Err("compute-sanitizer is not installed (...)".into())),
+    );
+    assert_eq!(
+        model.notice.as_deref(),
+        Some("sanitizer: compute-sanitizer is not installed (...)")
+    );
+}
+
+#[test]
+fn a_hazard_fails_a_kernel_whose_cases_pass_and_an_unfinished_pass_is_the_graders_error() {
+    let mut report = tui_support::all_pass(5.0, 64);
+    assert_eq!(Verdict::of(&report), Verdict::Passed);
+    report.sanitizer = Some(pass_with(ToolStatus::Clean, vec![]));
+    assert_eq!(Verdict::of(&report), Verdict::Passed);
+    let race = race();
     report.sanitizer = Some(pass_with(ToolStatus::Hazards, vec![race]));
     assert!(!report.all_passed());
     assert_eq!(Verdict::of(&report), Verdict::Failed);
