@@ -305,3 +305,77 @@ fn a_tool_that_cannot_start_leaves_the_pass_incomplete_not_clean() {
         .as_deref()
         .is_some_and(|p| p.starts_with("cannot start /nonexistent/compute-sanitizer")));
 }
+
+#[test]
+fn the_pass_runs_every_tool_side_by_side_and_reads_each_log() {
+    // A stand-in compute-sanitizer: writes a captured log where --log-file
+    // says, racecheck's after a longer wait, and exits as the real one does.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/sanitizer");
+    let script = dir.path().join("compute-sanitizer");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\ntool=$2\nlog=$8\ncase $tool in\n\
+racecheck) sleep 0.6; cp {fixtures}/race.racecheck.log \"$log\"; exit 1;;\n\
+memcheck) cp {fixtures}/reference.memcheck.log \"$log\";;\n\
+synccheck) echo 'no summary' >&2; exit 3;;\n\
+*) sleep 5;;\nesac\n"
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let race = std::fs::read_to_string(format!(
+        "{}/kernels/bugs/race.cu",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let plan = SanitizePlan {
+        sanitizer: script,
+        exe: "/bin/true".into(),
+        file: "kernels/bugs/race.cu".into(),
+        lab: "flash-prefill".into(),
+        case: "random-small".into(),
+        cases_file: None,
+        seed: 7,
+        tools: SanitizerTool::ALL.to_vec(),
+        timeout: Duration::from_secs(2),
+        student: StudentFile::new("kernels/bugs/race.cu", &race, "attention_prefill"),
+        env: Vec::new(),
+    };
+    let outcome = run_pass(&plan);
+    let statuses: Vec<(SanitizerTool, ToolStatus)> =
+        outcome.tools.iter().map(|t| (t.tool, t.status)).collect();
+    assert_eq!(
+        statuses,
+        vec![
+            (SanitizerTool::Racecheck, ToolStatus::Hazards),
+            (SanitizerTool::Memcheck, ToolStatus::Clean),
+            (SanitizerTool::Synccheck, ToolStatus::Failed),
+            (SanitizerTool::Initcheck, ToolStatus::Failed),
+        ]
+    );
+    let [race, memcheck, synccheck, initcheck] = &outcome.tools[..] else {
+        panic!("four tools");
+    };
+    assert_eq!(race.findings.len(), 2);
+    // Side by side: memcheck's time ends when it does, not after racecheck's.
+    assert!(
+        memcheck.wall_ms < 400.0 && race.wall_ms >= 600.0,
+        "{outcome:#?}"
+    );
+    assert!(synccheck
+        .problem
+        .as_deref()
+        .is_some_and(|p| p.contains("without a summary") && p.contains("no summary")));
+    assert_eq!(
+        initcheck.problem.as_deref(),
+        Some("still running after 2 s, stopped")
+    );
+    assert!(
+        outcome.wall_ms < 4000.0,
+        "the stopped tool did not hold the pass"
+    );
+    assert!(outcome.has_hazards() && outcome.incomplete());
+}
