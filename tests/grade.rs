@@ -420,6 +420,7 @@ fn graded_submissions_run_in_parallel_slots_and_a_hang_costs_one_case() {
         );
     }
     let plan = BatchPlan {
+        sanitizer: None,
         lab: flashprof::lab::flash_prefill::FLASH_PREFILL,
         submissions: discover_dir(&class).expect("discover"),
         out_dir: root.path().join("out"),
@@ -540,6 +541,7 @@ fn submissions_are_read_one_at_a_time_not_all_before_grading() {
         std::fs::hard_link(class.join("s0.cu"), class.join(format!("s{i}.cu"))).expect("link");
     }
     let plan = BatchPlan {
+        sanitizer: None,
         lab: flashprof::lab::flash_prefill::FLASH_PREFILL,
         submissions: discover_dir(&class).expect("discover"),
         out_dir: root.path().join("out"),
@@ -565,6 +567,7 @@ fn a_rerun_grades_again_what_failed_on_the_grader_side() {
     write(&class.join("a.cu"), STARTER);
     write(&class.join("empty.cu"), "");
     let plan = BatchPlan {
+        sanitizer: None,
         lab: flashprof::lab::flash_prefill::FLASH_PREFILL,
         submissions: discover_dir(&class).expect("discover"),
         out_dir: root.path().join("out"),

@@ -192,6 +192,7 @@ pub fn run_check(
         timing_error,
         counters,
         worker_restarts: run.restarts,
+        sanitizer: None,
         phases,
     })
 }

@@ -61,6 +61,14 @@ pub struct CheckArgs {
     /// flash-prefill (the keys are the lab's; a bad key lists them).
     #[arg(long, value_delimiter = ',', value_name = "KEY=VALUE,...")]
     pub timing_shape: Vec<String>,
+    /// Run only the case NAME (of the embedded cases, or of --cases).
+    #[arg(long, value_name = "NAME")]
+    pub case: Option<String>,
+    /// After the check, run compute-sanitizer (racecheck, memcheck, synccheck,
+    /// initcheck) over the kernel on the first case; any hazard fails the
+    /// verdict (docs/SANITIZER.md). Needs compute-sanitizer (CUDA toolkit).
+    #[arg(long)]
+    pub sanitize: bool,
 }
 
 pub fn positive_seconds(text: &str) -> Result<f64, String> {
@@ -98,13 +106,31 @@ pub fn run(args: CheckArgs) -> ExitCode {
     if let Err(code) = super::require_proven_oracle("flashprof", lab) {
         return code;
     }
+    let sanitizer = match args.sanitize.then(crate::app::sanitize::locate).transpose() {
+        Ok(found) => found,
+        Err(message) => {
+            eprintln!("flashprof: --sanitize: {message}");
+            return ExitCode::Environment;
+        }
+    };
     let super::LabRun {
-        cases,
+        mut cases,
         timing: timing_case,
     } = match super::LabRun::of("flashprof", lab, args.cases.as_deref(), &args.timing_shape) {
         Ok(run) => run,
         Err(code) => return code,
     };
+    if let Some(name) = &args.case {
+        if !cases.iter().any(|c| &c.name == name) {
+            let names: Vec<&str> = cases.iter().map(|c| c.name.as_str()).collect();
+            eprintln!(
+                "flashprof: no case named `{name}` (cases: {})",
+                names.join(", ")
+            );
+            return ExitCode::Usage;
+        }
+        cases.retain(|c| &c.name == name);
+    }
     let counters_case = match &args.counters_case {
         None => timing_case.clone(),
         Some(name) => match cases.iter().find(|c| &c.name == name) {
@@ -170,13 +196,16 @@ pub fn run(args: CheckArgs) -> ExitCode {
         }
         w.shutdown();
     }
-    let report = match report {
+    let mut report = match report {
         Ok(r) => r,
         Err(e) => {
             eprintln!("flashprof: {e}");
             return ExitCode::Environment;
         }
     };
+    if let Some(sanitizer) = sanitizer {
+        sanitize(&mut report, &plan, &args, sanitizer, show_progress_line);
+    }
     let gate = speed_gate(&report);
     if args.json {
         println!("{}", render_json(&report, gate.as_ref()));
@@ -195,6 +224,58 @@ pub fn run(args: CheckArgs) -> ExitCode {
         }
     }
     Verdict::of(&report).exit_code()
+}
+
+/// Runs the sanitizer pass on the plan's first case and adds it to the
+/// report; only a kernel that compiled and ran on a GPU is sanitized.
+fn sanitize(
+    report: &mut crate::outcome::CheckReport,
+    plan: &CheckPlan,
+    args: &CheckArgs,
+    sanitizer: PathBuf,
+    show_progress_line: bool,
+) {
+    use crate::app::sanitize::{run_pass, SanitizePlan, SanitizerTool, StudentFile};
+    if report.gpu.is_err() || !report.compile.ok {
+        eprintln!(
+            "flashprof: --sanitize: not run (the kernel did not compile, or there is no GPU)"
+        );
+        return;
+    }
+    let Some(case) = plan.cases.first() else {
+        return;
+    };
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => {
+            eprintln!("flashprof: --sanitize: cannot locate its own executable: {e}");
+            return;
+        }
+    };
+    if show_progress_line {
+        eprint!(
+            "\r\x1b[2Kcompute-sanitizer (racecheck, memcheck, synccheck, initcheck) on case {}...",
+            case.name
+        );
+    }
+    let sanitize_plan = SanitizePlan {
+        sanitizer,
+        exe,
+        file: args.file.clone(),
+        lab: plan.lab.name().to_owned(),
+        case: case.name.clone(),
+        cases_file: args.cases.clone(),
+        seed: plan.seed,
+        tools: SanitizerTool::ALL.to_vec(),
+        timeout: Duration::from_secs(300),
+        student: StudentFile::new(
+            &plan.source_path,
+            &plan.source_text,
+            plan.lab.abi().entry_point,
+        ),
+        env: Vec::new(),
+    };
+    report.sanitizer = Some(run_pass(&sanitize_plan));
 }
 
 /// The speed gate for a report that ran on a GPU; a broken gates file is

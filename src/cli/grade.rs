@@ -52,6 +52,10 @@ pub struct GradeArgs {
     /// Compile with NVRTC only; no GPU is needed or touched.
     #[arg(long)]
     pub compile_only: bool,
+    /// Also run compute-sanitizer (racecheck, memcheck, synccheck, initcheck)
+    /// over each submission on the first case; a hazard fails it (docs/SANITIZER.md).
+    #[arg(long, conflicts_with_all = ["compile_only", "merge"])]
+    pub sanitize: bool,
     /// Seed for the inputs (default: the journal's, so a resumed run keeps its inputs; else fresh).
     #[arg(long)]
     pub seed: Option<u64>,
@@ -122,7 +126,15 @@ pub fn run(args: GradeArgs) -> ExitCode {
         Ok(run) => run,
         Err(code) => return code,
     };
+    let sanitizer = match args.sanitize.then(crate::app::sanitize::locate).transpose() {
+        Ok(found) => found,
+        Err(message) => {
+            eprintln!("flashprof grade: --sanitize: {message}");
+            return ExitCode::Environment;
+        }
+    };
     let plan = BatchPlan {
+        sanitizer,
         lab,
         seed: args
             .seed

@@ -21,6 +21,10 @@ use crate::facts::resources::ResourceUsage;
 use crate::lab::definition::{ArgKind, ArgValue, CaseData, LabRef, Problem};
 use crate::lab::geometry::LaunchGeometry;
 
+/// flashprof's own measuring kernels (the clock probe and the L2 sweep), the
+/// same for every lab, compiled once per worker.
+pub const PROBES_SOURCE: &str = include_str!("../../kernels/probes.cu");
+
 /// Elements of guard band on each side of every buffer: 64 KiB, wider than
 /// any plausible stray index, so an off-by-a-tile access lands in a guard.
 pub const GUARD_ELEMS: usize = 16 * 1024;

@@ -6,6 +6,7 @@
 //! without the other, and gives every command the same verdict rule.
 
 mod integrity;
+pub mod sanitizer;
 mod verdict;
 
 pub use integrity::IntegrityBadges;
@@ -77,6 +78,9 @@ pub struct CheckReport {
     pub counters: Vec<CountersResult>,
     pub worker_restarts: usize,
     pub phases: PhaseTimes,
+    /// The compute-sanitizer pass (`--sanitize`), when one ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sanitizer: Option<sanitizer::SanitizerOutcome>,
 }
 
 fn first_lab() -> String {
@@ -92,12 +96,14 @@ impl CheckReport {
             .count()
     }
 
-    /// Every case ran and passed, and the timed output (when timed) was correct.
+    /// Every case ran and passed, the timed output (when timed) was correct,
+    /// and the sanitizer pass (when asked for) finished and found nothing.
     pub fn all_passed(&self) -> bool {
         self.compile.ok
             && !self.cases.is_empty()
             && self.cases.iter().all(|c| c.status == CaseStatus::Pass)
             && self.timing_error.is_none()
             && self.timing.as_ref().is_none_or(|t| t.speedup.is_some())
+            && self.sanitizer.as_ref().is_none_or(|s| s.clean())
     }
 }

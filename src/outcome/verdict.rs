@@ -65,7 +65,11 @@ impl Verdict {
         } else if report.all_passed() {
             Self::Passed
         } else if report.cases.iter().all(|c| c.status == CaseStatus::Pass)
-            && report.timing_error.is_some()
+            && (report.timing_error.is_some()
+                || report
+                    .sanitizer
+                    .as_ref()
+                    .is_some_and(|s| s.incomplete() && !s.has_hazards()))
         {
             Self::Error
         } else {

@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use crate::gpu::cupti::finite_value;
+use crate::facts::metrics::finite_value;
 use crate::outcome::CheckReport;
 use crate::protocol::{CaseOutcome, CaseStatus, CompileOutcome};
 
@@ -120,12 +120,22 @@ fn render_raw_table(report: &CheckReport) -> String {
     }
     render_timing(&mut out, report);
     render_counters(&mut out, report);
+    render_sanitizer(&mut out, report);
     let passed = report.cases_passed();
     let _ = writeln!(
         out,
-        "\n{}: {passed}/{} cases passed{}",
+        "\n{}: {passed}/{} cases passed{}{}",
         if report.all_passed() { "PASS" } else { "FAIL" },
         report.cases.len(),
+        match &report.sanitizer {
+            Some(s) if s.has_hazards() => format!(
+                ", sanitizer found {} hazard report(s)",
+                s.findings().count()
+            ),
+            Some(s) if s.incomplete() => ", sanitizer did not finish".to_owned(),
+            Some(_) => ", sanitizer clean".to_owned(),
+            None => String::new(),
+        },
         if report.worker_restarts > 0 {
             format!(
                 " ({} worker restarts after hangs or faults)",
@@ -202,6 +212,22 @@ fn oversized_block(compile: &CompileOutcome) -> Option<String> {
             geometry.threads, usage.max_threads_per_block
         )
     })
+}
+
+/// The sanitizer pass: one line per tool, and each hazard's diagnosis.
+fn render_sanitizer(out: &mut String, report: &CheckReport) {
+    let Some(pass) = &report.sanitizer else {
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "\ncompute-sanitizer on case {} ({:.1} s, tools side by side)",
+        pass.case,
+        pass.wall_ms / 1000.0
+    );
+    for line in pass.lines() {
+        let _ = writeln!(out, "{line}");
+    }
 }
 
 fn render_counters(out: &mut String, report: &CheckReport) {

@@ -25,11 +25,12 @@ pub enum Action {
     StepBack,
     Faster,
     Slower,
+    Sanitize,
 }
 
 impl Action {
     /// Every action, in the order the help lists them.
-    pub const ALL: [Action; 15] = [
+    pub const ALL: [Action; 16] = [
         Action::Quit,
         Action::Rerun,
         Action::Help,
@@ -45,6 +46,7 @@ impl Action {
         Action::StepBack,
         Action::Faster,
         Action::Slower,
+        Action::Sanitize,
     ];
 
     pub fn describe(self) -> &'static str {
@@ -64,6 +66,7 @@ impl Action {
             Action::StepBack => "replay: previous run",
             Action::Faster => "replay: faster",
             Action::Slower => "replay: slower",
+            Action::Sanitize => "compute-sanitizer over the file on one small case",
         }
     }
 }
@@ -115,6 +118,7 @@ const BINDINGS: &[Binding<Action>] = &[
     key(KeyCode::Char('+'), Action::Faster),
     key(KeyCode::Char('='), Action::Faster),
     key(KeyCode::Char('-'), Action::Slower),
+    key(KeyCode::Char('s'), Action::Sanitize),
 ];
 
 /// The action bound to `event`, if any.

@@ -49,6 +49,8 @@ pub enum Msg {
     Notice(String),
     /// The replay clock.
     Tick,
+    /// The sanitizer pass asked for with `s` finished (or could not run).
+    Sanitized(Result<Box<crate::app::sanitize::SanitizerOutcome>, String>),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -72,5 +74,7 @@ pub enum Effect {
     RestoreBest,
     /// Change how often the replay clock ticks.
     SetTickInterval(Duration),
+    /// Run compute-sanitizer over the watched file (`s`).
+    Sanitize,
     Quit,
 }

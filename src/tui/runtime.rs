@@ -65,6 +65,9 @@ pub fn run_live(setup: LiveSetup) -> anyhow::Result<()> {
     let (messages, inbox) = mpsc::channel();
     let store = HistoryStore::beside(&setup.file);
     let disk = start_disk_thread(store, Some(setup.file.clone()), messages.clone())?;
+    let sanitize_template = setup.plan.clone();
+    let setup_file = setup.file.clone();
+    let sanitizer_messages = messages.clone();
     let engine = Engine::start(setup.plan, setup.command, messages.clone())?;
     let _watcher = watch_into(&setup.file, &messages, Msg::FileChanged)?;
     event_loop(model, messages, &inbox, |effect, model| {
@@ -72,10 +75,54 @@ pub fn run_live(setup: LiveSetup) -> anyhow::Result<()> {
             Effect::Quit => return Flow::Quit,
             Effect::StartRun { run, source } => engine.check(run, source),
             Effect::SetTickInterval(_) => {}
+            Effect::Sanitize => {
+                start_sanitizer(&setup_file, &sanitize_template, &sanitizer_messages)
+            }
             other => send_disk_job(&disk, other, model),
         }
         Flow::Continue
     })
+}
+
+/// Runs the sanitizer pass over the file as saved, on the plan's first case,
+/// on a thread of its own; the result comes back as [`Msg::Sanitized`].
+fn start_sanitizer(file: &Path, template: &CheckPlan, messages: &Sender<Msg>) {
+    use crate::app::sanitize::{locate, run_pass, SanitizePlan, SanitizerTool, StudentFile};
+    let (file, template, replies) = (file.to_path_buf(), template.clone(), messages.clone());
+    let spawned = std::thread::Builder::new()
+        .name("flashprof-sanitizer".into())
+        .spawn(move || {
+            let result = (|| {
+                let sanitizer = locate()?;
+                let exe = std::env::current_exe()
+                    .map_err(|e| format!("cannot locate flashprof itself: {e}"))?;
+                let case = template.cases.first().ok_or("no case to run")?;
+                let text = std::fs::read_to_string(&file)
+                    .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+                let plan = SanitizePlan {
+                    sanitizer,
+                    exe,
+                    file: file.clone(),
+                    lab: template.lab.name().to_owned(),
+                    case: case.name.clone(),
+                    cases_file: None,
+                    seed: template.seed,
+                    tools: SanitizerTool::ALL.to_vec(),
+                    timeout: Duration::from_secs(300),
+                    student: StudentFile::new(
+                        &template.source_path,
+                        &text,
+                        template.lab.abi().entry_point,
+                    ),
+                    env: Vec::new(),
+                };
+                Ok(Box::new(run_pass(&plan)))
+            })();
+            let _ = replies.send(Msg::Sanitized(result));
+        });
+    if let Err(e) = spawned {
+        let _ = messages.send(Msg::Sanitized(Err(format!("cannot start its thread: {e}"))));
+    }
 }
 
 /// Plays back the runs of a history store, in lecture mode when `present`.
@@ -203,7 +250,9 @@ fn send_disk_job(disk: &Sender<DiskJob>, effect: Effect, model: &Model) {
         },
         Effect::RestoreBest => DiskJob::RestoreBest,
         Effect::RecordRun { source, report } => DiskJob::Record { source, report },
-        Effect::StartRun { .. } | Effect::SetTickInterval(_) | Effect::Quit => return,
+        Effect::StartRun { .. } | Effect::SetTickInterval(_) | Effect::Sanitize | Effect::Quit => {
+            return
+        }
     };
     let _ = disk.send(job);
 }

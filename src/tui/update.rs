@@ -58,6 +58,10 @@ pub fn update(model: &mut Model, msg: Msg) -> Vec<Effect> {
             model.notice = Some(text);
             Vec::new()
         }
+        Msg::Sanitized(result) => {
+            on_sanitized(model, result);
+            Vec::new()
+        }
         Msg::Tick => {
             if model.replay.as_ref().is_some_and(|r| !r.paused) {
                 step_replay(model, 1);
@@ -232,9 +236,54 @@ fn on_panel_key(model: &mut Model, action: Action) -> Vec<Effect> {
         Action::StepBack => step_replay(model, -1),
         Action::Faster => return change_speed(model, -1),
         Action::Slower => return change_speed(model, 1),
-        Action::Close | Action::RestoreBest | Action::Quit => {}
+        Action::Sanitize if model.replay.is_none() => {
+            model.notice = Some(
+                "compute-sanitizer (racecheck, memcheck, synccheck, initcheck) running on one small case...".into(),
+            );
+            return vec![Effect::Sanitize];
+        }
+        Action::Close | Action::RestoreBest | Action::Quit | Action::Sanitize => {}
     }
     Vec::new()
+}
+
+/// Shows a sanitizer pass: its first hazard (or that it is clean) in the
+/// footer, and the pass in the report on screen, so the verdict counts it.
+fn on_sanitized(
+    model: &mut Model,
+    result: Result<Box<crate::app::sanitize::SanitizerOutcome>, String>,
+) {
+    let pass = match result {
+        Ok(pass) => pass,
+        Err(reason) => {
+            model.notice = Some(format!("sanitizer: {reason}"));
+            return;
+        }
+    };
+    let findings = pass.findings().count();
+    model.notice = Some(match pass.findings().next() {
+        Some(first) => format!(
+            "sanitizer: {findings} hazard report(s); {}: {}",
+            first.tool.name(),
+            first.diagnosis
+        ),
+        None if pass.incomplete() => {
+            let problems: Vec<String> = pass
+                .tools
+                .iter()
+                .filter_map(|t| Some(format!("{}: {}", t.tool.name(), t.problem.as_deref()?)))
+                .collect();
+            format!("sanitizer did not finish: {}", problems.join("; "))
+        }
+        None => format!(
+            "sanitizer: clean (racecheck, memcheck, synccheck, initcheck on {}, {:.1} s)",
+            pass.case,
+            pass.wall_ms / 1000.0
+        ),
+    });
+    if let Some(last) = model.last.as_mut() {
+        last.report.sanitizer = Some(*pass);
+    }
 }
 
 fn on_overlay_key(model: &mut Model, overlay: Overlay, action: Action) -> Vec<Effect> {

@@ -22,7 +22,7 @@ use cudarc::driver::CudaFunction;
 
 use crate::facts::resources::{theoretical_occupancy, SmLimits};
 use crate::gpu::compile::{self, CompileError, CompileOptions};
-use crate::gpu::device::{Gpu, GpuError, Kernel, L2Flusher};
+use crate::gpu::device::{Gpu, GpuError, Kernel, L2Flusher, PROBES_SOURCE};
 use crate::grade::compare::{compare, POISON_BITS};
 use crate::grade::integrity::Integrity;
 use crate::lab::definition::{ArgKind, CaseData, Graded, LabCase, LabRef};
@@ -33,9 +33,6 @@ use crate::protocol::{
     CompileProblemKind, CountersUnavailableReport, Event, FramingError, LabId, Request,
     MAX_FRAME_BYTES, PROTOCOL_VERSION,
 };
-
-/// flashprof's own measuring kernels (the clock probe and the L2 sweep), the same for every lab.
-pub const PROBES_SOURCE: &str = include_str!("../../kernels/probes.cu");
 
 /// Runs the worker loop on this process's stdin and stdout until shutdown or a fatal error.
 pub fn main() -> anyhow::Result<()> {

@@ -264,6 +264,7 @@ pub fn report(
         timing_error: None,
         counters: Vec::new(),
         worker_restarts: 0,
+        sanitizer: None,
         phases: PhaseTimes::default(),
     }
 }

@@ -72,12 +72,20 @@ impl GradebookRow {
                 .find(|d| d.severity == Severity::Error)
                 .map(|d| format!("line {}: {}", d.line, d.message))
         });
+        let sanitizer = report
+            .and_then(|r| r.sanitizer.as_ref())
+            .and_then(|pass| pass.findings().next())
+            .map(|f| format!("{}: {}", f.tool.name(), f.diagnosis));
         let diagnosis = cases
             .iter()
             .find(failed)
             .map(|c| format!("{}: {}", c.name, c.diagnosis))
-            .or(first_compile_error)
-            .unwrap_or_default();
+            .or(first_compile_error);
+        // The sanitizer's line names the student's lines: it goes with a case's diagnosis.
+        let diagnosis = match (diagnosis, sanitizer) {
+            (Some(d), Some(s)) => format!("{d} | {s}"),
+            (d, s) => d.or(s).unwrap_or_default(),
+        };
         let any_ran = cases.iter().any(|c| c.status != CaseStatus::NotRun);
         Self {
             id: entry.id.clone(),

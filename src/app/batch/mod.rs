@@ -45,12 +45,18 @@ pub struct BatchPlan {
     pub case_timeout: Duration,
     pub timing: Option<TimingPlan>,
     pub gates: GateTable,
+    /// compute-sanitizer, for a sanitizer pass over each submission that ran (`--sanitize`).
+    pub sanitizer: Option<PathBuf>,
 }
 
 impl BatchPlan {
     /// What a journal row must match to stand for this run.
     pub fn grading_key(&self) -> GradingKey {
-        let cases = serde_json::to_string(&self.cases).unwrap_or_default();
+        let mut cases = serde_json::to_string(&self.cases).unwrap_or_default();
+        // Rows graded with and without the sanitizer never stand in for each other.
+        if self.sanitizer.is_some() {
+            cases.push_str("\0sanitize");
+        }
         GradingKey {
             lab: self.lab.name().to_owned(),
             cases_hash: content_hash(cases.as_bytes()),
@@ -195,6 +201,37 @@ fn now_unix_ms() -> u64 {
         .unwrap_or(0)
 }
 
+/// The sanitizer pass over one submission on the first case, on the
+/// worker's GPU; `None` where this executable cannot be found.
+fn sanitize_one(
+    plan: &BatchPlan,
+    sanitizer: &std::path::Path,
+    worker: &WorkerCommand,
+    submission: &Submission,
+    check: &CheckPlan,
+) -> Option<crate::app::sanitize::SanitizerOutcome> {
+    use crate::app::sanitize::{run_pass, SanitizePlan, SanitizerTool, StudentFile};
+    let case = plan.cases.first()?;
+    let sanitize = SanitizePlan {
+        sanitizer: sanitizer.to_path_buf(),
+        exe: worker.program.clone(),
+        file: submission.path.clone(),
+        lab: plan.lab.name().to_owned(),
+        case: case.name.clone(),
+        cases_file: None,
+        seed: plan.seed,
+        tools: SanitizerTool::ALL.to_vec(),
+        timeout: Duration::from_secs(300),
+        student: StudentFile::new(
+            &check.source_path,
+            &check.source_text,
+            plan.lab.abi().entry_point,
+        ),
+        env: worker.env.clone(),
+    };
+    Some(run_pass(&sanitize))
+}
+
 /// Checks one submission in a fresh worker on `slot`.
 fn grade_one(
     plan: &BatchPlan,
@@ -245,6 +282,11 @@ fn grade_one(
         Ok(mut report) => {
             // The image is for restarting a worker, not for a gradebook.
             report.compile.image.clear();
+            if let Some(sanitizer) = &plan.sanitizer {
+                if report.gpu.is_ok() && report.compile.ok {
+                    report.sanitizer = sanitize_one(plan, sanitizer, &command, submission, &check);
+                }
+            }
             entry.status = Verdict::of(&report);
             entry.error = report.compile.problem.as_ref().map(|p| p.message.clone());
             if plan.mode == GradeMode::Full && report.gpu.is_ok() && report.compile.ok {

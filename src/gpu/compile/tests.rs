@@ -345,7 +345,7 @@ fn every_shipped_kernel_compiles() {
     assert!(!oracle.is_empty());
     let probes = compile_trusted(
         "kernels/probes.cu",
-        crate::worker::PROBES_SOURCE,
+        crate::gpu::device::PROBES_SOURCE,
         &CompileOptions::default(),
     )
     .expect("flashprof's measuring kernels compile");
