@@ -7,6 +7,7 @@ mod bench;
 mod calibrate;
 mod check;
 mod compare;
+mod doctor;
 mod grade;
 mod tui;
 
@@ -188,6 +189,9 @@ enum Command {
     Bench(bench::BenchArgs),
     /// List the labs this build hosts, one line each.
     Labs,
+    /// Say what flashprof found where (driver, GPU, NVRTC, CUPTI, compute-sanitizer,
+    /// profiling permission) and how to fix what is missing.
+    Doctor(doctor::DoctorArgs),
     /// Internal: the worker process that runs kernels (started by flashprof itself).
     #[command(name = "__worker", hide = true)]
     Worker,
@@ -211,6 +215,7 @@ pub fn main() -> u8 {
     };
     match cli.command {
         None => tui::run(cli.tui) as u8,
+        Some(Command::Doctor(args)) => doctor::run(args) as u8,
         Some(Command::Check(args)) => check::run(args) as u8,
         Some(Command::Calibrate(args)) => calibrate::run(args) as u8,
         Some(Command::Compare(args)) => compare::run(args) as u8,
