@@ -9,6 +9,7 @@ mod check;
 mod compare;
 mod doctor;
 mod grade;
+mod refusal;
 mod tui;
 
 use std::path::Path;
@@ -137,6 +138,33 @@ fn timing_case(lab: LabRef, overrides: &[String]) -> Result<LabCase, ExitCode> {
         })
 }
 
+/// `flashprof WORD` where WORD is neither a file nor a command (`flashprof
+/// chek`): refused with the nearest command, exit 2, and no file is written.
+fn unknown_word(args: &tui::TuiArgs) -> Option<ExitCode> {
+    let file = args.file.as_ref()?;
+    let word = file.to_str()?;
+    let bare = !word.is_empty() && !word.contains(['/', '.']);
+    if !bare || file.exists() {
+        return None;
+    }
+    use clap::CommandFactory;
+    let command = Cli::command();
+    let names: Vec<&str> = command
+        .get_subcommands()
+        .filter(|c| !c.is_hide_set())
+        .map(|c| c.get_name())
+        .collect();
+    let hint = match refusal::closest(word, &names) {
+        Some(name) => format!("did you mean `{name}`?"),
+        None => format!(
+            "commands: {}; a new kernel file's name must end in .cu",
+            names.join(", ")
+        ),
+    };
+    eprintln!("flashprof: `{word}`: no such command or file; {hint}");
+    Some(ExitCode::Usage)
+}
+
 /// `flashprof labs`: one line per lab.
 fn list_labs() -> ExitCode {
     for lab in registry::labs() {
@@ -214,7 +242,10 @@ pub fn main() -> u8 {
         }
     };
     match cli.command {
-        None => tui::run(cli.tui) as u8,
+        None => match unknown_word(&cli.tui) {
+            Some(code) => code as u8,
+            None => tui::run(cli.tui) as u8,
+        },
         Some(Command::Doctor(args)) => doctor::run(args) as u8,
         Some(Command::Check(args)) => check::run(args) as u8,
         Some(Command::Calibrate(args)) => calibrate::run(args) as u8,
