@@ -142,3 +142,18 @@ fn a_bare_word_is_not_a_file_and_names_the_command() {
     assert!(text(&run).contains("ending in .cu"), "{}", text(&run));
     assert!(!dir.path().join("notes.txt").exists());
 }
+
+#[test]
+fn compare_json_is_json_when_a_file_is_bad_or_the_lab_unknown() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("k.cu"), STARTER).expect("write");
+    let (code, value) = json_run(&["compare", "k.cu", "absent.cu", "--json"], dir.path());
+    assert_eq!(code, 3);
+    assert_eq!(value["command"], "compare");
+    assert_eq!(value["source_path"], "absent.cu");
+    let (code, _) = json_run(
+        &["compare", "k.cu", "k.cu", "--json", "--lab", "decode-v9"],
+        dir.path(),
+    );
+    assert_eq!(code, 2);
+}
