@@ -12,7 +12,8 @@ if [ ! -e "$DEPS/nvidia/cu13/lib/libnvrtc.so.13" ] || [ ! -e "$DEPS/nvidia/cu13/
   PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --quiet --disable-pip-version-check --target "$DEPS" \
     "nvidia-cuda-nvrtc==13.0.88" "nvidia-cuda-cupti==13.0.85"
 fi
-# NVRTC opens its builtins library by name, so the folder must be on the loader path.
+# flashprof finds .cuda-wheels by itself; the loader path also lets the tests that
+# look for the real libraries (tests/found_libraries.rs, the CUPTI loader's) find them.
 export LD_LIBRARY_PATH="$PWD/$DEPS/nvidia/cu13/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # Plain `cargo test` (not --all-targets) also builds the examples as programs:
 # the worker-protocol tests start examples/stand_in_worker.rs as a process.

@@ -33,12 +33,15 @@ pub struct WorkerCommand {
 }
 
 impl WorkerCommand {
-    /// This executable, re-entered as a worker.
+    /// This executable, re-entered as a worker, told where this process
+    /// found NVRTC and CUPTI (so the worker loads the same ones, and its
+    /// sandbox may read their folders).
     pub fn current_exe() -> std::io::Result<Self> {
+        let found = crate::gpu::found::current();
         Ok(Self {
             program: std::env::current_exe()?,
             args: vec!["__worker".into()],
-            env: Vec::new(),
+            env: found.worker_env(&crate::gpu::found::Context::current()),
         })
     }
 

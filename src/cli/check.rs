@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::Args;
 
+use super::refusal::{ErrorContext, Refusal};
 use super::ExitCode;
 use crate::app::check::{run_check, CheckPlan, CountersPlan, TimingPlan};
 use crate::app::gate::{GateTable, SpeedGate};
@@ -90,44 +91,43 @@ pub fn fresh_seed() -> u64 {
 }
 
 pub fn run(args: CheckArgs) -> ExitCode {
-    let path = args.file.display().to_string();
-    let lab = match args.lab.for_file(&args.file) {
-        Ok(lab) => lab,
-        Err(code) => return code,
+    let mut context = ErrorContext {
+        command: "check".into(),
+        source_path: Some(args.file.display().to_string()),
+        lab: args.lab.lab.clone(),
     };
-    let source = match StudentSource::from_path(&args.file, lab) {
-        Ok(s) => s,
-        Err(e) => {
-            // The message quotes the file's name and text: shown neutralised.
-            eprintln!("flashprof: {}", for_display(&e.to_string()));
-            return ExitCode::BadSource;
-        }
-    };
-    if let Err(code) = super::require_proven_oracle("flashprof", lab) {
-        return code;
+    match checked(&args, &mut context) {
+        Ok(code) => code,
+        Err(refusal) => refusal.report_as("flashprof", args.json.then_some(&context)),
     }
-    let sanitizer = match args.sanitize.then(crate::app::sanitize::locate).transpose() {
-        Ok(found) => found,
-        Err(message) => {
-            eprintln!("flashprof: --sanitize: {message}");
-            return ExitCode::Environment;
-        }
-    };
+}
+
+/// The check, or why it stopped before it had a report.
+fn checked(args: &CheckArgs, context: &mut ErrorContext) -> Result<ExitCode, Refusal> {
+    let path = args.file.display().to_string();
+    let lab = args.lab.for_file_or_refusal(&args.file)?;
+    context.lab = Some(lab.name().to_owned());
+    let source = StudentSource::from_path(&args.file, lab).map_err(|e| {
+        // The message quotes the file's name and text: shown neutralised.
+        Refusal::new(ExitCode::BadSource, for_display(&e.to_string()))
+    })?;
+    super::proven_oracle(lab)?;
+    let sanitizer = args
+        .sanitize
+        .then(crate::app::sanitize::locate)
+        .transpose()
+        .map_err(|message| Refusal::new(ExitCode::Environment, format!("--sanitize: {message}")))?;
     let super::LabRun {
         mut cases,
         timing: timing_case,
-    } = match super::LabRun::of("flashprof", lab, args.cases.as_deref(), &args.timing_shape) {
-        Ok(run) => run,
-        Err(code) => return code,
-    };
+    } = super::LabRun::load(lab, args.cases.as_deref(), &args.timing_shape)?;
     if let Some(name) = &args.case {
         if !cases.iter().any(|c| &c.name == name) {
             let names: Vec<&str> = cases.iter().map(|c| c.name.as_str()).collect();
-            eprintln!(
-                "flashprof: no case named `{name}` (cases: {})",
-                names.join(", ")
-            );
-            return ExitCode::Usage;
+            return Err(Refusal::new(
+                ExitCode::Usage,
+                format!("no case named `{name}` (cases: {})", names.join(", ")),
+            ));
         }
         cases.retain(|c| &c.name == name);
     }
@@ -135,17 +135,18 @@ pub fn run(args: CheckArgs) -> ExitCode {
         None => timing_case.clone(),
         Some(name) => match cases.iter().find(|c| &c.name == name) {
             Some(case) if lab.own_tensors(case).is_some() => {
-                eprintln!("flashprof: case `{name}` brings its own tensors; pick a generated case for --counters-case");
-                return ExitCode::Usage;
+                return Err(Refusal::new(
+                    ExitCode::Usage,
+                    format!("case `{name}` brings its own tensors; pick a generated case for --counters-case"),
+                ));
             }
             Some(case) => case.clone(),
             None => {
                 let names: Vec<&str> = cases.iter().map(|c| c.name.as_str()).collect();
-                eprintln!(
-                    "flashprof: no case named `{name}` (cases: {})",
-                    names.join(", ")
-                );
-                return ExitCode::Usage;
+                return Err(Refusal::new(
+                    ExitCode::Usage,
+                    format!("no case named `{name}` (cases: {})", names.join(", ")),
+                ));
             }
         },
     };
@@ -173,10 +174,7 @@ pub fn run(args: CheckArgs) -> ExitCode {
             custom_metrics: args.metrics.clone(),
         }),
     };
-    let command = match super::worker_command("flashprof") {
-        Ok(c) => c,
-        Err(code) => return code,
-    };
+    let command = super::worker_command_or_refusal()?;
     let mut worker = None;
     // A status line only makes sense on a terminal; in a log it is noise.
     let show_progress_line = !args.json && std::io::stderr().is_terminal();
@@ -196,15 +194,9 @@ pub fn run(args: CheckArgs) -> ExitCode {
         }
         w.shutdown();
     }
-    let mut report = match report {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("flashprof: {e}");
-            return ExitCode::Environment;
-        }
-    };
+    let mut report = report.map_err(|e| Refusal::new(ExitCode::Environment, e.to_string()))?;
     if let Some(sanitizer) = sanitizer {
-        sanitize(&mut report, &plan, &args, sanitizer, show_progress_line);
+        sanitize(&mut report, &plan, args, sanitizer, show_progress_line);
     }
     let gate = speed_gate(&report);
     if args.json {
@@ -223,7 +215,7 @@ pub fn run(args: CheckArgs) -> ExitCode {
             println!("{gate}");
         }
     }
-    Verdict::of(&report).exit_code()
+    Ok(Verdict::of(&report).exit_code())
 }
 
 /// Runs the sanitizer pass on the plan's first case and adds it to the

@@ -13,9 +13,11 @@ use std::time::Duration;
 use clap::Args;
 
 use super::check::fresh_seed;
+use super::refusal::{ErrorContext, Refusal};
 use super::ExitCode;
 use crate::app::check::{run_check_alone, CheckPlan, CountersPlan, TimingPlan};
 use crate::app::gate::{GateTable, SpeedGate};
+use crate::display::for_display;
 use crate::lab::definition::LabRef;
 use crate::lab::source::StudentSource;
 use crate::outcome::CheckReport;
@@ -63,32 +65,33 @@ pub fn run(args: CompareArgs) -> ExitCode {
     if args.watch {
         return watch(args);
     }
-    let lab = match args.lab.for_file(&args.a) {
-        Ok(lab) => lab,
-        Err(code) => return code,
+    let mut context = ErrorContext {
+        command: "compare".into(),
+        source_path: None,
+        lab: args.lab.lab.clone(),
     };
+    match compared(&args, &mut context) {
+        Ok(code) => code,
+        Err(refusal) => refusal.report_as("flashprof compare", args.json.then_some(&context)),
+    }
+}
+
+/// The comparison, or why it stopped before it had both reports.
+fn compared(args: &CompareArgs, context: &mut ErrorContext) -> Result<ExitCode, Refusal> {
+    let lab = args.lab.for_file_or_refusal(&args.a)?;
+    context.lab = Some(lab.name().to_owned());
     let mut sources = Vec::with_capacity(2);
     for path in [&args.a, &args.b] {
-        match StudentSource::from_path(path, lab) {
-            Ok(source) => sources.push((path.display().to_string(), source)),
-            Err(e) => {
-                eprintln!("flashprof compare: {e}");
-                return ExitCode::BadSource;
-            }
-        }
+        context.source_path = Some(path.display().to_string());
+        let source = StudentSource::from_path(path, lab)
+            .map_err(|e| Refusal::new(ExitCode::BadSource, for_display(&e.to_string())))?;
+        sources.push((path.display().to_string(), source));
     }
-    if let Err(code) = super::require_proven_oracle("flashprof compare", lab) {
-        return code;
-    }
-    let command = match super::worker_command("flashprof compare") {
-        Ok(c) => c.on_gpu(GpuSelection::Ordinal(args.gpu)),
-        Err(code) => return code,
-    };
+    context.source_path = None;
+    super::proven_oracle(lab)?;
+    let command = super::worker_command_or_refusal()?.on_gpu(GpuSelection::Ordinal(args.gpu));
     let seed = args.seed.unwrap_or_else(fresh_seed);
-    let template = match plan_template(&args, lab, seed) {
-        Ok(plan) => plan,
-        Err(code) => return code,
-    };
+    let template = plan_template(args, lab, seed)?;
     let show_progress = !args.json && std::io::stderr().is_terminal();
     let mut reports: Vec<CheckReport> = Vec::with_capacity(2);
     for (label, (path, source)) in ["A", "B"].iter().zip(sources) {
@@ -104,8 +107,10 @@ pub fn run(args: CompareArgs) -> ExitCode {
         match report {
             Ok(r) => reports.push(r),
             Err(e) => {
-                eprintln!("\nflashprof compare: {label}: {e}");
-                return ExitCode::Environment;
+                if show_progress {
+                    eprintln!();
+                }
+                return Err(Refusal::new(ExitCode::Environment, format!("{label}: {e}")));
             }
         }
     }
@@ -134,16 +139,16 @@ pub fn run(args: CompareArgs) -> ExitCode {
         };
         print!("{}", render_compare_table(a, b, palette));
     }
-    if reports.iter().any(|r| r.gpu.is_err()) {
+    Ok(if reports.iter().any(|r| r.gpu.is_err()) {
         ExitCode::NoGpu
     } else {
         ExitCode::Pass
-    }
+    })
 }
 
 /// Both kernels' checks, but for the file and its text.
-fn plan_template(args: &CompareArgs, lab: LabRef, seed: u64) -> Result<CheckPlan, ExitCode> {
-    let run = super::LabRun::of("flashprof compare", lab, None, &[])?;
+fn plan_template(args: &CompareArgs, lab: LabRef, seed: u64) -> Result<CheckPlan, Refusal> {
+    let run = super::LabRun::load(lab, None, &[])?;
     Ok(CheckPlan {
         lab,
         source_path: String::new(),
@@ -179,7 +184,7 @@ fn watch(args: CompareArgs) -> ExitCode {
     };
     let plan = match plan_template(&args, lab, args.seed.unwrap_or_else(fresh_seed)) {
         Ok(plan) => plan,
-        Err(code) => return code,
+        Err(refusal) => return refusal.report("flashprof compare"),
     };
     let setup = CompareSetup {
         plan,

@@ -7,8 +7,12 @@ mod bench;
 mod calibrate;
 mod check;
 mod compare;
+mod doctor;
 mod grade;
+mod refusal;
 mod tui;
+
+use refusal::Refusal;
 
 use std::path::Path;
 
@@ -23,12 +27,19 @@ pub use crate::outcome::ExitCode;
 
 /// The oracle's golden proof, or the exit code with which `program` refuses to grade.
 fn require_proven_oracle(program: &str, lab: LabRef) -> Result<(), ExitCode> {
+    proven_oracle(lab).map_err(|r| r.report(program))
+}
+
+/// The oracle's golden proof, or why nothing is graded.
+fn proven_oracle(lab: LabRef) -> Result<(), Refusal> {
     lab.prove_oracle().map(|_| ()).map_err(|e| {
-        eprintln!(
-            "{program}: the {} lab's float64 oracle failed its golden proof, so nothing is graded: {e}",
-            lab.name()
-        );
-        ExitCode::OracleUnproven
+        Refusal::new(
+            ExitCode::OracleUnproven,
+            format!(
+                "the {} lab's float64 oracle failed its golden proof, so nothing is graded: {e}",
+                lab.name()
+            ),
+        )
     })
 }
 
@@ -47,23 +58,35 @@ impl LabArg {
     /// unknown `--lab` is a usage error; an unknown declared lab is the
     /// file's fault.
     fn choose(&self, fallback: Option<&str>) -> Result<LabRef, ExitCode> {
+        self.choosing(fallback).map_err(|r| r.report("flashprof"))
+    }
+
+    /// [`Self::choose`], saying why not instead of printing it.
+    fn choosing(&self, fallback: Option<&str>) -> Result<LabRef, Refusal> {
         if let Some(name) = &self.lab {
-            return registry::find(name).map(LabRef).ok_or_else(|| {
-                eprintln!("flashprof: {}", registry::unknown(name));
-                ExitCode::Usage
-            });
+            return registry::find(name)
+                .map(LabRef)
+                .ok_or_else(|| Refusal::new(ExitCode::Usage, registry::unknown(name)));
         }
         match fallback {
             None => Ok(LabRef(registry::default_lab())),
             Some(name) => registry::find(name).map(LabRef).ok_or_else(|| {
-                eprintln!("flashprof: the file declares {}", registry::unknown(name));
-                ExitCode::BadSource
+                Refusal::new(
+                    ExitCode::BadSource,
+                    format!("the file declares {}", registry::unknown(name)),
+                )
             }),
         }
     }
 
     /// The lab for checking `file`: `--lab`, else what the file declares.
     fn for_file(&self, file: &Path) -> Result<LabRef, ExitCode> {
+        self.for_file_or_refusal(file)
+            .map_err(|r| r.report("flashprof"))
+    }
+
+    /// [`Self::for_file`], saying why not instead of printing it.
+    fn for_file_or_refusal(&self, file: &Path) -> Result<LabRef, Refusal> {
         let declared = std::fs::read(file)
             .ok()
             .and_then(|bytes| {
@@ -72,7 +95,7 @@ impl LabArg {
                 ))
             })
             .map(|(_, name)| name);
-        self.choose(declared.as_deref())
+        self.choosing(declared.as_deref())
     }
 }
 
@@ -107,19 +130,31 @@ impl LabRun {
         cases_file: Option<&Path>,
         timing_shape: &[String],
     ) -> Result<Self, ExitCode> {
-        let cases = load_cases(lab, cases_file).map_err(|e| {
-            eprintln!("{program}: {e}");
-            ExitCode::Environment
-        })?;
+        Self::load(lab, cases_file, timing_shape).map_err(|r| r.report(program))
+    }
+
+    /// [`Self::of`], saying why not instead of printing it.
+    fn load(
+        lab: LabRef,
+        cases_file: Option<&Path>,
+        timing_shape: &[String],
+    ) -> Result<Self, Refusal> {
+        let cases =
+            load_cases(lab, cases_file).map_err(|e| Refusal::new(ExitCode::Environment, e))?;
         Ok(Self {
             cases,
-            timing: timing_case(lab, timing_shape)?,
+            timing: timing_shape_case(lab, timing_shape)?,
         })
     }
 }
 
 /// The lab's timing shape as a case, with `--timing-shape KEY=VALUE` overrides.
 fn timing_case(lab: LabRef, overrides: &[String]) -> Result<LabCase, ExitCode> {
+    timing_shape_case(lab, overrides).map_err(|r| r.report("flashprof"))
+}
+
+/// [`timing_case`], saying why not instead of printing it.
+fn timing_shape_case(lab: LabRef, overrides: &[String]) -> Result<LabCase, Refusal> {
     let pairs: Result<Vec<(String, String)>, String> = overrides
         .iter()
         .map(|pair| {
@@ -130,10 +165,34 @@ fn timing_case(lab: LabRef, overrides: &[String]) -> Result<LabCase, ExitCode> {
         .collect();
     pairs
         .and_then(|pairs| lab.timing_case(&pairs))
-        .map_err(|e| {
-            eprintln!("flashprof: --timing-shape: {e}");
-            ExitCode::Usage
-        })
+        .map_err(|e| Refusal::new(ExitCode::Usage, format!("--timing-shape: {e}")))
+}
+
+/// `flashprof WORD` where WORD is neither a file nor a command (`flashprof
+/// chek`): refused with the nearest command, exit 2, and no file is written.
+fn unknown_word(args: &tui::TuiArgs) -> Option<ExitCode> {
+    let file = args.file.as_ref()?;
+    let word = file.to_str()?;
+    let bare = !word.is_empty() && !word.contains(['/', '.']);
+    if !bare || file.exists() {
+        return None;
+    }
+    use clap::CommandFactory;
+    let command = Cli::command();
+    let names: Vec<&str> = command
+        .get_subcommands()
+        .filter(|c| !c.is_hide_set())
+        .map(|c| c.get_name())
+        .collect();
+    let hint = match refusal::closest(word, &names) {
+        Some(name) => format!("did you mean `{name}`?"),
+        None => format!(
+            "commands: {}; a new kernel file's name must end in .cu",
+            names.join(", ")
+        ),
+    };
+    eprintln!("flashprof: `{word}`: no such command or file; {hint}");
+    Some(ExitCode::Usage)
 }
 
 /// `flashprof labs`: one line per lab.
@@ -151,9 +210,16 @@ fn list_labs() -> ExitCode {
 
 /// This executable re-entered as a worker, or the exit code for not finding it.
 fn worker_command(program: &str) -> Result<crate::app::worker_handle::WorkerCommand, ExitCode> {
+    worker_command_or_refusal().map_err(|r| r.report(program))
+}
+
+/// [`worker_command`], saying why not instead of printing it.
+fn worker_command_or_refusal() -> Result<crate::app::worker_handle::WorkerCommand, Refusal> {
     crate::app::worker_handle::WorkerCommand::current_exe().map_err(|e| {
-        eprintln!("{program}: cannot locate its own executable to start a worker: {e}");
-        ExitCode::Environment
+        Refusal::new(
+            ExitCode::Environment,
+            format!("cannot locate its own executable to start a worker: {e}"),
+        )
     })
 }
 
@@ -188,6 +254,9 @@ enum Command {
     Bench(bench::BenchArgs),
     /// List the labs this build hosts, one line each.
     Labs,
+    /// Say what flashprof found where (driver, GPU, NVRTC, CUPTI, compute-sanitizer,
+    /// profiling permission) and how to fix what is missing.
+    Doctor(doctor::DoctorArgs),
     /// Internal: the worker process that runs kernels (started by flashprof itself).
     #[command(name = "__worker", hide = true)]
     Worker,
@@ -201,6 +270,21 @@ pub fn main() -> u8 {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
+            if e.use_stderr() {
+                // Under --json, a bad command line is a JSON document too.
+                let args: Vec<String> = std::env::args().skip(1).collect();
+                if args.iter().any(|a| a == "--json") {
+                    let context = refusal::ErrorContext {
+                        command: args.first().cloned().unwrap_or_default(),
+                        ..Default::default()
+                    };
+                    let rendered = e.render().to_string();
+                    let first = rendered.lines().next().unwrap_or_default();
+                    let message = first.strip_prefix("error: ").unwrap_or(first).to_owned();
+                    let refusal = Refusal::new(ExitCode::Usage, message);
+                    println!("{}", refusal.json(&context));
+                }
+            }
             let _ = e.print();
             return if e.use_stderr() {
                 ExitCode::Usage as u8
@@ -210,7 +294,11 @@ pub fn main() -> u8 {
         }
     };
     match cli.command {
-        None => tui::run(cli.tui) as u8,
+        None => match unknown_word(&cli.tui) {
+            Some(code) => code as u8,
+            None => tui::run(cli.tui) as u8,
+        },
+        Some(Command::Doctor(args)) => doctor::run(args) as u8,
         Some(Command::Check(args)) => check::run(args) as u8,
         Some(Command::Calibrate(args)) => calibrate::run(args) as u8,
         Some(Command::Compare(args)) => compare::run(args) as u8,

@@ -72,6 +72,17 @@ pub fn run(args: TuiArgs) -> ExitCode {
         },
     };
     if !file.exists() {
+        // A starter only for a kernel file: `flashprof notes.txt` must not
+        // leave a file behind (a bare word is refused earlier, in cli).
+        let is_kernel_file = file.extension().is_some_and(|e| e == "cu")
+            || file == std::path::Path::new(lab.default_file());
+        if !is_kernel_file {
+            eprintln!(
+                "flashprof: {}: no such file (a starter kernel is written only for a path ending in .cu)",
+                file.display()
+            );
+            return ExitCode::BadSource;
+        }
         if let Err(e) = std::fs::write(&file, lab.starter().text) {
             eprintln!("flashprof: cannot create {}: {e}", file.display());
             return ExitCode::Environment;

@@ -23,11 +23,22 @@ use crate::lab::source::{PreparedSource, SourceError, StudentSource};
 
 use crate::facts::diagnostics::{Diagnostic, Severity};
 
-/// The builtins library NVRTC 13.0 opens on its own at compile time.
-const BUILTINS_LIBRARY: &str = "libnvrtc-builtins.so.13.0";
+/// The start of the builtins library's name, which NVRTC opens on its own
+/// at compile time (`libnvrtc-builtins.so.13.0`, `.so.12.8`).
+const BUILTINS_LIBRARY: &str = "libnvrtc-builtins.so";
 
-const LIBRARY_HINT: &str = "put the folder holding libnvrtc.so.13 and libnvrtc-builtins.so.13.0 \
-     (for example the `lib` folder of the nvidia-cuda-nvrtc wheel) on LD_LIBRARY_PATH";
+/// What a person does about a missing NVRTC: one command.
+fn library_hint() -> String {
+    format!(
+        "fix: {}  (or set FLASHPROF_CUDA_LIB to the folder holding it; `flashprof doctor` lists where flashprof looked)",
+        crate::gpu::found::NVRTC_FIX
+    )
+}
+
+/// The version of the NVRTC this process loaded, if one is loaded.
+pub fn nvrtc_version() -> Option<(i32, i32)> {
+    nvrtc::library_present().then(nvrtc::version).flatten()
+}
 
 /// How to compile.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -152,9 +163,9 @@ pub fn compile_file(
 pub fn compile(src: &StudentSource, opts: &CompileOptions) -> Result<CompiledKernel, CompileError> {
     if !nvrtc::library_present() {
         return Err(CompileError::LibraryMissing {
-            library: "libnvrtc".into(),
+            library: "NVRTC".into(),
             tried: nvrtc::library_candidates(),
-            hint: LIBRARY_HINT.into(),
+            hint: library_hint(),
         });
     }
     let format = opts.image_format();
@@ -205,9 +216,9 @@ pub fn compile_trusted(
 ) -> Result<Vec<u8>, CompileError> {
     if !nvrtc::library_present() {
         return Err(CompileError::LibraryMissing {
-            library: "libnvrtc".into(),
+            library: "NVRTC".into(),
             tried: nvrtc::library_candidates(),
-            hint: LIBRARY_HINT.into(),
+            hint: library_hint(),
         });
     }
     let program = Program::create(c_string(text)?, c_string(name)?, Vec::new())?;
@@ -276,9 +287,9 @@ fn explain_failure(failure: CallError, log: String, src: &StudentSource) -> Comp
         // NVRTC loads its builtins library itself, on the first compile.
         nvrtcResult::NVRTC_ERROR_BUILTIN_OPERATION_FAILURE if log.contains(BUILTINS_LIBRARY) => {
             CompileError::LibraryMissing {
-                library: BUILTINS_LIBRARY.into(),
-                tried: vec![BUILTINS_LIBRARY.into()],
-                hint: LIBRARY_HINT.into(),
+                library: "NVRTC's builtins library".into(),
+                tried: vec![format!("{BUILTINS_LIBRARY}.*")],
+                hint: library_hint(),
             }
         }
         _ => CompileError::Nvrtc(failure),

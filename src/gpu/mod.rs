@@ -4,4 +4,5 @@
 pub mod compile;
 pub mod cupti;
 pub mod device;
+pub mod found;
 pub mod libraries;

@@ -7,7 +7,7 @@ use std::fmt::Write;
 
 use crate::facts::metrics::finite_value;
 use crate::outcome::CheckReport;
-use crate::protocol::{CaseOutcome, CaseStatus, CompileOutcome};
+use crate::protocol::{CaseOutcome, CaseStatus, CompileOutcome, CompileProblemKind};
 
 fn status_word(status: CaseStatus) -> &'static str {
     match status {
@@ -122,6 +122,32 @@ fn render_raw_table(report: &CheckReport) -> String {
     render_counters(&mut out, report);
     render_sanitizer(&mut out, report);
     let passed = report.cases_passed();
+    let nothing_ran = report.cases.iter().all(|c| c.status == CaseStatus::NotRun);
+    let environment = report.compile.problem.as_ref().and_then(|p| match p.kind {
+        CompileProblemKind::CompilerMissing => Some("NVRTC missing"),
+        CompileProblemKind::CompilerFailed => Some("the compiler failed"),
+        CompileProblemKind::BadSource => None,
+    });
+    if nothing_ran && (report.compile.ok || environment.is_some()) {
+        // Nothing graded: no FAIL for a kernel that never ran, and nothing
+        // to reproduce. This line stays the table's last.
+        let why = match environment {
+            Some(why) => why,
+            None if report.gpu.is_err() => "no GPU",
+            None => "nothing ran",
+        };
+        let done = if report.compile.ok {
+            "compiled"
+        } else {
+            "not compiled"
+        };
+        let _ = writeln!(
+            out,
+            "\nNOT GRADED ({why}): {done}; {} cases not run",
+            report.cases.len()
+        );
+        return out;
+    }
     let _ = writeln!(
         out,
         "\n{}: {passed}/{} cases passed{}{}",

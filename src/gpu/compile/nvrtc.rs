@@ -39,13 +39,22 @@ pub fn library_present() -> bool {
     unsafe { sys::is_culib_present() }
 }
 
-/// The file names cudarc tries when loading libnvrtc, each once (cudarc's
-/// own list repeats some).
+/// What was tried, for the message: the library found (which failed to
+/// load), or the versioned names flashprof looks for.
 pub fn library_candidates() -> Vec<String> {
-    let mut names = cudarc::get_lib_name_candidates("nvrtc");
-    let mut seen = std::collections::HashSet::new();
-    names.retain(|name| seen.insert(name.clone()));
-    names
+    match &crate::gpu::found::current().nvrtc {
+        Some(found) => vec![found.library.display().to_string()],
+        None => vec!["libnvrtc.so.13".into(), "libnvrtc.so.12".into()],
+    }
+}
+
+/// NVRTC's own version (major, minor). Call only after [`library_present`].
+pub fn version() -> Option<(i32, i32)> {
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: NVRTC is loaded (the caller asked `library_present`); the
+    // call writes two ints through valid pointers.
+    let code = unsafe { sys::nvrtcVersion(&mut major, &mut minor) };
+    (code == nvrtcResult::NVRTC_SUCCESS).then_some((major, minor))
 }
 
 /// One NVRTC program, destroyed on drop.

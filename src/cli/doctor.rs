@@ -1,0 +1,311 @@
+//! `flashprof doctor`: what flashprof found where (driver, GPU, NVRTC,
+//! CUPTI, compute-sanitizer, profiling permission), and for each thing
+//! missing the command or setting that fixes it.
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use serde::Serialize;
+
+use super::ExitCode;
+use crate::gpu::found::{self, Found, CUPTI_FIX, NVRTC_FIX};
+
+#[derive(Args, Debug)]
+pub struct DoctorArgs {
+    /// Print the findings as JSON (schema flashprof.doctor/1, docs/JSON.md).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One line of the report.
+#[derive(Debug, Serialize)]
+pub struct Finding {
+    /// `driver`, `gpu`, `nvrtc`, `cupti`, `compute_sanitizer`, `profiling`.
+    pub item: &'static str,
+    pub ok: bool,
+    /// What was found, where, and how it was found.
+    pub found: String,
+    /// What makes it work, when it does not.
+    pub fix: Option<String>,
+}
+
+impl Finding {
+    fn ok(item: &'static str, found: String) -> Self {
+        Self {
+            item,
+            ok: true,
+            found,
+            fix: None,
+        }
+    }
+
+    fn missing(item: &'static str, found: String, fix: impl Into<String>) -> Self {
+        Self {
+            item,
+            ok: false,
+            found,
+            fix: Some(fix.into()),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct Document<'a> {
+    schema: &'static str,
+    flashprof_version: &'static str,
+    /// Whether a kernel can be compiled (NVRTC found and loadable): the exit code is 0.
+    can_compile: bool,
+    findings: &'a [Finding],
+    searched: Vec<String>,
+}
+
+pub fn run(args: DoctorArgs) -> ExitCode {
+    let findings = diagnose();
+    let can_compile = findings.iter().any(|f| f.item == "nvrtc" && f.ok);
+    let libraries = found::current();
+    if args.json {
+        let document = Document {
+            schema: "flashprof.doctor/1",
+            flashprof_version: env!("CARGO_PKG_VERSION"),
+            can_compile,
+            findings: &findings,
+            searched: libraries.searched_folders(),
+        };
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&document).expect("plain data serializes")
+        );
+    } else {
+        for finding in &findings {
+            let mark = if finding.ok { "ok     " } else { "MISSING" };
+            println!("{mark} {:<18} {}", finding.item, finding.found);
+            if let Some(fix) = &finding.fix {
+                println!("        {:<18} fix: {fix}", "");
+            }
+        }
+        let existing: Vec<String> = libraries
+            .searched
+            .iter()
+            .filter(|p| p.folder.is_dir())
+            .map(|p| format!("{} ({})", p.folder.display(), p.origin))
+            .collect();
+        println!(
+            "\nlooked in {} places; these exist: {}",
+            libraries.searched.len(),
+            if existing.is_empty() {
+                "none".to_owned()
+            } else {
+                existing.join(", ")
+            }
+        );
+        if libraries.python_asked {
+            println!("(and asked python3 for its site-packages)");
+        }
+    }
+    if can_compile {
+        ExitCode::Pass
+    } else {
+        ExitCode::Environment
+    }
+}
+
+fn describe(found: &Found) -> String {
+    format!("{} (via {})", found.library.display(), found.origin)
+}
+
+/// Everything doctor reports, in order.
+pub fn diagnose() -> Vec<Finding> {
+    let libraries = found::current();
+    let mut findings = Vec::new();
+    // The driver and the GPU.
+    match crate::gpu::device::open(0) {
+        Ok(gpu) => {
+            let info = &gpu.info;
+            findings.push(Finding::ok(
+                "driver",
+                format!(
+                    "CUDA driver {}.{}{}",
+                    info.driver_version / 1000,
+                    (info.driver_version % 1000) / 10,
+                    loaded_from("libcuda.so")
+                        .map(|p| format!(" at {}", p.display()))
+                        .unwrap_or_default()
+                ),
+            ));
+            findings.push(Finding::ok(
+                "gpu",
+                format!(
+                    "{} (sm_{}{}, {} SMs)",
+                    info.name, info.compute_capability.0, info.compute_capability.1, info.sm_count
+                ),
+            ));
+        }
+        Err(problem) => {
+            let no_driver = matches!(problem, crate::facts::device::GpuProblem::NoDriver { .. });
+            findings.push(if no_driver {
+                Finding::missing(
+                    "driver",
+                    "no libcuda.so.1 (no NVIDIA driver)".into(),
+                    "install the NVIDIA driver (on WSL2, the Windows driver provides /usr/lib/wsl/lib/libcuda.so.1); \
+                     without one flashprof still compiles and reports registers and occupancy",
+                )
+            } else {
+                Finding::ok(
+                    "driver",
+                    loaded_from("libcuda.so")
+                        .map(|p| format!("libcuda at {}", p.display()))
+                        .unwrap_or_else(|| "libcuda loaded".into()),
+                )
+            });
+            findings.push(Finding::missing(
+                "gpu",
+                problem.describe(),
+                "run on a machine with an NVIDIA GPU (Volta or newer) to grade and time; compiling works without one",
+            ));
+        }
+    }
+    // NVRTC.
+    findings.push(match &libraries.nvrtc {
+        Some(nvrtc) => match crate::gpu::compile::nvrtc_version() {
+            Some((major, minor)) => Finding::ok(
+                "nvrtc",
+                format!(
+                    "NVRTC {major}.{minor}: {}{}",
+                    describe(nvrtc),
+                    nvrtc
+                        .companion
+                        .as_ref()
+                        .map(|b| format!(", builtins {}", b.display()))
+                        .unwrap_or_else(|| ", builtins library NOT beside it".into())
+                ),
+            ),
+            None => Finding::missing(
+                "nvrtc",
+                format!("{} could not be loaded", describe(nvrtc)),
+                NVRTC_FIX,
+            ),
+        },
+        None => match crate::gpu::compile::nvrtc_version() {
+            Some((major, minor)) => Finding::ok(
+                "nvrtc",
+                format!("NVRTC {major}.{minor} (via the loader's default path)"),
+            ),
+            None => Finding::missing("nvrtc", "libnvrtc.so.13 / .12 not found".into(), NVRTC_FIX),
+        },
+    });
+    // CUPTI.
+    findings.push(match (&libraries.cupti, &libraries.cupti_12) {
+        (Some(cupti), _) => {
+            let nvperf = cupti.folder().join("libnvperf_host.so");
+            if nvperf.is_file() {
+                Finding::ok("cupti", format!("CUPTI 13: {}", describe(cupti)))
+            } else {
+                Finding::missing(
+                    "cupti",
+                    format!("{} but no libnvperf_host.so beside it", describe(cupti)),
+                    CUPTI_FIX,
+                )
+            }
+        }
+        (None, Some(twelve)) => Finding::missing(
+            "cupti",
+            format!(
+                "only CUPTI 12 ({}); hardware counters need libcupti.so.13",
+                describe(twelve)
+            ),
+            CUPTI_FIX,
+        ),
+        (None, None) => Finding::missing(
+            "cupti",
+            "libcupti.so.13 not found (hardware counters off; grading works)".into(),
+            CUPTI_FIX,
+        ),
+    });
+    // compute-sanitizer.
+    findings.push(match compute_sanitizer() {
+        Some(path) => Finding::ok("compute_sanitizer", path.display().to_string()),
+        None => Finding::missing(
+            "compute_sanitizer",
+            "not on PATH nor in a CUDA toolkit".into(),
+            "install the CUDA toolkit (it ships compute-sanitizer) and put its bin folder on PATH",
+        ),
+    });
+    // Profiling permission.
+    findings.push(profiling_permission());
+    findings
+}
+
+/// The file a library whose name starts with `prefix` was loaded from.
+fn loaded_from(prefix: &str) -> Option<PathBuf> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    maps.lines()
+        .filter_map(|line| line.split_whitespace().nth(5))
+        .map(Path::new)
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(prefix))
+        })
+        .map(Path::to_path_buf)
+}
+
+/// `compute-sanitizer` on PATH, or in a CUDA toolkit.
+fn compute_sanitizer() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut folders: Vec<PathBuf> = std::env::split_paths(&path).collect();
+    for var in ["CUDA_HOME", "CUDA_PATH"] {
+        folders.extend(std::env::var_os(var).map(|v| PathBuf::from(v).join("bin")));
+    }
+    let mut toolkits: Vec<PathBuf> = std::fs::read_dir("/usr/local")
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter(|e| e.file_name().to_string_lossy().starts_with("cuda"))
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default();
+    toolkits.sort_by(|a, b| b.cmp(a));
+    for toolkit in toolkits {
+        folders.push(toolkit.join("bin"));
+        folders.push(toolkit.join("compute-sanitizer"));
+    }
+    folders
+        .into_iter()
+        .map(|f| f.join("compute-sanitizer"))
+        .find(|p| p.is_file())
+}
+
+/// Whether this user may read hardware counters, from the driver's parameters.
+fn profiling_permission() -> Finding {
+    let params = std::fs::read_to_string("/proc/driver/nvidia/params").ok();
+    let admin_only = params.as_deref().and_then(|text| {
+        text.lines()
+            .find_map(|l| l.strip_prefix("RmProfilingAdminOnly:"))
+            .map(|v| v.trim() == "1")
+    });
+    // /proc/self belongs to the process's effective user.
+    let root = std::fs::metadata("/proc/self")
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
+        .unwrap_or(false);
+    match admin_only {
+        None => Finding::missing(
+            "profiling",
+            "unknown: no /proc/driver/nvidia/params (no NVIDIA kernel driver here)".into(),
+            "needs the NVIDIA driver; on WSL2 counters follow the Windows driver's setting",
+        ),
+        Some(false) => Finding::ok("profiling", "counters open to every user".into()),
+        Some(true) if root => Finding::ok(
+            "profiling",
+            "counters restricted to administrators; running as root".into(),
+        ),
+        Some(true) => Finding::missing(
+            "profiling",
+            "counters restricted to administrators (RmProfilingAdminOnly: 1)".into(),
+            crate::gpu::cupti::CountersUnavailable::new(
+                crate::gpu::cupti::UnavailableReason::InsufficientPrivileges,
+                "",
+            )
+            .fix(),
+        ),
+    }
+}

@@ -1,0 +1,157 @@
+//! A command that stops before it has a report (a bad file, an unknown lab,
+//! a missing worker, a bad cases file): its exit code and message, shown on
+//! stderr and, under `--json`, as a `flashprof.error/1` document on stdout
+//! (docs/JSON.md), so a tool reading stdout gets JSON on every outcome.
+
+use serde::Serialize;
+
+use super::ExitCode;
+
+/// Schema of the document printed when a command stops before its report.
+pub const ERROR_SCHEMA: &str = "flashprof.error/1";
+
+/// Why a command stopped, with the exit code it stops with.
+#[derive(Debug, Clone)]
+pub struct Refusal {
+    pub code: ExitCode,
+    pub message: String,
+    /// What to do about it, when there is one thing to do.
+    pub fix: Option<String>,
+}
+
+impl Refusal {
+    pub fn new(code: ExitCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            fix: None,
+        }
+    }
+
+    /// Prints the message on stderr (as `program: message`) and returns the code.
+    pub fn report(self, program: &str) -> ExitCode {
+        eprintln!("{program}: {}", self.message);
+        if let Some(fix) = &self.fix {
+            eprintln!("{program}: fix: {fix}");
+        }
+        self.code
+    }
+
+    /// [`Self::report`], and under `json` the error document on stdout.
+    pub fn report_as(self, program: &str, json: Option<&ErrorContext>) -> ExitCode {
+        if let Some(context) = json {
+            println!("{}", self.json(context));
+        }
+        self.report(program)
+    }
+
+    /// The `flashprof.error/1` document.
+    pub fn json(&self, context: &ErrorContext) -> String {
+        let document = ErrorDocument {
+            schema: ERROR_SCHEMA,
+            flashprof_version: env!("CARGO_PKG_VERSION"),
+            command: &context.command,
+            exit_code: self.code as u8,
+            kind: kind(self.code),
+            message: &self.message,
+            fix: self.fix.as_deref(),
+            source_path: context.source_path.as_deref(),
+            lab: context.lab.as_deref(),
+        };
+        serde_json::to_string_pretty(&document).expect("plain data serializes")
+    }
+}
+
+/// What the error document says about the command that stopped.
+#[derive(Debug, Clone, Default)]
+pub struct ErrorContext {
+    /// `check`, `compare`, ... (the first argument).
+    pub command: String,
+    pub source_path: Option<String>,
+    pub lab: Option<String>,
+}
+
+#[derive(Serialize)]
+struct ErrorDocument<'a> {
+    schema: &'static str,
+    flashprof_version: &'static str,
+    command: &'a str,
+    exit_code: u8,
+    kind: &'static str,
+    message: &'a str,
+    fix: Option<&'a str>,
+    source_path: Option<&'a str>,
+    lab: Option<&'a str>,
+}
+
+/// The error kind for an exit code, as the document names it.
+pub fn kind(code: ExitCode) -> &'static str {
+    match code {
+        ExitCode::Pass => "none",
+        ExitCode::CasesFailed => "cases_failed",
+        ExitCode::Usage => "usage",
+        ExitCode::BadSource => "bad_source",
+        ExitCode::CompileError => "compile_error",
+        ExitCode::NoGpu => "no_gpu",
+        ExitCode::Environment => "environment",
+        ExitCode::OracleUnproven => "oracle_unproven",
+    }
+}
+
+/// The subcommand names closest to `word` (edit distance at most 2), best first.
+pub fn closest<'a>(word: &str, names: &[&'a str]) -> Option<&'a str> {
+    names
+        .iter()
+        .map(|name| (distance(word, name), *name))
+        .filter(|(d, name)| *d <= 2.min(name.len().saturating_sub(1)))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, name)| name)
+}
+
+/// Levenshtein distance over chars.
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut previous = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let current = row[j + 1];
+            row[j + 1] = (previous + usize::from(ca != *cb))
+                .min(row[j] + 1)
+                .min(current + 1);
+            previous = current;
+        }
+    }
+    row[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_near_miss_names_the_command() {
+        let names = ["check", "calibrate", "compare", "grade", "labs", "doctor"];
+        assert_eq!(closest("chek", &names), Some("check"));
+        assert_eq!(closest("grdae", &names), Some("grade"));
+        assert_eq!(closest("docter", &names), Some("doctor"));
+        assert_eq!(closest("xyzzy", &names), None);
+    }
+
+    #[test]
+    fn the_error_document_names_schema_code_and_kind() {
+        let refusal = Refusal::new(ExitCode::BadSource, "k.cu: no `attention_prefill` kernel");
+        let context = ErrorContext {
+            command: "check".into(),
+            source_path: Some("k.cu".into()),
+            lab: None,
+        };
+        let value: serde_json::Value = serde_json::from_str(&refusal.json(&context)).unwrap();
+        assert_eq!(value["schema"], ERROR_SCHEMA);
+        assert_eq!(value["exit_code"], 3);
+        assert_eq!(value["kind"], "bad_source");
+        assert_eq!(value["source_path"], "k.cu");
+        assert!(value["lab"].is_null());
+    }
+}

@@ -1,0 +1,637 @@
+//! Where NVIDIA's libraries are on this machine: NVRTC (13.x, else 12.x),
+//! CUPTI and the driver, looked for where people actually have them.
+//!
+//! In order: flashprof's and CUDA's own variables (`FLASHPROF_CUDA_LIB`,
+//! `FLASHPROF_CUPTI_PATH`, `CUDA_HOME`, `CUDA_PATH`), `LD_LIBRARY_PATH`, a
+//! checkout's `.cuda-wheels/` (beside the working folder or the binary),
+//! Python's site-packages (`PYTHONPATH`, the active virtualenv or conda
+//! environment, the user's site, pyenv, the system's), conda installs, CUDA
+//! toolkits, and WSL2's driver folder. Each site-packages is searched in both
+//! wheel layouts: `nvidia/cu13/lib` (the 13.x wheels) and
+//! `nvidia/cuda_nvrtc/lib`, `nvidia/cuda_cupti/lib` (the 12.x wheels).
+//!
+//! Only when none of those holds NVRTC is Python asked for its own paths,
+//! once per process, under a timeout. The answer is kept for the process.
+//! Nothing here loads a library; [`crate::gpu::libraries`] does.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// The one step that gives a machine with Python but no CUDA a compiler.
+pub const NVRTC_FIX: &str = "python3 -m pip install --user 'nvidia-cuda-nvrtc==13.0.*'";
+/// The same for the hardware counters.
+pub const CUPTI_FIX: &str = "python3 -m pip install --user 'nvidia-cuda-cupti==13.0.*'";
+
+/// How long Python may take to name its paths.
+const PYTHON_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// NVRTC majors flashprof can drive, preferred first.
+const NVRTC_MAJORS: [u32; 2] = [13, 12];
+
+/// Why a folder was searched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// Named by an environment variable.
+    Variable(&'static str),
+    /// On `LD_LIBRARY_PATH`.
+    LoaderPath,
+    /// A checkout's `.cuda-wheels/` (what `scripts/test.sh` installs).
+    Checkout,
+    /// A Python site-packages (pip wheels).
+    Python,
+    /// A conda environment.
+    Conda,
+    /// A CUDA toolkit install.
+    Toolkit,
+    /// The driver's folder under WSL2.
+    Wsl,
+    /// The dynamic loader's own search (the ld.so cache).
+    System,
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Variable(name) => write!(f, "${name}"),
+            Self::LoaderPath => f.write_str("LD_LIBRARY_PATH"),
+            Self::Checkout => f.write_str("the checkout's .cuda-wheels"),
+            Self::Python => f.write_str("Python site-packages"),
+            Self::Conda => f.write_str("conda"),
+            Self::Toolkit => f.write_str("CUDA toolkit"),
+            Self::Wsl => f.write_str("WSL2 driver folder"),
+            Self::System => f.write_str("the loader's default path"),
+        }
+    }
+}
+
+/// One folder to look in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Place {
+    pub folder: PathBuf,
+    pub origin: Origin,
+}
+
+/// A library found in a folder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    /// The library file, its links resolved (so the sandbox can allow its real folder).
+    pub library: PathBuf,
+    /// For NVRTC: the builtins library it opens by name at compile time.
+    pub companion: Option<PathBuf>,
+    /// The major version in the file name (13, 12).
+    pub major: u32,
+    pub origin: Origin,
+}
+
+impl Found {
+    /// The folder that really holds the library.
+    pub fn folder(&self) -> &Path {
+        self.library.parent().unwrap_or(Path::new("/"))
+    }
+}
+
+/// What a search reads from the process: its variables, working folder and
+/// binary. Tests build one by hand.
+#[derive(Debug, Clone, Default)]
+pub struct Context {
+    pub vars: Vec<(String, OsString)>,
+    pub cwd: Option<PathBuf>,
+    pub exe: Option<PathBuf>,
+    /// Whether Python may be asked for its paths when scanning finds no NVRTC.
+    pub ask_python: bool,
+}
+
+impl Context {
+    /// This process's context.
+    pub fn current() -> Self {
+        Self {
+            vars: std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v)))
+                .collect(),
+            cwd: std::env::current_dir().ok(),
+            exe: std::env::current_exe().ok(),
+            ask_python: true,
+        }
+    }
+
+    fn var(&self, name: &str) -> Option<&OsString> {
+        self.vars
+            .iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v)
+            .filter(|v| !v.is_empty())
+    }
+
+    fn home(&self) -> Option<PathBuf> {
+        self.var("HOME").map(PathBuf::from)
+    }
+}
+
+/// Everything found, for one context.
+#[derive(Debug, Clone, Default)]
+pub struct Libraries {
+    pub nvrtc: Option<Found>,
+    pub cupti: Option<Found>,
+    /// libcupti.so.12 when no .13 was found: reported, not used.
+    pub cupti_12: Option<Found>,
+    pub driver: Option<Found>,
+    /// Every folder looked in, in order.
+    pub searched: Vec<Place>,
+    /// Whether Python was asked for its paths (scanning found no NVRTC).
+    pub python_asked: bool,
+}
+
+impl Libraries {
+    /// Searches for everything in `context`.
+    pub fn search(context: &Context) -> Self {
+        let mut places = places(context);
+        let mut nvrtc = find_nvrtc(&places);
+        let mut python_asked = false;
+        if nvrtc.is_none() && context.ask_python {
+            python_asked = true;
+            let asked: Vec<Place> = python_paths()
+                .iter()
+                .flat_map(|site| wheel_folders(site, Origin::Python))
+                .filter(|p| !places.contains(p))
+                .collect();
+            nvrtc = find_nvrtc(&asked);
+            places.extend(asked);
+        }
+        let cupti = find_file(&places, "libcupti.so.13", 13);
+        let cupti_12 = match cupti {
+            Some(_) => None,
+            None => find_file(&places, "libcupti.so.12", 12),
+        };
+        let driver = find_file(&places, "libcuda.so.1", 1);
+        Self {
+            nvrtc,
+            cupti,
+            cupti_12,
+            driver,
+            searched: places,
+            python_asked,
+        }
+    }
+
+    /// The folders searched, for messages.
+    pub fn searched_folders(&self) -> Vec<String> {
+        self.searched
+            .iter()
+            .map(|p| p.folder.display().to_string())
+            .collect()
+    }
+
+    /// Environment for a worker process, so it loads the same libraries
+    /// without searching again and its sandbox may read their folders:
+    /// `FLASHPROF_CUDA_LIB` and `FLASHPROF_CUPTI_PATH`, each only when not
+    /// already set.
+    pub fn worker_env(&self, context: &Context) -> Vec<(OsString, OsString)> {
+        let mut env = Vec::new();
+        if context.var("FLASHPROF_CUDA_LIB").is_none() {
+            if let Some(nvrtc) = &self.nvrtc {
+                env.push(("FLASHPROF_CUDA_LIB".into(), nvrtc.folder().into()));
+            }
+        }
+        let cupti_var = crate::gpu::cupti::PATH_VARIABLE;
+        if context.var(cupti_var).is_none() {
+            if let Some(cupti) = &self.cupti {
+                env.push((cupti_var.into(), cupti.folder().into()));
+            }
+        }
+        env
+    }
+}
+
+/// This process's libraries, searched once.
+pub fn current() -> &'static Libraries {
+    static FOUND: OnceLock<Libraries> = OnceLock::new();
+    FOUND.get_or_init(|| Libraries::search(&Context::current()))
+}
+
+/// The one-line message for a machine without NVRTC, with the command that fixes it.
+pub fn nvrtc_missing_message() -> String {
+    format!(
+        "NVRTC (libnvrtc.so.13 or .12) was not found. Fix: {NVRTC_FIX}  \
+         (or set FLASHPROF_CUDA_LIB to the folder holding it; `flashprof doctor` lists where flashprof looked)"
+    )
+}
+
+/// The folders to search, in order, without asking Python.
+pub fn places(context: &Context) -> Vec<Place> {
+    let mut places = Vec::new();
+    let mut add = |folder: PathBuf, origin: Origin| {
+        let place = Place { folder, origin };
+        if !places.contains(&place) {
+            places.push(place);
+        }
+    };
+    for var in ["FLASHPROF_CUDA_LIB", "CUDA_HOME", "CUDA_PATH"] {
+        if let Some(value) = context.var(var) {
+            for folder in toolkit_folders(Path::new(value)) {
+                add(folder, Origin::Variable(var));
+            }
+            add(PathBuf::from(value), Origin::Variable(var));
+        }
+    }
+    if let Some(value) = context.var(crate::gpu::cupti::PATH_VARIABLE) {
+        let path = PathBuf::from(value);
+        let folder = match path.is_dir() {
+            true => path,
+            false => path.parent().map(Path::to_path_buf).unwrap_or_default(),
+        };
+        add(folder, Origin::Variable(crate::gpu::cupti::PATH_VARIABLE));
+    }
+    if let Some(value) = context.var("LD_LIBRARY_PATH") {
+        for folder in std::env::split_paths(value).filter(|f| f.is_absolute()) {
+            add(folder, Origin::LoaderPath);
+        }
+    }
+    for base in [&context.cwd, &context.exe].into_iter().flatten() {
+        for ancestor in base.ancestors() {
+            let wheels = ancestor.join(".cuda-wheels");
+            if wheels.is_dir() {
+                for place in wheel_folders(&wheels, Origin::Checkout) {
+                    add(place.folder, place.origin);
+                }
+            }
+        }
+    }
+    for site in site_packages(context) {
+        for place in wheel_folders(&site, Origin::Python) {
+            add(place.folder, place.origin);
+        }
+    }
+    for prefix in conda_prefixes(context) {
+        add(prefix.join("lib"), Origin::Conda);
+        add(prefix.join("targets/x86_64-linux/lib"), Origin::Conda);
+        for site in python_dirs(&prefix.join("lib")) {
+            for place in wheel_folders(&site, Origin::Conda) {
+                add(place.folder, place.origin);
+            }
+        }
+    }
+    let mut toolkits = vec![PathBuf::from("/usr/local/cuda")];
+    let mut versioned = children(Path::new("/usr/local"), "cuda-");
+    // Newest first: cuda-13.0 before cuda-12.8.
+    versioned.sort_by(|a, b| b.cmp(a));
+    toolkits.extend(versioned);
+    toolkits.push(PathBuf::from("/opt/cuda"));
+    for toolkit in toolkits {
+        for folder in toolkit_folders(&toolkit) {
+            add(folder, Origin::Toolkit);
+        }
+    }
+    add(PathBuf::from("/usr/local/nvidia/lib64"), Origin::Toolkit);
+    add(PathBuf::from("/usr/lib/wsl/lib"), Origin::Wsl);
+    places
+}
+
+/// Where a toolkit rooted at `base` keeps its libraries.
+fn toolkit_folders(base: &Path) -> [PathBuf; 3] {
+    [
+        base.join("targets/x86_64-linux/lib"),
+        base.join("lib64"),
+        base.join("extras/CUPTI/lib64"),
+    ]
+}
+
+/// The library folders of NVIDIA's wheels under one site-packages (or a
+/// `pip --target` folder): the 13.x layout, then the 12.x per-package one.
+pub fn wheel_folders(site: &Path, origin: Origin) -> Vec<Place> {
+    [
+        "nvidia/cu13/lib",
+        "nvidia/cuda_nvrtc/lib",
+        "nvidia/cuda_cupti/lib",
+        "nvidia/cu12/lib",
+    ]
+    .iter()
+    .map(|sub| Place {
+        folder: site.join(sub),
+        origin,
+    })
+    .collect()
+}
+
+/// Site-packages folders found without running Python.
+fn site_packages(context: &Context) -> Vec<PathBuf> {
+    let mut sites = Vec::new();
+    if let Some(value) = context.var("PYTHONPATH") {
+        sites.extend(std::env::split_paths(value).filter(|f| f.is_absolute()));
+    }
+    if let Some(venv) = context.var("VIRTUAL_ENV") {
+        sites.extend(python_dirs(&Path::new(venv).join("lib")));
+    }
+    if let Some(home) = context.home() {
+        sites.extend(python_dirs(&home.join(".local/lib")));
+        for version in children(&home.join(".pyenv/versions"), "") {
+            sites.extend(python_dirs(&version.join("lib")));
+        }
+    }
+    for lib in ["/usr/local/lib", "/usr/lib", "/usr/lib64"] {
+        sites.extend(python_dirs(Path::new(lib)));
+    }
+    sites.push(PathBuf::from("/usr/lib/python3/dist-packages"));
+    sites
+}
+
+/// `lib/python3.*/{site,dist}-packages` under one `lib` folder.
+fn python_dirs(lib: &Path) -> Vec<PathBuf> {
+    let mut versions = children(lib, "python3");
+    versions.sort_by(|a, b| b.cmp(a));
+    versions
+        .into_iter()
+        .flat_map(|v| [v.join("site-packages"), v.join("dist-packages")])
+        .filter(|d| d.is_dir())
+        .collect()
+}
+
+/// The active conda environment, then the usual conda installs and their environments.
+fn conda_prefixes(context: &Context) -> Vec<PathBuf> {
+    let mut prefixes: Vec<PathBuf> = context
+        .var("CONDA_PREFIX")
+        .map(PathBuf::from)
+        .into_iter()
+        .collect();
+    let mut bases = vec![
+        PathBuf::from("/opt/conda"),
+        PathBuf::from("/opt/miniconda3"),
+    ];
+    if let Some(home) = context.home() {
+        for name in [
+            "miniconda3",
+            "anaconda3",
+            "miniforge3",
+            "mambaforge",
+            "micromamba",
+            ".conda",
+        ] {
+            bases.push(home.join(name));
+        }
+    }
+    for base in bases.into_iter().filter(|b| b.is_dir()) {
+        prefixes.extend(children(&base.join("envs"), ""));
+        prefixes.push(base);
+    }
+    prefixes
+}
+
+/// Entries of `folder` whose names start with `prefix`.
+fn children(folder: &Path, prefix: &str) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(folder)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    found
+}
+
+/// NVRTC: folders named by a variable first (whatever their version), then
+/// 13.x anywhere, then 12.x anywhere.
+pub fn find_nvrtc(places: &[Place]) -> Option<Found> {
+    let (named, others): (Vec<&Place>, Vec<&Place>) = places
+        .iter()
+        .partition(|p| matches!(p.origin, Origin::Variable(_)));
+    let in_place = |place: &Place, major: u32| {
+        let library = place.folder.join(format!("libnvrtc.so.{major}"));
+        if !library.is_file() {
+            return None;
+        }
+        let library = std::fs::canonicalize(&library).unwrap_or(library);
+        let companion = builtins_in(&place.folder, major);
+        Some(Found {
+            library,
+            companion,
+            major,
+            origin: place.origin,
+        })
+    };
+    named
+        .iter()
+        .find_map(|p| NVRTC_MAJORS.iter().find_map(|&m| in_place(p, m)))
+        .or_else(|| {
+            NVRTC_MAJORS
+                .iter()
+                .find_map(|&m| others.iter().find_map(|p| in_place(p, m)))
+        })
+}
+
+/// `libnvrtc-builtins.so.MAJOR.MINOR` in `folder` (the name NVRTC opens), resolved.
+fn builtins_in(folder: &Path, major: u32) -> Option<PathBuf> {
+    let prefix = format!("libnvrtc-builtins.so.{major}.");
+    let mut names: Vec<String> = std::fs::read_dir(folder)
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&prefix))
+        .collect();
+    // The SONAME (`.so.13.0`) before fuller names (`.so.13.0.88`).
+    names.sort_by_key(|n| (n.matches('.').count(), n.clone()));
+    let path = folder.join(names.first()?);
+    Some(std::fs::canonicalize(&path).unwrap_or(path))
+}
+
+/// The first `places` folder holding `name`.
+fn find_file(places: &[Place], name: &str, major: u32) -> Option<Found> {
+    places.iter().find_map(|place| {
+        let library = place.folder.join(name);
+        library.is_file().then(|| Found {
+            library: std::fs::canonicalize(&library).unwrap_or(library),
+            companion: None,
+            major,
+            origin: place.origin,
+        })
+    })
+}
+
+/// Python's own search path and site folders, or nothing if Python is
+/// absent, fails or takes longer than [`PYTHON_TIMEOUT`].
+pub fn python_paths() -> Vec<PathBuf> {
+    const SCRIPT: &str = "import site, sys\n\
+        paths = list(sys.path)\n\
+        try:\n    paths += site.getsitepackages()\nexcept Exception:\n    pass\n\
+        try:\n    paths.append(site.getusersitepackages())\nexcept Exception:\n    pass\n\
+        print('\\n'.join(p for p in paths if p))\n";
+    let Ok(mut child) = Command::new("python3")
+        .args(["-c", SCRIPT])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+    else {
+        return Vec::new();
+    };
+    let started = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if started.elapsed() < PYTHON_TIMEOUT => {
+                std::thread::sleep(Duration::from_millis(10))
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Vec::new();
+            }
+        }
+    }
+    let mut text = String::new();
+    if let Some(mut out) = child.stdout.take() {
+        use std::io::Read;
+        let _ = out.read_to_string(&mut text);
+    }
+    text.lines()
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute() && p.is_dir())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn touch(path: &Path) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, b"").unwrap();
+    }
+
+    fn context(vars: &[(&str, &Path)]) -> Context {
+        Context {
+            vars: vars
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.as_os_str().to_owned()))
+                .collect(),
+            ..Context::default()
+        }
+    }
+
+    #[test]
+    fn the_13_wheel_layout_on_pythonpath_is_found_with_its_builtins() {
+        let site = tempfile::tempdir().unwrap();
+        let lib = site.path().join("nvidia/cu13/lib");
+        touch(&lib.join("libnvrtc.so.13"));
+        touch(&lib.join("libnvrtc-builtins.so.13.0"));
+        touch(&lib.join("libcupti.so.13"));
+        let found = Libraries::search(&context(&[("PYTHONPATH", site.path())]));
+        let nvrtc = found.nvrtc.expect("found");
+        assert_eq!(nvrtc.major, 13);
+        assert_eq!(nvrtc.origin, Origin::Python);
+        let lib = std::fs::canonicalize(&lib).unwrap();
+        assert_eq!(nvrtc.folder(), lib);
+        assert_eq!(nvrtc.companion, Some(lib.join("libnvrtc-builtins.so.13.0")));
+        assert_eq!(found.cupti.expect("cupti").folder(), lib);
+    }
+
+    #[test]
+    fn the_12_per_package_layout_is_found_and_13_is_preferred_elsewhere() {
+        let twelve = tempfile::tempdir().unwrap();
+        let lib12 = twelve.path().join("nvidia/cuda_nvrtc/lib");
+        touch(&lib12.join("libnvrtc.so.12"));
+        touch(&lib12.join("libnvrtc-builtins.so.12.4"));
+        let home = tempfile::tempdir().unwrap();
+        let ctx = context(&[("PYTHONPATH", twelve.path()), ("HOME", home.path())]);
+        assert!(places(&ctx).iter().any(|p| p.folder == lib12));
+        let only12 = [Place {
+            folder: lib12.clone(),
+            origin: Origin::Python,
+        }];
+        let nvrtc = find_nvrtc(&only12).expect("12 found");
+        assert_eq!(nvrtc.major, 12);
+        assert!(nvrtc
+            .companion
+            .unwrap()
+            .ends_with("libnvrtc-builtins.so.12.4"));
+        // A 13.x in the user's site beats a 12.x that comes earlier.
+        let user13 = home.path().join("lib13");
+        touch(&user13.join("libnvrtc.so.13"));
+        let places = vec![
+            Place {
+                folder: lib12.clone(),
+                origin: Origin::Python,
+            },
+            Place {
+                folder: user13.clone(),
+                origin: Origin::Python,
+            },
+        ];
+        assert_eq!(find_nvrtc(&places).unwrap().major, 13);
+    }
+
+    #[test]
+    fn a_variable_wins_whatever_its_version() {
+        let named = tempfile::tempdir().unwrap();
+        touch(&named.path().join("libnvrtc.so.12"));
+        let site = tempfile::tempdir().unwrap();
+        touch(&site.path().join("nvidia/cu13/lib/libnvrtc.so.13"));
+        let ctx = context(&[
+            ("FLASHPROF_CUDA_LIB", named.path()),
+            ("PYTHONPATH", site.path()),
+        ]);
+        let nvrtc = Libraries::search(&ctx).nvrtc.unwrap();
+        assert_eq!(nvrtc.major, 12);
+        assert_eq!(nvrtc.origin, Origin::Variable("FLASHPROF_CUDA_LIB"));
+    }
+
+    #[test]
+    fn a_checkout_and_user_site_and_conda_are_searched() {
+        let root = tempfile::tempdir().unwrap();
+        let checkout = root.path().join("repo");
+        std::fs::create_dir_all(checkout.join("src/deep")).unwrap();
+        std::fs::create_dir_all(checkout.join(".cuda-wheels")).unwrap();
+        let home = root.path().join("home");
+        std::fs::create_dir_all(home.join(".local/lib/python3.12/site-packages")).unwrap();
+        let conda = root.path().join("env");
+        let ctx = Context {
+            cwd: Some(checkout.join("src/deep")),
+            ..context(&[("HOME", &home), ("CONDA_PREFIX", &conda)])
+        };
+        let folders: Vec<PathBuf> = places(&ctx).into_iter().map(|p| p.folder).collect();
+        for expected in [
+            checkout.join(".cuda-wheels/nvidia/cu13/lib"),
+            home.join(".local/lib/python3.12/site-packages/nvidia/cu13/lib"),
+            home.join(".local/lib/python3.12/site-packages/nvidia/cuda_nvrtc/lib"),
+            conda.join("lib"),
+            PathBuf::from("/usr/lib/wsl/lib"),
+        ] {
+            assert!(folders.contains(&expected), "{expected:?} in {folders:?}");
+        }
+    }
+
+    #[test]
+    fn the_worker_is_told_where_unless_already_told() {
+        let site = tempfile::tempdir().unwrap();
+        let lib = site.path().join("nvidia/cu13/lib");
+        touch(&lib.join("libnvrtc.so.13"));
+        touch(&lib.join("libcupti.so.13"));
+        let ctx = context(&[("PYTHONPATH", site.path())]);
+        let env = Libraries::search(&ctx).worker_env(&ctx);
+        let names: Vec<_> = env.iter().map(|(k, _)| k.clone()).collect();
+        assert_eq!(
+            names,
+            [
+                OsString::from("FLASHPROF_CUDA_LIB"),
+                "FLASHPROF_CUPTI_PATH".into()
+            ]
+        );
+        let told = context(&[
+            ("PYTHONPATH", site.path()),
+            ("FLASHPROF_CUDA_LIB", site.path()),
+        ]);
+        assert_eq!(Libraries::search(&told).worker_env(&told).len(), 1);
+    }
+
+    #[test]
+    fn nothing_found_says_the_command_that_fixes_it() {
+        let message = nvrtc_missing_message();
+        assert!(message.contains(NVRTC_FIX), "{message}");
+        assert!(message.contains("flashprof doctor"));
+    }
+}
