@@ -26,6 +26,8 @@ fn an_unknown_lab_is_a_usage_error_that_lists_the_labs() {
         vec!["grade", "k.cu", "--out", "o", "--lab", "decode-v9"],
         vec!["compare", "k.cu", "k.cu", "--lab", "decode-v9"],
         vec!["bench", "k.cu", "--lab", "decode-v9"],
+        vec!["calibrate", "--lab", "decode-v9"],
+        vec!["--lab", "decode-v9", "k.cu"],
     ] {
         let run = flashprof(&args, dir.path());
         assert_eq!(run.status.code(), Some(2), "{args:?}: {}", text(&run));
@@ -89,4 +91,51 @@ fn grade_rejects_a_file_written_for_another_lab() {
         .as_str()
         .unwrap_or("")
         .contains("paged-prefill"));
+}
+
+#[test]
+fn the_paged_lab_names_its_own_entry_point_and_grades_compile_only() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // The first lab's kernel checked as a paged submission: refused, naming
+    // the paged lab's entry point and signature.
+    std::fs::write(
+        dir.path().join("flash.cu"),
+        include_str!("../kernels/reference.cu"),
+    )
+    .expect("write");
+    let run = flashprof(&["check", "flash.cu", "--lab", "paged-prefill"], dir.path());
+    assert_eq!(run.status.code(), Some(3), "{}", text(&run));
+    let shown = text(&run);
+    assert!(shown.contains("`paged_prefill`"), "{shown}");
+    assert!(shown.contains("const int* blockTable"), "{shown}");
+
+    let class = dir.path().join("class");
+    std::fs::create_dir_all(&class).expect("mkdir");
+    std::fs::write(
+        class.join("ours.cu"),
+        include_str!("../kernels/paged/starter.cu"),
+    )
+    .expect("write");
+    let run = flashprof(
+        &[
+            "grade",
+            "class",
+            "--out",
+            "out",
+            "--compile-only",
+            "--lab",
+            "paged-prefill",
+        ],
+        dir.path(),
+    );
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run));
+    let csv = std::fs::read_to_string(dir.path().join("out/gradebook.csv")).expect("csv");
+    let row = csv.lines().nth(1).expect("a row");
+    assert!(row.starts_with("ours.cu,"), "{csv}");
+    assert!(row.contains(",paged-prefill,"), "{csv}");
+    // Compiled, unless this machine has no NVRTC at all.
+    assert!(
+        row.contains(",compiled,") || (row.contains(",error,") && row.contains("NVRTC")),
+        "{csv}"
+    );
 }
