@@ -10,6 +10,8 @@
 //! - `garbage` writes a line that is not a message;
 //! - anything else passes.
 //!
+//! `FLASHPROF_STAND_IN_PROTOCOL=N` makes it greet with protocol N.
+//!
 //! A case that arrives before any kernel was compiled or loaded in *this*
 //! process fails, which is how the tests see that a restarted worker got
 //! the kernel image again.
@@ -36,8 +38,13 @@ fn main() {
         memory_bytes: 1 << 30,
         driver_version: 13000,
     };
+    // A stand-in for a flashprof of another version (tests/remote.rs).
+    let protocol = std::env::var("FLASHPROF_STAND_IN_PROTOCOL")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(PROTOCOL_VERSION);
     let ready = Event::Ready {
-        protocol: PROTOCOL_VERSION,
+        protocol,
         gpu: Ok(device),
         start_ms: 0.0,
         sandbox: None,

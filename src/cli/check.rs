@@ -22,6 +22,8 @@ pub struct CheckArgs {
     pub file: PathBuf,
     #[command(flatten)]
     pub lab: super::LabArg,
+    #[command(flatten)]
+    pub remote: super::remote::RemoteArgs,
     /// Print the report as JSON (schema flashprof.check/1, docs/JSON.md) instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -147,7 +149,7 @@ pub fn run(args: CheckArgs) -> ExitCode {
             custom_metrics: args.metrics.clone(),
         }),
     };
-    let command = match super::worker_command("flashprof") {
+    let command = match super::worker_command("flashprof", &args.remote) {
         Ok(c) => c,
         Err(code) => return code,
     };

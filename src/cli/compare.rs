@@ -33,6 +33,8 @@ pub struct CompareArgs {
     /// Both files are checked against this lab (default: what A declares, then the first lab).
     #[command(flatten)]
     pub lab: super::LabArg,
+    #[command(flatten)]
+    pub remote: super::remote::RemoteArgs,
     /// Print JSON (schema flashprof.compare/1, docs/TA.md) instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -80,7 +82,7 @@ pub fn run(args: CompareArgs) -> ExitCode {
     if let Err(code) = super::require_proven_oracle("flashprof compare", lab) {
         return code;
     }
-    let command = match super::worker_command("flashprof compare") {
+    let command = match super::worker_command("flashprof compare", &args.remote) {
         Ok(c) => c.on_gpu(GpuSelection::Ordinal(args.gpu)),
         Err(code) => return code,
     };
@@ -173,7 +175,7 @@ fn watch(args: CompareArgs) -> ExitCode {
     if let Err(code) = super::require_proven_oracle("flashprof compare", lab) {
         return code;
     }
-    let command = match super::worker_command("flashprof compare") {
+    let command = match super::worker_command("flashprof compare", &args.remote) {
         Ok(c) => c.on_gpu(GpuSelection::Ordinal(args.gpu)),
         Err(code) => return code,
     };

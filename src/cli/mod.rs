@@ -8,6 +8,7 @@ mod calibrate;
 mod check;
 mod compare;
 mod grade;
+mod remote;
 mod tui;
 
 use std::path::Path;
@@ -149,12 +150,17 @@ fn list_labs() -> ExitCode {
     ExitCode::Pass
 }
 
-/// This executable re-entered as a worker, or the exit code for not finding it.
-fn worker_command(program: &str) -> Result<crate::app::worker_handle::WorkerCommand, ExitCode> {
-    crate::app::worker_handle::WorkerCommand::current_exe().map_err(|e| {
+/// This executable re-entered as a worker (or, with `--gpu-host` /
+/// `--gpu-slurm`, flashprof on the node), or the exit code for not finding it.
+fn worker_command(
+    program: &str,
+    remote: &remote::RemoteArgs,
+) -> Result<crate::app::worker_handle::WorkerCommand, ExitCode> {
+    let local = crate::app::worker_handle::WorkerCommand::current_exe().map_err(|e| {
         eprintln!("{program}: cannot locate its own executable to start a worker: {e}");
         ExitCode::Environment
-    })
+    })?;
+    remote.apply(program, local)
 }
 
 #[derive(Parser)]
