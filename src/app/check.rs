@@ -83,6 +83,7 @@ pub fn run_check(
         progress(Progress::WorkerStarted {
             gpu: handle.gpu.clone(),
             start_ms: handle.start_ms,
+            place: handle.place(),
         });
         *worker = Some(handle);
     }
