@@ -38,5 +38,8 @@ fn an_ended_allocation_is_said_and_asked_again() {
     complete(&mut model, "v1", report);
     let notice = model.notice.clone().expect("a notice");
     assert!(notice.contains("the Slurm allocation ended"), "{notice}");
-    assert!(notice.contains("asks Slurm for a new allocation"), "{notice}");
+    assert!(
+        notice.contains("asks Slurm for a new allocation"),
+        "{notice}"
+    );
 }

@@ -108,6 +108,10 @@ impl Remote {
         worker_args: &[OsString],
         env: &[(OsString, OsString)],
     ) -> Result<Launch, TransportProblem> {
+        // Far away, the worker must not outlive its link (worker::stdio).
+        let mut env = env.to_vec();
+        env.push((crate::worker::EXIT_ON_HANGUP_ENV.into(), "1".into()));
+        let env = env.as_slice();
         match self {
             Self::Ssh { host } => {
                 let mut args: Vec<OsString> = ssh_options().into_iter().map(Into::into).collect();
@@ -653,7 +657,10 @@ mod tests {
         assert!(args.windows(2).any(|w| w == ["-o", "BatchMode=yes"]));
         let host_at = args.iter().position(|a| a == "alice@node").expect("host");
         assert_eq!(args[host_at - 1], "--");
-        assert_eq!(args[host_at + 1], "env FLASHPROF_GPU=0 flashprof __worker");
+        assert_eq!(
+            args[host_at + 1],
+            "env FLASHPROF_GPU=0 FLASHPROF_WORKER_EXIT_ON_HANGUP=1 flashprof __worker"
+        );
         assert!(launch.env.is_empty());
     }
 
