@@ -6,6 +6,7 @@
 //! without a GPU:
 //! - a name containing `hang` never answers (the watchdog must kill it);
 //! - `crash` exits abruptly with no answer (a segfaulting driver, say);
+//! - `signal` dies of SIGABRT with no answer;
 //! - `sticky` answers with a crash and then exits (a sticky CUDA error);
 //! - `garbage` writes a line that is not a message;
 //! - anything else passes.
@@ -76,6 +77,10 @@ fn main() {
                 let name = case.name.as_str();
                 if name.contains("hang") {
                     std::thread::sleep(std::time::Duration::from_secs(3600));
+                }
+                if name.contains("signal") {
+                    eprintln!("stand-in worker: simulated fatal signal");
+                    std::process::abort();
                 }
                 if name.contains("crash") {
                     eprintln!("stand-in worker: simulated abrupt exit");

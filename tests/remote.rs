@@ -5,6 +5,8 @@
 //! link behaves:
 //! - `alice@node`: a good link;
 //! - `drop@node`: every session is cut 1.5 s after it starts (ssh exit 255);
+//! - `sig@node`: a good link that reports a worker killed by a signal as
+//!   real ssh does (exit 255, nothing in ssh's own log);
 //! - `down@node`: no connection at all;
 //! - `gone@node`: sessions start until the first probe after a watchdog,
 //!   which fails, and so does every connection after it.
@@ -27,10 +29,11 @@ const FAKE_SSH: &str = r#"#!/bin/sh
 # A fake OpenSSH client: checks what flashprof passes, then runs the remote
 # command here in a bare environment.
 echo "ssh $*" >> "$FAKE_REMOTE_DIR/log"
-tty=; batch=
+tty=; batch=; log_file=
 while [ $# -gt 0 ]; do
   case "$1" in
     -T) tty=no; shift ;;
+    -E) log_file=$2; shift 2 ;;
     -o) [ "$2" = BatchMode=yes ] && batch=yes; shift 2 ;;
     --) shift; break ;;
     -*) echo "fake ssh: unexpected option $1" >&2; exit 255 ;;
@@ -40,13 +43,15 @@ done
 if [ "$tty" != no ] || [ "$batch" != yes ]; then
   echo "fake ssh: flashprof must pass -T and -o BatchMode=yes" >&2; exit 255
 fi
+# ssh's own messages go to its -E log, apart from the remote command's stderr.
+say() { if [ -n "$log_file" ]; then echo "$*" >> "$log_file"; else echo "$*" >&2; fi; }
 host=$1; shift
 if [ $# -ne 1 ]; then echo "fake ssh: want one remote command word, got $#" >&2; exit 255; fi
 case "$host" in
-  down@*) echo "ssh: connect to host ${host#*@} port 22: Connection refused" >&2; exit 255 ;;
+  down@*) say "ssh: connect to host ${host#*@} port 22: Connection refused"; exit 255 ;;
   gone@*) if [ "$1" = true ] || [ -e "$FAKE_REMOTE_DIR/gone" ]; then
             : > "$FAKE_REMOTE_DIR/gone"
-            echo "ssh: connect to host ${host#*@} port 22: Connection timed out" >&2; exit 255
+            say "ssh: connect to host ${host#*@} port 22: Connection timed out"; exit 255
           fi ;;
 esac
 # The node's own environment: nothing of the caller's but what a login gives.
@@ -62,8 +67,13 @@ case "$host" in
     ( sleep 1.5; kill -9 $pid ) </dev/null >/dev/null 2>&1 &
     wait $pid; rc=$?
     if [ $rc -gt 128 ]; then
-      echo "Connection to ${host#*@} closed by remote host." >&2; exit 255
+      say "Timeout, server ${host#*@} not responding."; exit 255
     fi
+    exit $rc ;;
+  sig@*)
+    # A remote command ended by a signal: ssh exits 255 and logs nothing.
+    ( node "$1" ); rc=$?
+    [ $rc -gt 128 ] && exit 255
     exit $rc ;;
   *) node "$1" ;;
 esac
@@ -203,7 +213,7 @@ fn a_connection_that_dies_mid_check_is_reported_as_the_link() {
             .contains("lost the connection to the GPU node (ssh drop@node)")
             && hang
                 .diagnosis
-                .contains("Connection to node closed by remote host."),
+                .contains("Timeout, server node not responding."),
         "{}",
         hang.diagnosis
     );
@@ -218,6 +228,27 @@ fn a_connection_that_dies_mid_check_is_reported_as_the_link() {
     assert_eq!(report.worker_restarts, 1);
     // Incomplete: an environment error, not the student's failure.
     assert_eq!(Verdict::of(&report), Verdict::Error);
+}
+
+#[test]
+fn a_worker_killed_by_a_signal_over_ssh_is_a_crash_not_the_link() {
+    let command = stand_in_over_ssh("sig@node");
+    let mut worker = None;
+    let report = run_check(
+        &plan(&["first", "signal", "last"], Duration::from_secs(5)),
+        &command,
+        &mut worker,
+        |_| {},
+    )
+    .expect("the check completes");
+    let statuses: Vec<CaseStatus> = report.cases.iter().map(|c| c.status).collect();
+    assert_eq!(
+        statuses,
+        vec![CaseStatus::Pass, CaseStatus::Crash, CaseStatus::Pass]
+    );
+    let signal = &report.cases[1].diagnosis;
+    assert!(signal.contains("ended by a signal"), "{signal}");
+    assert!(!signal.contains("lost the connection"), "{signal}");
 }
 
 #[test]

@@ -330,15 +330,11 @@ impl Run<'_> {
         progress: &mut impl FnMut(Progress),
     ) -> CaseOutcome {
         let mut outcome = not_run(plan.lab, case, String::new());
-        let lost_before = self.lost.is_some();
         let handle = match self.live_worker(progress, "the previous case hung or crashed") {
             Ok(h) => h,
             Err(e) => {
                 // A worker the link cannot reach is no fault of the kernel.
-                let link = lost_before
-                    || e.starts_with("lost the connection")
-                    || e.starts_with("the Slurm allocation");
-                if link {
+                if self.lost.is_some() {
                     outcome.diagnosis = format!("not run: {e}");
                 } else {
                     outcome.status = CaseStatus::Crash;

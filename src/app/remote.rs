@@ -12,7 +12,9 @@
 //! watchdog fires, so a dropped link is never reported as the student's hang.
 
 use std::ffi::OsString;
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -41,6 +43,9 @@ pub struct Launch {
     pub args: Vec<OsString>,
     /// Environment of the local process (empty for ssh: it travels in the remote command).
     pub env: Vec<(OsString, OsString)>,
+    /// Where ssh writes its own messages (`-E`), apart from the worker's
+    /// stderr, which a kernel's `printf` reaches: only ssh can write here.
+    pub ssh_log: Option<PathBuf>,
 }
 
 /// What went wrong with the transport itself, as opposed to the worker.
@@ -115,6 +120,10 @@ impl Remote {
         match self {
             Self::Ssh { host } => {
                 let mut args: Vec<OsString> = ssh_options().into_iter().map(Into::into).collect();
+                let log = ssh_log_path();
+                let _ = std::fs::remove_file(&log);
+                args.push("-E".into());
+                args.push(log.clone().into_os_string());
                 args.push("--".into());
                 args.push(host.into());
                 args.push(remote_command(flashprof, worker_args, env).into());
@@ -122,6 +131,7 @@ impl Remote {
                     program: "ssh".into(),
                     args,
                     env: Vec::new(),
+                    ssh_log: Some(log),
                 })
             }
             Self::Slurm(session) => {
@@ -139,19 +149,33 @@ impl Remote {
                     program: "srun".into(),
                     args,
                     env: env.to_vec(),
+                    ssh_log: None,
                 })
             }
         }
     }
 
     /// Whether a worker process that ended with `code` (None: killed by a
-    /// signal) and wrote `stderr` failed because of the transport.
-    pub fn classify_exit(&self, code: Option<i32>, stderr: &[String]) -> Option<TransportProblem> {
+    /// signal) and wrote `stderr` failed because of the transport; `ssh_log`
+    /// holds what ssh itself wrote (`-E`).
+    ///
+    /// ssh exits 255 for its own errors, but also when the remote command
+    /// was ended by a signal (a worker a kernel crashed). Its own log tells
+    /// them apart, and, when it is empty (some closing messages go to
+    /// stderr), whether the node still answers.
+    pub fn classify_exit(
+        &self,
+        code: Option<i32>,
+        stderr: &[String],
+        ssh_log: &[String],
+    ) -> Option<TransportProblem> {
         let reason = || last_words(stderr);
         match self {
             Self::Ssh { .. } => match code {
-                // ssh exits 255 for its own errors, whatever the remote command did.
-                Some(255) => Some(TransportProblem::Connection(reason())),
+                Some(255) if ssh_log.iter().any(|l| !l.trim().is_empty()) => {
+                    Some(TransportProblem::Connection(last_words(ssh_log)))
+                }
+                Some(255) => self.probe().err(),
                 // The remote shell: command not found / not executable.
                 Some(127) | Some(126) => Some(TransportProblem::NotInstalled(reason())),
                 _ => None,
@@ -274,6 +298,13 @@ impl Remote {
              scp {this} {target}:{destination}{on_path}"
         )
     }
+}
+
+/// A file of its own for one ssh session's messages.
+fn ssh_log_path() -> PathBuf {
+    static SESSIONS: AtomicU64 = AtomicU64::new(0);
+    let n = SESSIONS.fetch_add(1, Ordering::Relaxed);
+    std::env::temp_dir().join(format!("flashprof-ssh-{}-{n}.log", std::process::id()))
 }
 
 /// ssh options every connection uses: never prompt, no terminal (the
@@ -708,23 +739,30 @@ mod tests {
     fn exits_are_read_as_the_transport_or_the_worker() {
         let remote = Remote::ssh("node").expect("host");
         let lost = vec!["Connection to node closed by remote host.".to_string()];
+        // ssh's own log speaks for the link, never the worker's stderr.
+        let printed = vec!["ssh: connect to host node port 22: Connection refused".to_string()];
         assert_eq!(
-            remote.classify_exit(Some(255), &lost),
+            remote.classify_exit(Some(255), &printed, &lost),
             Some(TransportProblem::Connection(
                 "Connection to node closed by remote host.".into()
             ))
         );
         assert!(matches!(
-            remote.classify_exit(Some(127), &["bash: flashprof: command not found".into()]),
+            remote.classify_exit(
+                Some(127),
+                &["bash: flashprof: command not found".into()],
+                &[]
+            ),
             Some(TransportProblem::NotInstalled(_))
         ));
-        assert_eq!(remote.classify_exit(Some(101), &[]), None);
-        assert_eq!(remote.classify_exit(None, &[]), None);
+        assert_eq!(remote.classify_exit(Some(101), &lost, &[]), None);
+        assert_eq!(remote.classify_exit(None, &[], &[]), None);
         let slurm = Remote::slurm("-p gpu").expect("args");
         assert!(matches!(
             slurm.classify_exit(
                 Some(1),
-                &["slurmstepd: error: *** STEP 4242.0 ON gpu17 CANCELLED AT 2026-11-30T12:00:00 DUE TO TIME LIMIT ***".into()]
+                &["slurmstepd: error: *** STEP 4242.0 ON gpu17 CANCELLED AT 2026-11-30T12:00:00 DUE TO TIME LIMIT ***".into()],
+                &[]
             ),
             Some(TransportProblem::AllocationEnded(_))
         ));

@@ -146,23 +146,26 @@ pub struct WorkerHandle {
     /// The transport when the worker runs elsewhere, and flashprof's program on the node.
     remote: Option<Remote>,
     program: String,
+    /// ssh's own messages for this session (`-E`), removed with the handle.
+    ssh_log: Option<PathBuf>,
 }
 
 impl WorkerHandle {
     /// Starts a worker and waits for its greeting.
     pub fn spawn(command: &WorkerCommand, start_timeout: Duration) -> Result<Self, WorkerFailure> {
-        let (program, args, env) = match &command.remote {
+        let (program, args, env, ssh_log) = match &command.remote {
             None => (
                 command.program.clone().into_os_string(),
                 command.args.clone(),
                 command.env.clone(),
+                None,
             ),
             Some(remote) => {
                 let flashprof = command.program.display().to_string();
                 let launch = remote
                     .launch(&flashprof, &command.args, &command.env)
                     .map_err(|problem| transport_failure(remote, &flashprof, problem))?;
-                (launch.program, launch.args, launch.env)
+                (launch.program, launch.args, launch.env, launch.ssh_log)
             }
         };
         let mut child = Command::new(&program)
@@ -213,6 +216,7 @@ impl WorkerHandle {
             sandbox: None,
             remote: command.remote.clone(),
             program: command.program.display().to_string(),
+            ssh_log,
         };
         let greeting = match handle.wait(start_timeout) {
             // A worker on the node that cannot be read is most likely another version.
@@ -329,9 +333,21 @@ impl WorkerHandle {
         // Give the stderr thread a moment to drain the last lines of a dying worker.
         std::thread::sleep(Duration::from_millis(20));
         let stderr = self.stderr_tail();
+        let mut status = status;
         if let Some(remote) = &self.remote {
-            if let Some(problem) = remote.classify_exit(code, &stderr) {
+            let ssh_log: Vec<String> = self
+                .ssh_log
+                .as_ref()
+                .and_then(|p| std::fs::read_to_string(p).ok())
+                .map(|t| t.lines().map(str::to_owned).collect())
+                .unwrap_or_default();
+            if let Some(problem) = remote.classify_exit(code, &stderr, &ssh_log) {
                 return transport_failure(remote, &self.program, problem);
+            }
+            if self.ssh_log.is_some() && code == Some(255) {
+                status.push_str(
+                    ": through ssh, the worker on the node was ended by a signal (or the node closed the session)",
+                );
             }
         }
         WorkerFailure::Died { status, stderr }
@@ -374,6 +390,9 @@ impl Drop for WorkerHandle {
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
             self.kill();
+        }
+        if let Some(log) = &self.ssh_log {
+            let _ = std::fs::remove_file(log);
         }
     }
 }
