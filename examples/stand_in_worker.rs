@@ -7,6 +7,7 @@
 //! - a name containing `hang` never answers (the watchdog must kill it);
 //! - `crash` exits abruptly with no answer (a segfaulting driver, say);
 //! - `signal` dies of SIGABRT with no answer;
+//! - `timelimit` writes what slurmstepd writes when an allocation's time is up, and exits;
 //! - `sticky` answers with a crash and then exits (a sticky CUDA error);
 //! - `garbage` writes a line that is not a message;
 //! - anything else passes.
@@ -77,6 +78,10 @@ fn main() {
                 let name = case.name.as_str();
                 if name.contains("hang") {
                     std::thread::sleep(std::time::Duration::from_secs(3600));
+                }
+                if name.contains("timelimit") {
+                    eprintln!("slurmstepd: error: *** STEP 4242.0 ON gpu17 CANCELLED AT 2026-11-30T12:00:00 DUE TO TIME LIMIT ***");
+                    std::process::exit(143);
                 }
                 if name.contains("signal") {
                     eprintln!("stand-in worker: simulated fatal signal");

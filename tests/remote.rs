@@ -82,13 +82,19 @@ esac
 const FAKE_SALLOC: &str = r#"#!/bin/sh
 echo "salloc $*" >> "$FAKE_REMOTE_DIR/log"
 [ "$1" = --no-shell ] || { echo "salloc: error: want --no-shell" >&2; exit 1; }
-echo "salloc: Granted job allocation 4242" >&2
+case "$*" in *"-p ending"*) id=4343 ;; *"-p forged"*) id=4444 ;; *) id=4242 ;; esac
+: > "$FAKE_REMOTE_DIR/job-$id"
+echo "salloc: Pending job allocation $id" >&2
+echo "salloc: Granted job allocation $id" >&2
 echo "salloc: Nodes gpu17 are ready for job" >&2
 "#;
 
 const FAKE_SRUN: &str = r#"#!/bin/sh
 echo "srun $*" >> "$FAKE_REMOTE_DIR/log"
-[ "$1" = --jobid=4242 ] || { echo "srun: error: Unable to confirm allocation for job: Invalid job id specified" >&2; exit 1; }
+id=${1#--jobid=}
+if [ ! -e "$FAKE_REMOTE_DIR/job-$id" ] || [ -e "$FAKE_REMOTE_DIR/ended-$id" ]; then
+  echo "srun: error: Unable to confirm allocation for job $id: Invalid job id specified" >&2; exit 1
+fi
 while [ $# -gt 0 ]; do case "$1" in --*) shift ;; *) break ;; esac; done
 exec "$@"
 "#;
@@ -98,6 +104,11 @@ echo "scancel $*" >> "$FAKE_REMOTE_DIR/log"
 "#;
 
 const FAKE_SQUEUE: &str = r#"#!/bin/sh
+# A job runs until a test ends it by creating the file `ended-ID`.
+for id; do :; done
+if [ -e "$FAKE_REMOTE_DIR/ended-$id" ]; then
+  echo "slurm_load_jobs error: Invalid job id specified" >&2; exit 1
+fi
 echo RUNNING
 "#;
 
@@ -326,7 +337,10 @@ fn a_slurm_session_keeps_one_allocation_and_releases_it() {
     drop(command);
     drop(remote);
     let log = log();
-    let sallocs: Vec<&str> = log.lines().filter(|l| l.starts_with("salloc ")).collect();
+    let sallocs: Vec<&str> = log
+        .lines()
+        .filter(|l| l.starts_with("salloc ") && l.contains("-p gpu "))
+        .collect();
     assert_eq!(sallocs.len(), 1, "one allocation per session:\n{log}");
     assert!(sallocs[0].contains("--gres=gpu:1 -p gpu --time=01:00:00"));
     assert!(
@@ -337,6 +351,67 @@ fn a_slurm_session_keeps_one_allocation_and_releases_it() {
         "{log}"
     );
     assert!(log.lines().any(|l| l == "scancel 4242"), "{log}");
+}
+
+#[test]
+fn an_ended_allocation_is_told_from_a_kernel_that_prints_slurm_s_words() {
+    fakes();
+    let program = stand_in().program.display().to_string();
+    // While Slurm says the job runs, a worker that printed slurmstepd's words and exited is a crash.
+    let running = WorkerCommand::remote(Remote::slurm("-p forged").expect("args"), &program);
+    let mut worker = None;
+    let report = run_check(
+        &plan(&["timelimit", "last"], Duration::from_secs(5)),
+        &running,
+        &mut worker,
+        |_| {},
+    )
+    .expect("the check completes");
+    assert_eq!(report.cases[0].status, CaseStatus::Crash);
+    assert_eq!(report.cases[1].status, CaseStatus::Pass);
+    drop(worker);
+}
+
+#[test]
+fn an_allocation_that_ends_mid_check_is_said_and_not_asked_again_in_it() {
+    fakes();
+    let program = stand_in().program.display().to_string();
+    let remote = Remote::slurm("-p ending").expect("args");
+    let command = WorkerCommand::remote(remote.clone(), &program);
+    let mut worker = None;
+    let report = run_check(
+        &plan(&["first", "timelimit", "last"], Duration::from_secs(5)),
+        &command,
+        &mut worker,
+        |p| {
+            if let Progress::CaseFinished { index: 0, .. } = p {
+                // Slurm ends the job after the first case (the stand-in then says what slurmstepd says).
+                std::fs::write(fakes().join("ended-4343"), "").expect("end the job");
+            }
+        },
+    )
+    .expect("the check completes");
+    let statuses: Vec<CaseStatus> = report.cases.iter().map(|c| c.status).collect();
+    assert_eq!(
+        statuses,
+        vec![CaseStatus::Pass, CaseStatus::NotRun, CaseStatus::NotRun]
+    );
+    for case in &report.cases[1..] {
+        assert!(
+            case.diagnosis.contains("the Slurm allocation ended")
+                && case.diagnosis.contains("job 4343"),
+            "{}",
+            case.diagnosis
+        );
+    }
+    assert_eq!(Verdict::of(&report), Verdict::Error);
+    // Forgotten, so the next check asks again; not asked again within this one.
+    assert_eq!(remote.place(), None);
+    let asked = log()
+        .lines()
+        .filter(|l| l.starts_with("salloc ") && l.contains("-p ending"))
+        .count();
+    assert_eq!(asked, 1, "{}", log());
 }
 
 // The real binary, end to end.

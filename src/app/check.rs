@@ -380,6 +380,10 @@ impl Run<'_> {
             // The link to the node failed, not the kernel: not run, and why.
             Err(failure) if failure.is_transport() => {
                 *self.worker = None;
+                if let WorkerFailure::AllocationEnded { .. } = failure {
+                    // A new allocation may queue for hours: asked for by the next check, not this one.
+                    self.lost = Some(failure.to_string());
+                }
                 outcome.diagnosis = format!("not run: {failure} (not the kernel's fault)");
                 outcome
             }

@@ -180,13 +180,16 @@ impl Remote {
                 Some(127) | Some(126) => Some(TransportProblem::NotInstalled(reason())),
                 _ => None,
             },
-            Self::Slurm(session) => {
-                if stderr.iter().any(|l| slurm_says_allocation_ended(l)) {
-                    session.forget();
-                    return Some(TransportProblem::AllocationEnded(reason()));
-                }
-                if stderr.iter().any(|l| l.contains("srun: error:")) {
-                    return Some(TransportProblem::Connection(reason()));
+            Self::Slurm(_) => {
+                // srun forwards the step's stderr, kernel printf included, so
+                // Slurm's words there are only a hint: squeue has the say.
+                let hint = stderr
+                    .iter()
+                    .any(|l| slurm_says_allocation_ended(l) || l.starts_with("srun: error:"));
+                if hint {
+                    if let Err(problem) = self.probe() {
+                        return Some(problem);
+                    }
                 }
                 match code {
                     Some(127) | Some(126) => Some(TransportProblem::NotInstalled(reason())),
@@ -224,6 +227,10 @@ impl Remote {
                 command.args(["-h", "-o", "%T", "-j", &job.id]);
                 let state = match run_limited(command, PROBE_TIMEOUT) {
                     Ok((Some(0), stdout, _)) => stdout.join(" ").trim().to_owned(),
+                    // A job that left the controller's memory.
+                    Ok((_, _, stderr)) if stderr.iter().any(|l| l.contains("Invalid job id")) => {
+                        String::new()
+                    }
                     // squeue itself failing says nothing about the job.
                     _ => return Ok(()),
                 };
@@ -284,7 +291,11 @@ impl Remote {
         };
         let target = match self {
             Self::Ssh { host } => host.clone(),
-            Self::Slurm(_) => "<login node>".into(),
+            Self::Slurm(_) => {
+                return format!(
+                    "install the matching flashprof {version} (protocol {PROTOCOL_VERSION}) where the compute nodes see it (a shared home): cp {this} ~/{destination}, or pass --gpu-host-flashprof with its path"
+                )
+            }
         };
         let on_path = if flashprof.contains('/') {
             String::new()
@@ -757,14 +768,11 @@ mod tests {
         ));
         assert_eq!(remote.classify_exit(Some(101), &lost, &[]), None);
         assert_eq!(remote.classify_exit(None, &[], &[]), None);
-        let slurm = Remote::slurm("-p gpu").expect("args");
-        assert!(matches!(
-            slurm.classify_exit(
-                Some(1),
-                &["slurmstepd: error: *** STEP 4242.0 ON gpu17 CANCELLED AT 2026-11-30T12:00:00 DUE TO TIME LIMIT ***".into()],
-                &[]
-            ),
-            Some(TransportProblem::AllocationEnded(_))
+        assert!(slurm_says_allocation_ended(
+            "slurmstepd: error: *** STEP 4242.0 ON gpu17 CANCELLED AT 2026-11-30T12:00:00 DUE TO TIME LIMIT ***"
+        ));
+        assert!(!slurm_says_allocation_ended(
+            "srun: Job 4242 step creation temporarily disabled"
         ));
     }
 }
