@@ -117,7 +117,11 @@ echo RUNNING
 fn fakes() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let dir = tempfile::tempdir().expect("tempdir").keep();
+        // Under target/, so repeated runs leave nothing in the system's temporary folder.
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("remote-fakes-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("fakes folder");
         for (name, text) in [
             ("ssh", FAKE_SSH),
             ("salloc", FAKE_SALLOC),

@@ -121,9 +121,10 @@ impl Remote {
             Self::Ssh { host } => {
                 let mut args: Vec<OsString> = ssh_options().into_iter().map(Into::into).collect();
                 let log = ssh_log_path();
-                let _ = std::fs::remove_file(&log);
-                args.push("-E".into());
-                args.push(log.clone().into_os_string());
+                if let Some(log) = &log {
+                    args.push("-E".into());
+                    args.push(log.clone().into_os_string());
+                }
                 args.push("--".into());
                 args.push(host.into());
                 args.push(remote_command(flashprof, worker_args, env).into());
@@ -131,7 +132,7 @@ impl Remote {
                     program: "ssh".into(),
                     args,
                     env: Vec::new(),
-                    ssh_log: Some(log),
+                    ssh_log: log,
                 })
             }
             Self::Slurm(session) => {
@@ -311,11 +312,33 @@ impl Remote {
     }
 }
 
-/// A file of its own for one ssh session's messages.
-fn ssh_log_path() -> PathBuf {
+/// A file of its own for one ssh session's messages, in a folder only this
+/// user can enter, made new (never an existing path another user could have
+/// planted); [`remove_ssh_log`] removes both. None when no folder can be made:
+/// ssh then writes to stderr as usual.
+fn ssh_log_path() -> Option<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
     static SESSIONS: AtomicU64 = AtomicU64::new(0);
     let n = SESSIONS.fetch_add(1, Ordering::Relaxed);
-    std::env::temp_dir().join(format!("flashprof-ssh-{}-{n}.log", std::process::id()))
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let dir =
+        std::env::temp_dir().join(format!("flashprof-ssh-{}-{n}-{nanos}", std::process::id()));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&dir)
+        .ok()
+        .map(|()| dir.join("ssh.log"))
+}
+
+/// Removes a session's ssh log and its folder.
+pub fn remove_ssh_log(log: &std::path::Path) {
+    let _ = std::fs::remove_file(log);
+    if let Some(dir) = log.parent() {
+        let _ = std::fs::remove_dir(dir);
+    }
 }
 
 /// ssh options every connection uses: never prompt, no terminal (the
@@ -704,6 +727,12 @@ mod tests {
             "env FLASHPROF_GPU=0 FLASHPROF_WORKER_EXIT_ON_HANGUP=1 flashprof __worker"
         );
         assert!(launch.env.is_empty());
+        let log = launch.ssh_log.expect("ssh's own log");
+        assert!(args
+            .windows(2)
+            .any(|w| w[0] == "-E" && w[1] == log.display().to_string()));
+        remove_ssh_log(&log);
+        assert!(!log.parent().expect("folder").exists());
     }
 
     #[test]

@@ -175,7 +175,12 @@ impl WorkerHandle {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| WorkerFailure::Spawn(format!("{}: {e}", program.to_string_lossy())))?;
+            .map_err(|e| {
+                if let Some(log) = &ssh_log {
+                    super::remote::remove_ssh_log(log);
+                }
+                WorkerFailure::Spawn(format!("{}: {e}", program.to_string_lossy()))
+            })?;
         let spawn_err = |what: &str| WorkerFailure::Spawn(format!("no {what} pipe"));
         let stdin = child.stdin.take().ok_or_else(|| spawn_err("stdin"))?;
         let stdout = child.stdout.take().ok_or_else(|| spawn_err("stdout"))?;
@@ -392,7 +397,7 @@ impl Drop for WorkerHandle {
             self.kill();
         }
         if let Some(log) = &self.ssh_log {
-            let _ = std::fs::remove_file(log);
+            super::remote::remove_ssh_log(log);
         }
     }
 }
