@@ -30,14 +30,14 @@ fn the_header_names_the_node_and_the_job() {
 fn an_ended_allocation_is_said_and_asked_again() {
     let mut model = fresh();
     let mut report = all_pass(1.0, 40);
-    let reason = "not run: the Slurm allocation ended (srun --jobid=4242 (gpu17, job 4242)): job 4242 is TIMEOUT (not the kernel's fault)";
+    let reason = "not run: no Slurm allocation (srun --jobid=4242 (gpu17, job 4242)): job 4242 is TIMEOUT (not the kernel's fault)";
     for case in report.cases.iter_mut().skip(3) {
         case.status = CaseStatus::NotRun;
         case.diagnosis = reason.into();
     }
     complete(&mut model, "v1", report);
     let notice = model.notice.clone().expect("a notice");
-    assert!(notice.contains("the Slurm allocation ended"), "{notice}");
+    assert!(notice.contains("no Slurm allocation"), "{notice}");
     assert!(
         notice.contains("asks Slurm for a new allocation"),
         "{notice}"

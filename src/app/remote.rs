@@ -7,9 +7,11 @@
 //! local worker, so the watchdog, the restart after a hang or a fault, and
 //! the binary frames work as they do locally. What this module adds is
 //! knowing when the *transport* failed rather than the student's kernel:
-//! ssh's own exit status (255), a remote shell that has no `flashprof`
-//! (127), Slurm saying the allocation is gone, and a connection probe after a
-//! watchdog fires, so a dropped link is never reported as the student's hang.
+//! ssh's exit status 255 with words in ssh's own log (`-E`, which a kernel's
+//! `printf` cannot reach), a remote shell that has no `flashprof` (127),
+//! `squeue` saying the allocation is gone, and a connection probe after a
+//! watchdog fires, so a dropped link is never reported as the student's hang
+//! and a crash is never excused as a dropped link.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -240,14 +242,14 @@ impl Remote {
                     "" => {
                         session.forget();
                         Err(TransportProblem::AllocationEnded(format!(
-                            "job {} is no longer in the queue",
+                            "job {} ended (no longer in the queue)",
                             job.id
                         )))
                     }
                     other => {
                         session.forget();
                         Err(TransportProblem::AllocationEnded(format!(
-                            "job {} is {other}",
+                            "job {} ended ({other})",
                             job.id
                         )))
                     }
@@ -613,7 +615,7 @@ impl SlurmSession {
                 Ok(allocation)
             }
             _ => Err(TransportProblem::AllocationEnded(format!(
-                "Slurm granted no allocation: {}",
+                "Slurm granted none: {}",
                 last_words(&lines)
             ))),
         }

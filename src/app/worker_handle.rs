@@ -110,7 +110,7 @@ pub enum WorkerFailure {
     #[error("lost the connection to the GPU node ({via}): {reason}")]
     Connection { via: String, reason: String },
     /// The Slurm allocation the worker ran in is over (or none was granted).
-    #[error("the Slurm allocation ended ({via}): {reason}")]
+    #[error("no Slurm allocation ({via}): {reason}")]
     AllocationEnded { via: String, reason: String },
     /// A worker on the node of another protocol version, with the command
     /// that installs the right one.
