@@ -107,7 +107,7 @@ pub enum WorkerFailure {
     Spawn(String),
     /// The link to a remote worker failed (ssh could not connect, or the
     /// connection dropped): nothing is known about the kernel.
-    #[error("lost the connection to the GPU node ({via}): {reason}")]
+    #[error("no connection to the GPU node ({via}): {reason}")]
     Connection { via: String, reason: String },
     /// The Slurm allocation the worker ran in is over (or none was granted).
     #[error("no Slurm allocation ({via}): {reason}")]

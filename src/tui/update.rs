@@ -179,7 +179,7 @@ fn link_notice(model: &Model) -> Option<String> {
             .map(|case| case.diagnosis.clone())
     });
     let text = model.notice.iter().cloned().chain(from_cases).find(|t| {
-        t.contains("no Slurm allocation") || t.contains("lost the connection to the GPU node")
+        t.contains("no Slurm allocation") || t.contains("no connection to the GPU node")
     })?;
     Some(if text.contains("no Slurm allocation") {
         format!("{text} -- r (or the next save) asks Slurm for a new allocation")
