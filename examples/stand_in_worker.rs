@@ -6,9 +6,13 @@
 //! without a GPU:
 //! - a name containing `hang` never answers (the watchdog must kill it);
 //! - `crash` exits abruptly with no answer (a segfaulting driver, say);
+//! - `signal` dies of SIGABRT with no answer;
+//! - `timelimit` writes what slurmstepd writes when an allocation's time is up, and exits;
 //! - `sticky` answers with a crash and then exits (a sticky CUDA error);
 //! - `garbage` writes a line that is not a message;
 //! - anything else passes.
+//!
+//! `FLASHPROF_STAND_IN_PROTOCOL=N` makes it greet with protocol N.
 //!
 //! A case that arrives before any kernel was compiled or loaded in *this*
 //! process fails, which is how the tests see that a restarted worker got
@@ -36,8 +40,13 @@ fn main() {
         memory_bytes: 1 << 30,
         driver_version: 13000,
     };
+    // A stand-in for a flashprof of another version (tests/remote.rs).
+    let protocol = std::env::var("FLASHPROF_STAND_IN_PROTOCOL")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(PROTOCOL_VERSION);
     let ready = Event::Ready {
-        protocol: PROTOCOL_VERSION,
+        protocol,
         gpu: Ok(device),
         start_ms: 0.0,
         sandbox: None,
@@ -69,6 +78,14 @@ fn main() {
                 let name = case.name.as_str();
                 if name.contains("hang") {
                     std::thread::sleep(std::time::Duration::from_secs(3600));
+                }
+                if name.contains("timelimit") {
+                    eprintln!("slurmstepd: error: *** STEP 4242.0 ON gpu17 CANCELLED AT 2026-11-30T12:00:00 DUE TO TIME LIMIT ***");
+                    std::process::exit(143);
+                }
+                if name.contains("signal") {
+                    eprintln!("stand-in worker: simulated fatal signal");
+                    std::process::abort();
                 }
                 if name.contains("crash") {
                     eprintln!("stand-in worker: simulated abrupt exit");

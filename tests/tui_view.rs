@@ -45,6 +45,7 @@ fn compiling() {
         Progress::WorkerStarted {
             gpu: Ok(h200()),
             start_ms: 300.0,
+            place: None,
         },
     );
     let text = snapshot("compiling", &mut model);

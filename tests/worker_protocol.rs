@@ -97,6 +97,7 @@ fn a_missing_worker_program_is_a_clear_error() {
         program: PathBuf::from("/nonexistent/flashprof-worker"),
         args: Vec::new(),
         env: Vec::new(),
+        remote: None,
     };
     let err = WorkerHandle::spawn(&command, Duration::from_secs(1))
         .err()

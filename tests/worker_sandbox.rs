@@ -27,6 +27,7 @@ fn worker(sandboxed: bool) -> WorkerHandle {
         program: env!("CARGO_BIN_EXE_flashprof").into(),
         args: vec!["__worker".into()],
         env: vec![(flashprof::worker::GPU_ENV.into(), "none".into())],
+        remote: None,
     };
     if !sandboxed {
         command.env.push((DISABLE_ENV.into(), "1".into()));

@@ -83,6 +83,7 @@ pub fn run_check(
         progress(Progress::WorkerStarted {
             gpu: handle.gpu.clone(),
             start_ms: handle.start_ms,
+            place: handle.place(),
         });
         *worker = Some(handle);
     }
@@ -106,6 +107,7 @@ pub fn run_check(
             .geometry
             .unwrap_or_else(|| plan.lab.default_geometry()),
         lab: plan.lab,
+        lost: None,
     };
     let not_run_reason = if let Some(problem) = &compile.problem {
         Some(
@@ -270,6 +272,9 @@ struct Run<'a> {
     restarts: usize,
     image: Vec<u8>,
     geometry: LaunchGeometry,
+    /// Why a remote worker cannot be reached again (docs/REMOTE.md): the
+    /// remaining requests are not run rather than each waiting on the link.
+    lost: Option<String>,
 }
 
 impl Run<'_> {
@@ -279,9 +284,19 @@ impl Run<'_> {
         progress: &mut impl FnMut(Progress),
         reason: &str,
     ) -> Result<&mut WorkerHandle, String> {
+        if let Some(lost) = &self.lost {
+            return Err(lost.clone());
+        }
         if self.worker.is_none() {
-            let mut handle = WorkerHandle::spawn(self.command, WORKER_START_TIMEOUT)
-                .map_err(|e| e.to_string())?;
+            let mut handle = match WorkerHandle::spawn(self.command, WORKER_START_TIMEOUT) {
+                Ok(handle) => handle,
+                Err(e) => {
+                    if e.is_transport() {
+                        self.lost = Some(e.to_string());
+                    }
+                    return Err(e.to_string());
+                }
+            };
             let load = Request::Load {
                 lab: LabId::of(self.lab),
                 image: self.image.clone(),
@@ -319,8 +334,13 @@ impl Run<'_> {
         let handle = match self.live_worker(progress, "the previous case hung or crashed") {
             Ok(h) => h,
             Err(e) => {
-                outcome.status = CaseStatus::Crash;
-                outcome.diagnosis = format!("could not start a worker: {e}");
+                // A worker the link cannot reach is no fault of the kernel.
+                if self.lost.is_some() {
+                    outcome.diagnosis = format!("not run: {e}");
+                } else {
+                    outcome.status = CaseStatus::Crash;
+                    outcome.diagnosis = format!("could not start a worker: {e}");
+                }
                 return outcome;
             }
         };
@@ -356,6 +376,16 @@ impl Run<'_> {
                     "no result within {:.1} s: the kernel probably never finishes for this shape (a loop bound or a barrier only some threads reach)",
                     limit.as_secs_f64()
                 );
+                outcome
+            }
+            // The link to the node failed, not the kernel: not run, and why.
+            Err(failure) if failure.is_transport() => {
+                *self.worker = None;
+                if let WorkerFailure::AllocationEnded { .. } = failure {
+                    // A new allocation may queue for hours: asked for by the next check, not this one.
+                    self.lost = Some(failure.to_string());
+                }
+                outcome.diagnosis = format!("not run: {failure} (not the kernel's fault)");
                 outcome
             }
             Err(failure) => {

@@ -14,6 +14,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::remote::{Remote, TransportProblem};
 use crate::facts::device::{DeviceInfo, GpuProblem};
 use crate::protocol::{
     read_message, write_message, Event, FramingError, Request, SandboxReport, PROTOCOL_VERSION,
@@ -30,6 +31,9 @@ pub struct WorkerCommand {
     pub args: Vec<OsString>,
     /// Extra environment for the worker (the batch grader pins its GPU this way).
     pub env: Vec<(OsString, OsString)>,
+    /// Where the worker runs when not here (docs/REMOTE.md); `program` is
+    /// then the flashprof program on the node.
+    pub remote: Option<Remote>,
 }
 
 impl WorkerCommand {
@@ -42,7 +46,19 @@ impl WorkerCommand {
             program: std::env::current_exe()?,
             args: vec!["__worker".into()],
             env: found.worker_env(&crate::gpu::found::Context::current()),
+            remote: None,
         })
+    }
+
+    /// `flashprof __worker` started through `remote`, `flashprof` being
+    /// its program on the node (docs/REMOTE.md).
+    pub fn remote(remote: Remote, flashprof: &str) -> Self {
+        Self {
+            program: PathBuf::from(flashprof),
+            args: vec!["__worker".into()],
+            env: Vec::new(),
+            remote: Some(remote),
+        }
     }
 
     /// The same worker, also allowed to read `paths` (the folders of cases that
@@ -92,6 +108,24 @@ pub enum WorkerFailure {
     Protocol(String),
     #[error("could not start the worker: {0}")]
     Spawn(String),
+    /// The link to a remote worker failed (ssh could not connect, or the
+    /// connection dropped): nothing is known about the kernel.
+    #[error("no connection to the GPU node ({via}): {reason}")]
+    Connection { via: String, reason: String },
+    /// The Slurm allocation the worker ran in is over (or none was granted).
+    #[error("no Slurm allocation ({via}): {reason}")]
+    AllocationEnded { via: String, reason: String },
+    /// A worker on the node of another protocol version, with the command
+    /// that installs the right one.
+    #[error("{0}")]
+    Incompatible(String),
+}
+
+impl WorkerFailure {
+    /// True when the transport to a remote worker failed, not the worker or the kernel.
+    pub fn is_transport(&self) -> bool {
+        matches!(self, Self::Connection { .. } | Self::AllocationEnded { .. })
+    }
 }
 
 fn stderr_excerpt(lines: &[String]) -> String {
@@ -112,19 +146,44 @@ pub struct WorkerHandle {
     pub start_ms: f64,
     /// What the worker's sandbox enforces, as it said in its greeting.
     pub sandbox: Option<SandboxReport>,
+    /// The transport when the worker runs elsewhere, and flashprof's program on the node.
+    remote: Option<Remote>,
+    program: String,
+    /// ssh's own messages for this session (`-E`), removed with the handle.
+    ssh_log: Option<PathBuf>,
 }
 
 impl WorkerHandle {
     /// Starts a worker and waits for its greeting.
     pub fn spawn(command: &WorkerCommand, start_timeout: Duration) -> Result<Self, WorkerFailure> {
-        let mut child = Command::new(&command.program)
-            .args(&command.args)
-            .envs(command.env.iter().map(|(k, v)| (k, v)))
+        let (program, args, env, ssh_log) = match &command.remote {
+            None => (
+                command.program.clone().into_os_string(),
+                command.args.clone(),
+                command.env.clone(),
+                None,
+            ),
+            Some(remote) => {
+                let flashprof = command.program.display().to_string();
+                let launch = remote
+                    .launch(&flashprof, &command.args, &command.env)
+                    .map_err(|problem| transport_failure(remote, &flashprof, problem))?;
+                (launch.program, launch.args, launch.env, launch.ssh_log)
+            }
+        };
+        let mut child = Command::new(&program)
+            .args(&args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| WorkerFailure::Spawn(format!("{}: {e}", command.program.display())))?;
+            .map_err(|e| {
+                if let Some(log) = &ssh_log {
+                    super::remote::remove_ssh_log(log);
+                }
+                WorkerFailure::Spawn(format!("{}: {e}", program.to_string_lossy()))
+            })?;
         let spawn_err = |what: &str| WorkerFailure::Spawn(format!("no {what} pipe"));
         let stdin = child.stdin.take().ok_or_else(|| spawn_err("stdin"))?;
         let stdout = child.stdout.take().ok_or_else(|| spawn_err("stdout"))?;
@@ -163,8 +222,30 @@ impl WorkerHandle {
             }),
             start_ms: 0.0,
             sandbox: None,
+            remote: command.remote.clone(),
+            program: command.program.display().to_string(),
+            ssh_log,
         };
-        match handle.wait(start_timeout)? {
+        let greeting = match handle.wait(start_timeout) {
+            // A worker on the node that cannot be read is most likely another version.
+            Err(WorkerFailure::Protocol(e)) if command.remote.is_some() => {
+                return Err(handle.incompatible(
+                    command,
+                    format!("its greeting is unreadable ({e}; a shell startup file that prints to stdout does this too)"),
+                ))
+            }
+            Err(WorkerFailure::Timeout(limit)) if command.remote.is_some() => {
+                return Err(WorkerFailure::Connection {
+                    via: handle.via(),
+                    reason: format!(
+                        "the worker on the node did not greet within {:.0} s (a slow node or a stalled connection)",
+                        limit.as_secs_f64()
+                    ),
+                })
+            }
+            other => other?,
+        };
+        match greeting {
             Event::Ready {
                 protocol,
                 gpu,
@@ -176,6 +257,10 @@ impl WorkerHandle {
                 handle.sandbox = sandbox;
                 Ok(handle)
             }
+            Event::Ready { protocol, .. } if command.remote.is_some() => Err(handle.incompatible(
+                command,
+                format!("it speaks protocol {protocol}, this build {PROTOCOL_VERSION}"),
+            )),
             Event::Ready { protocol, .. } => Err(WorkerFailure::Protocol(format!(
                 "worker speaks protocol {protocol}, this build {PROTOCOL_VERSION}"
             ))),
@@ -208,22 +293,72 @@ impl WorkerHandle {
             }
             Err(RecvTimeoutError::Timeout) => {
                 self.kill();
+                // Far away, silence may be the link's fault: ask the node before blaming the kernel.
+                if let Some(remote) = &self.remote {
+                    if let Err(problem) = remote.probe() {
+                        return Err(transport_failure(remote, &self.program, problem));
+                    }
+                }
                 Err(WorkerFailure::Timeout(timeout))
             }
         }
     }
 
+    /// How the worker is reached, for messages (`ssh user@node`).
+    fn via(&self) -> String {
+        self.remote
+            .as_ref()
+            .map(Remote::describe)
+            .unwrap_or_else(|| "this machine".into())
+    }
+
+    /// The node, and the Slurm job when there is one, for a header; None for a local worker.
+    pub fn place(&self) -> Option<String> {
+        self.remote.as_ref().and_then(Remote::place)
+    }
+
+    /// A remote worker of another version: refused, with the command that installs this one.
+    fn incompatible(&mut self, command: &WorkerCommand, what: String) -> WorkerFailure {
+        self.kill();
+        let flashprof = command.program.display().to_string();
+        let hint = match &self.remote {
+            Some(remote) => remote.install_hint(&flashprof),
+            None => String::new(),
+        };
+        WorkerFailure::Incompatible(format!(
+            "refused the flashprof on the node ({}), another version: {what}; {hint}",
+            self.via()
+        ))
+    }
+
     fn died(&mut self) -> WorkerFailure {
-        let status = match self.child.wait() {
+        let waited = self.child.wait();
+        let code = waited.as_ref().ok().and_then(|s| s.code());
+        let status = match waited {
             Ok(s) => s.to_string(),
             Err(e) => e.to_string(),
         };
         // Give the stderr thread a moment to drain the last lines of a dying worker.
         std::thread::sleep(Duration::from_millis(20));
-        WorkerFailure::Died {
-            status,
-            stderr: self.stderr_tail(),
+        let stderr = self.stderr_tail();
+        let mut status = status;
+        if let Some(remote) = &self.remote {
+            let ssh_log: Vec<String> = self
+                .ssh_log
+                .as_ref()
+                .and_then(|p| std::fs::read_to_string(p).ok())
+                .map(|t| t.lines().map(str::to_owned).collect())
+                .unwrap_or_default();
+            if let Some(problem) = remote.classify_exit(code, &stderr, &ssh_log) {
+                return transport_failure(remote, &self.program, problem);
+            }
+            if self.ssh_log.is_some() && code == Some(255) {
+                status.push_str(
+                    ": through ssh, the worker on the node was ended by a signal (or the node closed the session)",
+                );
+            }
         }
+        WorkerFailure::Died { status, stderr }
     }
 
     /// The last lines the worker wrote to stderr.
@@ -235,8 +370,13 @@ impl WorkerHandle {
     }
 
     fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        match &self.remote {
+            Some(remote) => remote.stop(&mut self.child),
+            None => {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+            }
+        }
     }
 
     /// Asks the worker to finish; one that does not within two seconds is killed by `Drop`.
@@ -257,8 +397,23 @@ impl WorkerHandle {
 impl Drop for WorkerHandle {
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
+            self.kill();
         }
+        if let Some(log) = &self.ssh_log {
+            super::remote::remove_ssh_log(log);
+        }
+    }
+}
+
+/// A transport problem as the failure a caller reports.
+fn transport_failure(remote: &Remote, flashprof: &str, problem: TransportProblem) -> WorkerFailure {
+    let via = remote.describe();
+    match problem {
+        TransportProblem::Connection(reason) => WorkerFailure::Connection { via, reason },
+        TransportProblem::AllocationEnded(reason) => WorkerFailure::AllocationEnded { via, reason },
+        TransportProblem::NotInstalled(reason) => WorkerFailure::Spawn(format!(
+            "no flashprof on the node ({via}: {reason}); {}",
+            remote.install_hint(flashprof)
+        )),
     }
 }

@@ -28,6 +28,8 @@ pub struct BenchArgs {
     pub file: PathBuf,
     #[command(flatten)]
     pub lab: super::LabArg,
+    #[command(flatten)]
+    pub remote: super::remote::RemoteArgs,
     /// Warm rounds (compile plus every hazard verdict on a live worker).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub rounds: u32,
@@ -85,7 +87,7 @@ pub fn run(args: BenchArgs) -> ExitCode {
             return ExitCode::BadSource;
         }
     };
-    let command = match super::worker_command("flashprof bench") {
+    let command = match super::worker_command("flashprof bench", &args.remote) {
         Ok(c) => c,
         Err(code) => return code,
     };

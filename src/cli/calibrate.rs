@@ -24,6 +24,8 @@ use crate::worker::GpuSelection;
 pub struct CalibrateArgs {
     #[command(flatten)]
     pub lab: super::LabArg,
+    #[command(flatten)]
+    pub remote: super::remote::RemoteArgs,
     /// The gates file to update (default: $XDG_CONFIG_HOME/flashprof/gates.toml).
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
@@ -40,7 +42,7 @@ pub fn run(args: CalibrateArgs) -> ExitCode {
         eprintln!("flashprof calibrate: no HOME or XDG_CONFIG_HOME; give --out FILE");
         return ExitCode::Usage;
     };
-    let command = match super::worker_command("flashprof calibrate") {
+    let command = match super::worker_command("flashprof calibrate", &args.remote) {
         Ok(c) => c.on_gpu(GpuSelection::Ordinal(args.gpu)),
         Err(code) => return code,
     };

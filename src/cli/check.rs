@@ -23,6 +23,8 @@ pub struct CheckArgs {
     pub file: PathBuf,
     #[command(flatten)]
     pub lab: super::LabArg,
+    #[command(flatten)]
+    pub remote: super::remote::RemoteArgs,
     /// Print the report as JSON (schema flashprof.check/1, docs/JSON.md) instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -174,7 +176,7 @@ fn checked(args: &CheckArgs, context: &mut ErrorContext) -> Result<ExitCode, Ref
             custom_metrics: args.metrics.clone(),
         }),
     };
-    let command = super::worker_command_or_refusal()?;
+    let command = super::worker_command_or_refusal(&args.remote)?;
     let mut worker = None;
     // A status line only makes sense on a terminal; in a log it is noise.
     let show_progress_line = !args.json && std::io::stderr().is_terminal();

@@ -35,6 +35,8 @@ pub struct CompareArgs {
     /// Both files are checked against this lab (default: what A declares, then the first lab).
     #[command(flatten)]
     pub lab: super::LabArg,
+    #[command(flatten)]
+    pub remote: super::remote::RemoteArgs,
     /// Print JSON (schema flashprof.compare/1, docs/TA.md) instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -89,7 +91,8 @@ fn compared(args: &CompareArgs, context: &mut ErrorContext) -> Result<ExitCode, 
     }
     context.source_path = None;
     super::proven_oracle(lab)?;
-    let command = super::worker_command_or_refusal()?.on_gpu(GpuSelection::Ordinal(args.gpu));
+    let command =
+        super::worker_command_or_refusal(&args.remote)?.on_gpu(GpuSelection::Ordinal(args.gpu));
     let seed = args.seed.unwrap_or_else(fresh_seed);
     let template = plan_template(args, lab, seed)?;
     let show_progress = !args.json && std::io::stderr().is_terminal();
@@ -178,7 +181,7 @@ fn watch(args: CompareArgs) -> ExitCode {
     if let Err(code) = super::require_proven_oracle("flashprof compare", lab) {
         return code;
     }
-    let command = match super::worker_command("flashprof compare") {
+    let command = match super::worker_command("flashprof compare", &args.remote) {
         Ok(c) => c.on_gpu(GpuSelection::Ordinal(args.gpu)),
         Err(code) => return code,
     };

@@ -34,6 +34,8 @@ pub struct GradeArgs {
     /// file's own `lab=` key never changes it: a file declaring another lab is rejected.
     #[command(flatten)]
     pub lab: super::LabArg,
+    #[command(flatten)]
+    pub remote: super::remote::RemoteArgs,
     /// The output folder: journal.jsonl, gradebook.csv, report.json and runs/.
     #[arg(long, value_name = "OUTDIR")]
     pub out: PathBuf,
@@ -118,7 +120,7 @@ pub fn run(args: GradeArgs) -> ExitCode {
             return ExitCode::Environment;
         }
     };
-    let command = match super::worker_command("flashprof grade") {
+    let command = match super::worker_command("flashprof grade", &args.remote) {
         Ok(c) => c,
         Err(code) => return code,
     };

@@ -10,6 +10,7 @@ mod compare;
 mod doctor;
 mod grade;
 mod refusal;
+mod remote;
 mod tui;
 
 use refusal::Refusal;
@@ -208,19 +209,26 @@ fn list_labs() -> ExitCode {
     ExitCode::Pass
 }
 
-/// This executable re-entered as a worker, or the exit code for not finding it.
-fn worker_command(program: &str) -> Result<crate::app::worker_handle::WorkerCommand, ExitCode> {
-    worker_command_or_refusal().map_err(|r| r.report(program))
+/// This executable re-entered as a worker (or, with `--gpu-host` /
+/// `--gpu-slurm`, flashprof on the node), or the exit code for not finding it.
+fn worker_command(
+    program: &str,
+    remote: &remote::RemoteArgs,
+) -> Result<crate::app::worker_handle::WorkerCommand, ExitCode> {
+    worker_command_or_refusal(remote).map_err(|r| r.report(program))
 }
 
 /// [`worker_command`], saying why not instead of printing it.
-fn worker_command_or_refusal() -> Result<crate::app::worker_handle::WorkerCommand, Refusal> {
-    crate::app::worker_handle::WorkerCommand::current_exe().map_err(|e| {
+fn worker_command_or_refusal(
+    remote: &remote::RemoteArgs,
+) -> Result<crate::app::worker_handle::WorkerCommand, Refusal> {
+    let local = crate::app::worker_handle::WorkerCommand::current_exe().map_err(|e| {
         Refusal::new(
             ExitCode::Environment,
             format!("cannot locate its own executable to start a worker: {e}"),
         )
-    })
+    })?;
+    remote.apply(local)
 }
 
 #[derive(Parser)]

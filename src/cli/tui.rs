@@ -22,6 +22,8 @@ pub struct TuiArgs {
     pub file: Option<PathBuf>,
     #[command(flatten)]
     pub lab: super::LabArg,
+    #[command(flatten)]
+    pub remote: super::remote::RemoteArgs,
     /// Seed of the first check's inputs (each later check adds its run number).
     #[arg(long)]
     pub seed: Option<u64>,
@@ -98,7 +100,7 @@ pub fn run(args: TuiArgs) -> ExitCode {
     if let Err(e) = lab_memory::remember(&file, lab.name()) {
         eprintln!("flashprof: cannot remember the lab for this file: {e}");
     }
-    let command = match super::worker_command("flashprof") {
+    let command = match super::worker_command("flashprof", &args.remote) {
         Ok(c) => c,
         Err(code) => return code,
     };

@@ -26,6 +26,8 @@ pub enum Progress {
     WorkerStarted {
         gpu: Result<DeviceInfo, GpuProblem>,
         start_ms: f64,
+        /// Where a remote worker runs (`user@node`, `gpu17, job 4242`); None here.
+        place: Option<String>,
     },
     Compiled(CompileOutcome),
     CaseStarted {

@@ -62,6 +62,9 @@ impl Verdict {
         } else if report.gpu.is_err() || report.cases.iter().all(|c| c.status == CaseStatus::NotRun)
         {
             Self::Compiled
+        } else if report.cases.iter().any(|c| c.status == CaseStatus::NotRun) {
+            // Some cases ran and some did not (a remote worker's link failed): incomplete.
+            Self::Error
         } else if report.all_passed() {
             Self::Passed
         } else if report.cases.iter().all(|c| c.status == CaseStatus::Pass)

@@ -225,6 +225,8 @@ pub struct Model {
     pub selected: usize,
     pub overlay: Option<Overlay>,
     pub notice: Option<String>,
+    /// Where the worker runs when it is remote (docs/REMOTE.md), for the header.
+    pub worker_place: Option<String>,
     pub replay: Option<Replay>,
     /// Lecture mode: large digits and one large panel (`--present`).
     pub present: bool,
@@ -252,6 +254,7 @@ impl Model {
             selected: 0,
             overlay: None,
             notice: None,
+            worker_place: None,
             replay: None,
             present: false,
             quitting: false,

@@ -112,8 +112,9 @@ fn request_run(model: &mut Model, source: String) -> Vec<Effect> {
 }
 
 fn on_progress(model: &mut Model, run: RunId, progress: Progress) {
-    if let Progress::WorkerStarted { gpu, .. } = &progress {
+    if let Progress::WorkerStarted { gpu, place, .. } = &progress {
         model.gpu = Some(gpu.clone());
+        model.worker_place = place.clone();
     }
     let Some(live) = model.live.as_mut().filter(|l| l.id == run) else {
         return;
@@ -162,10 +163,33 @@ fn on_run_finished(
         }
         Err(reason) => model.notice = Some(format!("the check could not run: {reason}")),
     }
+    if let Some(notice) = link_notice(model) {
+        model.notice = Some(notice);
+    }
     if let Some(next) = model.queued.take() {
         effects.extend(request_run(model, next));
     }
     effects
+}
+
+/// When the remote worker's link failed or its Slurm allocation ended
+/// (docs/REMOTE.md), the footer says so and how to ask again.
+fn link_notice(model: &Model) -> Option<String> {
+    let from_cases = model.last.as_ref().and_then(|c| {
+        c.report
+            .cases
+            .iter()
+            .find(|case| case.status == crate::protocol::CaseStatus::NotRun)
+            .map(|case| case.diagnosis.clone())
+    });
+    let text = model.notice.iter().cloned().chain(from_cases).find(|t| {
+        t.contains("no Slurm allocation") || t.contains("no connection to the GPU node")
+    })?;
+    Some(if text.contains("no Slurm allocation") {
+        format!("{text} -- r (or the next save) asks Slurm for a new allocation")
+    } else {
+        format!("{text} -- r (or the next save) connects again")
+    })
 }
 
 /// Makes `completed` the result on screen, keeping the one before for deltas.

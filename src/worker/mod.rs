@@ -13,6 +13,7 @@ mod stdio;
 mod timing;
 
 pub use selection::{GpuSelection, GPU_ENV};
+pub use stdio::EXIT_ON_HANGUP_ENV;
 
 use std::io::{BufReader, Write};
 use std::time::Instant;
@@ -38,6 +39,7 @@ use crate::protocol::{
 pub fn main() -> anyhow::Result<()> {
     let started = Instant::now();
     let mut protocol_out = stdio::take_protocol_stdout().context("redirecting stdout")?;
+    stdio::exit_when_caller_hangs_up();
     let mut input = BufReader::new(std::io::stdin().lock());
     // Before the GPU is opened, so the driver's threads are confined too.
     let sandbox = sandbox::confine(&[std::os::fd::AsRawFd::as_raw_fd(&protocol_out)]);

@@ -24,6 +24,7 @@ pub fn stand_in() -> WorkerCommand {
         program,
         args: Vec::new(),
         env: Vec::new(),
+        remote: None,
     }
 }
 

@@ -91,7 +91,12 @@ pub(super) fn verdict(report: &CheckReport, theme: Theme) -> Span<'static> {
 }
 
 fn gpu(model: &Model) -> Span<'static> {
-    gpu_span(model.gpu.as_ref(), model.theme)
+    let span = gpu_span(model.gpu.as_ref(), model.theme);
+    match &model.worker_place {
+        // A remote worker: the node (and Slurm job) after the GPU.
+        Some(place) => Span::styled(format!("{} on {place}", span.content), span.style),
+        None => span,
+    }
 }
 
 /// The GPU the checks run on, "?" before a worker has said.

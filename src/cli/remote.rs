@@ -1,0 +1,41 @@
+//! `--gpu-host`, `--gpu-host-flashprof` and `--gpu-slurm`, on every command
+//! that starts a worker (docs/REMOTE.md).
+
+use clap::Args;
+
+use super::refusal::Refusal;
+use super::ExitCode;
+use crate::app::remote::{remote_flashprof, Remote};
+use crate::app::worker_handle::WorkerCommand;
+
+#[derive(Args, Debug, Clone, Default)]
+pub struct RemoteArgs {
+    /// Run the worker (compile, cases, timing, counters) on another machine
+    /// through the system's ssh, e.g. `user@node`; the screen, the file
+    /// watching and the history stay here (docs/REMOTE.md).
+    #[arg(long, value_name = "USER@NODE", conflicts_with = "gpu_slurm")]
+    pub gpu_host: Option<String>,
+    /// flashprof's program on the node (default: $FLASHPROF_REMOTE_FLASHPROF,
+    /// else `flashprof` on the node's PATH).
+    #[arg(long, value_name = "PATH")]
+    pub gpu_host_flashprof: Option<String>,
+    /// Run the worker inside one Slurm allocation asked for with these
+    /// arguments, e.g. "--gres=gpu:1 -p gpu --time=01:00:00" (docs/REMOTE.md).
+    #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
+    pub gpu_slurm: Option<String>,
+}
+
+impl RemoteArgs {
+    /// The worker command for these flags, or `local` when none was given.
+    pub fn apply(&self, local: WorkerCommand) -> Result<WorkerCommand, Refusal> {
+        let flashprof = remote_flashprof(self.gpu_host_flashprof.as_deref());
+        let remote = match (&self.gpu_host, &self.gpu_slurm) {
+            (Some(host), _) => Remote::ssh(host),
+            (None, Some(args)) => Remote::slurm(args).map_err(|e| format!("--gpu-slurm: {e}")),
+            (None, None) => return Ok(local),
+        };
+        remote
+            .map(|remote| WorkerCommand::remote(remote, &flashprof))
+            .map_err(|e| Refusal::new(ExitCode::Usage, e))
+    }
+}
