@@ -140,8 +140,8 @@ fn a_device_call_to_a_host_only_function_is_refused_with_its_line() {
                 extern \"C\" __global__ void attention_prefill(const float* q, const float* kCache,\n\
                 const float* vCache, float* out, int chunkLen, int prefixLen) {\n\
                 out[0] = q[0] * host_scale();\n}\n";
-    let error = StudentSource::from_bytes("k.cu", text.as_bytes(), FLASH_PREFILL)
-        .expect_err("refused");
+    let error =
+        StudentSource::from_bytes("k.cu", text.as_bytes(), FLASH_PREFILL).expect_err("refused");
     assert!(
         matches!(&error, SourceError::HostCode { line: 4, .. }),
         "{error}"
