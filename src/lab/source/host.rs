@@ -33,7 +33,7 @@
 //! that calls a `__host__`-only function (it would be compiled without it),
 //! and a `<<<...>>>` launch inside device code (no dynamic parallelism here).
 
-use std::collections::BTreeSet;
+use std::collections::{HashMap, HashSet};
 
 use super::scan::{Token, TokenKind};
 
@@ -66,12 +66,17 @@ pub(super) fn device_side(
         .filter(|t| t.kind != TokenKind::Directive)
         .collect();
     let mut items = Vec::new();
-    if parse_scope(&code, 0, code.len(), false, &mut items).is_none() {
+    if parse_scope(&code, 0, code.len(), 0, false, &mut items).is_none() {
         return Ok((source.to_owned(), Vec::new()));
     }
     let macros = macro_bodies(tokens);
     let decisions = decide(&code, &items, &macros);
     check_kept(&code, &items, &decisions)?;
+    let directives: Vec<(usize, usize)> = tokens
+        .iter()
+        .filter(|t| t.kind == TokenKind::Directive)
+        .map(|t| (offset(source, t), offset(source, t) + t.text.len()))
+        .collect();
     let mut bytes = source.as_bytes().to_vec();
     let mut dropped = Vec::new();
     for (item, keep) in items.iter().zip(&decisions) {
@@ -82,7 +87,7 @@ pub(super) fn device_side(
         let last = code[item.end];
         let from = offset(source, first);
         let to = offset(source, last) + last.text.len();
-        blank(&mut bytes, from, to, tokens, source);
+        blank(&mut bytes, from, to, &directives);
         dropped.push(DroppedHostCode {
             name: item.name.clone().unwrap_or_else(|| first.text.to_owned()),
             lines: (first.line, last.line + last.text.matches('\n').count()),
@@ -97,19 +102,29 @@ fn offset(source: &str, token: &Token) -> usize {
     token.text.as_ptr() as usize - source.as_ptr() as usize
 }
 
-/// Spaces over `from..to`, keeping line breaks and preprocessor lines.
-fn blank(bytes: &mut [u8], from: usize, to: usize, tokens: &[Token], source: &str) {
-    let mut keep = vec![false; to - from];
-    for t in tokens.iter().filter(|t| t.kind == TokenKind::Directive) {
-        let (start, end) = (offset(source, t), offset(source, t) + t.text.len());
-        if start >= from && end <= to {
-            keep[start - from..end - from].fill(true);
+/// Spaces over `from..to`, keeping line breaks and the preprocessor lines
+/// in `directives` (byte spans, in file order).
+fn blank(bytes: &mut [u8], from: usize, to: usize, directives: &[(usize, usize)]) {
+    let first = directives.partition_point(|&(start, _)| start < from);
+    let kept: Vec<(usize, usize)> = directives[first..]
+        .iter()
+        .take_while(|&&(start, _)| start < to)
+        .copied()
+        .collect();
+    let mut next = kept.iter().peekable();
+    let mut at = from;
+    while at < to {
+        if let Some(&&(start, end)) = next.peek() {
+            if at >= start {
+                at = end.max(at);
+                next.next();
+                continue;
+            }
         }
-    }
-    for (byte, kept) in bytes[from..to].iter_mut().zip(keep) {
-        if !kept && *byte != b'\n' {
-            *byte = b' ';
+        if bytes[at] != b'\n' {
+            bytes[at] = b' ';
         }
+        at += 1;
     }
 }
 
@@ -142,15 +157,23 @@ struct Item {
     host_only: bool,
 }
 
+/// How deep namespaces and types may nest before the file is left as it is.
+const MAX_NESTING: usize = 64;
+
 /// Reads the items of one scope, `code[from..to]`. `None` when the braces
 /// or parentheses do not balance.
 fn parse_scope(
     code: &[&Token],
     from: usize,
     to: usize,
+    nesting: usize,
     in_class: bool,
     items: &mut Vec<Item>,
 ) -> Option<()> {
+    // Deeper than any real file: left to the compiler, and no deep recursion.
+    if nesting > MAX_NESTING {
+        return None;
+    }
     let mut i = from;
     while i < to {
         let text = code[i].text;
@@ -169,7 +192,9 @@ fn parse_scope(
         let start = i;
         let mut depth = 0usize;
         let mut j = i;
+        let mut item_mode: Option<Mode> = None;
         let end = loop {
+            let mode = item_mode;
             if j >= to {
                 return None;
             }
@@ -182,25 +207,44 @@ fn parse_scope(
                 "{" => {
                     let close = matching_brace(code, j, to)?;
                     let head = &code[start..j];
-                    if opens_scope(head) {
-                        // `extern "C" { ... }` is not an item; nor is a namespace.
-                        parse_scope(code, j + 1, close, false, items)?;
-                        i = close + 1;
-                        break None;
-                    }
-                    if type_keyword(head).is_some() {
-                        let before = items.len();
-                        parse_scope(code, j + 1, close, true, items)?;
-                        // The type itself runs to its `;` (`} var;` included).
-                        let semi = (close + 1..to).find(|&k| code[k].text == ";")?;
-                        let type_item = head_item(code, start, semi, Kind::Type, in_class);
-                        items.insert(before, type_item);
-                        i = semi + 1;
-                        break None;
-                    }
-                    let initialiser = outside_template(head).any(|t| t.text == "=");
-                    if initialiser || !has_call_parens(head) || is_init_list_brace(code, start, j) {
-                        // `= {...}`, a brace-initialised variable, or a member's initialiser.
+                    let mode = match mode {
+                        Some(mode) => mode,
+                        None if opens_scope(head) => {
+                            // `extern "C" { ... }` is not an item; nor is a namespace.
+                            parse_scope(code, j + 1, close, nesting + 1, false, items)?;
+                            i = close + 1;
+                            break None;
+                        }
+                        None if type_keyword(head).is_some() => {
+                            let before = items.len();
+                            parse_scope(code, j + 1, close, nesting + 1, true, items)?;
+                            // The type itself runs to its `;` (`} var;` included).
+                            let semi = (close + 1..to).find(|&k| code[k].text == ";")?;
+                            let type_item = head_item(code, start, semi, Kind::Type, in_class);
+                            items.insert(before, type_item);
+                            i = semi + 1;
+                            break None;
+                        }
+                        None if outside_template(head).any(|t| t.text == "=")
+                            || !has_call_parens(head) =>
+                        {
+                            Mode::Initialiser
+                        }
+                        None if head
+                            .windows(2)
+                            .any(|w| w[0].text == ")" && w[1].text == ":") =>
+                        {
+                            Mode::InitList
+                        }
+                        None => Mode::Function,
+                    };
+                    item_mode = Some(mode);
+                    // `= {...}` or a brace-initialised variable; in a
+                    // constructor's initialiser list, a brace right after a
+                    // member's name initialises it (the body's follows `)` or `}`).
+                    let member_init = mode == Mode::InitList
+                        && (code[j - 1].kind == TokenKind::Identifier || code[j - 1].text == ">");
+                    if mode == Mode::Initialiser || mode == Mode::InitList && member_init {
                         j = close + 1;
                         continue;
                     }
@@ -331,17 +375,12 @@ fn outside_template<'h, 'a>(head: &'h [&'a Token<'a>]) -> impl Iterator<Item = &
     })
 }
 
-/// In a constructor's initialiser list (`) : a(1), b{2} {`), a brace right
-/// after a member's name initialises it; the body's brace follows `)` or `}`.
-fn is_init_list_brace(code: &[&Token], start: usize, brace: usize) -> bool {
-    let head = &code[start..brace];
-    let in_init_list = head
-        .windows(2)
-        .any(|w| w[0].text == ")" && w[1].text == ":");
-    in_init_list
-        && code
-            .get(brace.wrapping_sub(1))
-            .is_some_and(|t| t.kind == TokenKind::Identifier || t.text == ">")
+/// What the first `{` of an item showed it to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Initialiser,
+    InitList,
+    Function,
 }
 
 /// Whether a definition or declaration with parentheses is a plainly named
@@ -492,106 +531,86 @@ fn macro_bodies<'a>(tokens: &[Token<'a>]) -> Vec<(&'a str, Vec<&'a str>)> {
         .collect()
 }
 
-/// Keep (true) or blank (false), one per item.
+/// Keep (true) or blank (false), one per item. Linear in the file: each
+/// item's words are read once, when it is first kept.
 fn decide(code: &[&Token], items: &[Item], macros: &[(&str, Vec<&str>)]) -> Vec<bool> {
-    // Whether an item lies inside another (a member inside its type).
-    let inside = |k: usize| {
-        items.iter().any(|outer| {
-            outer.kind == Kind::Type && outer.start < items[k].start && items[k].end < outer.end
-        })
-    };
     let mut keep: Vec<Option<bool>> = items
         .iter()
         .map(|item| {
             let tokens = &code[item.start..=item.end];
             if item.host_only || item.name.as_deref() == Some("main") && !item.member {
                 Some(false)
-            } else if item.device {
+            } else if item.device || item.kind == Kind::Type {
                 Some(true)
             } else if item.kind == Kind::Function && !item.member {
                 None // decided by whether kept code refers to it
-            } else if item.kind == Kind::Type {
-                Some(true)
             } else {
                 Some(!host_tainted(tokens))
             }
         })
         .collect();
-    // A member of a blanked type goes with it (types are kept, so this is rare).
-    for k in 0..items.len() {
-        if inside(k) {
-            let outer_blanked = items.iter().zip(&keep).any(|(outer, kept)| {
-                outer.kind == Kind::Type
-                    && outer.start < items[k].start
-                    && items[k].end < outer.end
-                    && *kept == Some(false)
-            });
-            if outer_blanked {
-                keep[k] = Some(false);
-            }
+    let mut candidates: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (k, item) in items.iter().enumerate() {
+        if let (None, Some(name)) = (keep[k], item.name.as_deref()) {
+            candidates.entry(name).or_default().push(k);
         }
     }
-    // Kept code's references, through macros, decide the undecided functions.
-    loop {
-        let mut referenced: BTreeSet<&str> = BTreeSet::new();
-        for (item, kept) in items.iter().zip(&keep) {
-            if *kept != Some(true) {
-                continue;
-            }
-            let own: Vec<&str> = own_tokens(code, items, item)
-                .filter(|t| t.kind == TokenKind::Identifier)
-                .map(|t| t.text)
-                .collect();
-            referenced.extend(own);
+    let macros: HashMap<&str, &Vec<&str>> = macros.iter().map(|(n, b)| (*n, b)).collect();
+    let mut referenced: HashSet<&str> = HashSet::new();
+    let mut words: Vec<&str> = Vec::new();
+    for k in (0..items.len()).filter(|&k| keep[k] == Some(true)) {
+        words.extend(own_words(code, items, k));
+    }
+    while let Some(word) = words.pop() {
+        if !referenced.insert(word) {
+            continue;
         }
-        loop {
-            let before = referenced.len();
-            for (name, body) in macros {
-                if referenced.contains(name) {
-                    referenced.extend(body.iter().copied());
-                }
-            }
-            if referenced.len() == before {
-                break;
-            }
+        if let Some(body) = macros.get(word) {
+            words.extend(body.iter().copied());
         }
-        let mut changed = false;
-        for (item, kept) in items.iter().zip(keep.iter_mut()) {
-            if kept.is_none() && item.name.as_deref().is_some_and(|n| referenced.contains(n)) {
-                *kept = Some(true);
-                changed = true;
+        for &k in candidates.get(word).into_iter().flatten() {
+            if keep[k].is_none() {
+                keep[k] = Some(true);
+                words.extend(own_words(code, items, k));
             }
-        }
-        if !changed {
-            break;
         }
     }
     keep.into_iter().map(|k| k.unwrap_or(false)).collect()
 }
 
-/// An item's tokens without those of the items nested in it (a type's
-/// members are items of their own).
-fn own_tokens<'c, 'a>(
-    code: &'c [&'a Token<'a>],
-    items: &'c [Item],
-    item: &'c Item,
-) -> impl Iterator<Item = &'a Token<'a>> + 'c {
-    (item.start..=item.end)
-        .filter(move |&k| {
-            !items.iter().any(|inner| {
-                inner.start > item.start
-                    && inner.end < item.end
-                    && (inner.start..=inner.end).contains(&k)
-            }) || item.kind != Kind::Type
-        })
-        .map(move |k| code[k])
+/// The identifiers of item `k`, without those of the items nested in it (a
+/// type's members are items of their own, listed right after it).
+fn own_words<'a>(code: &[&'a Token<'a>], items: &[Item], k: usize) -> Vec<&'a str> {
+    let item = &items[k];
+    let mut words = Vec::new();
+    let mut at = item.start;
+    let nested = items[k + 1..]
+        .iter()
+        .take_while(|inner| inner.start < item.end)
+        .filter(|inner| inner.end <= item.end);
+    for inner in nested {
+        if inner.start >= at {
+            words.extend(identifiers(&code[at..inner.start]));
+            at = inner.end + 1;
+        }
+    }
+    words.extend(identifiers(&code[at.min(item.end + 1)..=item.end]));
+    words
+}
+
+fn identifiers<'t, 'a>(tokens: &'t [&'a Token<'a>]) -> impl Iterator<Item = &'a str> + 't {
+    tokens
+        .iter()
+        .filter(|t| t.kind == TokenKind::Identifier)
+        .map(|t| t.text)
 }
 
 /// The two things that cannot be taken, in kept code.
 fn check_kept(code: &[&Token], items: &[Item], keep: &[bool]) -> Result<(), HostRefusal> {
-    let host_functions: Vec<&Item> = items
+    let host_functions: HashMap<&str, usize> = items
         .iter()
         .filter(|i| i.host_only && i.kind == Kind::Function)
+        .filter_map(|i| Some((i.name.as_deref()?, code[i.start].line)))
         .collect();
     for (item, kept) in items.iter().zip(keep) {
         if !kept || item.kind == Kind::Type {
@@ -612,22 +631,16 @@ fn check_kept(code: &[&Token], items: &[Item], keep: &[bool]) -> Result<(), Host
         }
         for (k, token) in tokens.iter().enumerate() {
             let calls = tokens.get(k + 1).is_some_and(|t| t.text == "(");
-            let Some(host) = host_functions
-                .iter()
-                .find(|h| calls && h.name.as_deref() == Some(token.text))
-            else {
+            let Some(host_line) = host_functions.get(token.text).filter(|_| calls) else {
                 continue;
             };
-            if item.name == host.name {
-                continue;
-            }
             return Err(HostRefusal {
                 line: token.line,
                 message: format!(
-                    "calls `{}`, which is declared `__host__` (line {}), from code flashprof \
-                     compiles for the device; mark it `__host__ __device__`, or call it only \
-                     from host code (flashprof drops host code)",
-                    token.text, code[host.start].line
+                    "calls `{}`, which is declared `__host__` (line {host_line}), from code \
+                     flashprof compiles for the device; mark it `__host__ __device__`, or call \
+                     it only from host code (flashprof drops host code)",
+                    token.text
                 ),
             });
         }
@@ -721,5 +734,51 @@ mod tests {
     fn unbalanced_files_are_left_for_the_compiler() {
         let source = "__global__ void k() {\nint main() {}\n";
         assert_eq!(device(source), source);
+    }
+
+    #[test]
+    fn odd_and_hostile_shapes_neither_panic_nor_recurse_deeply() {
+        let deep = "namespace a {".repeat(100_000);
+        assert_eq!(device(&deep), deep);
+        let deep_types = format!("{}\n", "struct S {".repeat(100_000));
+        assert_eq!(device(&deep_types), deep_types);
+        for source in [
+            "{",
+            "}",
+            "(",
+            ")",
+            "{ ) }",
+            "struct",
+            "a{",
+            "::(",
+            "{ }",
+            ";;",
+            "<<<",
+            "int f() : a{ {",
+            "Foo() : a{1}, b(2) {}",
+            "template <int N = 3> struct T {};",
+            "operator+(a, b) { }",
+            "x::y() {",
+            "__host__",
+            "main",
+            "extern \"C\" {",
+            "é{ü}ß",
+            "#define X {\nX }",
+        ] {
+            let _ = device_side(source, &tokenize(source));
+        }
+    }
+
+    #[test]
+    fn a_long_chain_of_helpers_is_decided_quickly() {
+        let mut source = String::from("__global__ void k() { f0(); }\n");
+        for n in 0..20_000 {
+            source.push_str(&format!("int f{n}() {{ return f{}(); }}\n", n + 1));
+        }
+        source.push_str("int unused() { return cudaFree(0); }\n");
+        let started = std::time::Instant::now();
+        let lines = kept_lines(&source);
+        assert_eq!(lines.len(), 20_001);
+        assert!(started.elapsed().as_secs() < 5);
     }
 }
