@@ -173,7 +173,7 @@ pub fn compile(src: &StudentSource, opts: &CompileOptions) -> Result<CompiledKer
     let prepared = src.prepared();
     let entry = prepared.entry_point;
     let program = create_program(prepared)?;
-    let outcome = program.compile(&c_strings(opts.flags())?);
+    let outcome = program.compile(&c_strings(student_flags(opts))?);
     let log = program.log()?;
     if let Err(failure) = outcome {
         return Err(explain_failure(failure, log, src));
@@ -205,6 +205,17 @@ pub fn compile(src: &StudentSource, opts: &CompileOptions) -> Result<CompiledKer
         geometry: src.geometry(),
         compile_ms,
     })
+}
+
+/// A student's file is compiled with `-default-device`: what is left of a
+/// file written for nvcc once its host code is dropped (`lab::source::host`)
+/// may hold unannotated helpers the kernel uses, such as a `constexpr`
+/// function that also sizes the launch on the host; NVRTC refuses those as
+/// host functions otherwise.
+fn student_flags(opts: &CompileOptions) -> Vec<String> {
+    let mut flags = opts.flags();
+    flags.push("-default-device".to_owned());
+    flags
 }
 
 /// Compiles one of flashprof's own kernel files (no prelude, no entry-point

@@ -11,6 +11,7 @@
 //! This module is pure: [`StudentSource::from_path`] is the only function
 //! that touches the file system.
 
+mod host;
 mod includes;
 mod prelude;
 mod scan;
@@ -21,6 +22,7 @@ use self::scan::{find_kernels, tokenize, KernelDecl, Token, TokenKind};
 use super::definition::LabRef;
 use super::geometry::{declared_lab, GeometryError, LaunchGeometry};
 
+pub use self::host::DroppedHostCode;
 pub use self::prelude::{StandInHeader, PRELUDE_FILE, STAND_IN_HEADERS};
 
 /// Largest accepted source file. Real kernels are a few KiB; anything near
@@ -102,6 +104,13 @@ pub enum SourceError {
         text: String,
         reason: String,
     },
+    /// Host code flashprof cannot leave out (see [`host`]).
+    #[error("{path}:{line}: {message}")]
+    HostCode {
+        path: String,
+        line: usize,
+        message: String,
+    },
     #[error("{path}: {source}")]
     Geometry { path: String, source: GeometryError },
 }
@@ -116,6 +125,11 @@ pub struct StudentSource {
     geometry: LaunchGeometry,
     /// Prelude names the file defines itself (see [`prelude::prelude_for`]).
     self_defined: Vec<&'static str>,
+    /// The text NVRTC compiles: `text` with host-only code blanked, line
+    /// for line (see [`host`]).
+    device_text: String,
+    /// What was blanked.
+    dropped: Vec<DroppedHostCode>,
 }
 
 /// What NVRTC is given for one student file.
@@ -190,6 +204,16 @@ impl StudentSource {
             check_entry_point(&path, text, &kernels, lab)?;
             SourceForm::TranslationUnit
         };
+        let (device_text, dropped) = match form {
+            SourceForm::Body => (text.to_owned(), Vec::new()),
+            SourceForm::TranslationUnit => {
+                host::device_side(text, &tokens).map_err(|refusal| SourceError::HostCode {
+                    path: path.clone(),
+                    line: refusal.line,
+                    message: refusal.message,
+                })?
+            }
+        };
         let geometry =
             LaunchGeometry::from_source(text, lab.default_geometry()).map_err(|source| {
                 SourceError::Geometry {
@@ -209,6 +233,8 @@ impl StudentSource {
             form,
             geometry,
             self_defined,
+            device_text,
+            dropped,
         })
     }
 
@@ -231,6 +257,12 @@ impl StudentSource {
         self.form
     }
 
+    /// The host-only parts of the file that are not compiled (its `main`,
+    /// launch code, host helpers), in file order.
+    pub fn dropped_host_code(&self) -> &[DroppedHostCode] {
+        &self.dropped
+    }
+
     /// The launch geometry the file declares, or the lab default.
     pub fn geometry(&self) -> LaunchGeometry {
         self.geometry
@@ -251,8 +283,8 @@ impl StudentSource {
             text.push_str(" {\n");
         }
         text.push_str(&prelude::line_marker(1, &self.display_path));
-        text.push_str(&self.text);
-        if !self.text.ends_with('\n') {
+        text.push_str(&self.device_text);
+        if !self.device_text.ends_with('\n') {
             text.push('\n');
         }
         if self.form == SourceForm::Body {

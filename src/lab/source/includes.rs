@@ -67,8 +67,14 @@ fn check_directive(token: &Token) -> Option<RefusedInclude> {
             Some(header) if is_provided(header) => probes_in(token, &logical),
             Some(header) => refuse(format!(
                 "`{header}` is not a header flashprof provides; a submission is one file \
-                 and may include only {}",
-                provided_list()
+                 and may include only {}{}",
+                provided_list(),
+                if operand.trim().starts_with('"') {
+                    "; a header next to your file is not read: copy the device code the kernel \
+                     needs from it into this file"
+                } else {
+                    ""
+                }
             )),
             None => refuse(
                 "an include must name its header directly, as <name> or \"name\" \

@@ -41,6 +41,16 @@ const FLOAT_LIMITS: &str = "#pragma once\n\
 #define FLT_MIN 1.175494351e-38F\n\
 #define FLT_EPSILON 1.192092896e-07F\n";
 
+/// Headers only host code needs. They are empty: flashprof compiles the
+/// device side of a file and drops the host code that uses them
+/// (`super::host`); device code that uses what they declare fails to
+/// compile at the student's line, as it would under nvcc.
+const HOST_ONLY: &str =
+    "// flashprof: host-only header, empty here; flashprof drops the host code that uses it.\n";
+
+/// `size_t` is built into NVRTC, but not its `std::` spelling.
+const STDDEF: &str = "#pragma once\nnamespace std { using ::size_t; }\n";
+
 /// Headers a kernel file may include, and what stands in for each.
 pub const STAND_IN_HEADERS: &[StandInHeader] = &[
     StandInHeader {
@@ -82,6 +92,63 @@ pub const STAND_IN_HEADERS: &[StandInHeader] = &[
     StandInHeader {
         name: "cfloat",
         text: FLOAT_LIMITS,
+    },
+    StandInHeader {
+        name: "cstddef",
+        text: STDDEF,
+    },
+    StandInHeader {
+        name: "stddef.h",
+        text: STDDEF,
+    },
+    // `assert`, `memcpy` and `memset` are NVRTC built-ins on the device.
+    StandInHeader {
+        name: "cassert",
+        text: BUILT_IN,
+    },
+    StandInHeader {
+        name: "assert.h",
+        text: BUILT_IN,
+    },
+    StandInHeader {
+        name: "cstring",
+        text: BUILT_IN,
+    },
+    StandInHeader {
+        name: "string.h",
+        text: BUILT_IN,
+    },
+    StandInHeader {
+        name: "cstdlib",
+        text: HOST_ONLY,
+    },
+    StandInHeader {
+        name: "stdlib.h",
+        text: HOST_ONLY,
+    },
+    StandInHeader {
+        name: "vector",
+        text: HOST_ONLY,
+    },
+    StandInHeader {
+        name: "algorithm",
+        text: HOST_ONLY,
+    },
+    StandInHeader {
+        name: "iostream",
+        text: HOST_ONLY,
+    },
+    StandInHeader {
+        name: "chrono",
+        text: HOST_ONLY,
+    },
+    StandInHeader {
+        name: "random",
+        text: HOST_ONLY,
+    },
+    StandInHeader {
+        name: "cuda.h",
+        text: HOST_ONLY,
     },
 ];
 
