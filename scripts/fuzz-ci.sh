@@ -5,11 +5,11 @@
 # timeout fails the script; libFuzzer leaves the input in
 # fuzz/artifacts/<target>/ and prints the command that reproduces it.
 #
-#   FUZZ_SECONDS   seconds per target (default 20)
+#   FUZZ_SECONDS   seconds per target (default 15)
 #   FUZZ_TARGETS   space-separated subset (default: every target)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SECONDS_EACH="${FUZZ_SECONDS:-20}"
+SECONDS_EACH="${FUZZ_SECONDS:-15}"
 
 # libFuzzer's sanitizer coverage needs a nightly compiler.
 if ! rustup run nightly rustc --version >/dev/null 2>&1; then
@@ -31,7 +31,10 @@ for target in $TARGETS; do
   # Large seeds are kept, but new inputs stay under 64 KiB so every target
   # runs fast; rss_limit catches an allocation driven by a header's claim.
   log="fuzz/artifacts/$target/ci.log"
-  if ! cargo +nightly fuzz run "$target" "$corpus" "fuzz/seeds/$target" -- \
+  # Every input that once crashed a target is replayed first, with the seeds.
+  inputs=("$corpus" "fuzz/seeds/$target")
+  [ -d "fuzz/regressions/$target" ] && inputs+=("fuzz/regressions/$target")
+  if ! cargo +nightly fuzz run "$target" "${inputs[@]}" -- \
     -max_total_time="$SECONDS_EACH" -max_len=65536 -rss_limit_mb=2048 \
     -timeout=10 -print_final_stats=1 >"$log" 2>&1; then
     tail -n 80 "$log" >&2

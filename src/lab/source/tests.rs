@@ -195,9 +195,16 @@ fn a_second_byte_order_mark_does_not_hide_an_include_from_the_policy() {
         rejected(text.as_bytes()),
         SourceError::RefusedInclude { line: 1, .. }
     ));
+    // A mark later in the text does not hide a directive either.
+    let text = "out[0] = 0.0f;\n\u{feff}#include \"/etc/passwd\"\n";
+    assert!(matches!(
+        rejected(text.as_bytes()),
+        SourceError::RefusedInclude { line: 2, .. }
+    ));
+    // Every leading mark is dropped, so the kept text validates unchanged.
     let source = accepted("\u{feff}\u{feff}out[0] = 0.0f;\n");
-    let again = accepted(source.text());
-    assert_eq!(again, source);
+    assert_eq!(source.text(), "out[0] = 0.0f;\n");
+    assert_eq!(accepted(source.text()), source);
 }
 
 #[test]
