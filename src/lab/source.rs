@@ -173,8 +173,9 @@ impl StudentSource {
                 line,
             }
         })?;
-        // Editors on Windows may save a byte-order mark; it is not code.
-        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        // Editors on Windows may save a byte-order mark; it is not code. All
+        // leading marks go, so the text kept validates again unchanged.
+        let text = text.trim_start_matches('\u{feff}');
         let tokens = tokenize(text);
         if tokens.is_empty() {
             return Err(SourceError::Empty { path });

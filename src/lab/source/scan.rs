@@ -49,6 +49,13 @@ pub(super) fn tokenize(source: &str) -> Vec<Token<'_>> {
                 i += 1;
                 continue;
             }
+            // A byte-order mark past the first (only one is stripped) is
+            // blank here, so a `#` after it still opens a directive the
+            // include policy sees, however many marks the file starts with.
+            0xEF if source[i..].starts_with('\u{feff}') => {
+                i += '\u{feff}'.len_utf8();
+                continue;
+            }
             b'/' if bytes.get(i + 1) == Some(&b'/') => {
                 i = end_of_line(bytes, i);
                 continue;

@@ -184,6 +184,29 @@ fn a_byte_order_mark_is_dropped() {
     assert_eq!(source.text(), "out[0] = 0.0f;");
 }
 
+/// Found by `fuzz/fuzz_targets/source.rs` (input in
+/// `fuzz/regressions/source/`): only the first of two marks was stripped, the
+/// second hid the `#include` from the include policy, and the accepted text
+/// was refused when checked again.
+#[test]
+fn a_second_byte_order_mark_does_not_hide_an_include_from_the_policy() {
+    let text = "\u{feff}\u{feff}#include \"/etc/passwd\"\nout[0] = 0.0f;\n";
+    assert!(matches!(
+        rejected(text.as_bytes()),
+        SourceError::RefusedInclude { line: 1, .. }
+    ));
+    // A mark later in the text does not hide a directive either.
+    let text = "out[0] = 0.0f;\n\u{feff}#include \"/etc/passwd\"\n";
+    assert!(matches!(
+        rejected(text.as_bytes()),
+        SourceError::RefusedInclude { line: 2, .. }
+    ));
+    // Every leading mark is dropped, so the kept text validates unchanged.
+    let source = accepted("\u{feff}\u{feff}out[0] = 0.0f;\n");
+    assert_eq!(source.text(), "out[0] = 0.0f;\n");
+    assert_eq!(accepted(source.text()), source);
+}
+
 #[test]
 fn files_on_disk_are_checked_before_reading() {
     let dir = tempfile::tempdir().expect("temp dir");

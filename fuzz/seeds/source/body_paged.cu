@@ -1,0 +1,2 @@
+// @flashprof lab=paged-prefill threads=64
+int i = 0;

@@ -1,0 +1,3 @@
+﻿/* c */ // x
+#define A(x) x ## 1
+R"(raw)" 'c' "s\""

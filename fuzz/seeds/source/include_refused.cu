@@ -1,0 +1,3 @@
+#include "/etc/passwd"
+#if __has_include("x")
+#endif

@@ -1,0 +1,33 @@
+// flashprof-expect: last-key-of-prefix fail
+// Bug: the denominator l is never multiplied by alpha when the max moves, so weights taken against an old max stay in l and the row comes out too small.
+// Planted from the starter; the accumulators are still rescaled.
+const int h = blockIdx.y;
+const int g = h / GROUP;
+const int warp = threadIdx.x / 32;
+const int lane = threadIdx.x % 32;
+for (int r = 0; r < 8; ++r) {
+    const int row = blockIdx.x * 64 + warp * 8 + r;
+    if (row >= chunkLen) return;
+    const int pos = prefixLen + row;
+    const float* qRow = q + (size_t)row * HQ * DH + h * DH;
+    const float q0 = qRow[lane];
+    const float q1 = qRow[lane + 32];
+    float m = -INFINITY, l = 0.0f, acc0 = 0.0f, acc1 = 0.0f;
+    for (int j = 0; j <= pos; ++j) {
+        const float* kRow = kCache + (size_t)j * HKV * DH + g * DH;
+        const float* vRow = vCache + (size_t)j * HKV * DH + g * DH;
+        float dot = q0 * kRow[lane] + q1 * kRow[lane + 32];
+        for (int off = 16; off > 0; off >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, off);
+        const float s = dot * 0.125f;
+        const float mNew = fmaxf(m, s);
+        const float alpha = expf(m - mNew);
+        const float p = expf(s - mNew);
+        l = l + p;
+        acc0 = alpha * acc0 + p * vRow[lane];
+        acc1 = alpha * acc1 + p * vRow[lane + 32];
+        m = mNew;
+    }
+    float* outRow = out + (size_t)row * HQ * DH + h * DH;
+    outRow[lane] = acc0 / l;
+    outRow[lane + 32] = acc1 / l;
+}

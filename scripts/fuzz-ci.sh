@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Short fuzzing of every parser of outside data (docs/FUZZING.md): builds the
+# cargo-fuzz targets in fuzz/ once and runs each for a fixed time, starting
+# from the committed seeds. Any crash, panic, failed property, leak or
+# timeout fails the script; libFuzzer leaves the input in
+# fuzz/artifacts/<target>/ and prints the command that reproduces it.
+#
+#   FUZZ_SECONDS   seconds per target (default 15)
+#   FUZZ_TARGETS   space-separated subset (default: every target)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECONDS_EACH="${FUZZ_SECONDS:-15}"
+
+# libFuzzer's sanitizer coverage needs a nightly compiler.
+if ! rustup run nightly rustc --version >/dev/null 2>&1; then
+  rustup toolchain install nightly --profile minimal
+fi
+if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
+  cargo install cargo-fuzz --locked
+fi
+
+TARGETS="${FUZZ_TARGETS:-$(cargo +nightly fuzz list)}"
+# One build for every target (release with debug assertions, ASan).
+cargo +nightly fuzz build
+
+failed=""
+for target in $TARGETS; do
+  corpus="fuzz/corpus/$target"
+  mkdir -p "$corpus" "fuzz/artifacts/$target"
+  echo "fuzz: $target for ${SECONDS_EACH}s"
+  # Large seeds are kept, but new inputs stay under 64 KiB so every target
+  # runs fast; rss_limit catches an allocation driven by a header's claim.
+  log="fuzz/artifacts/$target/ci.log"
+  # Every input that once crashed a target is replayed first, with the seeds.
+  inputs=("$corpus" "fuzz/seeds/$target")
+  [ -d "fuzz/regressions/$target" ] && inputs+=("fuzz/regressions/$target")
+  if ! cargo +nightly fuzz run "$target" "${inputs[@]}" -- \
+    -max_total_time="$SECONDS_EACH" -max_len=65536 -rss_limit_mb=2048 \
+    -timeout=10 -print_final_stats=1 >"$log" 2>&1; then
+    tail -n 80 "$log" >&2
+    echo "fuzz: $target FAILED; the input is in fuzz/artifacts/$target/ (log: $log)" >&2
+    failed="$failed $target"
+    continue
+  fi
+  grep -E '^(#[0-9]+.*DONE|stat::number_of_executed_units|stat::average_exec_per_sec)' "$log" || true
+done
+if [ -n "$failed" ]; then
+  echo "fuzz: findings in:$failed" >&2
+  exit 1
+fi
+echo "fuzz: every target ran ${SECONDS_EACH}s without a finding"
