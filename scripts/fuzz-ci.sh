@@ -5,11 +5,11 @@
 # timeout fails the script; libFuzzer leaves the input in
 # fuzz/artifacts/<target>/ and prints the command that reproduces it.
 #
-#   FUZZ_SECONDS   seconds per target (default 15)
+#   FUZZ_SECONDS   seconds per target (default 10)
 #   FUZZ_TARGETS   space-separated subset (default: every target)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SECONDS_EACH="${FUZZ_SECONDS:-15}"
+SECONDS_EACH="${FUZZ_SECONDS:-10}"
 
 # libFuzzer's sanitizer coverage needs a nightly compiler.
 if ! rustup run nightly rustc --version >/dev/null 2>&1; then
