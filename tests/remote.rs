@@ -21,7 +21,7 @@ use std::time::Duration;
 use flashprof::app::check::{run_check, CheckPlan};
 use flashprof::app::remote::Remote;
 use flashprof::app::worker_handle::{WorkerCommand, WorkerFailure, WorkerHandle};
-use flashprof::outcome::{Progress, Verdict};
+use flashprof::outcome::{CheckReport, Progress, Verdict};
 use flashprof::protocol::CaseStatus;
 use stand_in_support::{case, stand_in};
 
@@ -154,6 +154,18 @@ fn stand_in_over_ssh(host: &str) -> WorkerCommand {
     WorkerCommand::remote(Remote::ssh(host).expect("host"), &program)
 }
 
+/// A whole check of the stand-in's cases `names` through the fake ssh to `host`.
+fn check_over_ssh(host: &str, names: &[&str], case_timeout: Duration) -> CheckReport {
+    let command = stand_in_over_ssh(host);
+    let mut worker = None;
+    run_check(&plan(names, case_timeout), &command, &mut worker, |_| {})
+        .expect("the check completes")
+}
+
+fn statuses(report: &CheckReport) -> Vec<CaseStatus> {
+    report.cases.iter().map(|c| c.status).collect()
+}
+
 fn plan(names: &[&str], case_timeout: Duration) -> CheckPlan {
     CheckPlan {
         lab: flashprof::lab::flash_prefill::FLASH_PREFILL,
@@ -247,16 +259,12 @@ fn a_connection_that_dies_mid_check_is_reported_as_the_link() {
 
 #[test]
 fn a_worker_killed_by_a_signal_over_ssh_is_a_crash_not_the_link() {
-    let command = stand_in_over_ssh("sig@node");
-    let mut worker = None;
-    let report = run_check(
-        &plan(&["first", "signal", "last"], Duration::from_secs(5)),
-        &command,
-        &mut worker,
-        |_| {},
-    )
-    .expect("the check completes");
-    let statuses: Vec<CaseStatus> = report.cases.iter().map(|c| c.status).collect();
+    let report = check_over_ssh(
+        "sig@node",
+        &["first", "signal", "last"],
+        Duration::from_secs(5),
+    );
+    let statuses = statuses(&report);
     assert_eq!(
         statuses,
         vec![CaseStatus::Pass, CaseStatus::Crash, CaseStatus::Pass]
@@ -271,16 +279,12 @@ fn a_worker_killed_by_a_signal_over_ssh_is_a_crash_not_the_link() {
 
 #[test]
 fn a_watchdog_on_an_unreachable_node_blames_the_link_not_the_kernel() {
-    let command = stand_in_over_ssh("gone@node");
-    let mut worker = None;
-    let report = run_check(
-        &plan(&["first", "hang", "last"], Duration::from_millis(700)),
-        &command,
-        &mut worker,
-        |_| {},
-    )
-    .expect("the check completes");
-    let statuses: Vec<CaseStatus> = report.cases.iter().map(|c| c.status).collect();
+    let report = check_over_ssh(
+        "gone@node",
+        &["first", "hang", "last"],
+        Duration::from_millis(700),
+    );
+    let statuses = statuses(&report);
     assert_eq!(
         statuses,
         vec![CaseStatus::Pass, CaseStatus::NotRun, CaseStatus::NotRun]
