@@ -161,13 +161,6 @@ impl Problem {
             },
         }
     }
-
-    /// The sequence a row belongs to.
-    pub fn sequence_of(&self, row: usize) -> usize {
-        self.sequence_starts
-            .partition_point(|&start| start <= row)
-            .saturating_sub(1)
-    }
 }
 
 /// A hazard case as written in a cases file, for any lab: its name, its
@@ -219,12 +212,6 @@ pub fn int_constants(constants: &[(&'static str, usize)]) -> Vec<(&'static str, 
 /// A lab chosen for a run: compared and printed by name.
 #[derive(Clone, Copy)]
 pub struct LabRef(pub &'static dyn Lab);
-
-impl LabRef {
-    pub fn get(self) -> &'static dyn Lab {
-        self.0
-    }
-}
 
 impl std::ops::Deref for LabRef {
     type Target = dyn Lab;
