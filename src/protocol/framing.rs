@@ -269,6 +269,20 @@ mod tests {
     use crate::lab::registry::default_lab;
     use crate::protocol::{LabId, Request, TimingConfig};
 
+    /// Found by the framing fuzz target: a float in a case's recipe came back
+    /// one unit in the last place off (6.666666666666667e41 read as
+    /// ...665e41), so a case could differ between caller and worker.
+    #[test]
+    fn a_cases_floats_cross_the_pipe_bit_for_bit() {
+        let mut case = default_lab().timing_case(&[]).expect("timing case");
+        case.recipe["value"] = serde_json::json!(6.666_666_666_666_667e41);
+        let sent = Request::RunCase { case, seed: 1 };
+        let mut wire = Vec::new();
+        write_message(&mut wire, &sent).unwrap();
+        let got: Request = read_message(&mut std::io::Cursor::new(wire)).unwrap();
+        assert_eq!(got, sent);
+    }
+
     #[test]
     fn messages_round_trip_one_per_line() {
         let sent = vec![
