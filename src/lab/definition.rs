@@ -68,7 +68,7 @@ pub enum ArgValue {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(from = "ProblemRecord")]
 pub struct Problem {
-    /// How tables name the size (`64x1000`, `4 seqs/120 tokens`).
+    /// How tables name the size (`64x1000`; `5s/118t` for 5 sequences, 118 new tokens).
     pub label: String,
     /// The size in words, for titles (`C = 64, P = 1000`).
     pub detail: String,
