@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Writes fuzz/seeds/<target>/ from the repository's real inputs.
 
-Run from the repository root: python3 fuzz/make-seeds.py. The seeds are
-committed; rerun after the inputs they come from change.
+Run from anywhere: python3 fuzz/make-seeds.py. scripts/fuzz-ci.sh runs it
+before every fuzzing run, so the seeds are never committed and never stale.
 """
 import glob, json, os, struct, shutil
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Short fuzzing of every parser of outside data (docs/FUZZING.md): builds the
 # cargo-fuzz targets in fuzz/ once and runs each for a fixed time, starting
-# from the committed seeds. Any crash, panic, failed property, leak or
+# from seeds made from the repository's inputs. Any crash, panic, failed property, leak or
 # timeout fails the script; libFuzzer leaves the input in
 # fuzz/artifacts/<target>/ and prints the command that reproduces it.
 #
@@ -18,6 +18,10 @@ fi
 if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
   cargo install cargo-fuzz --locked
 fi
+
+# Seeds are made from the repository's own inputs each run, so they follow
+# every kernel, cases file and recording as it changes.
+python3 fuzz/make-seeds.py
 
 TARGETS="${FUZZ_TARGETS:-$(cargo +nightly fuzz list)}"
 # One build for every target (release with debug assertions, ASan).

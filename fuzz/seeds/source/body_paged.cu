@@ -1,2 +1,0 @@
-// @flashprof lab=paged-prefill threads=64
-int i = 0;

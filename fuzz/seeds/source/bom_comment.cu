@@ -1,3 +1,0 @@
-﻿/* c */ // x
-#define A(x) x ## 1
-R"(raw)" 'c' "s\""

@@ -1,3 +1,0 @@
-#include "/etc/passwd"
-#if __has_include("x")
-#endif
