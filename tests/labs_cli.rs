@@ -139,3 +139,44 @@ fn the_paged_lab_names_its_own_entry_point_and_grades_compile_only() {
         "{csv}"
     );
 }
+
+/// Working out a file's lab reads it like any student file: a FIFO is
+/// refused, never opened blocking (a FIFO hung `check` before lab choice
+/// read the file the safe way).
+#[test]
+fn choosing_the_lab_of_a_fifo_does_not_block() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fifo = dir.path().join("pipe.cu");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+    for args in [
+        vec!["check", "pipe.cu"],
+        vec!["bench", "pipe.cu"],
+        vec!["compare", "pipe.cu", "pipe.cu"],
+    ] {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_flashprof"))
+            .args(&args)
+            .current_dir(dir.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("flashprof starts");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                break Some(status);
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        let status = status.unwrap_or_else(|| panic!("{args:?} blocked on the FIFO"));
+        assert_eq!(status.code(), Some(3), "{args:?}");
+    }
+}

@@ -22,7 +22,7 @@ use clap::{Parser, Subcommand};
 use crate::lab::definition::{LabCase, LabRef};
 use crate::lab::geometry;
 use crate::lab::registry;
-use crate::lab::source::MAX_SOURCE_BYTES;
+use crate::lab::source::{read_regular_file, FollowLinks, MAX_SOURCE_BYTES};
 
 pub use crate::outcome::ExitCode;
 
@@ -88,16 +88,16 @@ impl LabArg {
 
     /// [`Self::for_file`], saying why not instead of printing it.
     fn for_file_or_refusal(&self, file: &Path) -> Result<LabRef, Refusal> {
-        let declared = std::fs::read(file)
-            .ok()
-            .and_then(|bytes| {
-                geometry::declared_lab(&String::from_utf8_lossy(
-                    &bytes[..bytes.len().min(MAX_SOURCE_BYTES as usize)],
-                ))
-            })
-            .map(|(_, name)| name);
-        self.choosing(declared.as_deref())
+        self.choosing(declared_lab_of(file).as_deref())
     }
+}
+
+/// The lab a file declares on its `@flashprof` line, read the way every
+/// student file is read (a FIFO or device is never opened blocking); a file
+/// that cannot be read declares nothing, and checking it says why.
+fn declared_lab_of(file: &Path) -> Option<String> {
+    let read = read_regular_file(file, FollowLinks::Yes, MAX_SOURCE_BYTES).ok()?;
+    geometry::declared_lab(&String::from_utf8_lossy(&read.bytes)).map(|(_, name)| name)
 }
 
 /// The lab's cases: its embedded set, or a cases file.

@@ -10,7 +10,6 @@ use super::ExitCode;
 use crate::app::check::{CheckPlan, CountersPlan, TimingPlan};
 use crate::app::history::HistoryStore;
 use crate::app::lab_memory;
-use crate::lab::geometry::declared_lab;
 use crate::protocol::TimingConfig;
 use crate::tui::{run_live, run_replay, LiveSetup};
 
@@ -57,11 +56,7 @@ pub fn run(args: TuiArgs) -> ExitCode {
     let (lab, file) = match &args.file {
         // --lab, then the file's own declaration, then what this file was last opened with.
         Some(file) => {
-            let declared = std::fs::read_to_string(file)
-                .ok()
-                .and_then(|text| declared_lab(&text))
-                .map(|(_, name)| name);
-            let remembered = declared.or_else(|| lab_memory::recall(file));
+            let remembered = super::declared_lab_of(file).or_else(|| lab_memory::recall(file));
             match args.lab.choose(remembered.as_deref()) {
                 Ok(lab) => (lab, file.clone()),
                 Err(code) => return code,
