@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::lab::source::{read_regular_file, FollowLinks, MAX_SOURCE_BYTES};
+
 /// Where the memory of `file`'s folder lives.
 fn memory_path(file: &Path) -> PathBuf {
     let folder = file.parent().filter(|p| !p.as_os_str().is_empty());
@@ -20,10 +22,12 @@ fn key(file: &Path) -> String {
     )
 }
 
+/// The memory of `file`'s folder; one that cannot be read safely (a FIFO
+/// planted in its place, say) is an empty memory.
 fn read_all(file: &Path) -> BTreeMap<String, String> {
-    std::fs::read(memory_path(file))
+    read_regular_file(&memory_path(file), FollowLinks::No, MAX_SOURCE_BYTES)
         .ok()
-        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .and_then(|read| serde_json::from_slice(&read.bytes).ok())
         .unwrap_or_default()
 }
 
@@ -50,6 +54,19 @@ pub fn remember(file: &Path, lab: &str) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fifo_in_place_of_the_memory_is_an_empty_memory() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("k.cu");
+        std::fs::create_dir_all(dir.path().join(".flashprof")).expect("mkdir");
+        let made = std::process::Command::new("mkfifo")
+            .arg(memory_path(&file))
+            .status()
+            .expect("mkfifo runs");
+        assert!(made.success());
+        assert_eq!(recall(&file), None);
+    }
 
     #[test]
     fn each_file_keeps_its_own_lab() {

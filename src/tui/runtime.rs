@@ -27,6 +27,7 @@ use super::view;
 use crate::app::check::CheckPlan;
 use crate::app::history::{line_diff, HistoryRecord, HistoryStore, RunSummary, LOG_FILE};
 use crate::app::worker_handle::WorkerCommand;
+use crate::lab::source::{read_regular_file, FollowLinks, MAX_SOURCE_BYTES};
 use crate::outcome::CheckReport;
 
 /// What a live session needs: the file, the check to run on each save, and
@@ -97,8 +98,11 @@ fn start_sanitizer(file: &Path, template: &CheckPlan, messages: &Sender<Msg>) {
                 let exe = std::env::current_exe()
                     .map_err(|e| format!("cannot locate flashprof itself: {e}"))?;
                 let case = template.cases.first().ok_or("no case to run")?;
-                let text = std::fs::read_to_string(&file)
-                    .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+                // Read like every student file: never a blocking open of a FIFO.
+                let read = read_regular_file(&file, FollowLinks::Yes, MAX_SOURCE_BYTES)
+                    .map_err(|e| e.to_string())?;
+                let text = String::from_utf8(read.bytes)
+                    .map_err(|_| format!("{} is not UTF-8 text", file.display()))?;
                 let plan = SanitizePlan {
                     sanitizer,
                     exe,
