@@ -8,5 +8,6 @@ pub mod history;
 pub mod lab_memory;
 pub mod remote;
 pub mod sanitize;
+pub mod side_build;
 pub mod watch;
 pub mod worker_handle;

@@ -35,6 +35,8 @@ pub struct TuiArgs {
     /// Lecture mode: the speedup and the pass count in large digits, the heatmap large.
     #[arg(long)]
     pub present: bool,
+    #[command(flatten)]
+    pub quick_build: super::QuickBuildArg,
 }
 
 #[derive(Args, Debug)]
@@ -120,6 +122,7 @@ pub fn run(args: TuiArgs) -> ExitCode {
             timeout: TIMING_TIMEOUT,
             custom_metrics: Vec::new(),
         }),
+        quick_build: args.quick_build.choice.0,
     };
     let setup = LiveSetup {
         file,

@@ -10,6 +10,7 @@ use flashprof::facts::device::{DeviceInfo, GpuProblem};
 use flashprof::facts::diagnostics::{Diagnostic, Severity};
 use flashprof::facts::metrics::{self, MetricValue};
 use flashprof::facts::resources::{max_threads_for_registers, ResourceUsage, SmLimits};
+use flashprof::gpu::compile::Build;
 use flashprof::grade::compare::compare;
 use flashprof::grade::integrity::Integrity;
 use flashprof::grade::roofline::{analyze, DevicePeaks, Measured};
@@ -60,6 +61,7 @@ pub fn resources(registers: u32) -> ResourceUsage {
 
 pub fn compiled(registers: u32) -> CompileOutcome {
     CompileOutcome {
+        build: Build::Optimized,
         ok: true,
         diagnostics: Vec::new(),
         problem: None,
@@ -74,6 +76,7 @@ pub fn compiled(registers: u32) -> CompileOutcome {
 
 pub fn compile_error(line: usize, message: &str, source_line: &str) -> CompileOutcome {
     CompileOutcome {
+        build: Build::Optimized,
         ok: false,
         diagnostics: vec![Diagnostic {
             severity: Severity::Error,
@@ -265,6 +268,7 @@ pub fn report(
         counters: Vec::new(),
         worker_restarts: 0,
         sanitizer: None,
+        quick_build: None,
         phases: PhaseTimes::default(),
     }
 }

@@ -231,7 +231,7 @@ fn an_entry_point_hidden_by_the_preprocessor_is_missing() {
 
 #[test]
 fn without_a_real_arch_the_image_is_ptx() {
-    let opts = CompileOptions { arch: None };
+    let opts = CompileOptions::for_arch(None);
     let Some(result) = try_compile_with(&source("p.cu", "out[0] = q[0];"), &opts) else {
         return;
     };
@@ -243,9 +243,7 @@ fn without_a_real_arch_the_image_is_ptx() {
 
 #[test]
 fn an_unknown_arch_is_an_option_error() {
-    let opts = CompileOptions {
-        arch: Some("sm_1".into()),
-    };
+    let opts = CompileOptions::for_arch(Some("sm_1".into()));
     let Some(result) = try_compile_with(&source("a.cu", "out[0] = q[0];"), &opts) else {
         return;
     };
