@@ -27,7 +27,7 @@ pub struct SideBuild {
 enum State {
     /// The builder is starting; it arrives with its request sent (or why not).
     Starting(Receiver<Result<WorkerHandle, String>>),
-    Building(WorkerHandle),
+    Building(Box<WorkerHandle>),
 }
 
 /// How a side build ended.
@@ -74,7 +74,7 @@ impl SideBuild {
     pub fn poll(&mut self, wait: Duration) -> Option<SideBuildEnd> {
         if let State::Starting(handed) = &self.state {
             match handed.recv_timeout(wait) {
-                Ok(Ok(handle)) => self.state = State::Building(handle),
+                Ok(Ok(handle)) => self.state = State::Building(Box::new(handle)),
                 Ok(Err(reason)) => return Some(SideBuildEnd::Failed(reason)),
                 Err(RecvTimeoutError::Disconnected) => {
                     return Some(SideBuildEnd::Failed("the builder thread ended".into()))
