@@ -4,8 +4,8 @@
 // layout unspecified, so the softmax must go through shared memory, which
 // makes this kernel slower than rung 4 (1.651 ms against 1.222 ms on the
 // H200) and, measured there, less accurate: on large-values-other-heads its
-// worst error sat at 0.66 to 1.21 of the lab's allowance over seven runs with
-// fresh seeds and failed three of them, where rung 4 sits near 0.4.
+// worst error sat at 0.66 to 1.21 of the lab's allowance over six runs with
+// fresh seeds and failed three of them, where rung 4 stays near 0.4-0.6.
 //
 // Both products, S = Q K^T and O += P V, are 16x16x8 TF32 wmma tiles in
 // 3xTF32 split precision: each fp32 operand x is split into hi = tf32(x) and
