@@ -44,6 +44,10 @@ pub struct ReplayArgs {
     /// A `.flashprof` folder, its `history.jsonl`, or the folder holding `.flashprof`.
     /// Without one, the session recorded on an H200 that ships inside flashprof.
     pub path: Option<PathBuf>,
+    /// Play the kernel ladder recorded on an H200 instead: the starter, then
+    /// each rung of kernels/ladder/ (docs/LADDER.md).
+    #[arg(long, conflicts_with = "path")]
+    pub ladder: bool,
     /// Lecture mode: the speedup and the pass count in large digits, the heatmap large.
     #[arg(long)]
     pub present: bool,
@@ -139,7 +143,12 @@ pub fn replay(args: ReplayArgs) -> ExitCode {
         None => {
             let dir =
                 std::env::temp_dir().join(format!("flashprof-recorded-{}", std::process::id()));
-            match crate::embedded::unpack_recorded_session(&dir) {
+            let session = if args.ladder {
+                &crate::embedded::LADDER
+            } else {
+                &crate::embedded::WALKTHROUGH
+            };
+            match session.unpack(&dir) {
                 Ok(history) => history,
                 Err(e) => {
                     eprintln!(
