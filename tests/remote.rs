@@ -6,7 +6,7 @@
 //! - `alice@node`: a good link;
 //! - `drop@node`: every session is cut 1.5 s after it starts (ssh exit 255);
 //! - `sig@node`: a good link that reports a worker killed by a signal as
-//!   real ssh does (exit 255, nothing in ssh's own log);
+//!   real ssh does (exit 255, and `-v`'s log has the exit-signal);
 //! - `down@node`: no connection at all;
 //! - `gone@node`: sessions start until the first probe after a watchdog,
 //!   which fails, and so does every connection after it.
@@ -33,6 +33,7 @@ tty=; batch=; log_file=
 while [ $# -gt 0 ]; do
   case "$1" in
     -T) tty=no; shift ;;
+    -v) shift ;;
     -E) log_file=$2; shift 2 ;;
     -o) [ "$2" = BatchMode=yes ] && batch=yes; shift 2 ;;
     --) shift; break ;;
@@ -71,9 +72,11 @@ case "$host" in
     fi
     exit $rc ;;
   sig@*)
-    # A remote command ended by a signal: ssh exits 255 and logs nothing.
+    # A remote command ended by a signal: ssh exits 255; only its -v log says why.
     ( node "$1" ); rc=$?
-    [ $rc -gt 128 ] && exit 255
+    if [ $rc -gt 128 ]; then
+      say "debug1: client_input_channel_req: channel 0 rtype exit-signal reply 0"; exit 255
+    fi
     exit $rc ;;
   *) node "$1" ;;
 esac

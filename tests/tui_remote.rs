@@ -43,3 +43,29 @@ fn an_ended_allocation_is_said_and_asked_again() {
         "{notice}"
     );
 }
+
+#[test]
+fn the_header_shows_what_the_link_adds() {
+    let mut model = fresh();
+    let run = save(&mut model, "v1").expect("run");
+    progress(
+        &mut model,
+        run,
+        Progress::WorkerStarted {
+            gpu: Ok(h200()),
+            start_ms: 300.0,
+            place: Some("alice@gpu-node".into()),
+        },
+    );
+    progress(
+        &mut model,
+        run,
+        Progress::LinkMeasured {
+            transport: "ssh",
+            added_ms: 12.4,
+        },
+    );
+    let text = screen(&model, 120, 40);
+    let header = text.lines().next().unwrap_or_default();
+    assert!(header.contains("on alice@gpu-node, ssh 12 ms"), "{text}");
+}

@@ -60,6 +60,11 @@ pub struct Session {
 impl Session {
     /// Starts `flashprof ARGS` in `folder`.
     pub fn start(folder: &Path, args: &[&str]) -> Self {
+        Self::start_with_env(folder, args, &[])
+    }
+
+    /// Starts `flashprof ARGS` in `folder` with `env` added to its environment.
+    pub fn start_with_env(folder: &Path, args: &[&str], env: &[(&str, &Path)]) -> Self {
         let pair = native_pty_system()
             .openpty(PtySize {
                 rows: ROWS,
@@ -72,6 +77,9 @@ impl Session {
         command.args(args);
         command.cwd(folder);
         command.env("TERM", "xterm-256color");
+        for (key, value) in env {
+            command.env(key, value);
+        }
         let child = pair
             .slave
             .spawn_command(command)
