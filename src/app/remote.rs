@@ -213,6 +213,10 @@ impl Remote {
                 }
                 match code {
                     Some(127) | Some(126) => Some(TransportProblem::NotInstalled(reason())),
+                    // slurmstepd could not start the program: it says so and the step exits 2.
+                    Some(2) if stderr.iter().any(|l| l.contains("error: execve(): ")) => {
+                        Some(TransportProblem::NotInstalled(reason()))
+                    }
                     _ => None,
                 }
             }
@@ -271,6 +275,25 @@ impl Remote {
                         )))
                     }
                 }
+            }
+        }
+    }
+
+    /// Gives back what the session holds on the cluster now (the Slurm
+    /// allocation), for a caller about to exit while a thread of its own may
+    /// still hold this transport: the TUI, whose engine thread is not
+    /// waited for at quit. Nothing to give back for ssh: the sessions end
+    /// with this process's pipes.
+    pub fn release(&self) {
+        if let Self::Slurm(session) = self {
+            let held = session
+                .cell
+                .allocation
+                .lock()
+                .map(|mut a| a.take())
+                .unwrap_or(None);
+            if let Some(allocation) = held {
+                cancel(&allocation);
             }
         }
     }
@@ -670,7 +693,13 @@ impl SlurmSession {
             String::from_utf8_lossy(&output.stdout)
         );
         let lines: Vec<String> = text.lines().map(str::to_owned).collect();
-        let granted = parse_salloc(&lines);
+        // salloc names the nodes only when it waited for them to boot: else ask.
+        let granted = parse_salloc(&lines).map(|mut allocation| {
+            if allocation.nodes.is_none() {
+                allocation.nodes = nodes_of(&allocation.id);
+            }
+            allocation
+        });
         match (output.status.success(), granted) {
             (true, Some(allocation)) => {
                 *held = Some(allocation.clone());
@@ -681,6 +710,18 @@ impl SlurmSession {
                 last_words(&lines)
             ))),
         }
+    }
+}
+
+/// The nodes of job `id`, as squeue lists them (`gpu17`, `gpu[17-18]`).
+fn nodes_of(id: &str) -> Option<String> {
+    let mut command = Command::new("squeue");
+    command.args(["-h", "-o", "%N", "-j", id]);
+    match run_limited(command, PROBE_TIMEOUT) {
+        Ok((Some(0), stdout, _)) => {
+            Some(stdout.join(" ").trim().to_owned()).filter(|n| !n.is_empty())
+        }
+        _ => None,
     }
 }
 
@@ -704,14 +745,19 @@ impl Drop for AllocationCell {
     fn drop(&mut self) {
         let held = self.allocation.get_mut().ok().and_then(|a| a.take());
         if let Some(allocation) = held {
-            let _ = Command::new("scancel")
-                .arg(&allocation.id)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status();
+            cancel(&allocation);
         }
     }
+}
+
+/// Gives an allocation back to Slurm (`scancel`); its running steps end with it.
+fn cancel(allocation: &Allocation) {
+    let _ = Command::new("scancel")
+        .arg(&allocation.id)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
 }
 
 /// The flashprof program on the node: `--gpu-host-flashprof`, else
@@ -864,6 +910,17 @@ mod tests {
             Some(TransportProblem::NotInstalled(_))
         ));
         assert_eq!(remote.classify_exit(Some(101), &lost, &[]), None);
+        // A real srun whose step could not start the program.
+        let slurm = Remote::slurm("-N1").expect("args");
+        let execve = [
+            "srun: error: localhost: task 0: Exited with exit code 2".to_string(),
+            "slurmstepd-localhost: error: execve(): flashprof: No such file or directory".into(),
+        ];
+        assert!(matches!(
+            slurm.classify_exit(Some(2), &execve, &[]),
+            Some(TransportProblem::NotInstalled(reason)) if reason.contains("execve(): flashprof")
+        ));
+        assert_eq!(slurm.classify_exit(Some(2), &execve[..1], &[]), None);
         // ssh -v's log: the worker's signal arrived, so the link was fine.
         let verbose = |last: &str| -> Vec<String> {
             vec![
