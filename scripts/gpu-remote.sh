@@ -14,10 +14,10 @@
 # Needs root (sshd's privilege separation). Writes its captures to $OUT.
 # REPO_ROOT: the checkout whose kernels/ it uses (default: this script's).
 set -uo pipefail
+BIN=$(realpath "${1:-$(dirname "$0")/../target/release/flashprof}")
+DEBS=$(realpath "${2:-$(dirname "$BIN")/debs}")
 cd "${REPO_ROOT:-$(dirname "$0")/..}"
 REPO=$PWD
-BIN=$(realpath "${1:-target/release/flashprof}")
-DEBS=$(realpath "${2:-$(dirname "$BIN")/debs}")
 OUT=${OUT:-gpu-remote-out}
 mkdir -p "$OUT"
 ROOT=$(mktemp -d /tmp/flashprof-remote.XXXXXX)
@@ -29,23 +29,31 @@ say() { echo "$*" | tee -a "$SUMMARY"; }
 SYS=$ROOT/sys
 LIBS=$ROOT/libs
 mkdir -p "$SYS" "$LIBS" "$ROOT/bin"
-if [ ! -x /usr/sbin/sshd ] || ! command -v ssh >/dev/null || ! command -v tmux >/dev/null; then
+# FROM_DEBS=1 takes OpenSSH from the .debs even where the machine has it (to try this path).
+FROM_DEBS=${FROM_DEBS:-0}
+if [ "$FROM_DEBS" = 1 ] || [ ! -x /usr/sbin/sshd ] || ! command -v ssh >/dev/null || ! command -v tmux >/dev/null; then
   for deb in "$DEBS"/*.deb; do dpkg -x "$deb" "$SYS"; done
 fi
 pick() { # a program: the machine's, else the unpacked one
   for p in "$@"; do [ -x "$p" ] && { echo "$p"; return; }; done
 }
-SSHD=$(pick /usr/sbin/sshd "$SYS/usr/sbin/sshd")
-SSH=$(pick "$(command -v ssh)" "$SYS/usr/bin/ssh")
-KEYGEN=$(pick "$(command -v ssh-keygen)" "$SYS/usr/bin/ssh-keygen")
+machine() { [ "$FROM_DEBS" = 1 ] || echo "$1"; }
+SSHD=$(pick "$(machine /usr/sbin/sshd)" "$SYS/usr/sbin/sshd")
+SSH=$(pick "$(machine "$(command -v ssh)")" "$SYS/usr/bin/ssh")
+KEYGEN=$(pick "$(machine "$(command -v ssh-keygen)")" "$SYS/usr/bin/ssh-keygen")
 TMUX=$(pick "$(command -v tmux)" "$SYS/usr/bin/tmux")
-# Only the libraries the loader lacks, so nothing of the machine's is shadowed.
-for program in "$SSHD" "$SSH" "$KEYGEN" "$TMUX"; do
-  [ -n "$program" ] || continue
-  for lib in $(LD_LIBRARY_PATH=$LIBS ldd "$program" 2>/dev/null | awk '/not found/ {print $1}'); do
-    found=$(find "$SYS" -name "$lib" | head -n 1)
-    [ -n "$found" ] && ln -sf "$found" "$LIBS/$lib"
+# Only the libraries the loader lacks, so nothing of the machine's is
+# shadowed; again until none is missing (a found one may need others).
+for _ in 1 2 3 4 5; do
+  added=0
+  for program in "$SSHD" "$SSH" "$KEYGEN" "$TMUX"; do
+    [ -n "$program" ] || continue
+    for lib in $(LD_LIBRARY_PATH=$LIBS ldd "$program" 2>/dev/null | awk '/not found/ {print $1}' | sort -u); do
+      found=$(find "$SYS" -name "$lib" | head -n 1)
+      [ -n "$found" ] && [ ! -e "$LIBS/$lib" ] && ln -sf "$found" "$LIBS/$lib" && added=1
+    done
   done
+  [ $added = 1 ] || break
 done
 # The unpacked programs run through wrappers that find those libraries;
 # flashprof runs `ssh` from PATH.
@@ -62,6 +70,8 @@ say "sshd: $SSHD; ssh: $SSH; tmux: $TMUX; libraries taken from the .debs: $(ls "
 id sshd >/dev/null 2>&1 || useradd -r -d /run/sshd -s /usr/sbin/nologin sshd 2>/dev/null ||
   echo 'sshd:x:74:65534::/run/sshd:/usr/sbin/nologin' >>/etc/passwd
 mkdir -p /run/sshd && chmod 755 /run/sshd
+# Without PAM, sshd refuses a locked account ('!' in its password field), even for a key.
+if [ "$(id -u)" = 0 ] && grep -q '^root:!' /etc/shadow 2>/dev/null; then usermod -p '*' root; fi
 ssh-keygen -q -t ed25519 -N '' -f "$ROOT/host_key"
 ssh-keygen -q -t ed25519 -N '' -f "$ROOT/client_key"
 cp "$ROOT/client_key.pub" "$ROOT/authorized_keys"
@@ -99,7 +109,9 @@ stop_sshd() { [ -s "$ROOT/sshd.pid" ] && kill "$(cat "$ROOT/sshd.pid")" 2>/dev/n
 trap stop_sshd EXIT
 for _ in $(seq 50); do ssh -F "$FLASHPROF_SSH_CONFIG" -o BatchMode=yes gpu-node true 2>/dev/null && break; sleep 0.2; done
 if ! ssh -F "$FLASHPROF_SSH_CONFIG" -o BatchMode=yes gpu-node true; then
-  say "sshd did not let the key in"; cat "$ROOT/sshd.log" >>"$SUMMARY"; exit 1
+  say "sshd did not let the key in"
+  { cat "$ROOT/sshd.log"; LD_LIBRARY_PATH=$LIBS ldd "$SSHD"; } >>"$SUMMARY" 2>&1
+  exit 1
 fi
 ping_ms=$(python3 -c "
 import subprocess, time
@@ -136,7 +148,7 @@ sleep 2
 tmux kill-server 2>/dev/null
 say ""
 say "== the TUI through ssh (first lines of each screen; all in tui-ssh.txt)"
-grep -A1 '^--- ' "$TUI_SCREENS" >>"$SUMMARY"
+grep -a -A1 '^--- ' "$TUI_SCREENS" >>"$SUMMARY"
 
 # 3. Save -> verdict: bench through ssh and with a local worker.
 ROUNDS=${ROUNDS:-10}
@@ -158,6 +170,6 @@ for phase in "compile + load" "all hazard cases" "request to last verdict"; do
   l=$(row "$OUT/bench-local.md" "$phase") s=$(row "$OUT/bench-ssh.md" "$phase")
   say "| $phase | $l | $s | $(python3 -c "print(f'{float(\"$s\") - float(\"$l\"):+.1f}')" 2>/dev/null) |"
 done
-header=$(grep -m1 ' on gpu-node' "$TUI_SCREENS" | head -c 160)
+header=$(grep -a -m1 ' on gpu-node' "$TUI_SCREENS" | head -c 160)
 say ""
 say "TUI header through ssh: ${header:-not seen}"

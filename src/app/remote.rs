@@ -259,7 +259,9 @@ impl Remote {
                     _ => return Ok(()),
                 };
                 match state.as_str() {
-                    "RUNNING" | "CONFIGURING" | "COMPLETING" => Ok(()),
+                    // COMPLETING is a job on its way out (scancel, time
+                    // limit): it runs no new step, so it counts as ended.
+                    "RUNNING" | "CONFIGURING" => Ok(()),
                     "" => {
                         session.forget();
                         Err(TransportProblem::AllocationEnded(format!(
