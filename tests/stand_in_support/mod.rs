@@ -6,6 +6,31 @@ use flashprof::app::worker_handle::WorkerCommand;
 use flashprof::lab::definition::LabCase;
 use flashprof::lab::flash_prefill::cases::CaseSpec;
 
+/// Builds the stand-in once, for a run of one test file (`cargo test --test
+/// ssh`), which builds no examples; a plain `cargo test` already did.
+fn build_stand_in(profile_dir: &std::path::Path) {
+    static BUILT: std::sync::Once = std::sync::Once::new();
+    BUILT.call_once(|| {
+        let mut cargo = std::process::Command::new(env!("CARGO"));
+        cargo
+            .args([
+                "build",
+                "--quiet",
+                "--example",
+                "stand_in_worker",
+                "--manifest-path",
+            ])
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"));
+        if profile_dir
+            .file_name()
+            .is_some_and(|name| name == "release")
+        {
+            cargo.arg("--release");
+        }
+        let _ = cargo.status();
+    });
+}
+
 /// The stand-in worker that `cargo test` builds as an example.
 pub fn stand_in() -> WorkerCommand {
     // Integration tests live in target/<profile>/deps; examples in target/<profile>/examples.
@@ -15,6 +40,9 @@ pub fn stand_in() -> WorkerCommand {
         .and_then(|deps| deps.parent())
         .expect("target dir");
     let program: PathBuf = profile_dir.join("examples").join("stand_in_worker");
+    if !program.exists() {
+        build_stand_in(profile_dir);
+    }
     assert!(
         program.exists(),
         "{} is missing: `cargo test` builds examples, run the tests through cargo",
