@@ -18,12 +18,12 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use flashprof::app::check::{run_check, CheckPlan};
+use flashprof::app::check::run_check;
 use flashprof::app::remote::Remote;
 use flashprof::app::worker_handle::{WorkerCommand, WorkerFailure, WorkerHandle};
 use flashprof::outcome::{CheckReport, Progress, Verdict};
 use flashprof::protocol::CaseStatus;
-use stand_in_support::{case, stand_in};
+use stand_in_support::{plan, stand_in, statuses};
 
 const FAKE_SSH: &str = r#"#!/bin/sh
 # A fake OpenSSH client: checks what flashprof passes, then runs the remote
@@ -165,24 +165,6 @@ fn check_over_ssh(host: &str, names: &[&str], case_timeout: Duration) -> CheckRe
         .expect("the check completes")
 }
 
-fn statuses(report: &CheckReport) -> Vec<CaseStatus> {
-    report.cases.iter().map(|c| c.status).collect()
-}
-
-fn plan(names: &[&str], case_timeout: Duration) -> CheckPlan {
-    CheckPlan {
-        lab: flashprof::lab::flash_prefill::FLASH_PREFILL,
-        source_path: "student.cu".into(),
-        source_text: "// stand-in".into(),
-        cases: names.iter().map(|n| case(n)).collect(),
-        seed: 1,
-        case_timeout,
-        timing: None,
-        counters: None,
-        quick_build: None,
-    }
-}
-
 #[test]
 fn a_check_over_ssh_restarts_workers_as_new_sessions() {
     let command = stand_in_over_ssh("alice@node");
@@ -197,7 +179,7 @@ fn a_check_over_ssh_restarts_workers_as_new_sessions() {
         |_| {},
     )
     .expect("the check completes");
-    let statuses: Vec<CaseStatus> = report.cases.iter().map(|c| c.status).collect();
+    let statuses = statuses(&report);
     use CaseStatus::*;
     // A hang on a good link is the kernel's: a timeout, as locally.
     assert_eq!(statuses, vec![Pass, Crash, Timeout, Pass]);
@@ -340,7 +322,7 @@ fn a_slurm_session_keeps_one_allocation_and_releases_it() {
         |_| {},
     )
     .expect("the check completes");
-    let statuses: Vec<CaseStatus> = report.cases.iter().map(|c| c.status).collect();
+    let statuses = statuses(&report);
     assert_eq!(
         statuses,
         vec![CaseStatus::Pass, CaseStatus::Crash, CaseStatus::Pass]
@@ -406,7 +388,7 @@ fn an_allocation_that_ends_mid_check_is_said_and_not_asked_again_in_it() {
         },
     )
     .expect("the check completes");
-    let statuses: Vec<CaseStatus> = report.cases.iter().map(|c| c.status).collect();
+    let statuses = statuses(&report);
     assert_eq!(
         statuses,
         vec![CaseStatus::Pass, CaseStatus::NotRun, CaseStatus::NotRun]

@@ -18,13 +18,13 @@ use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use flashprof::app::check::{run_check, CheckPlan};
+use flashprof::app::check::run_check;
 use flashprof::app::remote::Remote;
 use flashprof::app::worker_handle::WorkerCommand;
 use flashprof::outcome::{Progress, Verdict};
 use flashprof::protocol::CaseStatus;
 use pty_support::{save_in_place, Session, STARTER};
-use stand_in_support::{case, stand_in};
+use stand_in_support::{assert_a_hang_times_out, plan, stand_in, statuses};
 
 const SCRIPT: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -132,20 +132,6 @@ impl Drop for Cluster {
     }
 }
 
-fn stand_in_plan(names: &[&str], case_timeout: Duration) -> CheckPlan {
-    CheckPlan {
-        lab: flashprof::lab::flash_prefill::FLASH_PREFILL,
-        source_path: "student.cu".into(),
-        source_text: "// stand-in".into(),
-        cases: names.iter().map(|n| case(n)).collect(),
-        seed: 1,
-        case_timeout,
-        timing: None,
-        counters: None,
-        quick_build: None,
-    }
-}
-
 #[test]
 fn a_job_array_grades_every_shipped_kernel_exactly_once() {
     if !opted_in() {
@@ -237,17 +223,7 @@ fn the_tui_through_gpu_slurm_names_the_node_the_job_and_the_link() {
         header.trim_end().ends_with(" ms"),
         "the link's cost: {header}"
     );
-    save_in_place(&kernel, &STARTER.replacen("0.125f", "scale_typo", 1));
-    session.wait_for("the compile error from the step", |s| {
-        s.lines()
-            .next()
-            .unwrap_or_default()
-            .contains("COMPILE ERROR")
-            && s.contains("identifier \"scale_typo\" is undefined")
-    });
-    session.press("q");
-    let status = session.finish();
-    assert!(status.success(), "flashprof exited with {status:?}");
+    pty_support::save_a_typo_then_quit(&mut session, &kernel);
     cluster.assert_nothing_left();
 }
 
@@ -264,27 +240,14 @@ fn a_hung_step_is_recovered_by_the_watchdog_and_a_cancelled_job_is_said() {
     let remote = Remote::slurm("-N1").expect("args");
     let command = WorkerCommand::remote(remote.clone(), &program);
     let mut worker = None;
-    let report = run_check(
-        &stand_in_plan(&["first", "hang", "last"], Duration::from_millis(1500)),
-        &command,
-        &mut worker,
-        |_| {},
-    )
-    .expect("the check completes");
-    let statuses: Vec<CaseStatus> = report.cases.iter().map(|c| c.status).collect();
     // Slurm says the job runs: the silence is the kernel's, a timeout as locally.
-    assert_eq!(
-        statuses,
-        vec![CaseStatus::Pass, CaseStatus::Timeout, CaseStatus::Pass],
-        "{}",
-        report.cases[1].diagnosis
-    );
+    assert_a_hang_times_out(&command, &mut worker);
     let job = remote.place().expect("an allocation");
 
     // The allocation is cancelled while a case waits: not the kernel's fault.
     let id = job.rsplit("job ").next().expect("an id").to_owned();
     let report = run_check(
-        &stand_in_plan(&["first", "hang", "last"], Duration::from_secs(30)),
+        &plan(&["first", "hang", "last"], Duration::from_secs(30)),
         &command,
         &mut worker,
         |p| {
@@ -295,10 +258,10 @@ fn a_hung_step_is_recovered_by_the_watchdog_and_a_cancelled_job_is_said() {
         },
     )
     .expect("the check completes");
-    let statuses: Vec<CaseStatus> = report.cases.iter().map(|c| c.status).collect();
+    let got = statuses(&report);
     let cancelled = &report.cases[1].diagnosis;
     assert_eq!(
-        statuses,
+        got,
         vec![CaseStatus::Pass, CaseStatus::NotRun, CaseStatus::NotRun],
         "{cancelled}"
     );

@@ -16,14 +16,14 @@ use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use flashprof::app::check::{run_check, CheckPlan};
+use flashprof::app::check::run_check;
 use flashprof::app::remote::{Remote, SSH_CONFIG_ENV};
 use flashprof::app::worker_handle::WorkerCommand;
 use flashprof::outcome::{Progress, Verdict};
 use flashprof::protocol::CaseStatus;
 use pty_support::{save_in_place, Session, STARTER};
 use sshd_support::{Sshd, ALIAS};
-use stand_in_support::{case, stand_in};
+use stand_in_support::{assert_a_hang_times_out, plan, stand_in, statuses};
 
 /// The library-level tests point this process's ssh at their server through
 /// the environment, so the tests of this file take turns.
@@ -44,20 +44,6 @@ fn stand_in_through(sshd: &Sshd) -> WorkerCommand {
         Remote::ssh(ALIAS).expect("host"),
         &program.display().to_string(),
     )
-}
-
-fn stand_in_plan(names: &[&str], case_timeout: Duration) -> CheckPlan {
-    CheckPlan {
-        lab: flashprof::lab::flash_prefill::FLASH_PREFILL,
-        source_path: "student.cu".into(),
-        source_text: "// stand-in".into(),
-        cases: names.iter().map(|n| case(n)).collect(),
-        seed: 1,
-        case_timeout,
-        timing: None,
-        counters: None,
-        quick_build: None,
-    }
 }
 
 #[test]
@@ -132,20 +118,12 @@ fn the_tui_through_sshd_shows_the_node_and_the_link() {
         s.contains("compiled in") && s.contains(&format!("on {ALIAS}, ssh "))
     });
     let header = first.lines().next().unwrap_or_default().to_owned();
-    assert!(header.contains(" ms"), "the link's latency: {header}");
+    assert!(
+        header.trim_end().ends_with(" ms"),
+        "the link's cost: {header}"
+    );
     // A save with an error goes through the same session.
-    save_in_place(&kernel, &STARTER.replacen("0.125f", "scale_typo", 1));
-    session.wait_for("the compile error from the node", |s| {
-        s.lines()
-            .next()
-            .unwrap_or_default()
-            .contains("COMPILE ERROR")
-            && s.contains("identifier \"scale_typo\" is undefined")
-    });
-    session.press("q");
-    let status = session.finish();
-    assert!(status.success(), "flashprof exited with {status:?}");
-    pty_support::assert_terminal_restored(&session);
+    pty_support::save_a_typo_then_quit(&mut session, &kernel);
     sshd.assert_nothing_left();
 }
 
@@ -157,7 +135,7 @@ fn a_connection_cut_mid_case_is_the_link_and_is_recovered() {
     let mut worker = None;
     let mut restarts = Vec::new();
     let report = run_check(
-        &stand_in_plan(&["first", "hang", "last"], Duration::from_secs(30)),
+        &plan(&["first", "hang", "last"], Duration::from_secs(30)),
         &command,
         &mut worker,
         |p| match p {
@@ -171,10 +149,10 @@ fn a_connection_cut_mid_case_is_the_link_and_is_recovered() {
         },
     )
     .expect("the check completes");
-    let statuses: Vec<CaseStatus> = report.cases.iter().map(|c| c.status).collect();
+    let got = statuses(&report);
     let hang = &report.cases[1].diagnosis;
     assert_eq!(
-        statuses,
+        got,
         vec![CaseStatus::Pass, CaseStatus::NotRun, CaseStatus::Pass],
         "{hang}"
     );
@@ -217,7 +195,7 @@ fn assert_recovers(
 ) {
     let mut restarted = Vec::new();
     let report = run_check(
-        &stand_in_plan(&["first"], Duration::from_secs(30)),
+        &plan(&["first"], Duration::from_secs(30)),
         command,
         worker,
         |p| {
@@ -242,22 +220,8 @@ fn a_hung_worker_through_sshd_is_recovered_by_the_watchdog() {
     let Some(sshd) = Sshd::start() else { return };
     let command = stand_in_through(&sshd);
     let mut worker = None;
-    let report = run_check(
-        &stand_in_plan(&["first", "hang", "last"], Duration::from_millis(1500)),
-        &command,
-        &mut worker,
-        |_| {},
-    )
-    .expect("the check completes");
-    let statuses: Vec<CaseStatus> = report.cases.iter().map(|c| c.status).collect();
     // The node still answers, so the silence is the kernel's: a timeout, as locally.
-    assert_eq!(
-        statuses,
-        vec![CaseStatus::Pass, CaseStatus::Timeout, CaseStatus::Pass],
-        "{}",
-        report.cases[1].diagnosis
-    );
-    assert_eq!(report.worker_restarts, 1);
+    assert_a_hang_times_out(&command, &mut worker);
     worker.take().expect("a live worker").shutdown();
     // The hung worker on the node saw its ssh session go and ended itself.
     sshd.assert_nothing_left();
@@ -270,16 +234,16 @@ fn a_worker_killed_by_a_signal_through_sshd_is_a_crash_not_the_link() {
     let command = stand_in_through(&sshd);
     let mut worker = None;
     let report = run_check(
-        &stand_in_plan(&["first", "signal", "last"], Duration::from_secs(30)),
+        &plan(&["first", "signal", "last"], Duration::from_secs(30)),
         &command,
         &mut worker,
         |_| {},
     )
     .expect("the check completes");
-    let statuses: Vec<CaseStatus> = report.cases.iter().map(|c| c.status).collect();
+    let got = statuses(&report);
     let signal = &report.cases[1].diagnosis;
     assert_eq!(
-        statuses,
+        got,
         vec![CaseStatus::Pass, CaseStatus::Crash, CaseStatus::Pass],
         "{signal}"
     );

@@ -199,3 +199,21 @@ pub fn assert_terminal_restored(session: &Session) {
         "raw mode was not undone: canonical input is off"
     );
 }
+
+/// Saves the starter with an undefined identifier over `kernel`, waits for
+/// the compile error on screen, quits and checks the terminal came back:
+/// the end of the remote TUI tests, whose worker sits behind a link.
+pub fn save_a_typo_then_quit(session: &mut Session, kernel: &Path) {
+    save_in_place(kernel, &STARTER.replacen("0.125f", "scale_typo", 1));
+    session.wait_for("the compile error", |s| {
+        s.lines()
+            .next()
+            .unwrap_or_default()
+            .contains("COMPILE ERROR")
+            && s.contains("identifier \"scale_typo\" is undefined")
+    });
+    session.press("q");
+    let status = session.finish();
+    assert!(status.success(), "flashprof exited with {status:?}");
+    assert_terminal_restored(session);
+}
