@@ -11,8 +11,10 @@ use flashprof::lab::flash_prefill::cases::CaseSpec;
 use flashprof::outcome::CheckReport;
 use flashprof::protocol::CaseStatus;
 
-/// Builds the stand-in once, for a run of one test file (`cargo test --test
-/// ssh`), which builds no examples; a plain `cargo test` already did.
+/// Brings the stand-in up to date once per test binary: a run of one test
+/// file (`cargo test --test ssh`) builds no examples, and a stand-in left
+/// from before a change of the protocol would be refused. After a plain
+/// `cargo test` this finds nothing to do.
 fn build_stand_in(profile_dir: &std::path::Path) {
     static BUILT: std::sync::Once = std::sync::Once::new();
     BUILT.call_once(|| {
@@ -45,9 +47,7 @@ pub fn stand_in() -> WorkerCommand {
         .and_then(|deps| deps.parent())
         .expect("target dir");
     let program: PathBuf = profile_dir.join("examples").join("stand_in_worker");
-    if !program.exists() {
-        build_stand_in(profile_dir);
-    }
+    build_stand_in(profile_dir);
     assert!(
         program.exists(),
         "{} is missing: `cargo test` builds examples, run the tests through cargo",
