@@ -116,6 +116,12 @@ for _ in $(seq 60); do
   sleep 1
 done
 [ "$state" = idle ] || fail "the node never became idle (state: ${state:-none})"
+# The daemons answering must be this run's (a cluster left by an earlier run holds the ports).
+for daemon in slurmctld slurmd; do
+  pid=$(cat "$WORK/$daemon.pid" 2>/dev/null || true)
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null ||
+    fail "$daemon did not stay up (is another cluster on ports 16817/16818?)"
+done
 if [ "$MODE" = start ]; then
   trap - EXIT
   printf 'WORK=%s\nSLURM_CONF=%s\n' "$WORK" "$SLURM_CONF"
