@@ -186,7 +186,7 @@ fn a_click_selects_the_row_drawn_under_it() {
     let mut model = fresh();
     model.width = 80;
     model.height = 24;
-    let cases = Areas::of(80, 24).cases;
+    let cases = Areas::for_model(&model, 80, 24).cases;
     let click = |row| {
         Msg::Mouse(MouseEvent {
             kind: MouseEventKind::Down(MouseButton::Left),
@@ -267,7 +267,7 @@ fn replay_ticks_pauses_steps_and_changes_speed() {
     });
     show_replay_position(&mut model);
     assert_eq!(model.source, "v0");
-    assert_eq!(model.speedup_trend().len(), 1);
+    assert_eq!(model.trend(|o| o.speedup).len(), 1);
     update(&mut model, Msg::Tick);
     assert_eq!(model.source, "v1");
     assert_eq!(

@@ -62,6 +62,11 @@ pub struct RunOutcome {
     pub cases: usize,
     pub all_passed: bool,
     pub speedup: Option<f64>,
+    /// Registers per thread of the build, when it compiled.
+    pub registers: Option<u32>,
+    /// The largest absolute error over the graded cases; infinite when a
+    /// case wrote NaN, inf or left elements unwritten.
+    pub max_error: Option<f64>,
 }
 
 impl RunOutcome {
@@ -77,6 +82,19 @@ impl RunOutcome {
                 .as_ref()
                 .and_then(|t| t.speedup.as_ref())
                 .map(|s| s.point),
+            registers: report.compile.resources.as_ref().map(|r| r.registers),
+            max_error: report
+                .cases
+                .iter()
+                .filter_map(|case| case.comparison.as_ref())
+                .map(|c| {
+                    if c.nan + c.inf + c.unwritten > 0 || !c.max_abs_err.is_finite() {
+                        f64::INFINITY
+                    } else {
+                        c.max_abs_err
+                    }
+                })
+                .reduce(f64::max),
         }
     }
 }

@@ -26,11 +26,12 @@ pub enum Action {
     Faster,
     Slower,
     Sanitize,
+    Counters,
 }
 
 impl Action {
     /// Every action, in the order the help lists them.
-    pub const ALL: [Action; 16] = [
+    pub const ALL: [Action; 17] = [
         Action::Quit,
         Action::Rerun,
         Action::Help,
@@ -39,6 +40,7 @@ impl Action {
         Action::NextFailing,
         Action::Open,
         Action::Close,
+        Action::Counters,
         Action::History,
         Action::RestoreBest,
         Action::Pause,
@@ -59,6 +61,7 @@ impl Action {
             Action::NextFailing => "jump to the next case that did not pass",
             Action::Open => "heatmap of the selected case; in history, diff that run",
             Action::Close => "close the overlay",
+            Action::Counters => "every counter line whole, and the roofline plot large",
             Action::History => "past runs of this file",
             Action::RestoreBest => "in history: restore the best passing version",
             Action::Pause => "replay: pause or resume",
@@ -108,6 +111,7 @@ const BINDINGS: &[Binding<Action>] = &[
     key(KeyCode::Tab, Action::NextFailing),
     key(KeyCode::Enter, Action::Open),
     key(KeyCode::Esc, Action::Close),
+    key(KeyCode::Char('c'), Action::Counters),
     key(KeyCode::Char('h'), Action::History),
     key(KeyCode::Char('b'), Action::RestoreBest),
     key(KeyCode::Char(' '), Action::Pause),
@@ -193,11 +197,13 @@ mod tests {
     }
 
     #[test]
-    fn ctrl_c_quits_but_plain_c_does_nothing() {
+    fn ctrl_c_quits_but_plain_c_opens_the_counters() {
         let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
         assert_eq!(action_for(&ctrl_c), Some(Action::Quit));
         let c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::NONE);
-        assert_eq!(action_for(&c), None);
+        assert_eq!(action_for(&c), Some(Action::Counters));
+        let x = KeyEvent::new(KeyCode::Char('x'), KeyModifiers::NONE);
+        assert_eq!(action_for(&x), None);
         let question = KeyEvent::new(KeyCode::Char('?'), KeyModifiers::SHIFT);
         assert_eq!(action_for(&question), Some(Action::Help));
     }

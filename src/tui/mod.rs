@@ -15,6 +15,7 @@ mod engine;
 pub mod keys;
 pub mod model;
 pub mod msg;
+pub mod plot;
 mod runtime;
 mod shell;
 mod terminal;

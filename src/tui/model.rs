@@ -10,7 +10,7 @@ use crate::outcome::CountersResult;
 use crate::protocol::KernelCounters;
 use std::time::Duration;
 
-use crate::app::history::{DiffLine, RunSummary};
+use crate::app::history::{DiffLine, RunOutcome, RunSummary};
 use crate::facts::device::{DeviceInfo, GpuProblem};
 use crate::facts::resources::ResourceUsage;
 use crate::lab::definition::Problem;
@@ -18,6 +18,7 @@ use crate::outcome::CheckReport;
 use crate::protocol::{CaseOutcome, CaseStatus, CompileOutcome, TimingOutcome};
 
 use super::msg::RunId;
+use super::plot::RooflinePlot;
 use super::theme::Theme;
 
 /// A hazard case as the table lists it before any result exists.
@@ -114,10 +115,6 @@ impl CountersView {
                 lines.push(("DRAM".into(), dram));
                 lines.push(("AI".into(), intensity));
                 lines.push(("fp32".into(), rate));
-                lines.push((
-                    "roofline".into(),
-                    roofline_bar(r.arithmetic_intensity, r.ridge_point),
-                ));
             }
             None => lines.push((
                 "student".into(),
@@ -135,30 +132,12 @@ impl CountersView {
     }
 }
 
-/// A one-line roofline: where the kernel's intensity sits against the ridge
-/// point on a log scale from 0.1 to 10,000 flop per byte.
-fn roofline_bar(intensity: f64, ridge: f64) -> String {
-    const WIDTH: usize = 16;
-    let position = |x: f64| {
-        (((x.max(0.1).log10() + 1.0) / 5.0) * (WIDTH - 1) as f64)
-            .round()
-            .clamp(0.0, (WIDTH - 1) as f64) as usize
-    };
-    let mut bar: Vec<char> = (0..WIDTH)
-        .map(|i| if i < position(ridge) { '/' } else { '-' })
-        .collect();
-    bar[position(ridge)] = '^';
-    bar[position(intensity)] = '*';
-    format!(
-        "{} (* kernel, ^ ridge)",
-        bar.into_iter().collect::<String>()
-    )
-}
-
 /// A window drawn over the panels.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Overlay {
     Help,
+    /// Every counters line, whole, and a large roofline plot.
+    Counters,
     Heatmap {
         case: usize,
     },
@@ -229,6 +208,8 @@ pub struct Model {
     /// Past runs, oldest first, for the trend and the history overlay.
     pub history: Vec<RunSummary>,
     pub counters: Option<CountersView>,
+    /// The roofline plot of the same counters, when the launch was placed.
+    pub roofline: Option<RooflinePlot>,
     pub selected: usize,
     pub overlay: Option<Overlay>,
     pub notice: Option<String>,
@@ -260,6 +241,7 @@ impl Model {
             previous_resources: None,
             history: Vec::new(),
             counters: None,
+            roofline: None,
             selected: 0,
             overlay: None,
             notice: None,
@@ -355,11 +337,12 @@ impl Model {
         })
     }
 
-    /// Speedups of past runs, oldest first (`None` where a run was not timed).
-    pub fn speedup_trend(&self) -> Vec<Option<f64>> {
+    /// One figure of each past check, oldest first (`None` where that
+    /// check has no such figure: not timed, not compiled, not graded).
+    pub fn trend(&self, figure: fn(&RunOutcome) -> Option<f64>) -> Vec<Option<f64>> {
         self.history
             .iter()
-            .filter_map(|s| s.outcome.map(|o| o.speedup))
+            .filter_map(|s| s.outcome.as_ref().map(figure))
             .collect()
     }
 

@@ -57,6 +57,15 @@ impl Theme {
         Style::new().add_modifier(Modifier::REVERSED)
     }
 
+    /// A plot's line colour: `color`, or the terminal's own in monochrome.
+    pub fn plot(self, color: Color) -> Color {
+        if self.color {
+            color
+        } else {
+            Color::Reset
+        }
+    }
+
     /// A heatmap cell for `ratio` = error / tolerance: a glyph that grows
     /// with the error, and a colour that says pass or fail.
     pub fn heat(self, ratio: f32) -> (char, Style) {

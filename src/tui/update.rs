@@ -16,8 +16,9 @@ use crossterm::event::{KeyEvent, KeyEventKind, MouseButton, MouseEvent, MouseEve
 use super::keys::{action_for, Action};
 use super::model::{CaseRow, Completed, CountersView, LiveRun, Model, Overlay, Phase};
 use super::msg::{Effect, Msg, RunId};
+use super::plot::RooflinePlot;
 use super::view::layout::{case_at, Areas};
-use crate::outcome::{CheckReport, Progress};
+use crate::outcome::{CheckReport, CountersResult, Progress};
 
 /// Replay speeds a user can step through, as seconds per run.
 const REPLAY_INTERVALS_MS: [u64; 6] = [250, 500, 1000, 2000, 4000, 8000];
@@ -164,9 +165,7 @@ fn on_progress(model: &mut Model, run: RunId, progress: Progress) {
         Progress::TimingStarted => live.phase = Phase::Timing,
         Progress::TimingFinished(result) => live.timing = Some(result),
         Progress::CountersStarted { .. } => live.phase = Phase::Counters,
-        Progress::CountersFinished(result) => {
-            model.counters = Some(CountersView::from_result(&result))
-        }
+        Progress::CountersFinished(result) => show_counters(model, Some(&result)),
     }
 }
 
@@ -256,12 +255,14 @@ fn show_completed(model: &mut Model, completed: Completed) {
     model.gpu = Some(completed.report.gpu.clone());
     // A run that stopped short of counters (compile error, no GPU) clears
     // the panel rather than leave another version's figures under this one.
-    model.counters = completed
-        .report
-        .counters
-        .last()
-        .map(CountersView::from_result);
+    show_counters(model, completed.report.counters.last());
     model.last = Some(completed);
+}
+
+/// The counters panel's lines and the roofline plot of `result`, or neither.
+fn show_counters(model: &mut Model, result: Option<&CountersResult>) {
+    model.counters = result.map(CountersView::from_result);
+    model.roofline = result.and_then(RooflinePlot::from_result);
 }
 
 fn on_key(model: &mut Model, key: KeyEvent) -> Vec<Effect> {
@@ -306,6 +307,7 @@ fn on_panel_key(model: &mut Model, action: Action) -> Vec<Effect> {
             }
         }
         Action::History => model.overlay = Some(Overlay::History { selected: 0 }),
+        Action::Counters => model.overlay = Some(Overlay::Counters),
         Action::Pause => {
             if let Some(replay) = model.replay.as_mut() {
                 replay.paused = !replay.paused;
@@ -370,6 +372,7 @@ fn on_overlay_key(model: &mut Model, overlay: Overlay, action: Action) -> Vec<Ef
     let kept = match (overlay, action) {
         (_, Action::Close) => None,
         (Overlay::Help, Action::Help) => None,
+        (Overlay::Counters, Action::Counters) => None,
         (Overlay::Heatmap { .. }, Action::Open) => None,
         (Overlay::History { .. }, Action::History) => None,
         (Overlay::History { selected }, Action::Up) => Some(Overlay::History {
@@ -433,7 +436,7 @@ fn on_mouse(model: &mut Model, mouse: MouseEvent) {
     match mouse.kind {
         // Lecture mode draws no table to click in.
         MouseEventKind::Down(MouseButton::Left) if !model.present => {
-            let areas = Areas::of(model.width, model.height);
+            let areas = Areas::for_model(model, model.width, model.height);
             if let Some(index) = case_at(&areas, model, mouse.column, mouse.row) {
                 model.selected = index;
             }

@@ -3,12 +3,12 @@
 
 use ratatui::layout::{Constraint, Rect};
 use ratatui::style::Style;
-use ratatui::text::Line;
-use ratatui::widgets::{Cell, Row, Table};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Cell, Paragraph, Row, Table};
 use ratatui::Frame;
 
 use super::layout::{first_visible_case, visible_case_rows};
-use super::text::panel;
+use super::text::{at_most, panel, wrap_words};
 use crate::protocol::{CaseOutcome, CaseStatus};
 use crate::tui::model::{CaseCell, Model};
 use crate::tui::theme::Theme;
@@ -81,6 +81,61 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
     .header(header)
     .block(panel(&title, stale, theme));
     frame.render_widget(table, area);
+}
+
+/// The selected case's whole diagnosis, wrapped under the table: the
+/// table's column cuts it, and a student needs all of it.
+pub fn draw_detail(frame: &mut Frame, area: Rect, model: &Model, max_lines: usize) {
+    let (name, _) = detail(model);
+    let lines: Vec<Line> = detail_lines(model, area.width, max_lines)
+        .into_iter()
+        .enumerate()
+        .map(|(i, text)| {
+            if i == 0 {
+                let rest = text.strip_prefix(&name).unwrap_or(&text).to_owned();
+                Line::from(vec![
+                    Span::styled(name.clone(), model.theme.accent()),
+                    Span::raw(rest),
+                ])
+            } else {
+                Line::raw(text)
+            }
+        })
+        .collect();
+    frame.render_widget(Paragraph::new(lines), area);
+}
+
+/// Rows the detail needs at `width`, at most `max_lines`.
+pub fn detail_height(model: &Model, width: u16, max_lines: usize) -> u16 {
+    if model.cases.is_empty() {
+        return 0;
+    }
+    detail_lines(model, width, max_lines).len() as u16
+}
+
+fn detail_lines(model: &Model, width: u16, max_lines: usize) -> Vec<String> {
+    let (name, words) = detail(model);
+    let width = usize::from(width);
+    at_most(
+        wrap_words(&format!("{name} {words}"), width),
+        max_lines,
+        width,
+    )
+}
+
+/// The selected case's label (`▸ name:`) and what is known of it.
+fn detail(model: &Model) -> (String, String) {
+    let Some(row) = model.cases.get(model.selected) else {
+        return (String::new(), String::new());
+    };
+    let label = format!("▸ {}:", row.name);
+    let words = match model.case(model.selected) {
+        CaseCell::Waiting => format!("{}, waiting", row.shape.detail),
+        CaseCell::Running => format!("{}, running", row.shape.detail),
+        CaseCell::Provisional(outcome) => format!("~ {}", diagnosis(outcome, model)),
+        CaseCell::Done(shown) => diagnosis(shown.value, model),
+    };
+    (label, words)
 }
 
 fn plain_row(name: &str, shape: String, state: &'static str, style: Style) -> Row<'static> {

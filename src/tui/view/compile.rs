@@ -15,9 +15,45 @@ use crate::tui::theme::Theme;
 
 pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
     let theme = model.theme;
-    let shown = model.compile();
-    let stale = shown.is_some_and(|s| s.stale);
-    let block = panel(&model.file_label, stale, theme);
+    let stale = model.compile().is_some_and(|s| s.stale);
+    let lines = body(model);
+    if area.height == 1 {
+        // A clean compile: the file's name and the verdict on one line.
+        let mut spans = vec![Span::styled(
+            format!("{} ", model.file_label),
+            theme.accent(),
+        )];
+        if stale {
+            spans.push(Span::styled("(previous save) ", theme.stale()));
+        }
+        spans.extend(lines.into_iter().flat_map(|line| line.spans));
+        frame.render_widget(Paragraph::new(Line::from(spans)), area);
+        return;
+    }
+    let body = Paragraph::new(lines)
+        .block(panel(&model.file_label, stale, theme))
+        .wrap(Wrap { trim: false });
+    frame.render_widget(body, area);
+}
+
+/// Rows the panel needs at `width`: one for a verdict that fits on a line
+/// beside the file's name, else its lines as wrapped plus the borders.
+pub(super) fn height(model: &Model, width: u16) -> u16 {
+    let lines = body(model);
+    let label = model.file_label.chars().count() + "(previous save) ".len() + 1;
+    if let [only] = lines.as_slice() {
+        if only.width() + label <= usize::from(width) {
+            return 1;
+        }
+    }
+    let inner = usize::from(width.saturating_sub(2)).max(1);
+    let wrapped: usize = lines.iter().map(|l| l.width().div_ceil(inner).max(1)).sum();
+    u16::try_from(wrapped + 2).unwrap_or(u16::MAX)
+}
+
+/// What the panel says: a running check's build status, then the outcome.
+fn body(model: &Model) -> Vec<Line<'static>> {
+    let theme = model.theme;
     let mut lines = Vec::new();
     if let Some(live) = model.live.as_ref().filter(|l| l.compile.is_none()) {
         let status = match &live.quick {
@@ -29,7 +65,7 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
         };
         lines.push(Line::styled(status, theme.warn()));
     }
-    match shown {
+    match model.compile() {
         Some(shown) => {
             let no_gpu = model.gpu.as_ref().is_some_and(|g| g.is_err());
             lines.extend(outcome_lines(shown.value, no_gpu, theme));
@@ -37,10 +73,7 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
         None if lines.is_empty() => lines.push(Line::raw("no check yet")),
         None => {}
     }
-    let body = Paragraph::new(lines)
-        .block(block)
-        .wrap(Wrap { trim: false });
-    frame.render_widget(body, area);
+    lines
 }
 
 /// What the compiler said: the verdict, then errors, then warnings. With

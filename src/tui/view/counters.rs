@@ -3,19 +3,104 @@
 //!
 //! Collected values are one line each and never wrap: the panel is small,
 //! so a long line loses its tail rather than pushing the lines after it
-//! out of sight, and the model lists the most telling line first.
+//! out of sight, and the model lists the most telling line first. Under
+//! them, when the panel has the rows, the roofline plot. The counters
+//! overlay (`c`) shows every line whole, wrapped, beside a large plot.
 
-use ratatui::layout::Rect;
+use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Paragraph, Wrap};
+use ratatui::widgets::{Block, Paragraph, Wrap};
 use ratatui::Frame;
 
-use super::text::panel;
+use super::roofline;
+use super::text::{full_overlay, panel, wrap_words};
 use crate::tui::model::{CountersView, Model};
+
+/// Text lines the panel keeps above the plot when it must choose.
+const LINES_OVER_PLOT: u16 = 6;
 
 pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
     let block = panel("counters", false, model.theme);
-    let body = match (&model.counters, &model.gpu) {
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let body = body(model);
+    let Some(plot) = model.roofline.as_ref() else {
+        frame.render_widget(body, inner);
+        return;
+    };
+    let wanted = match &model.counters {
+        Some(CountersView::Collected { lines }) => u16::try_from(lines.len()).unwrap_or(u16::MAX),
+        _ => 1,
+    };
+    let plot_rows = inner.height.saturating_sub(wanted.min(LINES_OVER_PLOT));
+    if plot_rows < roofline::MIN_HEIGHT + 1 {
+        frame.render_widget(body, inner);
+        return;
+    }
+    let [text_area, plot_area] =
+        Layout::vertical([Constraint::Fill(1), Constraint::Length(plot_rows)]).areas(inner);
+    frame.render_widget(body, text_area);
+    roofline::draw(frame, plot_area, plot, model.theme);
+}
+
+/// The overlay: every line whole on the left, the plot on the right (under
+/// the lines on a narrow screen).
+pub fn draw_overlay(frame: &mut Frame, area: Rect, model: &Model) {
+    let rect = full_overlay(frame, area);
+    let block = Block::bordered()
+        .title(Span::styled(
+            " counters and roofline ",
+            model.theme.accent(),
+        ))
+        .title_bottom(" c or esc close ");
+    let inner = block.inner(rect);
+    frame.render_widget(block, rect);
+    let Some(plot) = model.roofline.as_ref() else {
+        frame.render_widget(body(model).wrap(Wrap { trim: true }), inner);
+        return;
+    };
+    let [text_area, plot_area] = if inner.width >= 100 {
+        Layout::horizontal([Constraint::Percentage(45), Constraint::Fill(1)]).areas(inner)
+    } else {
+        let rows = whole_lines(model, inner.width).len() as u16;
+        let text_rows = rows.min(inner.height / 2);
+        Layout::vertical([Constraint::Length(text_rows), Constraint::Fill(1)]).areas(inner)
+    };
+    frame.render_widget(
+        Paragraph::new(whole_lines(model, text_area.width)),
+        text_area,
+    );
+    roofline::draw(frame, plot_area, plot, model.theme);
+}
+
+/// Every collected line wrapped to `width`, its label styled.
+fn whole_lines(model: &Model, width: u16) -> Vec<Line<'static>> {
+    let Some(CountersView::Collected { lines }) = &model.counters else {
+        return Vec::new();
+    };
+    let accent = model.theme.accent();
+    lines
+        .iter()
+        .flat_map(|(label, value)| {
+            let wrapped = wrap_words(
+                &format!("{label} {value}"),
+                usize::from(width.saturating_sub(2)),
+            );
+            wrapped.into_iter().enumerate().map(move |(i, text)| {
+                match text.strip_prefix(label.as_str()).filter(|_| i == 0) {
+                    Some(rest) => Line::from(vec![
+                        Span::styled(label.clone(), accent),
+                        Span::raw(rest.to_owned()),
+                    ]),
+                    None => Line::raw(format!("  {text}")),
+                }
+            })
+        })
+        .collect()
+}
+
+fn body(model: &Model) -> Paragraph<'static> {
+    match (&model.counters, &model.gpu) {
         (Some(CountersView::Collected { lines }), _) => Paragraph::new(
             lines
                 .iter()
@@ -32,8 +117,7 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
         }
         (None, Some(Err(_))) => wrapped("unavailable: no GPU".into()),
         (None, _) => wrapped("not collected yet".into()),
-    };
-    frame.render_widget(body.block(block), area);
+    }
 }
 
 /// A sentence, wrapped to the panel: one thought, so no line to lose.

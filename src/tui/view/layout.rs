@@ -1,8 +1,14 @@
-//! Where each panel goes for a terminal size. A pure function of the size,
-//! so `update` can map a mouse click to the row the view drew there.
+//! Where each panel goes. Each panel is sized by what it holds: a clean
+//! compile takes one line, an error the lines it needs (up to a cap), the
+//! selected case's diagnosis the lines it wraps to, and what is left goes
+//! to the cases table and the bottom row (timing, resources, counters).
+//!
+//! A pure function of the model, so `update` can map a mouse click to the
+//! row the view drew there.
 
 use ratatui::layout::{Constraint, Layout, Rect};
 
+use super::{cases, compile};
 use crate::tui::model::Model;
 
 /// The screen cut into panels.
@@ -12,6 +18,8 @@ pub struct Areas {
     pub header: Rect,
     pub compile: Rect,
     pub cases: Rect,
+    /// The selected case's whole diagnosis, wrapped, under the table.
+    pub detail: Rect,
     pub timing: Rect,
     pub resources: Rect,
     pub counters: Rect,
@@ -19,32 +27,70 @@ pub struct Areas {
 }
 
 /// Height at which panels get room for more than the essentials.
-const TALL: u16 = 36;
-/// Width from which the counters panel gets the largest share of the bottom
-/// row: its roofline line and verdict need about forty columns, and below
-/// this width timing and resources would lose their own lines to make room.
-const WIDE: u16 = 100;
+pub const TALL: u16 = 36;
+/// Shares of the bottom row: the counters panel gets the most, its lines
+/// (and its roofline plot) are the widest.
+const BOTTOM_SHARES: [u32; 3] = [3, 3, 4];
+/// The bottom row's least height: four figures of timing with a one-row
+/// trend per series, and the resources panel's five lines plus its borders.
+const BOTTOM_MIN: u16 = 9;
+/// Rows the cases table keeps at least: borders, header and two cases.
+const CASES_MIN: u16 = 5;
 
 impl Areas {
-    pub fn of(width: u16, height: u16) -> Self {
-        let full = Rect::new(0, 0, width, height);
+    /// The panels for `model` on a terminal of `width` x `height`.
+    pub fn for_model(model: &Model, width: u16, height: u16) -> Self {
         let tall = height >= TALL;
-        let [header, compile, cases, bottom, footer] = Layout::vertical([
+        let compile_cap = if tall { 12 } else { 7 };
+        let compile_height = compile::height(model, width).min(compile_cap);
+        let detail_height = cases::detail_height(model, width, if tall { 5 } else { 3 });
+        Self::of(
+            width,
+            height,
+            compile_height,
+            detail_height,
+            model.cases.len() as u16,
+        )
+    }
+
+    /// The panels for a terminal of `width` x `height`, a file panel of
+    /// `compile_height` rows, a detail of `detail_height` and `case_count` cases.
+    pub fn of(
+        width: u16,
+        height: u16,
+        compile_height: u16,
+        detail_height: u16,
+        case_count: u16,
+    ) -> Self {
+        let full = Rect::new(0, 0, width, height);
+        let rest = height.saturating_sub(2 + compile_height + detail_height);
+        // The table asks for every case; the bottom row takes what the table
+        // does not need, and at least its minimum while the table keeps its own.
+        let cases_wanted = case_count + 3;
+        let bottom_floor = BOTTOM_MIN.min(rest.saturating_sub(CASES_MIN));
+        let bottom = rest
+            .saturating_sub(cases_wanted)
+            .max(bottom_floor)
+            .min(rest * 3 / 5)
+            .max(bottom_floor);
+        let [header, compile, cases, detail, bottom, footer] = Layout::vertical([
             Constraint::Length(1),
-            Constraint::Length(if tall { 10 } else { 5 }),
-            Constraint::Min(4),
-            Constraint::Length(if tall { 9 } else { 6 }),
+            Constraint::Length(compile_height),
+            Constraint::Fill(1),
+            Constraint::Length(detail_height),
+            Constraint::Length(bottom),
             Constraint::Length(1),
         ])
         .areas(full);
-        let shares = if width >= WIDE { [3, 3, 4] } else { [4, 4, 2] };
         let [timing, resources, counters] =
-            Layout::horizontal(shares.map(|share| Constraint::Ratio(share, 10))).areas(bottom);
+            Layout::horizontal(BOTTOM_SHARES.map(|share| Constraint::Ratio(share, 10)))
+                .areas(bottom);
         Self {
             full,
             header,
             compile,
             cases,
+            detail,
             timing,
             resources,
             counters,

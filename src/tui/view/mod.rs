@@ -16,8 +16,10 @@ mod history;
 pub mod layout;
 mod present;
 mod resources;
+mod roofline;
 mod text;
 mod timing;
+mod trend;
 
 use ratatui::Frame;
 
@@ -30,10 +32,11 @@ pub fn draw(frame: &mut Frame, model: &Model) {
     if model.present {
         present::draw(frame, model);
     } else {
-        let areas = Areas::of(area.width, area.height);
+        let areas = Areas::for_model(model, area.width, area.height);
         header::draw(frame, areas.header, model);
         compile::draw(frame, areas.compile, model);
         cases::draw(frame, areas.cases, model);
+        cases::draw_detail(frame, areas.detail, model, usize::from(areas.detail.height));
         timing::draw(frame, areas.timing, model);
         resources::draw(frame, areas.resources, model);
         counters::draw(frame, areas.counters, model);
@@ -42,6 +45,7 @@ pub fn draw(frame: &mut Frame, model: &Model) {
     match &model.overlay {
         None => {}
         Some(Overlay::Help) => help::draw(frame, area, model),
+        Some(Overlay::Counters) => counters::draw_overlay(frame, area, model),
         Some(Overlay::Heatmap { case }) => heatmap::draw(frame, area, model, *case),
         Some(Overlay::History { selected }) => history::draw_runs(frame, area, model, *selected),
         Some(Overlay::Diff {

@@ -25,19 +25,17 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
             let occupancy = theoretical_occupancy(usage, &geometry, &SmLimits::hopper());
             let occupancy_line = match occupancy.limiter {
                 Limiter::ThreadsPerBlock => Line::styled(
-                    format!(
-                        "fails: {} threads > max {}",
-                        geometry.threads, usage.max_threads_per_block
-                    ),
+                    format!("fails: {} threads", geometry.threads),
                     model.theme.bad(),
                 ),
                 limiter => Line::raw(format!(
-                    "occupancy {:.0}% ({} blocks, {})",
+                    "occupancy {:.0}% ({})",
                     occupancy.fraction * 100.0,
-                    occupancy.blocks_per_sm,
                     limiter_word(limiter)
                 )),
             };
+            let blocks_line = (occupancy.limiter != Limiter::ThreadsPerBlock)
+                .then(|| Line::raw(format!("{} blocks per SM", occupancy.blocks_per_sm)));
             let spills = usage.spill_store_bytes + usage.spill_load_bytes;
             let mut lines = vec![
                 Line::raw(format!(
@@ -61,6 +59,7 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
                 )),
                 occupancy_line,
             ];
+            lines.extend(blocks_line);
             if usage.max_threads_per_block != 0 {
                 lines.push(Line::raw(format!(
                     "max {} threads/block",

@@ -60,3 +60,73 @@ pub fn clock_utc(unix_ms: u64) -> String {
     let (h, m, s) = ((seconds / 3600) % 24, (seconds / 60) % 60, seconds % 60);
     format!("{h:02}:{m:02}:{s:02}")
 }
+
+/// `text` broken into lines of at most `width` characters at spaces (a word
+/// longer than a line is cut across lines), so a caller knows the height
+/// before drawing.
+pub fn wrap_words(text: &str, width: usize) -> Vec<String> {
+    let width = width.max(1);
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    let mut line_chars = 0;
+    for word in text.split_whitespace() {
+        let mut word: Vec<char> = word.chars().collect();
+        let gap = usize::from(line_chars > 0);
+        if line_chars + gap + word.len() <= width {
+            if gap == 1 {
+                line.push(' ');
+            }
+            line.extend(word.iter());
+            line_chars += gap + word.len();
+            continue;
+        }
+        if line_chars > 0 {
+            lines.push(std::mem::take(&mut line));
+        }
+        while word.len() > width {
+            let rest = word.split_off(width);
+            lines.push(word.into_iter().collect());
+            word = rest;
+        }
+        line_chars = word.len();
+        line = word.into_iter().collect();
+    }
+    if line_chars > 0 || lines.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+/// `lines` cut to `max` lines, the last one ending in "…" when some were cut.
+pub fn at_most(mut lines: Vec<String>, max: usize, width: usize) -> Vec<String> {
+    if lines.len() > max && max > 0 {
+        lines.truncate(max);
+        if let Some(last) = lines.last_mut() {
+            let keep: String = last.chars().take(width.saturating_sub(1)).collect();
+            *last = format!("{keep}…");
+        }
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_wrap_at_spaces_and_long_words_are_cut() {
+        assert_eq!(
+            wrap_words("only rows 40..63 are wrong", 10),
+            ["only rows", "40..63 are", "wrong"]
+        );
+        assert_eq!(wrap_words("abcdefghij", 4), ["abcd", "efgh", "ij"]);
+        assert_eq!(wrap_words("", 4), [""]);
+    }
+
+    #[test]
+    fn cut_lines_end_in_an_ellipsis() {
+        let lines = vec!["aaaa".to_string(), "bbbb".into(), "cccc".into()];
+        assert_eq!(at_most(lines.clone(), 2, 4), ["aaaa", "bbb…"]);
+        assert_eq!(at_most(lines, 3, 4).len(), 3);
+    }
+}

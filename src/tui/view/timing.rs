@@ -1,12 +1,14 @@
-//! The timing panel: both medians, the speedup with its interval, and a
-//! sparkline of the speedup over the file's saves.
+//! The timing panel: both medians, the speedup with its interval, and
+//! under them the trend over the file's saves (speedup, registers, max
+//! error), one plot each.
 
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Paragraph, Sparkline};
+use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
 use super::text::panel;
+use super::trend;
 use crate::tui::model::{Model, TimingCell};
 
 pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
@@ -15,8 +17,6 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
     let block = panel("timing", shown.is_some_and(|s| s.stale), theme);
     let inner = block.inner(area);
     frame.render_widget(block, area);
-    let [text_area, trend_area] =
-        Layout::vertical([Constraint::Fill(1), Constraint::Length(1)]).areas(inner);
     let lines = match shown.map(|s| s.value) {
         None => vec![Line::raw(not_timed_reason(model))],
         Some(TimingCell::Running) => {
@@ -28,19 +28,27 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
                 Line::raw(format!("student {:>9.3} ms", t.student.median)),
                 Line::raw(format!("starter {:>9.3} ms", t.starter.median)),
             ];
-            lines.push(match &t.speedup {
-                Some(s) => Line::from(vec![
-                    Span::styled(format!("speedup {:.2}x", s.point), theme.accent()),
-                    Span::raw(format!(" [{:.2}-{:.2}]", s.ci_low, s.ci_high)),
-                    Span::styled(if s.noisy { " noisy" } else { "" }, theme.warn()),
-                ]),
-                None => Line::styled("speedup withheld: output wrong", theme.bad()),
-            });
+            match &t.speedup {
+                Some(s) => {
+                    lines.push(Line::from(vec![
+                        Span::styled(format!("speedup {:.2}x", s.point), theme.accent()),
+                        Span::styled(if s.noisy { " noisy" } else { "" }, theme.warn()),
+                    ]));
+                    lines.push(Line::raw(format!(
+                        "interval {:.2}-{:.2}x",
+                        s.ci_low, s.ci_high
+                    )));
+                }
+                None => lines.push(Line::styled("no speedup: output wrong", theme.bad())),
+            }
             lines
         }
     };
+    let [text_area, trend_area] =
+        Layout::vertical([Constraint::Length(lines.len() as u16), Constraint::Fill(1)])
+            .areas(inner);
     frame.render_widget(Paragraph::new(lines), text_area);
-    draw_trend(frame, trend_area, model);
+    trend::draw(frame, trend_area, model);
 }
 
 fn not_timed_reason(model: &Model) -> &'static str {
@@ -51,27 +59,4 @@ fn not_timed_reason(model: &Model) -> &'static str {
         _ if model.live.is_some() => "timed after the cases",
         _ => "not timed yet",
     }
-}
-
-/// Speedup per save, scaled so 1.0x is a visible bar and untimed saves are gaps.
-fn draw_trend(frame: &mut Frame, area: Rect, model: &Model) {
-    let trend = model.speedup_trend();
-    if trend.iter().all(Option::is_none) {
-        return;
-    }
-    let label = "saves ";
-    let [label_area, bars_area] =
-        Layout::horizontal([Constraint::Length(label.len() as u16), Constraint::Fill(1)])
-            .areas(area);
-    let width = usize::from(bars_area.width);
-    let data: Vec<u64> = trend
-        .iter()
-        .skip(trend.len().saturating_sub(width))
-        .map(|s| s.map_or(0, |x| (x * 100.0).round().max(1.0) as u64))
-        .collect();
-    frame.render_widget(Paragraph::new(label), label_area);
-    frame.render_widget(
-        Sparkline::default().data(&data).style(model.theme.accent()),
-        bars_area,
-    );
 }
