@@ -67,7 +67,8 @@ summary = "the timing shape, one launch for Nsight Compute"
 chunk = 2048
 prefix = 2048
 CASES
-METRICS=sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum
+# SM throughput, DRAM bytes, duration and each unit the roofline verdict names.
+METRICS=$(python3 scripts/fidelity_table.py --ncu-metrics)
 for kernel in starter reference; do
   for cache in all none; do
     ncu --clock-control none --cache-control "$cache" --target-processes all \

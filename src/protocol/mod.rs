@@ -20,7 +20,7 @@ use crate::facts::metrics::MetricValue;
 use crate::facts::resources::{Occupancy, ResourceUsage};
 use crate::grade::compare::Comparison;
 use crate::grade::integrity::Integrity;
-use crate::grade::roofline::Roofline;
+use crate::grade::roofline::{DevicePeaks, Roofline};
 use crate::grade::stats::{Speedup, TimingSummary};
 use crate::lab::definition::{LabCase, LabRef, Problem};
 use crate::lab::geometry::LaunchGeometry;
@@ -179,7 +179,7 @@ pub struct CompileOutcome {
     /// Why there is no kernel when it is not the compiler's diagnostics.
     pub problem: Option<CompileProblem>,
     pub resources: Option<ResourceUsage>,
-    /// Theoretical occupancy on Hopper at the declared geometry, from the resource report.
+    /// Theoretical occupancy on the worker's GPU (the compile target's typical SM without one) at the declared geometry.
     pub occupancy: Option<Occupancy>,
     pub geometry: Option<LaunchGeometry>,
     /// The compiled image, so a restarted worker can load it without recompiling.
@@ -300,6 +300,13 @@ pub struct CountersOutcome {
     pub passes: usize,
     pub student: KernelCounters,
     pub starter: KernelCounters,
+    /// The roofs the rooflines were placed on (absent in older reports).
+    #[serde(default)]
+    pub peaks: Option<DevicePeaks>,
+    /// Whether they were measured now, read from the cache, or taken from
+    /// the device attributes, and why.
+    #[serde(default)]
+    pub peaks_origin: Option<String>,
     pub elapsed_ms: f64,
 }
 

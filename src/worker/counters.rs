@@ -21,8 +21,11 @@ use crate::gpu::cupti::{
     FULL_EXTRA, QUICK,
 };
 use crate::gpu::device::{Gpu, GpuError, Kernel, L2Flusher};
+use crate::gpu::peaks::{device_peaks, FoundPeaks};
 use crate::grade::compare::POISON_BITS;
-use crate::grade::roofline::{analyze, DevicePeaks, Measured, Roofline, RooflineError, Work};
+use crate::grade::roofline::{
+    analyze, DevicePeaks, Measured, Roofline, RooflineError, UnitLoad, Work,
+};
 use crate::lab::definition::LabRef;
 use crate::lab::definition::{CaseData, LabCase, Problem};
 use crate::protocol::{CounterTier, CountersOutcome, CountersUnavailableReport, KernelCounters};
@@ -38,6 +41,8 @@ pub struct Counters {
     /// The problem each measured case describes (its work model places a
     /// reused measurement on the roofline without making the inputs again).
     problems: HashMap<String, Problem>,
+    /// The GPU's roofs, found on the first request (benchmarked or cached).
+    peaks: Option<FoundPeaks>,
     _cupti: Cupti,
 }
 
@@ -91,6 +96,7 @@ impl Counters {
             full_extra,
             measured: HashMap::new(),
             problems: HashMap::new(),
+            peaks: None,
             _cupti: cupti,
         })
     }
@@ -105,6 +111,11 @@ impl Counters {
         request: &CountersRequest,
     ) -> Result<CountersOutcome, GpuError> {
         let started = Instant::now();
+        // Before any profiling: the benchmarks must not run under the profiler.
+        let peaks = self
+            .peaks
+            .get_or_insert_with(|| device_peaks(gpu, &baselines.probes))
+            .clone();
         let custom;
         let configs: Vec<&MetricConfig> = match request.tier {
             CounterTier::Quick => vec![&self.quick],
@@ -132,6 +143,8 @@ impl Counters {
             request,
             case_key,
             inputs: None,
+            peaks: &peaks.peaks,
+            full_breakdown: request.tier == CounterTier::Full,
         };
         let student_counters = session.measure(student, &configs)?;
         let starter_counters = session.measure(&baselines.starter, &configs)?;
@@ -143,6 +156,8 @@ impl Counters {
             passes: configs.iter().map(|c| c.num_passes()).sum(),
             student: student_counters,
             starter: starter_counters,
+            peaks: Some(peaks.peaks),
+            peaks_origin: Some(peaks.origin),
             elapsed_ms: started.elapsed().as_secs_f64() * 1e3,
         })
     }
@@ -168,6 +183,9 @@ struct Session<'a> {
     request: &'a CountersRequest,
     case_key: String,
     inputs: Option<CaseData>,
+    peaks: &'a DevicePeaks,
+    /// Whether the configs hold the whole per-unit breakdown.
+    full_breakdown: bool,
 }
 
 impl Session<'_> {
@@ -249,7 +267,12 @@ impl Session<'_> {
                 }
             }
         }
-        let roofline = roofline(self.problem()?.work, &values);
+        let roofline = roofline(
+            self.problem()?.work,
+            &values,
+            self.peaks,
+            self.full_breakdown,
+        );
         Ok(KernelCounters {
             metrics: values,
             error: roofline
@@ -264,7 +287,12 @@ impl Session<'_> {
 
 /// Places the kernel on the roofline; `None` when a custom set lacks the
 /// byte counts or the duration it needs.
-fn roofline(work: Work, values: &[MetricValue]) -> Option<Result<Roofline, RooflineError>> {
+fn roofline(
+    work: Work,
+    values: &[MetricValue],
+    peaks: &DevicePeaks,
+    full_breakdown: bool,
+) -> Option<Result<Roofline, RooflineError>> {
     let value = |name: &str| finite_value(values, name);
     match (
         value(metrics::DRAM_BYTES_READ),
@@ -278,9 +306,67 @@ fn roofline(work: Work, values: &[MetricValue]) -> Option<Result<Roofline, Roofl
                 duration_ns,
                 sm_throughput_pct: value(metrics::SM_THROUGHPUT_PCT),
                 achieved_occupancy_pct: value(metrics::ACHIEVED_OCCUPANCY_PCT),
+                units: unit_loads(values),
+                full_breakdown,
             };
-            Some(analyze(work, &measured, &DevicePeaks::h200()))
+            Some(analyze(work, &measured, peaks))
         }
         _ => None,
+    }
+}
+
+/// Each unit's load from the metrics that measure it (the higher where two do).
+fn unit_loads(values: &[MetricValue]) -> Vec<UnitLoad> {
+    let mut loads: Vec<UnitLoad> = Vec::new();
+    for (unit, name) in metrics::UNIT_METRICS {
+        let Some(pct) = finite_value(values, name) else {
+            continue;
+        };
+        match loads.iter_mut().find(|l| l.unit == *unit) {
+            Some(known) => known.pct_of_peak = known.pct_of_peak.max(pct),
+            None => loads.push(UnitLoad {
+                unit: *unit,
+                pct_of_peak: pct,
+            }),
+        }
+    }
+    loads
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grade::roofline::Unit;
+
+    fn value(name: &str, value: f64) -> MetricValue {
+        MetricValue {
+            name: name.into(),
+            value,
+        }
+    }
+
+    #[test]
+    fn each_unit_takes_its_busiest_metric_and_skips_nan() {
+        let values = [
+            value(metrics::FMA_PIPE_BUSY_PCT, 12.0),
+            value(metrics::TENSOR_HMMA_PIPE_BUSY_PCT, 70.5),
+            value(metrics::TENSOR_PIPE_BUSY_PCT, 71.0),
+            value(metrics::ALU_PIPE_BUSY_PCT, f64::NAN),
+            value(metrics::DURATION_NS, 1e6),
+        ];
+        let loads = unit_loads(&values);
+        assert_eq!(
+            loads,
+            [
+                UnitLoad {
+                    unit: Unit::FmaPipe,
+                    pct_of_peak: 12.0
+                },
+                UnitLoad {
+                    unit: Unit::TensorPipe,
+                    pct_of_peak: 71.0
+                },
+            ]
+        );
     }
 }
