@@ -15,8 +15,15 @@ LOG="$OUT/validation.log"
 export XDG_CACHE_HOME="$OUT/cache"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv >>"$LOG" 2>&1 || true
 
-{ "$BIN" doctor; echo; "$BIN" doctor; } >"$OUT/doctor.txt" 2>>"$LOG"
-cp "$XDG_CACHE_HOME/flashprof/peaks.json" "$OUT/peaks.json" 2>>"$LOG"
+"$BIN" doctor >"$OUT/doctor.txt" 2>>"$LOG"
+# What Nsight Compute reads of the compute benchmarks' pipes (flashprof reads
+# the same under CUPTI once, as the ceiling a kernel of those instructions
+# can reach); each with an empty cache, so the benchmarks run.
+for probe in fma_peak tf32_peak; do
+  XDG_CACHE_HOME="$OUT/cache-$probe" ncu --clock-control none --kernel-name "$probe" --launch-skip 1 --launch-count 1 \
+    --metrics sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_elapsed,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed,gpu__time_duration.sum \
+    --csv --print-units base --log-file "$OUT/ncu-probe-$probe.csv" "$BIN" doctor >/dev/null 2>>"$LOG"
+done
 
 KERNELS=("$@")
 [ ${#KERNELS[@]} -eq 0 ] && KERNELS=(starter=kernels/starter.cu reference=kernels/reference.cu)
@@ -40,3 +47,7 @@ for entry in "${KERNELS[@]}"; do
     --no-timing --case-timeout 120 --json >/dev/null 2>>"$LOG"
 done
 python3 scripts/fidelity_table.py "$OUT" "${names[@]}" | tee "$OUT/fidelity.txt"
+# After the first counters request: the peaks with their pipe loads, from the cache.
+"$BIN" doctor >>"$OUT/doctor.txt" 2>>"$LOG"
+cp "$XDG_CACHE_HOME/flashprof/peaks.json" "$OUT/peaks.json" 2>>"$LOG"
+grep -h -E '"(Metric Name|Kernel Name)"|pipe' "$OUT"/ncu-probe-*.csv | cut -d, -f5,13-16 >"$OUT/probe-pipes.txt" 2>>"$LOG"

@@ -48,6 +48,7 @@ impl DeviceInfo {
         let roof = |per_s| Roof {
             per_s,
             source: PeakSource::Attributes,
+            pipe_pct_at_peak: None,
         };
         DevicePeaks {
             name: self.name.clone(),

@@ -13,10 +13,9 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 
 use super::device::{gpu_err, Gpu, GpuResult};
-use crate::facts::arch;
 use crate::grade::roofline::{DevicePeaks, PeakSource, Roof};
 
 /// The measured peaks and where they were cached, or why they are the attributes'.
@@ -119,24 +118,14 @@ fn measure(gpu: &Gpu, probes: &[u8]) -> GpuResult<DevicePeaks> {
     let measured = |per_s| Roof {
         per_s,
         source: PeakSource::Measured,
+        pipe_pct_at_peak: None,
     };
-    let fma = gpu.load_support(probes, "fma_peak")?;
-    let fp32 = best_rate(gpu, &fma, FMA_ITERATIONS, |threads| {
-        threads as f64 * f64::from(FMA_ITERATIONS) * 16.0
-    })?;
-    let has_tf32 = arch::traits(gpu.info.compute_capability)
-        .tf32_flops_per_clock_per_sm
-        .is_some();
-    let tf32 = if has_tf32 {
-        let tensor = gpu.load_support(probes, "tf32_peak")?;
-        Some(measured(best_rate(
-            gpu,
-            &tensor,
-            TF32_ITERATIONS,
-            |threads| (threads / 32) as f64 * f64::from(TF32_ITERATIONS) * 4.0 * 2048.0,
-        )?))
-    } else {
-        None
+    let fp32 = ProbeLaunch::new(gpu, probes, Benchmark::Fma)?.best_rate()?;
+    let tf32 = match attributes.tf32_flops {
+        Some(_) => Some(measured(
+            ProbeLaunch::new(gpu, probes, Benchmark::Tf32)?.best_rate()?,
+        )),
+        None => None,
     };
     let copy = gpu.load_support(probes, "stream_copy")?;
     Ok(DevicePeaks {
@@ -147,34 +136,88 @@ fn measure(gpu: &Gpu, probes: &[u8]) -> GpuResult<DevicePeaks> {
     })
 }
 
-const FMA_ITERATIONS: i32 = 65_536;
-const TF32_ITERATIONS: i32 = 16_384;
+/// A compute benchmark of `kernels/probes.cu`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Benchmark {
+    /// `fma_peak`: 16 FLOP a thread per iteration.
+    Fma,
+    /// `tf32_peak`: 4 x 2,048 FLOP a warp per iteration.
+    Tf32,
+}
+
+impl Benchmark {
+    fn entry(self) -> &'static str {
+        match self {
+            Benchmark::Fma => "fma_peak",
+            Benchmark::Tf32 => "tf32_peak",
+        }
+    }
+
+    fn iterations(self) -> i32 {
+        match self {
+            Benchmark::Fma => 65_536,
+            Benchmark::Tf32 => 16_384,
+        }
+    }
+
+    fn flops(self, threads: u64) -> f64 {
+        let iterations = f64::from(self.iterations());
+        match self {
+            Benchmark::Fma => threads as f64 * iterations * 16.0,
+            Benchmark::Tf32 => (threads / 32) as f64 * iterations * 4.0 * 2048.0,
+        }
+    }
+}
+
 const BLOCK: u32 = 256;
 const TIMED_RUNS: usize = 3;
 
-/// The best of a few timed launches of a `(float* sink, int iterations)`
-/// probe on eight full blocks per SM, in units per second.
-fn best_rate(
-    gpu: &Gpu,
-    probe: &CudaFunction,
-    iterations: i32,
-    work: impl Fn(u64) -> f64,
-) -> GpuResult<f64> {
-    let blocks = gpu.info.sm_count.max(1) as u32 * 8;
-    let threads = u64::from(blocks) * u64::from(BLOCK);
-    let mut sink = gpu
-        .stream()
-        .alloc_zeros::<f32>(1)
-        .map_err(gpu_err("cuMemAlloc"))?;
-    let mut launch = || {
-        let mut builder = gpu.stream().launch_builder(probe);
-        builder.arg(&mut sink).arg(&iterations);
+/// One compute benchmark, loaded, on eight full blocks per SM.
+pub struct ProbeLaunch<'a> {
+    gpu: &'a Gpu,
+    benchmark: Benchmark,
+    function: CudaFunction,
+    sink: CudaSlice<f32>,
+    blocks: u32,
+}
+
+impl<'a> ProbeLaunch<'a> {
+    pub fn new(gpu: &'a Gpu, probes: &[u8], benchmark: Benchmark) -> GpuResult<Self> {
+        Ok(Self {
+            gpu,
+            benchmark,
+            function: gpu.load_support(probes, benchmark.entry())?,
+            sink: gpu
+                .stream()
+                .alloc_zeros::<f32>(1)
+                .map_err(gpu_err("cuMemAlloc"))?,
+            blocks: gpu.info.sm_count.max(1) as u32 * 8,
+        })
+    }
+
+    /// Queues one launch.
+    pub fn launch(&mut self) -> GpuResult<()> {
+        let iterations = self.benchmark.iterations();
+        let mut builder = self.gpu.stream().launch_builder(&self.function);
+        builder.arg(&mut self.sink).arg(&iterations);
         // SAFETY: the peak probes in kernels/probes.cu take (float*, int).
-        unsafe { builder.launch(config(blocks)) }
+        unsafe { builder.launch(config(self.blocks)) }
             .map(drop)
             .map_err(gpu_err("cuLaunchKernel"))
-    };
-    fastest(gpu, &mut launch).map(|ms| work(threads) / (ms * 1e-3))
+    }
+
+    /// FLOP/s of the fastest of a few timed launches.
+    fn best_rate(mut self) -> GpuResult<f64> {
+        let threads = u64::from(self.blocks) * u64::from(BLOCK);
+        let flops = self.benchmark.flops(threads);
+        let gpu = self.gpu;
+        fastest(gpu, &mut || self.launch()).map(|ms| flops / (ms * 1e-3))
+    }
+}
+
+/// Stores `peaks` (calibrated since they were measured) as this GPU's.
+pub fn remember(gpu: &Gpu, peaks: &DevicePeaks) -> bool {
+    cache_path().is_some_and(|path| write_cache(&path, &cache_key(gpu), peaks))
 }
 
 /// Copies a buffer four times the size of L2 (at least 64 MiB) each way.
@@ -235,6 +278,7 @@ mod tests {
         let roof = Roof {
             per_s,
             source: PeakSource::Measured,
+            pipe_pct_at_peak: Some(97.0),
         };
         DevicePeaks {
             name: "NVIDIA H200".into(),

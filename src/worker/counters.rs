@@ -21,7 +21,7 @@ use crate::gpu::cupti::{
     FULL_EXTRA, QUICK,
 };
 use crate::gpu::device::{Gpu, GpuError, Kernel, L2Flusher};
-use crate::gpu::peaks::{device_peaks, FoundPeaks};
+use crate::gpu::peaks::{device_peaks, remember, Benchmark, FoundPeaks, ProbeLaunch};
 use crate::grade::compare::POISON_BITS;
 use crate::grade::roofline::{
     analyze, DevicePeaks, Measured, Roofline, RooflineError, UnitLoad, Work,
@@ -111,11 +111,17 @@ impl Counters {
         request: &CountersRequest,
     ) -> Result<CountersOutcome, GpuError> {
         let started = Instant::now();
-        // Before any profiling: the benchmarks must not run under the profiler.
-        let peaks = self
-            .peaks
-            .get_or_insert_with(|| device_peaks(gpu, &baselines.probes))
-            .clone();
+        // The benchmarks run before any profiled range, and their pipe loads
+        // are read under the profiler once per GPU (then cached with them).
+        let peaks = match self.peaks.take() {
+            Some(found) => found,
+            None => {
+                let mut found = device_peaks(gpu, &baselines.probes);
+                calibrate(&mut self.profiler, gpu, &baselines.probes, &mut found);
+                found
+            }
+        };
+        self.peaks = Some(peaks.clone());
         let custom;
         let configs: Vec<&MetricConfig> = match request.tier {
             CounterTier::Quick => vec![&self.quick],
@@ -160,6 +166,51 @@ impl Counters {
             peaks_origin: Some(peaks.origin),
             elapsed_ms: started.elapsed().as_secs_f64() * 1e3,
         })
+    }
+}
+
+/// Reads how busy each measured compute roof keeps its pipe, by profiling
+/// its benchmark once: the ceiling a kernel of the same instructions can
+/// show (on Hopper, `mma.sync` cannot fill the tensor pipe). Stored in the
+/// cache with the peaks; a roof that cannot be read stays uncalibrated.
+fn calibrate(profiler: &mut RangeProfiler, gpu: &Gpu, probes: &[u8], found: &mut FoundPeaks) {
+    let uncalibrated = |roof: &crate::grade::roofline::Roof| {
+        roof.source == crate::grade::roofline::PeakSource::Measured
+            && roof.pipe_pct_at_peak.is_none()
+    };
+    let peaks = &mut found.peaks;
+    let tensor_needed = peaks.tf32_flops.as_ref().is_some_and(uncalibrated);
+    if !uncalibrated(&peaks.fp32_flops) && !tensor_needed {
+        return;
+    }
+    let Ok(config) = profiler.metric_config(&[
+        metrics::FMA_PIPE_BUSY_PCT,
+        metrics::TENSOR_HMMA_PIPE_BUSY_PCT,
+    ]) else {
+        return;
+    };
+    let mut pipe_load = |benchmark, metric| -> Option<f64> {
+        let mut probe = ProbeLaunch::new(gpu, probes, benchmark).ok()?;
+        probe.launch().ok()?;
+        gpu.synchronize().ok()?;
+        let measured = profiler
+            .profile(&config, &mut || Ok(probe.launch()?))
+            .ok()?;
+        finite_value(&measured.values, metric)
+    };
+    let mut calibrated = false;
+    if uncalibrated(&peaks.fp32_flops) {
+        peaks.fp32_flops.pipe_pct_at_peak = pipe_load(Benchmark::Fma, metrics::FMA_PIPE_BUSY_PCT);
+        calibrated |= peaks.fp32_flops.pipe_pct_at_peak.is_some();
+    }
+    if let Some(tensor) = peaks.tf32_flops.as_mut().filter(|_| tensor_needed) {
+        tensor.pipe_pct_at_peak = pipe_load(Benchmark::Tf32, metrics::TENSOR_HMMA_PIPE_BUSY_PCT);
+        calibrated |= tensor.pipe_pct_at_peak.is_some();
+    }
+    if calibrated && remember(gpu, peaks) {
+        found
+            .origin
+            .push_str("; pipe loads at peak read under CUPTI and cached");
     }
 }
 
@@ -324,10 +375,7 @@ fn unit_loads(values: &[MetricValue]) -> Vec<UnitLoad> {
         };
         match loads.iter_mut().find(|l| l.unit == *unit) {
             Some(known) => known.pct_of_peak = known.pct_of_peak.max(pct),
-            None => loads.push(UnitLoad {
-                unit: *unit,
-                pct_of_peak: pct,
-            }),
+            None => loads.push(UnitLoad::new(*unit, pct)),
         }
     }
     loads
@@ -358,14 +406,8 @@ mod tests {
         assert_eq!(
             loads,
             [
-                UnitLoad {
-                    unit: Unit::FmaPipe,
-                    pct_of_peak: 12.0
-                },
-                UnitLoad {
-                    unit: Unit::TensorPipe,
-                    pct_of_peak: 71.0
-                },
+                UnitLoad::new(Unit::FmaPipe, 12.0),
+                UnitLoad::new(Unit::TensorPipe, 71.0),
             ]
         );
     }

@@ -215,14 +215,8 @@ pub fn kernel_counters(
         achieved_occupancy_pct: Some(occupancy_pct),
         // The FMA pipe a little below SM throughput, L2 well below.
         units: vec![
-            UnitLoad {
-                unit: Unit::FmaPipe,
-                pct_of_peak: sm_pct - 5.0,
-            },
-            UnitLoad {
-                unit: Unit::L2,
-                pct_of_peak: sm_pct * 0.6,
-            },
+            UnitLoad::new(Unit::FmaPipe, sm_pct - 5.0),
+            UnitLoad::new(Unit::L2, sm_pct * 0.6),
         ],
         full_breakdown: true,
     };

@@ -357,8 +357,12 @@ fn every_shipped_kernel_compiles() {
         let options = CompileOptions {
             arch: Some(arch.into()),
         };
-        compile_trusted("kernels/probes.cu", crate::gpu::device::PROBES_SOURCE, &options)
-            .unwrap_or_else(|e| panic!("the probes compile for {arch}: {e}"));
+        compile_trusted(
+            "kernels/probes.cu",
+            crate::gpu::device::PROBES_SOURCE,
+            &options,
+        )
+        .unwrap_or_else(|e| panic!("the probes compile for {arch}: {e}"));
     }
 }
 
