@@ -42,6 +42,7 @@ fn main() {
         sm_attributes: None,
         memory_clock_mhz: 0.0,
         memory_bus_bits: 0,
+        uuid: String::new(),
     };
     // A stand-in for a flashprof of another version (tests/remote.rs).
     let protocol = std::env::var("FLASHPROF_STAND_IN_PROTOCOL")

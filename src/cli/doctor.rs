@@ -115,17 +115,29 @@ fn peaks_finding(gpu: &crate::gpu::device::Gpu) -> Finding {
     let options = crate::gpu::compile::CompileOptions {
         arch: Some(gpu.info.arch()),
     };
-    let found = match crate::gpu::compile::compile_trusted(
+    let cache = crate::app::peaks_cache::path()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    if let Some(peaks) = crate::app::peaks_cache::load(&gpu.info) {
+        return Finding::ok(
+            "peaks",
+            format!("{}; measured earlier, cached in {cache}", peaks.summary()),
+        );
+    }
+    let mut found = match crate::gpu::compile::compile_trusted(
         "kernels/probes.cu",
         crate::gpu::device::PROBES_SOURCE,
         &options,
     ) {
-        Ok(probes) => crate::gpu::peaks::device_peaks(gpu, &probes),
+        Ok(probes) => crate::gpu::peaks::measure_peaks(gpu, &probes),
         Err(e) => crate::gpu::peaks::FoundPeaks {
             peaks: gpu.info.attribute_peaks(),
             origin: format!("from the device attributes (the benchmarks did not compile: {e})"),
         },
     };
+    if crate::app::peaks_cache::store(&gpu.info, &found.peaks) {
+        found.origin.push_str(&format!(", cached in {cache}"));
+    }
     Finding::ok(
         "peaks",
         format!("{}; {}", found.peaks.summary(), found.origin),

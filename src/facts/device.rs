@@ -27,6 +27,10 @@ pub struct DeviceInfo {
     /// `CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH`, bits; 0 when unknown.
     #[serde(default)]
     pub memory_bus_bits: i32,
+    /// The GPU's UUID in hex (what its measured peaks are cached under);
+    /// empty in older reports.
+    #[serde(default)]
+    pub uuid: String,
 }
 
 impl DeviceInfo {
@@ -117,6 +121,7 @@ mod tests {
             sm_attributes: Some(arch::traits((9, 0)).typical),
             memory_clock_mhz: 3201.0,
             memory_bus_bits: 6144,
+            uuid: String::new(),
         }
     }
 

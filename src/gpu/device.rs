@@ -240,6 +240,15 @@ pub fn open(ordinal: usize) -> Result<Gpu, GpuProblem> {
         memory_bus_bits: attribute(
             CUdevice_attribute::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH,
         )?,
+        uuid: ctx
+            .uuid()
+            .map(|u| {
+                u.bytes
+                    .iter()
+                    .map(|b| format!("{:02x}", *b as u8))
+                    .collect()
+            })
+            .unwrap_or_default(),
     };
     let stream = ctx.default_stream();
     Ok(Gpu { ctx, stream, info })

@@ -1,115 +1,40 @@
 //! The roofs of the GPU in use: what the driver's attributes promise,
 //! checked by three short micro-benchmarks (`kernels/probes.cu`: an FMA
 //! loop, a TF32 tensor-core loop, a streaming copy), each a few
-//! milliseconds. The figures are cached per GPU (UUID and driver version)
-//! in `$XDG_CACHE_HOME/flashprof/peaks.json`, so they are measured once per
-//! machine rather than once per worker.
+//! milliseconds. The caller caches the result per GPU
+//! (`app::peaks_cache`; the sandboxed worker writes no files).
 //!
 //! A roof that could not be measured keeps its attribute figure, and says so.
 
 // Launching the probes is the only unsafe code here.
 #![allow(unsafe_code)]
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
-
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 
 use super::device::{gpu_err, Gpu, GpuResult};
 use crate::grade::roofline::{DevicePeaks, PeakSource, Roof};
 
-/// The measured peaks and where they were cached, or why they are the attributes'.
+/// The peaks found for a GPU and how: measured now, read from the cache, or
+/// why they are the attributes'.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FoundPeaks {
     pub peaks: DevicePeaks,
-    /// What happened: measured now, read from the cache, or why not measured.
     pub origin: String,
 }
 
-/// The GPU's peaks: from the cache, else measured now with the probes in
-/// `probes` (and cached), else from its attributes.
-pub fn device_peaks(gpu: &Gpu, probes: &[u8]) -> FoundPeaks {
-    let key = cache_key(gpu);
-    let path = cache_path();
-    if let Some(peaks) = path
-        .as_ref()
-        .and_then(|p| read_cache(p).remove(&key))
-        .filter(|p: &DevicePeaks| p.name == gpu.info.name)
-    {
-        return FoundPeaks {
-            peaks,
-            origin: format!("measured earlier, cached in {}", display(&path)),
-        };
-    }
+/// Measures the GPU's roofs with the probes in `probes`, or says why the
+/// attribute figures stand.
+pub fn measure_peaks(gpu: &Gpu, probes: &[u8]) -> FoundPeaks {
     match measure(gpu, probes) {
-        Ok(peaks) => {
-            let stored = path.as_ref().is_some_and(|p| write_cache(p, &key, &peaks));
-            FoundPeaks {
-                peaks,
-                origin: if stored {
-                    format!("measured now, cached in {}", display(&path))
-                } else {
-                    "measured now (not cached: no writable cache folder)".into()
-                },
-            }
-        }
+        Ok(peaks) => FoundPeaks {
+            peaks,
+            origin: "measured now".into(),
+        },
         Err(e) => FoundPeaks {
             peaks: gpu.info.attribute_peaks(),
             origin: format!("from the device attributes (benchmarks failed: {e})"),
         },
     }
-}
-
-fn display(path: &Option<PathBuf>) -> String {
-    path.as_ref()
-        .map(|p| p.display().to_string())
-        .unwrap_or_default()
-}
-
-/// UUID and driver version: a new driver may clock the GPU differently.
-fn cache_key(gpu: &Gpu) -> String {
-    let uuid = gpu
-        .context()
-        .uuid()
-        .map(|u| {
-            u.bytes
-                .iter()
-                .map(|b| format!("{:02x}", *b as u8))
-                .collect()
-        })
-        .unwrap_or_else(|_| format!("{}-{}", gpu.info.name, gpu.info.ordinal));
-    format!("{uuid}/driver-{}", gpu.info.driver_version)
-}
-
-/// `$XDG_CACHE_HOME/flashprof/peaks.json`, or `~/.cache/flashprof/peaks.json`.
-fn cache_path() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-    Some(base.join("flashprof").join("peaks.json"))
-}
-
-/// The cache, or an empty one when it is missing or unreadable.
-fn read_cache(path: &PathBuf) -> BTreeMap<String, DevicePeaks> {
-    std::fs::read_to_string(path)
-        .ok()
-        .and_then(|text| serde_json::from_str(&text).ok())
-        .unwrap_or_default()
-}
-
-/// Adds `peaks` under `key`; false when the file could not be written.
-fn write_cache(path: &PathBuf, key: &str, peaks: &DevicePeaks) -> bool {
-    let mut cache = read_cache(path);
-    cache.insert(key.to_string(), peaks.clone());
-    let Ok(text) = serde_json::to_string_pretty(&cache) else {
-        return false;
-    };
-    let written = path
-        .parent()
-        .is_some_and(|dir| std::fs::create_dir_all(dir).is_ok())
-        && std::fs::write(path, text).is_ok();
-    written
 }
 
 /// Runs the three benchmarks; the tensor one only where the GPU has TF32.
@@ -215,11 +140,6 @@ impl<'a> ProbeLaunch<'a> {
     }
 }
 
-/// Stores `peaks` (calibrated since they were measured) as this GPU's.
-pub fn remember(gpu: &Gpu, peaks: &DevicePeaks) -> bool {
-    cache_path().is_some_and(|path| write_cache(&path, &cache_key(gpu), peaks))
-}
-
 /// Copies a buffer four times the size of L2 (at least 64 MiB) each way.
 fn copy_rate(gpu: &Gpu, copy: &CudaFunction) -> GpuResult<f64> {
     let bytes = (gpu.info.l2_bytes.max(0) as usize * 4).max(64 << 20);
@@ -267,39 +187,5 @@ fn fastest(gpu: &Gpu, launch: &mut dyn FnMut() -> GpuResult<()>) -> GpuResult<f6
         Err(super::device::GpuError::message(format!(
             "a benchmark took {best} ms"
         )))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn peaks(per_s: f64) -> DevicePeaks {
-        let roof = Roof {
-            per_s,
-            source: PeakSource::Measured,
-            pipe_pct_at_peak: Some(97.0),
-        };
-        DevicePeaks {
-            name: "NVIDIA H200".into(),
-            fp32_flops: roof,
-            tf32_flops: None,
-            dram_bytes: roof,
-        }
-    }
-
-    #[test]
-    fn the_cache_keeps_each_gpu_under_its_own_key() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let path = dir.path().join("flashprof").join("peaks.json");
-        assert!(read_cache(&path).is_empty(), "no file is an empty cache");
-        assert!(write_cache(&path, "gpu-a/driver-13000", &peaks(1.0)));
-        assert!(write_cache(&path, "gpu-b/driver-13000", &peaks(2.0)));
-        let cache = read_cache(&path);
-        assert_eq!(cache.len(), 2);
-        assert_eq!(cache["gpu-a/driver-13000"], peaks(1.0));
-        assert_eq!(cache["gpu-b/driver-13000"].fp32_flops.per_s, 2.0);
-        std::fs::write(&path, "not json").expect("write");
-        assert!(read_cache(&path).is_empty(), "a corrupt cache is ignored");
     }
 }

@@ -64,6 +64,10 @@ pub enum Request {
         /// The metric names when `tier` is `Custom`.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         metrics: Vec<String>,
+        /// This GPU's roofs as measured by an earlier worker (the caller's
+        /// cache); without them the worker runs the peak benchmarks.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        known_peaks: Option<DevicePeaks>,
     },
     /// Finish cleanly.
     Shutdown,

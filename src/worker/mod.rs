@@ -153,11 +153,13 @@ impl Worker {
                 seed,
                 tier,
                 metrics,
+                known_peaks,
             } => self.counters(counters::CountersRequest {
                 case,
                 seed,
                 tier,
                 custom_metrics: metrics,
+                known_peaks,
             }),
             Request::Shutdown => failure("shutdown is handled by the loop", true),
         }

@@ -42,6 +42,7 @@ pub fn h200() -> DeviceInfo {
         sm_attributes: Some(arch::traits((9, 0)).typical),
         memory_clock_mhz: 3201.0,
         memory_bus_bits: 6144,
+        uuid: String::new(),
     }
 }
 
