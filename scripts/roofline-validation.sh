@@ -27,13 +27,6 @@ done
 
 KERNELS=("$@")
 [ ${#KERNELS[@]} -eq 0 ] && KERNELS=(starter=kernels/starter.cu reference=kernels/reference.cu)
-cat >"$OUT/timing-case.toml" <<'CASES'
-[[case]]
-name = "timing-shape"
-summary = "the timing shape, one launch for Nsight Compute"
-chunk = 2048
-prefix = 2048
-CASES
 METRICS=$(python3 scripts/fidelity_table.py --ncu-metrics)
 names=()
 for entry in "${KERNELS[@]}"; do
@@ -43,7 +36,7 @@ for entry in "${KERNELS[@]}"; do
   ncu --clock-control none --cache-control all --target-processes all \
     --kernel-name attention_prefill --launch-skip 1 --launch-count 1 --metrics "$METRICS" \
     --csv --print-units base --log-file "$OUT/ncu-$name-all.csv" \
-    "$BIN" check "$file" --cases "$OUT/timing-case.toml" \
+    "$BIN" check "$file" --cases scripts/timing-shape-case.toml \
     --no-timing --case-timeout 120 --json >/dev/null 2>>"$LOG"
 done
 python3 scripts/fidelity_table.py "$OUT" "${names[@]}" | tee "$OUT/fidelity.txt"

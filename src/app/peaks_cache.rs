@@ -71,23 +71,12 @@ fn read(path: &Path) -> BTreeMap<String, DevicePeaks> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::facts::arch;
     use crate::grade::roofline::Roof;
 
     fn gpu(uuid: &str) -> DeviceInfo {
         DeviceInfo {
-            ordinal: 0,
-            name: "NVIDIA H200".into(),
-            compute_capability: (9, 0),
-            sm_count: 132,
-            l2_bytes: 60 << 20,
-            max_sm_clock_mhz: 1980.0,
-            memory_bytes: 140 << 30,
-            driver_version: 13000,
-            sm_attributes: Some(arch::traits((9, 0)).typical),
-            memory_clock_mhz: 3201.0,
-            memory_bus_bits: 6144,
             uuid: uuid.into(),
+            ..crate::facts::device::tests::h200()
         }
     }
 

@@ -104,11 +104,11 @@ impl GpuProblem {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// What the driver reports on the project's H200 (sm_90, 132 SMs).
-    fn h200() -> DeviceInfo {
+    pub(crate) fn h200() -> DeviceInfo {
         DeviceInfo {
             ordinal: 0,
             name: "NVIDIA H200".into(),
