@@ -28,7 +28,9 @@ use crate::lab::registry;
 
 /// Bumped whenever a message changes shape; both sides check it in the handshake.
 /// 2: compiled images travel as binary frames (framing.rs), not JSON arrays.
-pub const PROTOCOL_VERSION: u32 = 2;
+/// 3: counters carry the GPU's peaks (the request the cached ones), the
+/// device its SM attributes and UUID, the roofline its per-unit loads.
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// What the caller asks of the worker.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
