@@ -24,7 +24,7 @@ use crate::gpu::device::{Gpu, GpuError, Kernel, L2Flusher};
 use crate::gpu::peaks::{measure_peaks, Benchmark, FoundPeaks, ProbeLaunch};
 use crate::grade::compare::POISON_BITS;
 use crate::grade::roofline::{
-    analyze, DevicePeaks, Measured, Roofline, RooflineError, UnitLoad, Work,
+    analyze, DevicePeaks, Measured, PeakSource, Roof, Roofline, RooflineError, UnitLoad, Work,
 };
 use crate::lab::definition::LabRef;
 use crate::lab::definition::{CaseData, LabCase, Problem};
@@ -182,10 +182,8 @@ impl Counters {
 /// `mma.sync` reaches, so no unit needs a lower ceiling.) The caller
 /// caches the result; a roof that cannot be read stays as measured.
 fn calibrate(profiler: &mut RangeProfiler, gpu: &Gpu, probes: &[u8], found: &mut FoundPeaks) {
-    let uncalibrated = |roof: &crate::grade::roofline::Roof| {
-        roof.source == crate::grade::roofline::PeakSource::Measured
-            && roof.pipe_pct_at_peak.is_none()
-    };
+    let uncalibrated =
+        |roof: &Roof| roof.source == PeakSource::Measured && roof.pipe_pct_at_peak.is_none();
     let peaks = &mut found.peaks;
     let tensor_needed = peaks.tf32_flops.as_ref().is_some_and(uncalibrated);
     if !uncalibrated(&peaks.fp32_flops) && !tensor_needed {
