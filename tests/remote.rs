@@ -176,6 +176,7 @@ fn plan(names: &[&str], case_timeout: Duration) -> CheckPlan {
         case_timeout,
         timing: None,
         counters: None,
+        quick_build: None,
     }
 }
 

@@ -6,6 +6,7 @@
 mod tui_support;
 
 use crossterm::event::KeyCode;
+use flashprof::gpu::compile::{Build, QuickBuild};
 use flashprof::lab::flash_prefill::contract::Shape;
 use flashprof::lab::geometry::LaunchGeometry;
 use flashprof::outcome::Progress;
@@ -85,6 +86,52 @@ fn running_with_the_previous_result_marked_stale() {
     let text = snapshot("running", &mut model);
     assert!(text.contains("running"), "{text}");
     assert!(text.contains("(previous save)"), "{text}");
+}
+
+#[test]
+fn provisional_verdicts_from_the_quick_build_while_the_optimizer_runs() {
+    let mut model = fresh();
+    complete(&mut model, "v1", all_pass(1.5, 40));
+    let run = save(&mut model, "v2").expect("run");
+    let mut quick = compiled(30);
+    quick.build = Build::Quick(QuickBuild::FastCompile);
+    quick.compile_ms = 41.0;
+    progress(&mut model, run, Progress::QuickBuilt(quick));
+    let shapes = case_shapes();
+    progress(
+        &mut model,
+        run,
+        Progress::ProvisionalCase {
+            index: 0,
+            outcome: passing("random-small", shapes[0].1),
+        },
+    );
+    progress(
+        &mut model,
+        run,
+        Progress::ProvisionalCase {
+            index: 1,
+            outcome: failing("planted-overflow", shapes[1].1, 40),
+        },
+    );
+    progress(&mut model, run, Progress::CaseStarted { index: 2 });
+    let text = snapshot("provisional", &mut model);
+    assert!(text.contains("quick build in 41 ms"), "{text}");
+    assert!(text.contains("~ pass"), "{text}");
+    assert!(text.contains("~ FAIL"), "{text}");
+    // The optimized build's verdict replaces the provisional one as it lands.
+    progress(&mut model, run, Progress::Compiled(compiled(48)));
+    progress(
+        &mut model,
+        run,
+        Progress::CaseFinished {
+            index: 0,
+            outcome: passing("random-small", shapes[0].1),
+        },
+    );
+    let text = screen(&model, 120, 40);
+    assert!(text.contains("✓ pass"), "{text}");
+    assert!(text.contains("~ FAIL"), "{text}");
 }
 
 #[test]

@@ -23,6 +23,7 @@ fn plan(names: &[&str]) -> CheckPlan {
         case_timeout: Duration::from_millis(700),
         timing: None,
         counters: None,
+        quick_build: None,
     }
 }
 

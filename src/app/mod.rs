@@ -9,5 +9,6 @@ pub mod lab_memory;
 pub mod peaks_cache;
 pub mod remote;
 pub mod sanitize;
+pub mod side_build;
 pub mod watch;
 pub mod worker_handle;

@@ -277,21 +277,39 @@ impl WorkerHandle {
         request: &Request,
         timeout: Duration,
     ) -> Result<Event, WorkerFailure> {
-        if write_message(&mut self.stdin, request).is_err() {
-            return Err(self.died());
-        }
+        self.send(request)?;
         self.wait(timeout)
     }
 
-    fn wait(&mut self, timeout: Duration) -> Result<Event, WorkerFailure> {
-        match self.events.recv_timeout(timeout) {
-            Ok(Ok(event)) => Ok(event),
-            Ok(Err(FramingError::Closed)) | Err(RecvTimeoutError::Disconnected) => Err(self.died()),
+    /// Sends one request without waiting for its answer (see [`Self::poll`]).
+    pub fn send(&mut self, request: &Request) -> Result<(), WorkerFailure> {
+        if write_message(&mut self.stdin, request).is_err() {
+            return Err(self.died());
+        }
+        Ok(())
+    }
+
+    /// The answer to a request sent earlier, if it arrives within `wait`;
+    /// `None` leaves the worker running (the caller decides when it has
+    /// waited too long, and drops the handle to stop it).
+    pub fn poll(&mut self, wait: Duration) -> Option<Result<Event, WorkerFailure>> {
+        match self.events.recv_timeout(wait) {
+            Err(RecvTimeoutError::Timeout) => None,
+            Ok(Ok(event)) => Some(Ok(event)),
+            Ok(Err(FramingError::Closed)) | Err(RecvTimeoutError::Disconnected) => {
+                Some(Err(self.died()))
+            }
             Ok(Err(e)) => {
                 self.kill();
-                Err(WorkerFailure::Protocol(e.to_string()))
+                Some(Err(WorkerFailure::Protocol(e.to_string())))
             }
-            Err(RecvTimeoutError::Timeout) => {
+        }
+    }
+
+    fn wait(&mut self, timeout: Duration) -> Result<Event, WorkerFailure> {
+        match self.poll(timeout) {
+            Some(answer) => answer,
+            None => {
                 self.kill();
                 // Far away, silence may be the link's fault: ask the node before blaming the kernel.
                 if let Some(remote) = &self.remote {

@@ -175,6 +175,7 @@ fn checked(args: &CheckArgs, context: &mut ErrorContext) -> Result<ExitCode, Ref
             timeout: Duration::from_secs(120),
             custom_metrics: args.metrics.clone(),
         }),
+        quick_build: None,
     };
     let command = super::worker_command_or_refusal(&args.remote)?;
     let mut worker = None;
@@ -293,7 +294,9 @@ fn show_progress(progress: &Progress, total: usize) {
         Progress::Compiled(c) if c.ok => format!("compiled in {:.0} ms", c.compile_ms),
         Progress::Compiled(_) => "compile failed".to_string(),
         Progress::CaseStarted { index } => format!("case {}/{total}...", index + 1),
-        Progress::CaseFinished { .. } => return,
+        Progress::QuickBuilt(_)
+        | Progress::CaseFinished { .. }
+        | Progress::ProvisionalCase { .. } => return,
         Progress::WorkerRestarted { reason } => format!("restarted the worker ({reason})"),
         Progress::TimingStarted => "timing against the starter...".to_string(),
         Progress::TimingFinished(_) => "timed".to_string(),

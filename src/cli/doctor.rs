@@ -112,9 +112,7 @@ pub fn run(args: DoctorArgs) -> ExitCode {
 /// The roofs the counters use: measured by the benchmarks (or read from
 /// their cache), else from the device attributes.
 fn peaks_finding(gpu: &crate::gpu::device::Gpu) -> Finding {
-    let options = crate::gpu::compile::CompileOptions {
-        arch: Some(gpu.info.arch()),
-    };
+    let options = crate::gpu::compile::CompileOptions::for_arch(Some(gpu.info.arch()));
     let cache = crate::app::peaks_cache::path()
         .map(|p| p.display().to_string())
         .unwrap_or_default();

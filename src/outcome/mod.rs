@@ -5,6 +5,7 @@
 //! show them; keeping them apart from both is what lets each side change
 //! without the other, and gives every command the same verdict rule.
 
+pub mod builds;
 mod integrity;
 pub mod sanitizer;
 mod verdict;
@@ -29,6 +30,14 @@ pub enum Progress {
         /// Where a remote worker runs (`user@node`, `gpu17, job 4242`); None here.
         place: Option<String>,
     },
+    /// The quick build, made for verdicts before the optimizer finishes.
+    QuickBuilt(CompileOutcome),
+    /// A case's verdict on the quick build: shown until the optimized build's.
+    ProvisionalCase {
+        index: usize,
+        outcome: CaseOutcome,
+    },
+    /// The build whose verdicts count (the only build without a quick one).
     Compiled(CompileOutcome),
     CaseStarted {
         index: usize,
@@ -83,6 +92,9 @@ pub struct CheckReport {
     /// The compute-sanitizer pass (`--sanitize`), when one ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sanitizer: Option<sanitizer::SanitizerOutcome>,
+    /// The quick build whose verdicts came first, when the check made one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quick_build: Option<builds::QuickBuildReport>,
 }
 
 fn first_lab() -> String {

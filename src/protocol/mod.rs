@@ -18,6 +18,7 @@ use crate::facts::device::{DeviceInfo, GpuProblem};
 use crate::facts::diagnostics::Diagnostic;
 use crate::facts::metrics::MetricValue;
 use crate::facts::resources::{Occupancy, ResourceUsage};
+use crate::gpu::compile::Build;
 use crate::grade::compare::Comparison;
 use crate::grade::integrity::Integrity;
 use crate::grade::roofline::{DevicePeaks, Roofline};
@@ -28,9 +29,10 @@ use crate::lab::registry;
 
 /// Bumped whenever a message changes shape; both sides check it in the handshake.
 /// 2: compiled images travel as binary frames (framing.rs), not JSON arrays.
-/// 3: counters carry the GPU's peaks (the request the cached ones), the
+/// 3: a compile names its build (quick or optimized) and may name the target GPU.
+/// 4: counters carry the GPU's peaks (the request the cached ones), the
 /// device its SM attributes and UUID, the roofline its per-unit loads.
-pub const PROTOCOL_VERSION: u32 = 3;
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// What the caller asks of the worker.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -42,6 +44,13 @@ pub enum Request {
         lab: LabId,
         source_path: String,
         source_text: String,
+        #[serde(default)]
+        build: Build,
+        /// The architecture to build for (`sm_90`) when the worker has no
+        /// GPU of its own: a build made beside the GPU worker, whose image
+        /// that worker then loads. A worker with a GPU builds for it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        target_arch: Option<String>,
     },
     /// Load a kernel image compiled earlier (a restarted worker skips NVRTC).
     Load {
@@ -180,6 +189,9 @@ pub enum SandboxLevel {
 /// Result of compiling a student file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CompileOutcome {
+    /// Which build this is; only an optimized one is timed or profiled.
+    #[serde(default)]
+    pub build: Build,
     pub ok: bool,
     pub diagnostics: Vec<Diagnostic>,
     /// Why there is no kernel when it is not the compiler's diagnostics.
@@ -204,6 +216,7 @@ impl CompileOutcome {
     /// No kernel: nothing compiled yet, or `problem` stopped it.
     pub fn failed(problem: Option<CompileProblem>) -> Self {
         Self {
+            build: Build::Optimized,
             ok: false,
             diagnostics: Vec::new(),
             problem,

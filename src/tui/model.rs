@@ -42,8 +42,13 @@ pub struct LiveRun {
     pub id: RunId,
     pub source: String,
     pub phase: Phase,
+    /// The build whose verdicts count, once it exists.
     pub compile: Option<CompileOutcome>,
     pub cases: Vec<Option<CaseOutcome>>,
+    /// The quick build of a quick-first check, and its verdicts, shown
+    /// until the optimized build's arrive.
+    pub quick: Option<CompileOutcome>,
+    pub provisional: Vec<Option<CaseOutcome>>,
     pub timing: Option<Result<TimingOutcome, String>>,
     pub restarts: usize,
 }
@@ -215,6 +220,8 @@ pub struct Shown<T> {
 pub enum CaseCell<'a> {
     Waiting,
     Running,
+    /// The quick build's verdict, while the optimized build's is pending.
+    Provisional(&'a CaseOutcome),
     Done(Shown<&'a CaseOutcome>),
 }
 
@@ -315,6 +322,11 @@ impl Model {
                     value: outcome,
                     stale: false,
                 });
+            }
+            // The optimized build's rerun of a case takes milliseconds:
+            // its provisional verdict stays up meanwhile.
+            if let Some(Some(outcome)) = live.provisional.get(index) {
+                return CaseCell::Provisional(outcome);
             }
             if live.phase == Phase::Case(index) {
                 return CaseCell::Running;

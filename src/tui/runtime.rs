@@ -75,6 +75,7 @@ pub fn run_live(setup: LiveSetup) -> anyhow::Result<()> {
         match effect {
             Effect::Quit => return Flow::Quit,
             Effect::StartRun { run, source } => engine.check(run, source),
+            Effect::SupersedeRun(run) => engine.supersede(run),
             Effect::SetTickInterval(_) => {}
             Effect::Sanitize => {
                 start_sanitizer(&setup_file, &sanitize_template, &sanitizer_messages)
@@ -170,7 +171,10 @@ pub fn run_replay(store: HistoryStore, present: bool) -> anyhow::Result<()> {
             Effect::SetTickInterval(interval) => {
                 let _ = clock.send(interval);
             }
-            Effect::StartRun { .. } | Effect::RestoreBest | Effect::RecordRun { .. } => {}
+            Effect::StartRun { .. }
+            | Effect::SupersedeRun(_)
+            | Effect::RestoreBest
+            | Effect::RecordRun { .. } => {}
             other => send_disk_job(&disk, other, model),
         }
         Flow::Continue
@@ -254,9 +258,11 @@ fn send_disk_job(disk: &Sender<DiskJob>, effect: Effect, model: &Model) {
         },
         Effect::RestoreBest => DiskJob::RestoreBest,
         Effect::RecordRun { source, report } => DiskJob::Record { source, report },
-        Effect::StartRun { .. } | Effect::SetTickInterval(_) | Effect::Sanitize | Effect::Quit => {
-            return
-        }
+        Effect::StartRun { .. }
+        | Effect::SupersedeRun(_)
+        | Effect::SetTickInterval(_)
+        | Effect::Sanitize
+        | Effect::Quit => return,
     };
     let _ = disk.send(job);
 }

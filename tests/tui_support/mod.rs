@@ -13,6 +13,7 @@ use flashprof::facts::metrics::{self, MetricValue};
 use flashprof::facts::resources::{
     max_threads_for_registers, theoretical_occupancy, ResourceUsage, SmLimits,
 };
+use flashprof::gpu::compile::Build;
 use flashprof::grade::compare::compare;
 use flashprof::grade::integrity::Integrity;
 use flashprof::grade::roofline::{analyze, Measured, Unit, UnitLoad};
@@ -67,6 +68,7 @@ pub fn resources(registers: u32) -> ResourceUsage {
 
 pub fn compiled(registers: u32) -> CompileOutcome {
     CompileOutcome {
+        build: Build::Optimized,
         ok: true,
         diagnostics: Vec::new(),
         problem: None,
@@ -85,6 +87,7 @@ pub fn compiled(registers: u32) -> CompileOutcome {
 
 pub fn compile_error(line: usize, message: &str, source_line: &str) -> CompileOutcome {
     CompileOutcome {
+        build: Build::Optimized,
         ok: false,
         diagnostics: vec![Diagnostic {
             severity: Severity::Error,
@@ -291,6 +294,7 @@ pub fn report(
         counters: Vec::new(),
         worker_restarts: 0,
         sanitizer: None,
+        quick_build: None,
         phases: PhaseTimes::default(),
     }
 }

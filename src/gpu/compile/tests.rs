@@ -232,7 +232,7 @@ fn an_entry_point_hidden_by_the_preprocessor_is_missing() {
 
 #[test]
 fn without_a_real_arch_the_image_is_ptx() {
-    let opts = CompileOptions { arch: None };
+    let opts = CompileOptions::for_arch(None);
     let Some(result) = try_compile_with(&source("p.cu", "out[0] = q[0];"), &opts) else {
         return;
     };
@@ -244,9 +244,7 @@ fn without_a_real_arch_the_image_is_ptx() {
 
 #[test]
 fn an_unknown_arch_is_an_option_error() {
-    let opts = CompileOptions {
-        arch: Some("sm_1".into()),
-    };
+    let opts = CompileOptions::for_arch(Some("sm_1".into()));
     let Some(result) = try_compile_with(&source("a.cu", "out[0] = q[0];"), &opts) else {
         return;
     };
@@ -354,9 +352,7 @@ fn every_shipped_kernel_compiles() {
     // The tensor-core benchmark must not stop the probes compiling for a GPU
     // without TF32 (its body is left empty there).
     for arch in ["sm_75", "sm_86"] {
-        let options = CompileOptions {
-            arch: Some(arch.into()),
-        };
+        let options = CompileOptions::for_arch(Some(arch.into()));
         compile_trusted(
             "kernels/probes.cu",
             crate::gpu::device::PROBES_SOURCE,
