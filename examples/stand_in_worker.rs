@@ -23,6 +23,10 @@
 //! `FLASHPROF_STAND_IN_MARKS=DIR` such a build first writes its process id
 //! to `DIR/optimizing`, so a test can see that a stale build was stopped.
 //!
+//! Started with `FLASHPROF_WORKER_EXIT_ON_HANGUP=1` (as every remote worker
+//! is), it ends when its caller hangs up, through the real worker's watch:
+//! a `hang` case then shows that a worker stuck on a dropped link goes away.
+//!
 //! A case that arrives before any kernel was compiled or loaded in *this*
 //! process fails, which is how the tests see that a restarted worker got
 //! the kernel image again.
@@ -41,6 +45,7 @@ const OPTIMIZED_IMAGE: &[u8] = b"stand-in image";
 const QUICK_IMAGE: &[u8] = b"stand-in quick image";
 
 fn main() {
+    flashprof::worker::exit_when_caller_hangs_up();
     let mut out = std::io::stdout();
     let mut input = BufReader::new(std::io::stdin());
     let device = DeviceInfo {

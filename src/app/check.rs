@@ -28,6 +28,13 @@ use crate::protocol::{
 const WORKER_START_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long NVRTC may take on one file.
 const COMPILE_TIMEOUT: Duration = Duration::from_secs(60);
+/// The waits before each new attempt to reach a remote worker whose link
+/// dropped (docs/REMOTE.md): a blip of a few seconds costs no case.
+const RECONNECT_BACKOFF: [Duration; 3] = [
+    Duration::from_millis(500),
+    Duration::from_secs(1),
+    Duration::from_secs(2),
+];
 
 /// Everything one check needs to know.
 #[derive(Debug, Clone)]
@@ -100,9 +107,23 @@ pub fn run_check_unless_stale(
         .clone()
         .reading(plan.cases.iter().filter_map(|c| plan.lab.own_tensors(c)));
     let mut phases = PhaseTimes::default();
+    // A kept worker may have ended since the last check: a remote one whose
+    // connection dropped while idle. Reconnect rather than fail the compile.
+    let mut ended_while_idle = false;
+    if let Some(failure) = worker.as_mut().and_then(WorkerHandle::ended) {
+        ended_while_idle = failure.is_transport();
+        *worker = None;
+        progress(Progress::WorkerRestarted {
+            reason: format!("the worker ended between checks: {failure}"),
+        });
+    }
     if worker.is_none() {
         let spawned = Instant::now();
-        let handle = WorkerHandle::spawn(command, WORKER_START_TIMEOUT)?;
+        let handle = if ended_while_idle {
+            spawn_reconnecting(command)?
+        } else {
+            WorkerHandle::spawn(command, WORKER_START_TIMEOUT)?
+        };
         phases.worker_start_ms = ms_since(spawned);
         progress(Progress::WorkerStarted {
             gpu: handle.gpu.clone(),
@@ -140,9 +161,18 @@ pub fn run_check_unless_stale(
             let optimized = std::mem::replace(&mut first.optimized, CompileOutcome::failed(None));
             (optimized, Some(first))
         }
-        None => (run.compile(plan, Build::Optimized, None), None),
+        None => (
+            run.compile(plan, Build::Optimized, None, &mut progress),
+            None,
+        ),
     };
     phases.compile_ms = ms_since(compile_started);
+    if let Some((transport, added_ms)) = run.worker.as_ref().and_then(WorkerHandle::link) {
+        progress(Progress::LinkMeasured {
+            transport,
+            added_ms,
+        });
+    }
     progress(Progress::Compiled(compile.clone()));
     run.image = compile.image.clone();
     if let Some(geometry) = compile.geometry {
@@ -256,6 +286,21 @@ pub fn run_check_alone(
     report
 }
 
+/// Starts a worker, trying again after each wait of [`RECONNECT_BACKOFF`]
+/// while the link to its node fails; any other failure is final at once.
+fn spawn_reconnecting(command: &WorkerCommand) -> Result<WorkerHandle, WorkerFailure> {
+    let mut waits = RECONNECT_BACKOFF.iter();
+    loop {
+        match WorkerHandle::spawn(command, WORKER_START_TIMEOUT) {
+            Err(failure @ WorkerFailure::Connection { .. }) => match waits.next() {
+                Some(wait) => std::thread::sleep(*wait),
+                None => return Err(failure),
+            },
+            other => return other,
+        }
+    }
+}
+
 fn ms_since(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1e3
 }
@@ -354,6 +399,7 @@ impl Run<'_> {
         plan: &CheckPlan,
         build: Build,
         target_arch: Option<String>,
+        progress: &mut impl FnMut(Progress),
     ) -> CompileOutcome {
         let failed = |message: String| {
             CompileOutcome::failed(Some(CompileProblem {
@@ -361,22 +407,41 @@ impl Run<'_> {
                 message,
             }))
         };
-        let Some(handle) = self.worker.as_mut() else {
-            return failed("no worker".into());
-        };
-        match handle.request(&compile_request(plan, build, target_arch), COMPILE_TIMEOUT) {
-            Ok(Event::Compiled(outcome)) => outcome,
-            Ok(Event::Failed { message, fatal }) => {
-                if fatal {
-                    *self.worker = None;
+        let request = compile_request(plan, build, target_arch);
+        let mut reconnected = false;
+        loop {
+            let Some(handle) = self.worker.as_mut() else {
+                return failed("no worker".into());
+            };
+            return match handle.request(&request, COMPILE_TIMEOUT) {
+                Ok(Event::Compiled(outcome)) => outcome,
+                Ok(Event::Failed { message, fatal }) => {
+                    if fatal {
+                        *self.worker = None;
+                    }
+                    failed(message)
                 }
-                failed(message)
-            }
-            Ok(other) => failed(format!("unexpected answer to compile: {other:?}")),
-            Err(failure) => {
-                *self.worker = None;
-                failed(format!("the compiler did not finish: {failure}"))
-            }
+                Ok(other) => failed(format!("unexpected answer to compile: {other:?}")),
+                // The link dropped under the compile: once more, on a new session.
+                Err(failure) if failure.is_transport() && !reconnected => {
+                    *self.worker = None;
+                    progress(Progress::WorkerRestarted {
+                        reason: format!("the link dropped during the compile: {failure}"),
+                    });
+                    match spawn_reconnecting(self.command) {
+                        Ok(handle) => {
+                            *self.worker = Some(handle);
+                            reconnected = true;
+                            continue;
+                        }
+                        Err(e) => failed(format!("the compiler did not finish: {e}")),
+                    }
+                }
+                Err(failure) => {
+                    *self.worker = None;
+                    failed(format!("the compiler did not finish: {failure}"))
+                }
+            };
         }
     }
 
@@ -398,7 +463,7 @@ impl Run<'_> {
             compile_request(plan, Build::Optimized, Some(arch.to_owned())),
             COMPILE_TIMEOUT,
         );
-        let quick = self.compile(plan, Build::Quick(build), None);
+        let quick = self.compile(plan, Build::Quick(build), None, progress);
         progress(Progress::QuickBuilt(quick.clone()));
         // Every case starts as not run; the quick build runs the cheapest
         // first (unoptimised code is slow on large cases), and stops as soon
@@ -454,7 +519,7 @@ impl Run<'_> {
                 if self.worker.is_none() {
                     *self.worker = Some(WorkerHandle::spawn(self.command, WORKER_START_TIMEOUT)?);
                 }
-                self.compile(plan, Build::Optimized, None)
+                self.compile(plan, Build::Optimized, None, progress)
             }
         };
         Ok(QuickFirst {
@@ -494,7 +559,7 @@ impl Run<'_> {
             return Err(lost.clone());
         }
         if self.worker.is_none() {
-            let mut handle = match WorkerHandle::spawn(self.command, WORKER_START_TIMEOUT) {
+            let mut handle = match spawn_reconnecting(self.command) {
                 Ok(handle) => handle,
                 Err(e) => {
                     if e.is_transport() {

@@ -296,7 +296,8 @@ fn show_progress(progress: &Progress, total: usize) {
         Progress::CaseStarted { index } => format!("case {}/{total}...", index + 1),
         Progress::QuickBuilt(_)
         | Progress::CaseFinished { .. }
-        | Progress::ProvisionalCase { .. } => return,
+        | Progress::ProvisionalCase { .. }
+        | Progress::LinkMeasured { .. } => return,
         Progress::WorkerRestarted { reason } => format!("restarted the worker ({reason})"),
         Progress::TimingStarted => "timing against the starter...".to_string(),
         Progress::TimingFinished(_) => "timed".to_string(),

@@ -49,6 +49,13 @@ pub enum Progress {
     WorkerRestarted {
         reason: String,
     },
+    /// What the link to a remote worker added to the compile's round trip:
+    /// the wait seen here less the time the worker says it spent
+    /// (docs/REMOTE.md). `transport` is `ssh` or `srun`.
+    LinkMeasured {
+        transport: &'static str,
+        added_ms: f64,
+    },
     TimingStarted,
     TimingFinished(Result<TimingOutcome, String>),
     CountersStarted {

@@ -258,6 +258,8 @@ pub struct Model {
     pub notice: Option<String>,
     /// Where the worker runs when it is remote (docs/REMOTE.md), for the header.
     pub worker_place: Option<String>,
+    /// What the link to a remote worker added to the last compile (`ssh 12 ms`).
+    pub link: Option<String>,
     pub replay: Option<Replay>,
     /// Lecture mode: large digits and one large panel (`--present`).
     pub present: bool,
@@ -286,6 +288,7 @@ impl Model {
             overlay: None,
             notice: None,
             worker_place: None,
+            link: None,
             replay: None,
             present: false,
             quitting: false,

@@ -69,9 +69,11 @@ pub fn run_live(setup: LiveSetup) -> anyhow::Result<()> {
     let sanitize_template = setup.plan.clone();
     let setup_file = setup.file.clone();
     let sanitizer_messages = messages.clone();
+    // The engine thread is not waited for at quit: what it holds on a cluster is released here.
+    let remote = setup.command.remote.clone();
     let engine = Engine::start(setup.plan, setup.command, messages.clone())?;
     let _watcher = watch_into(&setup.file, &messages, Msg::FileChanged)?;
-    event_loop(model, messages, &inbox, |effect, model| {
+    let result = event_loop(model, messages, &inbox, |effect, model| {
         match effect {
             Effect::Quit => return Flow::Quit,
             Effect::StartRun { run, source } => engine.check(run, source),
@@ -83,7 +85,11 @@ pub fn run_live(setup: LiveSetup) -> anyhow::Result<()> {
             other => send_disk_job(&disk, other, model),
         }
         Flow::Continue
-    })
+    });
+    if let Some(remote) = remote {
+        remote.release();
+    }
+    result
 }
 
 /// Runs the sanitizer pass over the file as saved, on the plan's first case,

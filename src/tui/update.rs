@@ -131,15 +131,22 @@ fn request_run(model: &mut Model, source: String) -> Vec<Effect> {
 }
 
 fn on_progress(model: &mut Model, run: RunId, progress: Progress) {
-    if let Progress::WorkerStarted { gpu, place, .. } = &progress {
-        model.gpu = Some(gpu.clone());
-        model.worker_place = place.clone();
+    match &progress {
+        Progress::WorkerStarted { gpu, place, .. } => {
+            model.gpu = Some(gpu.clone());
+            model.worker_place = place.clone();
+        }
+        Progress::LinkMeasured {
+            transport,
+            added_ms,
+        } => model.link = Some(format!("{transport} {added_ms:.0} ms")),
+        _ => {}
     }
     let Some(live) = model.live.as_mut().filter(|l| l.id == run) else {
         return;
     };
     match progress {
-        Progress::WorkerStarted { .. } => {}
+        Progress::WorkerStarted { .. } | Progress::LinkMeasured { .. } => {}
         Progress::QuickBuilt(outcome) => live.quick = Some(outcome),
         Progress::ProvisionalCase { index, outcome } => {
             if let Some(slot) = live.provisional.get_mut(index) {

@@ -13,7 +13,7 @@ mod stdio;
 mod timing;
 
 pub use selection::{GpuSelection, GPU_ENV};
-pub use stdio::EXIT_ON_HANGUP_ENV;
+pub use stdio::{exit_when_caller_hangs_up, EXIT_ON_HANGUP_ENV};
 
 use std::io::{BufReader, Write};
 use std::time::Instant;
