@@ -57,6 +57,10 @@ fn main() {
         max_sm_clock_mhz: 1000.0,
         memory_bytes: 1 << 30,
         driver_version: 13000,
+        sm_attributes: None,
+        memory_clock_mhz: 0.0,
+        memory_bus_bits: 0,
+        uuid: String::new(),
     };
     // A stand-in for a flashprof of another version (tests/remote.rs).
     let protocol = std::env::var("FLASHPROF_STAND_IN_PROTOCOL")

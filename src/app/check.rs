@@ -9,6 +9,7 @@
 
 use std::time::{Duration, Instant};
 
+use super::peaks_cache;
 use super::remote::Remote;
 use super::side_build::{SideBuild, SideBuildEnd};
 use super::worker_handle::{WorkerCommand, WorkerFailure, WorkerHandle};
@@ -679,14 +680,33 @@ impl Run<'_> {
         let handle = self
             .live_worker(&mut ignore, "before counters")
             .map_err(failed)?;
+        let gpu = handle.gpu.as_ref().ok().cloned();
+        let known_peaks = gpu.as_ref().and_then(peaks_cache::load);
         let request = Request::Counters {
             case: plan.case.clone(),
             seed,
             tier,
             metrics: plan.custom_metrics.clone(),
+            known_peaks: known_peaks.clone(),
         };
         match handle.request(&request, plan.timeout) {
-            Ok(Event::Counters(result)) => result,
+            Ok(Event::Counters(mut result)) => {
+                // Peaks the worker measured or calibrated now are filed for the next run.
+                if let (Ok(outcome), Some(gpu)) = (&mut result, &gpu) {
+                    if let Some(peaks) = outcome
+                        .peaks
+                        .as_ref()
+                        .filter(|p| Some(*p) != known_peaks.as_ref())
+                    {
+                        if peaks_cache::store(gpu, peaks) {
+                            if let Some(origin) = &mut outcome.peaks_origin {
+                                origin.push_str(", cached");
+                            }
+                        }
+                    }
+                }
+                result
+            }
             Ok(Event::Failed { message, fatal }) => {
                 if fatal {
                     *self.worker = None;

@@ -6,6 +6,7 @@ pub mod check;
 pub mod gate;
 pub mod history;
 pub mod lab_memory;
+pub mod peaks_cache;
 pub mod remote;
 pub mod sanitize;
 pub mod side_build;

@@ -158,6 +158,7 @@ impl Problem {
             work: Work {
                 flops: 0.0,
                 compulsory_bytes: 0,
+                output_bytes: 0,
             },
         }
     }

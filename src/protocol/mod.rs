@@ -21,7 +21,7 @@ use crate::facts::resources::{Occupancy, ResourceUsage};
 use crate::gpu::compile::Build;
 use crate::grade::compare::Comparison;
 use crate::grade::integrity::Integrity;
-use crate::grade::roofline::Roofline;
+use crate::grade::roofline::{DevicePeaks, Roofline};
 use crate::grade::stats::{Speedup, TimingSummary};
 use crate::lab::definition::{LabCase, LabRef, Problem};
 use crate::lab::geometry::LaunchGeometry;
@@ -30,7 +30,9 @@ use crate::lab::registry;
 /// Bumped whenever a message changes shape; both sides check it in the handshake.
 /// 2: compiled images travel as binary frames (framing.rs), not JSON arrays.
 /// 3: a compile names its build (quick or optimized) and may name the target GPU.
-pub const PROTOCOL_VERSION: u32 = 3;
+/// 4: counters carry the GPU's peaks (the request the cached ones), the
+/// device its SM attributes and UUID, the roofline its per-unit loads.
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// What the caller asks of the worker.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -73,6 +75,10 @@ pub enum Request {
         /// The metric names when `tier` is `Custom`.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         metrics: Vec<String>,
+        /// This GPU's roofs as measured by an earlier worker (the caller's
+        /// cache); without them the worker runs the peak benchmarks.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        known_peaks: Option<DevicePeaks>,
     },
     /// Finish cleanly.
     Shutdown,
@@ -191,7 +197,7 @@ pub struct CompileOutcome {
     /// Why there is no kernel when it is not the compiler's diagnostics.
     pub problem: Option<CompileProblem>,
     pub resources: Option<ResourceUsage>,
-    /// Theoretical occupancy on Hopper at the declared geometry, from the resource report.
+    /// Theoretical occupancy on the worker's GPU (the compile target's typical SM without one) at the declared geometry.
     pub occupancy: Option<Occupancy>,
     pub geometry: Option<LaunchGeometry>,
     /// The compiled image, so a restarted worker can load it without recompiling.
@@ -313,6 +319,13 @@ pub struct CountersOutcome {
     pub passes: usize,
     pub student: KernelCounters,
     pub starter: KernelCounters,
+    /// The roofs the rooflines were placed on (absent in older reports).
+    #[serde(default)]
+    pub peaks: Option<DevicePeaks>,
+    /// Whether they were measured now, read from the cache, or taken from
+    /// the device attributes, and why.
+    #[serde(default)]
+    pub peaks_origin: Option<String>,
     pub elapsed_ms: f64,
 }
 

@@ -85,10 +85,8 @@ impl CountersView {
         let mut lines = Vec::new();
         // The verdict comes first: a narrow panel cuts lines from the bottom.
         if let Some(r) = &student.roofline {
-            lines.push((
-                format!("{:?}-bound", r.verdict.bound),
-                r.verdict.reason.clone(),
-            ));
+            lines.push((r.verdict.bound.word().into(), r.verdict.reason.clone()));
+            lines.push(("next".into(), r.verdict.next_step.clone()));
         }
         if let Some(sm) = metric(student, metrics::SM_THROUGHPUT_PCT) {
             let base = metric(starter, metrics::SM_THROUGHPUT_PCT)
@@ -98,21 +96,44 @@ impl CountersView {
         }
         match &student.roofline {
             Some(r) => {
-                let dram = format!(
-                    "{:.1} MB = {:.2}x min",
-                    r.dram_bytes / 1e6,
-                    r.dram_over_compulsory
-                );
+                lines.push(("units".into(), r.units_summary()));
+                if let Some(dram) = &r.dram {
+                    lines.push((
+                        "DRAM rd".into(),
+                        format!(
+                            "{:.1} MB = {:.2}x inputs",
+                            dram.read_bytes / 1e6,
+                            dram.reads_over_floor
+                        ),
+                    ));
+                    // Output lines still dirty in L2 at the end are written back uncounted.
+                    let in_l2 = if dram.writes_over_floor < 1.0 {
+                        ", rest in L2"
+                    } else {
+                        ""
+                    };
+                    lines.push((
+                        "DRAM wr".into(),
+                        format!(
+                            "{:.1} MB = {:.2}x output{in_l2}",
+                            dram.write_bytes / 1e6,
+                            dram.writes_over_floor
+                        ),
+                    ));
+                }
                 let intensity = format!(
                     "{:.0} flop/B, ridge {:.0}",
                     r.arithmetic_intensity, r.ridge_point
                 );
+                let tensor = r
+                    .tf32_peak_pct
+                    .map(|pct| format!(", {pct:.0}% of tf32"))
+                    .unwrap_or_default();
                 let rate = format!(
-                    "{:.1} TFLOP/s = {:.0}%",
+                    "{:.1} TFLOP/s = {:.0}%{tensor}",
                     r.achieved_gflops / 1e3,
                     r.fp32_peak_pct
                 );
-                lines.push(("DRAM".into(), dram));
                 lines.push(("AI".into(), intensity));
                 lines.push(("fp32".into(), rate));
             }
@@ -128,6 +149,9 @@ impl CountersView {
                 outcome.tier, outcome.passes, outcome.chip
             ),
         ));
+        if let Some(peaks) = &outcome.peaks {
+            lines.push(("roofs".into(), peaks.summary()));
+        }
         Self::Collected { lines }
     }
 }

@@ -3,7 +3,7 @@
 //! whose line rises with intensity), and the kernel and the starter as
 //! points. Plain numbers, so the view only scales and draws.
 
-use crate::grade::roofline::Roofline;
+use crate::grade::roofline::{DevicePeaks, Roofline};
 use crate::outcome::CountersResult;
 
 /// What kind of ceiling a roof is.
@@ -43,7 +43,10 @@ impl RooflinePlot {
     pub fn from_result(result: &CountersResult) -> Option<Self> {
         let outcome = result.as_ref().ok()?;
         let student = outcome.student.roofline.as_ref()?;
-        let roofs = roofs_of(student)?;
+        let roofs = match &outcome.peaks {
+            Some(peaks) => roofs_of_peaks(peaks),
+            None => roofs_of(student)?,
+        };
         let point = |name, mark, r: &Roofline| {
             let placed = r.arithmetic_intensity.is_finite() && r.achieved_gflops > 0.0;
             placed.then_some(PlotPoint {
@@ -68,9 +71,26 @@ impl RooflinePlot {
     }
 }
 
-/// The FP32 and DRAM roofs the roofline was computed against: the FP32 peak
-/// is the achieved rate over its share of it, DRAM the FP32 peak over the
-/// ridge point.
+/// Every roof of the GPU the counters were read on.
+fn roofs_of_peaks(peaks: &DevicePeaks) -> Vec<PlotRoof> {
+    let compute = |name: &str, flops_per_s| PlotRoof {
+        name: name.into(),
+        kind: RoofKind::Compute { flops_per_s },
+    };
+    let mut roofs = vec![compute("FP32", peaks.fp32_flops.per_s)];
+    roofs.extend(peaks.tf32_flops.map(|roof| compute("TF32", roof.per_s)));
+    roofs.push(PlotRoof {
+        name: "DRAM".into(),
+        kind: RoofKind::Memory {
+            bytes_per_s: peaks.dram_bytes.per_s,
+        },
+    });
+    roofs
+}
+
+/// For a report older than the per-GPU peaks: the FP32 and DRAM roofs the
+/// roofline was computed against, the FP32 peak being the achieved rate
+/// over its share of it, DRAM the FP32 peak over the ridge point.
 fn roofs_of(r: &Roofline) -> Option<Vec<PlotRoof>> {
     let fp32 = r.achieved_gflops * 1e9 * 100.0 / r.fp32_peak_pct;
     let dram = fp32 / r.ridge_point;

@@ -21,7 +21,8 @@ use std::time::Instant;
 use anyhow::Context;
 use cudarc::driver::CudaFunction;
 
-use crate::facts::resources::{theoretical_occupancy, SmLimits};
+use crate::facts::arch::parse_arch;
+use crate::facts::resources::{theoretical_occupancy, SmLimits, DEFAULT_TARGET};
 use crate::gpu::compile::{self, Build, CompileError, CompileOptions};
 use crate::gpu::device::{Gpu, GpuError, Kernel, L2Flusher, PROBES_SOURCE};
 use crate::grade::compare::{compare, POISON_BITS};
@@ -97,6 +98,8 @@ struct Baselines {
     oracle_f64: CudaFunction,
     clock_probe: CudaFunction,
     l2_flusher: L2Flusher,
+    /// The compiled probes, kept for the peak benchmarks counters run once.
+    probes: Vec<u8>,
 }
 
 struct Worker {
@@ -167,11 +170,13 @@ impl Worker {
                 seed,
                 tier,
                 metrics,
+                known_peaks,
             } => self.counters(counters::CountersRequest {
                 case,
                 seed,
                 tier,
                 custom_metrics: metrics,
+                known_peaks,
             }),
             Request::Shutdown => failure("shutdown is handled by the loop", true),
         }
@@ -317,10 +322,21 @@ impl Worker {
                 }
             }
         }
+        // The GPU in use, or without one the compile target's typical SM.
+        let limits = match &self.gpu {
+            Some(gpu) => gpu.info.sm_limits(),
+            None => SmLimits::typical(
+                options
+                    .arch
+                    .as_deref()
+                    .and_then(parse_arch)
+                    .unwrap_or(DEFAULT_TARGET),
+            ),
+        };
         outcome.occupancy = outcome
             .resources
             .as_ref()
-            .map(|usage| theoretical_occupancy(usage, &compiled.geometry, &SmLimits::hopper()));
+            .map(|usage| theoretical_occupancy(usage, &compiled.geometry, &limits));
         outcome.image = compiled.image;
         (Event::Compiled(outcome), false)
     }
@@ -371,6 +387,7 @@ impl Worker {
             oracle_f64: gpu.load_support(&oracle_image, support.oracle_f64)?,
             clock_probe: gpu.load_support(&probes, "clock_probe")?,
             l2_flusher: gpu.l2_flusher(&l2_sweep)?,
+            probes,
         });
         Ok(())
     }
