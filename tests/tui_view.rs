@@ -12,7 +12,10 @@ use flashprof::lab::geometry::LaunchGeometry;
 use flashprof::outcome::Progress;
 use flashprof::protocol::CaseStatus;
 use flashprof::tui::model::{CountersView, Model};
-use tui_support::drive::{complete, fresh, key, progress, save, screen, SIZES};
+use flashprof::tui::theme::Theme;
+use tui_support::drive::{
+    complete, fresh, key, progress, save, screen, styled_screen, uses_colour, SIZES,
+};
 use tui_support::*;
 
 /// Snapshots `model` at both sizes and returns the small screen for asserts.
@@ -425,4 +428,102 @@ fn a_paged_case_heatmap_names_the_batch_and_marks_where_each_sequence_starts() {
         })
         .expect("a band inside the second sequence");
     assert!(wrong_band.contains(['▓', '█']), "{text}");
+}
+
+/// The main states of the screen in colour, as styled snapshots at both sizes.
+fn colour_snapshot(name: &str, model: &mut Model) -> String {
+    model.theme = Theme { color: true };
+    for (width, height) in SIZES {
+        insta::assert_snapshot!(
+            format!("{name}_colour_{width}x{height}"),
+            styled_screen(model, width, height)
+        );
+    }
+    styled_screen(model, 80, 24)
+}
+
+fn counted_report(ratio: f64) -> flashprof::outcome::CheckReport {
+    let mut report = all_pass(ratio, 40);
+    report.counters = vec![Ok(counters_full())];
+    report
+}
+
+#[test]
+fn colour_is_part_of_the_main_states() {
+    let mut model = fresh();
+    complete(&mut model, "v1", all_pass(1.5, 48));
+    complete(&mut model, "v2", counted_report(2.5));
+    let pass = colour_snapshot("pass", &mut model);
+    assert!(pass.contains("⟦fg:green⟧✓ pass"), "{pass}");
+    // The header's verdict and the selected row.
+    assert!(pass.contains("⟦fg:green⟧PASS 14/14⟦/⟧"), "{pass}");
+    assert!(pass.contains("reversed"), "{pass}");
+
+    let mut model = fresh();
+    complete(&mut model, "v1", failing_report());
+    key(&mut model, KeyCode::Tab);
+    let fail = colour_snapshot("fail", &mut model);
+    assert!(fail.contains("⟦fg:red bold reversed⟧✗ FAIL"), "{fail}");
+
+    let mut model = fresh();
+    complete(
+        &mut model,
+        "v1",
+        compile_error_report("    const flaot* qRow = q;"),
+    );
+    let error = colour_snapshot("compile_error", &mut model);
+    assert!(
+        error.contains("⟦fg:red bold⟧✗ error line 19:5: ⟦/⟧"),
+        "{error}"
+    );
+
+    let mut model = fresh();
+    complete(&mut model, "v1", all_pass(1.5, 40));
+    let run = save(&mut model, "v2").expect("run");
+    progress(&mut model, run, Progress::Compiled(compiled(48)));
+    progress(&mut model, run, Progress::CaseStarted { index: 1 });
+    let running = colour_snapshot("running", &mut model);
+    assert!(running.contains("⟦fg:yellow⟧running"), "{running}");
+    assert!(running.contains("⟦italic⟧(previous save)"), "{running}");
+}
+
+#[test]
+fn no_color_draws_no_colour_and_every_state_still_reads_as_text() {
+    let mut model = fresh();
+    complete(&mut model, "v1", failing_report());
+    key(&mut model, KeyCode::Tab);
+    for (width, height) in SIZES {
+        assert!(!uses_colour(&model, width, height));
+    }
+    let fail = styled_screen(&model, 80, 24);
+    insta::assert_snapshot!("fail_monochrome_80x24", fail);
+    // Pass and fail differ by glyph and word, the failure is also bold, and
+    // the selection is reversed rather than coloured.
+    assert!(fail.contains("⟦bold reversed⟧✗ FAIL"), "{fail}");
+    assert!(fail.contains("✓ pass"), "{fail}");
+    assert!(fail.contains("⟦bold⟧FAIL 13/14"), "{fail}");
+    let run = save(&mut model, "v2").expect("run");
+    progress(&mut model, run, Progress::Compiled(compiled(48)));
+    progress(&mut model, run, Progress::CaseStarted { index: 2 });
+    let running = styled_screen(&model, 80, 24);
+    assert!(!uses_colour(&model, 80, 24));
+    assert!(running.contains("⟦underlined⟧running"), "{running}");
+    assert!(running.contains("(previous save)"), "{running}");
+}
+
+#[test]
+fn a_compute_bound_verdict_names_the_bound_once() {
+    let mut model = fresh();
+    let mut report = all_pass(2.5, 40);
+    let mut counters = counters_full();
+    counters.student = kernel_counters(16.1, 105.0, 97.0, 61.0);
+    report.counters = vec![Ok(counters)];
+    complete(&mut model, "v1", report);
+    let text = screen(&model, 120, 40);
+    let verdict = text
+        .lines()
+        .find(|line| line.contains("compute-bound"))
+        .expect("a compute-bound verdict");
+    assert_eq!(verdict.matches("compute-bound").count(), 1, "{text}");
+    assert!(!text.to_lowercase().contains("compute-bound compute-bound"));
 }

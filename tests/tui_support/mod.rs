@@ -334,6 +334,7 @@ pub mod drive {
     use flashprof::tui::update::update;
     use flashprof::tui::view::draw;
     use ratatui::backend::TestBackend;
+    use ratatui::style::{Color, Modifier};
     use ratatui::Terminal;
 
     /// The sizes every screen is snapshotted at: the smallest terminal the
@@ -347,6 +348,67 @@ pub mod drive {
             .draw(|frame| draw(frame, model))
             .expect("draw into the test backend");
         terminal.backend().to_string()
+    }
+
+    /// `model` drawn like [`screen`], with every run of styled cells marked
+    /// `⟦fg bg modifiers⟧text⟦/⟧` (fg and bg as `fg:red`, `bg:blue`), so a
+    /// snapshot holds the colours and emphasis as well as the text.
+    pub fn styled_screen(model: &Model, width: u16, height: u16) -> String {
+        let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("test terminal");
+        terminal
+            .draw(|frame| draw(frame, model))
+            .expect("draw into the test backend");
+        let buffer = terminal.backend().buffer();
+        let mut out = String::new();
+        for y in 0..height {
+            let mut open: Option<String> = None;
+            for x in 0..width {
+                let cell = &buffer[(x, y)];
+                let style = style_words(cell.fg, cell.bg, cell.modifier);
+                if open != style {
+                    if open.is_some() {
+                        out.push_str("⟦/⟧");
+                    }
+                    if let Some(words) = &style {
+                        out.push_str(&format!("⟦{words}⟧"));
+                    }
+                    open = style;
+                }
+                out.push_str(cell.symbol());
+            }
+            if open.is_some() {
+                out.push_str("⟦/⟧");
+            }
+            out.push('\n');
+        }
+        out
+    }
+
+    /// `fg:red bold`, or `None` for the terminal's own style.
+    fn style_words(fg: Color, bg: Color, modifier: Modifier) -> Option<String> {
+        let mut words = Vec::new();
+        if fg != Color::Reset {
+            words.push(format!("fg:{fg}").to_lowercase());
+        }
+        if bg != Color::Reset {
+            words.push(format!("bg:{bg}").to_lowercase());
+        }
+        words.extend(modifier.iter().map(|m| format!("{m:?}").to_lowercase()));
+        (!words.is_empty()).then(|| words.join(" "))
+    }
+
+    /// Whether any cell of `model`'s screen has a colour of its own.
+    pub fn uses_colour(model: &Model, width: u16, height: u16) -> bool {
+        let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("test terminal");
+        terminal
+            .draw(|frame| draw(frame, model))
+            .expect("draw into the test backend");
+        terminal
+            .backend()
+            .buffer()
+            .content()
+            .iter()
+            .any(|cell| cell.fg != Color::Reset || cell.bg != Color::Reset)
     }
 
     pub fn fresh() -> Model {
