@@ -292,3 +292,16 @@ fn replay_ticks_pauses_steps_and_changes_speed() {
         "a replay runs no checks"
     );
 }
+
+#[test]
+fn c_opens_and_closes_the_counters_overlay() {
+    let mut model = fresh();
+    complete(&mut model, "v1", all_pass(1.5, 40));
+    key(&mut model, KeyCode::Char('c'));
+    assert_eq!(model.overlay, Some(Overlay::Counters));
+    key(&mut model, KeyCode::Char('c'));
+    assert_eq!(model.overlay, None);
+    key(&mut model, KeyCode::Char('c'));
+    key(&mut model, KeyCode::Esc);
+    assert_eq!(model.overlay, None);
+}

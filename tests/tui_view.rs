@@ -527,3 +527,79 @@ fn a_compute_bound_verdict_names_the_bound_once() {
     assert_eq!(verdict.matches("compute-bound").count(), 1, "{text}");
     assert!(!text.to_lowercase().contains("compute-bound compute-bound"));
 }
+
+#[test]
+fn a_clean_compile_takes_one_line_and_its_rows_go_to_the_cases() {
+    let mut model = fresh();
+    complete(&mut model, "v1", all_pass(1.5, 40));
+    let clean = screen(&model, 120, 40);
+    let lines: Vec<&str> = clean.lines().collect();
+    assert!(
+        lines[1].contains("prefill.cu ✓ compiled in 65 ms"),
+        "{clean}"
+    );
+    // Every case fits at 120x40, and seven at 80x24.
+    assert!(clean.contains("cases (14 of 14)"), "{clean}");
+    assert!(screen(&model, 80, 24).contains("cases (7 of 14)"));
+    // An error takes a bordered panel of its own lines: the message, the
+    // source line and the caret, not a fixed height.
+    complete(
+        &mut model,
+        "v2",
+        compile_error_report("    const flaot* qRow = q;"),
+    );
+    let error = screen(&model, 120, 40);
+    let lines: Vec<&str> = error.lines().collect();
+    assert!(lines[1].contains("┌ prefill.cu"), "{error}");
+    assert!(lines[5].contains("└──"), "{error}");
+}
+
+#[test]
+fn the_selected_case_s_whole_diagnosis_is_under_the_table() {
+    let mut model = fresh();
+    let mut report = failing_report();
+    let long = "only rows 40..63 of each 64-row tile are wrong, in every head of KV \
+                group 0 (query heads 0-3): the rows a block handles last go astray, \
+                which is what a missing rescale of the accumulator does";
+    report.cases[1].diagnosis = long.into();
+    complete(&mut model, "v1", report);
+    key(&mut model, KeyCode::Tab);
+    for (width, height) in SIZES {
+        let text = screen(&model, width, height);
+        let words: String = text
+            .lines()
+            .map(|line| line.trim_matches('"'))
+            .skip_while(|line| !line.starts_with("▸ planted-overflow:"))
+            .take_while(|line| !line.starts_with('┌'))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let words = words.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(words.contains(long), "{width}x{height}:\n{text}");
+    }
+}
+
+#[test]
+fn the_counters_overlay_shows_every_line_whole_and_a_large_roofline() {
+    let mut model = fresh();
+    complete(&mut model, "v1", counted_report(2.5));
+    key(&mut model, KeyCode::Char('c'));
+    let text = snapshot("counters_overlay", &mut model);
+    assert!(text.contains("counters and roofline"), "{text}");
+    let wide = screen(&model, 120, 40);
+    for roof in ["FP32", "TF32", "DRAM"] {
+        assert!(wide.contains(roof), "{roof}: {wide}");
+    }
+    assert!(wide.contains('●') && wide.contains('○'), "{wide}");
+    // The verdict the panel cuts is whole here.
+    let Some(CountersView::Collected { lines }) = &model.counters else {
+        panic!("counters collected");
+    };
+    let verdict = &lines[0].1;
+    let flat = wide
+        .replace(['│', '"'], " ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let verdict_words = verdict.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(flat.contains(&verdict_words), "{verdict}\n{wide}");
+}

@@ -63,7 +63,9 @@ pub fn draw_overlay(frame: &mut Frame, area: Rect, model: &Model) {
         Layout::horizontal([Constraint::Percentage(45), Constraint::Fill(1)]).areas(inner)
     } else {
         let rows = whole_lines(model, inner.width).len() as u16;
-        let text_rows = rows.min(inner.height / 2);
+        // The words come first; the plot keeps a row more than its least,
+        // so roofs a few rows apart stay apart.
+        let text_rows = rows.min(inner.height.saturating_sub(roofline::MIN_HEIGHT + 1));
         Layout::vertical([Constraint::Length(text_rows), Constraint::Fill(1)]).areas(inner)
     };
     frame.render_widget(

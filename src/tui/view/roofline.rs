@@ -98,7 +98,9 @@ fn draw_roof(
             let start = highest(plot, Memory).map_or(x_lo, |bw| (flops_per_s / bw).log10());
             let color = theme.plot(Color::Red);
             ctx.draw(&Segment::new(start.max(x_lo), y, x_hi, y, color));
-            ctx.print(x_hi - label_width - cell_x, y + cell_y, label);
+            // On its own line, at the right end: roofs a row apart keep
+            // their names apart.
+            ctx.print(x_hi - label_width, y, label);
         }
         RoofKind::Memory { bytes_per_s } => {
             let slope_at = |x: f64| bytes_per_s.log10() + x;
