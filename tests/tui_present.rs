@@ -148,3 +148,16 @@ fn a_replay_steps_through_runs_and_lists_its_keys() {
         assert!(help.contains(row), "help lacks {row:?}:\n{help}");
     }
 }
+
+#[test]
+fn a_pass_with_counters_shows_the_roofline_beside_the_cases() {
+    let mut model = presenting();
+    let mut report = all_pass(2.5, 40);
+    report.counters = vec![Ok(counters_full())];
+    complete(&mut model, "v1", report);
+    let text = snapshot("pass_roofline", &mut model);
+    assert!(text.contains(" roofline "), "{text}");
+    assert!(text.contains('●') && text.contains('○'), "{text}");
+    assert!(text.contains("✓ pass  random-small"), "{text}");
+    assert!(block_rows(&text) >= 5, "{text}");
+}

@@ -121,7 +121,7 @@ pub fn draw_footer(frame: &mut Frame, area: Rect, model: &Model) {
             Line::from("q quit  space pause  ←/→ step  +/- speed  enter heatmap  h history  ? help")
         }
         None => Line::from(
-            "q quit  r rerun  ↑↓ select  tab next failing  enter heatmap  h history  ? help",
+            "q quit  r rerun  ↑↓/tab select  enter heatmap  c counters  h history  ? help",
         ),
     };
     frame.render_widget(Paragraph::new(line), area);
