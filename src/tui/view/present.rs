@@ -2,7 +2,7 @@
 //! block digits (the speedup over the starter and the cases passed), and
 //! one large panel under them that shows whatever explains those numbers
 //! best: the compile error, the heatmap of a failing case, or every case
-//! at a glance beside the roofline plot. Thick borders and bold text survive a washed-out beamer.
+//! at a glance beside the roofline plot (or the trend over the saves). Thick borders and bold text survive a washed-out beamer.
 //!
 //! The panel picks its own content so a lecturer never has to drive it;
 //! the usual keys still work (tab to the next failing case, `?` for help,
@@ -14,7 +14,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Paragraph};
 use ratatui::Frame;
 
-use super::{bigtext, compile, header, heatmap, roofline};
+use super::{bigtext, compile, header, heatmap, roofline, trend};
 use crate::protocol::{CaseOutcome, CaseStatus};
 use crate::tui::model::{CaseCell, Model, TimingCell};
 
@@ -160,17 +160,28 @@ fn draw_detail(frame: &mut Frame, area: Rect, model: &Model) {
             " tab next failing ",
             WIDEST_HEAT_CELL,
         );
-    } else if let Some(plot) = model.roofline.as_ref().filter(|_| area.width >= 80) {
-        // Everything passes: the cases at a glance, and where the kernel
-        // sits under the roofs (a replay of a ladder moves the point).
-        let [cases, roofs] =
+    } else if area.width >= 80 && (model.roofline.is_some() || model.history.len() >= 2) {
+        // Everything passes: the cases at a glance, and beside them where
+        // the kernel sits under the roofs or, without counters, how the
+        // saves got here (a replay of the ladder moves both).
+        let [cases, side] =
             Layout::horizontal([Constraint::Percentage(45), Constraint::Fill(1)]).areas(area);
         draw_case_grid(frame, cases, model);
         let style = bold(model.theme.accent());
-        let block = framed("roofline", "c every counter".into(), style);
-        let inner = block.inner(roofs);
-        frame.render_widget(block, roofs);
-        roofline::draw(frame, inner, plot, model.theme);
+        let block = match model.roofline {
+            Some(_) => framed("roofline", "c every counter".into(), style),
+            None => framed(
+                "over the saves",
+                "speedup, registers, max error".into(),
+                style,
+            ),
+        };
+        let inner = block.inner(side);
+        frame.render_widget(block, side);
+        match &model.roofline {
+            Some(plot) => roofline::draw(frame, inner, plot, model.theme),
+            None => trend::draw(frame, inner, model),
+        }
     } else {
         draw_case_grid(frame, area, model);
     }

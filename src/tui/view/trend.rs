@@ -57,8 +57,8 @@ const SERIES: [Series; 3] = [
     },
 ];
 
-/// Width of the label column: `max err 1e-4 `.
-const LABEL_WIDTH: u16 = 14;
+/// Width of the label column: `speedup 23.50x `.
+const LABEL_WIDTH: u16 = 15;
 
 /// The trend plots in `area`, as many series as there are rows for (the
 /// speedup first); nothing before the second check.
@@ -82,10 +82,21 @@ fn draw_series(frame: &mut Frame, area: Rect, model: &Model, series: &Series) {
         Layout::horizontal([Constraint::Length(LABEL_WIDTH), Constraint::Fill(1)]).areas(area);
     let values = model.trend(series.figure);
     let newest = values.iter().rev().flatten().next().copied();
-    let label = Line::from(vec![
+    let mut label = vec![Line::from(vec![
         Span::styled(format!("{} ", series.label), model.theme.accent()),
         Span::raw(newest.map_or("-".into(), series.show)),
-    ]);
+    ])];
+    // With a second row, the range the strip spans: a plot without a scale
+    // shows a shape, not how far it moved.
+    let known: Vec<f64> = values.iter().flatten().copied().collect();
+    let lowest = known.iter().copied().reduce(f64::min);
+    let highest = known.iter().copied().reduce(f64::max);
+    if let (Some(lo), Some(hi), true) = (lowest, highest, label_area.height >= 2) {
+        if lo < hi {
+            let range = format!("{}..{}", (series.show)(lo), (series.show)(hi));
+            label.push(Line::styled(range, model.theme.stale()));
+        }
+    }
     frame.render_widget(Paragraph::new(label), label_area);
     // Two braille points per cell: the newest saves that fit.
     let room = usize::from(plot_area.width) * 2;
