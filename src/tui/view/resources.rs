@@ -2,9 +2,11 @@
 //! allows on the worker's GPU (as the worker computed it), and how each
 //! changed since the previous check.
 //!
-//! A short terminal keeps only the first four lines, so a block too large to
-//! launch takes the occupancy line's place (occupancy means nothing then) and
-//! the largest block the kernel allows comes last, for the taller layouts.
+//! Lines stay within the 22 columns the panel has at 80 wide (the limiter
+//! beside the occupancy, the blocks per SM on their own line). A block too
+//! large to launch takes the occupancy line's place (occupancy means nothing
+//! then, nor blocks per SM), and the largest block the kernel allows comes
+//! last and says the limit.
 
 use ratatui::layout::Rect;
 use ratatui::text::Line;
