@@ -343,21 +343,23 @@ pub mod drive {
 
     /// `model` drawn by the real view into a test terminal of that size.
     pub fn screen(model: &Model, width: u16, height: u16) -> String {
+        drawn(model, width, height).backend().to_string()
+    }
+
+    /// A test terminal of that size with `model` drawn by the real view.
+    fn drawn(model: &Model, width: u16, height: u16) -> Terminal<TestBackend> {
         let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("test terminal");
         terminal
             .draw(|frame| draw(frame, model))
             .expect("draw into the test backend");
-        terminal.backend().to_string()
+        terminal
     }
 
     /// `model` drawn like [`screen`], with every run of styled cells marked
     /// `⟦fg bg modifiers⟧text⟦/⟧` (fg and bg as `fg:red`, `bg:blue`), so a
     /// snapshot holds the colours and emphasis as well as the text.
     pub fn styled_screen(model: &Model, width: u16, height: u16) -> String {
-        let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("test terminal");
-        terminal
-            .draw(|frame| draw(frame, model))
-            .expect("draw into the test backend");
+        let terminal = drawn(model, width, height);
         let buffer = terminal.backend().buffer();
         let mut out = String::new();
         for y in 0..height {
@@ -399,11 +401,7 @@ pub mod drive {
 
     /// Whether any cell of `model`'s screen has a colour of its own.
     pub fn uses_colour(model: &Model, width: u16, height: u16) -> bool {
-        let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("test terminal");
-        terminal
-            .draw(|frame| draw(frame, model))
-            .expect("draw into the test backend");
-        terminal
+        drawn(model, width, height)
             .backend()
             .buffer()
             .content()
