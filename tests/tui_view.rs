@@ -199,7 +199,7 @@ fn counters_collected() {
     let mut report = all_pass(2.5, 40);
     report.counters = vec![Ok(counters_full())];
     complete(&mut model, "v1", report);
-    let Some(CountersView::Collected { lines }) = model.counters.clone() else {
+    let Some(CountersView::Collected { lines, compact }) = model.counters.clone() else {
         panic!(
             "the report's counters reach the panel: {:?}",
             model.counters
@@ -222,8 +222,13 @@ fn counters_collected() {
         ]
     );
     let text = snapshot("counters_collected", &mut model);
-    // Even the narrow panel keeps the verdict: it is listed first.
-    assert!(text.contains("latency-bound"), "{text}");
+    // At 80x24 the panel shows its compact lines, every one whole.
+    assert_eq!(compact.len(), 7, "{compact:?}");
+    for (label, value) in &compact {
+        let line = format!("{label} {value}");
+        assert!(text.contains(line.trim_end()), "{line}:\n{text}");
+    }
+    assert!(text.contains("busiest FP32 FMA pipe 42%"), "{text}");
     let value = |label: &str| {
         lines
             .iter()
@@ -591,7 +596,7 @@ fn the_counters_overlay_shows_every_line_whole_and_a_large_roofline() {
     }
     assert!(wide.contains('●') && wide.contains('○'), "{wide}");
     // The verdict the panel cuts is whole here.
-    let Some(CountersView::Collected { lines }) = &model.counters else {
+    let Some(CountersView::Collected { lines, .. }) = &model.counters else {
         panic!("counters collected");
     };
     let verdict = &lines[0].1;

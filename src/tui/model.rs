@@ -7,6 +7,7 @@
 
 use crate::facts::metrics::{self, finite_value};
 use crate::outcome::CountersResult;
+use crate::protocol::CountersOutcome;
 use crate::protocol::KernelCounters;
 use std::time::Duration;
 
@@ -65,8 +66,16 @@ pub struct Completed {
 /// [`Model::counters`] means not collected yet.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CountersView {
-    Unavailable { reason: String },
-    Collected { lines: Vec<(String, String)> },
+    Unavailable {
+        reason: String,
+    },
+    Collected {
+        /// Every figure with its reasons, one line each.
+        lines: Vec<(String, String)>,
+        /// The same reading in lines of at most 30 columns, for a panel too
+        /// narrow for `lines` (80 columns of terminal).
+        compact: Vec<(String, String)>,
+    },
 }
 
 impl CountersView {
@@ -152,8 +161,59 @@ impl CountersView {
         if let Some(peaks) = &outcome.peaks {
             lines.push(("roofs".into(), peaks.summary()));
         }
-        Self::Collected { lines }
+        Self::Collected {
+            lines,
+            compact: compact_lines(outcome),
+        }
     }
+}
+
+/// The bound, the busiest unit and the figures that place the kernel, each
+/// short enough for a 30-column panel; the reasons wait in the overlay.
+fn compact_lines(outcome: &CountersOutcome) -> Vec<(String, String)> {
+    let metric = |k: &KernelCounters, name: &str| finite_value(&k.metrics, name);
+    let (student, starter) = (&outcome.student, &outcome.starter);
+    let mut lines = Vec::new();
+    let Some(r) = &student.roofline else {
+        lines.push(("student".into(), "no roofline".into()));
+        return lines;
+    };
+    lines.push((r.verdict.bound.word().into(), String::new()));
+    if let Some(busiest) = &r.verdict.busiest {
+        lines.push(("busiest".into(), busiest.describe()));
+    }
+    if let Some(sm) = metric(student, metrics::SM_THROUGHPUT_PCT) {
+        let base = metric(starter, metrics::SM_THROUGHPUT_PCT)
+            .map(|b| format!(" (starter {b:.0}%)"))
+            .unwrap_or_default();
+        lines.push(("SM".into(), format!("{sm:.0}%{base}")));
+    }
+    if let Some(dram) = &r.dram {
+        lines.push((
+            "DRAM".into(),
+            format!(
+                "rd {:.2}x in, wr {:.2}x out",
+                dram.reads_over_floor, dram.writes_over_floor
+            ),
+        ));
+    }
+    lines.push((
+        "AI".into(),
+        format!(
+            "{:.0} flop/B, ridge {:.0}",
+            r.arithmetic_intensity, r.ridge_point
+        ),
+    ));
+    let tensor = r
+        .tf32_peak_pct
+        .map(|pct| format!(", {pct:.0}% tf32"))
+        .unwrap_or_default();
+    lines.push((
+        "peak".into(),
+        format!("{:.0}% fp32{tensor}", r.fp32_peak_pct),
+    ));
+    lines.push(("c".into(), "every line, roofline plot".into()));
+    lines
 }
 
 /// A window drawn over the panels.

@@ -229,7 +229,7 @@ fn counters_line(report: &CheckReport, theme: Theme) -> Option<Line<'static>> {
     let view = CountersView::from_result(report.counters.last()?);
     let text = match view {
         // The first line is the verdict: the bound, then the unit that decided it.
-        CountersView::Collected { lines } => {
+        CountersView::Collected { lines, .. } => {
             let (bound, reason) = lines.into_iter().next()?;
             format!("{bound}: {reason}")
         }

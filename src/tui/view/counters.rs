@@ -3,8 +3,10 @@
 //!
 //! Collected values are one line each and never wrap: the panel is small,
 //! so a long line loses its tail rather than pushing the lines after it
-//! out of sight, and the model lists the most telling line first. Under
-//! them, when the panel has the rows, the roofline plot. The counters
+//! out of sight, and the model lists the most telling line first. A panel
+//! under 40 columns (an 80-column terminal) shows the compact lines
+//! instead, each whole. Under them, when the panel has the rows, the
+//! roofline plot. The counters
 //! overlay (`c`) shows every line whole, wrapped, beside a large plot.
 
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -16,6 +18,9 @@ use super::roofline;
 use super::text::{full_overlay, panel, wrap_words};
 use crate::tui::model::{CountersView, Model};
 
+/// Inner width under which the panel shows the compact lines: the full
+/// ones would be cut within their first words.
+const COMPACT_BELOW: u16 = 40;
 /// Text lines the panel keeps above the plot when it must choose.
 const LINES_OVER_PLOT: u16 = 6;
 
@@ -23,13 +28,20 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
     let block = panel("counters", false, model.theme);
     let inner = block.inner(area);
     frame.render_widget(block, area);
-    let body = body(model);
+    let compact = inner.width < COMPACT_BELOW;
+    let body = body(model, compact);
     let Some(plot) = model.roofline.as_ref() else {
         frame.render_widget(body, inner);
         return;
     };
     let wanted = match &model.counters {
-        Some(CountersView::Collected { lines }) => u16::try_from(lines.len()).unwrap_or(u16::MAX),
+        Some(CountersView::Collected {
+            lines,
+            compact: short,
+        }) => {
+            let shown = if compact { short } else { lines };
+            u16::try_from(shown.len()).unwrap_or(u16::MAX)
+        }
         _ => 1,
     };
     let plot_rows = inner.height.saturating_sub(wanted.min(LINES_OVER_PLOT));
@@ -56,7 +68,7 @@ pub fn draw_overlay(frame: &mut Frame, area: Rect, model: &Model) {
     let inner = block.inner(rect);
     frame.render_widget(block, rect);
     let Some(plot) = model.roofline.as_ref() else {
-        frame.render_widget(body(model).wrap(Wrap { trim: true }), inner);
+        frame.render_widget(body(model, false).wrap(Wrap { trim: true }), inner);
         return;
     };
     let [text_area, plot_area] = if inner.width >= 100 {
@@ -77,7 +89,7 @@ pub fn draw_overlay(frame: &mut Frame, area: Rect, model: &Model) {
 
 /// Every collected line wrapped to `width`, its label styled.
 fn whole_lines(model: &Model, width: u16) -> Vec<Line<'static>> {
-    let Some(CountersView::Collected { lines }) = &model.counters else {
+    let Some(CountersView::Collected { lines, .. }) = &model.counters else {
         return Vec::new();
     };
     let accent = model.theme.accent();
@@ -101,10 +113,18 @@ fn whole_lines(model: &Model, width: u16) -> Vec<Line<'static>> {
         .collect()
 }
 
-fn body(model: &Model) -> Paragraph<'static> {
+/// The panel's text: the collected lines (their `compact` form for a
+/// narrow panel), or why there are none.
+fn body(model: &Model, compact: bool) -> Paragraph<'static> {
     match (&model.counters, &model.gpu) {
-        (Some(CountersView::Collected { lines }), _) => Paragraph::new(
-            lines
+        (
+            Some(CountersView::Collected {
+                lines,
+                compact: short,
+            }),
+            _,
+        ) => Paragraph::new(
+            (if compact { short } else { lines })
                 .iter()
                 .map(|(label, value)| {
                     Line::from(vec![
