@@ -113,6 +113,8 @@ fn main() {
                     } else {
                         "no kernel loaded".into()
                     },
+                    cause: None,
+                    experiments: Default::default(),
                     elapsed_ms: 0.0,
                     oracle_ms: 0.0,
                 })

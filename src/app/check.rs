@@ -184,6 +184,7 @@ pub fn run_check(
     }
     phases.total_ms = ms_since(started);
     Ok(CheckReport {
+        diagnosis: crate::outcome::check_diagnosis(&*plan.lab, &cases),
         lab: plan.lab.name().to_owned(),
         source_path: plan.source_path.clone(),
         seed: plan.seed,
@@ -228,6 +229,8 @@ fn not_run(lab: LabRef, case: &LabCase, reason: String) -> CaseOutcome {
         comparison: None,
         integrity: None,
         diagnosis: reason,
+        cause: None,
+        experiments: Default::default(),
         elapsed_ms: 0.0,
         oracle_ms: 0.0,
     }

@@ -197,6 +197,16 @@ impl ErrorMap {
 }
 
 impl Footprint {
+    /// Where the elements at `indices` (ascending, into an output of `shape`) lie.
+    pub fn of(shape: OutputShape, indices: impl IntoIterator<Item = usize>) -> Self {
+        let mut footprint = Self::default();
+        let per_row = shape.heads * shape.dim;
+        for index in indices {
+            footprint.record(index / per_row, index / shape.dim % shape.heads);
+        }
+        footprint
+    }
+
     fn record(&mut self, row: usize, head: usize) {
         self.heads |= 1 << head;
         self.tile_rows |= 1 << (row % TILE_ROWS);

@@ -16,7 +16,7 @@ use flashprof::grade::roofline::{analyze, DevicePeaks, Measured};
 use flashprof::grade::stats::{speedup, summarize};
 use flashprof::lab::flash_prefill::cases::embedded_cases;
 use flashprof::lab::flash_prefill::contract::{Shape, DH, TIMING_SHAPE, TOLERANCE};
-use flashprof::lab::flash_prefill::diagnosis::diagnose;
+use flashprof::lab::flash_prefill::diagnosis::{diagnose, Reading};
 use flashprof::lab::flash_prefill::FLASH_PREFILL;
 use flashprof::outcome::{CheckReport, PhaseTimes};
 use flashprof::protocol::{
@@ -102,6 +102,8 @@ fn blank(name: &str, shape: Shape) -> CaseOutcome {
         comparison: None,
         integrity: None,
         diagnosis: String::new(),
+        cause: None,
+        experiments: Default::default(),
         elapsed_ms: 3.0,
         oracle_ms: 1.0,
     }
@@ -125,7 +127,18 @@ pub fn graded(name: &str, shape: Shape, error: f32, wrong: &[(usize, usize)]) ->
     } else {
         CaseStatus::Fail
     };
-    case.diagnosis = diagnose(shape, &comparison, &integrity);
+    let said = diagnose(&Reading {
+        shape,
+        planted_heads: 0,
+        out: &out,
+        reference: &reference,
+        cmp: &comparison,
+        integrity: &integrity,
+        experiments: &Default::default(),
+        tensors: None,
+    });
+    case.diagnosis = said.line;
+    case.cause = said.cause.map(str::to_owned);
     case.comparison = Some(comparison);
     case.integrity = Some(integrity);
     case
@@ -254,6 +267,7 @@ pub fn report(
     timing: Option<TimingOutcome>,
 ) -> CheckReport {
     CheckReport {
+        diagnosis: flashprof::outcome::check_diagnosis(&*FLASH_PREFILL, &cases),
         lab: "flash-prefill".into(),
         source_path: FILE.into(),
         seed: 42,

@@ -37,6 +37,17 @@ pub fn diagnose_rows(
     reference: &[f64],
     rows: Option<&[usize]>,
 ) -> Option<String> {
+    explain_rows(inputs, out, reference, rows).map(|(line, _)| line)
+}
+
+/// [`diagnose_rows`] with the planted bug whose model reproduced the
+/// output, when one did.
+pub fn explain_rows(
+    inputs: &Inputs,
+    out: &[f32],
+    reference: &[f64],
+    rows: Option<&[usize]>,
+) -> Option<(String, Option<Bug>)> {
     let batch = &inputs.batch;
     let total = batch.total_new();
     assert_eq!(out.len(), total * HQ * DH, "out does not match the batch");
@@ -53,10 +64,10 @@ pub fn diagnose_rows(
     let sample = facts.sample();
     for &bug in &suspects {
         if replay_matches(inputs, out, bug, &sample) {
-            return Some(confirmed(bug, inputs, &facts));
+            return Some((confirmed(bug, inputs, &facts), Some(bug)));
         }
     }
-    Some(facts.likely(batch))
+    Some((facts.likely(batch), None))
 }
 
 /// What the failing elements say, in the batch's terms.
