@@ -370,6 +370,19 @@ impl Lab for PagedPrefill {
         let inputs = Self::inputs(data);
         let place = |at: &crate::grade::compare::Footprint| Self::place(&inputs.batch, at);
         if integrity.out_of_bounds_writes > 0 {
+            // Shifted sequence starts store the last sequence's rows past
+            // the end: when the values are that bug's, name the bug.
+            let replayed = diagnosis::explain_rows(&inputs, graded.out, graded.reference, None);
+            if let Some((line, Some(bug @ super::bugs::Bug::QStartShifted))) = replayed {
+                return Diagnosis::new(
+                    format!(
+                        "{line}; the rows shifted past the last sequence land outside out ({} \
+                         floats written there)",
+                        integrity.out_of_bounds_writes
+                    ),
+                    bug.name(),
+                );
+            }
             let line = integrity_problem(integrity).unwrap_or_default();
             return Diagnosis::new(line, cause::OUT_OF_BOUNDS_WRITE);
         }
@@ -693,6 +706,53 @@ mod tests {
         verdict_names_a_shifted_qstart: QStartShifted,
         verdict_names_a_missing_final_division: MissingDivision,
         verdict_names_the_mask_precedence: MaskPrecedence,
+    }
+
+    #[test]
+    fn shifted_sequence_starts_are_named_over_their_stray_writes() {
+        use super::super::bugs::{model, Bug};
+        let case = embedded()
+            .into_iter()
+            .find(|c| c.name == "mixed-lengths")
+            .expect("the mixed-lengths case");
+        let data = PAGED_PREFILL.generate(&case, 5).expect("generates");
+        let reference = PAGED_PREFILL.oracle(&data, None);
+        let out: Vec<f32> = model(&PagedPrefill::inputs(&data), Bug::QStartShifted)
+            .iter()
+            .map(|&x| {
+                if x.is_nan() {
+                    f32::from_bits(crate::grade::compare::POISON_BITS)
+                } else {
+                    x as f32
+                }
+            })
+            .collect();
+        let comparison = compare(
+            data.problem.output,
+            PAGED_PREFILL.tolerance(),
+            &out,
+            &reference,
+        );
+        let stray = Integrity {
+            out_of_bounds_writes: 4096,
+            ..Integrity::default()
+        };
+        let said = PAGED_PREFILL.diagnose(
+            &data,
+            &Graded {
+                out: &out,
+                reference: &reference,
+                comparison: &comparison,
+                integrity: &stray,
+                experiments: &Default::default(),
+            },
+        );
+        assert_eq!(said.cause, Some("wrong-qstart"), "{said:?}");
+        assert!(
+            said.line
+                .ends_with("land outside out (4096 floats written there)"),
+            "{said:?}"
+        );
     }
 
     #[test]
