@@ -135,6 +135,7 @@ fn place(shape: Shape, at: &Footprint) -> String {
     {
         " (the last row only)"
     } else if contiguous
+        && full_tiles > 0
         && full_tiles < shape.chunk_len
         && span.first == full_tiles
         && span.last + 1 == shape.chunk_len
