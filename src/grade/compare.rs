@@ -60,6 +60,30 @@ pub fn worst_relative_error(got: &[f64], expected: &[f64], scale: f64) -> (usize
         )
 }
 
+/// The one factor `out / reference` shares in every element (elements whose
+/// reference is too near 0 to carry a ratio skipped), if there is one: an
+/// output that is the right answer scaled, as a softmax with a wrong
+/// denominator gives.
+pub fn common_factor(out: &[f32], reference: &[f64]) -> Option<f64> {
+    let mut factor = None;
+    for (&o, &r) in out.iter().zip(reference) {
+        let o = f64::from(o);
+        if !o.is_finite() {
+            return None;
+        }
+        if r.abs() < 1e-3 {
+            continue;
+        }
+        let ratio = o / r;
+        match factor {
+            None => factor = Some(ratio),
+            Some(f) if (ratio - f).abs() > 1e-3 * f64::abs(f) => return None,
+            Some(_) => {}
+        }
+    }
+    factor
+}
+
 /// Most heads a footprint can tell apart (one bit each).
 pub const MAX_HEADS: usize = 32;
 

@@ -487,3 +487,73 @@ pub fn heads(mask: u32, count: usize) -> String {
     };
     format!("{noun} {}", runs.join(", "))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grade::integrity::Integrity;
+    use crate::lab::definition::{Graded, LabCase};
+    use crate::lab::flash_prefill::FLASH_PREFILL;
+
+    /// A kernel that writes the oracle's answer, rounded to f32.
+    struct Exact;
+
+    impl Rerun for Exact {
+        type Error = std::convert::Infallible;
+        fn rerun(&mut self, data: &CaseData, _: &Conditions) -> Result<Vec<f32>, Self::Error> {
+            Ok(FLASH_PREFILL
+                .oracle(data, None)
+                .iter()
+                .map(|&x| x as f32)
+                .collect())
+        }
+    }
+
+    #[test]
+    fn a_corrupted_expected_file_is_found_wrong_not_the_kernel() {
+        let case: LabCase = FLASH_PREFILL
+            .parse_cases(
+                "[[case]]\nname = \"golden-like\"\nsummary = \"s\"\nchunk = 5\nprefix = 3\n",
+                "t",
+                std::path::Path::new("."),
+            )
+            .unwrap()
+            .remove(0);
+        let mut data = FLASH_PREFILL.generate(&case, 1).unwrap();
+        let Ok(out) = Exact.rerun(&data, &Conditions::default());
+        let mut expected = FLASH_PREFILL.oracle(&data, None);
+        let shape = data.problem.output;
+        expected[shape.index(2, 0, 7)] += 5.0;
+        data.expected = Some(expected.clone());
+        let comparison = compare(shape, FLASH_PREFILL.tolerance(), &out, &expected);
+        assert!(!comparison.passed);
+        let first = FirstRuns {
+            data: &data,
+            out: &out,
+            reference: &expected,
+            comparison: &comparison,
+            runs_differ: false,
+            second: None,
+        };
+        let Ok(experiments) = run(&*FLASH_PREFILL, &first, &mut Exact);
+        let check = experiments.expected_file.clone().expect("checked");
+        assert_eq!(check.disagrees.elements, 1);
+        assert!(check.output_matches_oracle);
+        let said = FLASH_PREFILL.diagnose(
+            &data,
+            &Graded {
+                out: &out,
+                reference: &expected,
+                comparison: &comparison,
+                integrity: &Integrity::default(),
+                experiments: &experiments,
+            },
+        );
+        assert_eq!(
+            said.cause,
+            Some(super::super::verdict::cause::EXPECTED_FILE_WRONG)
+        );
+        assert!(said.line.contains("row 2, head 0"), "{said:?}");
+        assert!(!said.line.contains("plant"), "{said:?}");
+    }
+}

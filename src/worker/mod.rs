@@ -99,12 +99,13 @@ struct Worker {
     baselines: Option<Baselines>,
     /// Enabled on the first counters request; an error is kept so it is reported, not retried.
     counters: Option<Result<counters::Counters, CountersUnavailableReport>>,
-    /// Cases this worker has rerun under changed conditions (bounded by [`MAX_PROBED_CASES`]).
+    /// Cases rerun under changed conditions since the kernel was loaded (at most [`MAX_PROBED_CASES`]).
     probed_cases: usize,
 }
 
-/// Most failing cases one worker reruns to tell causes apart: enough for
-/// every case of a check, few enough that a broken kernel costs seconds.
+/// Most failing cases one worker reruns per loaded kernel to tell causes
+/// apart: enough for every case of a check, few enough that a broken kernel
+/// costs seconds.
 const MAX_PROBED_CASES: usize = 16;
 
 /// A case whose first two launches took longer than this is not rerun: the
@@ -316,6 +317,8 @@ impl Worker {
         match gpu.load(image, lab.abi().entry_point, geometry) {
             Ok(kernel) => {
                 self.student = Some(kernel);
+                // A new kernel is a new check: its failing cases may be probed again.
+                self.probed_cases = 0;
                 let load_ms = started.elapsed().as_secs_f64() * 1e3;
                 (Event::Loaded { load_ms }, false)
             }

@@ -14,7 +14,7 @@
 
 use super::bugs::{replay_matches, FlashBug, Tensors};
 use super::contract::{Shape, DH, HQ};
-use crate::grade::compare::{Comparison, Footprint, RowSpan, TILE_ROWS};
+use crate::grade::compare::{common_factor, Comparison, Footprint, RowSpan, TILE_ROWS};
 use crate::grade::experiment::Experiments;
 use crate::grade::integrity::{integrity_problem, Integrity};
 use crate::lab::definition::Diagnosis;
@@ -232,28 +232,6 @@ fn shrunk_pairs(reading: &Reading<'_>) -> (usize, usize, f64, f64) {
         }
     }
     (failing, shrunk, low, high)
-}
-
-/// The one factor `out / reference` shares in every dimension (those too
-/// near 0 to carry a ratio skipped), if there is one.
-fn common_factor(out: &[f32], reference: &[f64]) -> Option<f64> {
-    let mut factor = None;
-    for (&o, &r) in out.iter().zip(reference) {
-        let o = f64::from(o);
-        if !o.is_finite() {
-            return None;
-        }
-        if r.abs() < 1e-3 {
-            continue;
-        }
-        let ratio = o / r;
-        match factor {
-            None => factor = Some(ratio),
-            Some(f) if (ratio - f).abs() > 1e-3 * f64::abs(f) => return None,
-            Some(_) => {}
-        }
-    }
-    factor
 }
 
 /// Most failing rows a suspect's model is replayed on.

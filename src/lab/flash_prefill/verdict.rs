@@ -131,7 +131,7 @@ fn pass_note(passing: usize, total: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::super::bugs::{FlashBug, ModelKernel};
-    use super::super::cases::embedded_cases;
+    use super::super::cases::{embedded_cases, CaseSpec};
     use super::super::FlashPrefill;
     use super::*;
     use crate::grade::compare::{compare, Comparison};
@@ -162,19 +162,24 @@ mod tests {
             .collect()
     }
 
-    /// Every shipped case (prefixes cut to 100 keys, to keep the CPU models
-    /// quick) run through `bug`'s model, the experiments included.
-    fn check_with(bug: FlashBug) -> Vec<Ran> {
+    /// One shipped case (its prefix cut to 100 keys, to keep the CPU models
+    /// quick) run through `bug`'s model, or through an exact kernel, and
+    /// diagnosed as the worker would, the experiments included.
+    fn run_case(mut spec: CaseSpec, bug: Option<FlashBug>, integrity: Integrity) -> Ran {
         let lab = FlashPrefill;
-        embedded_cases()
-            .into_iter()
-            .map(|mut spec| {
-                spec.prefix = spec.prefix.min(100);
-                let data = lab.generate(&FlashPrefill::lab_case(&spec), 11).unwrap();
-                let reference = lab.oracle(&data, None);
-                let mut kernel = ModelKernel(bug);
-                let Ok(out) = kernel.rerun(&data, &Conditions::default());
-                let comparison = compare(data.problem.output, lab.tolerance(), &out, &reference);
+        spec.prefix = spec.prefix.min(100);
+        let data = lab.generate(&FlashPrefill::lab_case(&spec), 11).unwrap();
+        let reference = lab.oracle(&data, None);
+        let out: Vec<f32> = match bug {
+            Some(bug) => {
+                let Ok(out) = ModelKernel(bug).rerun(&data, &Conditions::default());
+                out
+            }
+            None => reference.iter().map(|&x| x as f32).collect(),
+        };
+        let comparison = compare(data.problem.output, lab.tolerance(), &out, &reference);
+        let experiments = match bug {
+            Some(bug) if !comparison.passed => {
                 let first = FirstRuns {
                     data: &data,
                     out: &out,
@@ -183,36 +188,39 @@ mod tests {
                     runs_differ: false,
                     second: None,
                 };
-                let experiments = if comparison.passed {
-                    Default::default()
-                } else {
-                    let Ok(found) = experiment::run(&lab, &first, &mut kernel);
-                    found
-                };
-                let integrity = Integrity::default();
-                let said = lab.diagnose(
-                    &data,
-                    &Graded {
-                        out: &out,
-                        reference: &reference,
-                        comparison: &comparison,
-                        integrity: &integrity,
-                        experiments: &experiments,
-                    },
-                );
-                Ran {
-                    name: spec.name,
-                    state: if comparison.passed {
-                        CaseState::Pass
-                    } else {
-                        CaseState::Fail
-                    },
-                    comparison: Some(comparison),
-                    integrity,
-                    diagnosis: said.line,
-                    cause: said.cause,
-                }
-            })
+                let Ok(found) = experiment::run(&lab, &first, &mut ModelKernel(bug));
+                found
+            }
+            _ => Default::default(),
+        };
+        let said = lab.diagnose(
+            &data,
+            &Graded {
+                out: &out,
+                reference: &reference,
+                comparison: &comparison,
+                integrity: &integrity,
+                experiments: &experiments,
+            },
+        );
+        Ran {
+            name: spec.name,
+            state: if comparison.passed && integrity.is_clean() {
+                CaseState::Pass
+            } else {
+                CaseState::Fail
+            },
+            comparison: Some(comparison),
+            integrity,
+            diagnosis: said.line,
+            cause: said.cause,
+        }
+    }
+
+    fn check_with(bug: FlashBug) -> Vec<Ran> {
+        embedded_cases()
+            .into_iter()
+            .map(|spec| run_case(spec, Some(bug), Integrity::default()))
             .collect()
     }
 
@@ -296,43 +304,18 @@ mod tests {
     /// A check whose `case` (a shipped one) ended as `state` with
     /// `integrity` on a correct output, every other case passing.
     fn check_where(case: &str, state: CaseState, integrity: Integrity, crash: &str) -> String {
-        let lab = FlashPrefill;
         let ran: Vec<Ran> = embedded_cases()
             .into_iter()
-            .map(|spec| {
-                let hit = spec.name == case;
-                let (state, diagnosis, cause) = match (hit, state) {
-                    (false, _) => (CaseState::Pass, "correct".to_owned(), None),
-                    (true, CaseState::Fail) => {
-                        let mut spec = spec.clone();
-                        spec.prefix = spec.prefix.min(100);
-                        let data = lab.generate(&FlashPrefill::lab_case(&spec), 3).unwrap();
-                        let reference = lab.oracle(&data, None);
-                        let out: Vec<f32> = reference.iter().map(|&x| x as f32).collect();
-                        let comparison =
-                            compare(data.problem.output, lab.tolerance(), &out, &reference);
-                        let said = lab.diagnose(
-                            &data,
-                            &Graded {
-                                out: &out,
-                                reference: &reference,
-                                comparison: &comparison,
-                                integrity: &integrity,
-                                experiments: &Default::default(),
-                            },
-                        );
-                        (CaseState::Fail, said.line, said.cause)
-                    }
-                    (true, other) => (other, crash.to_owned(), None),
-                };
-                Ran {
+            .map(|spec| match (spec.name == case, state) {
+                (true, CaseState::Fail) => run_case(spec, None, integrity.clone()),
+                (hit, _) => Ran {
                     name: spec.name,
-                    state,
+                    state: if hit { state } else { CaseState::Pass },
                     comparison: None,
-                    integrity: integrity.clone(),
-                    diagnosis,
-                    cause,
-                }
+                    integrity: Integrity::default(),
+                    diagnosis: if hit { crash } else { "correct" }.to_owned(),
+                    cause: None,
+                },
             })
             .collect();
         verdict(&summaries(&ran)).expect("cases ran")

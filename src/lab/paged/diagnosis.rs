@@ -19,6 +19,7 @@
 
 use super::bugs::Bug;
 use super::{oracle, passes, Batch, Inputs, BLOCK, DH, HQ};
+use crate::grade::compare::common_factor;
 
 /// Most failing rows replayed per suspect.
 const REPLAY_ROWS: usize = 6;
@@ -261,26 +262,9 @@ fn sees_cache(batch: &Batch, i: usize, ctx: usize) -> bool {
     ctx > 0 && batch.first_visible(i) < ctx
 }
 
-/// Whether `out` is `reference` times one factor above 1 in every dimension
-/// (dimensions too close to 0 to carry a ratio are skipped).
+/// Whether `out` is `reference` times one factor above 1 in every dimension.
 fn is_scaled_up(out: &[f32], reference: &[f64]) -> bool {
-    let mut factor = None;
-    for (&o, &r) in out.iter().zip(reference) {
-        let o = f64::from(o);
-        if !o.is_finite() {
-            return false;
-        }
-        if r.abs() < 1e-3 {
-            continue;
-        }
-        let ratio = o / r;
-        match factor {
-            None => factor = Some(ratio),
-            Some(f) if (ratio - f).abs() > 1e-3 * f.abs() => return false,
-            Some(_) => {}
-        }
-    }
-    factor.is_some_and(|f| f > 1.0)
+    common_factor(out, reference).is_some_and(|f| f > 1.0)
 }
 
 /// Whether the model of `bug` produces `out` on `rows` (within the lab's

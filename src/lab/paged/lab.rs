@@ -507,8 +507,9 @@ impl Lab for PagedPrefill {
 
 #[cfg(test)]
 mod tests {
+    use super::super::bugs::{model, Bug};
     use super::*;
-    use crate::grade::compare::{compare, Comparison};
+    use crate::grade::compare::{compare, Comparison, POISON_BITS};
     use crate::grade::integrity::Integrity;
     use crate::lab::paged::cases::MAX_NEW;
 
@@ -572,39 +573,56 @@ mod tests {
         assert_eq!(sampled[row_len..], whole[last..last + row_len]);
     }
 
-    #[test]
-    fn a_bug_models_output_is_diagnosed_in_the_labs_language() {
+    /// What a kernel with `bug` leaves in `out` (rows it never writes keep the poison).
+    fn kernel_output(data: &CaseData, bug: Bug) -> Vec<f32> {
+        model(&PagedPrefill::inputs(data), bug)
+            .iter()
+            .map(|&x| {
+                if x.is_nan() {
+                    f32::from_bits(POISON_BITS)
+                } else {
+                    x as f32
+                }
+            })
+            .collect()
+    }
+
+    /// The lab's comparison and diagnosis of `out`, launched with `integrity`.
+    fn diagnosed(data: &CaseData, out: &[f32], integrity: &Integrity) -> (Comparison, Diagnosis) {
+        let reference = PAGED_PREFILL.oracle(data, None);
+        let comparison = compare(
+            data.problem.output,
+            PAGED_PREFILL.tolerance(),
+            out,
+            &reference,
+        );
+        let said = PAGED_PREFILL.diagnose(
+            data,
+            &Graded {
+                out,
+                reference: &reference,
+                comparison: &comparison,
+                integrity,
+                experiments: &Default::default(),
+            },
+        );
+        (comparison, said)
+    }
+
+    fn mixed_lengths() -> CaseData {
         let case = embedded()
             .into_iter()
             .find(|c| c.name == "mixed-lengths")
             .expect("the mixed-lengths case");
-        let data = PAGED_PREFILL.generate(&case, 5).expect("generates");
-        let reference = PAGED_PREFILL.oracle(&data, None);
-        let out: Vec<f32> = super::super::bugs::model(
-            &PagedPrefill::inputs(&data),
-            super::super::bugs::Bug::BlockTableIgnored,
-        )
-        .iter()
-        .map(|&x| x as f32)
-        .collect();
-        let comparison = compare(
-            data.problem.output,
-            PAGED_PREFILL.tolerance(),
-            &out,
-            &reference,
-        );
+        PAGED_PREFILL.generate(&case, 5).expect("generates")
+    }
+
+    #[test]
+    fn a_bug_models_output_is_diagnosed_in_the_labs_language() {
+        let data = mixed_lengths();
+        let out = kernel_output(&data, Bug::BlockTableIgnored);
+        let (comparison, said) = diagnosed(&data, &out, &Integrity::default());
         assert!(!comparison.passed);
-        let integrity = Integrity::default();
-        let said = PAGED_PREFILL.diagnose(
-            &data,
-            &Graded {
-                out: &out,
-                reference: &reference,
-                comparison: &comparison,
-                integrity: &integrity,
-                experiments: &Default::default(),
-            },
-        );
         assert!(said.line.contains("block"), "{said:?}");
         assert_eq!(said.cause, Some("block-table-ignored"));
     }
@@ -628,42 +646,15 @@ mod tests {
             .expect("the golden proof holds");
     }
 
-    /// The check's one line when every shipped case runs `bug`'s CPU model
-    /// (rows it never writes hold the poison, as on the GPU).
-    fn verdict_for(bug: super::super::bugs::Bug) -> String {
-        use crate::grade::compare::POISON_BITS;
+    /// The check's one line when every shipped case runs `bug`'s CPU model.
+    fn verdict_for(bug: Bug) -> String {
         use crate::lab::definition::{CaseState, CaseSummary};
         let ran: Vec<(String, Comparison, Diagnosis)> = embedded()
             .into_iter()
             .map(|case| {
                 let data = PAGED_PREFILL.generate(&case, 3).expect("generates");
-                let reference = PAGED_PREFILL.oracle(&data, None);
-                let out: Vec<f32> = super::super::bugs::model(&PagedPrefill::inputs(&data), bug)
-                    .iter()
-                    .map(|&x| {
-                        if x.is_nan() {
-                            f32::from_bits(POISON_BITS)
-                        } else {
-                            x as f32
-                        }
-                    })
-                    .collect();
-                let comparison = compare(
-                    data.problem.output,
-                    PAGED_PREFILL.tolerance(),
-                    &out,
-                    &reference,
-                );
-                let said = PAGED_PREFILL.diagnose(
-                    &data,
-                    &Graded {
-                        out: &out,
-                        reference: &reference,
-                        comparison: &comparison,
-                        integrity: &Integrity::default(),
-                        experiments: &Default::default(),
-                    },
-                );
+                let (comparison, said) =
+                    diagnosed(&data, &kernel_output(&data, bug), &Integrity::default());
                 (case.name, comparison, said)
             })
             .collect();
@@ -689,7 +680,7 @@ mod tests {
         ($($test:ident: $bug:ident,)*) => {$(
             #[test]
             fn $test() {
-                let bug = super::super::bugs::Bug::$bug;
+                let bug = Bug::$bug;
                 let line = verdict_for(bug);
                 assert!(line.starts_with(bug.defect()), "{line}");
                 assert!(line.contains("its model reproduces the output of"), "{line}");
@@ -710,43 +701,12 @@ mod tests {
 
     #[test]
     fn shifted_sequence_starts_are_named_over_their_stray_writes() {
-        use super::super::bugs::{model, Bug};
-        let case = embedded()
-            .into_iter()
-            .find(|c| c.name == "mixed-lengths")
-            .expect("the mixed-lengths case");
-        let data = PAGED_PREFILL.generate(&case, 5).expect("generates");
-        let reference = PAGED_PREFILL.oracle(&data, None);
-        let out: Vec<f32> = model(&PagedPrefill::inputs(&data), Bug::QStartShifted)
-            .iter()
-            .map(|&x| {
-                if x.is_nan() {
-                    f32::from_bits(crate::grade::compare::POISON_BITS)
-                } else {
-                    x as f32
-                }
-            })
-            .collect();
-        let comparison = compare(
-            data.problem.output,
-            PAGED_PREFILL.tolerance(),
-            &out,
-            &reference,
-        );
+        let data = mixed_lengths();
         let stray = Integrity {
             out_of_bounds_writes: 4096,
             ..Integrity::default()
         };
-        let said = PAGED_PREFILL.diagnose(
-            &data,
-            &Graded {
-                out: &out,
-                reference: &reference,
-                comparison: &comparison,
-                integrity: &stray,
-                experiments: &Default::default(),
-            },
-        );
+        let (_, said) = diagnosed(&data, &kernel_output(&data, Bug::QStartShifted), &stray);
         assert_eq!(said.cause, Some("wrong-qstart"), "{said:?}");
         assert!(
             said.line
