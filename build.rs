@@ -1,7 +1,7 @@
-//! Embeds the session recorded on the H200 that `flashprof replay` plays
-//! when given no path, so an installed binary carries it. (The starter,
-//! reference and support kernels and the cases are single files, embedded
-//! with `include_str!` where they are used.)
+//! Embeds the sessions recorded on the H200 that `flashprof replay` plays
+//! when given no path (and with `--ladder`), so an installed binary carries
+//! them. (The starter, reference and support kernels and the cases are
+//! single files, embedded with `include_str!` where they are used.)
 //!
 //! The list is generated rather than written by hand because a recording is
 //! a folder of content-addressed sources whose names change with every new
@@ -49,7 +49,13 @@ fn main() {
     let root =
         PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
-    let code = table("RECORDED_SESSION", &root, "assets/recorded-session");
+    let mut code = String::new();
+    for (name, dir) in [
+        ("RECORDED_SESSION", "assets/recorded-session"),
+        ("LADDER_SESSION", "assets/recorded-session-ladder"),
+    ] {
+        code.push_str(&table(name, &root, dir));
+        println!("cargo:rerun-if-changed={dir}");
+    }
     std::fs::write(out.join("embedded.rs"), code).expect("write embedded.rs");
-    println!("cargo:rerun-if-changed=assets/recorded-session");
 }

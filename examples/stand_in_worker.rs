@@ -14,6 +14,19 @@
 //!
 //! `FLASHPROF_STAND_IN_PROTOCOL=N` makes it greet with protocol N.
 //!
+//! Builds: a quick build and the optimized one give different images, and a
+//! case's diagnosis says which image ran it. A case named `flaky-build`
+//! passes on the quick image and fails on the optimized one; a case named
+//! `slow...` takes half a second. The optimized build of a source text
+//! containing `optimizer-takes-300ms` takes that long, and of one
+//! containing `slow-optimizer` 30 s; with
+//! `FLASHPROF_STAND_IN_MARKS=DIR` such a build first writes its process id
+//! to `DIR/optimizing`, so a test can see that a stale build was stopped.
+//!
+//! Started with `FLASHPROF_WORKER_EXIT_ON_HANGUP=1` (as every remote worker
+//! is), it ends when its caller hangs up, through the real worker's watch:
+//! a `hang` case then shows that a worker stuck on a dropped link goes away.
+//!
 //! A case that arrives before any kernel was compiled or loaded in *this*
 //! process fails, which is how the tests see that a restarted worker got
 //! the kernel image again.
@@ -21,13 +34,18 @@
 use std::io::{BufReader, Write};
 
 use flashprof::facts::device::DeviceInfo;
+use flashprof::gpu::compile::Build;
 use flashprof::lab::flash_prefill::FLASH_PREFILL;
 use flashprof::protocol::{
     read_message, write_message, CaseOutcome, CaseStatus, CompileOutcome, Event, Request,
     PROTOCOL_VERSION,
 };
 
+const OPTIMIZED_IMAGE: &[u8] = b"stand-in image";
+const QUICK_IMAGE: &[u8] = b"stand-in quick image";
+
 fn main() {
+    flashprof::worker::exit_when_caller_hangs_up();
     let mut out = std::io::stdout();
     let mut input = BufReader::new(std::io::stdin());
     let device = DeviceInfo {
@@ -39,6 +57,10 @@ fn main() {
         max_sm_clock_mhz: 1000.0,
         memory_bytes: 1 << 30,
         driver_version: 13000,
+        sm_attributes: None,
+        memory_clock_mhz: 0.0,
+        memory_bus_bits: 0,
+        uuid: String::new(),
     };
     // A stand-in for a flashprof of another version (tests/remote.rs).
     let protocol = std::env::var("FLASHPROF_STAND_IN_PROTOCOL")
@@ -52,30 +74,52 @@ fn main() {
         sandbox: None,
     };
     write_message(&mut out, &ready).expect("stdout");
-    let mut loaded = false;
+    let mut loaded: Option<Vec<u8>> = None;
     while let Ok(request) = read_message::<Request>(&mut input) {
         let event = match request {
             Request::Shutdown => return,
-            Request::Compile { .. } => {
-                loaded = true;
+            Request::Compile {
+                build, source_text, ..
+            } => {
+                let image = match build {
+                    Build::Optimized => OPTIMIZED_IMAGE,
+                    Build::Quick(_) => QUICK_IMAGE,
+                };
+                if build == Build::Optimized && source_text.contains("slow-optimizer") {
+                    if let Some(marks) = std::env::var_os("FLASHPROF_STAND_IN_MARKS") {
+                        let mark = std::path::Path::new(&marks).join("optimizing");
+                        std::fs::write(mark, std::process::id().to_string()).expect("mark");
+                    }
+                    std::thread::sleep(std::time::Duration::from_secs(30));
+                }
+                if build == Build::Optimized && source_text.contains("optimizer-takes-300ms") {
+                    std::thread::sleep(std::time::Duration::from_millis(300));
+                }
+                loaded = Some(image.to_vec());
                 Event::Compiled(CompileOutcome {
+                    build,
                     ok: true,
                     diagnostics: Vec::new(),
                     problem: None,
                     resources: None,
                     occupancy: None,
                     geometry: Some(FLASH_PREFILL.default_geometry()),
-                    image: b"stand-in image".to_vec(),
+                    image: image.to_vec(),
                     compile_ms: 0.0,
                     load_ms: Some(0.0),
                 })
             }
             Request::Load { image, .. } => {
-                loaded = image == b"stand-in image";
+                loaded = [QUICK_IMAGE, OPTIMIZED_IMAGE]
+                    .contains(&image.as_slice())
+                    .then_some(image);
                 Event::Loaded { load_ms: 0.0 }
             }
             Request::RunCase { case, .. } => {
                 let name = case.name.as_str();
+                if name.starts_with("slow") {
+                    std::thread::sleep(std::time::Duration::from_millis(500));
+                }
                 if name.contains("hang") {
                     std::thread::sleep(std::time::Duration::from_secs(3600));
                 }
@@ -96,10 +140,12 @@ fn main() {
                     let _ = out.flush();
                     continue;
                 }
-                let status = match (loaded, name.contains("sticky")) {
-                    (false, _) => CaseStatus::NotRun,
-                    (true, true) => CaseStatus::Crash,
-                    (true, false) => CaseStatus::Pass,
+                let quick = loaded.as_deref() == Some(QUICK_IMAGE);
+                let status = match (&loaded, name) {
+                    (None, _) => CaseStatus::NotRun,
+                    (Some(_), name) if name.contains("sticky") => CaseStatus::Crash,
+                    (Some(_), "flaky-build") if !quick => CaseStatus::Fail,
+                    (Some(_), _) => CaseStatus::Pass,
                 };
                 Event::Case(CaseOutcome {
                     name: case.name.clone(),
@@ -108,10 +154,10 @@ fn main() {
                     status,
                     comparison: None,
                     integrity: None,
-                    diagnosis: if loaded {
-                        "stand-in".into()
-                    } else {
-                        "no kernel loaded".into()
+                    diagnosis: match &loaded {
+                        None => "no kernel loaded".into(),
+                        Some(_) if quick => "stand-in, quick image".into(),
+                        Some(_) => "stand-in, optimized image".into(),
                     },
                     cause: None,
                     experiments: Default::default(),

@@ -1,19 +1,44 @@
 """Compares flashprof's hardware counters (JSON reports) with Nsight Compute's CSV.
 
-Tolerances from the project's issue: SM throughput within 2 percentage points,
-DRAM bytes within 3 %, duration within 5 %.
+Tolerances from the project's issues: SM throughput and each unit's share of
+its peak within 2 percentage points, DRAM bytes within 3 %, duration within 5 %.
+
+Usage: fidelity_table.py OUT [KERNEL...]   (default kernels: starter reference)
+       fidelity_table.py --ncu-metrics     (the metric list to give ncu)
 """
 import csv
 import json
 import pathlib
 import sys
 
-out = pathlib.Path(sys.argv[1])
+UNIT = "avg.pct_of_peak_sustained_elapsed"
 METRICS = {
-    "sm__throughput.avg.pct_of_peak_sustained_elapsed": ("SM throughput %", "points", 2.0),
+    f"sm__throughput.{UNIT}": ("SM throughput %", "points", 2.0),
     "dram_bytes": ("DRAM bytes", "percent", 3.0),
     "gpu__time_duration.sum": ("duration ns", "percent", 5.0),
+    # The per-unit breakdown the roofline verdict names its busiest unit from
+    # (src/facts/metrics.rs, UNIT_METRICS).
+    f"sm__pipe_fma_cycles_active.{UNIT}": ("FMA pipe %", "points", 2.0),
+    f"sm__pipe_tensor_op_hmma_cycles_active.{UNIT}": ("tensor HMMA %", "points", 2.0),
+    f"sm__pipe_tensor_cycles_active.{UNIT}": ("tensor pipe %", "points", 2.0),
+    f"sm__pipe_alu_cycles_active.{UNIT}": ("ALU pipe %", "points", 2.0),
+    f"sm__pipe_fp64_cycles_active.{UNIT}": ("FP64 pipe %", "points", 2.0),
+    f"sm__inst_executed_pipe_xu.{UNIT}": ("XU inst %", "points", 2.0),
+    f"sm__inst_executed_pipe_lsu.{UNIT}": ("LSU inst %", "points", 2.0),
+    f"sm__inst_executed.{UNIT}": ("issue %", "points", 2.0),
+    f"l1tex__data_pipe_lsu_wavefronts_mem_shared.{UNIT}": ("shared mem %", "points", 2.0),
+    f"l1tex__throughput.{UNIT}": ("L1/TEX %", "points", 2.0),
+    f"lts__throughput.{UNIT}": ("L2 %", "points", 2.0),
+    f"dram__throughput.{UNIT}": ("DRAM %", "points", 2.0),
 }
+RAW = ["dram__bytes_read.sum", "dram__bytes_write.sum"]
+
+if sys.argv[1:] == ["--ncu-metrics"]:
+    print(",".join([m for m in METRICS if m != "dram_bytes"] + RAW))
+    sys.exit(0)
+
+out = pathlib.Path(sys.argv[1])
+KERNELS = sys.argv[2:] or ["starter", "reference"]
 
 
 def ncu_values(path):
@@ -47,7 +72,7 @@ def flashprof_values(kernel):
 
 
 print(f"{'kernel':<10} {'metric':<16} {'flashprof':>14} {'ncu cache=all':>14} {'ncu cache=none':>15} {'diff (all)':>12}  within")
-for kernel in ["starter", "reference"]:
+for kernel in KERNELS:
     ours = flashprof_values(kernel)
     ncu_all = ncu_values(out / f"ncu-{kernel}-all.csv")
     ncu_none = ncu_values(out / f"ncu-{kernel}-none.csv")
@@ -61,3 +86,18 @@ for kernel in ["starter", "reference"]:
         ok = abs(diff) <= bound
         unit = "pt" if kind == "points" else "%"
         print(f"{kernel:<10} {label:<16} {a:>14.4g} {b:>14.4g} {c if c is None else round(c, 4)!s:>15} {diff:>+11.2f}{unit}  {'yes' if ok else 'NO'}")
+
+# The verdict flashprof gave, next to the busiest unit by ncu's figures.
+UNIT_ROWS = [k for k, (label, kind, _) in METRICS.items() if kind == "points" and not k.startswith("sm__throughput")]
+for kernel in KERNELS:
+    try:
+        report = json.loads((out / "reports" / f"{kernel}.json").read_text())
+        full = [c["Ok"] for c in report.get("counters", []) if "Ok" in c and c["Ok"]["tier"] == "full"]
+        verdict = full[0]["student"]["roofline"]["verdict"]
+        said = f"{verdict['bound']}: {verdict['reason']}"
+    except Exception as e:  # a missing or partial report
+        said = f"no verdict ({e.__class__.__name__})"
+    ncu_all = ncu_values(out / f"ncu-{kernel}-all.csv")
+    ranked = sorted(((ncu_all[k], METRICS[k][0]) for k in UNIT_ROWS if k in ncu_all), reverse=True)
+    busiest = ", ".join(f"{label} {value:.1f}" for value, label in ranked[:3]) or "-"
+    print(f"{kernel}: flashprof says {said}\n{' ' * len(kernel)}  ncu's busiest units: {busiest}")

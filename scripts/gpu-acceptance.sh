@@ -60,20 +60,14 @@ status=$?
 # the second launch of attention_prefill (the case runs twice on the same
 # inputs, so L2 is as warm as after flashprof's unprofiled warm-up launch),
 # with clocks left alone as CUPTI leaves them, with ncu's cache flush and without.
-cat >"$OUT/timing-case.toml" <<'CASES'
-[[case]]
-name = "timing-shape"
-summary = "the timing shape, one launch for Nsight Compute"
-chunk = 2048
-prefix = 2048
-CASES
-METRICS=sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum
+# SM throughput, DRAM bytes, duration and each unit the roofline verdict names.
+METRICS=$(python3 scripts/fidelity_table.py --ncu-metrics)
 for kernel in starter reference; do
   for cache in all none; do
     ncu --clock-control none --cache-control "$cache" --target-processes all \
       --kernel-name attention_prefill --launch-skip 1 --launch-count 1 --metrics "$METRICS" \
       --csv --print-units base --log-file "$OUT/ncu-$kernel-$cache.csv" \
-      "$BIN" check "kernels/$kernel.cu" --cases "$OUT/timing-case.toml" \
+      "$BIN" check "kernels/$kernel.cu" --cases scripts/timing-shape-case.toml \
       --no-timing --case-timeout 120 --json >/dev/null 2>>"$LOG"
   done
 done
@@ -86,7 +80,7 @@ ncu --target-processes all --kernel-name clock_probe --launch-count 1 --metrics 
 echo "exit $?" >>"$OUT/counters-under-ncu.txt"
 
 # Few files come back from the device: pack the raw material.
-tar czf "$OUT/raw.tgz" -C "$OUT" reports runs.txt $(cd "$OUT" && ls ncu-*.csv 2>/dev/null) && rm -rf "$OUT/reports" "$OUT"/ncu-*.csv "$OUT/runs.txt" "$OUT/timing-case.toml"
+tar czf "$OUT/raw.tgz" -C "$OUT" reports runs.txt $(cd "$OUT" && ls ncu-*.csv 2>/dev/null) && rm -rf "$OUT/reports" "$OUT"/ncu-*.csv "$OUT/runs.txt"
 grep -E "^counters|fix:|^PASS|^FAIL|^exit" "$OUT/counters-under-ncu.txt"
 cat "$OUT/bench.md" "$OUT/fidelity.txt" "$OUT/table.txt"
 exit "$status"

@@ -1,35 +1,94 @@
-//! The recorded H200 session, compiled into the binary by `build.rs` so an
-//! installed flashprof can replay it without a checkout.
+//! The sessions recorded on an H200, compiled into the binary by `build.rs`
+//! so an installed flashprof can replay them without a checkout.
+
+use std::path::{Path, PathBuf};
 
 include!(concat!(env!("OUT_DIR"), "/embedded.rs"));
 
-/// Writes the recorded session into `dir` and returns its `history.jsonl`.
-pub fn unpack_recorded_session(dir: &std::path::Path) -> std::io::Result<std::path::PathBuf> {
-    for (path, bytes) in RECORDED_SESSION {
-        let relative = path
-            .strip_prefix("assets/recorded-session/")
-            .unwrap_or(path);
-        let target = dir.join(relative);
-        if let Some(parent) = target.parent() {
-            std::fs::create_dir_all(parent)?;
+/// One recorded history store shipped inside the binary.
+pub struct RecordedSession {
+    /// The folder under the checkout it was embedded from.
+    folder: &'static str,
+    files: &'static [(&'static str, &'static [u8])],
+}
+
+/// The walkthrough: the starter, a compile error, planted bugs, the reference.
+pub static WALKTHROUGH: RecordedSession = RecordedSession {
+    folder: "assets/recorded-session/",
+    files: RECORDED_SESSION,
+};
+
+/// The kernel ladder, starter to top rung, for lectures (docs/LADDER.md).
+pub static LADDER: RecordedSession = RecordedSession {
+    folder: "assets/recorded-session-ladder/",
+    files: LADDER_SESSION,
+};
+
+impl RecordedSession {
+    /// Writes the session into `dir` and returns its `history.jsonl`.
+    pub fn unpack(&self, dir: &Path) -> std::io::Result<PathBuf> {
+        for (path, bytes) in self.files {
+            let relative = path.strip_prefix(self.folder).unwrap_or(path);
+            let target = dir.join(relative);
+            if let Some(parent) = target.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            std::fs::write(target, bytes)?;
         }
-        std::fs::write(target, bytes)?;
+        Ok(dir.join("history.jsonl"))
     }
-    Ok(dir.join("history.jsonl"))
 }
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use crate::app::history::HistoryStore;
+
+    fn records(session: &RecordedSession) -> Vec<crate::app::history::HistoryRecord> {
+        let dir = tempfile::tempdir().unwrap();
+        let history = session.unpack(dir.path()).unwrap();
+        HistoryStore::locate(&history).read().unwrap().records
+    }
+
     #[test]
     fn the_recorded_session_unpacks_into_a_readable_history() {
-        let dir = tempfile::tempdir().unwrap();
-        let history = super::unpack_recorded_session(dir.path()).unwrap();
-        let store = crate::app::history::HistoryStore::locate(&history);
-        let read = store.read().unwrap();
-        assert!(
-            read.records.len() >= 4,
-            "{} runs recorded",
-            read.records.len()
-        );
+        let read = records(&WALKTHROUGH);
+        assert!(read.len() >= 4, "{} runs recorded", read.len());
+    }
+
+    #[test]
+    fn the_ladder_session_walks_from_the_starter_to_the_top_rung_with_every_save_checked() {
+        let read = records(&LADDER);
+        // The starter, five rungs and plain TF32 before the top rung.
+        assert_eq!(read.len(), 7, "{} runs recorded", read.len());
+        let reports: Vec<_> = read
+            .iter()
+            .map(|record| record.report.as_ref().expect("every save was checked"))
+            .collect();
+        let passed = |index: usize| {
+            reports[index]
+                .cases
+                .iter()
+                .all(|c| c.status == crate::protocol::CaseStatus::Pass)
+        };
+        for index in [0, 1, 2, 3, 4, 6] {
+            assert!(passed(index), "save {} passes every case", index + 1);
+        }
+        assert!(!passed(5), "plain TF32 fails a case");
+        let median = |index: usize| {
+            reports[index]
+                .timing
+                .as_ref()
+                .expect("timed")
+                .student
+                .median
+        };
+        for index in 1..5 {
+            assert!(
+                median(index) < median(index - 1),
+                "each rung is faster than the one below"
+            );
+        }
+        assert!(median(6) < median(4), "the top rung is the fastest");
     }
 }

@@ -6,7 +6,7 @@
 //! - `alice@node`: a good link;
 //! - `drop@node`: every session is cut 1.5 s after it starts (ssh exit 255);
 //! - `sig@node`: a good link that reports a worker killed by a signal as
-//!   real ssh does (exit 255, nothing in ssh's own log);
+//!   real ssh does (exit 255, and `-v`'s log has the exit-signal);
 //! - `down@node`: no connection at all;
 //! - `gone@node`: sessions start until the first probe after a watchdog,
 //!   which fails, and so does every connection after it.
@@ -18,12 +18,12 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use flashprof::app::check::{run_check, CheckPlan};
+use flashprof::app::check::run_check;
 use flashprof::app::remote::Remote;
 use flashprof::app::worker_handle::{WorkerCommand, WorkerFailure, WorkerHandle};
 use flashprof::outcome::{CheckReport, Progress, Verdict};
 use flashprof::protocol::CaseStatus;
-use stand_in_support::{case, stand_in};
+use stand_in_support::{plan, stand_in, statuses};
 
 const FAKE_SSH: &str = r#"#!/bin/sh
 # A fake OpenSSH client: checks what flashprof passes, then runs the remote
@@ -33,6 +33,7 @@ tty=; batch=; log_file=
 while [ $# -gt 0 ]; do
   case "$1" in
     -T) tty=no; shift ;;
+    -v) shift ;;
     -E) log_file=$2; shift 2 ;;
     -o) [ "$2" = BatchMode=yes ] && batch=yes; shift 2 ;;
     --) shift; break ;;
@@ -71,9 +72,11 @@ case "$host" in
     fi
     exit $rc ;;
   sig@*)
-    # A remote command ended by a signal: ssh exits 255 and logs nothing.
+    # A remote command ended by a signal: ssh exits 255; only its -v log says why.
     ( node "$1" ); rc=$?
-    [ $rc -gt 128 ] && exit 255
+    if [ $rc -gt 128 ]; then
+      say "debug1: client_input_channel_req: channel 0 rtype exit-signal reply 0"; exit 255
+    fi
     exit $rc ;;
   *) node "$1" ;;
 esac
@@ -162,23 +165,6 @@ fn check_over_ssh(host: &str, names: &[&str], case_timeout: Duration) -> CheckRe
         .expect("the check completes")
 }
 
-fn statuses(report: &CheckReport) -> Vec<CaseStatus> {
-    report.cases.iter().map(|c| c.status).collect()
-}
-
-fn plan(names: &[&str], case_timeout: Duration) -> CheckPlan {
-    CheckPlan {
-        lab: flashprof::lab::flash_prefill::FLASH_PREFILL,
-        source_path: "student.cu".into(),
-        source_text: "// stand-in".into(),
-        cases: names.iter().map(|n| case(n)).collect(),
-        seed: 1,
-        case_timeout,
-        timing: None,
-        counters: None,
-    }
-}
-
 #[test]
 fn a_check_over_ssh_restarts_workers_as_new_sessions() {
     let command = stand_in_over_ssh("alice@node");
@@ -193,7 +179,7 @@ fn a_check_over_ssh_restarts_workers_as_new_sessions() {
         |_| {},
     )
     .expect("the check completes");
-    let statuses: Vec<CaseStatus> = report.cases.iter().map(|c| c.status).collect();
+    let statuses = statuses(&report);
     use CaseStatus::*;
     // A hang on a good link is the kernel's: a timeout, as locally.
     assert_eq!(statuses, vec![Pass, Crash, Timeout, Pass]);
@@ -336,7 +322,7 @@ fn a_slurm_session_keeps_one_allocation_and_releases_it() {
         |_| {},
     )
     .expect("the check completes");
-    let statuses: Vec<CaseStatus> = report.cases.iter().map(|c| c.status).collect();
+    let statuses = statuses(&report);
     assert_eq!(
         statuses,
         vec![CaseStatus::Pass, CaseStatus::Crash, CaseStatus::Pass]
@@ -402,7 +388,7 @@ fn an_allocation_that_ends_mid_check_is_said_and_not_asked_again_in_it() {
         },
     )
     .expect("the check completes");
-    let statuses: Vec<CaseStatus> = report.cases.iter().map(|c| c.status).collect();
+    let statuses = statuses(&report);
     assert_eq!(
         statuses,
         vec![CaseStatus::Pass, CaseStatus::NotRun, CaseStatus::NotRun]

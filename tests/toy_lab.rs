@@ -202,6 +202,7 @@ impl Lab for ToyLab {
                 work: Work {
                     flops: pairs * (HEADS * DIM * 4) as f64,
                     compulsory_bytes: (4 * len * 4) as u64,
+                    output_bytes: (len * 4) as u64,
                 },
             },
             args: vec![

@@ -39,6 +39,64 @@ fn saves_during_a_run_queue_exactly_one_rerun_of_the_newest_text() {
 }
 
 #[test]
+fn a_save_during_a_quick_first_check_stops_its_stale_build_and_the_newest_text_runs_next() {
+    let mut model = fresh();
+    let first = save(&mut model, "v1").expect("idle: starts at once");
+    progress(&mut model, first, Progress::QuickBuilt(compiled(12)));
+    let effects = update(&mut model, Msg::FileChanged(b"v2".to_vec()));
+    assert_eq!(effects, vec![Effect::SupersedeRun(first)]);
+    let effects = update(&mut model, Msg::FileChanged(b"v3".to_vec()));
+    assert_eq!(effects, vec![Effect::SupersedeRun(first)]);
+    // The engine stops the stale check: nothing is recorded, the newest text starts.
+    let effects = update(&mut model, Msg::RunSuperseded(first));
+    assert_eq!(effects.len(), 1, "{effects:?}");
+    assert!(
+        matches!(&effects[0], Effect::StartRun { source, run } if source == "v3" && *run != first)
+    );
+    assert_eq!(model.queued, None);
+    assert!(model.last.is_none(), "a stopped check leaves no result");
+    // A late word about the stopped check changes nothing.
+    assert!(update(&mut model, Msg::RunSuperseded(first)).is_empty());
+}
+
+#[test]
+fn builds_that_disagree_are_named_in_the_footer() {
+    use flashprof::gpu::compile::QuickBuild;
+    use flashprof::outcome::builds::{BuildDifference, QuickBuildReport};
+    use flashprof::protocol::CaseStatus;
+    let mut model = fresh();
+    let run = save(&mut model, "v1").expect("run");
+    let mut report = all_pass(1.0, 40);
+    report.quick_build = Some(QuickBuildReport {
+        build: QuickBuild::FastCompile,
+        compile_ms: 40.0,
+        first_verdict_ms: Some(60.0),
+        last_verdict_ms: Some(120.0),
+        passed: 14,
+        ran: 14,
+        differences: vec![BuildDifference {
+            case: "chunk-of-17".into(),
+            quick: CaseStatus::Pass,
+            optimized: CaseStatus::Fail,
+            finding: Some("NaN or Inf in the output only in the optimized build: ...".into()),
+        }],
+    });
+    finish(&mut model, run, report);
+    let notice = model.notice.as_deref().expect("a notice");
+    assert!(
+        notice.starts_with("quick and optimized builds differ on chunk-of-17: NaN or Inf"),
+        "{notice}"
+    );
+}
+
+#[test]
+fn rerunning_the_same_text_does_not_stop_the_running_check() {
+    let mut model = fresh();
+    save(&mut model, "v1").expect("run");
+    assert!(key(&mut model, KeyCode::Char('r')).is_empty());
+}
+
+#[test]
 fn progress_from_an_older_run_is_ignored() {
     let mut model = fresh();
     let first = save(&mut model, "v1").expect("run");

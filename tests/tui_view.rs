@@ -6,6 +6,7 @@
 mod tui_support;
 
 use crossterm::event::KeyCode;
+use flashprof::gpu::compile::{Build, QuickBuild};
 use flashprof::lab::flash_prefill::contract::Shape;
 use flashprof::lab::geometry::LaunchGeometry;
 use flashprof::outcome::Progress;
@@ -88,6 +89,52 @@ fn running_with_the_previous_result_marked_stale() {
 }
 
 #[test]
+fn provisional_verdicts_from_the_quick_build_while_the_optimizer_runs() {
+    let mut model = fresh();
+    complete(&mut model, "v1", all_pass(1.5, 40));
+    let run = save(&mut model, "v2").expect("run");
+    let mut quick = compiled(30);
+    quick.build = Build::Quick(QuickBuild::FastCompile);
+    quick.compile_ms = 41.0;
+    progress(&mut model, run, Progress::QuickBuilt(quick));
+    let shapes = case_shapes();
+    progress(
+        &mut model,
+        run,
+        Progress::ProvisionalCase {
+            index: 0,
+            outcome: passing("random-small", shapes[0].1),
+        },
+    );
+    progress(
+        &mut model,
+        run,
+        Progress::ProvisionalCase {
+            index: 1,
+            outcome: failing("planted-overflow", shapes[1].1, 40),
+        },
+    );
+    progress(&mut model, run, Progress::CaseStarted { index: 2 });
+    let text = snapshot("provisional", &mut model);
+    assert!(text.contains("quick build in 41 ms"), "{text}");
+    assert!(text.contains("~ pass"), "{text}");
+    assert!(text.contains("~ FAIL"), "{text}");
+    // The optimized build's verdict replaces the provisional one as it lands.
+    progress(&mut model, run, Progress::Compiled(compiled(48)));
+    progress(
+        &mut model,
+        run,
+        Progress::CaseFinished {
+            index: 0,
+            outcome: passing("random-small", shapes[0].1),
+        },
+    );
+    let text = screen(&model, 120, 40);
+    assert!(text.contains("✓ pass"), "{text}");
+    assert!(text.contains("~ FAIL"), "{text}");
+}
+
+#[test]
 fn all_pass_with_trend_and_resource_deltas() {
     let mut model = fresh();
     complete(&mut model, "v1", all_pass(1.5, 40));
@@ -149,7 +196,7 @@ fn counters_collected() {
     let mut report = all_pass(2.5, 40);
     report.counters = vec![Ok(counters_full())];
     complete(&mut model, "v1", report);
-    let Some(CountersView::Collected { lines }) = &model.counters else {
+    let Some(CountersView::Collected { lines }) = model.counters.clone() else {
         panic!(
             "the report's counters reach the panel: {:?}",
             model.counters
@@ -159,26 +206,43 @@ fn counters_collected() {
     assert_eq!(
         labels,
         [
-            "Neither-bound",
+            "latency-bound",
+            "next",
             "SM",
-            "DRAM",
+            "units",
+            "DRAM rd",
+            "DRAM wr",
             "AI",
             "fp32",
             "roofline",
-            "set"
+            "set",
+            "roofs"
         ]
     );
     let text = snapshot("counters_collected", &mut model);
     // Even the narrow panel keeps the verdict: it is listed first.
-    assert!(text.contains("Neither-bound"), "{text}");
+    assert!(text.contains("latency-bound"), "{text}");
+    let value = |label: &str| {
+        lines
+            .iter()
+            .find(|(l, _)| l == label)
+            .map(|(_, v)| v.as_str())
+    };
+    assert_eq!(value("set"), Some("Full, 9 passes, GH100"));
+    assert_eq!(
+        value("units"),
+        Some("FP32 FMA pipe 42%, L2 28%, DRAM 0%"),
+        "busiest first"
+    );
     let wide = screen(&model, 120, 40);
-    assert!(wide.contains("set Full, 9 passes, GH100"), "{wide}");
     assert!(
-        wide.contains("Neither-bound neither roof reached"),
+        wide.contains("latency-bound no unit near its peak (busiest:"),
         "{wide}"
     );
-    assert!(wide.contains("SM 47.3% (starter 72%)"), "{wide}");
-    assert!(wide.contains("105.0 MB = 2.09x min"), "{wide}");
+    // 70% of 105 MB read against 32 MiB of inputs, 30% written against the 16 MiB output.
+    assert!(wide.contains("DRAM rd 73.5 MB = 2.19x inputs"), "{wide}");
+    assert!(wide.contains("DRAM wr 31.5 MB = 1.88x output"), "{wide}");
+    assert_eq!(value("SM"), Some("47.3% (starter 72%)"));
 }
 
 #[test]
@@ -201,9 +265,18 @@ fn a_block_larger_than_the_kernel_allows_is_called_out() {
     let mut report = compile_only();
     // 168 registers leave room for 384 threads a block; the file declares 512.
     report.compile = compiled(168);
-    report.compile.geometry = Some(LaunchGeometry {
+    let geometry = LaunchGeometry {
         threads: 512,
         ..flashprof::lab::flash_prefill::FLASH_PREFILL.default_geometry()
+    };
+    report.compile.geometry = Some(geometry);
+    // As the worker does: occupancy at the declared geometry, on the typical Hopper SM.
+    report.compile.occupancy = report.compile.resources.as_ref().map(|usage| {
+        flashprof::facts::resources::theoretical_occupancy(
+            usage,
+            &geometry,
+            &flashprof::facts::resources::SmLimits::typical((9, 0)),
+        )
     });
     let mut model = fresh();
     complete(&mut model, "v1", report);

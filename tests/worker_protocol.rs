@@ -3,28 +3,15 @@
 //! faults and garbage output each cost one case, and the rest still run.
 
 mod stand_in_support;
-use stand_in_support::{case, stand_in};
+use stand_in_support::{case, plan, stand_in};
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use flashprof::app::check::{run_check, CheckPlan};
+use flashprof::app::check::run_check;
 use flashprof::app::worker_handle::{WorkerCommand, WorkerFailure, WorkerHandle};
 use flashprof::outcome::Progress;
 use flashprof::protocol::{CaseStatus, Request};
-
-fn plan(names: &[&str]) -> CheckPlan {
-    CheckPlan {
-        lab: flashprof::lab::flash_prefill::FLASH_PREFILL,
-        source_path: "student.cu".into(),
-        source_text: "// stand-in".into(),
-        cases: names.iter().map(|n| case(n)).collect(),
-        seed: 1,
-        case_timeout: Duration::from_millis(700),
-        timing: None,
-        counters: None,
-    }
-}
 
 #[test]
 fn every_fault_costs_one_case_and_the_rest_still_run() {
@@ -34,11 +21,16 @@ fn every_fault_costs_one_case_and_the_rest_still_run() {
     let mut worker = None;
     let mut restarts_seen = 0;
     let started = Instant::now();
-    let report = run_check(&plan(&names), &stand_in(), &mut worker, |p| {
-        if let Progress::WorkerRestarted { .. } = p {
-            restarts_seen += 1;
-        }
-    })
+    let report = run_check(
+        &plan(&names, Duration::from_millis(700)),
+        &stand_in(),
+        &mut worker,
+        |p| {
+            if let Progress::WorkerRestarted { .. } = p {
+                restarts_seen += 1;
+            }
+        },
+    )
     .expect("the check itself completes");
     let statuses: Vec<CaseStatus> = report.cases.iter().map(|c| c.status).collect();
     use CaseStatus::*;

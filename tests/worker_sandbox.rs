@@ -16,6 +16,7 @@
 use std::time::Duration;
 
 use flashprof::app::worker_handle::{WorkerCommand, WorkerHandle};
+use flashprof::gpu::compile::Build;
 use flashprof::lab::flash_prefill::FLASH_PREFILL;
 use flashprof::protocol::{Event, LabId, Request, SandboxLevel};
 use flashprof::worker::sandbox::{DISABLE_ENV, EXTRA_READ_ENV};
@@ -59,6 +60,8 @@ fn compile(worker: &mut WorkerHandle, source_text: String) -> (Event, String) {
                 lab: LabId::of(FLASH_PREFILL),
                 source_path: "student.cu".into(),
                 source_text,
+                build: Build::Optimized,
+                target_arch: None,
             },
             Duration::from_secs(60),
         )

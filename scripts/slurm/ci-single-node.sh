@@ -10,7 +10,21 @@
 #   FLASHPROF=target/debug/flashprof scripts/slurm/ci-single-node.sh
 # FLASHPROF defaults to target/debug/flashprof (built when missing).
 # NVRTC must be loadable by flashprof (LD_LIBRARY_PATH is passed to the tasks).
+#
+# For tests that need the cluster while they run (tests/slurm.rs, --gpu-slurm):
+#   scripts/slurm/ci-single-node.sh start       # prints WORK=... and SLURM_CONF=..., leaves it up
+#   scripts/slurm/ci-single-node.sh stop WORK   # stops those daemons, removes WORK
 set -euo pipefail
+MODE=${1:-array}
+if [ "$MODE" = stop ]; then
+  WORK=${2:?stop needs the WORK folder that start printed}
+  for pidfile in "$WORK/slurmd.pid" "$WORK/slurmctld.pid" "$WORK/munge/munged.pid"; do
+    if [ -s "$pidfile" ]; then kill "$(cat "$pidfile")" 2>/dev/null || true; fi
+  done
+  sleep 1
+  rm -rf "$WORK"
+  exit 0
+fi
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 TASKS=${TASKS:-3}
 WAIT_SECONDS=${WAIT_SECONDS:-300}
@@ -59,7 +73,7 @@ if [ ! -s /etc/munge/munge.key ]; then
 fi
 chown munge:munge "$WORK/munge"
 runuser -u munge -- munged --socket="$MUNGE_SOCKET" --pid-file="$WORK/munge/munged.pid" \
-  --log-file="$WORK/munge/munged.log" --seed-file="$WORK/munge/munged.seed"
+  --log-file="$WORK/munge/munged.log" --seed-file="$WORK/munge/munged.seed" </dev/null >/dev/null 2>&1
 for _ in $(seq 50); do [ -S "$MUNGE_SOCKET" ] && break; sleep 0.1; done
 [ -S "$MUNGE_SOCKET" ] || fail "munged did not start"
 
@@ -93,14 +107,26 @@ NodeName=localhost NodeAddr=127.0.0.1 CPUs=$CPUS State=UNKNOWN
 PartitionName=ci Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 CONF
 
-slurmctld -f "$SLURM_CONF" -i || fail "slurmctld did not start"
-slurmd -f "$SLURM_CONF" -N localhost || fail "slurmd did not start"
+# The daemons must not hold the caller's pipes open (`start` leaves them running).
+slurmctld -f "$SLURM_CONF" -i </dev/null >/dev/null 2>&1 || fail "slurmctld did not start"
+slurmd -f "$SLURM_CONF" -N localhost </dev/null >/dev/null 2>&1 || fail "slurmd did not start"
 for _ in $(seq 60); do
   state=$(sinfo -h -n localhost -o %T 2>/dev/null || true)
   [ "$state" = idle ] && break
   sleep 1
 done
 [ "$state" = idle ] || fail "the node never became idle (state: ${state:-none})"
+# The daemons answering must be this run's (a cluster left by an earlier run holds the ports).
+for daemon in slurmctld slurmd; do
+  pid=$(cat "$WORK/$daemon.pid" 2>/dev/null || true)
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null ||
+    fail "$daemon did not stay up (is another cluster on ports 16817/16818?)"
+done
+if [ "$MODE" = start ]; then
+  trap - EXIT
+  printf 'WORK=%s\nSLURM_CONF=%s\n' "$WORK" "$SLURM_CONF"
+  exit 0
+fi
 
 # The submissions: every shipped kernel, planted bugs in their own folder.
 SUBMISSIONS=$WORK/submissions

@@ -9,10 +9,15 @@
 
 use std::time::{Duration, Instant};
 
+use super::peaks_cache;
+use super::remote::Remote;
+use super::side_build::{SideBuild, SideBuildEnd};
 use super::worker_handle::{WorkerCommand, WorkerFailure, WorkerHandle};
 use crate::facts::device::GpuProblem;
+use crate::gpu::compile::{Build, QuickBuild};
 use crate::lab::definition::{LabCase, LabRef, Problem};
 use crate::lab::geometry::LaunchGeometry;
+use crate::outcome::builds::{self, QuickBuildReport};
 use crate::outcome::{CheckReport, CountersResult, PhaseTimes, Progress};
 use crate::protocol::{
     CaseOutcome, CaseStatus, CompileOutcome, CompileProblem, CompileProblemKind, CounterTier,
@@ -23,6 +28,13 @@ use crate::protocol::{
 const WORKER_START_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long NVRTC may take on one file.
 const COMPILE_TIMEOUT: Duration = Duration::from_secs(60);
+/// The waits before each new attempt to reach a remote worker whose link
+/// dropped (docs/REMOTE.md): a blip of a few seconds costs no case.
+const RECONNECT_BACKOFF: [Duration; 3] = [
+    Duration::from_millis(500),
+    Duration::from_secs(1),
+    Duration::from_secs(2),
+];
 
 /// Everything one check needs to know.
 #[derive(Debug, Clone)]
@@ -37,6 +49,10 @@ pub struct CheckPlan {
     pub timing: Option<TimingPlan>,
     /// Collect hardware counters (quick tier, then full) after the timing.
     pub counters: Option<CountersPlan>,
+    /// Show verdicts from this quick build while the optimized build
+    /// compiles beside it, then rerun the cases on the optimized one, whose
+    /// verdicts count (docs/PERFORMANCE.md). `None`: one optimized build.
+    pub quick_build: Option<QuickBuild>,
 }
 
 #[derive(Debug, Clone)]
@@ -61,6 +77,9 @@ pub struct TimingPlan {
 pub enum CheckError {
     #[error("{0}")]
     Worker(#[from] WorkerFailure),
+    /// A newer text arrived while the optimized build compiled; it was stopped.
+    #[error("superseded by a newer save")]
+    Superseded,
 }
 
 /// Runs a check, reusing `worker` when it is alive and leaving a live one in it.
@@ -68,6 +87,18 @@ pub fn run_check(
     plan: &CheckPlan,
     command: &WorkerCommand,
     worker: &mut Option<WorkerHandle>,
+    progress: impl FnMut(Progress),
+) -> Result<CheckReport, CheckError> {
+    run_check_unless_stale(plan, command, worker, &|| false, progress)
+}
+
+/// [`run_check`], giving up with [`CheckError::Superseded`] when `stale()`
+/// turns true while the optimized build of a quick-first check compiles.
+pub fn run_check_unless_stale(
+    plan: &CheckPlan,
+    command: &WorkerCommand,
+    worker: &mut Option<WorkerHandle>,
+    stale: &dyn Fn() -> bool,
     mut progress: impl FnMut(Progress),
 ) -> Result<CheckReport, CheckError> {
     let started = Instant::now();
@@ -76,9 +107,23 @@ pub fn run_check(
         .clone()
         .reading(plan.cases.iter().filter_map(|c| plan.lab.own_tensors(c)));
     let mut phases = PhaseTimes::default();
+    // A kept worker may have ended since the last check: a remote one whose
+    // connection dropped while idle. Reconnect rather than fail the compile.
+    let mut ended_while_idle = false;
+    if let Some(failure) = worker.as_mut().and_then(WorkerHandle::ended) {
+        ended_while_idle = failure.is_transport();
+        *worker = None;
+        progress(Progress::WorkerRestarted {
+            reason: format!("the worker ended between checks: {failure}"),
+        });
+    }
     if worker.is_none() {
         let spawned = Instant::now();
-        let handle = WorkerHandle::spawn(command, WORKER_START_TIMEOUT)?;
+        let handle = if ended_while_idle {
+            spawn_reconnecting(command)?
+        } else {
+            WorkerHandle::spawn(command, WORKER_START_TIMEOUT)?
+        };
         phases.worker_start_ms = ms_since(spawned);
         progress(Progress::WorkerStarted {
             gpu: handle.gpu.clone(),
@@ -94,21 +139,46 @@ pub fn run_check(
     });
 
     let compile_started = Instant::now();
-    let compile = compile_in_worker(plan, worker);
-    phases.compile_ms = ms_since(compile_started);
-    progress(Progress::Compiled(compile.clone()));
-
     let mut run = Run {
         command,
         worker,
         restarts: 0,
-        image: compile.image.clone(),
-        geometry: compile
-            .geometry
-            .unwrap_or_else(|| plan.lab.default_geometry()),
+        image: Vec::new(),
+        geometry: plan.lab.default_geometry(),
         lab: plan.lab,
         lost: None,
     };
+    // A second Slurm job step could queue behind the worker's own, so over
+    // Slurm the verdicts wait for the optimized build.
+    let side_builds = !matches!(command.remote, Some(Remote::Slurm(_)));
+    let quick_first = match (plan.quick_build, &gpu) {
+        (Some(quick), Ok(device)) if side_builds => Some((quick, device.arch())),
+        _ => None,
+    };
+    let (compile, quick) = match quick_first {
+        Some((build, arch)) => {
+            let mut first = run.quick_first(plan, build, &arch, started, stale, &mut progress)?;
+            let optimized = std::mem::replace(&mut first.optimized, CompileOutcome::failed(None));
+            (optimized, Some(first))
+        }
+        None => (
+            run.compile(plan, Build::Optimized, None, &mut progress),
+            None,
+        ),
+    };
+    phases.compile_ms = ms_since(compile_started);
+    if let Some((transport, added_ms)) = run.worker.as_ref().and_then(WorkerHandle::link) {
+        progress(Progress::LinkMeasured {
+            transport,
+            added_ms,
+        });
+    }
+    progress(Progress::Compiled(compile.clone()));
+    run.image = compile.image.clone();
+    if let Some(geometry) = compile.geometry {
+        run.geometry = geometry;
+    }
+
     let not_run_reason = if let Some(problem) = &compile.problem {
         Some(
             match problem.kind {
@@ -183,6 +253,7 @@ pub fn run_check(
         phases.counters_ms = ms_since(counters_started);
     }
     phases.total_ms = ms_since(started);
+    let quick_build = quick.map(|first| first.report(&cases));
     Ok(CheckReport {
         diagnosis: crate::outcome::check_diagnosis(&*plan.lab, &cases),
         lab: plan.lab.name().to_owned(),
@@ -196,6 +267,7 @@ pub fn run_check(
         counters,
         worker_restarts: run.restarts,
         sanitizer: None,
+        quick_build,
         phases,
     })
 }
@@ -213,6 +285,21 @@ pub fn run_check_alone(
         worker.shutdown();
     }
     report
+}
+
+/// Starts a worker, trying again after each wait of [`RECONNECT_BACKOFF`]
+/// while the link to its node fails; any other failure is final at once.
+fn spawn_reconnecting(command: &WorkerCommand) -> Result<WorkerHandle, WorkerFailure> {
+    let mut waits = RECONNECT_BACKOFF.iter();
+    loop {
+        match WorkerHandle::spawn(command, WORKER_START_TIMEOUT) {
+            Err(failure @ WorkerFailure::Connection { .. }) => match waits.next() {
+                Some(wait) => std::thread::sleep(*wait),
+                None => return Err(failure),
+            },
+            other => return other,
+        }
+    }
 }
 
 fn ms_since(t: Instant) -> f64 {
@@ -236,33 +323,61 @@ fn not_run(lab: LabRef, case: &LabCase, reason: String) -> CaseOutcome {
     }
 }
 
-fn compile_in_worker(plan: &CheckPlan, worker: &mut Option<WorkerHandle>) -> CompileOutcome {
-    let failed = |message: String| {
-        CompileOutcome::failed(Some(CompileProblem {
-            kind: CompileProblemKind::CompilerFailed,
-            message,
-        }))
-    };
-    let Some(handle) = worker.as_mut() else {
-        return failed("no worker".into());
-    };
-    let request = Request::Compile {
+fn compile_request(plan: &CheckPlan, build: Build, target_arch: Option<String>) -> Request {
+    Request::Compile {
         lab: LabId::of(plan.lab),
         source_path: plan.source_path.clone(),
         source_text: plan.source_text.clone(),
+        build,
+        target_arch,
+    }
+}
+
+/// What the quick build of a quick-first check leaves for its report.
+struct QuickFirst {
+    build: QuickBuild,
+    quick: CompileOutcome,
+    /// One per case, in the plan's order (not run where the quick build did not get to it).
+    provisional: Vec<CaseOutcome>,
+    times: ProvisionalTimes,
+    /// The build whose verdicts count, loaded into the worker when it compiled.
+    optimized: CompileOutcome,
+}
+
+/// When the quick build's verdicts arrived, from the start of the check.
+#[derive(Default)]
+struct ProvisionalTimes {
+    first_ms: Option<f64>,
+    last_ms: Option<f64>,
+}
+
+/// The plan's case indices, the least work first (a case whose size the
+/// lab cannot tell goes last).
+fn cheapest_first(plan: &CheckPlan) -> Vec<usize> {
+    let work = |index: usize| {
+        plan.lab
+            .problem(&plan.cases[index])
+            .map_or(f64::INFINITY, |problem| problem.work.flops)
     };
-    match handle.request(&request, COMPILE_TIMEOUT) {
-        Ok(Event::Compiled(outcome)) => outcome,
-        Ok(Event::Failed { message, fatal }) => {
-            if fatal {
-                *worker = None;
-            }
-            failed(message)
-        }
-        Ok(other) => failed(format!("unexpected answer to compile: {other:?}")),
-        Err(failure) => {
-            *worker = None;
-            failed(format!("the compiler did not finish: {failure}"))
+    let mut order: Vec<usize> = (0..plan.cases.len()).collect();
+    order.sort_by(|&a, &b| work(a).total_cmp(&work(b)));
+    order
+}
+
+impl QuickFirst {
+    fn report(self, optimized_cases: &[CaseOutcome]) -> QuickBuildReport {
+        let ran = self
+            .provisional
+            .iter()
+            .filter(|c| c.status != CaseStatus::NotRun);
+        QuickBuildReport {
+            build: self.build,
+            compile_ms: self.quick.compile_ms,
+            first_verdict_ms: self.times.first_ms,
+            last_verdict_ms: self.times.last_ms,
+            passed: ran.clone().filter(|c| c.status == CaseStatus::Pass).count(),
+            ran: ran.count(),
+            differences: builds::differences(&self.provisional, optimized_cases),
         }
     }
 }
@@ -281,6 +396,162 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
+    /// Compiles the plan's text in the worker (which loads the result).
+    fn compile(
+        &mut self,
+        plan: &CheckPlan,
+        build: Build,
+        target_arch: Option<String>,
+        progress: &mut impl FnMut(Progress),
+    ) -> CompileOutcome {
+        let failed = |message: String| {
+            CompileOutcome::failed(Some(CompileProblem {
+                kind: CompileProblemKind::CompilerFailed,
+                message,
+            }))
+        };
+        let request = compile_request(plan, build, target_arch);
+        let mut reconnected = false;
+        loop {
+            let Some(handle) = self.worker.as_mut() else {
+                return failed("no worker".into());
+            };
+            return match handle.request(&request, COMPILE_TIMEOUT) {
+                Ok(Event::Compiled(outcome)) => outcome,
+                Ok(Event::Failed { message, fatal }) => {
+                    if fatal {
+                        *self.worker = None;
+                    }
+                    failed(message)
+                }
+                Ok(other) => failed(format!("unexpected answer to compile: {other:?}")),
+                // The link dropped under the compile: once more, on a new session.
+                Err(failure) if failure.is_transport() && !reconnected => {
+                    *self.worker = None;
+                    progress(Progress::WorkerRestarted {
+                        reason: format!("the link dropped during the compile: {failure}"),
+                    });
+                    match spawn_reconnecting(self.command) {
+                        Ok(handle) => {
+                            *self.worker = Some(handle);
+                            reconnected = true;
+                            continue;
+                        }
+                        Err(e) => failed(format!("the compiler did not finish: {e}")),
+                    }
+                }
+                Err(failure) => {
+                    *self.worker = None;
+                    failed(format!("the compiler did not finish: {failure}"))
+                }
+            };
+        }
+    }
+
+    /// The quick build in the worker and its verdicts, shown as provisional,
+    /// while the optimized build compiles in a process beside it; then the
+    /// optimized image loaded into the worker. A builder that cannot answer
+    /// leaves the optimized build to the worker, as in a plain check.
+    fn quick_first(
+        &mut self,
+        plan: &CheckPlan,
+        build: QuickBuild,
+        arch: &str,
+        started: Instant,
+        stale: &dyn Fn() -> bool,
+        progress: &mut impl FnMut(Progress),
+    ) -> Result<QuickFirst, CheckError> {
+        let mut side = SideBuild::start(
+            self.command,
+            compile_request(plan, Build::Optimized, Some(arch.to_owned())),
+            COMPILE_TIMEOUT,
+        );
+        let quick = self.compile(plan, Build::Quick(build), None, progress);
+        progress(Progress::QuickBuilt(quick.clone()));
+        // Every case starts as not run; the quick build runs the cheapest
+        // first (unoptimised code is slow on large cases), and stops as soon
+        // as the optimized build is ready: its verdicts are the ones wanted.
+        let mut provisional: Vec<CaseOutcome> = plan
+            .cases
+            .iter()
+            .map(|case| {
+                not_run(
+                    plan.lab,
+                    case,
+                    "not run on the quick build: the optimized build was ready first".into(),
+                )
+            })
+            .collect();
+        let mut times = ProvisionalTimes::default();
+        let mut ended = None;
+        if quick.ok {
+            self.image.clone_from(&quick.image);
+            self.geometry = quick.geometry.unwrap_or(self.geometry);
+            for index in cheapest_first(plan) {
+                if let Some(end) = side.poll(Duration::ZERO) {
+                    ended = Some(end);
+                    break;
+                }
+                progress(Progress::CaseStarted { index });
+                let outcome = self.case(&plan.cases[index], plan, progress);
+                progress(Progress::ProvisionalCase {
+                    index,
+                    outcome: outcome.clone(),
+                });
+                provisional[index] = outcome;
+                times.first_ms.get_or_insert_with(|| ms_since(started));
+                times.last_ms = Some(ms_since(started));
+            }
+        }
+        let end = match ended {
+            Some(end) => end,
+            None => side.finish(stale),
+        };
+        let optimized = match end {
+            SideBuildEnd::Cancelled => return Err(CheckError::Superseded),
+            SideBuildEnd::Built(mut optimized) => {
+                if optimized.ok {
+                    self.load_into_worker(&mut optimized);
+                }
+                optimized
+            }
+            SideBuildEnd::Failed(reason) => {
+                progress(Progress::WorkerRestarted {
+                    reason: format!("the optimized build beside the worker failed ({reason}); building it in the worker"),
+                });
+                if self.worker.is_none() {
+                    *self.worker = Some(WorkerHandle::spawn(self.command, WORKER_START_TIMEOUT)?);
+                }
+                self.compile(plan, Build::Optimized, None, progress)
+            }
+        };
+        Ok(QuickFirst {
+            build,
+            quick,
+            provisional,
+            times,
+            optimized,
+        })
+    }
+
+    /// Loads an image built elsewhere into the live worker. A worker that is
+    /// gone, or that cannot load it, is replaced when the next case starts
+    /// (which loads the image again and reports what went wrong).
+    fn load_into_worker(&mut self, built: &mut CompileOutcome) {
+        let Some(handle) = self.worker.as_mut() else {
+            return;
+        };
+        let load = Request::Load {
+            lab: LabId::of(self.lab),
+            image: built.image.clone(),
+            geometry: built.geometry.unwrap_or(self.geometry),
+        };
+        match handle.request(&load, COMPILE_TIMEOUT) {
+            Ok(Event::Loaded { load_ms }) => built.load_ms = Some(load_ms),
+            _ => *self.worker = None,
+        }
+    }
+
     /// A live worker with the student's kernel loaded, starting a new one if needed.
     fn live_worker(
         &mut self,
@@ -291,7 +562,7 @@ impl Run<'_> {
             return Err(lost.clone());
         }
         if self.worker.is_none() {
-            let mut handle = match WorkerHandle::spawn(self.command, WORKER_START_TIMEOUT) {
+            let mut handle = match spawn_reconnecting(self.command) {
                 Ok(handle) => handle,
                 Err(e) => {
                     if e.is_transport() {
@@ -412,14 +683,33 @@ impl Run<'_> {
         let handle = self
             .live_worker(&mut ignore, "before counters")
             .map_err(failed)?;
+        let gpu = handle.gpu.as_ref().ok().cloned();
+        let known_peaks = gpu.as_ref().and_then(peaks_cache::load);
         let request = Request::Counters {
             case: plan.case.clone(),
             seed,
             tier,
             metrics: plan.custom_metrics.clone(),
+            known_peaks: known_peaks.clone(),
         };
         match handle.request(&request, plan.timeout) {
-            Ok(Event::Counters(result)) => result,
+            Ok(Event::Counters(mut result)) => {
+                // Peaks the worker measured or calibrated now are filed for the next run.
+                if let (Ok(outcome), Some(gpu)) = (&mut result, &gpu) {
+                    if let Some(peaks) = outcome
+                        .peaks
+                        .as_ref()
+                        .filter(|p| Some(*p) != known_peaks.as_ref())
+                    {
+                        if peaks_cache::store(gpu, peaks) {
+                            if let Some(origin) = &mut outcome.peaks_origin {
+                                origin.push_str(", cached");
+                            }
+                        }
+                    }
+                }
+                result
+            }
             Ok(Event::Failed { message, fatal }) => {
                 if fatal {
                     *self.worker = None;

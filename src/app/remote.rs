@@ -24,6 +24,8 @@ use crate::protocol::PROTOCOL_VERSION;
 
 /// The flashprof program on the node, when `--gpu-host-flashprof` is not given.
 pub const REMOTE_FLASHPROF_ENV: &str = "FLASHPROF_REMOTE_FLASHPROF";
+/// An ssh configuration file to use instead of `~/.ssh/config` (`ssh -F`).
+pub const SSH_CONFIG_ENV: &str = "FLASHPROF_SSH_CONFIG";
 /// The program name used on the node when neither the flag nor the variable is set.
 pub const DEFAULT_REMOTE_FLASHPROF: &str = "flashprof";
 /// How long the connection probe after a watchdog may take.
@@ -99,6 +101,14 @@ impl Remote {
         }
     }
 
+    /// The program that carries the link, for a header (`ssh 12 ms`).
+    pub fn transport(&self) -> &'static str {
+        match self {
+            Self::Ssh { .. } => "ssh",
+            Self::Slurm(_) => "srun",
+        }
+    }
+
     /// The node and job id for a header, when known (`gpu17, job 4242`).
     pub fn place(&self) -> Option<String> {
         match self {
@@ -121,9 +131,13 @@ impl Remote {
         let env = env.as_slice();
         match self {
             Self::Ssh { host } => {
-                let mut args: Vec<OsString> = ssh_options().into_iter().map(Into::into).collect();
+                let mut args = ssh_options();
                 let log = ssh_log_path();
                 if let Some(log) = &log {
+                    // -v: the log then also says whether the worker's exit
+                    // status or signal arrived, which tells a crash on the
+                    // node from a connection lost under it.
+                    args.push("-v".into());
                     args.push("-E".into());
                     args.push(log.clone().into_os_string());
                 }
@@ -175,9 +189,12 @@ impl Remote {
         let reason = || last_words(stderr);
         match self {
             Self::Ssh { .. } => match code {
-                Some(255) if ssh_log.iter().any(|l| !l.trim().is_empty()) => {
-                    Some(TransportProblem::Connection(last_words(ssh_log)))
-                }
+                // The session closed properly: the worker's own end (a
+                // signal makes ssh exit 255 too), nothing wrong with the link.
+                Some(255) if ssh_log.iter().any(|l| ended_in_session(l)) => None,
+                Some(255) if ssh_log.iter().any(|l| !l.trim().is_empty()) => Some(
+                    TransportProblem::Connection(connection_reason(ssh_log, stderr)),
+                ),
                 Some(255) => self.probe().err(),
                 // The remote shell: command not found / not executable.
                 Some(127) | Some(126) => Some(TransportProblem::NotInstalled(reason())),
@@ -196,6 +213,10 @@ impl Remote {
                 }
                 match code {
                     Some(127) | Some(126) => Some(TransportProblem::NotInstalled(reason())),
+                    // slurmstepd could not start the program: it says so and the step exits 2.
+                    Some(2) if stderr.iter().any(|l| l.contains("error: execve(): ")) => {
+                        Some(TransportProblem::NotInstalled(reason()))
+                    }
                     _ => None,
                 }
             }
@@ -238,7 +259,9 @@ impl Remote {
                     _ => return Ok(()),
                 };
                 match state.as_str() {
-                    "RUNNING" | "CONFIGURING" | "COMPLETING" => Ok(()),
+                    // COMPLETING is a job on its way out (scancel, time
+                    // limit): it runs no new step, so it counts as ended.
+                    "RUNNING" | "CONFIGURING" => Ok(()),
                     "" => {
                         session.forget();
                         Err(TransportProblem::AllocationEnded(format!(
@@ -254,6 +277,25 @@ impl Remote {
                         )))
                     }
                 }
+            }
+        }
+    }
+
+    /// Gives back what the session holds on the cluster now (the Slurm
+    /// allocation), for a caller about to exit while a thread of its own may
+    /// still hold this transport: the TUI, whose engine thread is not
+    /// waited for at quit. Nothing to give back for ssh: the sessions end
+    /// with this process's pipes.
+    pub fn release(&self) {
+        if let Self::Slurm(session) = self {
+            let held = session
+                .cell
+                .allocation
+                .lock()
+                .map(|mut a| a.take())
+                .unwrap_or(None);
+            if let Some(allocation) = held {
+                cancel(&allocation);
             }
         }
     }
@@ -344,9 +386,12 @@ pub fn remove_ssh_log(log: &std::path::Path) {
 }
 
 /// ssh options every connection uses: never prompt, no terminal (the
-/// protocol is binary-safe only without one), notice a dead link.
-fn ssh_options() -> Vec<&'static str> {
-    vec![
+/// protocol is binary-safe only without one), notice a dead link; and the
+/// configuration file named by [`SSH_CONFIG_ENV`], when set (ssh reads
+/// `~/.ssh/config` from the account's home, whatever `$HOME` says, so this
+/// is the way to point it at another one).
+fn ssh_options() -> Vec<OsString> {
+    let mut options: Vec<OsString> = [
         "-T",
         "-o",
         "BatchMode=yes",
@@ -355,6 +400,14 @@ fn ssh_options() -> Vec<&'static str> {
         "-o",
         "ServerAliveCountMax=3",
     ]
+    .into_iter()
+    .map(Into::into)
+    .collect();
+    if let Some(config) = std::env::var_os(SSH_CONFIG_ENV).filter(|c| !c.is_empty()) {
+        options.push("-F".into());
+        options.push(config);
+    }
+    options
 }
 
 /// The command line the node's shell runs: `env 'VAR=value' 'flashprof' '__worker'`,
@@ -474,6 +527,40 @@ fn last_words(stderr: &[String]) -> String {
     match lines.len() {
         0 => "no message".into(),
         n => lines[n.saturating_sub(2)..].join(" / "),
+    }
+}
+
+/// A line of ssh's verbose log saying the remote command's exit status or
+/// signal arrived: the session ended the normal way.
+fn ended_in_session(line: &str) -> bool {
+    line.contains("rtype exit-status") || line.contains("rtype exit-signal")
+}
+
+/// Why ssh lost the connection, in its own words: its log less the chatter
+/// of `-v`, else its closing message (which it writes to stderr, after
+/// anything the worker wrote there).
+fn connection_reason(ssh_log: &[String], stderr: &[String]) -> String {
+    const CHATTER: [&str; 6] = [
+        "debug",
+        "OpenSSH_",
+        "Authenticated to",
+        "Transferred:",
+        "Bytes per second",
+        "Warning: Permanently added",
+    ];
+    let said: Vec<String> = ssh_log
+        .iter()
+        .filter(|l| !CHATTER.iter().any(|c| l.trim_start().starts_with(c)))
+        .cloned()
+        .collect();
+    if said.iter().any(|l| !l.trim().is_empty()) {
+        return last_words(&said);
+    }
+    match stderr.iter().rev().find(|l| !l.trim().is_empty()) {
+        Some(closing) if closing.trim_start().starts_with("Connection to ") => {
+            closing.trim().to_owned()
+        }
+        _ => "the connection closed before the worker's exit status arrived".into(),
     }
 }
 
@@ -608,7 +695,13 @@ impl SlurmSession {
             String::from_utf8_lossy(&output.stdout)
         );
         let lines: Vec<String> = text.lines().map(str::to_owned).collect();
-        let granted = parse_salloc(&lines);
+        // salloc names the nodes only when it waited for them to boot: else ask.
+        let granted = parse_salloc(&lines).map(|mut allocation| {
+            if allocation.nodes.is_none() {
+                allocation.nodes = nodes_of(&allocation.id);
+            }
+            allocation
+        });
         match (output.status.success(), granted) {
             (true, Some(allocation)) => {
                 *held = Some(allocation.clone());
@@ -619,6 +712,18 @@ impl SlurmSession {
                 last_words(&lines)
             ))),
         }
+    }
+}
+
+/// The nodes of job `id`, as squeue lists them (`gpu17`, `gpu[17-18]`).
+fn nodes_of(id: &str) -> Option<String> {
+    let mut command = Command::new("squeue");
+    command.args(["-h", "-o", "%N", "-j", id]);
+    match run_limited(command, PROBE_TIMEOUT) {
+        Ok((Some(0), stdout, _)) => {
+            Some(stdout.join(" ").trim().to_owned()).filter(|n| !n.is_empty())
+        }
+        _ => None,
     }
 }
 
@@ -642,14 +747,19 @@ impl Drop for AllocationCell {
     fn drop(&mut self) {
         let held = self.allocation.get_mut().ok().and_then(|a| a.take());
         if let Some(allocation) = held {
-            let _ = Command::new("scancel")
-                .arg(&allocation.id)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status();
+            cancel(&allocation);
         }
     }
+}
+
+/// Gives an allocation back to Slurm (`scancel`); its running steps end with it.
+fn cancel(allocation: &Allocation) {
+    let _ = Command::new("scancel")
+        .arg(&allocation.id)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
 }
 
 /// The flashprof program on the node: `--gpu-host-flashprof`, else
@@ -721,6 +831,10 @@ mod tests {
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
         assert_eq!(args[0], "-T");
+        assert!(
+            args.iter().any(|a| a == "-v"),
+            "the log says how the session ended"
+        );
         assert!(args.windows(2).any(|w| w == ["-o", "BatchMode=yes"]));
         let host_at = args.iter().position(|a| a == "alice@node").expect("host");
         assert_eq!(args[host_at - 1], "--");
@@ -798,6 +912,46 @@ mod tests {
             Some(TransportProblem::NotInstalled(_))
         ));
         assert_eq!(remote.classify_exit(Some(101), &lost, &[]), None);
+        // A real srun whose step could not start the program.
+        let slurm = Remote::slurm("-N1").expect("args");
+        let execve = [
+            "srun: error: localhost: task 0: Exited with exit code 2".to_string(),
+            "slurmstepd-localhost: error: execve(): flashprof: No such file or directory".into(),
+        ];
+        assert!(matches!(
+            slurm.classify_exit(Some(2), &execve, &[]),
+            Some(TransportProblem::NotInstalled(reason)) if reason.contains("execve(): flashprof")
+        ));
+        assert_eq!(slurm.classify_exit(Some(2), &execve[..1], &[]), None);
+        // ssh -v's log: the worker's signal arrived, so the link was fine.
+        let verbose = |last: &str| -> Vec<String> {
+            vec![
+                "OpenSSH_9.2p1 Debian-2+deb12u7, OpenSSL 3.0.17 1 Jul 2025".into(),
+                "debug1: Reading configuration data /etc/ssh/ssh_config".into(),
+                "Authenticated to node ([127.0.0.1]:22) using \"publickey\".".into(),
+                last.into(),
+                "Transferred: sent 3480, received 3288 bytes, in 0.2 seconds".into(),
+            ]
+        };
+        let signalled =
+            verbose("debug1: client_input_channel_req: channel 0 rtype exit-signal reply 0");
+        assert_eq!(remote.classify_exit(Some(255), &[], &signalled), None);
+        // No exit status came: the connection went; ssh's closing words say how.
+        let cut = verbose("debug1: channel 0: free: client-session, nchannels 1");
+        let closing = vec![
+            "a kernel's printf".to_string(),
+            "Connection to 127.0.0.1 closed by remote host.".to_string(),
+        ];
+        assert_eq!(
+            remote.classify_exit(Some(255), &closing, &cut),
+            Some(TransportProblem::Connection(
+                "Connection to 127.0.0.1 closed by remote host.".into()
+            ))
+        );
+        assert!(matches!(
+            remote.classify_exit(Some(255), &["a kernel's printf".to_string()], &cut),
+            Some(TransportProblem::Connection(reason)) if reason.contains("before the worker's exit status")
+        ));
         assert_eq!(remote.classify_exit(None, &[], &[]), None);
         assert!(slurm_says_allocation_ended(
             "slurmstepd: error: *** STEP 4242.0 ON gpu17 CANCELLED AT 2026-11-30T12:00:00 DUE TO TIME LIMIT ***"

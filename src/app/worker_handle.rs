@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::remote::{Remote, TransportProblem};
 use crate::facts::device::{DeviceInfo, GpuProblem};
@@ -151,6 +151,9 @@ pub struct WorkerHandle {
     program: String,
     /// ssh's own messages for this session (`-E`), removed with the handle.
     ssh_log: Option<PathBuf>,
+    /// What the link added to the last answered request of a remote worker:
+    /// the round trip seen here less the time the worker says it spent.
+    link_ms: Option<f64>,
 }
 
 impl WorkerHandle {
@@ -225,6 +228,7 @@ impl WorkerHandle {
             remote: command.remote.clone(),
             program: command.program.display().to_string(),
             ssh_log,
+            link_ms: None,
         };
         let greeting = match handle.wait(start_timeout) {
             // A worker on the node that cannot be read is most likely another version.
@@ -277,21 +281,63 @@ impl WorkerHandle {
         request: &Request,
         timeout: Duration,
     ) -> Result<Event, WorkerFailure> {
+        let sent = Instant::now();
+        self.send(request)?;
+        let answer = self.wait(timeout);
+        if let (Some(_), Ok(event)) = (&self.remote, &answer) {
+            if let Some(own_ms) = worker_time_ms(event) {
+                let round_trip_ms = sent.elapsed().as_secs_f64() * 1e3;
+                self.link_ms = Some((round_trip_ms - own_ms).max(0.0));
+            }
+        }
+        answer
+    }
+
+    /// For a remote worker, the program carrying the link (`ssh`, `srun`) and
+    /// what it added to the last answered request, in milliseconds.
+    pub fn link(&self) -> Option<(&'static str, f64)> {
+        let remote = self.remote.as_ref()?;
+        self.link_ms.map(|ms| (remote.transport(), ms))
+    }
+
+    /// When the worker has already ended while idle (a remote worker whose
+    /// connection dropped between checks), why; None while it is alive.
+    pub fn ended(&mut self) -> Option<WorkerFailure> {
+        match self.child.try_wait() {
+            Ok(Some(_)) => Some(self.died()),
+            _ => None,
+        }
+    }
+
+    /// Sends one request without waiting for its answer (see [`Self::poll`]).
+    pub fn send(&mut self, request: &Request) -> Result<(), WorkerFailure> {
         if write_message(&mut self.stdin, request).is_err() {
             return Err(self.died());
         }
-        self.wait(timeout)
+        Ok(())
+    }
+
+    /// The answer to a request sent earlier, if it arrives within `wait`;
+    /// `None` leaves the worker running (the caller decides when it has
+    /// waited too long, and drops the handle to stop it).
+    pub fn poll(&mut self, wait: Duration) -> Option<Result<Event, WorkerFailure>> {
+        match self.events.recv_timeout(wait) {
+            Err(RecvTimeoutError::Timeout) => None,
+            Ok(Ok(event)) => Some(Ok(event)),
+            Ok(Err(FramingError::Closed)) | Err(RecvTimeoutError::Disconnected) => {
+                Some(Err(self.died()))
+            }
+            Ok(Err(e)) => {
+                self.kill();
+                Some(Err(WorkerFailure::Protocol(e.to_string())))
+            }
+        }
     }
 
     fn wait(&mut self, timeout: Duration) -> Result<Event, WorkerFailure> {
-        match self.events.recv_timeout(timeout) {
-            Ok(Ok(event)) => Ok(event),
-            Ok(Err(FramingError::Closed)) | Err(RecvTimeoutError::Disconnected) => Err(self.died()),
-            Ok(Err(e)) => {
-                self.kill();
-                Err(WorkerFailure::Protocol(e.to_string()))
-            }
-            Err(RecvTimeoutError::Timeout) => {
+        match self.poll(timeout) {
+            Some(answer) => answer,
+            None => {
                 self.kill();
                 // Far away, silence may be the link's fault: ask the node before blaming the kernel.
                 if let Some(remote) = &self.remote {
@@ -402,6 +448,18 @@ impl Drop for WorkerHandle {
         if let Some(log) = &self.ssh_log {
             super::remote::remove_ssh_log(log);
         }
+    }
+}
+
+/// The time the worker says it spent on a request, for the answers that carry it.
+fn worker_time_ms(event: &Event) -> Option<f64> {
+    match event {
+        Event::Compiled(outcome) => Some(outcome.compile_ms + outcome.load_ms.unwrap_or(0.0)),
+        Event::Loaded { load_ms } => Some(*load_ms),
+        Event::Case(outcome) => Some(outcome.elapsed_ms),
+        Event::Timing(outcome) => Some(outcome.elapsed_ms),
+        Event::Counters(Ok(outcome)) => Some(outcome.elapsed_ms),
+        _ => None,
     }
 }
 

@@ -33,6 +33,8 @@ pub struct BenchArgs {
     /// Warm rounds (compile plus every hazard verdict on a live worker).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub rounds: u32,
+    #[command(flatten)]
+    pub quick_build: super::QuickBuildArg,
     /// Write the figures as Markdown to this file as well.
     #[arg(long, value_name = "FILE")]
     pub markdown: Option<PathBuf>,
@@ -112,6 +114,7 @@ pub fn run(args: BenchArgs) -> ExitCode {
             timeout: Duration::from_secs(120),
             custom_metrics: Vec::new(),
         }),
+        quick_build: None,
     };
 
     let mut worker = None;
@@ -129,6 +132,7 @@ pub fn run(args: BenchArgs) -> ExitCode {
     }
 
     plan.timing = None;
+    plan.quick_build = args.quick_build.choice.0;
     let counters_plan = plan.counters.take();
     let mut warm: Vec<CheckReport> = Vec::new();
     let mut warm_counters: Vec<CheckReport> = Vec::new();
@@ -221,23 +225,90 @@ fn render(args: &BenchArgs, cold: &CheckReport, warm: &[CheckReport]) -> String 
                 .unwrap_or("withheld".into())
         );
     }
-    let mut compile: Vec<f64> = warm.iter().map(|r| r.phases.compile_ms).collect();
-    let mut cases: Vec<f64> = warm.iter().map(|r| r.phases.cases_ms).collect();
-    let mut total: Vec<f64> = warm.iter().map(|r| r.phases.total_ms).collect();
+    let phase = |of: fn(&CheckReport) -> f64| warm.iter().map(of).collect::<Vec<f64>>();
+    let mut rows: Vec<(&str, Vec<f64>)> = Vec::new();
+    let quick = warm
+        .first()
+        .and_then(|r| r.quick_build.as_ref())
+        .map(|q| q.build);
+    match quick {
+        None => {
+            let _ = writeln!(
+                out,
+                "\nWarm rounds (live worker, edited source each round, compile + every hazard verdict), {} rounds:\n",
+                warm.len()
+            );
+            rows.push(("compile + load", phase(|r| r.phases.compile_ms)));
+            rows.push(("all hazard cases", phase(|r| r.phases.cases_ms)));
+            rows.push(("request to last verdict", phase(|r| r.phases.total_ms)));
+        }
+        Some(quick) => {
+            let _ = writeln!(
+                out,
+                "\nWarm rounds (live worker, edited source each round), {} rounds, verdicts first from the quick build `{}` ({}) while the optimized build compiles beside it:\n",
+                warm.len(),
+                quick.name(),
+                quick.flag()
+            );
+            let quick_of =
+                |r: &CheckReport| r.quick_build.as_ref().map_or(f64::NAN, |q| q.compile_ms);
+            let first_of = |r: &CheckReport| {
+                r.quick_build
+                    .as_ref()
+                    .and_then(|q| q.first_verdict_ms)
+                    .unwrap_or(f64::NAN)
+            };
+            let last_of = |r: &CheckReport| {
+                r.quick_build
+                    .as_ref()
+                    .and_then(|q| q.last_verdict_ms)
+                    .unwrap_or(f64::NAN)
+            };
+            let ran_of = |r: &CheckReport| r.quick_build.as_ref().map_or(0.0, |q| q.ran as f64);
+            rows.push(("quick build (NVRTC)", phase(quick_of)));
+            rows.push(("request to first provisional verdict", phase(first_of)));
+            rows.push(("request to last provisional verdict", phase(last_of)));
+            rows.push(("cases given a provisional verdict (count)", phase(ran_of)));
+            rows.push((
+                "optimized build (NVRTC, beside the worker)",
+                phase(|r| r.compile.compile_ms),
+            ));
+            rows.push((
+                "request to optimized build loaded",
+                phase(|r| r.phases.compile_ms),
+            ));
+            rows.push((
+                "hazard cases on the optimized build",
+                phase(|r| r.phases.cases_ms),
+            ));
+            rows.push(("request to final verdict", phase(|r| r.phases.total_ms)));
+            rows.push((
+                "final verdict after the optimized build's NVRTC time",
+                phase(|r| r.phases.total_ms - r.compile.compile_ms),
+            ));
+        }
+    }
     let max = |v: &[f64]| v.iter().cloned().fold(0.0, f64::max);
-    let _ = writeln!(
-        out,
-        "\nWarm rounds (live worker, edited source each round, compile + every hazard verdict), {} rounds:\n",
-        warm.len()
-    );
     let _ = writeln!(out, "| phase | median ms | max ms |\n|---|---:|---:|");
-    for (name, values) in [
-        ("compile + load", &mut compile),
-        ("all hazard cases", &mut cases),
-        ("request to last verdict", &mut total),
-    ] {
-        let worst = max(values);
-        let _ = writeln!(out, "| {name} | {:.1} | {worst:.1} |", median(values));
+    for (name, mut values) in rows {
+        let worst = max(&values);
+        let _ = writeln!(out, "| {name} | {:.1} | {worst:.1} |", median(&mut values));
+    }
+    let differing: Vec<String> = warm
+        .iter()
+        .filter_map(|r| r.quick_build.as_ref())
+        .flat_map(|q| q.differences.iter().map(|d| d.describe()))
+        .collect();
+    if quick.is_some() {
+        let _ = writeln!(
+            out,
+            "\nQuick and optimized builds disagreed on {} case verdict(s){}",
+            differing.len(),
+            differing
+                .first()
+                .map(|d| format!(", e.g. {d}"))
+                .unwrap_or_default()
+        );
     }
     let passed = warm.iter().all(|r| {
         r.cases

@@ -68,6 +68,7 @@ pub fn run(args: CalibrateArgs) -> ExitCode {
             timeout: Duration::from_secs(120),
         }),
         counters: None,
+        quick_build: None,
     };
     let mut worker = None;
     let mut speedups = Vec::new();

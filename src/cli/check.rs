@@ -44,8 +44,8 @@ pub struct CheckArgs {
     #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u32).range(3..=1000))]
     pub repetitions: u32,
     /// Collect hardware counters (CUPTI) after the timing: a one-pass quick set, then
-    /// SM throughput and the L2 hit rate. Off by default so the verdict is never
-    /// delayed; the TUI always collects them.
+    /// SM throughput, the L2 hit rate and every unit's load (docs/COUNTERS.md). Off by
+    /// default so the verdict is never delayed; the TUI always collects them.
     #[arg(long)]
     pub counters: bool,
     /// Never collect hardware counters, even with --metrics or --counters-case.
@@ -175,6 +175,7 @@ fn checked(args: &CheckArgs, context: &mut ErrorContext) -> Result<ExitCode, Ref
             timeout: Duration::from_secs(120),
             custom_metrics: args.metrics.clone(),
         }),
+        quick_build: None,
     };
     let command = super::worker_command_or_refusal(&args.remote)?;
     let mut worker = None;
@@ -210,7 +211,7 @@ fn checked(args: &CheckArgs, context: &mut ErrorContext) -> Result<ExitCode, Ref
         print!("{}", render_table(&report));
         if plan.counters.is_none() && report.gpu.is_ok() && report.compile.ok {
             println!(
-                "counters: off (--counters adds SM throughput, DRAM bytes and the roofline verdict)"
+                "counters: off (--counters adds each unit's load, DRAM bytes and the roofline verdict)"
             );
         }
         if let Some(gate) = &gate {
@@ -293,7 +294,10 @@ fn show_progress(progress: &Progress, total: usize) {
         Progress::Compiled(c) if c.ok => format!("compiled in {:.0} ms", c.compile_ms),
         Progress::Compiled(_) => "compile failed".to_string(),
         Progress::CaseStarted { index } => format!("case {}/{total}...", index + 1),
-        Progress::CaseFinished { .. } => return,
+        Progress::QuickBuilt(_)
+        | Progress::CaseFinished { .. }
+        | Progress::ProvisionalCase { .. }
+        | Progress::LinkMeasured { .. } => return,
         Progress::WorkerRestarted { reason } => format!("restarted the worker ({reason})"),
         Progress::TimingStarted => "timing against the starter...".to_string(),
         Progress::TimingFinished(_) => "timed".to_string(),

@@ -169,6 +169,7 @@ fn plan_template(args: &CompareArgs, lab: LabRef, seed: u64) -> Result<CheckPlan
             timeout: TIMING_TIMEOUT,
             custom_metrics: Vec::new(),
         }),
+        quick_build: None,
     })
 }
 

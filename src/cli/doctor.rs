@@ -20,7 +20,7 @@ pub struct DoctorArgs {
 /// One line of the report.
 #[derive(Debug, Serialize)]
 pub struct Finding {
-    /// `driver`, `gpu`, `nvrtc`, `cupti`, `compute_sanitizer`, `profiling`.
+    /// `driver`, `gpu`, `peaks`, `nvrtc`, `cupti`, `compute_sanitizer`, `profiling`.
     pub item: &'static str,
     pub ok: bool,
     /// What was found, where, and how it was found.
@@ -109,6 +109,39 @@ pub fn run(args: DoctorArgs) -> ExitCode {
     }
 }
 
+/// The roofs the counters use: measured by the benchmarks (or read from
+/// their cache), else from the device attributes.
+fn peaks_finding(gpu: &crate::gpu::device::Gpu) -> Finding {
+    let options = crate::gpu::compile::CompileOptions::for_arch(Some(gpu.info.arch()));
+    let cache = crate::app::peaks_cache::path()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    if let Some(peaks) = crate::app::peaks_cache::load(&gpu.info) {
+        return Finding::ok(
+            "peaks",
+            format!("{}; measured earlier, cached in {cache}", peaks.summary()),
+        );
+    }
+    let mut found = match crate::gpu::compile::compile_trusted(
+        "kernels/probes.cu",
+        crate::gpu::device::PROBES_SOURCE,
+        &options,
+    ) {
+        Ok(probes) => crate::gpu::peaks::measure_peaks(gpu, &probes),
+        Err(e) => crate::gpu::peaks::FoundPeaks {
+            peaks: gpu.info.attribute_peaks(),
+            origin: format!("from the device attributes (the benchmarks did not compile: {e})"),
+        },
+    };
+    if crate::app::peaks_cache::store(&gpu.info, &found.peaks) {
+        found.origin.push_str(&format!(", cached in {cache}"));
+    }
+    Finding::ok(
+        "peaks",
+        format!("{}; {}", found.peaks.summary(), found.origin),
+    )
+}
+
 fn describe(found: &Found) -> String {
     format!("{} (via {})", found.library.display(), found.origin)
 }
@@ -139,6 +172,7 @@ pub fn diagnose() -> Vec<Finding> {
                     info.name, info.compute_capability.0, info.compute_capability.1, info.sm_count
                 ),
             ));
+            findings.push(peaks_finding(&gpu));
         }
         Err(problem) => {
             let no_driver = matches!(problem, crate::facts::device::GpuProblem::NoDriver { .. });

@@ -19,6 +19,7 @@ use std::path::Path;
 
 use clap::{Parser, Subcommand};
 
+use crate::gpu::compile::QuickBuild;
 use crate::lab::definition::{LabCase, LabRef};
 use crate::lab::geometry;
 use crate::lab::registry;
@@ -42,6 +43,32 @@ fn proven_oracle(lab: LabRef) -> Result<(), Refusal> {
             ),
         )
     })
+}
+
+/// `--quick-build BUILD`, where a save gets verdicts before the optimizer
+/// has finished (the TUI, `bench`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct QuickBuildArg {
+    /// Show verdicts from a quick build while the optimized build compiles
+    /// beside it, then rerun the cases on the optimized build, whose verdicts
+    /// count: `fast-compile` (NVRTC's --Ofast-compile=max), `debug` (-G), or
+    /// `off` (one optimized build). docs/PERFORMANCE.md has the figures.
+    #[arg(long = "quick-build", value_name = "BUILD", default_value = "fast-compile", value_parser = parse_quick_build)]
+    pub choice: QuickBuildChoice,
+}
+
+/// The quick build asked for, or none (`off`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuickBuildChoice(pub Option<QuickBuild>);
+
+fn parse_quick_build(text: &str) -> Result<QuickBuildChoice, String> {
+    match text {
+        "off" => Ok(QuickBuildChoice(None)),
+        other => other
+            .parse()
+            .map(|build| QuickBuildChoice(Some(build)))
+            .map_err(|e: String| format!("{e}, or off")),
+    }
 }
 
 /// `--lab NAME`, on every command.

@@ -35,6 +35,8 @@ pub struct TuiArgs {
     /// Lecture mode: the speedup and the pass count in large digits, the heatmap large.
     #[arg(long)]
     pub present: bool,
+    #[command(flatten)]
+    pub quick_build: super::QuickBuildArg,
 }
 
 #[derive(Args, Debug)]
@@ -42,6 +44,10 @@ pub struct ReplayArgs {
     /// A `.flashprof` folder, its `history.jsonl`, or the folder holding `.flashprof`.
     /// Without one, the session recorded on an H200 that ships inside flashprof.
     pub path: Option<PathBuf>,
+    /// Play the kernel ladder recorded on an H200 instead: the starter, then
+    /// each rung of kernels/ladder/ (docs/LADDER.md).
+    #[arg(long, conflicts_with = "path")]
+    pub ladder: bool,
     /// Lecture mode: the speedup and the pass count in large digits, the heatmap large.
     #[arg(long)]
     pub present: bool,
@@ -120,6 +126,7 @@ pub fn run(args: TuiArgs) -> ExitCode {
             timeout: TIMING_TIMEOUT,
             custom_metrics: Vec::new(),
         }),
+        quick_build: args.quick_build.choice.0,
     };
     let setup = LiveSetup {
         file,
@@ -136,7 +143,12 @@ pub fn replay(args: ReplayArgs) -> ExitCode {
         None => {
             let dir =
                 std::env::temp_dir().join(format!("flashprof-recorded-{}", std::process::id()));
-            match crate::embedded::unpack_recorded_session(&dir) {
+            let session = if args.ladder {
+                &crate::embedded::LADDER
+            } else {
+                &crate::embedded::WALKTHROUGH
+            };
+            match session.unpack(&dir) {
                 Ok(history) => history,
                 Err(e) => {
                     eprintln!(

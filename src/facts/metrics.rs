@@ -3,9 +3,16 @@
 //! Each extra replay pass re-runs the student's kernel under CUPTI, so the
 //! sets are chosen by pass count: [`QUICK`] fits one pass on GH100 and is
 //! cheap enough to take on every save; [`FULL_EXTRA`] adds SM throughput,
-//! whose sub-counters alone need eight passes, and the L2 hit rate.
+//! whose sub-counters alone need eight passes, the L1 and L2 throughputs,
+//! the remaining pipes and the L2 hit rate (nine passes in all).
+//!
+//! The per-unit figures are the ones Nsight Compute's speed-of-light and
+//! compute-workload sections are built on, each as a share of its peak over
+//! the kernel's elapsed cycles; [`UNIT_METRICS`] says which unit each measures.
 
 use serde::{Deserialize, Serialize};
+
+use crate::grade::roofline::Unit;
 
 /// DRAM bytes read, whole device.
 pub const DRAM_BYTES_READ: &str = "dram__bytes_read.sum";
@@ -15,8 +22,6 @@ pub const DRAM_BYTES_WRITE: &str = "dram__bytes_write.sum";
 pub const DURATION_NS: &str = "gpu__time_duration.sum";
 /// Achieved occupancy: active warps as a percentage of the SM's warp slots.
 pub const ACHIEVED_OCCUPANCY_PCT: &str = "sm__warps_active.avg.pct_of_peak_sustained_active";
-/// Warp instructions issued to the FMA pipe (FFMA, FADD, FMUL and IMAD).
-pub const FMA_PIPE_WARP_INSTRUCTIONS: &str = "smsp__inst_executed_pipe_fma.sum";
 /// Cycles an average SM had at least one warp resident.
 pub const SM_ACTIVE_CYCLES: &str = "sm__cycles_active.avg";
 /// The SM clock while the kernel ran, in Hz; CUPTI 13.0 does not lock clocks,
@@ -31,6 +36,48 @@ pub const DRAM_THROUGHPUT_PCT: &str = "dram__throughput.avg.pct_of_peak_sustaine
 pub const SM_THROUGHPUT_PCT: &str = "sm__throughput.avg.pct_of_peak_sustained_elapsed";
 /// Share of L2 sector lookups that hit.
 pub const L2_HIT_RATE_PCT: &str = "lts__t_sector_hit_rate.pct";
+/// Tensor pipe busy on HMMA (FP16, BF16 and TF32 `mma.sync`/wmma), one pass.
+pub const TENSOR_HMMA_PIPE_BUSY_PCT: &str =
+    "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed";
+/// Shared-memory wavefronts through L1's data pipe, against its peak.
+pub const SHARED_WAVEFRONTS_PCT: &str =
+    "l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed";
+/// Tensor pipe busy on any tensor instruction (the full set's view).
+pub const TENSOR_PIPE_BUSY_PCT: &str =
+    "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed";
+/// Integer, compare and logic pipe busy.
+pub const ALU_PIPE_BUSY_PCT: &str = "sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_elapsed";
+/// FP64 pipe busy.
+pub const FP64_PIPE_BUSY_PCT: &str =
+    "sm__pipe_fp64_cycles_active.avg.pct_of_peak_sustained_elapsed";
+/// Special-function (XU) instructions against their issue peak.
+pub const XU_INSTRUCTIONS_PCT: &str = "sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_elapsed";
+/// Load/store (LSU) instructions against their issue peak.
+pub const LSU_INSTRUCTIONS_PCT: &str =
+    "sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_elapsed";
+/// Warp instructions executed against the SM's issue peak.
+pub const ISSUE_PCT: &str = "sm__inst_executed.avg.pct_of_peak_sustained_elapsed";
+/// L1/TEX throughput (Nsight Compute's speed-of-light row).
+pub const L1_THROUGHPUT_PCT: &str = "l1tex__throughput.avg.pct_of_peak_sustained_elapsed";
+/// L2 throughput (Nsight Compute's speed-of-light row).
+pub const L2_THROUGHPUT_PCT: &str = "lts__throughput.avg.pct_of_peak_sustained_elapsed";
+
+/// The unit each per-unit metric measures. Where two metrics measure one
+/// unit (the tensor pipe), the higher value counts.
+pub const UNIT_METRICS: &[(Unit, &str)] = &[
+    (Unit::FmaPipe, FMA_PIPE_BUSY_PCT),
+    (Unit::TensorPipe, TENSOR_HMMA_PIPE_BUSY_PCT),
+    (Unit::TensorPipe, TENSOR_PIPE_BUSY_PCT),
+    (Unit::AluPipe, ALU_PIPE_BUSY_PCT),
+    (Unit::SpecialFunctionPipe, XU_INSTRUCTIONS_PCT),
+    (Unit::Fp64Pipe, FP64_PIPE_BUSY_PCT),
+    (Unit::LoadStorePipe, LSU_INSTRUCTIONS_PCT),
+    (Unit::InstructionIssue, ISSUE_PCT),
+    (Unit::SharedMemory, SHARED_WAVEFRONTS_PCT),
+    (Unit::L1, L1_THROUGHPUT_PCT),
+    (Unit::L2, L2_THROUGHPUT_PCT),
+    (Unit::Dram, DRAM_THROUGHPUT_PCT),
+];
 
 /// A named list of metrics requested together.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,7 +86,9 @@ pub struct MetricSet {
     pub metrics: &'static [&'static str],
 }
 
-/// One replay pass on GH100: bytes, time, occupancy, FMA work and clock.
+/// One replay pass on GH100: bytes, time, occupancy, clock, and the FMA
+/// pipe, tensor pipe, shared memory and DRAM against their peaks. (Any
+/// other pipe, or the FMA pipe's instruction count, makes it two passes.)
 pub const QUICK: MetricSet = MetricSet {
     name: "quick",
     metrics: &[
@@ -47,16 +96,18 @@ pub const QUICK: MetricSet = MetricSet {
         DRAM_BYTES_WRITE,
         DURATION_NS,
         ACHIEVED_OCCUPANCY_PCT,
-        FMA_PIPE_WARP_INSTRUCTIONS,
         SM_ACTIVE_CYCLES,
         SM_CLOCK_HZ,
         FMA_PIPE_BUSY_PCT,
         DRAM_THROUGHPUT_PCT,
+        TENSOR_HMMA_PIPE_BUSY_PCT,
+        SHARED_WAVEFRONTS_PCT,
     ],
 };
 
-/// What the full tier adds to [`QUICK`], in one profiled launch of eight
-/// passes on GH100 (the L2 hit rate fits in SM throughput's passes).
+/// What the full tier adds to [`QUICK`], in one profiled launch of nine
+/// passes on GH100 (SM throughput alone takes eight; the L2 hit rate, the L2
+/// throughput and the pipes fit in them, the L1 throughput adds one).
 ///
 /// Measured on the H200 (CUPTI 13.0, driver 580, 2026-11-30): the first range
 /// on a freshly enabled profiler object costs a fixed ~170 ms on top of its
@@ -67,7 +118,18 @@ pub const QUICK: MetricSet = MetricSet {
 /// on a fresh object it was right too.
 pub const FULL_EXTRA: MetricSet = MetricSet {
     name: "full",
-    metrics: &[SM_THROUGHPUT_PCT, L2_HIT_RATE_PCT],
+    metrics: &[
+        SM_THROUGHPUT_PCT,
+        L2_HIT_RATE_PCT,
+        L1_THROUGHPUT_PCT,
+        L2_THROUGHPUT_PCT,
+        ALU_PIPE_BUSY_PCT,
+        XU_INSTRUCTIONS_PCT,
+        LSU_INSTRUCTIONS_PCT,
+        FP64_PIPE_BUSY_PCT,
+        TENSOR_PIPE_BUSY_PCT,
+        ISSUE_PCT,
+    ],
 };
 
 /// One named metric value.

@@ -5,6 +5,7 @@
 //! no unsafe code and no NVIDIA library, lets those layers share the types
 //! without depending on each other.
 
+pub mod arch;
 pub mod device;
 pub mod diagnostics;
 pub mod metrics;

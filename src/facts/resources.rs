@@ -10,6 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::arch::{self, SmAttributes};
 use crate::lab::geometry::LaunchGeometry;
 
 /// Resources ptxas reported for one entry function.
@@ -64,10 +65,23 @@ pub fn parse_ptxas_log(log: &str, entry: &str) -> Option<ResourceUsage> {
             read_used_line(detail, &mut usage);
         }
     }
+    usage.max_threads_per_block =
+        max_threads_for_registers(usage.registers, &SmLimits::typical(target(section[0])));
     usage.raw_lines = section.into_iter().map(str::to_owned).collect();
-    usage.max_threads_per_block = max_threads_for_registers(usage.registers, &SmLimits::hopper());
     Some(usage)
 }
+
+/// The architecture an entry's header names (`... for 'sm_89'`); the
+/// compile default, Hopper, when it names none.
+fn target(header: &str) -> (i32, i32) {
+    header
+        .rsplit_once(" for '")
+        .and_then(|(_, arch)| arch::parse_arch(arch.trim_end().trim_end_matches('\'')))
+        .unwrap_or(DEFAULT_TARGET)
+}
+
+/// Compute capability of the compile target when no GPU is present (`CompileOptions::default`).
+pub const DEFAULT_TARGET: (i32, i32) = (9, 0);
 
 /// The log lines from `entry`'s "Compiling entry function" header up to the
 /// next entry's header.
@@ -160,7 +174,8 @@ fn registers_per_warp(registers: u32, limits: &SmLimits) -> u32 {
     (registers * limits.warp_size).next_multiple_of(limits.register_granularity_per_warp)
 }
 
-/// Per-SM limits that bound occupancy.
+/// Per-SM limits that bound occupancy, with the largest shared-memory
+/// carve-out (which the driver picks for kernels that need it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SmLimits {
     pub registers_per_sm: u32,
@@ -181,23 +196,33 @@ pub struct SmLimits {
 }
 
 impl SmLimits {
-    /// Compute capability 9.0 (H100, H200), with the largest shared-memory
-    /// carve-out, which the driver picks for kernels that need it.
-    pub fn hopper() -> Self {
+    /// The limits the driver reports for a GPU of `compute_capability`,
+    /// with the allocation granularities the driver does not report.
+    pub fn from_attributes(attributes: &SmAttributes, compute_capability: (i32, i32)) -> Self {
+        let traits = arch::traits(compute_capability);
+        let warp_size = attributes.warp_size.max(1);
         Self {
-            registers_per_sm: 65536,
-            register_granularity_per_warp: 256,
-            max_registers_per_block: 65536,
-            max_threads_per_block: 1024,
-            smem_per_sm_bytes: 228 * 1024,
-            smem_reserved_per_block_bytes: 1024,
-            max_smem_per_block_bytes: 227 * 1024,
-            smem_granularity_bytes: 128,
-            max_threads_per_sm: 2048,
-            max_blocks_per_sm: 32,
-            max_warps_per_sm: 64,
-            warp_size: 32,
+            registers_per_sm: attributes.registers_per_sm,
+            register_granularity_per_warp: traits.register_granularity_per_warp,
+            max_registers_per_block: attributes.registers_per_block,
+            max_threads_per_block: attributes.threads_per_block,
+            smem_per_sm_bytes: attributes.smem_per_sm_bytes,
+            smem_reserved_per_block_bytes: attributes.smem_reserved_per_block_bytes,
+            max_smem_per_block_bytes: attributes.smem_per_block_optin_bytes,
+            smem_granularity_bytes: traits.smem_granularity_bytes,
+            max_threads_per_sm: attributes.threads_per_sm,
+            max_blocks_per_sm: attributes.blocks_per_sm,
+            max_warps_per_sm: attributes.threads_per_sm / warp_size,
+            warp_size,
         }
+    }
+
+    /// A typical GPU of `compute_capability`, for a compile with no GPU to ask.
+    pub fn typical(compute_capability: (i32, i32)) -> Self {
+        Self::from_attributes(
+            &arch::traits(compute_capability).typical,
+            compute_capability,
+        )
     }
 }
 
@@ -293,7 +318,11 @@ fn blocks_by_smem(smem_bytes: u32, limits: &SmLimits) -> u32 {
     }
     let per_block = smem_bytes.next_multiple_of(limits.smem_granularity_bytes)
         + limits.smem_reserved_per_block_bytes;
-    limits.smem_per_sm_bytes / per_block
+    // Before Ampere nothing is reserved, so a block without shared memory takes none.
+    limits
+        .smem_per_sm_bytes
+        .checked_div(per_block)
+        .unwrap_or(u32::MAX)
 }
 
 #[cfg(test)]
@@ -356,7 +385,8 @@ ptxas info    : Compile time = 2.622 ms
 
     #[test]
     fn the_register_file_caps_the_block_size() {
-        let limit = |registers| max_threads_for_registers(registers, &SmLimits::hopper());
+        let limit =
+            |registers| max_threads_for_registers(registers, &SmLimits::typical(DEFAULT_TARGET));
         // 32 * 32 = 1,024 a warp: 64 warps (2,048 threads) fit, cut to the 1,024 cap.
         assert_eq!(limit(32), 1024);
         // 64 * 32 = 2,048 a warp: 32 warps, exactly 1,024 threads.
@@ -403,7 +433,7 @@ ptxas info    : Compile time = 2.622 ms
             dynamic_smem_bytes: dynamic_smem,
             ..FLASH_PREFILL.default_geometry()
         };
-        theoretical_occupancy(&usage, &geometry, &SmLimits::hopper())
+        theoretical_occupancy(&usage, &geometry, &SmLimits::typical(DEFAULT_TARGET))
     }
 
     #[test]
@@ -481,7 +511,7 @@ ptxas info    : Compile time = 2.622 ms
                 threads,
                 ..FLASH_PREFILL.default_geometry()
             };
-            theoretical_occupancy(&usage, &geometry, &SmLimits::hopper())
+            theoretical_occupancy(&usage, &geometry, &SmLimits::typical(DEFAULT_TARGET))
         };
         let too_big = with_threads(256);
         assert_eq!(
@@ -505,6 +535,135 @@ ptxas info    : Compile time = 2.622 ms
         assert_eq!(
             (o.blocks_per_sm, o.warps_per_sm, o.limiter),
             (16, 64, Limiter::Threads)
+        );
+    }
+
+    /// The attribute sets drivers report, per generation.
+    fn limits_of(compute_capability: (i32, i32)) -> SmLimits {
+        SmLimits::typical(compute_capability)
+    }
+
+    fn occupancy_on(
+        compute_capability: (i32, i32),
+        threads: u32,
+        registers: u32,
+        smem: u32,
+    ) -> Occupancy {
+        let usage = ResourceUsage {
+            registers,
+            static_smem_bytes: smem,
+            ..Default::default()
+        };
+        let geometry = LaunchGeometry {
+            threads,
+            dynamic_smem_bytes: 0,
+            ..FLASH_PREFILL.default_geometry()
+        };
+        theoretical_occupancy(&usage, &geometry, &limits_of(compute_capability))
+    }
+
+    #[test]
+    fn limits_follow_the_driver_attributes_of_each_generation() {
+        // (capability, warps per SM, blocks per SM, smem per SM, smem per block, reserve)
+        let expected = [
+            ((7, 0), 64, 32, 96 * 1024, 96 * 1024, 0),
+            ((7, 5), 32, 16, 64 * 1024, 64 * 1024, 0),
+            ((8, 0), 64, 32, 164 * 1024, 163 * 1024, 1024),
+            ((8, 6), 48, 16, 100 * 1024, 99 * 1024, 1024),
+            ((8, 9), 48, 24, 100 * 1024, 99 * 1024, 1024),
+            ((9, 0), 64, 32, 228 * 1024, 227 * 1024, 1024),
+        ];
+        for (cc, warps, blocks, smem_sm, smem_block, reserve) in expected {
+            let limits = limits_of(cc);
+            assert_eq!(
+                (
+                    limits.max_warps_per_sm,
+                    limits.max_blocks_per_sm,
+                    limits.smem_per_sm_bytes,
+                    limits.max_smem_per_block_bytes,
+                    limits.smem_reserved_per_block_bytes
+                ),
+                (warps, blocks, smem_sm, smem_block, reserve),
+                "{cc:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_same_kernel_fills_each_generation_differently() {
+        // 256 threads, 64 registers: 2,048 registers a warp, 32 warps by the
+        // register file everywhere (64 K), so 4 blocks where 32+ warps fit.
+        let o = |cc| occupancy_on(cc, 256, 64, 0);
+        // V100, A100, H200: 64 warp slots, half full.
+        for cc in [(7, 0), (8, 0), (9, 0)] {
+            assert_eq!((o(cc).blocks_per_sm, o(cc).fraction), (4, 0.5), "{cc:?}");
+        }
+        // T4: 1,024 threads a SM, so 4 blocks fill all 32 warp slots.
+        assert_eq!(
+            (
+                o((7, 5)).blocks_per_sm,
+                o((7, 5)).fraction,
+                o((7, 5)).limiter
+            ),
+            (4, 1.0, Limiter::Threads)
+        );
+        // RTX 3090 and L4: 48 warp slots; 32 by registers is two thirds.
+        let ampere = o((8, 6));
+        assert_eq!(
+            (ampere.blocks_per_sm, ampere.limiter),
+            (4, Limiter::Registers)
+        );
+        assert!((ampere.fraction - 2.0 / 3.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn shared_memory_caps_differ_by_generation() {
+        // 40 KiB of shared memory, 128 threads, few registers.
+        let o = |cc| occupancy_on(cc, 128, 32, 40 * 1024);
+        // V100: 96 KiB, no reserve, 256-byte units: 2 blocks.
+        assert_eq!(
+            (o((7, 0)).blocks_per_sm, o((7, 0)).limiter),
+            (2, Limiter::SharedMemory)
+        );
+        // T4: 64 KiB: 1 block.
+        assert_eq!(o((7, 5)).blocks_per_sm, 1);
+        // A100: 164 KiB / 41 KiB = 4; L4: 100 KiB / 41 KiB = 2; H200: 228 / 41 = 5.
+        assert_eq!(o((8, 0)).blocks_per_sm, 4);
+        assert_eq!(o((8, 9)).blocks_per_sm, 2);
+        assert_eq!(o((9, 0)).blocks_per_sm, 5);
+        // 64 KiB fits a block on an A100 but not on a T4.
+        assert_eq!(occupancy_on((7, 5), 128, 32, 65 * 1024).blocks_per_sm, 0);
+        assert_eq!(occupancy_on((8, 0), 128, 32, 65 * 1024).blocks_per_sm, 2);
+    }
+
+    #[test]
+    fn the_driver_figures_win_over_the_typical_set() {
+        // An A100 whose driver reports a smaller opt-in carve-out (as under MIG or vGPU).
+        let mut reported = crate::facts::arch::traits((8, 0)).typical;
+        reported.smem_per_sm_bytes = 100 * 1024;
+        reported.threads_per_sm = 1024;
+        let limits = SmLimits::from_attributes(&reported, (8, 0));
+        assert_eq!(
+            (limits.smem_per_sm_bytes, limits.max_warps_per_sm),
+            (100 * 1024, 32)
+        );
+        assert_eq!(limits.smem_granularity_bytes, 128);
+    }
+
+    #[test]
+    fn the_block_size_estimate_uses_the_log_target() {
+        let log = "ptxas info    : Compiling entry function 'attention_prefill' for 'sm_75'\n\
+                   ptxas info    : Used 255 registers, used 1 barriers, 384 bytes cmem[0]\n";
+        let usage = parse_ptxas_log(log, "attention_prefill").expect("entry present");
+        // 255 * 32 rounds to 8,192 a warp: 8 warps of the 64 K file on a T4 too.
+        assert_eq!(usage.max_threads_per_block, 256);
+        assert_eq!(
+            target("ptxas info    : Compiling entry function 'x' for 'sm_89'"),
+            (8, 9)
+        );
+        assert_eq!(
+            target("ptxas info    : Compiling entry function 'x'"),
+            DEFAULT_TARGET
         );
     }
 }

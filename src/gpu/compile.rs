@@ -47,18 +47,85 @@ pub struct CompileOptions {
     /// GPU; `None` gives PTX for NVRTC's default virtual architecture, which
     /// the driver compiles when loading.
     pub arch: Option<String>,
+    pub build: Build,
 }
 
 impl Default for CompileOptions {
-    /// Hopper (H100/H200), the GPUs the lab runs on.
+    /// Hopper (H100/H200), the GPUs the lab runs on, fully optimised.
     fn default() -> Self {
-        Self {
-            arch: Some("sm_90".into()),
+        Self::for_arch(Some("sm_90".into()))
+    }
+}
+
+/// Which build of a kernel: the one that is timed and profiled, or one
+/// made only to get verdicts before the optimizer has finished.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Build {
+    /// NVRTC's defaults: what the student would ship, and what is timed.
+    #[default]
+    Optimized,
+    /// Made for verdicts in milliseconds; never timed or profiled.
+    Quick(QuickBuild),
+}
+
+/// How a quick build trades code quality for compile time. On a heavy
+/// register-tiled kernel (kernels/bench/unrolled-register-tiles.cu) NVRTC
+/// 13.0 needs seconds with its defaults, almost all of it in NVVM's
+/// optimizer; both of these skip it (docs/PERFORMANCE.md has the figures).
+/// Neither changes what the program means, only how well it is optimised,
+/// so a verdict that differs between a quick and the optimized build points
+/// at undefined behaviour in the kernel (a race, an uninitialised read).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QuickBuild {
+    /// `--Ofast-compile=max`: NVRTC's own "compile speed first" level.
+    #[default]
+    FastCompile,
+    /// `-G`: device debug code, no optimisation at all.
+    Debug,
+}
+
+impl QuickBuild {
+    pub const ALL: [QuickBuild; 2] = [QuickBuild::FastCompile, QuickBuild::Debug];
+
+    /// The NVRTC option that makes this build.
+    pub fn flag(self) -> &'static str {
+        match self {
+            Self::FastCompile => "--Ofast-compile=max",
+            Self::Debug => "-G",
+        }
+    }
+
+    /// The name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::FastCompile => "fast-compile",
+            Self::Debug => "debug",
         }
     }
 }
 
+impl std::str::FromStr for QuickBuild {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|q| q.name() == text)
+            .ok_or_else(|| format!("unknown quick build `{text}`: choose fast-compile or debug"))
+    }
+}
+
 impl CompileOptions {
+    /// The optimized build for `arch`.
+    pub fn for_arch(arch: Option<String>) -> Self {
+        Self {
+            arch,
+            build: Build::Optimized,
+        }
+    }
+
     fn image_format(&self) -> ImageFormat {
         match &self.arch {
             Some(arch) if arch.starts_with("sm_") => ImageFormat::Cubin,
@@ -77,6 +144,9 @@ impl CompileOptions {
         // ptxas only runs when NVRTC produces machine code.
         if self.image_format() == ImageFormat::Cubin {
             flags.push("--ptxas-options=-v".to_owned());
+        }
+        if let Build::Quick(quick) = self.build {
+            flags.push(quick.flag().to_owned());
         }
         flags
     }

@@ -1,7 +1,7 @@
 //! The CUDA device as the grader needs it: one context, kernels loaded from
 //! compiled images, inputs surrounded by guard bands, and timed launches.
 //!
-//! Only this module launches kernels. A launch is `unsafe` in cudarc because
+//! Only this module (and `peaks`, for its benchmarks) launches kernels. A launch is `unsafe` in cudarc because
 //! it cannot check argument types; here the arguments are pushed from the
 //! lab's own list ([`crate::lab::definition::Abi`]), whose signature the
 //! compile step verified the kernel has before any image gets here.
@@ -16,6 +16,7 @@ use cudarc::driver::{
 };
 use cudarc::nvrtc::Ptx;
 
+use crate::facts::arch::SmAttributes;
 use crate::facts::device::{DeviceInfo, GpuProblem};
 use crate::facts::resources::ResourceUsage;
 use crate::lab::definition::{ArgKind, ArgValue, CaseData, LabRef, Problem};
@@ -45,7 +46,7 @@ pub struct GpuError {
     pub out_of_memory: bool,
 }
 
-fn gpu_err(call: &'static str) -> impl Fn(DriverError) -> GpuError {
+pub(super) fn gpu_err(call: &'static str) -> impl Fn(DriverError) -> GpuError {
     move |e: DriverError| {
         use cudarc::driver::sys::CUresult::*;
         let name = e
@@ -232,9 +233,44 @@ pub fn open(ordinal: usize) -> Result<Gpu, GpuProblem> {
             / 1000.0,
         memory_bytes: ctx.total_mem().map_err(problem("cuDeviceTotalMem"))?,
         driver_version,
+        sm_attributes: Some(sm_attributes(&ctx).map_err(problem("cuDeviceGetAttribute"))?),
+        memory_clock_mhz: attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE)?
+            as f64
+            / 1000.0,
+        memory_bus_bits: attribute(
+            CUdevice_attribute::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH,
+        )?,
+        uuid: ctx
+            .uuid()
+            .map(|u| {
+                u.bytes
+                    .iter()
+                    .map(|b| format!("{:02x}", *b as u8))
+                    .collect()
+            })
+            .unwrap_or_default(),
     };
     let stream = ctx.default_stream();
     Ok(Gpu { ctx, stream, info })
+}
+
+/// The occupancy limits the driver reports for the context's device.
+fn sm_attributes(ctx: &CudaContext) -> Result<SmAttributes, DriverError> {
+    use CUdevice_attribute as A;
+    let get = |a| ctx.attribute(a).map(|v| v.max(0) as u32);
+    Ok(SmAttributes {
+        registers_per_sm: get(A::CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR)?,
+        registers_per_block: get(A::CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK)?,
+        smem_per_sm_bytes: get(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)?,
+        smem_per_block_optin_bytes: get(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?,
+        smem_reserved_per_block_bytes: get(
+            A::CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK,
+        )?,
+        threads_per_sm: get(A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR)?,
+        blocks_per_sm: get(A::CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR)?,
+        threads_per_block: get(A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
+        warp_size: get(A::CU_DEVICE_ATTRIBUTE_WARP_SIZE)?,
+    })
 }
 
 fn filled(len: usize, bits: u32) -> Vec<f32> {
@@ -245,6 +281,11 @@ impl Gpu {
     /// The raw context, for the profiler.
     pub fn context(&self) -> &Arc<CudaContext> {
         &self.ctx
+    }
+
+    /// The stream every launch goes to, for flashprof's own probes.
+    pub(super) fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
     }
 
     /// Loads a compiled image and finds `entry` in it.

@@ -6,3 +6,4 @@ pub mod cupti;
 pub mod device;
 pub mod found;
 pub mod libraries;
+pub mod peaks;

@@ -1,12 +1,13 @@
-//! Roofline reading of one profiled launch: how far the kernel is from the
-//! GPU's compute and memory peaks, and which of the two (if either) holds it
-//! back.
+//! Roofline reading of one profiled launch: how busy each unit of the GPU
+//! was against its own peak, which one holds the kernel back (if any), and
+//! how far the kernel is from the GPU's compute and memory roofs.
 //!
 //! The inputs are plain numbers so this stays pure: the caller copies them
-//! out of the CUPTI metric values (the field docs name the metric for each).
-//! The verdict uses a fixed threshold of [`BOUND_THRESHOLD_PCT`] of a peak:
-//! a kernel that reaches it on one resource is limited by that resource; one
-//! that reaches it on neither is stalled on latency or short of parallelism,
+//! out of the CUPTI metric values (the worker names the metric for each
+//! unit). The verdict uses a fixed threshold of [`BOUND_THRESHOLD_PCT`] of a
+//! unit's peak: a kernel that reaches it on some unit is limited by the
+//! busiest such unit, and the advice follows from which unit that is; one
+//! that reaches it nowhere is stalled on latency or short of parallelism,
 //! which achieved occupancy helps tell apart.
 
 use serde::{Deserialize, Serialize};
@@ -14,33 +15,214 @@ use serde::{Deserialize, Serialize};
 /// Share of a peak (percent) at or above which a kernel counts as bound by it.
 pub const BOUND_THRESHOLD_PCT: f64 = 60.0;
 
-/// Peak rates of one GPU model.
+/// Where a peak figure came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PeakSource {
+    /// A micro-benchmark on this GPU reached it.
+    Measured,
+    /// Derived from the driver's attributes (SM count, clocks, bus width)
+    /// and the architecture's per-SM rates: what the datasheet would say.
+    Attributes,
+}
+
+/// One roof: a rate and where the figure came from.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Roof {
+    /// FLOP/s or bytes/s.
+    pub per_s: f64,
+    pub source: PeakSource,
+    /// How busy CUPTI read the roof's pipe (percent of its peak) while its
+    /// benchmark ran; `per_s` is then scaled to a full pipe. `None` until
+    /// read (and for DRAM, which has no pipe).
+    #[serde(default)]
+    pub pipe_pct_at_peak: Option<f64>,
+}
+
+impl Roof {
+    /// Records that the benchmark kept its pipe `load` percent busy and
+    /// scales the rate to a full pipe; a load that is missing or not
+    /// plausible (under half, or over 100.5%) changes nothing. True when it
+    /// scaled.
+    pub fn scale_to_full_pipe(&mut self, load: Option<f64>) -> bool {
+        match load.filter(|pct| (50.0..=100.5).contains(pct)) {
+            Some(pct) => {
+                self.per_s *= 100.0 / pct.min(100.0);
+                self.pipe_pct_at_peak = Some(pct);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// Peak rates of the GPU in use.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DevicePeaks {
     pub name: String,
-    /// FP32 FLOP/s (an FMA counts as two).
-    pub fp32_flops_per_s: f64,
+    /// FP32 FLOP/s on the FMA pipe (an FMA counts as two).
+    pub fp32_flops: Roof,
+    /// Dense TF32 tensor-core FLOP/s; `None` on GPUs without TF32 tensor cores.
+    pub tf32_flops: Option<Roof>,
     /// DRAM bytes per second.
-    pub dram_bytes_per_s: f64,
+    pub dram_bytes: Roof,
 }
 
 impl DevicePeaks {
-    /// NVIDIA H200 SXM, datasheet figures, so leads rather than measurements:
-    /// FP32 is 132 SMs x 128 lanes x 2 FLOP x 1.98 GHz boost = 66.9 TFLOP/s
-    /// (the datasheet rounds to 67), and HBM3e is 4.8 TB/s. CUPTI does not
-    /// lock clocks, so a kernel running below boost cannot reach the FP32
-    /// figure; compare against the measured SM clock.
-    pub fn h200() -> Self {
-        Self {
-            name: "H200 SXM".to_string(),
-            fp32_flops_per_s: 132.0 * 128.0 * 2.0 * 1.98e9,
-            dram_bytes_per_s: 4.8e12,
+    /// Arithmetic intensity (FLOP per DRAM byte) where the FP32 and DRAM roofs meet.
+    pub fn ridge_point(&self) -> f64 {
+        self.fp32_flops.per_s / self.dram_bytes.per_s
+    }
+
+    /// The roofs in one line, each with where it came from.
+    pub fn summary(&self) -> String {
+        let source = |roof: &Roof| {
+            let source = match roof.source {
+                PeakSource::Measured => "measured",
+                PeakSource::Attributes => "from attributes",
+            };
+            match roof.pipe_pct_at_peak {
+                Some(pct) => format!(
+                    "{source} at {:.1} with the pipe {pct:.0}% busy",
+                    roof.per_s * pct.min(100.0) / 100.0 / 1e12
+                ),
+                None => source.to_string(),
+            }
+        };
+        let tensor = self
+            .tf32_flops
+            .map(|roof| {
+                format!(
+                    ", TF32 tensor {:.0} TFLOP/s ({})",
+                    roof.per_s / 1e12,
+                    source(&roof)
+                )
+            })
+            .unwrap_or_default();
+        format!(
+            "FP32 {:.1} TFLOP/s ({}){tensor}, DRAM {:.2} TB/s ({})",
+            self.fp32_flops.per_s / 1e12,
+            source(&self.fp32_flops),
+            self.dram_bytes.per_s / 1e12,
+            source(&self.dram_bytes)
+        )
+    }
+}
+
+/// A unit of the GPU whose use CUPTI measures as a share of its peak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Unit {
+    /// FP32 multiply-add pipe (FFMA, FADD, FMUL, and IMAD).
+    FmaPipe,
+    /// Tensor cores.
+    TensorPipe,
+    /// Integer, compare and logic pipe.
+    AluPipe,
+    /// Special functions and conversions (MUFU: exp, reciprocal, ...).
+    SpecialFunctionPipe,
+    /// Double precision.
+    Fp64Pipe,
+    /// Load/store instruction issue to the memory pipeline.
+    LoadStorePipe,
+    /// Warp instruction issue of the whole SM.
+    InstructionIssue,
+    /// Shared-memory data path of L1.
+    SharedMemory,
+    L1,
+    L2,
+    Dram,
+}
+
+impl Unit {
+    pub fn label(self) -> &'static str {
+        match self {
+            Unit::FmaPipe => "FP32 FMA pipe",
+            Unit::TensorPipe => "tensor pipe",
+            Unit::AluPipe => "ALU pipe",
+            Unit::SpecialFunctionPipe => "special-function pipe",
+            Unit::Fp64Pipe => "FP64 pipe",
+            Unit::LoadStorePipe => "load/store issue",
+            Unit::InstructionIssue => "instruction issue",
+            Unit::SharedMemory => "shared memory",
+            Unit::L1 => "L1/TEX",
+            Unit::L2 => "L2",
+            Unit::Dram => "DRAM",
         }
     }
 
-    /// Arithmetic intensity (FLOP per DRAM byte) where the two roofs meet.
-    pub fn ridge_point(&self) -> f64 {
-        self.fp32_flops_per_s / self.dram_bytes_per_s
+    /// Whether the unit moves data rather than computing.
+    pub fn is_memory(self) -> bool {
+        matches!(
+            self,
+            Unit::SharedMemory | Unit::L1 | Unit::L2 | Unit::Dram | Unit::LoadStorePipe
+        )
+    }
+
+    /// What to try when this unit is the one at its peak.
+    fn next_step(self) -> &'static str {
+        match self {
+            Unit::FmaPipe => {
+                "the FP32 pipe is nearly full: fewer instructions per useful flop, or move the \
+                 matrix products to tensor cores (3xTF32 keeps fp32 accuracy)"
+            }
+            Unit::TensorPipe => {
+                "the tensor cores are nearly full: what is left is overlap (load the next tile \
+                 while this one multiplies) and fewer split-precision products"
+            }
+            Unit::AluPipe => {
+                "integer and compare work dominates: hoist index arithmetic and masks out of the \
+                 inner loop"
+            }
+            Unit::SpecialFunctionPipe => {
+                "exp, division and conversions dominate: exp2f on pre-scaled scores, one \
+                 reciprocal per row instead of a division per element"
+            }
+            Unit::Fp64Pipe => {
+                "double precision is the busy unit: look for double literals (1.0 instead of \
+                 1.0f) and double math functions"
+            }
+            Unit::LoadStorePipe => {
+                "too many load/store instructions: wider loads (float4) and each value kept in \
+                 a register instead of re-read"
+            }
+            Unit::InstructionIssue => {
+                "the SM issues an instruction nearly every cycle: fewer instructions per flop \
+                 (unrolling, register tiling)"
+            }
+            Unit::SharedMemory => {
+                "shared-memory bandwidth: bank conflicts, or the same value read by many \
+                 threads; keep reused values in registers (register tiling)"
+            }
+            Unit::L1 => "L1 bandwidth: reuse data from registers or shared memory",
+            Unit::L2 => {
+                "L2 bandwidth: tiles are re-read from L2; larger tiles, or share K/V across a \
+                 KV group"
+            }
+            Unit::Dram => {
+                "DRAM bandwidth: move fewer bytes (each input read once, reuse through shared \
+                 memory)"
+            }
+        }
+    }
+}
+
+/// How busy one unit was, as a percentage of its peak over the kernel's
+/// elapsed cycles, as CUPTI (and Nsight Compute) report it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct UnitLoad {
+    pub unit: Unit,
+    pub pct_of_peak: f64,
+}
+
+impl UnitLoad {
+    pub fn new(unit: Unit, pct_of_peak: f64) -> Self {
+        Self { unit, pct_of_peak }
+    }
+
+    /// `tensor pipe 44%`.
+    pub fn describe(&self) -> String {
+        format!("{} {:.0}%", self.unit.label(), self.pct_of_peak)
     }
 }
 
@@ -54,44 +236,118 @@ pub struct Measured {
     /// `gpu__time_duration.sum`, nanoseconds.
     pub duration_ns: f64,
     /// `sm__throughput.avg.pct_of_peak_sustained_elapsed` when the costly
-    /// full set was collected; otherwise the FP32 rate stands in for it.
+    /// full set was collected: the busiest SM sub-unit, named or not.
     pub sm_throughput_pct: Option<f64>,
     /// `sm__warps_active.avg.pct_of_peak_sustained_active`.
     pub achieved_occupancy_pct: Option<f64>,
+    /// Each unit CUPTI measured. When DRAM is missing it is computed from
+    /// the bytes; when no compute unit is there, the useful FP32 rate
+    /// stands in for the FMA pipe (a lower bound of its use).
+    pub units: Vec<UnitLoad>,
+    /// Whether `units` holds the full breakdown or only the quick set's.
+    pub full_breakdown: bool,
 }
 
-/// Which roof limits the kernel.
+/// Which kind of roof limits the kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Bound {
+    /// A compute unit (named in the verdict) is near its peak.
     Compute,
+    /// A memory unit (named in the verdict) is near its peak.
     Bandwidth,
-    /// Neither roof is close: latency, occupancy or too little parallel work.
+    /// No unit is close: latency, occupancy or too little parallel work.
     Neither,
 }
 
-/// The bound and the numbers that decided it, in one line.
+impl Bound {
+    /// One or two words for a label.
+    pub fn word(self) -> &'static str {
+        match self {
+            Bound::Compute => "compute-bound",
+            Bound::Bandwidth => "memory-bound",
+            Bound::Neither => "latency-bound",
+        }
+    }
+}
+
+/// The bound, the unit that decided it, and what to try next.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Verdict {
     pub bound: Bound,
+    /// The busiest measured unit, whether or not it reached the threshold.
+    #[serde(default)]
+    pub busiest: Option<UnitLoad>,
+    /// The figures that decided it, in one line (without the bound's name).
     pub reason: String,
+    /// The next thing to try, following from the busiest unit.
+    #[serde(default)]
+    pub next_step: String,
+}
+
+/// DRAM traffic, reads and writes each against their own floor.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct DramTraffic {
+    pub read_bytes: f64,
+    pub write_bytes: f64,
+    /// Every input read once.
+    pub read_floor_bytes: u64,
+    /// The output written once.
+    pub write_floor_bytes: u64,
+    /// Reads over their floor; 1.0 is ideal, below 1 means an input stayed in L2 between launches.
+    pub reads_over_floor: f64,
+    /// Writes over the output's size. Below 1 is normal: output lines still
+    /// dirty in L2 when the kernel ends are written back later, uncounted.
+    pub writes_over_floor: f64,
+}
+
+impl DramTraffic {
+    /// Reads and writes, each against its floor, in one line.
+    pub fn summary(&self) -> String {
+        format!(
+            "read {:.1} MB ({:.2}x the inputs), written {:.1} MB ({:.2}x the output)",
+            self.read_bytes / 1e6,
+            self.reads_over_floor,
+            self.write_bytes / 1e6,
+            self.writes_over_floor
+        )
+    }
 }
 
 /// The roofline figures of one launch.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Roofline {
+    /// Reads plus writes.
     pub dram_bytes: f64,
+    #[serde(default)]
+    pub dram: Option<DramTraffic>,
     pub compulsory_bytes: u64,
-    /// DRAM traffic over the least any kernel must move; 1.0 is ideal.
-    pub dram_over_compulsory: f64,
     /// FLOP per DRAM byte.
     pub arithmetic_intensity: f64,
-    /// Where this device's roofs meet, in FLOP per byte.
+    /// Where this device's FP32 and DRAM roofs meet, in FLOP per byte.
     pub ridge_point: f64,
+    /// The algorithm's flops over the kernel's time (not the instructions it ran).
     pub achieved_gflops: f64,
     pub fp32_peak_pct: f64,
+    /// The same useful rate against the TF32 tensor roof, where the GPU has one.
+    #[serde(default)]
+    pub tf32_peak_pct: Option<f64>,
     pub dram_bandwidth_pct: f64,
+    /// Every measured unit, busiest first.
+    #[serde(default)]
+    pub units: Vec<UnitLoad>,
     pub verdict: Verdict,
+}
+
+impl Roofline {
+    /// The measured units, busiest first, as `tensor pipe 71%, L2 40%, ...`.
+    pub fn units_summary(&self) -> String {
+        self.units
+            .iter()
+            .map(UnitLoad::describe)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
 }
 
 /// Measurements that cannot be placed on a roofline.
@@ -110,6 +366,9 @@ pub struct Work {
     pub flops: f64,
     /// Fewest DRAM bytes any kernel must move: every input read once, the output written once.
     pub compulsory_bytes: u64,
+    /// The output's share of `compulsory_bytes` (the rest is inputs).
+    #[serde(default)]
+    pub output_bytes: u64,
 }
 
 /// Places one launch doing `work` on `peaks`' roofline.
@@ -129,72 +388,168 @@ pub fn analyze(
         return Err(RooflineError::BadByteCount);
     }
     let seconds = measured.duration_ns * 1e-9;
-    let flops = work.flops;
-    let flops_per_s = flops / seconds;
-    let fp32_peak_pct = 100.0 * flops_per_s / peaks.fp32_flops_per_s;
-    let dram_bandwidth_pct = 100.0 * (dram_bytes / seconds) / peaks.dram_bytes_per_s;
-    let compulsory_bytes = work.compulsory_bytes;
+    let flops_per_s = work.flops / seconds;
+    let fp32_peak_pct = 100.0 * flops_per_s / peaks.fp32_flops.per_s;
+    let dram_bandwidth_pct = 100.0 * (dram_bytes / seconds) / peaks.dram_bytes.per_s;
+    let read_floor_bytes = work.compulsory_bytes.saturating_sub(work.output_bytes);
+    let over = |bytes: f64, floor: u64| {
+        if floor > 0 {
+            bytes / floor as f64
+        } else {
+            f64::NAN
+        }
+    };
+    let dram = DramTraffic {
+        read_bytes: measured.dram_bytes_read,
+        write_bytes: measured.dram_bytes_write,
+        read_floor_bytes,
+        write_floor_bytes: work.output_bytes,
+        reads_over_floor: over(measured.dram_bytes_read, read_floor_bytes),
+        writes_over_floor: over(measured.dram_bytes_write, work.output_bytes),
+    };
+    let units = unit_loads(measured, fp32_peak_pct, dram_bandwidth_pct);
     Ok(Roofline {
         dram_bytes,
-        compulsory_bytes,
-        dram_over_compulsory: dram_bytes / compulsory_bytes as f64,
+        dram: Some(dram),
+        compulsory_bytes: work.compulsory_bytes,
         arithmetic_intensity: if dram_bytes > 0.0 {
-            flops / dram_bytes
+            work.flops / dram_bytes
         } else {
             f64::INFINITY
         },
         ridge_point: peaks.ridge_point(),
         achieved_gflops: flops_per_s / 1e9,
         fp32_peak_pct,
+        tf32_peak_pct: peaks
+            .tf32_flops
+            .map(|roof| 100.0 * flops_per_s / roof.per_s),
         dram_bandwidth_pct,
-        verdict: verdict(measured, fp32_peak_pct, dram_bandwidth_pct),
+        verdict: verdict(measured, &units),
+        units,
     })
 }
 
-/// Compares the compute and bandwidth shares against the threshold.
-fn verdict(measured: &Measured, fp32_peak_pct: f64, dram_pct: f64) -> Verdict {
-    let (compute_pct, compute_label) = match measured.sm_throughput_pct {
-        Some(pct) => (pct, "SM throughput"),
-        None => (fp32_peak_pct, "FP32 rate"),
-    };
-    let figures = format!("{compute_label} {compute_pct:.0}% of peak, DRAM {dram_pct:.0}% of peak");
-    let compute_bound = compute_pct >= BOUND_THRESHOLD_PCT;
-    let bandwidth_bound = dram_pct >= BOUND_THRESHOLD_PCT;
-    if compute_bound && (!bandwidth_bound || compute_pct >= dram_pct) {
-        Verdict {
-            bound: Bound::Compute,
-            reason: format!("compute-bound: {figures}"),
-        }
-    } else if bandwidth_bound {
-        Verdict {
-            bound: Bound::Bandwidth,
-            reason: format!("bandwidth-bound: {figures}"),
-        }
+/// The measured units, completed where a figure is missing, busiest first.
+fn unit_loads(measured: &Measured, fp32_peak_pct: f64, dram_pct: f64) -> Vec<UnitLoad> {
+    let mut units: Vec<UnitLoad> = measured
+        .units
+        .iter()
+        .copied()
+        .filter(|u| u.pct_of_peak.is_finite())
+        .collect();
+    if !units.iter().any(|u| u.unit == Unit::Dram) {
+        units.push(UnitLoad::new(Unit::Dram, dram_pct));
+    }
+    if units.iter().all(|u| u.unit.is_memory()) {
+        units.push(UnitLoad::new(Unit::FmaPipe, fp32_peak_pct));
+    }
+    units.sort_by(|a, b| b.pct_of_peak.total_cmp(&a.pct_of_peak));
+    units
+}
+
+/// Names the busiest unit, and the bound when it is near its peak.
+fn verdict(measured: &Measured, units: &[UnitLoad]) -> Verdict {
+    let busiest = units.first().copied();
+    let runner_up = units
+        .get(1)
+        .map(|u| format!("; next {}", u.describe()))
+        .unwrap_or_default();
+    let occupancy = measured
+        .achieved_occupancy_pct
+        .map(|pct| format!("; achieved occupancy {pct:.0}%"))
+        .unwrap_or_default();
+    let unmeasured = if measured.full_breakdown {
+        ""
     } else {
-        let occupancy = match measured.achieved_occupancy_pct {
-            Some(pct) => format!("; achieved occupancy {pct:.0}%"),
-            None => String::new(),
-        };
-        Verdict {
-            bound: Bound::Neither,
+        " (quick set: the full set adds ALU, special-function, load/store, L1 and L2)"
+    };
+    if let Some(top) = busiest.filter(|u| u.pct_of_peak >= BOUND_THRESHOLD_PCT) {
+        return Verdict {
+            bound: if top.unit.is_memory() {
+                Bound::Bandwidth
+            } else {
+                Bound::Compute
+            },
+            busiest,
             reason: format!(
-                "neither roof reached, so latency- or occupancy-limited: {figures}{occupancy}"
+                "{} at {:.0}% of its peak{runner_up}",
+                top.unit.label(),
+                top.pct_of_peak
             ),
-        }
+            next_step: top.unit.next_step().to_string(),
+        };
+    }
+    let sm = match measured.sm_throughput_pct {
+        Some(pct) if pct >= BOUND_THRESHOLD_PCT => format!(
+            "; SM throughput {pct:.0}%, from a sub-unit none of these pipes shows \
+             (register or dispatch pressure)"
+        ),
+        Some(pct) => format!("; SM throughput {pct:.0}%"),
+        None => String::new(),
+    };
+    let leaders = units
+        .iter()
+        .take(2)
+        .map(UnitLoad::describe)
+        .collect::<Vec<_>>()
+        .join(", ");
+    // The pipe doing the work, when one does much of it: the advice is then
+    // to feed that pipe, not a generic call for occupancy.
+    let working_pipe = units.iter().take(2).find(|u| {
+        matches!(u.unit, Unit::TensorPipe | Unit::FmaPipe) && u.pct_of_peak >= LEADING_PIPE_PCT
+    });
+    let next_step = match working_pipe {
+        Some(pipe) => format!(
+            "the {} does the work but waits on latency ({:.0}% busy): more resident warps \
+             (fewer registers or less shared memory a block) or more independent tiles per \
+             warp to keep it fed",
+            pipe.unit.label(),
+            pipe.pct_of_peak
+        ),
+        None => "latency or too little parallel work: more independent work per thread \
+                 (several rows or keys at once), or more resident warps"
+            .to_string(),
+    };
+    Verdict {
+        bound: Bound::Neither,
+        busiest,
+        reason: format!("no unit near its peak (busiest: {leaders}){sm}{occupancy}{unmeasured}"),
+        next_step,
     }
 }
+
+/// Share of its peak (percent) from which a compute pipe counts as the one
+/// doing a latency-bound kernel's work.
+const LEADING_PIPE_PCT: f64 = 30.0;
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// The first lab's timing shape (C = P = 2048).
+    /// The first lab's timing shape (C = P = 2048): 48 MiB, 8 MiB of it the output.
     const TIMING_WORK: Work = Work {
         flops: 51_547_996_160.0,
         compulsory_bytes: 48 << 20,
+        output_bytes: 8 << 20,
     };
 
     const MIB: f64 = 1024.0 * 1024.0;
+
+    /// The H200's datasheet roofs: 132 SMs x 128 lanes x 2 x 1.98 GHz, TF32
+    /// at 1024 dense FMA a clock per SM, 4.8 TB/s.
+    fn h200() -> DevicePeaks {
+        let attributes = |per_s| Roof {
+            per_s,
+            source: PeakSource::Attributes,
+            pipe_pct_at_peak: None,
+        };
+        DevicePeaks {
+            name: "NVIDIA H200".into(),
+            fp32_flops: attributes(132.0 * 128.0 * 2.0 * 1.98e9),
+            tf32_flops: Some(attributes(132.0 * 2048.0 * 1.98e9)),
+            dram_bytes: attributes(4.8e12),
+        }
+    }
 
     fn measured(duration_ns: f64, dram_bytes: f64) -> Measured {
         Measured {
@@ -203,97 +558,288 @@ mod tests {
             duration_ns,
             sm_throughput_pct: None,
             achieved_occupancy_pct: None,
+            units: Vec::new(),
+            full_breakdown: false,
+        }
+    }
+
+    /// A full-set measurement with these units' loads.
+    fn with_units(duration_ns: f64, dram_bytes: f64, loads: &[(Unit, f64)]) -> Measured {
+        Measured {
+            units: loads
+                .iter()
+                .map(|&(unit, pct_of_peak)| UnitLoad::new(unit, pct_of_peak))
+                .collect(),
+            full_breakdown: true,
+            ..measured(duration_ns, dram_bytes)
         }
     }
 
     fn analyze_h200(measured: &Measured) -> Roofline {
-        analyze(TIMING_WORK, measured, &DevicePeaks::h200()).expect("valid measurement")
+        analyze(TIMING_WORK, measured, &h200()).expect("valid measurement")
     }
 
     #[test]
-    fn h200_peaks_follow_the_datasheet() {
-        let peaks = DevicePeaks::h200();
-        assert!((peaks.fp32_flops_per_s / 1e12 - 66.9).abs() < 0.05);
-        assert!((peaks.ridge_point() - 13.94).abs() < 0.01);
+    fn h200_ridge_point() {
+        assert!((h200().fp32_flops.per_s / 1e12 - 66.9).abs() < 0.05);
+        assert!((h200().ridge_point() - 13.94).abs() < 0.01);
     }
 
     #[test]
     fn figures_follow_from_flops_bytes_and_time() {
-        // 1 ms and 96 MiB of DRAM traffic: twice the compulsory 48 MiB.
+        // 1 ms and 96 MiB of DRAM traffic: 72 MiB read, 24 MiB written.
         let roofline = analyze_h200(&measured(1e6, 96.0 * MIB));
         assert_eq!(roofline.compulsory_bytes, 48 << 20);
-        assert!((roofline.dram_over_compulsory - 2.0).abs() < 1e-12);
         let flops = TIMING_WORK.flops;
         assert!((roofline.achieved_gflops - flops / 1e6).abs() < 1e-6);
         assert!((roofline.arithmetic_intensity - flops / (96.0 * MIB)).abs() < 1e-9);
         let expected_dram_pct = 100.0 * (96.0 * MIB / 1e-3) / 4.8e12;
         assert!((roofline.dram_bandwidth_pct - expected_dram_pct).abs() < 1e-9);
+        let tf32 = roofline.tf32_peak_pct.expect("the H200 has TF32");
+        assert!((tf32 - roofline.fp32_peak_pct / 8.0).abs() < 1e-9);
     }
 
     #[test]
-    fn fast_kernel_with_little_traffic_is_compute_bound() {
-        // 51.5 GFLOP in 1 ms is 77% of the FP32 peak.
-        let roofline = analyze_h200(&measured(1e6, 48.0 * MIB));
-        assert!((roofline.fp32_peak_pct - 77.0).abs() < 0.1);
+    fn reads_and_writes_are_each_held_to_their_own_floor() {
+        // The reference on the H200: 30.9 MB read of 42 MB of inputs (K/V
+        // tiles hit L2 across blocks), 7.5 MB written of an 8.4 MB output
+        // (the rest still in L2 at the end).
+        let mut m = measured(1.5e6, 0.0);
+        m.dram_bytes_read = 30.9e6;
+        m.dram_bytes_write = 7.5e6;
+        let dram = analyze_h200(&m).dram.expect("split traffic");
+        assert_eq!(dram.read_floor_bytes, 40 << 20);
+        assert_eq!(dram.write_floor_bytes, 8 << 20);
+        assert!((dram.reads_over_floor - 30.9e6 / (40.0 * MIB)).abs() < 1e-12);
+        assert!((dram.writes_over_floor - 7.5e6 / (8.0 * MIB)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_tensor_core_kernel_is_bound_by_its_tensor_pipe() {
+        // The 3xTF32 kernel of the issue: 0.82 ms (94% of the FP32 peak in
+        // useful flops), SM throughput 59%, tensor pipe 71%.
+        let mut m = with_units(
+            0.82e6,
+            40e6,
+            &[
+                (Unit::TensorPipe, 71.0),
+                (Unit::FmaPipe, 22.0),
+                (Unit::AluPipe, 18.0),
+                (Unit::SharedMemory, 35.0),
+                (Unit::L2, 12.0),
+                (Unit::Dram, 1.0),
+            ],
+        );
+        m.sm_throughput_pct = Some(59.0);
+        let roofline = analyze_h200(&m);
+        assert!((roofline.fp32_peak_pct - 94.0).abs() < 1.0);
         assert_eq!(roofline.verdict.bound, Bound::Compute);
+        assert_eq!(roofline.verdict.busiest.unwrap().unit, Unit::TensorPipe);
+        assert_eq!(
+            roofline.verdict.reason,
+            "tensor pipe at 71% of its peak; next shared memory 35%"
+        );
+        assert!(roofline.verdict.next_step.contains("tensor cores"));
+    }
+
+    #[test]
+    fn a_tensor_kernel_short_of_warps_is_told_to_feed_its_tensor_pipe() {
+        // The 3xTF32 rung on the H200 (2026-11-30, ncu agreeing within 0.1
+        // point): issue 46%, tensor pipe 44%, ALU 30%, occupancy 23%.
+        let mut m = with_units(
+            1.08e6,
+            38e6,
+            &[
+                (Unit::InstructionIssue, 46.2),
+                (Unit::TensorPipe, 44.2),
+                (Unit::AluPipe, 29.7),
+                (Unit::FmaPipe, 16.6),
+            ],
+        );
+        m.sm_throughput_pct = Some(46.2);
+        m.achieved_occupancy_pct = Some(23.0);
+        let roofline = analyze_h200(&m);
+        assert_eq!(roofline.verdict.bound, Bound::Neither);
+        assert_eq!(
+            roofline.verdict.reason,
+            "no unit near its peak (busiest: instruction issue 46%, tensor pipe 44%); \
+             SM throughput 46%; achieved occupancy 23%"
+        );
         assert!(
-            roofline.verdict.reason.contains("FP32 rate 77%"),
+            roofline
+                .verdict
+                .next_step
+                .starts_with("the tensor pipe does the work but waits on latency"),
             "{}",
-            roofline.verdict.reason
+            roofline.verdict.next_step
         );
     }
 
     #[test]
-    fn heavy_traffic_is_bandwidth_bound() {
-        // 40 GB in 10 ms is 4 TB/s, 83% of HBM3e; FP32 is under 8%.
+    fn a_benchmark_short_of_a_full_pipe_scales_its_roof() {
+        // The FMA loop kept the pipe 84% busy at 55.9 TFLOP/s.
+        let mut roof = Roof {
+            per_s: 55.9e12,
+            source: PeakSource::Measured,
+            pipe_pct_at_peak: None,
+        };
+        assert!(!roof.scale_to_full_pipe(None));
+        assert!(!roof.scale_to_full_pipe(Some(20.0)), "implausibly low");
+        assert_eq!(roof.per_s, 55.9e12);
+        assert!(roof.scale_to_full_pipe(Some(84.0)));
+        assert!((roof.per_s / 1e12 - 66.55).abs() < 0.01);
+        assert_eq!(roof.pipe_pct_at_peak, Some(84.0));
+        let peaks = DevicePeaks {
+            fp32_flops: roof,
+            ..h200()
+        };
+        assert!(peaks
+            .summary()
+            .starts_with("FP32 66.5 TFLOP/s (measured at 55.9 with the pipe 84% busy)"));
+    }
+
+    #[test]
+    fn a_busy_fma_pipe_is_named_with_fp32_advice() {
+        let roofline = analyze_h200(&with_units(
+            1.2e6,
+            48.0 * MIB,
+            &[
+                (Unit::FmaPipe, 78.0),
+                (Unit::AluPipe, 30.0),
+                (Unit::TensorPipe, 0.0),
+            ],
+        ));
+        assert_eq!(roofline.verdict.bound, Bound::Compute);
+        assert_eq!(roofline.units[0].unit, Unit::FmaPipe);
+        assert!(roofline.verdict.reason.starts_with("FP32 FMA pipe at 78%"));
+        assert!(roofline.verdict.next_step.contains("tensor cores"));
+    }
+
+    #[test]
+    fn a_planted_bug_busy_on_the_alu_is_not_called_fp32_compute_bound() {
+        // 16.9 ms, 4.6% of the FP32 peak in useful flops, SM throughput 65%.
+        let mut m = with_units(
+            16.9e6,
+            60e6,
+            &[
+                (Unit::FmaPipe, 9.0),
+                (Unit::AluPipe, 64.0),
+                (Unit::InstructionIssue, 61.0),
+                (Unit::Dram, 0.5),
+            ],
+        );
+        m.sm_throughput_pct = Some(65.0);
+        let roofline = analyze_h200(&m);
+        assert!((roofline.fp32_peak_pct - 4.6).abs() < 0.1);
+        assert_eq!(roofline.verdict.bound, Bound::Compute);
+        assert_eq!(roofline.verdict.busiest.unwrap().unit, Unit::AluPipe);
+        assert!(roofline.verdict.reason.starts_with("ALU pipe at 64%"));
+        assert!(!roofline.verdict.reason.contains("FP32"));
+    }
+
+    #[test]
+    fn heavy_traffic_is_dram_bound() {
+        // 40 GB in 10 ms is 4 TB/s, 83% of HBM3e; with no unit measured the
+        // figures come from the bytes and the useful flop rate.
         let roofline = analyze_h200(&measured(1e7, 40e9));
         assert_eq!(roofline.verdict.bound, Bound::Bandwidth);
+        assert_eq!(roofline.verdict.busiest.unwrap().unit, Unit::Dram);
         assert!(
-            roofline.verdict.reason.contains("DRAM 83%"),
+            roofline.verdict.reason.starts_with("DRAM at 83%"),
             "{}",
             roofline.verdict.reason
         );
+        assert!(roofline.verdict.next_step.contains("fewer bytes"));
     }
 
     #[test]
-    fn slow_kernel_with_both_low_blames_latency_and_names_occupancy() {
-        let mut slow = measured(1e8, 48.0 * MIB);
-        slow.achieved_occupancy_pct = Some(12.4);
-        let roofline = analyze_h200(&slow);
+    fn shared_memory_traffic_is_memory_bound_on_l1() {
+        let roofline = analyze_h200(&with_units(
+            5e6,
+            48.0 * MIB,
+            &[
+                (Unit::SharedMemory, 82.0),
+                (Unit::L1, 80.0),
+                (Unit::FmaPipe, 25.0),
+                (Unit::Dram, 2.0),
+            ],
+        ));
+        assert_eq!(roofline.verdict.bound, Bound::Bandwidth);
+        assert_eq!(roofline.verdict.busiest.unwrap().unit, Unit::SharedMemory);
+        assert!(roofline.verdict.next_step.contains("bank conflicts"));
+    }
+
+    #[test]
+    fn a_slow_kernel_with_every_unit_low_is_latency_bound() {
+        let mut m = with_units(
+            28e6,
+            45e6,
+            &[
+                (Unit::FmaPipe, 12.0),
+                (Unit::AluPipe, 20.0),
+                (Unit::L2, 31.0),
+                (Unit::Dram, 0.3),
+            ],
+        );
+        m.sm_throughput_pct = Some(34.0);
+        m.achieved_occupancy_pct = Some(12.4);
+        let roofline = analyze_h200(&m);
+        assert_eq!(roofline.verdict.bound, Bound::Neither);
+        assert_eq!(
+            roofline.verdict.reason,
+            "no unit near its peak (busiest: L2 31%, ALU pipe 20%); SM throughput 34%; achieved occupancy 12%"
+        );
+        assert!(roofline.verdict.next_step.contains("latency"));
+    }
+
+    #[test]
+    fn a_busy_sm_with_no_busy_pipe_is_not_called_compute_bound() {
+        let mut m = with_units(5e6, 45e6, &[(Unit::FmaPipe, 40.0), (Unit::AluPipe, 30.0)]);
+        m.sm_throughput_pct = Some(65.0);
+        let roofline = analyze_h200(&m);
         assert_eq!(roofline.verdict.bound, Bound::Neither);
         assert!(roofline
             .verdict
             .reason
-            .contains("latency- or occupancy-limited"));
-        assert!(
-            roofline.verdict.reason.contains("achieved occupancy 12%"),
-            "{}",
-            roofline.verdict.reason
+            .contains("SM throughput 65%, from a sub-unit"));
+    }
+
+    #[test]
+    fn the_quick_set_says_what_it_leaves_out() {
+        let mut m = measured(5e7, 48.0 * MIB);
+        m.units = vec![
+            UnitLoad::new(Unit::FmaPipe, 20.0),
+            UnitLoad::new(Unit::TensorPipe, f64::NAN),
+        ];
+        let roofline = analyze_h200(&m);
+        assert_eq!(roofline.verdict.bound, Bound::Neither);
+        assert!(roofline.verdict.reason.contains("quick set"));
+        // NaN (not evaluated) is dropped, DRAM is filled in from the bytes.
+        let units: Vec<Unit> = roofline.units.iter().map(|u| u.unit).collect();
+        assert_eq!(units, [Unit::FmaPipe, Unit::Dram]);
+    }
+
+    #[test]
+    fn summaries_name_each_roof_and_floor() {
+        assert_eq!(
+            h200().summary(),
+            "FP32 66.9 TFLOP/s (from attributes), TF32 tensor 535 TFLOP/s (from attributes), \
+             DRAM 4.80 TB/s (from attributes)"
         );
-    }
-
-    #[test]
-    fn measured_sm_throughput_outranks_the_fp32_rate() {
-        let mut busy = measured(1e8, 48.0 * MIB);
-        busy.sm_throughput_pct = Some(85.0);
-        let roofline = analyze_h200(&busy);
-        assert!(roofline.fp32_peak_pct < 1.0);
-        assert_eq!(roofline.verdict.bound, Bound::Compute);
-        assert!(roofline.verdict.reason.contains("SM throughput 85%"));
-    }
-
-    #[test]
-    fn when_both_roofs_are_near_the_higher_one_wins() {
-        let mut both = measured(1e7, 40e9);
-        both.sm_throughput_pct = Some(70.0);
-        assert_eq!(analyze_h200(&both).verdict.bound, Bound::Bandwidth);
-        both.sm_throughput_pct = Some(95.0);
-        assert_eq!(analyze_h200(&both).verdict.bound, Bound::Compute);
+        let mut m = with_units(1e6, 0.0, &[(Unit::L2, 40.0), (Unit::TensorPipe, 71.0)]);
+        m.dram_bytes_read = 42.0 * MIB;
+        m.dram_bytes_write = 4.0 * MIB;
+        let roofline = analyze_h200(&m);
+        assert_eq!(
+            roofline.dram.expect("split").summary(),
+            "read 44.0 MB (1.05x the inputs), written 4.2 MB (0.50x the output)"
+        );
+        assert_eq!(roofline.units_summary(), "tensor pipe 71%, L2 40%, DRAM 1%");
     }
 
     #[test]
     fn impossible_measurements_are_refused() {
-        let peaks = DevicePeaks::h200();
+        let peaks = h200();
         assert_eq!(
             analyze(TIMING_WORK, &measured(0.0, 1.0), &peaks),
             Err(RooflineError::NoDuration(0.0))
@@ -310,9 +856,10 @@ mod tests {
 
     #[test]
     fn roofline_survives_a_json_round_trip() {
-        let roofline = analyze_h200(&measured(1e6, 96.0 * MIB));
+        let roofline = analyze_h200(&with_units(1e6, 96.0 * MIB, &[(Unit::FmaPipe, 77.0)]));
         let json = serde_json::to_string(&roofline).expect("serialise");
         assert!(json.contains("\"bound\":\"compute\""));
+        assert!(json.contains("\"unit\":\"fma_pipe\""));
         let back: Roofline = serde_json::from_str(&json).expect("deserialise");
         assert_eq!(back, roofline);
     }

@@ -159,6 +159,7 @@ impl Problem {
             work: Work {
                 flops: 0.0,
                 compulsory_bytes: 0,
+                output_bytes: 0,
             },
         }
     }

@@ -5,6 +5,7 @@
 //! show them; keeping them apart from both is what lets each side change
 //! without the other, and gives every command the same verdict rule.
 
+pub mod builds;
 mod integrity;
 pub mod sanitizer;
 mod verdict;
@@ -30,6 +31,14 @@ pub enum Progress {
         /// Where a remote worker runs (`user@node`, `gpu17, job 4242`); None here.
         place: Option<String>,
     },
+    /// The quick build, made for verdicts before the optimizer finishes.
+    QuickBuilt(CompileOutcome),
+    /// A case's verdict on the quick build: shown until the optimized build's.
+    ProvisionalCase {
+        index: usize,
+        outcome: CaseOutcome,
+    },
+    /// The build whose verdicts count (the only build without a quick one).
     Compiled(CompileOutcome),
     CaseStarted {
         index: usize,
@@ -40,6 +49,13 @@ pub enum Progress {
     },
     WorkerRestarted {
         reason: String,
+    },
+    /// What the link to a remote worker added to the compile's round trip:
+    /// the wait seen here less the time the worker says it spent
+    /// (docs/REMOTE.md). `transport` is `ssh` or `srun`.
+    LinkMeasured {
+        transport: &'static str,
+        added_ms: f64,
     },
     TimingStarted,
     TimingFinished(Result<TimingOutcome, String>),
@@ -89,6 +105,9 @@ pub struct CheckReport {
     /// when no case ran, and in reports written before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub diagnosis: Option<String>,
+    /// The quick build whose verdicts came first, when the check made one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quick_build: Option<builds::QuickBuildReport>,
 }
 
 /// The lab's one line for a check with these cases.

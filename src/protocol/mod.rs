@@ -18,10 +18,11 @@ use crate::facts::device::{DeviceInfo, GpuProblem};
 use crate::facts::diagnostics::Diagnostic;
 use crate::facts::metrics::MetricValue;
 use crate::facts::resources::{Occupancy, ResourceUsage};
+use crate::gpu::compile::Build;
 use crate::grade::compare::Comparison;
 use crate::grade::experiment::Experiments;
 use crate::grade::integrity::Integrity;
-use crate::grade::roofline::Roofline;
+use crate::grade::roofline::{DevicePeaks, Roofline};
 use crate::grade::stats::{Speedup, TimingSummary};
 use crate::lab::definition::{LabCase, LabRef, Problem};
 use crate::lab::geometry::LaunchGeometry;
@@ -29,7 +30,10 @@ use crate::lab::registry;
 
 /// Bumped whenever a message changes shape; both sides check it in the handshake.
 /// 2: compiled images travel as binary frames (framing.rs), not JSON arrays.
-pub const PROTOCOL_VERSION: u32 = 2;
+/// 3: a compile names its build (quick or optimized) and may name the target GPU.
+/// 4: counters carry the GPU's peaks (the request the cached ones), the
+/// device its SM attributes and UUID, the roofline its per-unit loads.
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// What the caller asks of the worker.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -41,6 +45,13 @@ pub enum Request {
         lab: LabId,
         source_path: String,
         source_text: String,
+        #[serde(default)]
+        build: Build,
+        /// The architecture to build for (`sm_90`) when the worker has no
+        /// GPU of its own: a build made beside the GPU worker, whose image
+        /// that worker then loads. A worker with a GPU builds for it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        target_arch: Option<String>,
     },
     /// Load a kernel image compiled earlier (a restarted worker skips NVRTC).
     Load {
@@ -65,6 +76,10 @@ pub enum Request {
         /// The metric names when `tier` is `Custom`.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         metrics: Vec<String>,
+        /// This GPU's roofs as measured by an earlier worker (the caller's
+        /// cache); without them the worker runs the peak benchmarks.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        known_peaks: Option<DevicePeaks>,
     },
     /// Finish cleanly.
     Shutdown,
@@ -175,12 +190,15 @@ pub enum SandboxLevel {
 /// Result of compiling a student file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CompileOutcome {
+    /// Which build this is; only an optimized one is timed or profiled.
+    #[serde(default)]
+    pub build: Build,
     pub ok: bool,
     pub diagnostics: Vec<Diagnostic>,
     /// Why there is no kernel when it is not the compiler's diagnostics.
     pub problem: Option<CompileProblem>,
     pub resources: Option<ResourceUsage>,
-    /// Theoretical occupancy on Hopper at the declared geometry, from the resource report.
+    /// Theoretical occupancy on the worker's GPU (the compile target's typical SM without one) at the declared geometry.
     pub occupancy: Option<Occupancy>,
     pub geometry: Option<LaunchGeometry>,
     /// The compiled image, so a restarted worker can load it without recompiling.
@@ -199,6 +217,7 @@ impl CompileOutcome {
     /// No kernel: nothing compiled yet, or `problem` stopped it.
     pub fn failed(problem: Option<CompileProblem>) -> Self {
         Self {
+            build: Build::Optimized,
             ok: false,
             diagnostics: Vec::new(),
             problem,
@@ -312,6 +331,13 @@ pub struct CountersOutcome {
     pub passes: usize,
     pub student: KernelCounters,
     pub starter: KernelCounters,
+    /// The roofs the rooflines were placed on (absent in older reports).
+    #[serde(default)]
+    pub peaks: Option<DevicePeaks>,
+    /// Whether they were measured now, read from the cache, or taken from
+    /// the device attributes, and why.
+    #[serde(default)]
+    pub peaks_origin: Option<String>,
     pub elapsed_ms: f64,
 }
 

@@ -257,7 +257,12 @@ fn counters_cells(kernel: &KernelCounters) -> [String; 4] {
             format!("{:.1} MB", r.dram_bytes / 1e6),
             sm,
             format!("{:.0}", r.achieved_gflops),
-            format!("{:?}", r.verdict.bound),
+            match r.verdict.busiest {
+                Some(busiest) if r.verdict.bound != crate::grade::roofline::Bound::Neither => {
+                    format!("{} ({})", r.verdict.bound.word(), busiest.unit.label())
+                }
+                _ => r.verdict.bound.word().to_string(),
+            },
         ],
         None => [
             "-".into(),

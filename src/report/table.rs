@@ -289,6 +289,9 @@ fn render_counters(out: &mut String, report: &CheckReport) {
         "\nhardware counters ({:?} set, {} replay passes on {}):",
         outcome.tier, outcome.passes, outcome.chip
     );
+    if let Some(peaks) = &outcome.peaks {
+        let _ = writeln!(out, "  roofs    {}", peaks.summary());
+    }
     for (label, kernel) in [("student", &outcome.student), ("starter", &outcome.starter)] {
         let value = |name: &str| finite_value(&kernel.metrics, name);
         let Some(roofline) = &kernel.roofline else {
@@ -302,16 +305,29 @@ fn render_counters(out: &mut String, report: &CheckReport) {
         let sm = value(crate::facts::metrics::SM_THROUGHPUT_PCT)
             .map(|v| format!("SM throughput {v:.1}%, "))
             .unwrap_or_default();
+        let tensor = roofline
+            .tf32_peak_pct
+            .map(|pct| format!(", {pct:.1}% of tf32 tensor peak"))
+            .unwrap_or_default();
         let _ = writeln!(
             out,
-            "  {label:<8} {sm}DRAM {:.1} MB ({:.2}x the minimum), {:.1} flop/B, {:.0} GFLOP/s ({:.1}% of fp32 peak)\n           {:?}-bound: {}",
-            roofline.dram_bytes / 1e6,
-            roofline.dram_over_compulsory,
-            roofline.arithmetic_intensity,
-            roofline.achieved_gflops,
-            roofline.fp32_peak_pct,
-            roofline.verdict.bound,
-            roofline.verdict.reason
+            "  {label:<8} {sm}{:.1} flop/B, {:.0} GFLOP/s ({:.1}% of fp32 peak{tensor})",
+            roofline.arithmetic_intensity, roofline.achieved_gflops, roofline.fp32_peak_pct,
+        );
+        if let Some(dram) = &roofline.dram {
+            let _ = writeln!(
+                out,
+                "           DRAM {} (output lines still in L2 at the end are not counted)",
+                dram.summary()
+            );
+        }
+        let _ = writeln!(out, "           units: {}", roofline.units_summary());
+        let _ = writeln!(
+            out,
+            "           {}: {}\n           next: {}",
+            roofline.verdict.bound.word(),
+            roofline.verdict.reason,
+            roofline.verdict.next_step
         );
     }
 }

@@ -6,15 +6,19 @@
 //! Scheduling (which save runs next) is decided in `update`; this thread
 //! just works through what it is sent, in order.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::Arc;
 
-use crate::app::check::{run_check, CheckPlan};
+use crate::app::check::{run_check_unless_stale, CheckError, CheckPlan};
 use crate::app::worker_handle::WorkerCommand;
 
 use super::msg::{Msg, RunId};
 
 pub struct Engine {
     requests: Sender<(RunId, String)>,
+    /// The newest run whose text is stale (0: none).
+    superseded: Arc<AtomicU64>,
 }
 
 impl Engine {
@@ -27,10 +31,21 @@ impl Engine {
         messages: Sender<Msg>,
     ) -> std::io::Result<Self> {
         let (requests, inbox) = mpsc::channel();
+        let superseded = Arc::new(AtomicU64::new(0));
+        let stale_up_to = Arc::clone(&superseded);
         std::thread::Builder::new()
             .name("flashprof-engine".into())
-            .spawn(move || serve(&plan, &command, &inbox, &messages))?;
-        Ok(Self { requests })
+            .spawn(move || serve(&plan, &command, &inbox, &stale_up_to, &messages))?;
+        Ok(Self {
+            requests,
+            superseded,
+        })
+    }
+
+    /// Marks `run`'s text stale: a check of it still waiting for its
+    /// optimized build stops. Run ids grow, so this also covers older runs.
+    pub fn supersede(&self, run: RunId) {
+        self.superseded.fetch_max(run, Ordering::SeqCst);
     }
 
     /// Queues a check of `source`; its messages carry `run`.
@@ -44,6 +59,7 @@ fn serve(
     template: &CheckPlan,
     command: &WorkerCommand,
     inbox: &Receiver<(RunId, String)>,
+    superseded: &AtomicU64,
     messages: &Sender<Msg>,
 ) {
     let mut worker = None;
@@ -53,15 +69,19 @@ fn serve(
             seed: template.seed.wrapping_add(run),
             ..template.clone()
         };
-        let result = run_check(&plan, command, &mut worker, |progress| {
+        let stale = || superseded.load(Ordering::SeqCst) >= run;
+        let result = run_check_unless_stale(&plan, command, &mut worker, &stale, |progress| {
             let _ = messages.send(Msg::Progress {
                 run,
                 progress: Box::new(progress),
             });
         });
-        let finished = Msg::RunFinished {
-            run,
-            result: result.map(Box::new).map_err(|e| e.to_string()),
+        let finished = match result {
+            Err(CheckError::Superseded) => Msg::RunSuperseded(run),
+            result => Msg::RunFinished {
+                run,
+                result: result.map(Box::new).map_err(|e| e.to_string()),
+            },
         };
         if messages.send(finished).is_err() {
             break;

@@ -42,8 +42,13 @@ pub struct LiveRun {
     pub id: RunId,
     pub source: String,
     pub phase: Phase,
+    /// The build whose verdicts count, once it exists.
     pub compile: Option<CompileOutcome>,
     pub cases: Vec<Option<CaseOutcome>>,
+    /// The quick build of a quick-first check, and its verdicts, shown
+    /// until the optimized build's arrive.
+    pub quick: Option<CompileOutcome>,
+    pub provisional: Vec<Option<CaseOutcome>>,
     pub timing: Option<Result<TimingOutcome, String>>,
     pub restarts: usize,
 }
@@ -79,10 +84,8 @@ impl CountersView {
         let mut lines = Vec::new();
         // The verdict comes first: a narrow panel cuts lines from the bottom.
         if let Some(r) = &student.roofline {
-            lines.push((
-                format!("{:?}-bound", r.verdict.bound),
-                r.verdict.reason.clone(),
-            ));
+            lines.push((r.verdict.bound.word().into(), r.verdict.reason.clone()));
+            lines.push(("next".into(), r.verdict.next_step.clone()));
         }
         if let Some(sm) = metric(student, metrics::SM_THROUGHPUT_PCT) {
             let base = metric(starter, metrics::SM_THROUGHPUT_PCT)
@@ -92,21 +95,44 @@ impl CountersView {
         }
         match &student.roofline {
             Some(r) => {
-                let dram = format!(
-                    "{:.1} MB = {:.2}x min",
-                    r.dram_bytes / 1e6,
-                    r.dram_over_compulsory
-                );
+                lines.push(("units".into(), r.units_summary()));
+                if let Some(dram) = &r.dram {
+                    lines.push((
+                        "DRAM rd".into(),
+                        format!(
+                            "{:.1} MB = {:.2}x inputs",
+                            dram.read_bytes / 1e6,
+                            dram.reads_over_floor
+                        ),
+                    ));
+                    // Output lines still dirty in L2 at the end are written back uncounted.
+                    let in_l2 = if dram.writes_over_floor < 1.0 {
+                        ", rest in L2"
+                    } else {
+                        ""
+                    };
+                    lines.push((
+                        "DRAM wr".into(),
+                        format!(
+                            "{:.1} MB = {:.2}x output{in_l2}",
+                            dram.write_bytes / 1e6,
+                            dram.writes_over_floor
+                        ),
+                    ));
+                }
                 let intensity = format!(
                     "{:.0} flop/B, ridge {:.0}",
                     r.arithmetic_intensity, r.ridge_point
                 );
+                let tensor = r
+                    .tf32_peak_pct
+                    .map(|pct| format!(", {pct:.0}% of tf32"))
+                    .unwrap_or_default();
                 let rate = format!(
-                    "{:.1} TFLOP/s = {:.0}%",
+                    "{:.1} TFLOP/s = {:.0}%{tensor}",
                     r.achieved_gflops / 1e3,
                     r.fp32_peak_pct
                 );
-                lines.push(("DRAM".into(), dram));
                 lines.push(("AI".into(), intensity));
                 lines.push(("fp32".into(), rate));
                 lines.push((
@@ -126,6 +152,9 @@ impl CountersView {
                 outcome.tier, outcome.passes, outcome.chip
             ),
         ));
+        if let Some(peaks) = &outcome.peaks {
+            lines.push(("roofs".into(), peaks.summary()));
+        }
         Self::Collected { lines }
     }
 }
@@ -191,6 +220,8 @@ pub struct Shown<T> {
 pub enum CaseCell<'a> {
     Waiting,
     Running,
+    /// The quick build's verdict, while the optimized build's is pending.
+    Provisional(&'a CaseOutcome),
     Done(Shown<&'a CaseOutcome>),
 }
 
@@ -227,6 +258,8 @@ pub struct Model {
     pub notice: Option<String>,
     /// Where the worker runs when it is remote (docs/REMOTE.md), for the header.
     pub worker_place: Option<String>,
+    /// What the link to a remote worker added to the last compile (`ssh 12 ms`).
+    pub link: Option<String>,
     pub replay: Option<Replay>,
     /// Lecture mode: large digits and one large panel (`--present`).
     pub present: bool,
@@ -255,6 +288,7 @@ impl Model {
             overlay: None,
             notice: None,
             worker_place: None,
+            link: None,
             replay: None,
             present: false,
             quitting: false,
@@ -291,6 +325,11 @@ impl Model {
                     value: outcome,
                     stale: false,
                 });
+            }
+            // The optimized build's rerun of a case takes milliseconds:
+            // its provisional verdict stays up meanwhile.
+            if let Some(Some(outcome)) = live.provisional.get(index) {
+                return CaseCell::Provisional(outcome);
             }
             if live.phase == Phase::Case(index) {
                 return CaseCell::Running;

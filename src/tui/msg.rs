@@ -37,6 +37,8 @@ pub enum Msg {
         run: RunId,
         result: Result<Box<CheckReport>, String>,
     },
+    /// The check stopped because a newer save made its text stale.
+    RunSuperseded(RunId),
     /// The history store as found at start (oldest first).
     HistoryLoaded(Vec<RunSummary>),
     /// A finished check was written to the history store.
@@ -60,6 +62,9 @@ pub enum Effect {
         run: RunId,
         source: String,
     },
+    /// The text of check `run` is stale: stop its optimized build, if it
+    /// is still compiling (the verdicts of a newer save are waiting on it).
+    SupersedeRun(RunId),
     /// Append a finished check to the history store.
     RecordRun {
         source: String,

@@ -69,12 +69,15 @@ pub fn run_live(setup: LiveSetup) -> anyhow::Result<()> {
     let sanitize_template = setup.plan.clone();
     let setup_file = setup.file.clone();
     let sanitizer_messages = messages.clone();
+    // The engine thread is not waited for at quit: what it holds on a cluster is released here.
+    let remote = setup.command.remote.clone();
     let engine = Engine::start(setup.plan, setup.command, messages.clone())?;
     let _watcher = watch_into(&setup.file, &messages, Msg::FileChanged)?;
-    event_loop(model, messages, &inbox, |effect, model| {
+    let result = event_loop(model, messages, &inbox, |effect, model| {
         match effect {
             Effect::Quit => return Flow::Quit,
             Effect::StartRun { run, source } => engine.check(run, source),
+            Effect::SupersedeRun(run) => engine.supersede(run),
             Effect::SetTickInterval(_) => {}
             Effect::Sanitize => {
                 start_sanitizer(&setup_file, &sanitize_template, &sanitizer_messages)
@@ -82,7 +85,11 @@ pub fn run_live(setup: LiveSetup) -> anyhow::Result<()> {
             other => send_disk_job(&disk, other, model),
         }
         Flow::Continue
-    })
+    });
+    if let Some(remote) = remote {
+        remote.release();
+    }
+    result
 }
 
 /// Runs the sanitizer pass over the file as saved, on the plan's first case,
@@ -170,7 +177,10 @@ pub fn run_replay(store: HistoryStore, present: bool) -> anyhow::Result<()> {
             Effect::SetTickInterval(interval) => {
                 let _ = clock.send(interval);
             }
-            Effect::StartRun { .. } | Effect::RestoreBest | Effect::RecordRun { .. } => {}
+            Effect::StartRun { .. }
+            | Effect::SupersedeRun(_)
+            | Effect::RestoreBest
+            | Effect::RecordRun { .. } => {}
             other => send_disk_job(&disk, other, model),
         }
         Flow::Continue
@@ -254,9 +264,11 @@ fn send_disk_job(disk: &Sender<DiskJob>, effect: Effect, model: &Model) {
         },
         Effect::RestoreBest => DiskJob::RestoreBest,
         Effect::RecordRun { source, report } => DiskJob::Record { source, report },
-        Effect::StartRun { .. } | Effect::SetTickInterval(_) | Effect::Sanitize | Effect::Quit => {
-            return
-        }
+        Effect::StartRun { .. }
+        | Effect::SupersedeRun(_)
+        | Effect::SetTickInterval(_)
+        | Effect::Sanitize
+        | Effect::Quit => return,
     };
     let _ = disk.send(job);
 }

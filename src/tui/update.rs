@@ -5,7 +5,9 @@
 //! flight; a save that arrives meanwhile is parked, a newer save replaces
 //! the parked one, and when the running check ends the parked text (if
 //! any) starts next. So a burst of saves during a long GPU run costs one
-//! extra check, of the newest text.
+//! extra check, of the newest text. A check still waiting for its optimized
+//! build when a save arrives is told to stop (its build is stale), so the
+//! newest text gets its first verdicts without waiting for the optimizer.
 
 use std::time::Duration;
 
@@ -38,6 +40,15 @@ pub fn update(model: &mut Model, msg: Msg) -> Vec<Effect> {
             Vec::new()
         }
         Msg::RunFinished { run, result } => on_run_finished(model, run, result),
+        Msg::RunSuperseded(run) => {
+            if model.live.take_if(|l| l.id == run).is_none() {
+                return Vec::new();
+            }
+            match model.queued.take() {
+                Some(next) => request_run(model, next),
+                None => Vec::new(),
+            }
+        }
         Msg::HistoryLoaded(summaries) => {
             model.history = summaries;
             Vec::new()
@@ -93,9 +104,15 @@ fn request_run(model: &mut Model, source: String) -> Vec<Effect> {
     if model.replay.is_some() {
         return Vec::new();
     }
-    if model.live.is_some() {
+    if let Some(live) = &model.live {
+        // Only new text makes the running check stale (`r` reruns the same).
+        let effects = if live.source == source {
+            Vec::new()
+        } else {
+            vec![Effect::SupersedeRun(live.id)]
+        };
         model.queued = Some(source);
-        return Vec::new();
+        return effects;
     }
     let id = model.next_run;
     model.next_run += 1;
@@ -105,6 +122,8 @@ fn request_run(model: &mut Model, source: String) -> Vec<Effect> {
         phase: Phase::Compiling,
         compile: None,
         cases: vec![None; model.cases.len()],
+        quick: None,
+        provisional: vec![None; model.cases.len()],
         timing: None,
         restarts: 0,
     });
@@ -112,15 +131,28 @@ fn request_run(model: &mut Model, source: String) -> Vec<Effect> {
 }
 
 fn on_progress(model: &mut Model, run: RunId, progress: Progress) {
-    if let Progress::WorkerStarted { gpu, place, .. } = &progress {
-        model.gpu = Some(gpu.clone());
-        model.worker_place = place.clone();
+    match &progress {
+        Progress::WorkerStarted { gpu, place, .. } => {
+            model.gpu = Some(gpu.clone());
+            model.worker_place = place.clone();
+        }
+        Progress::LinkMeasured {
+            transport,
+            added_ms,
+        } => model.link = Some(format!("{transport} {added_ms:.0} ms")),
+        _ => {}
     }
     let Some(live) = model.live.as_mut().filter(|l| l.id == run) else {
         return;
     };
     match progress {
-        Progress::WorkerStarted { .. } => {}
+        Progress::WorkerStarted { .. } | Progress::LinkMeasured { .. } => {}
+        Progress::QuickBuilt(outcome) => live.quick = Some(outcome),
+        Progress::ProvisionalCase { index, outcome } => {
+            if let Some(slot) = live.provisional.get_mut(index) {
+                *slot = Some(outcome);
+            }
+        }
         Progress::Compiled(outcome) => live.compile = Some(outcome),
         Progress::CaseStarted { index } => live.phase = Phase::Case(index),
         Progress::CaseFinished { index, outcome } => {
@@ -149,6 +181,29 @@ fn on_run_finished(
     let mut effects = Vec::new();
     match result {
         Ok(report) => {
+            // Where the provisional verdicts were wrong, the footer says so:
+            // a symptom in one build only is a finding about the kernel.
+            if let Some(first) = report
+                .quick_build
+                .iter()
+                .flat_map(|q| &q.differences)
+                .next()
+            {
+                let more = report
+                    .quick_build
+                    .as_ref()
+                    .map_or(0, |q| q.differences.len())
+                    - 1;
+                model.notice = Some(format!(
+                    "quick and optimized builds differ on {}{}",
+                    first.describe(),
+                    if more > 0 {
+                        format!(" (and {more} more case(s))")
+                    } else {
+                        String::new()
+                    }
+                ));
+            }
             effects.push(Effect::RecordRun {
                 source: live.source.clone(),
                 report: report.clone(),

@@ -21,8 +21,11 @@ use crate::gpu::cupti::{
     FULL_EXTRA, QUICK,
 };
 use crate::gpu::device::{Gpu, GpuError, Kernel, L2Flusher};
+use crate::gpu::peaks::{measure_peaks, Benchmark, FoundPeaks, ProbeLaunch};
 use crate::grade::compare::POISON_BITS;
-use crate::grade::roofline::{analyze, DevicePeaks, Measured, Roofline, RooflineError, Work};
+use crate::grade::roofline::{
+    analyze, DevicePeaks, Measured, PeakSource, Roof, Roofline, RooflineError, UnitLoad, Work,
+};
 use crate::lab::definition::LabRef;
 use crate::lab::definition::{CaseData, LabCase, Problem};
 use crate::protocol::{CounterTier, CountersOutcome, CountersUnavailableReport, KernelCounters};
@@ -38,6 +41,8 @@ pub struct Counters {
     /// The problem each measured case describes (its work model places a
     /// reused measurement on the roofline without making the inputs again).
     problems: HashMap<String, Problem>,
+    /// The GPU's roofs, found on the first request (benchmarked or cached).
+    peaks: Option<FoundPeaks>,
     _cupti: Cupti,
 }
 
@@ -91,6 +96,7 @@ impl Counters {
             full_extra,
             measured: HashMap::new(),
             problems: HashMap::new(),
+            peaks: None,
             _cupti: cupti,
         })
     }
@@ -105,6 +111,23 @@ impl Counters {
         request: &CountersRequest,
     ) -> Result<CountersOutcome, GpuError> {
         let started = Instant::now();
+        // The benchmarks run before any profiled range, and their pipe loads
+        // are read under the profiler once per GPU (then cached with them).
+        let peaks = match (self.peaks.take(), &request.known_peaks) {
+            (Some(found), _) => found,
+            (None, known) => {
+                let mut found = match known {
+                    Some(known) => FoundPeaks {
+                        peaks: known.clone(),
+                        origin: "measured earlier (cached)".into(),
+                    },
+                    None => measure_peaks(gpu, &baselines.probes),
+                };
+                calibrate(&mut self.profiler, gpu, &baselines.probes, &mut found);
+                found
+            }
+        };
+        self.peaks = Some(peaks.clone());
         let custom;
         let configs: Vec<&MetricConfig> = match request.tier {
             CounterTier::Quick => vec![&self.quick],
@@ -132,6 +155,8 @@ impl Counters {
             request,
             case_key,
             inputs: None,
+            peaks: &peaks.peaks,
+            full_breakdown: request.tier == CounterTier::Full,
         };
         let student_counters = session.measure(student, &configs)?;
         let starter_counters = session.measure(&baselines.starter, &configs)?;
@@ -143,8 +168,53 @@ impl Counters {
             passes: configs.iter().map(|c| c.num_passes()).sum(),
             student: student_counters,
             starter: starter_counters,
+            peaks: Some(peaks.peaks),
+            peaks_origin: Some(peaks.origin),
             elapsed_ms: started.elapsed().as_secs_f64() * 1e3,
         })
+    }
+}
+
+/// Reads how busy each measured compute roof's benchmark keeps its pipe,
+/// by profiling it once, and scales the roof to a full pipe: a benchmark
+/// that keeps the FMA pipe 84% busy measured 84% of the roof. (On the H200
+/// the TF32 `mma.sync` loop reads 99%: the tensor pipe's peak is what
+/// `mma.sync` reaches, so no unit needs a lower ceiling.) The caller
+/// caches the result; a roof that cannot be read stays as measured.
+fn calibrate(profiler: &mut RangeProfiler, gpu: &Gpu, probes: &[u8], found: &mut FoundPeaks) {
+    let uncalibrated =
+        |roof: &Roof| roof.source == PeakSource::Measured && roof.pipe_pct_at_peak.is_none();
+    let peaks = &mut found.peaks;
+    let tensor_needed = peaks.tf32_flops.as_ref().is_some_and(uncalibrated);
+    if !uncalibrated(&peaks.fp32_flops) && !tensor_needed {
+        return;
+    }
+    let Ok(config) = profiler.metric_config(&[
+        metrics::FMA_PIPE_BUSY_PCT,
+        metrics::TENSOR_HMMA_PIPE_BUSY_PCT,
+    ]) else {
+        return;
+    };
+    let mut pipe_load = |benchmark, metric| -> Option<f64> {
+        let mut probe = ProbeLaunch::new(gpu, probes, benchmark).ok()?;
+        probe.launch().ok()?;
+        gpu.synchronize().ok()?;
+        let measured = profiler
+            .profile(&config, &mut || Ok(probe.launch()?))
+            .ok()?;
+        finite_value(&measured.values, metric)
+    };
+    let mut calibrated = false;
+    if uncalibrated(&peaks.fp32_flops) {
+        let load = pipe_load(Benchmark::Fma, metrics::FMA_PIPE_BUSY_PCT);
+        calibrated |= peaks.fp32_flops.scale_to_full_pipe(load);
+    }
+    if let Some(tensor) = peaks.tf32_flops.as_mut().filter(|_| tensor_needed) {
+        let load = pipe_load(Benchmark::Tf32, metrics::TENSOR_HMMA_PIPE_BUSY_PCT);
+        calibrated |= tensor.scale_to_full_pipe(load);
+    }
+    if calibrated {
+        found.origin.push_str(", pipe loads read under CUPTI");
     }
 }
 
@@ -154,6 +224,8 @@ pub struct CountersRequest {
     pub seed: u64,
     pub tier: CounterTier,
     pub custom_metrics: Vec<String>,
+    /// The caller's cached roofs for this GPU.
+    pub known_peaks: Option<DevicePeaks>,
 }
 
 /// One request's measurements; the inputs are made only if something must
@@ -168,6 +240,9 @@ struct Session<'a> {
     request: &'a CountersRequest,
     case_key: String,
     inputs: Option<CaseData>,
+    peaks: &'a DevicePeaks,
+    /// Whether the configs hold the whole per-unit breakdown.
+    full_breakdown: bool,
 }
 
 impl Session<'_> {
@@ -249,7 +324,12 @@ impl Session<'_> {
                 }
             }
         }
-        let roofline = roofline(self.problem()?.work, &values);
+        let roofline = roofline(
+            self.problem()?.work,
+            &values,
+            self.peaks,
+            self.full_breakdown,
+        );
         Ok(KernelCounters {
             metrics: values,
             error: roofline
@@ -264,7 +344,12 @@ impl Session<'_> {
 
 /// Places the kernel on the roofline; `None` when a custom set lacks the
 /// byte counts or the duration it needs.
-fn roofline(work: Work, values: &[MetricValue]) -> Option<Result<Roofline, RooflineError>> {
+fn roofline(
+    work: Work,
+    values: &[MetricValue],
+    peaks: &DevicePeaks,
+    full_breakdown: bool,
+) -> Option<Result<Roofline, RooflineError>> {
     let value = |name: &str| finite_value(values, name);
     match (
         value(metrics::DRAM_BYTES_READ),
@@ -278,9 +363,58 @@ fn roofline(work: Work, values: &[MetricValue]) -> Option<Result<Roofline, Roofl
                 duration_ns,
                 sm_throughput_pct: value(metrics::SM_THROUGHPUT_PCT),
                 achieved_occupancy_pct: value(metrics::ACHIEVED_OCCUPANCY_PCT),
+                units: unit_loads(values),
+                full_breakdown,
             };
-            Some(analyze(work, &measured, &DevicePeaks::h200()))
+            Some(analyze(work, &measured, peaks))
         }
         _ => None,
+    }
+}
+
+/// Each unit's load from the metrics that measure it (the higher where two do).
+fn unit_loads(values: &[MetricValue]) -> Vec<UnitLoad> {
+    let mut loads: Vec<UnitLoad> = Vec::new();
+    for (unit, name) in metrics::UNIT_METRICS {
+        let Some(pct) = finite_value(values, name) else {
+            continue;
+        };
+        match loads.iter_mut().find(|l| l.unit == *unit) {
+            Some(known) => known.pct_of_peak = known.pct_of_peak.max(pct),
+            None => loads.push(UnitLoad::new(*unit, pct)),
+        }
+    }
+    loads
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grade::roofline::Unit;
+
+    fn value(name: &str, value: f64) -> MetricValue {
+        MetricValue {
+            name: name.into(),
+            value,
+        }
+    }
+
+    #[test]
+    fn each_unit_takes_its_busiest_metric_and_skips_nan() {
+        let values = [
+            value(metrics::FMA_PIPE_BUSY_PCT, 12.0),
+            value(metrics::TENSOR_HMMA_PIPE_BUSY_PCT, 70.5),
+            value(metrics::TENSOR_PIPE_BUSY_PCT, 71.0),
+            value(metrics::ALU_PIPE_BUSY_PCT, f64::NAN),
+            value(metrics::DURATION_NS, 1e6),
+        ];
+        let loads = unit_loads(&values);
+        assert_eq!(
+            loads,
+            [
+                UnitLoad::new(Unit::FmaPipe, 12.0),
+                UnitLoad::new(Unit::TensorPipe, 71.0),
+            ]
+        );
     }
 }

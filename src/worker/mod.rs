@@ -13,7 +13,7 @@ mod stdio;
 mod timing;
 
 pub use selection::{GpuSelection, GPU_ENV};
-pub use stdio::EXIT_ON_HANGUP_ENV;
+pub use stdio::{exit_when_caller_hangs_up, EXIT_ON_HANGUP_ENV};
 
 use std::io::{BufReader, Write};
 use std::time::Instant;
@@ -21,8 +21,9 @@ use std::time::Instant;
 use anyhow::Context;
 use cudarc::driver::CudaFunction;
 
-use crate::facts::resources::{theoretical_occupancy, SmLimits};
-use crate::gpu::compile::{self, CompileError, CompileOptions};
+use crate::facts::arch::parse_arch;
+use crate::facts::resources::{theoretical_occupancy, SmLimits, DEFAULT_TARGET};
+use crate::gpu::compile::{self, Build, CompileError, CompileOptions};
 use crate::gpu::device::{Gpu, GpuError, Kernel, L2Flusher, PROBES_SOURCE};
 use crate::grade::compare::{compare, POISON_BITS};
 use crate::grade::experiment::{Experiments, GuardSide};
@@ -81,6 +82,17 @@ pub fn main() -> anyhow::Result<()> {
     }
 }
 
+/// `sm_` and two or three digits, optionally a feature suffix (`sm_90a`):
+/// the only architectures a caller may name.
+fn is_real_arch(arch: &str) -> bool {
+    arch.strip_prefix("sm_").is_some_and(|rest| {
+        let digits = rest.trim_end_matches(|c: char| c.is_ascii_lowercase());
+        (2..=3).contains(&digits.len())
+            && digits.chars().all(|c| c.is_ascii_digit())
+            && rest.len() - digits.len() <= 1
+    })
+}
+
 /// Kernels the worker needs besides the student's, compiled on first use
 /// for the lab in use, and the L2 flusher that timing and counters share.
 struct Baselines {
@@ -89,6 +101,8 @@ struct Baselines {
     oracle_f64: CudaFunction,
     clock_probe: CudaFunction,
     l2_flusher: L2Flusher,
+    /// The compiled probes, kept for the peak benchmarks counters run once.
+    probes: Vec<u8>,
 }
 
 struct Worker {
@@ -130,8 +144,13 @@ impl Worker {
                 lab,
                 source_path,
                 source_text,
-            } => match self.choose_lab(&lab) {
-                Ok(()) => self.compile(&source_path, &source_text),
+                build,
+                target_arch,
+            } => match self
+                .choose_lab(&lab)
+                .and_then(|()| self.target(build, target_arch))
+            {
+                Ok(options) => self.compile(&source_path, &source_text, &options),
                 Err(e) => failure(e, false),
             },
             Request::Load {
@@ -165,11 +184,13 @@ impl Worker {
                 seed,
                 tier,
                 metrics,
+                known_peaks,
             } => self.counters(counters::CountersRequest {
                 case,
                 seed,
                 tier,
                 custom_metrics: metrics,
+                known_peaks,
             }),
             Request::Shutdown => failure("shutdown is handled by the loop", true),
         }
@@ -221,9 +242,32 @@ impl Worker {
         self.gpu.as_ref().map(|g| g.info.arch())
     }
 
-    fn compile(&mut self, path: &str, text: &str) -> (Event, bool) {
+    /// What to build for: this worker's GPU; without one, the architecture
+    /// the caller named (a build beside the GPU worker), else the lab's Hopper.
+    fn target(&self, build: Build, target_arch: Option<String>) -> Result<CompileOptions, String> {
+        let arch = match (self.arch(), target_arch) {
+            (Some(own), _) => own,
+            (None, Some(named)) if is_real_arch(&named) => named,
+            (None, Some(named)) => {
+                return Err(format!("`{named}` is not a GPU architecture such as sm_90"))
+            }
+            (None, None) => {
+                return Ok(CompileOptions {
+                    build,
+                    ..CompileOptions::default()
+                })
+            }
+        };
+        Ok(CompileOptions {
+            arch: Some(arch),
+            build,
+        })
+    }
+
+    fn compile(&mut self, path: &str, text: &str, options: &CompileOptions) -> (Event, bool) {
         let started = Instant::now();
         let mut outcome = CompileOutcome::failed(None);
+        outcome.build = options.build;
         let Some(lab) = self.lab else {
             return failure("no lab chosen for this compile", false);
         };
@@ -237,13 +281,7 @@ impl Worker {
                 return (Event::Compiled(outcome), false);
             }
         };
-        // Without a GPU, compile for the lab's Hopper target anyway: the
-        // diagnostics and ptxas's resource report are still worth having.
-        let options = match self.arch() {
-            Some(arch) => CompileOptions { arch: Some(arch) },
-            None => CompileOptions::default(),
-        };
-        let compiled = compile::compile(&source, &options);
+        let compiled = compile::compile(&source, options);
         outcome.compile_ms = started.elapsed().as_secs_f64() * 1e3;
         let compiled = match compiled {
             Ok(c) => c,
@@ -298,10 +336,21 @@ impl Worker {
                 }
             }
         }
+        // The GPU in use, or without one the compile target's typical SM.
+        let limits = match &self.gpu {
+            Some(gpu) => gpu.info.sm_limits(),
+            None => SmLimits::typical(
+                options
+                    .arch
+                    .as_deref()
+                    .and_then(parse_arch)
+                    .unwrap_or(DEFAULT_TARGET),
+            ),
+        };
         outcome.occupancy = outcome
             .resources
             .as_ref()
-            .map(|usage| theoretical_occupancy(usage, &compiled.geometry, &SmLimits::hopper()));
+            .map(|usage| theoretical_occupancy(usage, &compiled.geometry, &limits));
         outcome.image = compiled.image;
         (Event::Compiled(outcome), false)
     }
@@ -336,9 +385,7 @@ impl Worker {
             .gpu
             .as_ref()
             .ok_or_else(|| GpuError::message("no GPU in this worker"))?;
-        let options = CompileOptions {
-            arch: Some(gpu.info.arch()),
-        };
+        let options = CompileOptions::for_arch(Some(gpu.info.arch()));
         let starter_file = lab.starter();
         let starter_source =
             StudentSource::from_bytes(starter_file.path, starter_file.text.as_bytes(), lab)
@@ -356,6 +403,7 @@ impl Worker {
             oracle_f64: gpu.load_support(&oracle_image, support.oracle_f64)?,
             clock_probe: gpu.load_support(&probes, "clock_probe")?,
             l2_flusher: gpu.l2_flusher(&l2_sweep)?,
+            probes,
         });
         Ok(())
     }

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use portable_pty::{native_pty_system, Child, CommandBuilder, MasterPty, PtySize};
 
 const COLUMNS: u16 = 100;
+const WIDE_COLUMNS: u16 = 140;
 const ROWS: u16 = 30;
 /// Long enough for a debug build's first compile on a busy two-core machine.
 const PATIENCE: Duration = Duration::from_secs(90);
@@ -60,10 +61,21 @@ pub struct Session {
 impl Session {
     /// Starts `flashprof ARGS` in `folder`.
     pub fn start(folder: &Path, args: &[&str]) -> Self {
+        Self::start_sized(folder, args, &[], COLUMNS)
+    }
+
+    /// Starts `flashprof ARGS` in `folder` with `env` added to its
+    /// environment, on a terminal wide enough for a header that also names
+    /// a remote node and its link.
+    pub fn start_with_env(folder: &Path, args: &[&str], env: &[(&str, &Path)]) -> Self {
+        Self::start_sized(folder, args, env, WIDE_COLUMNS)
+    }
+
+    fn start_sized(folder: &Path, args: &[&str], env: &[(&str, &Path)], columns: u16) -> Self {
         let pair = native_pty_system()
             .openpty(PtySize {
                 rows: ROWS,
-                cols: COLUMNS,
+                cols: columns,
                 pixel_width: 0,
                 pixel_height: 0,
             })
@@ -72,6 +84,9 @@ impl Session {
         command.args(args);
         command.cwd(folder);
         command.env("TERM", "xterm-256color");
+        for (key, value) in env {
+            command.env(key, value);
+        }
         let child = pair
             .slave
             .spawn_command(command)
@@ -79,7 +94,7 @@ impl Session {
         // Only the child may hold the slave side, so the reader sees the end
         // of output when the child exits.
         drop(pair.slave);
-        let screen = Arc::new(Mutex::new(vt100::Parser::new(ROWS, COLUMNS, 0)));
+        let screen = Arc::new(Mutex::new(vt100::Parser::new(ROWS, columns, 0)));
         let output = Arc::new(Mutex::new(Vec::new()));
         let mut source = pair.master.try_clone_reader().expect("pty reader");
         let (parser, log) = (Arc::clone(&screen), Arc::clone(&output));
@@ -183,4 +198,22 @@ pub fn assert_terminal_restored(session: &Session) {
         termios.local_flags.bits() & libc::ICANON != 0,
         "raw mode was not undone: canonical input is off"
     );
+}
+
+/// Saves the starter with an undefined identifier over `kernel`, waits for
+/// the compile error on screen, quits and checks the terminal came back:
+/// the end of the remote TUI tests, whose worker sits behind a link.
+pub fn save_a_typo_then_quit(session: &mut Session, kernel: &Path) {
+    save_in_place(kernel, &STARTER.replacen("0.125f", "scale_typo", 1));
+    session.wait_for("the compile error", |s| {
+        s.lines()
+            .next()
+            .unwrap_or_default()
+            .contains("COMPILE ERROR")
+            && s.contains("identifier \"scale_typo\" is undefined")
+    });
+    session.press("q");
+    let status = session.finish();
+    assert!(status.success(), "flashprof exited with {status:?}");
+    assert_terminal_restored(session);
 }

@@ -1,10 +1,42 @@
 //! Shared by the tests that drive the STAND-IN worker (examples/stand_in_worker.rs).
+#![allow(dead_code)] // each test binary uses its own subset
 
 use std::path::PathBuf;
+use std::time::Duration;
 
-use flashprof::app::worker_handle::WorkerCommand;
+use flashprof::app::check::{run_check, CheckPlan};
+use flashprof::app::worker_handle::{WorkerCommand, WorkerHandle};
 use flashprof::lab::definition::LabCase;
 use flashprof::lab::flash_prefill::cases::CaseSpec;
+use flashprof::outcome::CheckReport;
+use flashprof::protocol::CaseStatus;
+
+/// Brings the stand-in up to date once per test binary: a run of one test
+/// file (`cargo test --test ssh`) builds no examples, and a stand-in left
+/// from before a change of the protocol would be refused. After a plain
+/// `cargo test` this finds nothing to do.
+fn build_stand_in(profile_dir: &std::path::Path) {
+    static BUILT: std::sync::Once = std::sync::Once::new();
+    BUILT.call_once(|| {
+        let mut cargo = std::process::Command::new(env!("CARGO"));
+        cargo
+            .args([
+                "build",
+                "--quiet",
+                "--example",
+                "stand_in_worker",
+                "--manifest-path",
+            ])
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"));
+        if profile_dir
+            .file_name()
+            .is_some_and(|name| name == "release")
+        {
+            cargo.arg("--release");
+        }
+        let _ = cargo.status();
+    });
+}
 
 /// The stand-in worker that `cargo test` builds as an example.
 pub fn stand_in() -> WorkerCommand {
@@ -15,6 +47,7 @@ pub fn stand_in() -> WorkerCommand {
         .and_then(|deps| deps.parent())
         .expect("target dir");
     let program: PathBuf = profile_dir.join("examples").join("stand_in_worker");
+    build_stand_in(profile_dir);
     assert!(
         program.exists(),
         "{} is missing: `cargo test` builds examples, run the tests through cargo",
@@ -44,4 +77,44 @@ pub fn case(name: &str) -> LabCase {
         summary: spec.summary.clone(),
         recipe: serde_json::to_value(&spec).expect("plain data"),
     }
+}
+
+/// A check of the stand-in's cases `names`, each under `case_timeout`; no timing, no counters.
+pub fn plan(names: &[&str], case_timeout: Duration) -> CheckPlan {
+    CheckPlan {
+        lab: flashprof::lab::flash_prefill::FLASH_PREFILL,
+        source_path: "student.cu".into(),
+        source_text: "// stand-in".into(),
+        cases: names.iter().map(|n| case(n)).collect(),
+        seed: 1,
+        case_timeout,
+        timing: None,
+        counters: None,
+        quick_build: None,
+    }
+}
+
+/// Each case's status, in order.
+pub fn statuses(report: &CheckReport) -> Vec<CaseStatus> {
+    report.cases.iter().map(|c| c.status).collect()
+}
+
+/// Runs `first`, `hang`, `last` through `command` with a short watchdog and
+/// asserts what a hang on a working link is: the kernel's timeout, one
+/// restart, the next case run. `worker` keeps the live worker.
+pub fn assert_a_hang_times_out(command: &WorkerCommand, worker: &mut Option<WorkerHandle>) {
+    let report = run_check(
+        &plan(&["first", "hang", "last"], Duration::from_millis(1500)),
+        command,
+        worker,
+        |_| {},
+    )
+    .expect("the check completes");
+    assert_eq!(
+        statuses(&report),
+        vec![CaseStatus::Pass, CaseStatus::Timeout, CaseStatus::Pass],
+        "{}",
+        report.cases[1].diagnosis
+    );
+    assert_eq!(report.worker_restarts, 1);
 }

@@ -6,13 +6,17 @@
 //! exactly the shape the engine produces.
 #![allow(dead_code)] // each test binary uses its own subset
 
+use flashprof::facts::arch;
 use flashprof::facts::device::{DeviceInfo, GpuProblem};
 use flashprof::facts::diagnostics::{Diagnostic, Severity};
 use flashprof::facts::metrics::{self, MetricValue};
-use flashprof::facts::resources::{max_threads_for_registers, ResourceUsage, SmLimits};
+use flashprof::facts::resources::{
+    max_threads_for_registers, theoretical_occupancy, ResourceUsage, SmLimits,
+};
+use flashprof::gpu::compile::Build;
 use flashprof::grade::compare::compare;
 use flashprof::grade::integrity::Integrity;
-use flashprof::grade::roofline::{analyze, DevicePeaks, Measured};
+use flashprof::grade::roofline::{analyze, Measured, Unit, UnitLoad};
 use flashprof::grade::stats::{speedup, summarize};
 use flashprof::lab::flash_prefill::cases::embedded_cases;
 use flashprof::lab::flash_prefill::contract::{Shape, DH, TIMING_SHAPE, TOLERANCE};
@@ -36,6 +40,10 @@ pub fn h200() -> DeviceInfo {
         max_sm_clock_mhz: 1980.0,
         memory_bytes: 140 << 30,
         driver_version: 13000,
+        sm_attributes: Some(arch::traits((9, 0)).typical),
+        memory_clock_mhz: 3201.0,
+        memory_bus_bits: 6144,
+        uuid: String::new(),
     }
 }
 
@@ -53,18 +61,23 @@ pub fn resources(registers: u32) -> ResourceUsage {
         spill_store_bytes: 0,
         spill_load_bytes: 0,
         barriers: 0,
-        max_threads_per_block: max_threads_for_registers(registers, &SmLimits::hopper()),
+        max_threads_per_block: max_threads_for_registers(registers, &SmLimits::typical((9, 0))),
         raw_lines: Vec::new(),
     }
 }
 
 pub fn compiled(registers: u32) -> CompileOutcome {
     CompileOutcome {
+        build: Build::Optimized,
         ok: true,
         diagnostics: Vec::new(),
         problem: None,
         resources: Some(resources(registers)),
-        occupancy: None,
+        occupancy: Some(theoretical_occupancy(
+            &resources(registers),
+            &FLASH_PREFILL.default_geometry(),
+            &h200().sm_limits(),
+        )),
         geometry: Some(FLASH_PREFILL.default_geometry()),
         image: Vec::new(),
         compile_ms: 65.0,
@@ -74,6 +87,7 @@ pub fn compiled(registers: u32) -> CompileOutcome {
 
 pub fn compile_error(line: usize, message: &str, source_line: &str) -> CompileOutcome {
     CompileOutcome {
+        build: Build::Optimized,
         ok: false,
         diagnostics: vec![Diagnostic {
             severity: Severity::Error,
@@ -216,6 +230,12 @@ pub fn kernel_counters(
         duration_ns: duration_ms * 1e6,
         sm_throughput_pct: Some(sm_pct),
         achieved_occupancy_pct: Some(occupancy_pct),
+        // The FMA pipe a little below SM throughput, L2 well below.
+        units: vec![
+            UnitLoad::new(Unit::FmaPipe, sm_pct - 5.0),
+            UnitLoad::new(Unit::L2, sm_pct * 0.6),
+        ],
+        full_breakdown: true,
     };
     let value = |name: &str, value: f64| MetricValue {
         name: name.into(),
@@ -228,8 +248,15 @@ pub fn kernel_counters(
             value(metrics::DURATION_NS, measured.duration_ns),
             value(metrics::SM_THROUGHPUT_PCT, sm_pct),
             value(metrics::ACHIEVED_OCCUPANCY_PCT, occupancy_pct),
+            value(metrics::FMA_PIPE_BUSY_PCT, sm_pct - 5.0),
+            value(metrics::L2_THROUGHPUT_PCT, sm_pct * 0.6),
         ],
-        roofline: analyze(TIMING_SHAPE.problem().work, &measured, &DevicePeaks::h200()).ok(),
+        roofline: analyze(
+            TIMING_SHAPE.problem().work,
+            &measured,
+            &h200().attribute_peaks(),
+        )
+        .ok(),
         error: None,
         reused: false,
     }
@@ -245,6 +272,8 @@ pub fn counters_full() -> CountersOutcome {
         passes: 9,
         student: kernel_counters(16.1, 105.0, 47.3, 61.0),
         starter: kernel_counters(40.3, 2650.0, 71.8, 74.0),
+        peaks: Some(h200().attribute_peaks()),
+        peaks_origin: Some("from the device attributes".into()),
         elapsed_ms: 2400.0,
     }
 }
@@ -281,6 +310,7 @@ pub fn report(
         counters: Vec::new(),
         worker_restarts: 0,
         sanitizer: None,
+        quick_build: None,
         phases: PhaseTimes::default(),
     }
 }

@@ -271,6 +271,7 @@ fn grade_one(
         case_timeout: plan.case_timeout,
         timing: plan.timing.clone(),
         counters: None,
+        quick_build: None,
     };
     let command = worker.clone().on_gpu(slot);
     let mut handle = None;

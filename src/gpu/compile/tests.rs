@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::*;
-use crate::facts::resources::{theoretical_occupancy, SmLimits};
+use crate::facts::resources::{theoretical_occupancy, SmLimits, DEFAULT_TARGET};
 use crate::lab::flash_prefill::contract::ENTRY_SIGNATURE;
 use crate::lab::flash_prefill::FLASH_PREFILL;
 use crate::lab::source::SourceForm;
@@ -87,7 +87,8 @@ fn the_starter_body_from_the_lab_text_compiles_to_a_cubin() {
     let usage = kernel.resources.as_ref().expect("ptxas reported the entry");
     assert!(usage.registers > 0);
     assert_eq!(usage.static_smem_bytes, 0);
-    let occupancy = theoretical_occupancy(usage, &kernel.geometry, &SmLimits::hopper());
+    let occupancy =
+        theoretical_occupancy(usage, &kernel.geometry, &SmLimits::typical(DEFAULT_TARGET));
     // Once NVRTC is loaded and warm, a recompile costs this much.
     let again = compile(&src, &CompileOptions::default()).expect("compiles again");
     assert_eq!(again.image.len(), kernel.image.len());
@@ -231,7 +232,7 @@ fn an_entry_point_hidden_by_the_preprocessor_is_missing() {
 
 #[test]
 fn without_a_real_arch_the_image_is_ptx() {
-    let opts = CompileOptions { arch: None };
+    let opts = CompileOptions::for_arch(None);
     let Some(result) = try_compile_with(&source("p.cu", "out[0] = q[0];"), &opts) else {
         return;
     };
@@ -243,9 +244,7 @@ fn without_a_real_arch_the_image_is_ptx() {
 
 #[test]
 fn an_unknown_arch_is_an_option_error() {
-    let opts = CompileOptions {
-        arch: Some("sm_1".into()),
-    };
+    let opts = CompileOptions::for_arch(Some("sm_1".into()));
     let Some(result) = try_compile_with(&source("a.cu", "out[0] = q[0];"), &opts) else {
         return;
     };
@@ -350,6 +349,17 @@ fn every_shipped_kernel_compiles() {
     )
     .expect("flashprof's measuring kernels compile");
     assert!(!probes.is_empty());
+    // The tensor-core benchmark must not stop the probes compiling for a GPU
+    // without TF32 (its body is left empty there).
+    for arch in ["sm_75", "sm_86"] {
+        let options = CompileOptions::for_arch(Some(arch.into()));
+        compile_trusted(
+            "kernels/probes.cu",
+            crate::gpu::device::PROBES_SOURCE,
+            &options,
+        )
+        .unwrap_or_else(|e| panic!("the probes compile for {arch}: {e}"));
+    }
 }
 
 /// A kernel that keeps 160 accumulators live across a loop, under

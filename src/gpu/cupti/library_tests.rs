@@ -3,7 +3,9 @@
 //! `LD_LIBRARY_PATH=/work/cuda-libs/nvidia/cu13/lib` or `FLASHPROF_CUPTI_PATH`.
 
 use super::{Cupti, CuptiError, MetricConfig, FULL_EXTRA, QUICK};
-use crate::facts::metrics::{DRAM_BYTES_READ, L2_HIT_RATE_PCT, SM_THROUGHPUT_PCT};
+use crate::facts::metrics::{
+    DRAM_BYTES_READ, L1_THROUGHPUT_PCT, L2_HIT_RATE_PCT, SM_THROUGHPUT_PCT, UNIT_METRICS,
+};
 
 const H200_CHIP: &str = "GH100";
 
@@ -33,10 +35,10 @@ fn sm_throughput_alone_costs_eight_passes() {
     assert_eq!(config.num_passes(), 8);
 }
 
-/// The full tier's extra launch: the L2 hit rate (two passes alone) fits in
-/// SM throughput's eight passes, so together they cost no more than it alone.
+/// The full tier's extra launch: the L2 hit rate (two passes alone) and the
+/// pipes fit in SM throughput's eight passes; the L1 throughput adds one.
 #[test]
-fn full_extra_costs_what_sm_throughput_alone_costs() {
+fn full_extra_costs_one_pass_more_than_sm_throughput_alone() {
     let Some(cupti) = real_cupti() else { return };
     let passes = |metrics: &[&str]| {
         MetricConfig::new(&cupti, H200_CHIP, metrics)
@@ -44,8 +46,23 @@ fn full_extra_costs_what_sm_throughput_alone_costs() {
             .num_passes()
     };
     assert_eq!(passes(&[L2_HIT_RATE_PCT]), 2);
-    assert_eq!(passes(FULL_EXTRA.metrics), 8);
-    assert_eq!(passes(FULL_EXTRA.metrics), passes(&[SM_THROUGHPUT_PCT]));
+    let without_l1: Vec<&str> = FULL_EXTRA
+        .metrics
+        .iter()
+        .copied()
+        .filter(|m| *m != L1_THROUGHPUT_PCT)
+        .collect();
+    assert_eq!(passes(&without_l1), passes(&[SM_THROUGHPUT_PCT]));
+    assert_eq!(passes(FULL_EXTRA.metrics), 9);
+}
+
+/// Every per-unit metric is one CUPTI 13 knows on GH100.
+#[test]
+fn every_unit_metric_is_valid_on_gh100() {
+    let Some(cupti) = real_cupti() else { return };
+    for (_, metric) in UNIT_METRICS {
+        MetricConfig::new(&cupti, H200_CHIP, &[metric]).expect(metric);
+    }
 }
 
 #[test]

@@ -61,6 +61,7 @@ impl Shape {
             work: Work {
                 flops: self.flops(),
                 compulsory_bytes: self.compulsory_bytes(),
+                output_bytes: (self.q_elems() * std::mem::size_of::<f32>()) as u64,
             },
         }
     }

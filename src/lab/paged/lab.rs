@@ -118,6 +118,7 @@ impl PagedPrefill {
             work: Work {
                 flops: batch.flops(),
                 compulsory_bytes: batch.compulsory_bytes(),
+                output_bytes: batch.q_elems() as u64 * 4,
             },
         }
     }

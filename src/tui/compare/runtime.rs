@@ -63,6 +63,8 @@ pub fn run_compare(setup: CompareSetup) -> anyhow::Result<()> {
         b: file_b.display().to_string(),
     };
     let (messages, inbox) = mpsc::channel();
+    // The engine thread is not waited for at quit: what it holds on a cluster is released here.
+    let remote = setup.command.remote.clone();
     let engine = CompareEngine::start(setup.plan, paths, setup.command, messages.clone())?;
     let _watch_a = watch_into(&file_a, &messages, |bytes| CompareMsg::FileChanged {
         column: Column::A,
@@ -72,11 +74,15 @@ pub fn run_compare(setup: CompareSetup) -> anyhow::Result<()> {
         column: Column::B,
         bytes,
     })?;
-    event_loop(model, messages, &inbox, |effect, _| match effect {
+    let result = event_loop(model, messages, &inbox, |effect, _| match effect {
         CompareEffect::Quit => Flow::Quit,
         CompareEffect::StartComparison { run, sources } => {
             engine.compare(run, sources);
             Flow::Continue
         }
-    })
+    });
+    if let Some(remote) = remote {
+        remote.release();
+    }
+    result
 }

@@ -30,8 +30,13 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
             let row = match model.case(index) {
                 CaseCell::Waiting => plain_row(&case.name, shape, "waiting", Style::new()),
                 CaseCell::Running => plain_row(&case.name, shape, "running", theme.warn()),
+                CaseCell::Provisional(outcome) => {
+                    let verdict = provisional_word(outcome.status, theme);
+                    outcome_row(&case.name, shape, outcome, verdict, model)
+                }
                 CaseCell::Done(shown) => {
-                    let row = outcome_row(&case.name, shape, shown.value, model);
+                    let verdict = status_word(shown.value.status, theme);
+                    let row = outcome_row(&case.name, shape, shown.value, verdict, model);
                     if shown.stale {
                         row.style(theme.stale())
                     } else {
@@ -54,10 +59,13 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
         "diagnosis",
     ])
     .style(theme.accent());
+    let provisional =
+        (0..model.cases.len()).any(|i| matches!(model.case(i), CaseCell::Provisional(_)));
     let title = format!(
-        "cases ({} of {})",
+        "cases ({} of {}){}",
         model.cases.len().min(visible),
-        model.cases.len()
+        model.cases.len(),
+        if provisional { ", ~ quick build" } else { "" }
     );
     let table = Table::new(
         rows,
@@ -83,8 +91,13 @@ fn plain_row(name: &str, shape: String, state: &'static str, style: Style) -> Ro
     ])
 }
 
-fn outcome_row(name: &str, shape: String, case: &CaseOutcome, model: &Model) -> Row<'static> {
-    let (word, style) = status_word(case.status, model.theme);
+fn outcome_row(
+    name: &str,
+    shape: String,
+    case: &CaseOutcome,
+    (word, style): (&'static str, Style),
+    model: &Model,
+) -> Row<'static> {
     let (max_err, headroom) = error_cells(case);
     Row::new([
         Cell::from(Line::styled(word, style)),
@@ -105,6 +118,20 @@ pub(super) fn status_word(status: CaseStatus, theme: Theme) -> (&'static str, St
         CaseStatus::Crash => ("✗ CRASH", theme.bad()),
         CaseStatus::NotRun => ("not run", Style::new()),
     }
+}
+
+/// A quick build's verdict: `~` in place of the glyph, until the optimized
+/// build's verdict replaces it.
+fn provisional_word(status: CaseStatus, theme: Theme) -> (&'static str, Style) {
+    let (_, style) = status_word(status, theme);
+    let word = match status {
+        CaseStatus::Pass => "~ pass",
+        CaseStatus::Fail => "~ FAIL",
+        CaseStatus::Timeout => "~ HANG",
+        CaseStatus::Crash => "~CRASH",
+        CaseStatus::NotRun => "not run",
+    };
+    (word, style)
 }
 
 /// The max error and headroom cells, "-" for a case with no output.

@@ -240,8 +240,11 @@ fn timing_line(report: &CheckReport, theme: Theme) -> Line<'static> {
 fn counters_line(report: &CheckReport, theme: Theme) -> Option<Line<'static>> {
     let view = CountersView::from_result(report.counters.last()?);
     let text = match view {
-        // The verdict's value already opens with the bound, which the label repeats.
-        CountersView::Collected { lines } => lines.into_iter().next()?.1,
+        // The first line is the verdict: the bound, then the unit that decided it.
+        CountersView::Collected { lines } => {
+            let (bound, reason) = lines.into_iter().next()?;
+            format!("{bound}: {reason}")
+        }
         CountersView::Unavailable { reason } => format!("unavailable: {reason}"),
     };
     Some(Line::from(vec![

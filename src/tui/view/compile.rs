@@ -19,8 +19,15 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
     let stale = shown.is_some_and(|s| s.stale);
     let block = panel(&model.file_label, stale, theme);
     let mut lines = Vec::new();
-    if model.live.as_ref().is_some_and(|l| l.compile.is_none()) {
-        lines.push(Line::styled("compiling...", theme.warn()));
+    if let Some(live) = model.live.as_ref().filter(|l| l.compile.is_none()) {
+        let status = match &live.quick {
+            Some(quick) if quick.ok => format!(
+                "quick build in {:.0} ms for first verdicts (~); optimizing...",
+                quick.compile_ms
+            ),
+            _ => "compiling...".to_string(),
+        };
+        lines.push(Line::styled(status, theme.warn()));
     }
     match shown {
         Some(shown) => {

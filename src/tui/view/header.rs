@@ -92,10 +92,13 @@ pub(super) fn verdict(report: &CheckReport, theme: Theme) -> Span<'static> {
 
 fn gpu(model: &Model) -> Span<'static> {
     let span = gpu_span(model.gpu.as_ref(), model.theme);
-    match &model.worker_place {
-        // A remote worker: the node (and Slurm job) after the GPU.
-        Some(place) => Span::styled(format!("{} on {place}", span.content), span.style),
-        None => span,
+    match (&model.worker_place, &model.link) {
+        // A remote worker: the node (and Slurm job) after the GPU, then what the link costs.
+        (Some(place), Some(link)) => {
+            Span::styled(format!("{} on {place}, {link}", span.content), span.style)
+        }
+        (Some(place), None) => Span::styled(format!("{} on {place}", span.content), span.style),
+        (None, _) => span,
     }
 }
 

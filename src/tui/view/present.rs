@@ -214,6 +214,14 @@ fn draw_case_grid(frame: &mut Frame, area: Rect, model: &Model) {
                     let (mark, style) = match model.case(i) {
                         CaseCell::Waiting => ("  ...  ", Style::new()),
                         CaseCell::Running => ("  run  ", theme.warn()),
+                        // The quick build's verdict, until the optimized build's.
+                        CaseCell::Provisional(outcome) => match outcome.status {
+                            CaseStatus::Pass => (" ~ pass", theme.good()),
+                            CaseStatus::NotRun => ("not run", Style::new()),
+                            CaseStatus::Fail => (" ~ FAIL", theme.bad()),
+                            CaseStatus::Timeout => (" ~ HANG", theme.bad()),
+                            CaseStatus::Crash => ("~ CRASH", theme.bad()),
+                        },
                         CaseCell::Done(shown) => match shown.value.status {
                             CaseStatus::Pass => (" ✓ pass", theme.good()),
                             CaseStatus::NotRun => ("not run", Style::new()),

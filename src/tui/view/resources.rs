@@ -1,5 +1,6 @@
 //! The resources panel: what ptxas says the kernel uses, the occupancy that
-//! allows on Hopper, and how each changed since the previous check.
+//! allows on the worker's GPU (as the worker computed it), and how each
+//! changed since the previous check.
 //!
 //! A short terminal keeps only the first four lines, so a block too large to
 //! launch takes the occupancy line's place (occupancy means nothing then) and
@@ -11,18 +12,18 @@ use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
 use super::text::{bytes, delta, panel};
-use crate::facts::resources::{theoretical_occupancy, Limiter, SmLimits};
+use crate::facts::resources::Limiter;
 use crate::tui::model::Model;
 
 pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
     let shown = model.compile();
     let block = panel("resources", shown.is_some_and(|s| s.stale), model.theme);
     let outcome = shown.map(|s| s.value);
-    let lines = match outcome.and_then(|o| Some((o.resources.as_ref()?, o.geometry?))) {
+    let lines = match outcome.and_then(|o| Some((o.resources.as_ref()?, o.geometry?, o.occupancy?)))
+    {
         None => vec![Line::raw("after a successful compile")],
-        Some((usage, geometry)) => {
+        Some((usage, geometry, occupancy)) => {
             let before = model.previous_resources.as_ref();
-            let occupancy = theoretical_occupancy(usage, &geometry, &SmLimits::hopper());
             let occupancy_line = match occupancy.limiter {
                 Limiter::ThreadsPerBlock => Line::styled(
                     format!(

@@ -1,0 +1,135 @@
+//! The measured roofs of each GPU, kept between runs in
+//! `$XDG_CACHE_HOME/flashprof/peaks.json` (`~/.cache/flashprof/` without
+//! it), keyed by the GPU's UUID and the driver version (a new driver may
+//! clock it differently). The worker measures; this side, outside its
+//! sandbox, remembers, and hands the figures back with the next counters
+//! request so the benchmarks run once per machine.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::facts::device::DeviceInfo;
+use crate::grade::roofline::{DevicePeaks, PeakSource};
+use crate::lab::source::{read_regular_file, FollowLinks, MAX_SOURCE_BYTES};
+
+/// The cache file, or `None` without a home folder.
+pub fn path() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("flashprof").join("peaks.json"))
+}
+
+/// Where `gpu` is filed; `None` for a device with no UUID (an older report).
+fn key(gpu: &DeviceInfo) -> Option<String> {
+    (!gpu.uuid.is_empty()).then(|| format!("{}/driver-{}", gpu.uuid, gpu.driver_version))
+}
+
+/// The peaks measured earlier on `gpu`, if any.
+pub fn load(gpu: &DeviceInfo) -> Option<DevicePeaks> {
+    load_from(&path()?, gpu)
+}
+
+/// Files `peaks` for `gpu` when they were measured; true when written.
+pub fn store(gpu: &DeviceInfo, peaks: &DevicePeaks) -> bool {
+    path().is_some_and(|p| store_in(&p, gpu, peaks))
+}
+
+fn load_from(path: &Path, gpu: &DeviceInfo) -> Option<DevicePeaks> {
+    read(path)
+        .remove(&key(gpu)?)
+        .filter(|peaks| peaks.name == gpu.name)
+}
+
+fn store_in(path: &Path, gpu: &DeviceInfo, peaks: &DevicePeaks) -> bool {
+    let Some(key) = key(gpu) else {
+        return false;
+    };
+    if peaks.fp32_flops.source != PeakSource::Measured {
+        return false;
+    }
+    let mut cache = read(path);
+    cache.insert(key, peaks.clone());
+    let Ok(text) = serde_json::to_string_pretty(&cache) else {
+        return false;
+    };
+    path.parent()
+        .is_some_and(|dir| std::fs::create_dir_all(dir).is_ok())
+        && std::fs::write(path, text).is_ok()
+}
+
+/// The cache, or an empty one when it is missing or unreadable.
+fn read(path: &Path) -> BTreeMap<String, DevicePeaks> {
+    // The safe reader: a FIFO planted in its place is an empty cache, not a hang.
+    read_regular_file(path, FollowLinks::No, MAX_SOURCE_BYTES)
+        .ok()
+        .and_then(|read| serde_json::from_slice(&read.bytes).ok())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grade::roofline::Roof;
+
+    fn gpu(uuid: &str) -> DeviceInfo {
+        DeviceInfo {
+            uuid: uuid.into(),
+            ..crate::facts::device::tests::h200()
+        }
+    }
+
+    fn measured(per_s: f64) -> DevicePeaks {
+        let roof = Roof {
+            per_s,
+            source: PeakSource::Measured,
+            pipe_pct_at_peak: Some(84.0),
+        };
+        DevicePeaks {
+            name: "NVIDIA H200".into(),
+            fp32_flops: roof,
+            tf32_flops: None,
+            dram_bytes: roof,
+        }
+    }
+
+    #[test]
+    fn each_gpu_is_filed_under_its_own_uuid_and_driver() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("flashprof").join("peaks.json");
+        let (a, b) = (gpu("aa"), gpu("bb"));
+        assert_eq!(load_from(&path, &a), None, "no file is an empty cache");
+        assert!(store_in(&path, &a, &measured(1.0)));
+        assert!(store_in(&path, &b, &measured(2.0)));
+        assert_eq!(load_from(&path, &a), Some(measured(1.0)));
+        assert_eq!(load_from(&path, &b), Some(measured(2.0)));
+        let new_driver = DeviceInfo {
+            driver_version: 13010,
+            ..gpu("aa")
+        };
+        assert_eq!(
+            load_from(&path, &new_driver),
+            None,
+            "a new driver measures again"
+        );
+    }
+
+    #[test]
+    fn only_measured_peaks_of_a_known_gpu_are_filed() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("peaks.json");
+        assert!(
+            !store_in(&path, &gpu(""), &measured(1.0)),
+            "no UUID, no key"
+        );
+        let attributes = gpu("aa").attribute_peaks();
+        assert!(!store_in(&path, &gpu("aa"), &attributes));
+        std::fs::write(&path, "not json").expect("write");
+        assert_eq!(
+            load_from(&path, &gpu("aa")),
+            None,
+            "a corrupt cache is ignored"
+        );
+    }
+}
