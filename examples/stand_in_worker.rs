@@ -159,6 +159,8 @@ fn main() {
                         Some(_) if quick => "stand-in, quick image".into(),
                         Some(_) => "stand-in, optimized image".into(),
                     },
+                    cause: None,
+                    experiments: Default::default(),
                     elapsed_ms: 0.0,
                     oracle_ms: 0.0,
                 })

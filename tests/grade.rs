@@ -457,7 +457,7 @@ fn graded_submissions_run_in_parallel_slots_and_a_hang_costs_one_case() {
         parse_csv(&std::fs::read_to_string(plan.out_dir.join("gradebook.csv")).expect("csv"));
     assert_eq!(rows[1][4..7], ["2".to_string(), "3".into(), "hang".into()]);
     assert!(
-        rows[1][9].starts_with("hang: no result within 0.5 s"),
+        rows[1][9].starts_with("hangs on hang: no result within 0.5 s"),
         "{:?}",
         rows[1]
     );

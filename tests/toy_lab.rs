@@ -13,8 +13,8 @@ use flashprof::grade::compare::{compare, OutputShape, Tolerance};
 use flashprof::grade::integrity::{integrity_problem, Integrity};
 use flashprof::grade::roofline::Work;
 use flashprof::lab::definition::{
-    Abi, ArgKind, ArgSpec, ArgValue, CaseData, CaseError, Graded, KernelFile, Lab, LabCase, LabRef,
-    Problem, SupportKernels,
+    Abi, ArgKind, ArgSpec, ArgValue, CaseData, CaseError, Diagnosis, Graded, KernelFile, Lab,
+    LabCase, LabRef, Problem, SupportKernels,
 };
 use flashprof::lab::geometry::{GridY, LaunchGeometry};
 use flashprof::lab::source::{SourceError, SourceForm, StudentSource};
@@ -213,6 +213,7 @@ impl Lab for ToyLab {
                 ArgValue::Scalar(rows as i32),
             ],
             expected: None,
+            planted_heads: 0,
         })
     }
     fn oracle(&self, data: &CaseData, rows: Option<&[usize]>) -> Vec<f64> {
@@ -247,11 +248,13 @@ impl Lab for ToyLab {
         }
         out
     }
-    fn diagnose(&self, _: &CaseData, graded: &Graded<'_>) -> String {
-        integrity_problem(graded.integrity).unwrap_or_else(|| match graded.comparison.passed {
-            true => "correct".into(),
-            false => format!("{} elements wrong", graded.comparison.failing),
-        })
+    fn diagnose(&self, _: &CaseData, graded: &Graded<'_>) -> Diagnosis {
+        Diagnosis::plain(integrity_problem(graded.integrity).unwrap_or_else(|| {
+            match graded.comparison.passed {
+                true => "correct".into(),
+                false => format!("{} elements wrong", graded.comparison.failing),
+            }
+        }))
     }
     fn timing_case(&self, _: &[(String, String)]) -> Result<LabCase, String> {
         Ok(LabCase {
@@ -360,9 +363,10 @@ fn the_toy_cases_grade_through_the_shared_comparison_and_diagnosis() {
                 reference: &reference,
                 comparison: &bad,
                 integrity: &integrity,
+                experiments: &Default::default(),
             },
         );
-        assert!(said.contains("elements wrong"), "{said}");
+        assert!(said.line.contains("elements wrong"), "{said:?}");
         // Sampled rows agree with the whole output.
         let last = shape.rows - 1;
         let sampled = TOY.oracle(&data, Some(&[last]));

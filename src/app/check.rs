@@ -255,6 +255,7 @@ pub fn run_check_unless_stale(
     phases.total_ms = ms_since(started);
     let quick_build = quick.map(|first| first.report(&cases));
     Ok(CheckReport {
+        diagnosis: crate::outcome::check_diagnosis(&*plan.lab, &cases),
         lab: plan.lab.name().to_owned(),
         source_path: plan.source_path.clone(),
         seed: plan.seed,
@@ -315,6 +316,8 @@ fn not_run(lab: LabRef, case: &LabCase, reason: String) -> CaseOutcome {
         comparison: None,
         integrity: None,
         diagnosis: reason,
+        cause: None,
+        experiments: Default::default(),
         elapsed_ms: 0.0,
         oracle_ms: 0.0,
     }

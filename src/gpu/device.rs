@@ -394,6 +394,34 @@ impl Gpu {
         })
     }
 
+    /// Puts `value` in the guard bands of the float input at argument
+    /// `index`, before its start and/or past its end, on the host copy and
+    /// on the device (the copy is what "unchanged" is checked against).
+    pub fn refill_guards(
+        &self,
+        ws: &mut Workspace,
+        index: usize,
+        before: bool,
+        after: bool,
+        value: f32,
+    ) -> GpuResult<()> {
+        let Some((_, DeviceArg::F32(tensor))) = ws.args.get_mut(index) else {
+            return Err(GpuError::message(format!(
+                "argument {index} is not a float input"
+            )));
+        };
+        let end = GUARD_ELEMS + tensor.len;
+        if before {
+            tensor.host[..GUARD_ELEMS].fill(value);
+        }
+        if after {
+            tensor.host[end..].fill(value);
+        }
+        self.stream
+            .memcpy_htod(&tensor.host, &mut tensor.buffer)
+            .map_err(gpu_err("cuMemcpyHtoD"))
+    }
+
     /// Restores the poisoned output (and its guards) before a launch.
     pub fn poison_output(&self, ws: &mut Workspace) -> GpuResult<()> {
         self.stream

@@ -60,6 +60,30 @@ pub fn worst_relative_error(got: &[f64], expected: &[f64], scale: f64) -> (usize
         )
 }
 
+/// The one factor `out / reference` shares in every element (elements whose
+/// reference is too near 0 to carry a ratio skipped), if there is one: an
+/// output that is the right answer scaled, as a softmax with a wrong
+/// denominator gives.
+pub fn common_factor(out: &[f32], reference: &[f64]) -> Option<f64> {
+    let mut factor = None;
+    for (&o, &r) in out.iter().zip(reference) {
+        let o = f64::from(o);
+        if !o.is_finite() {
+            return None;
+        }
+        if r.abs() < 1e-3 {
+            continue;
+        }
+        let ratio = o / r;
+        match factor {
+            None => factor = Some(ratio),
+            Some(f) if (ratio - f).abs() > 1e-3 * f64::abs(f) => return None,
+            Some(_) => {}
+        }
+    }
+    factor
+}
+
 /// Most heads a footprint can tell apart (one bit each).
 pub const MAX_HEADS: usize = 32;
 
@@ -197,6 +221,16 @@ impl ErrorMap {
 }
 
 impl Footprint {
+    /// Where the elements at `indices` (ascending, into an output of `shape`) lie.
+    pub fn of(shape: OutputShape, indices: impl IntoIterator<Item = usize>) -> Self {
+        let mut footprint = Self::default();
+        let per_row = shape.heads * shape.dim;
+        for index in indices {
+            footprint.record(index / per_row, index / shape.dim % shape.heads);
+        }
+        footprint
+    }
+
     fn record(&mut self, row: usize, head: usize) {
         self.heads |= 1 << head;
         self.tile_rows |= 1 << (row % TILE_ROWS);

@@ -5,6 +5,7 @@
 //! tolerance and work model as numbers).
 
 pub mod compare;
+pub mod experiment;
 pub mod integrity;
 pub mod roofline;
 pub mod stats;

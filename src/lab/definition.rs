@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::geometry::LaunchGeometry;
 use crate::grade::compare::{Comparison, OutputShape, Tolerance};
+use crate::grade::experiment::Experiments;
 use crate::grade::integrity::Integrity;
 use crate::grade::roofline::Work;
 
@@ -182,6 +183,9 @@ pub struct CaseData {
     pub args: Vec<ArgValue>,
     /// The case's own expected output, when it brings one (checked in addition to the oracle).
     pub expected: Option<Vec<f64>>,
+    /// Query heads (bit `h` for head `h`) where the case plants large
+    /// scores; 0 when it plants nothing, so no diagnosis may speak of a plant.
+    pub planted_heads: u32,
 }
 
 /// One launch's output and how it compares, for a diagnosis.
@@ -191,6 +195,55 @@ pub struct Graded<'a> {
     pub reference: &'a [f64],
     pub comparison: &'a Comparison,
     pub integrity: &'a Integrity,
+    /// What reruns under changed conditions showed (empty when none ran).
+    pub experiments: &'a Experiments,
+}
+
+/// A case's diagnosis: the line a student reads, and the cause it names as
+/// a short stable word of the lab's (what the check's verdict line groups
+/// cases by), when it names one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnosis {
+    pub line: String,
+    pub cause: Option<&'static str>,
+}
+
+impl Diagnosis {
+    pub fn new(line: impl Into<String>, cause: &'static str) -> Self {
+        Self {
+            line: line.into(),
+            cause: Some(cause),
+        }
+    }
+
+    /// A line that names no single cause (a correct output, or a pattern only).
+    pub fn plain(line: impl Into<String>) -> Self {
+        Self {
+            line: line.into(),
+            cause: None,
+        }
+    }
+}
+
+/// How one case of a check ended, as a lab's verdict reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CaseState {
+    Pass,
+    Fail,
+    Timeout,
+    Crash,
+    NotRun,
+}
+
+/// One case of a finished check, for [`Lab::verdict`].
+#[derive(Debug, Clone, Copy)]
+pub struct CaseSummary<'a> {
+    pub name: &'a str,
+    pub state: CaseState,
+    pub comparison: Option<&'a Comparison>,
+    pub integrity: Option<&'a Integrity>,
+    pub diagnosis: &'a str,
+    pub cause: Option<&'a str>,
 }
 
 /// A cases file, case or tensor that cannot be used.
@@ -307,8 +360,21 @@ pub trait Lab: Send + Sync {
     /// spot-checking a large output needs).
     fn oracle(&self, data: &CaseData, rows: Option<&[usize]>) -> Vec<f64>;
     /// The likeliest cause of what a launch produced, in the lab's language,
-    /// in one line; `out` is the kernel's output, `reference` the oracle's.
-    fn diagnose(&self, data: &CaseData, graded: &Graded<'_>) -> String;
+    /// in one line; `out` is the kernel's output, `reference` the oracle's,
+    /// and `experiments` what reruns under changed conditions showed.
+    fn diagnose(&self, data: &CaseData, graded: &Graded<'_>) -> Diagnosis;
+    /// The case's inputs with every score multiplied by about `factor`
+    /// (below 1), so that no `exp` of a score can overflow; `None` when the
+    /// lab cannot shrink its scores (the overflow experiment is then skipped).
+    fn scores_shrunk(&self, _data: &CaseData, _factor: f32) -> Option<CaseData> {
+        None
+    }
+    /// One line for the whole check, read from the pattern across its cases
+    /// (which fail, which pass, and the causes their diagnoses name); `None`
+    /// when no case ran.
+    fn verdict(&self, cases: &[CaseSummary<'_>]) -> Option<String> {
+        super::verdict::common(cases)
+    }
     /// The timing shape, with `KEY=VALUE` overrides from the command line.
     fn timing_case(&self, overrides: &[(String, String)]) -> Result<LabCase, String>;
     fn starter(&self) -> KernelFile;

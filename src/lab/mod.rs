@@ -4,9 +4,11 @@
 
 pub mod case_file;
 pub mod definition;
+pub mod experiment;
 pub mod flash_prefill;
 pub mod geometry;
 pub mod npy;
 pub mod paged;
 pub mod registry;
 pub mod source;
+pub mod verdict;

@@ -193,6 +193,8 @@ mod tests {
             comparison: Some(comparison),
             integrity: Some(integrity),
             diagnosis: String::new(),
+            cause: None,
+            experiments: Box::default(),
             elapsed_ms: 0.0,
             oracle_ms: 0.0,
         }

@@ -16,6 +16,7 @@ pub use verdict::{ExitCode, Verdict};
 use serde::{Deserialize, Serialize};
 
 use crate::facts::device::{DeviceInfo, GpuProblem};
+use crate::lab::definition::{CaseState, CaseSummary, Lab};
 use crate::protocol::{
     CaseOutcome, CaseStatus, CompileOutcome, CounterTier, CountersOutcome,
     CountersUnavailableReport, TimingOutcome,
@@ -99,9 +100,36 @@ pub struct CheckReport {
     /// The compute-sanitizer pass (`--sanitize`), when one ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sanitizer: Option<sanitizer::SanitizerOutcome>,
+    /// One line for the whole check, read by the lab from the pattern
+    /// across its cases ([`crate::lab::definition::Lab::verdict`]); absent
+    /// when no case ran, and in reports written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diagnosis: Option<String>,
     /// The quick build whose verdicts came first, when the check made one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quick_build: Option<builds::QuickBuildReport>,
+}
+
+/// The lab's one line for a check with these cases.
+pub fn check_diagnosis(lab: &dyn Lab, cases: &[CaseOutcome]) -> Option<String> {
+    let summaries: Vec<CaseSummary<'_>> = cases
+        .iter()
+        .map(|case| CaseSummary {
+            name: &case.name,
+            state: match case.status {
+                CaseStatus::Pass => CaseState::Pass,
+                CaseStatus::Fail => CaseState::Fail,
+                CaseStatus::Timeout => CaseState::Timeout,
+                CaseStatus::Crash => CaseState::Crash,
+                CaseStatus::NotRun => CaseState::NotRun,
+            },
+            comparison: case.comparison.as_ref(),
+            integrity: case.integrity.as_ref(),
+            diagnosis: &case.diagnosis,
+            cause: case.cause.as_deref(),
+        })
+        .collect();
+    lab.verdict(&summaries)
 }
 
 fn first_lab() -> String {
@@ -115,6 +143,22 @@ impl CheckReport {
             .iter()
             .filter(|c| c.status == CaseStatus::Pass)
             .count()
+    }
+
+    /// The check's one line: the stored one, else (a report written before
+    /// it was stored) the lab's reading of the cases, else the first
+    /// failing case's diagnosis.
+    pub fn diagnosis_line(&self) -> Option<String> {
+        if let Some(line) = &self.diagnosis {
+            return Some(line.clone());
+        }
+        if let Some(lab) = crate::lab::registry::find(&self.lab) {
+            return check_diagnosis(lab, &self.cases);
+        }
+        self.cases
+            .iter()
+            .find(|c| !matches!(c.status, CaseStatus::Pass | CaseStatus::NotRun))
+            .map(|c| format!("{}: {}", c.name, c.diagnosis))
     }
 
     /// Every case ran and passed, the timed output (when timed) was correct,

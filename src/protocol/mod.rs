@@ -20,6 +20,7 @@ use crate::facts::metrics::MetricValue;
 use crate::facts::resources::{Occupancy, ResourceUsage};
 use crate::gpu::compile::Build;
 use crate::grade::compare::Comparison;
+use crate::grade::experiment::Experiments;
 use crate::grade::integrity::Integrity;
 use crate::grade::roofline::{DevicePeaks, Roofline};
 use crate::grade::stats::{Speedup, TimingSummary};
@@ -272,11 +273,22 @@ pub struct CaseOutcome {
     pub comparison: Option<Comparison>,
     pub integrity: Option<Integrity>,
     pub diagnosis: String,
+    /// The cause the diagnosis names, as the lab's short stable word
+    /// (`nan-guard-read`, `block-table-ignored`), when it names one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<String>,
+    /// What reruns under changed conditions showed (absent when none ran).
+    #[serde(default, skip_serializing_if = "no_experiments")]
+    pub experiments: Box<Experiments>,
     /// Wall time of the case inside the worker (inputs, two launches, checks).
     pub elapsed_ms: f64,
     /// CPU oracle time, which overlaps the GPU work.
     #[serde(default)]
     pub oracle_ms: f64,
+}
+
+fn no_experiments(experiments: &Experiments) -> bool {
+    experiments.is_empty()
 }
 
 /// Student against starter at the timing shape.

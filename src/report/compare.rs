@@ -190,6 +190,9 @@ pub fn render_compare_table(a: Side, b: Side, palette: Palette) -> String {
         if let Some(gate) = side.gate {
             let _ = writeln!(out, "   {gate}");
         }
+        if let (false, Some(line)) = (side.report.all_passed(), side.report.diagnosis_line()) {
+            let _ = writeln!(out, "   {line}");
+        }
     }
     let _ = writeln!(
         out,

@@ -171,12 +171,25 @@ fn render_raw_table(report: &CheckReport) -> String {
             String::new()
         }
     );
+    if let (false, Some(line)) = (report.all_passed(), failing_cases_line(report)) {
+        let _ = writeln!(out, "diagnosis: {line}");
+    }
     let _ = writeln!(
         out,
         "reproduce with: flashprof check {} --seed {}",
         report.source_path, report.seed
     );
     out
+}
+
+/// The check's one line (docs/DIAGNOSIS.md) when some case did not pass.
+fn failing_cases_line(report: &CheckReport) -> Option<String> {
+    report
+        .cases
+        .iter()
+        .any(|c| !matches!(c.status, CaseStatus::Pass | CaseStatus::NotRun))
+        .then(|| report.diagnosis_line())
+        .flatten()
 }
 
 fn render_compile(out: &mut String, report: &CheckReport) {

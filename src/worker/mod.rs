@@ -26,8 +26,10 @@ use crate::facts::resources::{theoretical_occupancy, SmLimits, DEFAULT_TARGET};
 use crate::gpu::compile::{self, Build, CompileError, CompileOptions};
 use crate::gpu::device::{Gpu, GpuError, Kernel, L2Flusher, PROBES_SOURCE};
 use crate::grade::compare::{compare, POISON_BITS};
+use crate::grade::experiment::{Experiments, GuardSide};
 use crate::grade::integrity::Integrity;
 use crate::lab::definition::{ArgKind, CaseData, Graded, LabCase, LabRef};
+use crate::lab::experiment::{self, Conditions, FirstRuns, Rerun};
 use crate::lab::geometry::LaunchGeometry;
 use crate::lab::source::StudentSource;
 use crate::protocol::{
@@ -60,6 +62,7 @@ pub fn main() -> anyhow::Result<()> {
         student: None,
         baselines: None,
         counters: None,
+        probed_cases: 0,
     };
     loop {
         let request: Request = match read_message(&mut input) {
@@ -110,7 +113,18 @@ struct Worker {
     baselines: Option<Baselines>,
     /// Enabled on the first counters request; an error is kept so it is reported, not retried.
     counters: Option<Result<counters::Counters, CountersUnavailableReport>>,
+    /// Cases rerun under changed conditions since the kernel was loaded (at most [`MAX_PROBED_CASES`]).
+    probed_cases: usize,
 }
+
+/// Most failing cases one worker reruns per loaded kernel to tell causes
+/// apart: enough for every case of a check, few enough that a broken kernel
+/// costs seconds.
+const MAX_PROBED_CASES: usize = 16;
+
+/// A case whose first two launches took longer than this is not rerun: the
+/// experiments must stay well inside the case's watchdog.
+const PROBE_LAUNCH_BUDGET_MS: f64 = 400.0;
 
 /// A failed request: the event to send and whether the context is now unusable.
 fn failure(error: impl std::fmt::Display, fatal: bool) -> (Event, bool) {
@@ -352,6 +366,8 @@ impl Worker {
         match gpu.load(image, lab.abi().entry_point, geometry) {
             Ok(kernel) => {
                 self.student = Some(kernel);
+                // A new kernel is a new check: its failing cases may be probed again.
+                self.probed_cases = 0;
                 let load_ms = started.elapsed().as_secs_f64() * 1e3;
                 (Event::Loaded { load_ms }, false)
             }
@@ -422,6 +438,8 @@ impl Worker {
             comparison: None,
             integrity: None,
             diagnosis: String::new(),
+            cause: None,
+            experiments: Box::default(),
             elapsed_ms: 0.0,
             oracle_ms,
         };
@@ -443,28 +461,92 @@ impl Worker {
                 } else {
                     CaseStatus::Fail
                 };
-                outcome.diagnosis = lab.diagnose(
+                let wants_probe = outcome.status == CaseStatus::Fail
+                    && self.probed_cases < MAX_PROBED_CASES
+                    && runs.launch_ms < PROBE_LAUNCH_BUDGET_MS;
+                let mut sticky = false;
+                let experiments = if wants_probe {
+                    self.probed_cases += 1;
+                    let first = FirstRuns {
+                        data: &inputs,
+                        out: &runs.first,
+                        reference: &reference,
+                        comparison: &comparison,
+                        runs_differ: runs.integrity.runs_differ,
+                        second: runs.second.as_deref(),
+                    };
+                    let mut rerun = GpuRerun { gpu, lab, kernel };
+                    match experiment::run(&*lab, &first, &mut rerun) {
+                        Ok(found) => found,
+                        Err(e) => {
+                            // The experiment's own launch failed: report what the
+                            // first runs showed, and restart if the context is gone.
+                            sticky = e.sticky;
+                            Experiments::default()
+                        }
+                    }
+                } else {
+                    Experiments::default()
+                };
+                let diagnosis = lab.diagnose(
                     &inputs,
                     &Graded {
                         out: &runs.first,
                         reference: &reference,
                         comparison: &comparison,
                         integrity: &runs.integrity,
+                        experiments: &experiments,
                     },
                 );
+                outcome.diagnosis = diagnosis.line;
+                outcome.cause = diagnosis.cause.map(str::to_owned);
+                outcome.experiments = Box::new(experiments);
                 outcome.comparison = Some(comparison);
                 outcome.integrity = Some(runs.integrity);
                 outcome.elapsed_ms = elapsed_ms();
-                (Event::Case(outcome), false)
+                (Event::Case(outcome), sticky)
             }
         }
+    }
+}
+
+/// Reruns of a case on the GPU under changed conditions, each on a fresh workspace.
+struct GpuRerun<'a> {
+    gpu: &'a Gpu,
+    lab: LabRef,
+    kernel: &'a Kernel,
+}
+
+impl Rerun for GpuRerun<'_> {
+    type Error = GpuError;
+
+    fn rerun(&mut self, data: &CaseData, conditions: &Conditions) -> Result<Vec<f32>, GpuError> {
+        let mut ws = self
+            .gpu
+            .workspace(self.lab, data, conditions.output_start)?;
+        for &(index, side) in &conditions.finite_guards {
+            let (before, after) = match side {
+                GuardSide::Before => (true, false),
+                GuardSide::After => (false, true),
+                GuardSide::Both => (true, true),
+            };
+            self.gpu.refill_guards(&mut ws, index, before, after, 0.0)?;
+        }
+        self.gpu.poison_output(&mut ws)?;
+        self.gpu.launch(self.kernel, &mut ws)?;
+        self.gpu.synchronize()?;
+        Ok(self.gpu.read_output(&ws)?.output)
     }
 }
 
 /// Two launches on the same inputs, poisoned before each, with the integrity facts.
 struct CaseRuns {
     first: Vec<f32>,
+    /// The second run's output, kept only when it differs from the first.
+    second: Option<Vec<f32>>,
     integrity: Integrity,
+    /// Wall time of the two launches with their copies.
+    launch_ms: f64,
 }
 
 fn run_twice(
@@ -473,6 +555,7 @@ fn run_twice(
     kernel: &Kernel,
     inputs: &CaseData,
 ) -> Result<CaseRuns, GpuError> {
+    let started = Instant::now();
     let mut ws = gpu.workspace(lab, inputs, POISON_BITS)?;
     let mut outputs = Vec::with_capacity(2);
     let mut out_of_bounds_writes = 0;
@@ -491,6 +574,8 @@ fn run_twice(
         .zip(&second)
         .any(|(a, b)| a.to_bits() != b.to_bits());
     Ok(CaseRuns {
+        launch_ms: started.elapsed().as_secs_f64() * 1e3,
+        second: runs_differ.then_some(second),
         first,
         integrity: Integrity {
             out_of_bounds_writes,

@@ -20,7 +20,7 @@ use flashprof::grade::roofline::{analyze, Measured, Unit, UnitLoad};
 use flashprof::grade::stats::{speedup, summarize};
 use flashprof::lab::flash_prefill::cases::embedded_cases;
 use flashprof::lab::flash_prefill::contract::{Shape, DH, TIMING_SHAPE, TOLERANCE};
-use flashprof::lab::flash_prefill::diagnosis::diagnose;
+use flashprof::lab::flash_prefill::diagnosis::{diagnose, Reading};
 use flashprof::lab::flash_prefill::FLASH_PREFILL;
 use flashprof::outcome::{CheckReport, PhaseTimes};
 use flashprof::protocol::{
@@ -116,6 +116,8 @@ fn blank(name: &str, shape: Shape) -> CaseOutcome {
         comparison: None,
         integrity: None,
         diagnosis: String::new(),
+        cause: None,
+        experiments: Default::default(),
         elapsed_ms: 3.0,
         oracle_ms: 1.0,
     }
@@ -139,7 +141,18 @@ pub fn graded(name: &str, shape: Shape, error: f32, wrong: &[(usize, usize)]) ->
     } else {
         CaseStatus::Fail
     };
-    case.diagnosis = diagnose(shape, &comparison, &integrity);
+    let said = diagnose(&Reading {
+        shape,
+        planted_heads: 0,
+        out: &out,
+        reference: &reference,
+        cmp: &comparison,
+        integrity: &integrity,
+        experiments: &Default::default(),
+        tensors: None,
+    });
+    case.diagnosis = said.line;
+    case.cause = said.cause.map(str::to_owned);
     case.comparison = Some(comparison);
     case.integrity = Some(integrity);
     case
@@ -283,6 +296,9 @@ pub fn report(
     timing: Option<TimingOutcome>,
 ) -> CheckReport {
     CheckReport {
+        // Read from the cases when shown (as for a report saved before the
+        // line was stored), so a test that edits a case sees it change.
+        diagnosis: None,
         lab: "flash-prefill".into(),
         source_path: FILE.into(),
         seed: 42,

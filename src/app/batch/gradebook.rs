@@ -50,7 +50,8 @@ pub struct GradebookRow {
     pub failing_cases: Vec<String>,
     pub speedup: Option<f64>,
     pub gate: Option<SpeedGate>,
-    /// The first failure's diagnosis (or the first compile error).
+    /// The check's one line, read from the pattern across its cases (or the
+    /// first compile error).
     pub diagnosis: String,
     pub seed: u64,
     pub error: String,
@@ -76,10 +77,9 @@ impl GradebookRow {
             .and_then(|r| r.sanitizer.as_ref())
             .and_then(|pass| pass.findings().next())
             .map(|f| format!("{}: {}", f.tool.name(), f.diagnosis));
-        let diagnosis = cases
-            .iter()
-            .find(failed)
-            .map(|c| format!("{}: {}", c.name, c.diagnosis))
+        let diagnosis = report
+            .filter(|_| cases.iter().any(|c| failed(&c)))
+            .and_then(crate::outcome::CheckReport::diagnosis_line)
             .or(first_compile_error);
         // The sanitizer's line names the student's lines: it goes with a case's diagnosis.
         let diagnosis = match (diagnosis, sanitizer) {

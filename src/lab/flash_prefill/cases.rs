@@ -13,7 +13,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-use super::contract::{Shape, DH, HKV, HQ};
+use super::contract::{Shape, DH, GROUP, HKV, HQ};
 use crate::lab::case_file::{read_case_tables, CaseTable};
 use crate::lab::definition::CaseError;
 use crate::lab::npy;
@@ -232,6 +232,30 @@ impl CaseSpec {
         Shape {
             chunk_len: self.chunk,
             prefix_len: self.prefix,
+        }
+    }
+
+    /// Query heads (bit `h` for head `h`) whose scores the plants make
+    /// large: the planted heads of `q`, or, when only keys are planted, the
+    /// query heads that read the planted KV heads.
+    pub fn planted_heads(&self) -> u32 {
+        let mut q_heads = 0u32;
+        let mut k_heads = 0u32;
+        for plant in &self.plant {
+            match plant.tensor {
+                Tensor::Q => q_heads |= 1 << plant.head,
+                Tensor::K => {
+                    for h in plant.head * GROUP..(plant.head + 1) * GROUP {
+                        k_heads |= 1 << h;
+                    }
+                }
+                Tensor::V => {}
+            }
+        }
+        if q_heads != 0 {
+            q_heads
+        } else {
+            k_heads
         }
     }
 

@@ -2,166 +2,433 @@
 //!
 //! The comparison says how many elements fail and where; the runner adds
 //! what the output alone cannot show (stray writes, modified inputs, a
-//! result that moves between runs). Rules are tried from the most severe
-//! down, because one root cause explains the rest: a race or an
-//! out-of-bounds write can produce any wrong number, and an unwritten row is
-//! a launch problem before it is an arithmetic one. The first rule that
-//! fits names the likely cause and where it shows.
+//! result that moves between runs) and what reruns under changed conditions
+//! showed ([`Experiments`]: which buffer's guard bands a NaN came from,
+//! whether shrinking the scores removes it, whether poisoned elements were
+//! never written). Rules are tried from the most severe down, because one
+//! root cause explains the rest: a race or an out-of-bounds write can
+//! produce any wrong number, and an unwritten row is a launch problem
+//! before it is an arithmetic one. The first rule that fits names the cause
+//! and where it shows; a rule about planted scores fires only on a case
+//! that plants them.
 
+use super::bugs::{replay_matches, FlashBug, Tensors};
 use super::contract::{Shape, DH, HQ};
-use crate::grade::compare::{Comparison, Footprint, RowSpan, TILE_ROWS};
+use crate::grade::compare::{common_factor, Comparison, Footprint, RowSpan, TILE_ROWS};
+use crate::grade::experiment::Experiments;
 use crate::grade::integrity::{integrity_problem, Integrity};
+use crate::lab::definition::Diagnosis;
+use crate::lab::experiment::{
+    explain_copied_from_out, explain_expected_file, explain_non_finite, explain_repeats,
+    non_finite_kind,
+};
+use crate::lab::verdict::cause;
 
 /// Below this worst error-to-allowance ratio, failures read as lost precision, not a wrong formula.
 const PRECISION_LOSS_RATIO: f64 = 10.0;
 
-/// The likeliest cause of what `cmp` and `integrity` show, in one line.
-pub fn diagnose(shape: Shape, cmp: &Comparison, integrity: &Integrity) -> String {
-    if integrity.out_of_bounds_writes > 0 {
-        return format!(
-            "out-of-bounds write: the kernel wrote {} floats outside out; guard every store with \
-             row < chunkLen and check the index arithmetic",
-            integrity.out_of_bounds_writes
-        );
-    }
-    if let Some(problem) = integrity_problem(integrity) {
-        return problem;
-    }
-    if cmp.unwritten > 0 {
-        return unwritten(shape, &cmp.where_unwritten);
-    }
-    if cmp.nan + cmp.inf > 0 {
-        return non_finite(cmp);
-    }
-    if cmp.failing > 0 {
-        return inaccurate(shape, cmp);
-    }
-    format!(
-        "correct: all {} elements within tolerance (worst at {:.2} of the allowance)",
-        cmp.elements, cmp.worst_ratio
-    )
+/// Causes only this lab's diagnosis names (the shared ones are in [`cause`]).
+pub mod flash_cause {
+    pub const ROWS_NEVER_WRITTEN: &str = "rows-never-written";
+    pub const HEADS_NEVER_WRITTEN: &str = "heads-never-written";
+    pub const PLANTED_HEADS_WRONG: &str = "planted-heads-wrong";
+    pub const DENOMINATOR_TOO_LARGE: &str = "denominator-too-large";
+    pub const PARTIAL_TILE: &str = "partial-row-tile";
+    pub const LATER_TILES: &str = "later-row-tiles";
+    pub const TILE_TAIL_ROWS: &str = "tile-tail-rows";
+    pub const KV_HEAD_MAPPING: &str = "kv-head-mapping";
+    pub const PRECISION: &str = "precision";
+    pub const EVERYTHING_WRONG: &str = "everything-wrong";
+    pub const LAST_ROWS_WRONG: &str = "last-rows-wrong";
 }
 
-fn unwritten(shape: Shape, at: &Footprint) -> String {
+/// What one launch produced, with the case's plants and the experiments' findings.
+pub struct Reading<'a> {
+    pub shape: Shape,
+    /// Query heads where the case plants large scores (0: it plants nothing).
+    pub planted_heads: u32,
+    pub out: &'a [f32],
+    pub reference: &'a [f64],
+    pub cmp: &'a Comparison,
+    pub integrity: &'a Integrity,
+    pub experiments: &'a Experiments,
+    /// The case's inputs, for replaying the planted bugs' models (`None`
+    /// when they are not at hand: no replay then).
+    pub tensors: Option<Tensors<'a>>,
+}
+
+/// The likeliest cause of what the reading shows, in one line.
+pub fn diagnose(reading: &Reading<'_>) -> Diagnosis {
+    let (shape, cmp, integrity) = (reading.shape, reading.cmp, reading.integrity);
+    let place = |at: &Footprint| place(shape, at);
+    if integrity.out_of_bounds_writes > 0 {
+        return Diagnosis::new(
+            format!(
+                "out-of-bounds write: the kernel wrote {} floats outside out; guard every store \
+                 with row < chunkLen and check the index arithmetic",
+                integrity.out_of_bounds_writes
+            ),
+            cause::OUT_OF_BOUNDS_WRITE,
+        );
+    }
+    if !integrity.inputs_modified.is_empty() {
+        let line = integrity_problem(integrity).unwrap_or_default();
+        return Diagnosis::new(line, cause::INPUT_WRITTEN);
+    }
+    if integrity.runs_differ {
+        return match &reading.experiments.repeats {
+            Some(trial) => explain_repeats(trial, &place),
+            None => Diagnosis::new(
+                integrity_problem(integrity).unwrap_or_default(),
+                cause::RACE,
+            ),
+        };
+    }
+    if let Some(line) = reading
+        .experiments
+        .expected_file
+        .as_ref()
+        .and_then(|check| explain_expected_file(check, &place))
+    {
+        return line;
+    }
+    if cmp.unwritten > 0 {
+        if let Some(line) = reading
+            .experiments
+            .unwritten
+            .as_ref()
+            .and_then(|trial| explain_copied_from_out(trial, &place))
+        {
+            return line;
+        }
+        let mut said = unwritten(shape, &cmp.where_unwritten);
+        if reading.experiments.unwritten.is_some() {
+            said.line
+                .push_str(" (measured: they kept a second, finite starting value too)");
+        }
+        return said;
+    }
+    if cmp.nan + cmp.inf > 0 {
+        return match &reading.experiments.non_finite {
+            Some(trial) => explain_non_finite(non_finite_kind(cmp), trial, &place),
+            None => non_finite(shape, reading.planted_heads, cmp),
+        };
+    }
+    if cmp.failing > 0 {
+        return inaccurate(reading);
+    }
+    Diagnosis::plain(format!(
+        "correct: all {} elements within tolerance (worst at {:.2} of the allowance)",
+        cmp.elements, cmp.worst_ratio
+    ))
+}
+
+/// Rows and heads of a footprint, with what the rows are in this lab's
+/// tiling when they are one recognisable piece of it.
+fn place(shape: Shape, at: &Footprint) -> String {
     let Some(span) = at.rows else {
-        return "some elements were never written".into();
+        return "no element".into();
+    };
+    let contiguous = at.row_count == span.last - span.first + 1;
+    let full_tiles = shape.chunk_len / TILE_ROWS * TILE_ROWS;
+    let note = if span.first == span.last && span.last + 1 == shape.chunk_len && shape.chunk_len > 1
+    {
+        " (the last row only)"
+    } else if contiguous
+        && full_tiles > 0
+        && full_tiles < shape.chunk_len
+        && span.first == full_tiles
+        && span.last + 1 == shape.chunk_len
+    {
+        " only: the last, partial row tile"
+    } else {
+        ""
+    };
+    format!("{}{note}, {}", rows(span), heads(at.heads))
+}
+
+fn unwritten(shape: Shape, at: &Footprint) -> Diagnosis {
+    let Some(span) = at.rows else {
+        return Diagnosis::new("some elements were never written", cause::NEVER_WRITTEN);
     };
     let whole_rows = at.elements == at.row_count * HQ * DH;
     let contiguous = at.row_count == span.last - span.first + 1;
     if whole_rows && contiguous {
-        return format!(
-            "{} never written: check the early return and that the grid covers chunkLen ({})",
-            rows(span),
-            shape.chunk_len
+        return Diagnosis::new(
+            format!(
+                "{} never written: check the early return and that the grid covers chunkLen ({})",
+                rows(span),
+                shape.chunk_len
+            ),
+            flash_cause::ROWS_NEVER_WRITTEN,
         );
     }
     if at.heads != u32::MAX {
-        return format!(
-            "{} never written: blockIdx.y must reach every query head (or every KV group)",
-            heads(at.heads)
+        return Diagnosis::new(
+            format!(
+                "{} never written: blockIdx.y must reach every query head (or every KV group)",
+                heads(at.heads)
+            ),
+            flash_cause::HEADS_NEVER_WRITTEN,
         );
     }
-    format!(
-        "{} elements in {} never written: some threads skip their store \
-         (does every lane write both of its dimensions?)",
-        at.elements,
-        rows(span)
+    Diagnosis::new(
+        format!(
+            "{} elements in {} never written: some threads skip their store \
+             (does every lane write both of its dimensions?)",
+            at.elements,
+            rows(span)
+        ),
+        cause::NEVER_WRITTEN,
     )
 }
 
-fn non_finite(cmp: &Comparison) -> String {
+/// Non-finite output when no experiment ran (a sampled or replayed output):
+/// where it is and what can make it, with the plant named only when the
+/// case plants large scores exactly there.
+fn non_finite(shape: Shape, planted_heads: u32, cmp: &Comparison) -> Diagnosis {
     let at = &cmp.where_non_finite;
-    let kind = match (cmp.nan > 0, cmp.inf > 0) {
-        (true, true) => "NaN and Inf",
-        (true, false) => "NaN",
-        _ => "Inf",
-    };
-    if at.heads == 1 {
-        return format!(
-            "{kind} only in head 0, where the case plants scores of 128: expf overflows; \
-             subtract the running max before exponentiating"
+    let kind = non_finite_kind(cmp);
+    if planted_heads != 0 && at.heads & !planted_heads == 0 {
+        return Diagnosis::new(
+            format!(
+                "{kind} only in {}, where the case plants scores of 128: expf overflows; \
+                 subtract the running max before exponentiating",
+                heads(at.heads)
+            ),
+            cause::NAN_EXP_OVERFLOW,
         );
     }
-    let place = at.rows.map(rows).unwrap_or_default();
-    if cmp.nan > 0 {
-        format!(
-            "NaN in output ({place}): overflow in expf without max subtraction, 0/0, or a read \
-             past an input's end (guard bands read as NaN)"
-        )
-    } else {
-        format!(
-            "Inf in output ({place}): expf overflowed (subtract the running max) or a sum was \
-             divided by zero"
-        )
-    }
+    Diagnosis::plain(format!(
+        "{kind} in output ({}); no rerun was made to tell a read past an input's end from an \
+         overflowing exp or a 0/0",
+        place(shape, at)
+    ))
 }
 
-fn inaccurate(shape: Shape, cmp: &Comparison) -> String {
+/// Failing (row, head) pairs, and how many of them are the reference times
+/// one factor below 1 in every dimension, with the range of those factors.
+fn shrunk_pairs(reading: &Reading<'_>) -> (usize, usize, f64, f64) {
+    let tolerance = super::contract::TOLERANCE;
+    let (mut failing, mut shrunk) = (0, 0);
+    let (mut low, mut high) = (f64::INFINITY, 0.0f64);
+    for pair in 0..reading.shape.chunk_len * HQ {
+        let out = &reading.out[pair * DH..(pair + 1) * DH];
+        let reference = &reading.reference[pair * DH..(pair + 1) * DH];
+        let fails = out
+            .iter()
+            .zip(reference)
+            .any(|(&o, &r)| !(f64::from(o) - r).abs().le(&tolerance.allowed(r)));
+        if !fails {
+            continue;
+        }
+        failing += 1;
+        if let Some(factor) = common_factor(out, reference) {
+            if factor < 1.0 {
+                shrunk += 1;
+                low = low.min(factor);
+                high = high.max(factor);
+            }
+        }
+    }
+    (failing, shrunk, low, high)
+}
+
+/// Most failing rows a suspect's model is replayed on.
+const REPLAY_ROWS: usize = 4;
+
+/// Suspects whose models are replayed on wrong (finite) outputs, in order.
+const SUSPECTS: [FlashBug; 3] = [
+    FlashBug::MissingAccRescale,
+    FlashBug::CausalOffByOne,
+    FlashBug::TileEdge,
+];
+
+/// Rows holding a failing element, ascending.
+fn failing_rows(reading: &Reading<'_>) -> Vec<usize> {
+    let tolerance = super::contract::TOLERANCE;
+    let row_len = HQ * DH;
+    (0..reading.shape.chunk_len)
+        .filter(|&row| {
+            let at = row * row_len..(row + 1) * row_len;
+            reading.out[at.clone()]
+                .iter()
+                .zip(&reading.reference[at])
+                .any(|(&o, &r)| !(f64::from(o) - r).abs().le(&tolerance.allowed(r)))
+        })
+        .collect()
+}
+
+/// The planted bug whose model reproduces the output on a few failing rows, named.
+fn replayed(reading: &Reading<'_>) -> Option<Diagnosis> {
+    let tensors = reading.tensors?;
+    let failing = failing_rows(reading);
+    let n = failing.len();
+    if n == 0 {
+        return None;
+    }
+    let mut sample: Vec<usize> = (0..REPLAY_ROWS.min(n))
+        .map(|i| failing[i * n / REPLAY_ROWS.min(n)])
+        .collect();
+    sample.push(failing[n - 1]);
+    sample.dedup();
+    let bug = SUSPECTS
+        .into_iter()
+        .find(|&bug| replay_matches(reading.shape, tensors, bug, reading.out, &sample))?;
+    let at = &reading.cmp.where_failing;
+    let span = at.rows?;
+    let checked = format!(
+        "a CPU model of the starter with that defect reproduces the output on {} of the {n} \
+         failing rows ({}, {})",
+        sample.len(),
+        rows(span),
+        heads(at.heads)
+    );
+    let line = match bug {
+        FlashBug::MissingAccRescale => format!(
+            "the accumulator is not rescaled when the running max grows: {checked}; multiply \
+             acc by exp(m_old - m_new) at every new max"
+        ),
+        FlashBug::CausalOffByOne => format!(
+            "each row misses its own key (the key loop stops at j < prefixLen + i): {checked}; \
+             row i sees keys up to prefixLen + i inclusive"
+        ),
+        _ => format!(
+            "each block drops its last, partial key tile (the tile count rounds down): {checked}; \
+             round the tile count up and mask the keys past the end"
+        ),
+    };
+    Some(Diagnosis::new(line, bug.name()))
+}
+
+fn inaccurate(reading: &Reading<'_>) -> Diagnosis {
+    let (shape, cmp) = (reading.shape, reading.cmp);
     let at = &cmp.where_failing;
     let Some(span) = at.rows else {
-        return format!("{} elements outside tolerance", cmp.failing);
+        return Diagnosis::plain(format!("{} elements outside tolerance", cmp.failing));
     };
     let through_the_end =
         span.last + 1 == shape.chunk_len && at.row_count == span.last - span.first + 1;
     let full_tiles = shape.chunk_len / TILE_ROWS * TILE_ROWS;
 
-    if at.heads == 1 {
-        return "wrong only in head 0, where the case plants large scores: the softmax loses \
-                them; subtract the running max and rescale l and the accumulator when it grows"
-            .into();
+    let (failing_pairs, shrunk, low, high) = shrunk_pairs(reading);
+    if failing_pairs > 0 && shrunk * 10 >= failing_pairs * 9 {
+        return Diagnosis::new(
+            format!(
+                "{} of {}: each failing (row, head) is the right answer times one factor below 1 \
+                 ({low:.2} to {high:.2}), so the denominator l is too large: multiply l by \
+                 exp(m_old - m_new) whenever the running max grows",
+                rows(span),
+                heads(at.heads)
+            ),
+            flash_cause::DENOMINATOR_TOO_LARGE,
+        );
+    }
+    if let Some(said) = replayed(reading) {
+        return said;
+    }
+    if reading.planted_heads != 0 && at.heads & !reading.planted_heads == 0 {
+        return Diagnosis::new(
+            format!(
+                "wrong only in {} ({}), where the case plants large scores: the softmax loses \
+                 them; subtract the running max and rescale l and the accumulator when it grows",
+                heads(at.heads),
+                rows(span)
+            ),
+            flash_cause::PLANTED_HEADS_WRONG,
+        );
     }
     if full_tiles < shape.chunk_len && span.first >= full_tiles && full_tiles > 0 {
-        return format!(
-            "only the last, partial tile ({}) is wrong: a tile of fewer than {TILE_ROWS} rows \
-             must still compute its rows",
-            rows(span)
+        return Diagnosis::new(
+            format!(
+                "only the last, partial tile ({}, {}) is wrong: a tile of fewer than {TILE_ROWS} \
+                 rows must still compute its rows",
+                rows(span),
+                heads(at.heads)
+            ),
+            flash_cause::PARTIAL_TILE,
         );
     }
     if through_the_end && span.first > 0 && span.first % TILE_ROWS == 0 {
-        return format!(
-            "{} are wrong, rows before them right: tiles after the first (blockIdx.x > 0) use a \
-             wrong row offset or causal limit",
-            rows(span)
+        return Diagnosis::new(
+            format!(
+                "{} are wrong ({}), rows before them right: tiles after the first \
+                 (blockIdx.x > 0) use a wrong row offset or causal limit",
+                rows(span),
+                heads(at.heads)
+            ),
+            flash_cause::LATER_TILES,
         );
     }
     let first_offset = at.tile_rows.trailing_zeros() as usize;
     let ends_at_tile_end = at.tile_rows >> (TILE_ROWS - 1) == 1;
     if first_offset > 0 && ends_at_tile_end {
-        return format!(
-            "only rows {first_offset}..{} of each {TILE_ROWS}-row tile are wrong: the rows a \
-             block handles last (its last warps, or each warp's later rows) go astray",
-            TILE_ROWS - 1
+        return Diagnosis::new(
+            format!(
+                "only rows {first_offset}..{} of each {TILE_ROWS}-row tile are wrong ({}, {}): \
+                 the rows a block handles last (its last warps, or each warp's later rows) go astray",
+                TILE_ROWS - 1,
+                rows(span),
+                heads(at.heads)
+            ),
+            flash_cause::TILE_TAIL_ROWS,
         );
     }
     if at.row_count == shape.chunk_len && at.heads != u32::MAX {
-        return format!(
-            "only {} are wrong, in every row: check which KV head a query head reads \
-             (g = h / 4) and the head strides",
-            heads(at.heads)
+        return Diagnosis::new(
+            format!(
+                "only {} are wrong, in every row: check which KV head a query head reads \
+                 (g = h / 4) and the head strides",
+                heads(at.heads)
+            ),
+            flash_cause::KV_HEAD_MAPPING,
         );
     }
     if cmp.worst_ratio < PRECISION_LOSS_RATIO {
-        return format!(
-            "{} elements just outside tolerance (worst {:.1}x the allowance): lost precision, \
-             e.g. a fast-math expf or a sum kept in lower precision",
-            cmp.failing, cmp.worst_ratio
+        return Diagnosis::new(
+            format!(
+                "{} elements just outside tolerance (worst {:.1}x the allowance, {}, {}): lost \
+                 precision, e.g. a fast-math expf or a sum kept in lower precision",
+                cmp.failing,
+                cmp.worst_ratio,
+                rows(span),
+                heads(at.heads)
+            ),
+            flash_cause::PRECISION,
         );
     }
     if at.row_count == shape.chunk_len && at.heads == u32::MAX {
-        return format!(
-            "every row of every head is wrong (worst {}): check the 1/8 scale, the tensor \
-             layout and the causal limit (row i sees keys up to prefixLen + i)",
-            worst(cmp)
+        return Diagnosis::new(
+            format!(
+                "every row of every head is wrong (worst {}): check the 1/8 scale, the tensor \
+                 layout and the causal limit (row i sees keys up to prefixLen + i)",
+                worst(cmp)
+            ),
+            flash_cause::EVERYTHING_WRONG,
         );
     }
-    format!(
+    if through_the_end && span.first > 0 {
+        return Diagnosis::new(
+            format!(
+                "{} of {} elements wrong, in the last rows ({}) of {}; rows before them right; \
+                 worst {}",
+                cmp.failing,
+                cmp.elements,
+                rows(span),
+                heads(at.heads),
+                worst(cmp)
+            ),
+            flash_cause::LAST_ROWS_WRONG,
+        );
+    }
+    Diagnosis::plain(format!(
         "{} of {} elements wrong, in {} and {}; worst {}",
         cmp.failing,
         cmp.elements,
         rows(span),
         heads(at.heads),
         worst(cmp)
-    )
+    ))
 }
 
 fn worst(cmp: &Comparison) -> String {
@@ -182,45 +449,33 @@ fn rows(span: RowSpan) -> String {
     }
 }
 
-/// `"head 3"`, `"heads 4-7, 12"`: runs of set bits as ranges.
+/// `"head 3"`, `"heads 4-7, 12"`.
 fn heads(mask: u32) -> String {
-    let mut runs = Vec::new();
-    let mut head = 0;
-    while head < HQ {
-        if mask & (1 << head) == 0 {
-            head += 1;
-            continue;
-        }
-        let start = head;
-        while head < HQ && mask & (1 << head) != 0 {
-            head += 1;
-        }
-        runs.push(if head - start == 1 {
-            start.to_string()
-        } else {
-            format!("{start}-{}", head - 1)
-        });
-    }
-    let noun = if mask.count_ones() == 1 {
-        "head"
-    } else {
-        "heads"
-    };
-    format!("{noun} {}", runs.join(", "))
+    crate::lab::experiment::heads(mask, HQ)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::grade::compare::{compare, POISON_BITS};
+    use crate::grade::experiment::{
+        Change, ExpectedFileCheck, GuardSide, NonFiniteFinding, NonFiniteTrial, RepeatTrial,
+        UnwrittenTrial,
+    };
 
     const SHAPE: Shape = Shape {
         chunk_len: 150,
         prefix_len: 31,
     };
 
-    /// A comparison of an output that is exact except where `spoil` says.
-    fn output_with(spoil: impl Fn(usize, usize, usize) -> Option<f32>) -> Comparison {
+    /// An output that is exact except where `spoil` says, with its reference.
+    struct Spoiled {
+        out: Vec<f32>,
+        reference: Vec<f64>,
+        cmp: Comparison,
+    }
+
+    fn output_with(spoil: impl Fn(usize, usize, usize) -> Option<f32>) -> Spoiled {
         let reference = vec![0.5; SHAPE.q_elems()];
         let mut out = vec![0.5f32; SHAPE.q_elems()];
         for row in 0..SHAPE.chunk_len {
@@ -232,16 +487,53 @@ mod tests {
                 }
             }
         }
-        compare(
+        let cmp = compare(
             SHAPE.problem().output,
             super::super::contract::TOLERANCE,
             &out,
             &reference,
-        )
+        );
+        Spoiled {
+            out,
+            reference,
+            cmp,
+        }
+    }
+
+    fn diagnose_in(
+        spoiled: &Spoiled,
+        planted_heads: u32,
+        integrity: &Integrity,
+        experiments: &Experiments,
+    ) -> Diagnosis {
+        diagnose(&Reading {
+            shape: SHAPE,
+            planted_heads,
+            out: &spoiled.out,
+            reference: &spoiled.reference,
+            cmp: &spoiled.cmp,
+            integrity,
+            experiments,
+            tensors: None,
+        })
+    }
+
+    fn diagnose_with(spoiled: &Spoiled, integrity: &Integrity) -> String {
+        diagnose_in(spoiled, 0, integrity, &Experiments::default()).line
     }
 
     fn diagnose_output(spoil: impl Fn(usize, usize, usize) -> Option<f32>) -> String {
-        diagnose(SHAPE, &output_with(spoil), &Integrity::default())
+        diagnose_with(&output_with(spoil), &Integrity::default())
+    }
+
+    /// What a case planting large scores in head 0 reads.
+    fn diagnose_planted(spoil: impl Fn(usize, usize, usize) -> Option<f32>) -> Diagnosis {
+        diagnose_in(
+            &output_with(spoil),
+            1,
+            &Integrity::default(),
+            &Experiments::default(),
+        )
     }
 
     const POISON: Option<f32> = Some(f32::from_bits(POISON_BITS));
@@ -261,7 +553,7 @@ mod tests {
             inputs_modified: vec!["q".into(), "vCache".into()],
             runs_differ: true,
         };
-        let line = diagnose(SHAPE, &broken, &all);
+        let line = diagnose_with(&broken, &all);
         assert!(
             line.starts_with("out-of-bounds write: the kernel wrote 7 floats"),
             "{line}"
@@ -270,7 +562,7 @@ mod tests {
             out_of_bounds_writes: 0,
             ..all.clone()
         };
-        let line = diagnose(SHAPE, &broken, &modified);
+        let line = diagnose_with(&broken, &modified);
         assert!(
             line.starts_with("the kernel wrote into q and vCache (inputs are const)"),
             "{line}"
@@ -279,10 +571,10 @@ mod tests {
             runs_differ: true,
             ..Integrity::default()
         };
-        assert!(diagnose(SHAPE, &broken, &race).starts_with("race:"));
+        assert!(diagnose_with(&broken, &race).starts_with("race:"));
         // A race is reported even when this run happened to come out right.
         let fine = output_with(|_, _, _| None);
-        assert!(diagnose(SHAPE, &fine, &race).starts_with("race:"));
+        assert!(diagnose_with(&fine, &race).starts_with("race:"));
     }
 
     #[test]
@@ -315,38 +607,252 @@ mod tests {
     }
 
     #[test]
-    fn nan_in_head_0_alone_is_the_planted_overflow() {
-        let line = diagnose_output(|row, head, _| (head == 0 && row % 3 == 0).then_some(f32::NAN));
-        assert!(line.starts_with("NaN only in head 0"), "{line}");
-        assert!(line.contains("subtract the running max"));
+    fn nan_in_the_planted_head_names_the_plant_only_where_one_is() {
+        let spoil = |row: usize, head: usize, _| (head == 0 && row % 3 == 0).then_some(f32::NAN);
+        let planted = diagnose_planted(spoil);
+        assert!(
+            planted
+                .line
+                .starts_with("NaN only in head 0, where the case plants"),
+            "{planted:?}"
+        );
+        assert_eq!(planted.cause, Some(cause::NAN_EXP_OVERFLOW));
+        // The same output from a case that plants nothing (a golden .npy case).
+        let line = diagnose_output(spoil);
+        assert!(!line.contains("plant"), "{line}");
+        assert!(
+            line.starts_with("NaN in output (rows 0 to 147, head 0)"),
+            "{line}"
+        );
     }
 
     #[test]
-    fn nan_and_inf_elsewhere_list_their_causes() {
+    fn non_finite_output_without_experiments_says_none_was_made() {
         let line = diagnose_output(|row, head, _| (head == 5 && row > 140).then_some(f32::NAN));
         assert!(
-            line.starts_with("NaN in output (rows 141 to 149)"),
+            line.starts_with("NaN in output (rows 141 to 149, head 5); no rerun"),
             "{line}"
         );
-        assert!(line.contains("guard bands read as NaN"));
         let line = diagnose_output(|row, head, _| (head > 3 && row == 9).then_some(f32::INFINITY));
         assert!(
-            line.starts_with("Inf in output (row 9): expf overflowed"),
+            line.starts_with("Inf in output (row 9, heads 4-31)"),
             "{line}"
         );
     }
 
+    fn footprint(
+        rows: std::ops::RangeInclusive<usize>,
+        heads: std::ops::Range<usize>,
+    ) -> Footprint {
+        let shape = SHAPE.problem().output;
+        let mut indices = Vec::new();
+        for row in rows {
+            for head in heads.clone() {
+                indices.extend((0..DH).map(|d| shape.index(row, head, d)));
+            }
+        }
+        Footprint::of(shape, indices)
+    }
+
+    fn nan_rows(rows: std::ops::RangeInclusive<usize>) -> Spoiled {
+        output_with(move |row, _, _| rows.contains(&row).then_some(f32::NAN))
+    }
+
+    fn with_trial(findings: Vec<NonFiniteFinding>, unexplained: Footprint) -> Experiments {
+        Experiments {
+            non_finite: Some(NonFiniteTrial {
+                before: footprint(128..=149, 0..HQ),
+                findings,
+                unexplained,
+                launches: 4,
+            }),
+            ..Experiments::default()
+        }
+    }
+
     #[test]
-    fn wrong_only_in_head_0_is_the_planted_overflow() {
-        let line = diagnose_output(|_, head, _| if head == 0 { WRONG } else { None });
-        assert!(line.starts_with("wrong only in head 0"), "{line}");
+    fn a_nan_that_finite_guards_remove_names_the_buffer_and_the_tile() {
+        let experiments = with_trial(
+            vec![NonFiniteFinding {
+                change: Change::GuardsFinite {
+                    buffer: "kCache".into(),
+                    side: GuardSide::After,
+                },
+                cleared: footprint(128..=149, 0..HQ),
+                then_correct: None,
+            }],
+            Footprint::default(),
+        );
+        let said = diagnose_in(&nan_rows(128..=149), 0, &Integrity::default(), &experiments);
+        assert_eq!(
+            said.line,
+            "reads past the end of kCache: with kCache's guard bands finite instead of NaN, the \
+             NaN in rows 128 to 149 only: the last, partial row tile, heads 0-31 is gone"
+        );
+        assert_eq!(said.cause, Some(cause::NAN_GUARD_READ));
+    }
+
+    #[test]
+    fn a_nan_that_shrunk_scores_remove_is_an_exp_overflow() {
+        let experiments = with_trial(
+            vec![NonFiniteFinding {
+                change: Change::ScoresShrunk { factor: 1.0 / 32.0 },
+                cleared: footprint(128..=149, 0..1),
+                then_correct: Some(true),
+            }],
+            Footprint::default(),
+        );
+        let said = diagnose_in(&nan_rows(128..=149), 0, &Integrity::default(), &experiments);
+        assert!(
+            said.line.starts_with(
+                "overflow in exp: with the scores shrunk 32x the NaN in rows 128 to 149 only: the \
+                 last, partial row tile, head 0 is gone and every element is then correct"
+            ),
+            "{said:?}"
+        );
+        assert_eq!(said.cause, Some(cause::NAN_EXP_OVERFLOW));
+    }
+
+    #[test]
+    fn a_nan_no_change_removes_is_computed_and_a_nan_read_from_out_is_named() {
+        let said = diagnose_in(
+            &nan_rows(0..=0),
+            0,
+            &Integrity::default(),
+            &with_trial(Vec::new(), footprint(0..=0, 0..HQ)),
+        );
+        assert!(said.line.contains("row 0, heads 0-31 stays"), "{said:?}");
+        assert!(said.line.contains("0/0"), "{said:?}");
+        assert_eq!(said.cause, Some(cause::NAN_COMPUTED));
+        let experiments = with_trial(
+            vec![NonFiniteFinding {
+                change: Change::OutputFinite,
+                cleared: footprint(0..=0, 0..HQ),
+                then_correct: None,
+            }],
+            Footprint::default(),
+        );
+        let said = diagnose_in(&nan_rows(0..=0), 0, &Integrity::default(), &experiments);
+        assert!(
+            said.line
+                .starts_with("the kernel reads out before writing it"),
+            "{said:?}"
+        );
+        assert_eq!(said.cause, Some(cause::NAN_FROM_OUT));
+    }
+
+    #[test]
+    fn poisoned_elements_are_told_apart_as_unwritten_or_copied() {
+        let spoiled = output_with(|row, _, _| if row >= 128 { POISON } else { None });
+        let trial = |never: Footprint, copied: Footprint| Experiments {
+            unwritten: Some(UnwrittenTrial {
+                never_written: never,
+                copied_from_out: copied,
+            }),
+            ..Experiments::default()
+        };
+        let said = diagnose_in(
+            &spoiled,
+            0,
+            &Integrity::default(),
+            &trial(footprint(128..=149, 0..HQ), Footprint::default()),
+        );
+        assert!(
+            said.line.starts_with("rows 128 to 149 never written"),
+            "{said:?}"
+        );
+        assert!(said
+            .line
+            .ends_with("(measured: they kept a second, finite starting value too)"));
+        let said = diagnose_in(
+            &spoiled,
+            0,
+            &Integrity::default(),
+            &trial(Footprint::default(), footprint(128..=149, 0..HQ)),
+        );
+        assert!(
+            said.line.starts_with("45056 elements in rows 128 to 149 only: the last, partial row tile, heads 0-31 hold a value read from out"),
+            "{said:?}"
+        );
+        assert_eq!(said.cause, Some(cause::COPIED_FROM_OUT));
+    }
+
+    #[test]
+    fn repeated_runs_tell_a_race_from_a_reduction_order() {
+        let race = Integrity {
+            runs_differ: true,
+            ..Integrity::default()
+        };
+        let fine = output_with(|_, _, _| None);
+        let repeats = |worst_spread_ratio: f64, runs_correct| Experiments {
+            repeats: Some(RepeatTrial {
+                runs: 5,
+                differing: footprint(64..=70, 8..12),
+                worst_spread_ratio,
+                runs_correct,
+            }),
+            ..Experiments::default()
+        };
+        let said = diagnose_in(&fine, 0, &race, &repeats(0.03, 5));
+        assert!(said.line.starts_with("runs differ only inside the tolerance: over 5 runs, 1792 elements in rows 64 to 70, heads 8-11 change, by at most 0.03"), "{said:?}");
+        assert_eq!(said.cause, Some(cause::NONDETERMINISTIC_ORDER));
+        let said = diagnose_in(&fine, 0, &race, &repeats(4000.0, 2));
+        assert!(said.line.starts_with("race: over 5 runs, 1792 elements in rows 64 to 70, heads 8-11 change by up to 4000x the allowance (2 of 5 runs correct)"), "{said:?}");
+        assert_eq!(said.cause, Some(cause::RACE));
+    }
+
+    #[test]
+    fn a_wrong_expected_file_is_blamed_not_the_plant() {
+        // A golden case's expected output corrupted in head 0: the kernel matches the oracle.
+        let spoiled =
+            output_with(|row, head, dim| (row == 3 && head == 0 && dim == 0).then_some(9.0));
+        let experiments = Experiments {
+            expected_file: Some(ExpectedFileCheck {
+                disagrees: Footprint::of(
+                    SHAPE.problem().output,
+                    [SHAPE.problem().output.index(3, 0, 0)],
+                ),
+                output_matches_oracle: true,
+            }),
+            ..Experiments::default()
+        };
+        let said = diagnose_in(&spoiled, 0, &Integrity::default(), &experiments);
+        assert_eq!(
+            said.line,
+            "the case's expected output disagrees with flashprof's oracle at 1 elements in row 3, \
+             head 0: the kernel's output matches the oracle everywhere, so the file looks wrong"
+        );
+        assert!(!said.line.contains("plant"));
+    }
+
+    #[test]
+    fn rows_one_factor_too_small_are_an_unrescaled_denominator() {
+        let said = diagnose_in(
+            &output_with(|row, head, _| {
+                (head < 4 && row > 20).then_some(0.5 * (0.2 + row as f32 / 400.0))
+            }),
+            1,
+            &Integrity::default(),
+            &Experiments::default(),
+        );
+        assert!(said.line.starts_with("rows 21 to 149 of heads 0-3: each failing (row, head) is the right answer times one factor below 1 (0.25 to 0.57)"), "{said:?}");
+        assert_eq!(said.cause, Some(flash_cause::DENOMINATOR_TOO_LARGE));
+    }
+
+    #[test]
+    fn wrong_only_in_head_0_is_the_plant_only_when_planted() {
+        let spoil = |_, head: usize, _| if head == 0 { WRONG } else { None };
+        let said = diagnose_planted(spoil);
+        assert!(said.line.starts_with("wrong only in head 0"), "{said:?}");
+        let line = diagnose_output(spoil);
+        assert!(!line.contains("plant"), "{line}");
     }
 
     #[test]
     fn a_wrong_last_partial_tile() {
         let line = diagnose_output(|row, _, _| if row >= 140 { WRONG } else { None });
         assert!(
-            line.starts_with("only the last, partial tile (rows 140 to 149)"),
+            line.starts_with("only the last, partial tile (rows 140 to 149, heads 0-31)"),
             "{line}"
         );
     }
@@ -355,7 +861,7 @@ mod tests {
     fn wrong_from_the_second_tile_on() {
         let line = diagnose_output(|row, _, _| if row >= 64 { WRONG } else { None });
         assert!(
-            line.starts_with("rows 64 to 149 are wrong, rows before them right"),
+            line.starts_with("rows 64 to 149 are wrong (heads 0-31), rows before them right"),
             "{line}"
         );
     }

@@ -2,19 +2,21 @@
 //! prefix (attention-v1 contract, fp32). One sequence: `chunkLen` new query
 //! rows after `prefixLen` cached keys, all K/V in one contiguous array.
 
+pub mod bugs;
 pub mod cases;
 pub mod contract;
 pub mod diagnosis;
 pub mod golden;
 pub mod oracle;
+pub mod verdict;
 
 use std::path::Path;
 
 use self::cases::{parse_cases, CaseSpec, EMBEDDED_CASES};
 use self::contract::{Shape, DH, ENTRY_POINT, ENTRY_SIGNATURE, GROUP, HKV, HQ, TIMING_SHAPE};
 use super::definition::{
-    int_constants, shipped_kernel, Abi, ArgKind, ArgSpec, ArgValue, CaseData, CaseError, Graded,
-    KernelFile, Lab, LabCase, LabRef, Problem, SupportKernels,
+    int_constants, shipped_kernel, Abi, ArgKind, ArgSpec, ArgValue, CaseData, CaseError,
+    CaseSummary, Diagnosis, Graded, KernelFile, Lab, LabCase, LabRef, Problem, SupportKernels,
 };
 use super::geometry::{GridY, LaunchGeometry};
 use crate::grade::compare::Tolerance;
@@ -175,7 +177,8 @@ impl Lab for FlashPrefill {
     }
 
     fn generate(&self, case: &LabCase, seed: u64) -> Result<CaseData, CaseError> {
-        let inputs = Self::spec(case)?.generate(seed)?;
+        let spec = Self::spec(case)?;
+        let inputs = spec.generate(seed)?;
         let scalar = |n: usize| {
             i32::try_from(n).map_err(|_| CaseError::Invalid {
                 case: case.name.clone(),
@@ -193,6 +196,7 @@ impl Lab for FlashPrefill {
                 ArgValue::Scalar(scalar(inputs.shape.prefix_len)?),
             ],
             expected: inputs.expected,
+            planted_heads: spec.planted_heads(),
         })
     }
 
@@ -209,8 +213,36 @@ impl Lab for FlashPrefill {
         }
     }
 
-    fn diagnose(&self, data: &CaseData, graded: &Graded<'_>) -> String {
-        diagnosis::diagnose(Self::shape_of(data), graded.comparison, graded.integrity)
+    fn diagnose(&self, data: &CaseData, graded: &Graded<'_>) -> Diagnosis {
+        diagnosis::diagnose(&diagnosis::Reading {
+            shape: Self::shape_of(data),
+            planted_heads: data.planted_heads,
+            out: graded.out,
+            reference: graded.reference,
+            cmp: graded.comparison,
+            integrity: graded.integrity,
+            experiments: graded.experiments,
+            tensors: Some((
+                Self::tensor(data, 0),
+                Self::tensor(data, 1),
+                Self::tensor(data, 2),
+            )),
+        })
+    }
+
+    /// Scores are `q . k / 8`: shrinking `q` shrinks every score by the same factor.
+    fn scores_shrunk(&self, data: &CaseData, factor: f32) -> Option<CaseData> {
+        let mut shrunk = data.clone();
+        let Some(ArgValue::F32(q)) = shrunk.args.get_mut(0) else {
+            return None;
+        };
+        q.iter_mut().for_each(|x| *x *= factor);
+        shrunk.expected = None;
+        Some(shrunk)
+    }
+
+    fn verdict(&self, cases: &[CaseSummary<'_>]) -> Option<String> {
+        verdict::verdict(cases)
     }
 
     fn timing_case(&self, overrides: &[(String, String)]) -> Result<LabCase, String> {

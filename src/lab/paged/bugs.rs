@@ -64,6 +64,31 @@ impl Bug {
         }
     }
 
+    /// The bug whose [`Bug::name`] this is.
+    pub fn named(name: &str) -> Option<Bug> {
+        Bug::ALL.into_iter().find(|bug| bug.name() == name)
+    }
+
+    /// The defect and its fix, in one clause for a check's verdict line.
+    pub fn defect(self) -> &'static str {
+        match self {
+            Bug::BlockTableIgnored => {
+                "the block table is never read: cached keys come from block s * maxBlocksPerSeq + pos / B"
+            }
+            Bug::XAssumed8 => "the K cache is unpacked with X = 8; fp32 packs X = 4 floats",
+            Bug::WindowOffByOne => "the sliding window is one key too wide: use i - j < slidingWindow",
+            Bug::AlibiSignFlipped => "the ALiBi bias has the wrong sign: add slope * (j - i)",
+            Bug::CacheForNewTokens => {
+                "new tokens' keys are read from the cache: positions from the context's end on come from kNew/vNew"
+            }
+            Bug::QStartShifted => "sequences start at qStart[s + 1] instead of qStart[s]",
+            Bug::MissingDivision => "the softmax is not normalized: divide the accumulator by l at the end",
+            Bug::MaskPrecedence => {
+                "the window is skipped for cached keys: parenthesize (j < ctx || j <= i) && inWindow"
+            }
+        }
+    }
+
     /// Whether the contract's table says a case of this batch must catch the bug.
     pub fn must_fail(self, batch: &Batch) -> bool {
         match self {

@@ -326,6 +326,13 @@ impl CaseSpec {
         )
     }
 
+    /// Query heads (bit `h` for head `h`) where the case plants large scores.
+    pub fn planted_heads(&self) -> u32 {
+        self.plant
+            .iter()
+            .fold(0, |mask, plant| mask | 1 << plant.head)
+    }
+
     /// Builds this case's inputs from the run's seed (or loads its tensors).
     pub fn generate(&self, seed: u64) -> Result<CaseInputs, PagedCaseError> {
         if let Some(dir) = &self.tensors {

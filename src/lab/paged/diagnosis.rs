@@ -19,6 +19,7 @@
 
 use super::bugs::Bug;
 use super::{oracle, passes, Batch, Inputs, BLOCK, DH, HQ};
+use crate::grade::compare::common_factor;
 
 /// Most failing rows replayed per suspect.
 const REPLAY_ROWS: usize = 6;
@@ -37,6 +38,17 @@ pub fn diagnose_rows(
     reference: &[f64],
     rows: Option<&[usize]>,
 ) -> Option<String> {
+    explain_rows(inputs, out, reference, rows).map(|(line, _)| line)
+}
+
+/// [`diagnose_rows`] with the planted bug whose model reproduced the
+/// output, when one did.
+pub fn explain_rows(
+    inputs: &Inputs,
+    out: &[f32],
+    reference: &[f64],
+    rows: Option<&[usize]>,
+) -> Option<(String, Option<Bug>)> {
     let batch = &inputs.batch;
     let total = batch.total_new();
     assert_eq!(out.len(), total * HQ * DH, "out does not match the batch");
@@ -53,10 +65,10 @@ pub fn diagnose_rows(
     let sample = facts.sample();
     for &bug in &suspects {
         if replay_matches(inputs, out, bug, &sample) {
-            return Some(confirmed(bug, inputs, &facts));
+            return Some((confirmed(bug, inputs, &facts), Some(bug)));
         }
     }
-    Some(facts.likely(batch))
+    Some((facts.likely(batch), None))
 }
 
 /// What the failing elements say, in the batch's terms.
@@ -250,26 +262,9 @@ fn sees_cache(batch: &Batch, i: usize, ctx: usize) -> bool {
     ctx > 0 && batch.first_visible(i) < ctx
 }
 
-/// Whether `out` is `reference` times one factor above 1 in every dimension
-/// (dimensions too close to 0 to carry a ratio are skipped).
+/// Whether `out` is `reference` times one factor above 1 in every dimension.
 fn is_scaled_up(out: &[f32], reference: &[f64]) -> bool {
-    let mut factor = None;
-    for (&o, &r) in out.iter().zip(reference) {
-        let o = f64::from(o);
-        if !o.is_finite() {
-            return false;
-        }
-        if r.abs() < 1e-3 {
-            continue;
-        }
-        let ratio = o / r;
-        match factor {
-            None => factor = Some(ratio),
-            Some(f) if (ratio - f).abs() > 1e-3 * f.abs() => return false,
-            Some(_) => {}
-        }
-    }
-    factor.is_some_and(|f| f > 1.0)
+    common_factor(out, reference).is_some_and(|f| f > 1.0)
 }
 
 /// Whether the model of `bug` produces `out` on `rows` (within the lab's

@@ -13,10 +13,15 @@ use crate::grade::compare::{OutputShape, Tolerance};
 use crate::grade::integrity::integrity_problem;
 use crate::grade::roofline::Work;
 use crate::lab::definition::{
-    int_constants, shipped_kernel, Abi, ArgKind, ArgSpec, ArgValue, CaseData, CaseError, Graded,
-    KernelFile, Lab, LabCase, LabRef, Problem, SupportKernels,
+    int_constants, shipped_kernel, Abi, ArgKind, ArgSpec, ArgValue, CaseData, CaseError,
+    CaseSummary, Diagnosis, Graded, KernelFile, Lab, LabCase, LabRef, Problem, SupportKernels,
+};
+use crate::lab::experiment::{
+    explain_copied_from_out, explain_expected_file, explain_non_finite, explain_repeats,
+    non_finite_kind,
 };
 use crate::lab::geometry::{GridY, LaunchGeometry};
+use crate::lab::verdict::cause;
 
 const fn arg(name: &'static str, kind: ArgKind) -> ArgSpec {
     ArgSpec { name, kind }
@@ -121,6 +126,7 @@ impl PagedPrefill {
     fn case_data(
         inputs: Inputs,
         expected: Option<Vec<f64>>,
+        planted_heads: u32,
         name: &str,
     ) -> Result<CaseData, CaseError> {
         let int = |n: usize| {
@@ -149,7 +155,34 @@ impl PagedPrefill {
                 ArgValue::Output,
             ],
             expected,
+            planted_heads,
         })
+    }
+
+    /// Rows (new tokens, with their sequences) and heads of a footprint.
+    fn place(batch: &Batch, at: &crate::grade::compare::Footprint) -> String {
+        let Some(span) = at.rows else {
+            return "no element".into();
+        };
+        let (first_seq, first_pos) = batch.sequence_of_row(span.first);
+        let (last_seq, last_pos) = batch.sequence_of_row(span.last);
+        let rows = if span.first == span.last {
+            format!(
+                "new token {} (sequence {first_seq}, position {first_pos})",
+                span.first
+            )
+        } else if first_seq == last_seq {
+            format!(
+                "new tokens {} to {} (sequence {first_seq}, positions {first_pos} to {last_pos})",
+                span.first, span.last
+            )
+        } else {
+            format!(
+                "new tokens {} to {} (sequences {first_seq} to {last_seq})",
+                span.first, span.last
+            )
+        };
+        format!("{rows}, {}", crate::lab::experiment::heads(at.heads, HQ))
     }
 
     /// The oracle's and the diagnosis' view of a case's arguments.
@@ -303,7 +336,7 @@ impl Lab for PagedPrefill {
     fn generate(&self, case: &LabCase, seed: u64) -> Result<CaseData, CaseError> {
         match Self::recipe(case)? {
             Recipe::Timing { timing_shape } if timing_shape == TIMING_SHAPE => {
-                Self::case_data(cases::timing_inputs(seed), None, &case.name)
+                Self::case_data(cases::timing_inputs(seed), None, 0, &case.name)
             }
             Recipe::Timing { timing_shape } => Err(CaseError::Invalid {
                 case: case.name.clone(),
@@ -313,7 +346,7 @@ impl Lab for PagedPrefill {
             }),
             Recipe::Case(spec) => {
                 let made = spec.generate(seed).map_err(case_error(case))?;
-                Self::case_data(made.inputs, made.expected, &case.name)
+                Self::case_data(made.inputs, made.expected, spec.planted_heads(), &case.name)
             }
         }
     }
@@ -332,31 +365,104 @@ impl Lab for PagedPrefill {
         }
     }
 
-    fn diagnose(&self, data: &CaseData, graded: &Graded<'_>) -> String {
-        if let Some(problem) = integrity_problem(graded.integrity) {
-            return problem;
+    fn diagnose(&self, data: &CaseData, graded: &Graded<'_>) -> Diagnosis {
+        let integrity = graded.integrity;
+        let experiments = graded.experiments;
+        let inputs = Self::inputs(data);
+        let place = |at: &crate::grade::compare::Footprint| Self::place(&inputs.batch, at);
+        if integrity.out_of_bounds_writes > 0 {
+            // Shifted sequence starts store the last sequence's rows past
+            // the end: when the values are that bug's, name the bug.
+            let replayed = diagnosis::explain_rows(&inputs, graded.out, graded.reference, None);
+            if let Some((line, Some(bug @ super::bugs::Bug::QStartShifted))) = replayed {
+                return Diagnosis::new(
+                    format!(
+                        "{line}; the rows shifted past the last sequence land outside out ({} \
+                         floats written there)",
+                        integrity.out_of_bounds_writes
+                    ),
+                    bug.name(),
+                );
+            }
+            let line = integrity_problem(integrity).unwrap_or_default();
+            return Diagnosis::new(line, cause::OUT_OF_BOUNDS_WRITE);
+        }
+        if !integrity.inputs_modified.is_empty() {
+            let line = integrity_problem(integrity).unwrap_or_default();
+            return Diagnosis::new(line, cause::INPUT_WRITTEN);
+        }
+        if integrity.runs_differ {
+            return match &experiments.repeats {
+                Some(trial) => explain_repeats(trial, &place),
+                None => Diagnosis::new(
+                    integrity_problem(integrity).unwrap_or_default(),
+                    cause::RACE,
+                ),
+            };
         }
         let cmp = graded.comparison;
         if cmp.passed {
-            return format!(
+            return Diagnosis::plain(format!(
                 "correct: all {} elements within tolerance (worst at {:.2} of the allowance)",
                 cmp.elements, cmp.worst_ratio
-            );
+            ));
         }
-        let inputs = Self::inputs(data);
-        diagnosis::diagnose(&inputs, graded.out, graded.reference).unwrap_or_else(|| {
-            match &cmp.worst {
-                Some(e) => {
-                    let (seq, position) = inputs.batch.sequence_of_row(e.row);
-                    format!(
-                        "{} of {} elements wrong; worst at new token {} (sequence {seq}, \
-                         position {position}), head {}: got {:.6e}, expected {:.6e}",
-                        cmp.failing, cmp.elements, e.row, e.head, e.got, e.expected
-                    )
-                }
-                None => format!("{} of {} elements wrong", cmp.failing, cmp.elements),
+        if let Some(said) = experiments
+            .expected_file
+            .as_ref()
+            .and_then(|check| explain_expected_file(check, &place))
+        {
+            return said;
+        }
+        if let Some(said) = experiments
+            .unwritten
+            .as_ref()
+            .and_then(|trial| explain_copied_from_out(trial, &place))
+        {
+            return said;
+        }
+        // A planted bug's model that reproduces the output names the cause
+        // with certainty, NaN included (a row it never writes is poison).
+        let explained = diagnosis::explain_rows(&inputs, graded.out, graded.reference, None);
+        if let Some((line, Some(bug))) = &explained {
+            return Diagnosis::new(line.clone(), bug.name());
+        }
+        if cmp.nan + cmp.inf > 0 {
+            if let Some(trial) = &experiments.non_finite {
+                return explain_non_finite(non_finite_kind(cmp), trial, &place);
             }
+        }
+        if let Some((line, None)) = explained {
+            return Diagnosis::plain(line);
+        }
+        Diagnosis::plain(match &cmp.worst {
+            Some(e) => {
+                let (seq, position) = inputs.batch.sequence_of_row(e.row);
+                format!(
+                    "{} of {} elements wrong; worst at new token {} (sequence {seq}, \
+                     position {position}), head {}: got {:.6e}, expected {:.6e}",
+                    cmp.failing, cmp.elements, e.row, e.head, e.got, e.expected
+                )
+            }
+            None => format!("{} of {} elements wrong", cmp.failing, cmp.elements),
         })
+    }
+
+    /// Scores are `q . k / 8` plus the ALiBi bias: shrinking `q` and the
+    /// slopes shrinks every score by the same factor.
+    fn scores_shrunk(&self, data: &CaseData, factor: f32) -> Option<CaseData> {
+        let mut shrunk = data.clone();
+        for index in [0, 11] {
+            if let Some(ArgValue::F32(values)) = shrunk.args.get_mut(index) {
+                values.iter_mut().for_each(|x| *x *= factor);
+            }
+        }
+        shrunk.expected = None;
+        Some(shrunk)
+    }
+
+    fn verdict(&self, cases: &[CaseSummary<'_>]) -> Option<String> {
+        super::verdict::verdict(cases)
     }
 
     fn timing_case(&self, overrides: &[(String, String)]) -> Result<LabCase, String> {
@@ -402,8 +508,9 @@ impl Lab for PagedPrefill {
 
 #[cfg(test)]
 mod tests {
+    use super::super::bugs::{model, Bug};
     use super::*;
-    use crate::grade::compare::compare;
+    use crate::grade::compare::{compare, Comparison, POISON_BITS};
     use crate::grade::integrity::Integrity;
     use crate::lab::paged::cases::MAX_NEW;
 
@@ -467,39 +574,58 @@ mod tests {
         assert_eq!(sampled[row_len..], whole[last..last + row_len]);
     }
 
-    #[test]
-    fn a_bug_models_output_is_diagnosed_in_the_labs_language() {
+    /// What a kernel with `bug` leaves in `out` (rows it never writes keep the poison).
+    fn kernel_output(data: &CaseData, bug: Bug) -> Vec<f32> {
+        model(&PagedPrefill::inputs(data), bug)
+            .iter()
+            .map(|&x| {
+                if x.is_nan() {
+                    f32::from_bits(POISON_BITS)
+                } else {
+                    x as f32
+                }
+            })
+            .collect()
+    }
+
+    /// The lab's comparison and diagnosis of `out`, launched with `integrity`.
+    fn diagnosed(data: &CaseData, out: &[f32], integrity: &Integrity) -> (Comparison, Diagnosis) {
+        let reference = PAGED_PREFILL.oracle(data, None);
+        let comparison = compare(
+            data.problem.output,
+            PAGED_PREFILL.tolerance(),
+            out,
+            &reference,
+        );
+        let said = PAGED_PREFILL.diagnose(
+            data,
+            &Graded {
+                out,
+                reference: &reference,
+                comparison: &comparison,
+                integrity,
+                experiments: &Default::default(),
+            },
+        );
+        (comparison, said)
+    }
+
+    fn mixed_lengths() -> CaseData {
         let case = embedded()
             .into_iter()
             .find(|c| c.name == "mixed-lengths")
             .expect("the mixed-lengths case");
-        let data = PAGED_PREFILL.generate(&case, 5).expect("generates");
-        let reference = PAGED_PREFILL.oracle(&data, None);
-        let out: Vec<f32> = super::super::bugs::model(
-            &PagedPrefill::inputs(&data),
-            super::super::bugs::Bug::BlockTableIgnored,
-        )
-        .iter()
-        .map(|&x| x as f32)
-        .collect();
-        let comparison = compare(
-            data.problem.output,
-            PAGED_PREFILL.tolerance(),
-            &out,
-            &reference,
-        );
+        PAGED_PREFILL.generate(&case, 5).expect("generates")
+    }
+
+    #[test]
+    fn a_bug_models_output_is_diagnosed_in_the_labs_language() {
+        let data = mixed_lengths();
+        let out = kernel_output(&data, Bug::BlockTableIgnored);
+        let (comparison, said) = diagnosed(&data, &out, &Integrity::default());
         assert!(!comparison.passed);
-        let integrity = Integrity::default();
-        let said = PAGED_PREFILL.diagnose(
-            &data,
-            &Graded {
-                out: &out,
-                reference: &reference,
-                comparison: &comparison,
-                integrity: &integrity,
-            },
-        );
-        assert!(said.contains("block"), "{said}");
+        assert!(said.line.contains("block"), "{said:?}");
+        assert_eq!(said.cause, Some("block-table-ignored"));
     }
 
     #[test]
@@ -519,5 +645,95 @@ mod tests {
         PAGED_PREFILL
             .prove_oracle()
             .expect("the golden proof holds");
+    }
+
+    /// The check's one line when every shipped case runs `bug`'s CPU model.
+    fn verdict_for(bug: Bug) -> String {
+        use crate::lab::definition::{CaseState, CaseSummary};
+        let ran: Vec<(String, Comparison, Diagnosis)> = embedded()
+            .into_iter()
+            .map(|case| {
+                let data = PAGED_PREFILL.generate(&case, 3).expect("generates");
+                let (comparison, said) =
+                    diagnosed(&data, &kernel_output(&data, bug), &Integrity::default());
+                (case.name, comparison, said)
+            })
+            .collect();
+        let summaries: Vec<CaseSummary<'_>> = ran
+            .iter()
+            .map(|(name, comparison, said)| CaseSummary {
+                name,
+                state: if comparison.passed {
+                    CaseState::Pass
+                } else {
+                    CaseState::Fail
+                },
+                comparison: Some(comparison),
+                integrity: None,
+                diagnosis: &said.line,
+                cause: said.cause,
+            })
+            .collect();
+        PAGED_PREFILL.verdict(&summaries).expect("cases ran")
+    }
+
+    macro_rules! verdict_names_the_bug {
+        ($($test:ident: $bug:ident,)*) => {$(
+            #[test]
+            fn $test() {
+                let bug = Bug::$bug;
+                let line = verdict_for(bug);
+                assert!(line.starts_with(bug.defect()), "{line}");
+                assert!(line.contains("its model reproduces the output of"), "{line}");
+            }
+        )*};
+    }
+
+    verdict_names_the_bug! {
+        verdict_names_an_ignored_block_table: BlockTableIgnored,
+        verdict_names_x_assumed_8: XAssumed8,
+        verdict_names_a_window_off_by_one: WindowOffByOne,
+        verdict_names_a_flipped_alibi_sign: AlibiSignFlipped,
+        verdict_names_new_tokens_read_from_the_cache: CacheForNewTokens,
+        verdict_names_a_shifted_qstart: QStartShifted,
+        verdict_names_a_missing_final_division: MissingDivision,
+        verdict_names_the_mask_precedence: MaskPrecedence,
+    }
+
+    #[test]
+    fn shifted_sequence_starts_are_named_over_their_stray_writes() {
+        let data = mixed_lengths();
+        let stray = Integrity {
+            out_of_bounds_writes: 4096,
+            ..Integrity::default()
+        };
+        let (_, said) = diagnosed(&data, &kernel_output(&data, Bug::QStartShifted), &stray);
+        assert_eq!(said.cause, Some("wrong-qstart"), "{said:?}");
+        assert!(
+            said.line
+                .ends_with("land outside out (4096 floats written there)"),
+            "{said:?}"
+        );
+    }
+
+    #[test]
+    fn a_correct_kernel_reads_all_pass() {
+        use crate::lab::definition::{CaseState, CaseSummary};
+        let names: Vec<String> = embedded().into_iter().map(|c| c.name).collect();
+        let summaries: Vec<CaseSummary<'_>> = names
+            .iter()
+            .map(|name| CaseSummary {
+                name,
+                state: CaseState::Pass,
+                comparison: None,
+                integrity: None,
+                diagnosis: "correct",
+                cause: None,
+            })
+            .collect();
+        assert_eq!(
+            PAGED_PREFILL.verdict(&summaries).as_deref(),
+            Some("all 16 cases pass")
+        );
     }
 }

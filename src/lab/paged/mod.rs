@@ -20,6 +20,7 @@ pub mod golden;
 mod lab;
 pub mod oracle;
 pub mod tensors;
+pub mod verdict;
 
 pub use lab::{PagedPrefill, PAGED_PREFILL};
 

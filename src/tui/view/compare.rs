@@ -203,9 +203,21 @@ fn side_lines(report: &CheckReport, theme: Theme) -> Vec<Line<'static>> {
         return compiled;
     }
     let mut lines = vec![timing_line(report, theme)];
+    lines.extend(diagnosis_line(report, theme));
     lines.extend(counters_line(report, theme));
     lines.extend(compiled);
     lines
+}
+
+/// The check's one line, when some case failed.
+fn diagnosis_line(report: &CheckReport, theme: Theme) -> Option<Line<'static>> {
+    if report.all_passed() {
+        return None;
+    }
+    Some(Line::from(vec![
+        Span::styled("diagnosis ", theme.accent()),
+        Span::styled(report.diagnosis_line()?, theme.bad()),
+    ]))
 }
 
 fn timing_line(report: &CheckReport, theme: Theme) -> Line<'static> {

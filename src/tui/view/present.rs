@@ -11,7 +11,7 @@
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, BorderType, Paragraph};
+use ratatui::widgets::{Block, BorderType, Paragraph, Wrap};
 use ratatui::Frame;
 
 use super::{bigtext, compile, header, heatmap, roofline, trend};
@@ -24,13 +24,23 @@ const WIDEST_HEAT_CELL: usize = 4;
 pub fn draw(frame: &mut Frame, model: &Model) {
     let area = frame.area();
     let digits_height = (area.height / 3).clamp(7, 20);
-    let [top, numbers, detail, footer] = Layout::vertical([
+    let verdict = check_diagnosis(model);
+    let verdict_height = if verdict.is_some() { 2 } else { 0 };
+    let [top, numbers, said, detail, footer] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(digits_height),
+        Constraint::Length(verdict_height),
         Constraint::Min(3),
         Constraint::Length(1),
     ])
     .areas(area);
+    if let Some(line) = verdict {
+        let style = bold(model.theme.bad());
+        frame.render_widget(
+            Paragraph::new(Line::styled(line, style)).wrap(Wrap { trim: true }),
+            said,
+        );
+    }
     header::draw(frame, top, model);
     let [speedup, passed] =
         Layout::horizontal([Constraint::Ratio(1, 2), Constraint::Ratio(1, 2)]).areas(numbers);
@@ -38,6 +48,16 @@ pub fn draw(frame: &mut Frame, model: &Model) {
     draw_passed(frame, passed, model);
     draw_detail(frame, detail, model);
     header::draw_footer(frame, footer, model);
+}
+
+/// The last check's one line, when some case failed (the lecture's
+/// sentence under the numbers).
+fn check_diagnosis(model: &Model) -> Option<String> {
+    let report = &model.last.as_ref()?.report;
+    if report.all_passed() || !report.compile.ok {
+        return None;
+    }
+    report.diagnosis_line()
 }
 
 fn framed(title: &str, caption: String, style: Style) -> Block<'static> {

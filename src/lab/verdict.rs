@@ -1,0 +1,225 @@
+//! The one line that speaks for a whole check, and the rules every lab
+//! shares for it.
+//!
+//! A case's diagnosis reads one output; the verdict reads the pattern across
+//! all of them: which cases fail and which pass, and the causes their
+//! diagnoses name. A lab first tries its own rules (it knows what each of
+//! its planted cases is there to show), then falls back on [`common`]:
+//! what stops a kernel from being graded at all (a hang, a crash, a write
+//! outside `out`, a touched input, a race) before any wrong value, and
+//! otherwise the cause most failing cases share.
+
+use super::definition::{CaseState, CaseSummary};
+
+/// Causes the shared rules and every lab's diagnosis use alike.
+pub mod cause {
+    pub const OUT_OF_BOUNDS_WRITE: &str = "out-of-bounds-write";
+    pub const INPUT_WRITTEN: &str = "input-written";
+    pub const RACE: &str = "race";
+    pub const NONDETERMINISTIC_ORDER: &str = "nondeterministic-order";
+    pub const NAN_GUARD_READ: &str = "nan-guard-read";
+    pub const NAN_EXP_OVERFLOW: &str = "nan-exp-overflow";
+    pub const NAN_FROM_OUT: &str = "nan-from-out";
+    pub const NAN_COMPUTED: &str = "nan-computed";
+    pub const NEVER_WRITTEN: &str = "never-written";
+    pub const COPIED_FROM_OUT: &str = "copied-from-out";
+    pub const EXPECTED_FILE_WRONG: &str = "expected-file-wrong";
+}
+
+/// The lab-independent verdict: what stops grading first, else the cause
+/// most failing cases share; `None` when no case ran.
+pub fn common(cases: &[CaseSummary<'_>]) -> Option<String> {
+    if let Some(line) = settled(cases) {
+        return line;
+    }
+    Some(severe(cases).unwrap_or_else(|| by_cause(cases)))
+}
+
+/// `Some(None)` when nothing ran, `Some(line)` when every case that ran
+/// passed, `None` when something failed (the rules then decide).
+pub fn settled(cases: &[CaseSummary<'_>]) -> Option<Option<String>> {
+    let ran: Vec<_> = cases
+        .iter()
+        .filter(|c| c.state != CaseState::NotRun)
+        .collect();
+    if ran.is_empty() {
+        return Some(None);
+    }
+    if ran.iter().all(|c| c.state == CaseState::Pass) {
+        let not_run = cases.len() - ran.len();
+        return Some(Some(if not_run == 0 {
+            format!("all {} cases pass", ran.len())
+        } else {
+            format!(
+                "the {} cases that ran pass; {not_run} did not run",
+                ran.len()
+            )
+        }));
+    }
+    None
+}
+
+/// A hang, a crash or a broken integrity rule, which comes before any
+/// reading of values (one root cause explains the rest).
+pub fn severe(cases: &[CaseSummary<'_>]) -> Option<String> {
+    let states = [
+        (CaseState::Timeout, "hangs on"),
+        (CaseState::Crash, "crashes on"),
+    ];
+    for (state, verb) in states {
+        let hit = select(cases, |c| c.state == state);
+        if let Some(first) = hit.first() {
+            return Some(format!("{verb} {}: {}", names(&hit), first.diagnosis));
+        }
+    }
+    for slug in [
+        cause::OUT_OF_BOUNDS_WRITE,
+        cause::INPUT_WRITTEN,
+        cause::RACE,
+    ] {
+        let hit = with_cause(cases, slug);
+        if let Some(first) = hit.first() {
+            return Some(format!("{} ({})", first.diagnosis, in_cases(&hit, cases)));
+        }
+    }
+    None
+}
+
+/// The cause shared by the most failing cases, with that group's first diagnosis.
+pub fn by_cause(cases: &[CaseSummary<'_>]) -> String {
+    let failing = select(cases, |c| c.state == CaseState::Fail);
+    let mut groups: Vec<(Option<&str>, Vec<&CaseSummary<'_>>)> = Vec::new();
+    for case in &failing {
+        match groups.iter_mut().find(|(cause, _)| *cause == case.cause) {
+            Some((_, members)) => members.push(case),
+            None => groups.push((case.cause, vec![case])),
+        }
+    }
+    // The largest group that names a cause; a group naming none only when no other exists.
+    let chosen = groups
+        .iter()
+        .filter(|(cause, _)| cause.is_some())
+        .max_by_key(|(_, members)| members.len())
+        .or_else(|| groups.first());
+    match chosen {
+        Some((_, members)) => {
+            let members: Vec<&CaseSummary<'_>> = members.to_vec();
+            format!("{} ({})", members[0].diagnosis, in_cases(&members, cases))
+        }
+        None => "some cases did not pass".into(),
+    }
+}
+
+/// The cases that satisfy `keep`, in order.
+pub fn select<'c, 'a>(
+    cases: &'c [CaseSummary<'a>],
+    keep: impl Fn(&CaseSummary<'a>) -> bool,
+) -> Vec<&'c CaseSummary<'a>> {
+    cases.iter().filter(|c| keep(c)).collect()
+}
+
+/// The cases whose diagnosis names `slug`.
+pub fn with_cause<'c, 'a>(cases: &'c [CaseSummary<'a>], slug: &str) -> Vec<&'c CaseSummary<'a>> {
+    select(cases, |c| c.cause == Some(slug))
+}
+
+/// Whether the case called `name` ran and failed; `None` when the check has no such case.
+pub fn failed(cases: &[CaseSummary<'_>], name: &str) -> Option<bool> {
+    cases
+        .iter()
+        .find(|c| c.name == name && c.state != CaseState::NotRun)
+        .map(|c| c.state != CaseState::Pass)
+}
+
+/// `"a"`, `"a and b"`, `"a, b, c and 4 more"`.
+pub fn names(cases: &[&CaseSummary<'_>]) -> String {
+    const SHOWN: usize = 3;
+    let listed: Vec<&str> = cases.iter().take(SHOWN).map(|c| c.name).collect();
+    match (cases.len(), listed.split_last()) {
+        (_, None) => String::new(),
+        (1, Some((only, _))) => (*only).to_owned(),
+        (n, Some((last, rest))) if n <= SHOWN => format!("{} and {last}", rest.join(", ")),
+        (n, _) => format!("{} and {} more", listed.join(", "), n - SHOWN),
+    }
+}
+
+/// `"in random-small and chunk-of-17, 2 of 14 cases"`.
+pub fn in_cases(hit: &[&CaseSummary<'_>], all: &[CaseSummary<'_>]) -> String {
+    let failing = all
+        .iter()
+        .filter(|c| !matches!(c.state, CaseState::Pass | CaseState::NotRun))
+        .count();
+    let mut line = format!("in {}", names(hit));
+    if failing > hit.len() {
+        line.push_str(&format!("; {failing} of {} cases fail", all.len()));
+    } else {
+        line.push_str(&format!(", {} of {} cases", hit.len(), all.len()));
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn case<'a>(
+        name: &'a str,
+        state: CaseState,
+        diagnosis: &'a str,
+        cause: Option<&'a str>,
+    ) -> CaseSummary<'a> {
+        CaseSummary {
+            name,
+            state,
+            comparison: None,
+            integrity: None,
+            diagnosis,
+            cause,
+        }
+    }
+
+    #[test]
+    fn nothing_run_has_no_verdict_and_all_passing_says_so() {
+        assert_eq!(common(&[case("a", CaseState::NotRun, "", None)]), None);
+        let cases = [
+            case("a", CaseState::Pass, "correct", None),
+            case("b", CaseState::Pass, "correct", None),
+        ];
+        assert_eq!(common(&cases).as_deref(), Some("all 2 cases pass"));
+    }
+
+    #[test]
+    fn a_hang_comes_before_wrong_values() {
+        let cases = [
+            case("a", CaseState::Fail, "rows wrong", Some("x")),
+            case("b", CaseState::Timeout, "no answer within 4 s", None),
+        ];
+        assert_eq!(common(&cases).unwrap(), "hangs on b: no answer within 4 s");
+    }
+
+    #[test]
+    fn the_cause_most_cases_share_speaks() {
+        let cases = [
+            case("a", CaseState::Fail, "one thing", Some("x")),
+            case("b", CaseState::Fail, "another at row 3", Some("y")),
+            case("c", CaseState::Fail, "another at row 9", Some("y")),
+            case("d", CaseState::Pass, "correct", None),
+        ];
+        assert_eq!(
+            common(&cases).unwrap(),
+            "another at row 3 (in b and c; 3 of 4 cases fail)"
+        );
+    }
+
+    #[test]
+    fn name_lists_stay_short() {
+        let cases: Vec<CaseSummary<'_>> = ["a", "b", "c", "d", "e"]
+            .iter()
+            .map(|n| case(n, CaseState::Fail, "", None))
+            .collect();
+        let refs: Vec<&CaseSummary<'_>> = cases.iter().collect();
+        assert_eq!(names(&refs[..2]), "a and b");
+        assert_eq!(names(&refs[..3]), "a, b and c");
+        assert_eq!(names(&refs), "a, b, c and 2 more");
+    }
+}
