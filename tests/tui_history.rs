@@ -177,3 +177,21 @@ fn restore_refuses_a_fifo_or_an_oversized_file_without_blocking_or_losing_it() {
         "the file is kept"
     );
 }
+
+#[test]
+fn a_run_s_outcome_holds_the_figures_the_trend_plots() {
+    let pass = RunOutcome::of(&all_pass(2.5, 48));
+    assert_eq!(pass.registers, Some(48));
+    assert_eq!(pass.speedup.map(|s| (s * 100.0).round()), Some(250.0));
+    let worst = pass.max_error.expect("graded cases have an error");
+    assert!(worst > 0.0 && worst < 1e-3, "{worst}");
+    // A case that wrote NaN makes the run's max error infinite, not NaN.
+    let mut broken = all_pass(1.0, 40);
+    let comparison = broken.cases[3].comparison.as_mut().expect("compared");
+    comparison.nan = 7;
+    assert_eq!(RunOutcome::of(&broken).max_error, Some(f64::INFINITY));
+    // Without a GPU nothing was graded: no error to plot, registers still known.
+    let compiled = RunOutcome::of(&compile_only());
+    assert_eq!(compiled.max_error, None);
+    assert_eq!(compiled.registers, Some(38));
+}

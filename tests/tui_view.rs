@@ -610,3 +610,23 @@ fn the_counters_overlay_shows_every_line_whole_and_a_large_roofline() {
     let verdict_words = verdict.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(flat.contains(&verdict_words), "{verdict}\n{wide}");
 }
+
+#[test]
+fn the_trend_plots_each_figure_and_a_nan_error_reads_as_nan() {
+    let mut model = fresh();
+    complete(&mut model, "v1", all_pass(1.2, 40));
+    complete(&mut model, "v2", all_pass(2.5, 64));
+    let mut broken = failing_report();
+    broken.cases[1].comparison.as_mut().expect("compared").nan = 12;
+    complete(&mut model, "v3", broken);
+    for (width, height) in SIZES {
+        let text = screen(&model, width, height);
+        for label in ["speedup 2.50x", "regs 40", "max err NaN"] {
+            assert!(text.contains(label), "{label} at {width}x{height}:\n{text}");
+        }
+    }
+    // With rows to spare, each strip says the range it spans.
+    let tall = screen(&model, 120, 40);
+    assert!(tall.contains("1.20x..2.50x"), "{tall}");
+    assert!(tall.contains("40..64"), "{tall}");
+}

@@ -218,6 +218,36 @@ mod tests {
         assert!(b.y[1] > 67e12f64.log10() && b.y[0] < 3.2e12f64.log10());
     }
 
+    /// The row (from the top) where `mark` is drawn, and the screen.
+    fn row_of(plot: &RooflinePlot, mark: char) -> (usize, String) {
+        use ratatui::backend::TestBackend;
+        use ratatui::Terminal;
+        let mut terminal = Terminal::new(TestBackend::new(40, 12)).expect("terminal");
+        terminal
+            .draw(|frame| draw(frame, frame.area(), plot, Theme { color: false }))
+            .expect("draw");
+        let text = terminal.backend().to_string();
+        let row = text.lines().position(|l| l.contains(mark)).expect("drawn");
+        (row, text)
+    }
+
+    #[test]
+    fn a_faster_kernel_is_drawn_higher_and_under_its_roofs() {
+        let kernel = |flops_per_s| PlotPoint {
+            name: "kernel",
+            mark: "●",
+            flop_per_byte: 491.0,
+            flops_per_s,
+        };
+        let (slow, text) = row_of(&plot(vec![kernel(3e12)]), '●');
+        let (fast, _) = row_of(&plot(vec![kernel(50e12)]), '●');
+        assert!(fast < slow, "{text}");
+        // Both roofs are named, the compute roof above the slow kernel.
+        let roof = text.lines().position(|l| l.contains("FP32")).expect("FP32");
+        assert!(text.contains("DRAM"), "{text}");
+        assert!(roof < slow, "{text}");
+    }
+
     #[test]
     fn decades_read_as_short_numbers() {
         let shown: Vec<String> = [-1.0, 0.0, 2.0, 4.0, 7.0]
