@@ -630,3 +630,19 @@ fn the_trend_plots_each_figure_and_a_nan_error_reads_as_nan() {
     assert!(tall.contains("1.20x..2.50x"), "{tall}");
     assert!(tall.contains("40..64"), "{tall}");
 }
+
+#[test]
+fn small_terminals_draw_every_state_without_panicking() {
+    let mut model = fresh();
+    complete(&mut model, "v1", all_pass(1.2, 40));
+    complete(&mut model, "v2", counted_report(2.5));
+    for overlay in [None, Some(KeyCode::Char('c'))] {
+        if let Some(code) = overlay {
+            key(&mut model, code);
+        }
+        for (width, height) in [(1, 1), (20, 5), (40, 10), (60, 15), (79, 23)] {
+            let text = screen(&model, width, height);
+            assert_eq!(text.lines().count(), usize::from(height));
+        }
+    }
+}
