@@ -6,8 +6,8 @@
 //! out of sight, and the model lists the most telling line first. A panel
 //! under 40 columns (an 80-column terminal) shows the compact lines
 //! instead, each whole. Under them, when the panel has the rows, the
-//! roofline plot. The counters
-//! overlay (`c`) shows every line whole, wrapped, beside a large plot.
+//! roofline plot. The counters overlay (`c`) shows every line whole,
+//! wrapped, beside a large plot.
 
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};

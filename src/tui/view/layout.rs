@@ -27,7 +27,7 @@ pub struct Areas {
 }
 
 /// Height at which panels get room for more than the essentials.
-pub const TALL: u16 = 36;
+const TALL: u16 = 36;
 /// Shares of the bottom row: the counters panel gets the most, its lines
 /// (and its roofline plot) are the widest.
 const BOTTOM_SHARES: [u32; 3] = [3, 3, 4];
@@ -36,14 +36,19 @@ const BOTTOM_SHARES: [u32; 3] = [3, 3, 4];
 const BOTTOM_MIN: u16 = 9;
 /// Rows the cases table keeps at least: borders, header and two cases.
 const CASES_MIN: u16 = 5;
+/// Most rows of the file panel, short and tall terminals: a longer list
+/// of errors shows its first ones, as the compiler ordered them.
+const COMPILE_MAX: [u16; 2] = [7, 12];
+/// Most lines of the selected case's diagnosis, short and tall terminals;
+/// a longer one ends in "…".
+const DETAIL_MAX: [usize; 2] = [3, 5];
 
 impl Areas {
     /// The panels for `model` on a terminal of `width` x `height`.
     pub fn for_model(model: &Model, width: u16, height: u16) -> Self {
-        let tall = height >= TALL;
-        let compile_cap = if tall { 12 } else { 7 };
-        let compile_height = compile::height(model, width).min(compile_cap);
-        let detail_height = cases::detail_height(model, width, if tall { 5 } else { 3 });
+        let tall = usize::from(height >= TALL);
+        let compile_height = compile::height(model, width).min(COMPILE_MAX[tall]);
+        let detail_height = cases::detail_height(model, width, DETAIL_MAX[tall]);
         Self::of(
             width,
             height,
@@ -55,7 +60,7 @@ impl Areas {
 
     /// The panels for a terminal of `width` x `height`, a file panel of
     /// `compile_height` rows, a detail of `detail_height` and `case_count` cases.
-    pub fn of(
+    fn of(
         width: u16,
         height: u16,
         compile_height: u16,
