@@ -15,10 +15,9 @@ use crate::tui::theme::Theme;
 
 pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
     let theme = model.theme;
-    let stale = model.compile().is_some_and(|s| s.stale);
-    let lines = body(model);
+    let Body { lines, stale } = body(model);
     if area.height == 1 {
-        // A clean compile: the file's name and the verdict on one line.
+        // One line: the file's name and the verdict (or what is running).
         let mut spans = vec![Span::styled(
             format!("{} ", model.file_label),
             theme.accent(),
@@ -36,11 +35,12 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
     frame.render_widget(body, area);
 }
 
-/// Rows the panel needs at `width`: one for a verdict that fits on a line
-/// beside the file's name, else its lines as wrapped plus the borders.
+/// Rows the panel needs at `width`: one for a single line that fits beside
+/// the file's name, else its lines as wrapped plus the borders.
 pub(super) fn height(model: &Model, width: u16) -> u16 {
-    let lines = body(model);
-    let label = model.file_label.chars().count() + "(previous save) ".len() + 1;
+    let Body { lines, stale } = body(model);
+    let marker = if stale { "(previous save) ".len() } else { 0 };
+    let label = model.file_label.chars().count() + 1 + marker;
     if let [only] = lines.as_slice() {
         if only.width() + label <= usize::from(width) {
             return 1;
@@ -51,8 +51,16 @@ pub(super) fn height(model: &Model, width: u16) -> u16 {
     u16::try_from(wrapped + 2).unwrap_or(u16::MAX)
 }
 
-/// What the panel says: a running check's build status, then the outcome.
-fn body(model: &Model) -> Vec<Line<'static>> {
+/// What the panel shows, and whether any of it is from an earlier save.
+struct Body {
+    lines: Vec<Line<'static>>,
+    stale: bool,
+}
+
+/// A running check's build status, then the outcome to show. An earlier
+/// save's clean compile says nothing the status does not, so it gives way;
+/// an earlier error stays (marked) until the new build replaces it.
+fn body(model: &Model) -> Body {
     let theme = model.theme;
     let mut lines = Vec::new();
     if let Some(live) = model.live.as_ref().filter(|l| l.compile.is_none()) {
@@ -65,7 +73,12 @@ fn body(model: &Model) -> Vec<Line<'static>> {
         };
         lines.push(Line::styled(status, theme.warn()));
     }
-    match model.compile() {
+    let building = !lines.is_empty();
+    let shown = model.compile().filter(|shown| {
+        let clean = shown.value.ok && shown.value.diagnostics.is_empty();
+        !(building && shown.stale && clean)
+    });
+    match shown {
         Some(shown) => {
             let no_gpu = model.gpu.as_ref().is_some_and(|g| g.is_err());
             lines.extend(outcome_lines(shown.value, no_gpu, theme));
@@ -73,7 +86,10 @@ fn body(model: &Model) -> Vec<Line<'static>> {
         None if lines.is_empty() => lines.push(Line::raw("no check yet")),
         None => {}
     }
-    lines
+    Body {
+        lines,
+        stale: shown.is_some_and(|s| s.stale),
+    }
 }
 
 /// What the compiler said: the verdict, then errors, then warnings. With
