@@ -90,8 +90,9 @@ fn draw_roof(
     (cell_x, cell_y): (f64, f64),
 ) {
     let [x_lo, x_hi] = bounds.x;
-    let label = Span::styled(roof.name.clone(), theme.stale());
-    let label_width = roof.name.chars().count() as f64 * cell_x;
+    let text = roof_label(roof);
+    let label_width = text.chars().count() as f64 * cell_x;
+    let label = Span::styled(text, theme.stale());
     match roof.kind {
         RoofKind::Compute { flops_per_s } => {
             let y = flops_per_s.log10();
@@ -120,6 +121,30 @@ fn draw_roof(
             ctx.print(x + cell_x, slope_at(x) - cell_y, label);
         }
     }
+}
+
+/// A roof's name and its peak in three figures: `FP32 66.9T`, `DRAM 4.80TB/s`.
+fn roof_label(roof: &PlotRoof) -> String {
+    match roof.kind {
+        RoofKind::Compute { flops_per_s } => {
+            format!("{} {}T", roof.name, three_figures(flops_per_s / 1e12))
+        }
+        RoofKind::Memory { bytes_per_s } => {
+            format!("{} {}TB/s", roof.name, three_figures(bytes_per_s / 1e12))
+        }
+    }
+}
+
+/// `x` with three significant figures (at least none after the point).
+fn three_figures(x: f64) -> String {
+    let decimals = if x >= 100.0 {
+        0
+    } else if x >= 10.0 {
+        1
+    } else {
+        2
+    };
+    format!("{x:.decimals$}")
 }
 
 /// Which kind of roof [`highest`] looks for.
@@ -243,7 +268,10 @@ mod tests {
         let (fast, _) = row_of(&plot(vec![kernel(50e12)]), '●');
         assert!(fast < slow, "{text}");
         // Both roofs are named, the compute roof above the slow kernel.
-        let roof = text.lines().position(|l| l.contains("FP32")).expect("FP32");
+        let roof = text
+            .lines()
+            .position(|l| l.contains("FP32 67.0T"))
+            .expect("FP32");
         assert!(text.contains("DRAM"), "{text}");
         assert!(roof < slow, "{text}");
     }
@@ -255,5 +283,12 @@ mod tests {
             .map(|&e| power_of_ten(e))
             .collect();
         assert_eq!(shown, ["0.1", "1", "100", "10k", "1e7"]);
+    }
+
+    #[test]
+    fn roofs_are_named_with_their_peaks() {
+        let labels: Vec<String> = plot(Vec::new()).roofs.iter().map(roof_label).collect();
+        assert_eq!(labels, ["FP32 67.0T", "DRAM 4.80TB/s"]);
+        assert_eq!(three_figures(535.2), "535");
     }
 }
