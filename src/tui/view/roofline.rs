@@ -39,17 +39,21 @@ pub fn draw(frame: &mut Frame, area: Rect, plot: &RooflinePlot, theme: Theme) {
         frame.render_widget(Paragraph::new("no roofs to plot"), area);
         return;
     };
+    let span = format!(
+        "{}..{} flop/B",
+        power_of_ten(bounds.x[0]),
+        power_of_ten(bounds.x[1])
+    );
+    // The axes' names when they fit; the marks always.
+    let axes = if caption_area.width >= 46 {
+        format!("{span} →, FLOP/s ↑")
+    } else {
+        span
+    };
     let caption = Line::from(vec![
         Span::styled("●", theme.good()),
         Span::raw(" kernel  ○ starter  "),
-        Span::styled(
-            format!(
-                "flop/B {}..{} →, FLOP/s ↑",
-                power_of_ten(bounds.x[0]),
-                power_of_ten(bounds.x[1])
-            ),
-            theme.stale(),
-        ),
+        Span::styled(axes, theme.stale()),
     ]);
     frame.render_widget(Paragraph::new(caption), caption_area);
     // One cell's size in plot units, to place labels by cells.
