@@ -516,6 +516,21 @@ fn no_color_draws_no_colour_and_every_state_still_reads_as_text() {
     assert!(!uses_colour(&model, 80, 24));
     assert!(running.contains("⟦underlined⟧running"), "{running}");
     assert!(running.contains("(previous save)"), "{running}");
+    // The plots too: the trend and the roofline, in the panel and overlay,
+    // the kernel and the starter told apart by ● and ○.
+    let mut plotted = fresh();
+    complete(&mut plotted, "v1", all_pass(1.5, 48));
+    complete(&mut plotted, "v2", counted_report(2.5));
+    for overlay in [None, Some(KeyCode::Char('c'))] {
+        if let Some(code) = overlay {
+            key(&mut plotted, code);
+        }
+        for (width, height) in SIZES {
+            assert!(!uses_colour(&plotted, width, height));
+        }
+    }
+    let overlay = screen(&plotted, 120, 40);
+    assert!(overlay.contains('●') && overlay.contains('○'), "{overlay}");
 }
 
 #[test]
