@@ -150,10 +150,15 @@ say ""
 say "== the TUI through ssh (first lines of each screen; all in tui-ssh.txt)"
 grep -a -A1 '^--- ' "$TUI_SCREENS" >>"$SUMMARY"
 
-# 3. Save -> verdict: bench through ssh and with a local worker.
+# 3. Save -> verdict: bench through ssh and with a local worker, in
+# alternating pairs (local first, then ssh, PAIRS times), one optimized
+# build per round (--quick-build off) so the two runs time the same work.
 ROUNDS=${ROUNDS:-10}
-"$BIN" bench --rounds "$ROUNDS" "${REMOTE[@]}" kernels/reference.cu >"$OUT/bench-ssh.md" 2>&1
-"$BIN" bench --rounds "$ROUNDS" kernels/reference.cu >"$OUT/bench-local.md" 2>&1
+PAIRS=${PAIRS:-1}
+for pair in $(seq 1 "$PAIRS"); do
+  "$BIN" bench --rounds "$ROUNDS" --quick-build off kernels/reference.cu >"$OUT/bench-local-$pair.md" 2>&1
+  "$BIN" bench --rounds "$ROUNDS" --quick-build off "${REMOTE[@]}" kernels/reference.cu >"$OUT/bench-ssh-$pair.md" 2>&1
+done
 
 # Nothing left: no worker, no ssh session.
 sleep 1
@@ -164,11 +169,13 @@ say "left running after the runs (the server itself excepted): ${left:-nothing}"
 # The table, last.
 row() { grep -F "| $2 |" "$1" | head -n 1 | awk -F'|' '{gsub(/ /,"",$3); print $3}'; }
 say ""
-say "| warm round, $ROUNDS rounds (median ms) | local worker | through ssh | ssh adds |"
-say "|---|---:|---:|---:|"
-for phase in "compile + load" "all hazard cases" "request to last verdict"; do
-  l=$(row "$OUT/bench-local.md" "$phase") s=$(row "$OUT/bench-ssh.md" "$phase")
-  say "| $phase | $l | $s | $(python3 -c "print(f'{float(\"$s\") - float(\"$l\"):+.1f}')" 2>/dev/null) |"
+say "| pair | warm round, $ROUNDS rounds (median ms) | local worker | through ssh | ssh adds |"
+say "|---|---|---:|---:|---:|"
+for pair in $(seq 1 "$PAIRS"); do
+  for phase in "compile + load" "all hazard cases" "request to last verdict"; do
+    l=$(row "$OUT/bench-local-$pair.md" "$phase") s=$(row "$OUT/bench-ssh-$pair.md" "$phase")
+    say "| $pair | $phase | $l | $s | $(python3 -c "print(f'{float(\"$s\") - float(\"$l\"):+.1f}')" 2>/dev/null) |"
+  done
 done
 header=$(grep -a -m1 ' on gpu-node' "$TUI_SCREENS" | head -c 160)
 say ""
