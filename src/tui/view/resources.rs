@@ -47,9 +47,8 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
                     delta(usage.registers, before.map(|b| b.registers))
                 )),
                 Line::raw(format!(
-                    "smem {} + {} dyn{}",
-                    bytes(usage.static_smem_bytes),
-                    bytes(geometry.dynamic_smem_bytes),
+                    "smem {}{}",
+                    smem_words(usage.static_smem_bytes, geometry.dynamic_smem_bytes),
                     delta(usage.static_smem_bytes, before.map(|b| b.static_smem_bytes))
                 )),
                 Line::raw(format!(
@@ -75,6 +74,17 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
     frame.render_widget(Paragraph::new(lines).block(block), area);
 }
 
+/// Shared memory a block uses: only the kind it has when it has one kind,
+/// so the line fits the panel at 80 columns.
+fn smem_words(static_bytes: u32, dynamic_bytes: u32) -> String {
+    match (static_bytes, dynamic_bytes) {
+        (0, 0) => "none".into(),
+        (_, 0) => format!("{} static", bytes(static_bytes)),
+        (0, _) => format!("{} dynamic", bytes(dynamic_bytes)),
+        _ => format!("{} + {} dyn", bytes(static_bytes), bytes(dynamic_bytes)),
+    }
+}
+
 fn limiter_word(limiter: Limiter) -> &'static str {
     match limiter {
         Limiter::Registers => "regs",
@@ -82,5 +92,18 @@ fn limiter_word(limiter: Limiter) -> &'static str {
         Limiter::Threads => "threads",
         Limiter::Blocks => "blocks",
         Limiter::ThreadsPerBlock => "block size",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::smem_words;
+
+    #[test]
+    fn shared_memory_names_only_the_kinds_a_block_has() {
+        assert_eq!(smem_words(0, 0), "none");
+        assert_eq!(smem_words(0, 69_632), "68.0 KiB dynamic");
+        assert_eq!(smem_words(2048, 0), "2.0 KiB static");
+        assert_eq!(smem_words(2048, 1024), "2.0 KiB + 1.0 KiB dyn");
     }
 }

@@ -3,11 +3,12 @@
 //! error), one plot each.
 
 use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
-use super::text::panel;
+use super::text::{panel, wrap_words};
 use super::trend;
 use crate::tui::model::{Model, TimingCell};
 
@@ -17,12 +18,17 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
     let block = panel("timing", shown.is_some_and(|s| s.stale), theme);
     let inner = block.inner(area);
     frame.render_widget(block, area);
+    // A sentence instead of figures is wrapped to the panel, whole.
+    let sentence = |text: &str, style| -> Vec<Line<'static>> {
+        wrap_words(text, usize::from(inner.width))
+            .into_iter()
+            .map(|line| Line::styled(line, style))
+            .collect()
+    };
     let lines = match shown.map(|s| s.value) {
-        None => vec![Line::raw(not_timed_reason(model))],
-        Some(TimingCell::Running) => {
-            vec![Line::styled("timing against the starter...", theme.warn())]
-        }
-        Some(TimingCell::Failed(reason)) => vec![Line::styled(reason.to_owned(), theme.warn())],
+        None => sentence(not_timed_reason(model), Style::new()),
+        Some(TimingCell::Running) => sentence("timing against the starter...", theme.warn()),
+        Some(TimingCell::Failed(reason)) => sentence(reason, theme.warn()),
         Some(TimingCell::Timed(t)) => {
             let mut lines = vec![
                 Line::raw(format!("student {:>9.3} ms", t.student.median)),
