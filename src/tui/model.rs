@@ -6,6 +6,7 @@
 //! as stale, so a slow GPU run never blanks the screen. No IO happens here.
 
 use crate::facts::metrics::{self, finite_value};
+use crate::grade::roofline::Roofline;
 use crate::outcome::CountersResult;
 use crate::protocol::CountersOutcome;
 use crate::protocol::KernelCounters;
@@ -89,7 +90,6 @@ impl CountersView {
                 }
             }
         };
-        let metric = |k: &KernelCounters, name: &str| finite_value(&k.metrics, name);
         let (student, starter) = (&outcome.student, &outcome.starter);
         let mut lines = Vec::new();
         // The verdict comes first: a narrow panel cuts lines from the bottom.
@@ -97,11 +97,8 @@ impl CountersView {
             lines.push((r.verdict.bound.word().into(), r.verdict.reason.clone()));
             lines.push(("next".into(), r.verdict.next_step.clone()));
         }
-        if let Some(sm) = metric(student, metrics::SM_THROUGHPUT_PCT) {
-            let base = metric(starter, metrics::SM_THROUGHPUT_PCT)
-                .map(|b| format!(" (starter {b:.0}%)"))
-                .unwrap_or_default();
-            lines.push(("SM".into(), format!("{sm:.1}%{base}")));
+        if let Some(sm) = sm_words(student, starter, 1) {
+            lines.push(("SM".into(), sm));
         }
         match &student.roofline {
             Some(r) => {
@@ -130,10 +127,7 @@ impl CountersView {
                         ),
                     ));
                 }
-                let intensity = format!(
-                    "{:.0} flop/B, ridge {:.0}",
-                    r.arithmetic_intensity, r.ridge_point
-                );
+                let intensity = intensity_words(r);
                 let tensor = r
                     .tf32_peak_pct
                     .map(|pct| format!(", {pct:.0}% of tf32"))
@@ -168,10 +162,26 @@ impl CountersView {
     }
 }
 
+/// The student's SM throughput with `decimals`, and the starter's beside it.
+fn sm_words(student: &KernelCounters, starter: &KernelCounters, decimals: usize) -> Option<String> {
+    let metric = |k: &KernelCounters| finite_value(&k.metrics, metrics::SM_THROUGHPUT_PCT);
+    let base = metric(starter)
+        .map(|b| format!(" (starter {b:.0}%)"))
+        .unwrap_or_default();
+    metric(student).map(|sm| format!("{sm:.decimals$}%{base}"))
+}
+
+/// Intensity and the ridge point, `491 flop/B, ridge 14`.
+fn intensity_words(r: &Roofline) -> String {
+    format!(
+        "{:.0} flop/B, ridge {:.0}",
+        r.arithmetic_intensity, r.ridge_point
+    )
+}
+
 /// The bound, the busiest unit and the figures that place the kernel, each
 /// short enough for a 30-column panel; the reasons wait in the overlay.
 fn compact_lines(outcome: &CountersOutcome) -> Vec<(String, String)> {
-    let metric = |k: &KernelCounters, name: &str| finite_value(&k.metrics, name);
     let (student, starter) = (&outcome.student, &outcome.starter);
     let mut lines = Vec::new();
     let Some(r) = &student.roofline else {
@@ -182,11 +192,8 @@ fn compact_lines(outcome: &CountersOutcome) -> Vec<(String, String)> {
     if let Some(busiest) = &r.verdict.busiest {
         lines.push(("busiest".into(), busiest.describe()));
     }
-    if let Some(sm) = metric(student, metrics::SM_THROUGHPUT_PCT) {
-        let base = metric(starter, metrics::SM_THROUGHPUT_PCT)
-            .map(|b| format!(" (starter {b:.0}%)"))
-            .unwrap_or_default();
-        lines.push(("SM".into(), format!("{sm:.0}%{base}")));
+    if let Some(sm) = sm_words(student, starter, 0) {
+        lines.push(("SM".into(), sm));
     }
     if let Some(dram) = &r.dram {
         lines.push((
@@ -197,13 +204,7 @@ fn compact_lines(outcome: &CountersOutcome) -> Vec<(String, String)> {
             ),
         ));
     }
-    lines.push((
-        "AI".into(),
-        format!(
-            "{:.0} flop/B, ridge {:.0}",
-            r.arithmetic_intensity, r.ridge_point
-        ),
-    ));
+    lines.push(("AI".into(), intensity_words(r)));
     let tensor = r
         .tf32_peak_pct
         .map(|pct| format!(", {pct:.0}% tf32"))
