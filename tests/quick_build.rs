@@ -110,26 +110,26 @@ fn provisional_verdicts_come_from_the_quick_build_and_final_ones_from_the_optimi
 
 #[test]
 fn the_quick_build_stops_giving_verdicts_once_the_optimized_build_is_ready() {
-    // Each case takes the stand-in half a second; its optimized build is at once.
+    // Each case takes the stand-in half a second; its optimized build is
+    // ready as soon as its process has started, well inside the three
+    // seconds the six cases would take (a loaded machine included).
+    let names = ["slow-1", "slow-2", "slow-3", "slow-4", "slow-5", "slow-6"];
     let mut worker = None;
     let mut events = Vec::new();
-    let report = run_check(
-        &plan("// kernel", &["slow-1", "slow-2", "slow-3"]),
-        &stand_in(),
-        &mut worker,
-        |p| events.push(p),
-    )
+    let report = run_check(&plan("// kernel", &names), &stand_in(), &mut worker, |p| {
+        events.push(p)
+    })
     .expect("check ran");
     let provisional = events
         .iter()
         .filter(|p| matches!(p, Progress::ProvisionalCase { .. }))
         .count();
-    assert_eq!(
-        provisional, 1,
-        "the optimized build was ready during the first case"
+    assert!(
+        (1..names.len()).contains(&provisional),
+        "the quick pass should stop once the optimized build is ready, gave {provisional} verdicts"
     );
     let quick = report.quick_build.as_ref().expect("a quick build");
-    assert_eq!((quick.passed, quick.ran), (1, 1));
+    assert_eq!((quick.passed, quick.ran), (provisional, provisional));
     assert!(quick.differences.is_empty(), "{:?}", quick.differences);
     assert!(report.cases.iter().all(|c| c.status == CaseStatus::Pass));
     if let Some(w) = worker {
