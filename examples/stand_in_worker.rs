@@ -22,6 +22,8 @@
 //! containing `slow-optimizer` 30 s; with
 //! `FLASHPROF_STAND_IN_MARKS=DIR` such a build first writes its process id
 //! to `DIR/optimizing`, so a test can see that a stale build was stopped.
+//! Started without a GPU (`FLASHPROF_GPU=none`, as the builder beside the
+//! GPU worker is), it refuses to build a text containing `builder-fails`.
 //!
 //! Started with `FLASHPROF_WORKER_EXIT_ON_HANGUP=1` (as every remote worker
 //! is), it ends when its caller hangs up, through the real worker's watch:
@@ -91,6 +93,16 @@ fn main() {
                         std::fs::write(mark, std::process::id().to_string()).expect("mark");
                     }
                     std::thread::sleep(std::time::Duration::from_secs(30));
+                }
+                // The builder beside the GPU worker is started without a GPU.
+                let builder = std::env::var("FLASHPROF_GPU").as_deref() == Ok("none");
+                if builder && source_text.contains("builder-fails") {
+                    let failed = Event::Failed {
+                        message: "stand-in builder: simulated failure".into(),
+                        fatal: false,
+                    };
+                    write_message(&mut out, &failed).expect("stdout");
+                    continue;
                 }
                 if build == Build::Optimized && source_text.contains("optimizer-takes-300ms") {
                     std::thread::sleep(std::time::Duration::from_millis(300));

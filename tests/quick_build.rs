@@ -138,6 +138,37 @@ fn the_quick_build_stops_giving_verdicts_once_the_optimized_build_is_ready() {
 }
 
 #[test]
+fn when_the_builder_fails_the_worker_makes_the_optimized_build_and_the_report_says_why() {
+    let mut worker = None;
+    let report = run_check(
+        &plan("// builder-fails", &["first", "last"]),
+        &stand_in(),
+        &mut worker,
+        |_| {},
+    )
+    .expect("check ran");
+    assert_eq!(report.compile.build, Build::Optimized);
+    assert!(report.compile.ok);
+    for outcome in &report.cases {
+        assert_eq!(
+            outcome.diagnosis, "stand-in, optimized image",
+            "{}",
+            outcome.name
+        );
+    }
+    let quick = report.quick_build.as_ref().expect("a quick build");
+    let problem = quick
+        .builder_problem
+        .as_deref()
+        .expect("the builder's problem");
+    assert!(problem.contains("simulated failure"), "{problem}");
+    assert_eq!(report.worker_restarts, 0);
+    if let Some(w) = worker {
+        w.shutdown();
+    }
+}
+
+#[test]
 fn without_a_quick_build_there_is_one_optimized_build_and_no_provisional_verdict() {
     let mut no_quick = plan("// kernel", &["first"]);
     no_quick.quick_build = None;

@@ -80,6 +80,7 @@ fn builds_that_disagree_are_named_in_the_footer() {
             optimized: CaseStatus::Fail,
             finding: Some("NaN or Inf in the output only in the optimized build: ...".into()),
         }],
+        builder_problem: None,
     });
     finish(&mut model, run, report);
     let notice = model.notice.as_deref().expect("a notice");

@@ -342,6 +342,8 @@ struct QuickFirst {
     times: ProvisionalTimes,
     /// The build whose verdicts count, loaded into the worker when it compiled.
     optimized: CompileOutcome,
+    /// Why the builder beside the worker gave no build (the worker made it).
+    builder_problem: Option<String>,
 }
 
 /// When the quick build's verdicts arrived, from the start of the check.
@@ -378,6 +380,7 @@ impl QuickFirst {
             passed: ran.clone().filter(|c| c.status == CaseStatus::Pass).count(),
             ran: ran.count(),
             differences: builds::differences(&self.provisional, optimized_cases),
+            builder_problem: self.builder_problem,
         }
     }
 }
@@ -507,6 +510,7 @@ impl Run<'_> {
             Some(end) => end,
             None => side.finish(stale),
         };
+        let mut builder_problem = None;
         let optimized = match end {
             SideBuildEnd::Cancelled => return Err(CheckError::Superseded),
             SideBuildEnd::Built(mut optimized) => {
@@ -515,10 +519,10 @@ impl Run<'_> {
                 }
                 optimized
             }
+            // A builder that fails costs only time: the worker builds it,
+            // and the report says why the builder could not.
             SideBuildEnd::Failed(reason) => {
-                progress(Progress::WorkerRestarted {
-                    reason: format!("the optimized build beside the worker failed ({reason}); building it in the worker"),
-                });
+                builder_problem = Some(reason);
                 if self.worker.is_none() {
                     *self.worker = Some(WorkerHandle::spawn(self.command, WORKER_START_TIMEOUT)?);
                 }
@@ -531,6 +535,7 @@ impl Run<'_> {
             provisional,
             times,
             optimized,
+            builder_problem,
         })
     }
 

@@ -30,6 +30,10 @@ pub struct QuickBuildReport {
     pub ran: usize,
     /// Cases whose verdict or symptoms differ between the two builds.
     pub differences: Vec<BuildDifference>,
+    /// Why the builder beside the worker gave no optimized build, when it
+    /// did not (the worker then made it, after the quick pass).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub builder_problem: Option<String>,
 }
 
 /// One case on which the two builds disagree.
