@@ -491,6 +491,10 @@ impl Run<'_> {
             self.image.clone_from(&quick.image);
             self.geometry = quick.geometry.unwrap_or(self.geometry);
             for index in cheapest_first(plan) {
+                // A newer save makes this text stale: dropping `side` stops its build.
+                if stale() {
+                    return Err(CheckError::Superseded);
+                }
                 if let Some(end) = side.poll(Duration::ZERO) {
                     ended = Some(end);
                     break;
