@@ -32,6 +32,26 @@ pub const STORE_DIR: &str = ".flashprof";
 /// The run log inside the store.
 pub const LOG_FILE: &str = "history.jsonl";
 
+/// The most of a history log that is read. A long session's reports,
+/// heatmaps included, stay far below it; a `.flashprof` folder that came
+/// with someone else's files (a submission, a replay) is hostile input.
+const MAX_LOG_BYTES: u64 = 1 << 30;
+
+/// A file of the store, read like any hostile file: never blocking on a
+/// FIFO, never from a device, never past `limit`. `None` when it is absent.
+fn read_store_file(path: &Path, limit: u64) -> io::Result<Option<Vec<u8>>> {
+    let refused = |reason: String| io::Error::new(io::ErrorKind::InvalidData, reason);
+    match read_regular_file(path, FollowLinks::Yes, limit) {
+        Ok(read) if read.bytes.len() as u64 > limit => Err(refused(format!(
+            "{} is larger than {limit} bytes: not read",
+            path.display()
+        ))),
+        Ok(read) => Ok(Some(read.bytes)),
+        Err(SourceError::Missing { .. }) => Ok(None),
+        Err(e) => Err(refused(e.to_string())),
+    }
+}
+
 /// One line of the log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HistoryRecord {
@@ -239,10 +259,8 @@ impl HistoryStore {
     /// A line that is not UTF-8, not a record of this schema, or names its
     /// source with anything but a hash is skipped and counted.
     pub fn read(&self) -> io::Result<History> {
-        let bytes = match fs::read(self.log_path()) {
-            Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(History::default()),
-            Err(e) => return Err(e),
+        let Some(bytes) = read_store_file(&self.log_path(), MAX_LOG_BYTES)? else {
+            return Ok(History::default());
         };
         let mut history = History::default();
         for line in bytes.split(|&b| b == b'\n') {
@@ -269,7 +287,19 @@ impl HistoryStore {
                 ),
             ));
         }
-        fs::read_to_string(self.source_path(hash))
+        let path = self.source_path(hash);
+        let bytes = read_store_file(&path, MAX_SOURCE_BYTES)?.ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{} is missing", path.display()),
+            )
+        })?;
+        String::from_utf8(bytes).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{} is not UTF-8 text", path.display()),
+            )
+        })
     }
 
     /// Writes the best passing text into `file`, first recording the file's
@@ -379,5 +409,29 @@ mod tests {
             let error = store.source(hostile).expect_err(hostile);
             assert_eq!(error.kind(), io::ErrorKind::InvalidData, "{hostile}");
         }
+    }
+
+    /// A `.flashprof` folder that came with someone else's files: a FIFO
+    /// or a link to a device in place of the log or of a stored source is
+    /// refused at once, never read until it ends.
+    #[test]
+    fn a_fifo_or_a_device_in_the_store_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = HistoryStore::locate(dir.path());
+        let record = store.append_snapshot("out[0] = 1.0f;").expect("append");
+        let source = store.source_path(&record.source_hash);
+        fs::remove_file(&source).expect("remove");
+        std::os::unix::fs::symlink("/dev/zero", &source).expect("symlink");
+        let error = store.source(&record.source_hash).expect_err("a device");
+        assert!(error.to_string().contains("device"), "{error}");
+
+        fs::remove_file(store.log_path()).expect("remove");
+        let made = std::process::Command::new("mkfifo")
+            .arg(store.log_path())
+            .status()
+            .expect("mkfifo runs");
+        assert!(made.success());
+        let error = store.read().expect_err("a FIFO");
+        assert!(error.to_string().contains("FIFO"), "{error}");
     }
 }
