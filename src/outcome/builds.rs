@@ -113,9 +113,13 @@ pub fn differences(quick: &[CaseOutcome], optimized: &[CaseOutcome]) -> Vec<Buil
         .zip(optimized)
         .filter(|(q, o)| q.status != CaseStatus::NotRun && o.status != CaseStatus::NotRun)
         .filter_map(|(q, o)| {
+            // Unoptimised code is many times slower, so a quick build that
+            // outlives the watchdog where the optimized one does not says
+            // nothing about the kernel.
+            let slowness = |s: &Symptom| *s == Symptom::Hang && s.shown_by(q);
             let finding = Symptom::ALL
                 .into_iter()
-                .find(|s| s.shown_by(q) != s.shown_by(o))
+                .find(|s| s.shown_by(q) != s.shown_by(o) && !slowness(s))
                 .map(|symptom| {
                     let only_in = if symptom.shown_by(o) { "optimized" } else { "quick" };
                     format!(
@@ -140,10 +144,15 @@ impl BuildDifference {
         match &self.finding {
             Some(finding) => format!("{}: {finding}", self.case),
             None => format!(
-                "{}: {} in the quick build, {} in the optimized one (rounding near the tolerance, not a finding)",
+                "{}: {} in the quick build, {} in the optimized one ({}, not a finding)",
                 self.case,
                 status_word(self.quick),
-                status_word(self.optimized)
+                status_word(self.optimized),
+                if self.quick == CaseStatus::Timeout {
+                    "the quick build's unoptimised code is slower"
+                } else {
+                    "rounding near the tolerance"
+                }
             ),
         }
     }
@@ -265,6 +274,22 @@ mod tests {
         skipped.status = CaseStatus::NotRun;
         let optimized = [graded("a", &[f32::NAN, 1.0], false)];
         assert!(differences(&[skipped], &optimized).is_empty());
+    }
+
+    #[test]
+    fn a_hang_of_the_slower_quick_build_alone_is_no_finding() {
+        let mut hung = graded("a", &[1.0, 1.0], false);
+        hung.status = CaseStatus::Timeout;
+        hung.comparison = None;
+        hung.integrity = None;
+        let found = differences(&[hung], &[graded("a", &[1.0, 1.0], false)]);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].finding, None);
+        assert!(
+            found[0].describe().contains("unoptimised code is slower"),
+            "{}",
+            found[0].describe()
+        );
     }
 
     #[test]
