@@ -379,8 +379,9 @@ fn conda_prefixes(context: &Context) -> Vec<PathBuf> {
     prefixes
 }
 
-/// Entries of `folder` whose names start with `prefix`.
-fn children(folder: &Path, prefix: &str) -> Vec<PathBuf> {
+/// Entries of `folder` whose names start with `prefix`, sorted; none when
+/// the folder cannot be read.
+pub(crate) fn children(folder: &Path, prefix: &str) -> Vec<PathBuf> {
     let mut found: Vec<PathBuf> = std::fs::read_dir(folder)
         .map(|entries| {
             entries

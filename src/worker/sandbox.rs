@@ -30,6 +30,7 @@ use landlock::{
 };
 
 use crate::facts::device::GpuProblem;
+use crate::gpu::found::children;
 use crate::protocol::{SandboxLevel, SandboxReport};
 
 /// Set to `1` to run the worker without a sandbox (debugging only).
@@ -272,7 +273,7 @@ fn tool_folders() -> Vec<PathBuf> {
     // The lock folder may not exist yet, and a rule can only name what does.
     let _ = std::fs::create_dir_all("/tmp/nvidia");
     let mut folders = vec![PathBuf::from("/tmp/nvidia"), PathBuf::from("/dev/shm")];
-    folders.extend(children("/tmp", "NVIDIA-"));
+    folders.extend(children(Path::new("/tmp"), "NVIDIA-"));
     folders.retain(|folder| folder.is_dir());
     folders
 }
@@ -315,7 +316,7 @@ fn restrict_files(tool: &[PathBuf]) -> Result<landlock::RestrictionStatus, Rules
 fn readable_paths() -> Vec<PathBuf> {
     let mut paths: Vec<PathBuf> = SYSTEM_LIBRARY_PATHS.iter().map(PathBuf::from).collect();
     paths.extend(NVIDIA_ROOTS.iter().map(PathBuf::from));
-    paths.extend(children("/usr/local", "cuda"));
+    paths.extend(children(Path::new("/usr/local"), "cuda"));
     paths.extend(environment_library_folders());
     paths.extend(mapped_library_folders());
     paths.push("/sys".into());
@@ -332,19 +333,6 @@ fn is_narrow(path: &Path) -> bool {
     path.is_absolute()
         && path.parent().is_some()
         && !home.is_some_and(|home| home.starts_with(path))
-}
-
-/// Entries of `folder` whose names start with `prefix`.
-fn children(folder: &str, prefix: &str) -> Vec<PathBuf> {
-    std::fs::read_dir(folder)
-        .map(|entries| {
-            entries
-                .filter_map(Result::ok)
-                .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
-                .map(|e| e.path())
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// Folders named by the loader path and flashprof's own library variables.
@@ -381,7 +369,7 @@ fn mapped_library_folders() -> Vec<PathBuf> {
 /// The NVIDIA device nodes (`/dev/nvidia0`, `/dev/nvidiactl`, `/dev/nvidia-uvm`,
 /// `/dev/nvidia-caps/`, ...).
 fn nvidia_devices() -> Vec<PathBuf> {
-    children("/dev", "nvidia")
+    children(Path::new("/dev"), "nvidia")
 }
 
 /// Sets the resource limits and says what holds.
