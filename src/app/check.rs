@@ -356,13 +356,17 @@ struct ProvisionalTimes {
 /// The plan's case indices, the least work first (a case whose size the
 /// lab cannot tell goes last).
 fn cheapest_first(plan: &CheckPlan) -> Vec<usize> {
-    let work = |index: usize| {
-        plan.lab
-            .problem(&plan.cases[index])
-            .map_or(f64::INFINITY, |problem| problem.work.flops)
-    };
+    let work: Vec<f64> = plan
+        .cases
+        .iter()
+        .map(|case| {
+            plan.lab
+                .problem(case)
+                .map_or(f64::INFINITY, |problem| problem.work.flops)
+        })
+        .collect();
     let mut order: Vec<usize> = (0..plan.cases.len()).collect();
-    order.sort_by(|&a, &b| work(a).total_cmp(&work(b)));
+    order.sort_by(|&a, &b| work[a].total_cmp(&work[b]));
     order
 }
 
