@@ -157,16 +157,41 @@ pub fn traits(compute_capability: (i32, i32)) -> &'static ArchTraits {
         .unwrap_or(&TABLE[0])
 }
 
-/// `sm_90` -> (9, 0); `None` for anything else.
+/// `sm_90` -> (9, 0), `sm_90a` too; `None` for anything else: `sm_` and two
+/// or three digits with at most one feature suffix is all a real
+/// architecture is, and all a caller may name (the worker builds for it).
 pub fn parse_arch(arch: &str) -> Option<(i32, i32)> {
-    let digits = arch.strip_prefix("sm_")?.trim_end_matches(['a', 'f']);
-    let (major, minor) = digits.split_at(digits.len().checked_sub(1)?);
+    let rest = arch.strip_prefix("sm_")?;
+    let digits = rest.strip_suffix(['a', 'f']).unwrap_or(rest);
+    if !(2..=3).contains(&digits.len()) || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let (major, minor) = digits.split_at(digits.len() - 1);
     Some((major.parse().ok()?, minor.parse().ok()?))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_real_architectures_parse() {
+        assert_eq!(parse_arch("sm_90"), Some((9, 0)));
+        assert_eq!(parse_arch("sm_90a"), Some((9, 0)));
+        assert_eq!(parse_arch("sm_100f"), Some((10, 0)));
+        for refused in [
+            "sm_9",
+            "sm_-10",
+            "sm_+90",
+            "sm_90af",
+            "sm_1000",
+            "compute_90",
+            "sm_90; touch /tmp/x",
+            "",
+        ] {
+            assert_eq!(parse_arch(refused), None, "{refused}");
+        }
+    }
 
     #[test]
     fn each_known_capability_finds_its_own_row() {

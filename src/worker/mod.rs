@@ -82,17 +82,6 @@ pub fn main() -> anyhow::Result<()> {
     }
 }
 
-/// `sm_` and two or three digits, optionally a feature suffix (`sm_90a`):
-/// the only architectures a caller may name.
-fn is_real_arch(arch: &str) -> bool {
-    arch.strip_prefix("sm_").is_some_and(|rest| {
-        let digits = rest.trim_end_matches(|c: char| c.is_ascii_lowercase());
-        (2..=3).contains(&digits.len())
-            && digits.chars().all(|c| c.is_ascii_digit())
-            && rest.len() - digits.len() <= 1
-    })
-}
-
 /// Kernels the worker needs besides the student's, compiled on first use
 /// for the lab in use, and the L2 flusher that timing and counters share.
 struct Baselines {
@@ -247,7 +236,7 @@ impl Worker {
     fn target(&self, build: Build, target_arch: Option<String>) -> Result<CompileOptions, String> {
         let arch = match (self.arch(), target_arch) {
             (Some(own), _) => own,
-            (None, Some(named)) if is_real_arch(&named) => named,
+            (None, Some(named)) if parse_arch(&named).is_some() => named,
             (None, Some(named)) => {
                 return Err(format!("`{named}` is not a GPU architecture such as sm_90"))
             }
