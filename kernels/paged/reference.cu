@@ -42,7 +42,7 @@
 // (scripts/paged-check/candidates/reference-one-vector.cu) and 3.04 ms for
 // the same split with 64 rows and 256 threads per block.
 //
-// @flashprof rows_per_block=32 threads=128 dynamic_smem=0 grid=kv_group
+// @flashprof lab=paged-prefill rows_per_block=32 threads=128 dynamic_smem=0 grid=kv_group
 
 namespace {
 

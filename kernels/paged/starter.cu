@@ -13,6 +13,8 @@
 // online softmax, but every row streams its whole visible key range from
 // memory by itself (and the paged layouts make those reads scattered),
 // which is why it is slow.
+//
+// @flashprof lab=paged-prefill
 
 #define PP_QH 32   // query heads
 #define PP_KVH 8   // KV heads

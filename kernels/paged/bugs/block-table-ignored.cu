@@ -8,6 +8,8 @@
 //
 // Planted from the paged-prefill starter (kernels/paged/starter.cu) with this
 // one defect; everything else, the default launch included, is the starter's.
+//
+// @flashprof lab=paged-prefill
 
 #define PP_QH 32   // query heads
 #define PP_KVH 8   // KV heads
