@@ -161,3 +161,58 @@ fn a_pass_with_counters_shows_the_roofline_beside_the_cases() {
     assert!(text.contains("✓ pass  random-small"), "{text}");
     assert!(block_rows(&text) >= 5, "{text}");
 }
+
+/// A save of the ladder: passing, `ratio` over the starter, its counters
+/// `speedup` times faster than the fixture's with `dram_mb` of DRAM traffic.
+fn rung(ratio: f64, duration_ms: f64, dram_mb: f64) -> flashprof::outcome::CheckReport {
+    let mut report = all_pass(ratio, 40);
+    let mut counters = counters_full();
+    counters.student = kernel_counters(duration_ms, dram_mb, 40.0, 50.0);
+    report.counters = vec![Ok(counters)];
+    report
+}
+
+#[test]
+fn a_replay_of_a_climbing_kernel_shows_its_earlier_saves_under_every_roof() {
+    let mut model = replay_of(vec![
+        rung(1.2, 30.0, 2400.0),
+        rung(2.5, 16.1, 400.0),
+        rung(6.0, 6.0, 120.0),
+        rung(14.0, 2.4, 60.0),
+    ]);
+    key(&mut model, KeyCode::Char(' '));
+    for _ in 0..3 {
+        key(&mut model, KeyCode::Char('n'));
+    }
+    let text = snapshot("replay_climb", &mut model);
+    let small = screen(&model, 80, 24);
+    assert!(small.contains("saves 1-3"), "{small}");
+    assert!(text.contains("replay 4/4"), "{text}");
+    for label in [
+        "TF32 535T",
+        "FP32 66.9T",
+        "smem 29.7TB/s",
+        "L2 9.88TB/s",
+        "DRAM 4.92TB/s",
+    ] {
+        assert!(text.contains(label), "{label} missing:\n{text}");
+    }
+    assert!(text.contains("saves 1-3"), "{text}");
+    // The earlier saves sit below the kernel: each rung was slower.
+    let plot_rows: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.contains(" roofline "))
+        .map(|l| l.rsplit("┃┃").next().unwrap_or(l))
+        .collect();
+    let row = |mark: char| {
+        plot_rows
+            .iter()
+            .position(|l| l.contains(&format!(" {mark} ")))
+            .expect("drawn")
+    };
+    assert!(row('1') > row('3') && row('3') > row('●'), "{text}");
+    // Stepping back, the trail is the saves before that one.
+    key(&mut model, KeyCode::Char('p'));
+    let back = screen(&model, 120, 40);
+    assert!(back.contains("saves 1-2"), "{back}");
+}

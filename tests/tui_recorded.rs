@@ -1,8 +1,9 @@
 //! The screen drawn from the kernel ladder recorded on the H200 (shipped
 //! for `flashprof replay --ladder`): measured figures, not hand-made ones,
 //! at each size the TUI is designed for. The snapshots show the layout with
-//! real figures and diagnoses (the recording holds no counters, so no
-//! roofline); docs/screens/ holds copies.
+//! real figures and diagnoses, and the roofline of counters saved before the
+//! memory levels existed (DRAM point only, with the earlier rungs as a
+//! trail); docs/screens/ holds copies.
 
 mod tui_support;
 
@@ -67,4 +68,23 @@ fn the_trend_over_the_recorded_ladder_rises_with_each_rung() {
     let speedups: Vec<f64> = model.trend(|o| o.speedup).into_iter().flatten().collect();
     assert_eq!(speedups.len(), 5, "{speedups:?}");
     assert!(speedups.windows(2).all(|w| w[1] > w[0]), "{speedups:?}");
+}
+
+#[test]
+fn the_recorded_ladder_draws_its_rungs_on_the_roofline_without_memory_levels() {
+    let model = ladder_at(4);
+    let plot = model.roofline_plot().expect("the recording has counters");
+    let marks: Vec<&str> = plot.points.iter().map(|p| p.mark).collect();
+    // Four rungs before this one, the starter, and the kernel at DRAM only:
+    // these reports predate the L2 and shared-memory levels.
+    assert_eq!(marks, ["1", "2", "3", "4", "○", "●"]);
+    assert!(plot
+        .roofs
+        .iter()
+        .all(|r| r.name != "L2" && r.name != "smem"));
+    let rates: Vec<f64> = plot.points.iter().map(|p| p.flops_per_s).collect();
+    assert!(
+        rates[1] < rates[2] && rates[2] < rates[3] && rates[3] < rates[5],
+        "{rates:?}"
+    );
 }

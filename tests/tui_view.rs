@@ -216,6 +216,7 @@ fn counters_collected() {
             "DRAM rd",
             "DRAM wr",
             "AI",
+            "levels",
             "fp32",
             "set",
             "roofs"
@@ -236,6 +237,11 @@ fn counters_collected() {
             .map(|(_, v)| v.as_str())
     };
     assert_eq!(value("set"), Some("Full, 9 passes, GH100"));
+    // 51.5 GFLOP over 40 x 105 MB of shared-memory traffic and 8 x 105 MB of L2's.
+    assert_eq!(
+        value("levels"),
+        Some("shared memory 12 flop/B (roof 29.7 TB/s), L2 61 flop/B (roof 9.9 TB/s)")
+    );
     assert_eq!(
         value("units"),
         Some("FP32 FMA pipe 42%, L2 28%, DRAM 0%"),

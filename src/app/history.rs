@@ -23,6 +23,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+use crate::grade::roofline::{Roofline, RooflinePoint};
 use crate::lab::source::{read_regular_file, FollowLinks, SourceError, MAX_SOURCE_BYTES};
 use crate::outcome::CheckReport;
 use crate::protocol::CaseStatus;
@@ -87,6 +88,9 @@ pub struct RunOutcome {
     /// The largest absolute error over the graded cases; infinite when a
     /// case wrote NaN, inf or left elements unwritten.
     pub max_error: Option<f64>,
+    /// Where the kernel sat on the roofline (DRAM intensity, useful rate)
+    /// in the last tier of counters, when they were collected.
+    pub roofline: Option<RooflinePoint>,
 }
 
 impl RunOutcome {
@@ -115,6 +119,12 @@ impl RunOutcome {
                     }
                 })
                 .reduce(f64::max),
+            roofline: report
+                .counters
+                .last()
+                .and_then(|counters| counters.as_ref().ok())
+                .and_then(|outcome| outcome.student.roofline.as_ref())
+                .and_then(Roofline::dram_point),
         }
     }
 }

@@ -62,6 +62,58 @@ pub const L1_THROUGHPUT_PCT: &str = "l1tex__throughput.avg.pct_of_peak_sustained
 /// L2 throughput (Nsight Compute's speed-of-light row).
 pub const L2_THROUGHPUT_PCT: &str = "lts__throughput.avg.pct_of_peak_sustained_elapsed";
 
+/// Bytes L2 moved: every request its slices served, hit or miss, read or write.
+pub const L2_BYTES: &str = "lts__t_bytes.sum";
+/// The most bytes L2 can move a cycle, over all its slices: from the chip's
+/// configuration, so it costs no counter.
+pub const L2_PEAK_BYTES_PER_CYCLE: &str = "lts__t_bytes.sum.peak_sustained";
+/// The L2 clock while the kernel ran, in Hz.
+pub const L2_CLOCK_HZ: &str = "lts__cycles_elapsed.avg.per_second";
+/// Shared-memory wavefronts through L1's data pipe, all SMs.
+pub const SHARED_WAVEFRONTS: &str = "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum";
+/// The most shared-memory wavefronts all SMs can serve a cycle (configuration, no counter).
+pub const SHARED_PEAK_WAVEFRONTS_PER_CYCLE: &str =
+    "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum.peak_sustained";
+/// The L1 clock while the kernel ran, in Hz.
+pub const L1_CLOCK_HZ: &str = "l1tex__cycles_elapsed.avg.per_second";
+/// Bytes a shared-memory wavefront moves at most: one row of the 32
+/// four-byte banks (Volta to Hopper). The counters count wavefronts, not
+/// bytes, so both the traffic and the roof are wavefronts times this: a
+/// bank conflict's extra wavefronts count as the bandwidth they take.
+pub const SHARED_BYTES_PER_WAVEFRONT: f64 = 128.0;
+
+/// The counters that place a kernel at one memory level of the
+/// hierarchical roofline, as Nsight Compute's roofline does: the level's
+/// traffic, its peak a cycle (`.peak_sustained`, known from the chip's
+/// configuration, so no extra pass) and its clock during the launch.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LevelMetrics {
+    pub unit: Unit,
+    /// The traffic, in units of `bytes_per_count`.
+    pub count: &'static str,
+    pub peak_per_cycle: &'static str,
+    pub clock_hz: &'static str,
+    pub bytes_per_count: f64,
+}
+
+/// The levels above DRAM (whose roof is measured by a copy benchmark).
+pub const LEVEL_METRICS: [LevelMetrics; 2] = [
+    LevelMetrics {
+        unit: Unit::SharedMemory,
+        count: SHARED_WAVEFRONTS,
+        peak_per_cycle: SHARED_PEAK_WAVEFRONTS_PER_CYCLE,
+        clock_hz: L1_CLOCK_HZ,
+        bytes_per_count: SHARED_BYTES_PER_WAVEFRONT,
+    },
+    LevelMetrics {
+        unit: Unit::L2,
+        count: L2_BYTES,
+        peak_per_cycle: L2_PEAK_BYTES_PER_CYCLE,
+        clock_hz: L2_CLOCK_HZ,
+        bytes_per_count: 1.0,
+    },
+];
+
 /// The unit each per-unit metric measures. Where two metrics measure one
 /// unit (the tensor pipe), the higher value counts.
 pub const UNIT_METRICS: &[(Unit, &str)] = &[
@@ -86,9 +138,11 @@ pub struct MetricSet {
     pub metrics: &'static [&'static str],
 }
 
-/// One replay pass on GH100: bytes, time, occupancy, clock, and the FMA
-/// pipe, tensor pipe, shared memory and DRAM against their peaks. (Any
-/// other pipe, or the FMA pipe's instruction count, makes it two passes.)
+/// One replay pass on GH100: bytes, time, occupancy, clock, the FMA
+/// pipe, tensor pipe, shared memory and DRAM against their peaks, and the
+/// L2 and shared-memory traffic with their peaks and clocks for the
+/// hierarchical roofline (these six add no pass). (Any other pipe, or the
+/// FMA pipe's instruction count, makes it two passes.)
 pub const QUICK: MetricSet = MetricSet {
     name: "quick",
     metrics: &[
@@ -102,6 +156,12 @@ pub const QUICK: MetricSet = MetricSet {
         DRAM_THROUGHPUT_PCT,
         TENSOR_HMMA_PIPE_BUSY_PCT,
         SHARED_WAVEFRONTS_PCT,
+        L2_BYTES,
+        L2_PEAK_BYTES_PER_CYCLE,
+        L2_CLOCK_HZ,
+        SHARED_WAVEFRONTS,
+        SHARED_PEAK_WAVEFRONTS_PER_CYCLE,
+        L1_CLOCK_HZ,
     ],
 };
 
@@ -163,6 +223,15 @@ pub fn finite_value(values: &[MetricValue], name: &str) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_level_is_placed_by_the_quick_set() {
+        for level in LEVEL_METRICS {
+            for metric in [level.count, level.peak_per_cycle, level.clock_hz] {
+                assert!(QUICK.metrics.contains(&metric), "{metric}");
+            }
+        }
+    }
 
     #[test]
     fn a_metric_cupti_could_not_evaluate_survives_the_pipe() {

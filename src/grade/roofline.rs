@@ -246,6 +246,50 @@ pub struct Measured {
     pub units: Vec<UnitLoad>,
     /// Whether `units` holds the full breakdown or only the quick set's.
     pub full_breakdown: bool,
+    /// The bytes moved at the levels above DRAM (L2, shared memory), each
+    /// with its bandwidth where CUPTI gave one.
+    #[serde(default)]
+    pub levels: Vec<LevelTraffic>,
+}
+
+/// The bytes one memory level moved during a launch, and its peak.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LevelTraffic {
+    /// [`Unit::L2`] or [`Unit::SharedMemory`].
+    pub unit: Unit,
+    pub bytes: f64,
+    /// The level's peak bandwidth during this launch (its peak bytes per
+    /// cycle times the clock it ran at); `None` when not measured.
+    pub peak_bytes_per_s: Option<f64>,
+}
+
+/// One memory level of a hierarchical roofline: the kernel's intensity
+/// there (useful flops over the bytes that level moved) and the level's roof.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct MemoryLevel {
+    pub unit: Unit,
+    pub bytes: f64,
+    pub flop_per_byte: f64,
+    /// Bytes per second; `None` draws the point without a roof.
+    pub peak_bytes_per_s: Option<f64>,
+}
+
+/// Where a launch sits on a roofline: an intensity and a useful rate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RooflinePoint {
+    pub flop_per_byte: f64,
+    pub flops_per_s: f64,
+}
+
+impl RooflinePoint {
+    /// The point, when it can be drawn on log axes.
+    fn placed(flop_per_byte: f64, flops_per_s: f64) -> Option<Self> {
+        let positive = |x: f64| x.is_finite() && x > 0.0;
+        (positive(flop_per_byte) && positive(flops_per_s)).then_some(Self {
+            flop_per_byte,
+            flops_per_s,
+        })
+    }
 }
 
 /// Which kind of roof limits the kernel.
@@ -337,9 +381,23 @@ pub struct Roofline {
     #[serde(default)]
     pub units: Vec<UnitLoad>,
     pub verdict: Verdict,
+    /// The levels above DRAM that were measured, closest to the SM first;
+    /// empty in reports saved before flashprof read them.
+    #[serde(default)]
+    pub levels: Vec<MemoryLevel>,
 }
 
 impl Roofline {
+    /// The launch at its DRAM intensity.
+    pub fn dram_point(&self) -> Option<RooflinePoint> {
+        RooflinePoint::placed(self.arithmetic_intensity, self.achieved_gflops * 1e9)
+    }
+
+    /// The launch at `level`'s intensity, when that level was measured.
+    pub fn level_point(&self, level: &MemoryLevel) -> Option<RooflinePoint> {
+        RooflinePoint::placed(level.flop_per_byte, self.achieved_gflops * 1e9)
+    }
+
     /// The measured units, busiest first, as `tensor pipe 71%, L2 40%, ...`.
     pub fn units_summary(&self) -> String {
         self.units
@@ -426,7 +484,26 @@ pub fn analyze(
         dram_bandwidth_pct,
         verdict: verdict(measured, &units),
         units,
+        levels: memory_levels(work.flops, &measured.levels),
     })
+}
+
+/// Each level that moved bytes, closest to the SM first, with its
+/// intensity; a peak that is not a positive rate is no roof.
+fn memory_levels(flops: f64, traffic: &[LevelTraffic]) -> Vec<MemoryLevel> {
+    let positive = |x: &f64| x.is_finite() && *x > 0.0;
+    let mut levels: Vec<MemoryLevel> = traffic
+        .iter()
+        .filter(|t| positive(&t.bytes))
+        .map(|t| MemoryLevel {
+            unit: t.unit,
+            bytes: t.bytes,
+            flop_per_byte: flops / t.bytes,
+            peak_bytes_per_s: t.peak_bytes_per_s.filter(positive),
+        })
+        .collect();
+    levels.sort_by_key(|l| l.unit != Unit::SharedMemory);
+    levels
 }
 
 /// The measured units, completed where a figure is missing, busiest first.
@@ -560,6 +637,7 @@ mod tests {
             achieved_occupancy_pct: None,
             units: Vec::new(),
             full_breakdown: false,
+            levels: Vec::new(),
         }
     }
 
@@ -862,5 +940,69 @@ mod tests {
         assert!(json.contains("\"unit\":\"fma_pipe\""));
         let back: Roofline = serde_json::from_str(&json).expect("deserialise");
         assert_eq!(back, roofline);
+    }
+
+    #[test]
+    fn each_level_has_its_own_intensity_and_roof() {
+        let mut m = measured(1e6, 96.0 * MIB);
+        m.levels = vec![
+            LevelTraffic {
+                unit: Unit::L2,
+                bytes: 400.0 * MIB,
+                peak_bytes_per_s: Some(12e12),
+            },
+            LevelTraffic {
+                unit: Unit::SharedMemory,
+                bytes: 6400.0 * MIB,
+                peak_bytes_per_s: Some(33e12),
+            },
+        ];
+        let roofline = analyze_h200(&m);
+        let units: Vec<Unit> = roofline.levels.iter().map(|l| l.unit).collect();
+        assert_eq!(
+            units,
+            [Unit::SharedMemory, Unit::L2],
+            "closest to the SM first"
+        );
+        let [shared, l2] = [roofline.levels[0], roofline.levels[1]];
+        assert!((l2.flop_per_byte - TIMING_WORK.flops / (400.0 * MIB)).abs() < 1e-9);
+        assert!((shared.flop_per_byte - TIMING_WORK.flops / (6400.0 * MIB)).abs() < 1e-9);
+        assert_eq!(shared.peak_bytes_per_s, Some(33e12));
+        // Every level's point shares the useful rate; only the intensity moves.
+        let dram = roofline.dram_point().expect("placed");
+        let at_l2 = roofline.level_point(&l2).expect("placed");
+        assert_eq!(at_l2.flops_per_s, dram.flops_per_s);
+        assert!(dram.flop_per_byte > at_l2.flop_per_byte);
+    }
+
+    #[test]
+    fn a_level_without_bytes_is_dropped_and_one_without_a_peak_has_no_roof() {
+        let mut m = measured(1e6, 96.0 * MIB);
+        m.levels = vec![
+            LevelTraffic {
+                unit: Unit::SharedMemory,
+                bytes: 0.0,
+                peak_bytes_per_s: Some(33e12),
+            },
+            LevelTraffic {
+                unit: Unit::L2,
+                bytes: 1e9,
+                peak_bytes_per_s: Some(f64::NAN),
+            },
+        ];
+        let levels = analyze_h200(&m).levels;
+        assert_eq!(levels.len(), 1);
+        assert_eq!(levels[0].unit, Unit::L2);
+        assert_eq!(levels[0].peak_bytes_per_s, None);
+    }
+
+    #[test]
+    fn a_report_saved_before_the_levels_reads_with_none() {
+        let roofline = analyze_h200(&measured(1e6, 96.0 * MIB));
+        let mut json: serde_json::Value = serde_json::to_value(&roofline).expect("serialise");
+        json.as_object_mut().expect("object").remove("levels");
+        let back: Roofline = serde_json::from_value(json).expect("an older report");
+        assert!(back.levels.is_empty());
+        assert_eq!(back.dram_point(), roofline.dram_point());
     }
 }

@@ -6,7 +6,7 @@
 //! as stale, so a slow GPU run never blanks the screen. No IO happens here.
 
 use crate::facts::metrics::{self, finite_value};
-use crate::grade::roofline::Roofline;
+use crate::grade::roofline::{Roofline, RooflinePoint};
 use crate::outcome::CountersResult;
 use crate::protocol::CountersOutcome;
 use crate::protocol::KernelCounters;
@@ -138,6 +138,9 @@ impl CountersView {
                     r.fp32_peak_pct
                 );
                 lines.push(("AI".into(), intensity));
+                if !r.levels.is_empty() {
+                    lines.push(("levels".into(), levels_words(r)));
+                }
                 lines.push(("fp32".into(), rate));
             }
             None => lines.push((
@@ -177,6 +180,26 @@ fn intensity_words(r: &Roofline) -> String {
         "{:.0} flop/B, ridge {:.0}",
         r.arithmetic_intensity, r.ridge_point
     )
+}
+
+/// The intensity at each level above DRAM and the level's roof,
+/// `shared memory 12 flop/B (roof 29.7 TB/s), L2 61 flop/B (roof 9.9 TB/s)`.
+fn levels_words(r: &Roofline) -> String {
+    r.levels
+        .iter()
+        .map(|level| {
+            let roof = level
+                .peak_bytes_per_s
+                .map(|bw| format!(" (roof {:.1} TB/s)", bw / 1e12))
+                .unwrap_or_default();
+            format!(
+                "{} {:.0} flop/B{roof}",
+                level.unit.label(),
+                level.flop_per_byte
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The bound, the busiest unit and the figures that place the kernel, each
@@ -429,6 +452,17 @@ impl Model {
             .iter()
             .filter_map(|s| s.outcome.as_ref().map(figure))
             .collect()
+    }
+
+    /// The roofline plot with the kernel's earlier saves (the history the
+    /// trend reads, up to the replayed run in a replay) as its trail.
+    pub fn roofline_plot(&self) -> Option<RooflinePlot> {
+        let earlier: Vec<RooflinePoint> = self
+            .history
+            .iter()
+            .filter_map(|s| s.outcome.as_ref()?.roofline)
+            .collect();
+        Some(self.roofline.clone()?.with_trail(&earlier))
     }
 
     /// Index of the next case after `from` (wrapping) that ran and did not pass.

@@ -1,9 +1,11 @@
 //! What the roofline plot draws, taken out of a counters result: each roof
 //! of the GPU (a compute roof is a peak rate, a memory roof a bandwidth
-//! whose line rises with intensity), and the kernel and the starter as
-//! points. Plain numbers, so the view only scales and draws.
+//! whose line rises with intensity: shared memory, L2 and DRAM), the
+//! kernel as a point at each memory level it was measured at (the same
+//! useful rate over that level's bytes), the starter, and the kernel's
+//! earlier saves as a trail. Plain numbers, so the view only scales and draws.
 
-use crate::grade::roofline::{DevicePeaks, Roofline};
+use crate::grade::roofline::{DevicePeaks, Roofline, RooflinePoint, Unit};
 use crate::outcome::CountersResult;
 
 /// What kind of ceiling a roof is.
@@ -21,19 +23,53 @@ pub struct PlotRoof {
     pub kind: RoofKind,
 }
 
+/// Whose point it is, which sets how it is drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PointRole {
+    /// The kernel now, at one memory level.
+    Kernel,
+    Starter,
+    /// The kernel at an earlier save of the file (DRAM intensity).
+    Earlier,
+}
+
 /// A kernel on the plot: its arithmetic intensity and useful FLOP rate.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlotPoint {
+    /// What the caption calls the mark: the memory level, or `starter`.
     pub name: &'static str,
-    /// The mark drawn at the point (`●` for the kernel, `○` for the starter).
+    /// The mark drawn at the point: `●` DRAM, `◆` L2, `▲` shared memory,
+    /// `○` the starter, a digit for an earlier save.
     pub mark: &'static str,
+    pub role: PointRole,
     pub flop_per_byte: f64,
     pub flops_per_s: f64,
 }
 
+impl PlotPoint {
+    fn new(name: &'static str, mark: &'static str, role: PointRole, at: RooflinePoint) -> Self {
+        Self {
+            name,
+            mark,
+            role,
+            flop_per_byte: at.flop_per_byte,
+            flops_per_s: at.flops_per_s,
+        }
+    }
+}
+
+/// The name of the kernel's point at DRAM, the one its trail follows.
+const DRAM: &str = "DRAM";
+
+/// Marks of the earlier saves, oldest first; more saves than marks keep
+/// the newest.
+const TRAIL_MARKS: [&str; 9] = ["1", "2", "3", "4", "5", "6", "7", "8", "9"];
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct RooflinePlot {
     pub roofs: Vec<PlotRoof>,
+    /// The kernel's earlier saves, then the starter, then the kernel at
+    /// each level (DRAM last, so it is drawn on top).
     pub points: Vec<PlotPoint>,
 }
 
@@ -43,31 +79,72 @@ impl RooflinePlot {
     pub fn from_result(result: &CountersResult) -> Option<Self> {
         let outcome = result.as_ref().ok()?;
         let student = outcome.student.roofline.as_ref()?;
-        let roofs = match &outcome.peaks {
+        let mut roofs = match &outcome.peaks {
             Some(peaks) => roofs_of_peaks(peaks),
             None => roofs_of(student)?,
         };
-        let point = |name, mark, r: &Roofline| {
-            let placed = r.arithmetic_intensity.is_finite() && r.achieved_gflops > 0.0;
-            placed.then_some(PlotPoint {
-                name,
-                mark,
-                flop_per_byte: r.arithmetic_intensity,
-                flops_per_s: r.achieved_gflops * 1e9,
+        // The levels' roofs go before DRAM's, closest to the SM first.
+        let level_roofs = student.levels.iter().filter_map(|level| {
+            Some(PlotRoof {
+                name: level_look(level.unit).0.into(),
+                kind: RoofKind::Memory {
+                    bytes_per_s: level.peak_bytes_per_s?,
+                },
             })
-        };
-        let points = [
-            outcome
-                .starter
-                .roofline
-                .as_ref()
-                .and_then(|r| point("starter", "○", r)),
-            point("kernel", "●", student),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
+        });
+        let dram_at = roofs
+            .iter()
+            .position(|r| matches!(r.kind, RoofKind::Memory { .. }))
+            .unwrap_or(roofs.len());
+        roofs.splice(dram_at..dram_at, level_roofs);
+        let starter = outcome
+            .starter
+            .roofline
+            .as_ref()
+            .and_then(Roofline::dram_point)
+            .map(|at| PlotPoint::new("starter", "○", PointRole::Starter, at));
+        let levels = student.levels.iter().filter_map(|level| {
+            let at = student.level_point(level)?;
+            let (name, mark) = level_look(level.unit);
+            Some(PlotPoint::new(name, mark, PointRole::Kernel, at))
+        });
+        let dram = student
+            .dram_point()
+            .map(|at| PlotPoint::new(DRAM, "●", PointRole::Kernel, at));
+        let points = starter.into_iter().chain(levels).chain(dram).collect();
         Some(Self { roofs, points })
+    }
+
+    /// The plot with the kernel's earlier saves (`history`, oldest first) as
+    /// a numbered trail under its points; the save on screen, when it is the
+    /// newest of `history`, is not repeated.
+    pub fn with_trail(mut self, history: &[RooflinePoint]) -> Self {
+        let current = self
+            .points
+            .iter()
+            .find(|p| p.role == PointRole::Kernel && p.name == DRAM)
+            .map(|p| (p.flop_per_byte, p.flops_per_s));
+        let earlier = match history.split_last() {
+            Some((last, before)) if current == Some((last.flop_per_byte, last.flops_per_s)) => {
+                before
+            }
+            _ => history,
+        };
+        let shown = &earlier[earlier.len().saturating_sub(TRAIL_MARKS.len())..];
+        let trail = shown
+            .iter()
+            .zip(TRAIL_MARKS)
+            .map(|(at, mark)| PlotPoint::new("earlier", mark, PointRole::Earlier, *at));
+        self.points.splice(0..0, trail);
+        self
+    }
+}
+
+/// What the plot calls a memory level above DRAM, and the kernel's mark there.
+fn level_look(unit: Unit) -> (&'static str, &'static str) {
+    match unit {
+        Unit::SharedMemory => ("smem", "▲"),
+        _ => ("L2", "◆"),
     }
 }
 
@@ -107,4 +184,51 @@ fn roofs_of(r: &Roofline) -> Option<Vec<PlotRoof>> {
             },
         ]
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(flop_per_byte: f64, flops_per_s: f64) -> RooflinePoint {
+        RooflinePoint {
+            flop_per_byte,
+            flops_per_s,
+        }
+    }
+
+    /// A plot holding only the kernel's DRAM point at `now`.
+    fn plot_at(now: RooflinePoint) -> RooflinePlot {
+        RooflinePlot {
+            roofs: Vec::new(),
+            points: vec![PlotPoint::new(DRAM, "●", PointRole::Kernel, now)],
+        }
+    }
+
+    fn marks(plot: &RooflinePlot) -> Vec<&str> {
+        plot.points.iter().map(|p| p.mark).collect()
+    }
+
+    #[test]
+    fn the_trail_numbers_earlier_saves_oldest_first_without_the_one_on_screen() {
+        let history = [at(500.0, 1e12), at(800.0, 4e12), at(1300.0, 3e13)];
+        let plot = plot_at(history[2]).with_trail(&history);
+        assert_eq!(marks(&plot), ["1", "2", "●"]);
+        assert_eq!(plot.points[1].flops_per_s, 4e12);
+        assert!(plot.points[..2]
+            .iter()
+            .all(|p| p.role == PointRole::Earlier));
+        // A save not yet in the history: every recorded save is earlier.
+        let plot = plot_at(at(1400.0, 4e13)).with_trail(&history);
+        assert_eq!(marks(&plot), ["1", "2", "3", "●"]);
+    }
+
+    #[test]
+    fn a_long_session_keeps_its_newest_nine_saves() {
+        let history: Vec<RooflinePoint> = (1..=12).map(|i| at(100.0 * i as f64, 1e12)).collect();
+        let plot = plot_at(at(5000.0, 5e13)).with_trail(&history);
+        assert_eq!(plot.points.len(), 10);
+        assert_eq!(plot.points[0].flop_per_byte, 400.0, "saves 1-3 dropped");
+        assert_eq!(plot.points[8].mark, "9");
+    }
 }

@@ -510,6 +510,7 @@ pub fn show_replay_position(model: &mut Model) {
     model.selected = model.selected.min(model.cases.len().saturating_sub(1));
     model.source = run.source.clone();
     model.gpu = Some(run.report.gpu.clone());
+    show_counters(model, run.report.counters.last());
     model.last = Some(run);
     model.previous_resources = before;
     model.history = trend;

@@ -24,7 +24,8 @@ use crate::gpu::device::{Gpu, GpuError, Kernel, L2Flusher};
 use crate::gpu::peaks::{measure_peaks, Benchmark, FoundPeaks, ProbeLaunch};
 use crate::grade::compare::POISON_BITS;
 use crate::grade::roofline::{
-    analyze, DevicePeaks, Measured, PeakSource, Roof, Roofline, RooflineError, UnitLoad, Work,
+    analyze, DevicePeaks, LevelTraffic, Measured, PeakSource, Roof, Roofline, RooflineError,
+    UnitLoad, Work,
 };
 use crate::lab::definition::LabRef;
 use crate::lab::definition::{CaseData, LabCase, Problem};
@@ -365,6 +366,7 @@ fn roofline(
                 achieved_occupancy_pct: value(metrics::ACHIEVED_OCCUPANCY_PCT),
                 units: unit_loads(values),
                 full_breakdown,
+                levels: level_traffic(values),
             };
             Some(analyze(work, &measured, peaks))
         }
@@ -385,6 +387,28 @@ fn unit_loads(values: &[MetricValue]) -> Vec<UnitLoad> {
         }
     }
     loads
+}
+
+/// The bytes each level above DRAM moved, and its peak over this launch:
+/// peak a cycle times the clock the level ran at. A level whose traffic
+/// was not collected (a custom set) is left out; one without its peak or
+/// clock has no roof.
+fn level_traffic(values: &[MetricValue]) -> Vec<LevelTraffic> {
+    let value = |name: &str| finite_value(values, name);
+    metrics::LEVEL_METRICS
+        .iter()
+        .filter_map(|level| {
+            let count = value(level.count)?;
+            let peak_per_s = value(level.peak_per_cycle)
+                .zip(value(level.clock_hz))
+                .map(|(per_cycle, hz)| per_cycle * hz * level.bytes_per_count);
+            Some(LevelTraffic {
+                unit: level.unit,
+                bytes: count * level.bytes_per_count,
+                peak_bytes_per_s: peak_per_s,
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -416,5 +440,32 @@ mod tests {
                 UnitLoad::new(Unit::TensorPipe, 71.0),
             ]
         );
+    }
+
+    #[test]
+    fn levels_take_their_peak_a_cycle_times_their_clock() {
+        // GH100 shapes: 132 SMs serve one shared wavefront a cycle each at
+        // 1.755 GHz; L2 moves 5,632 bytes a cycle at 1.6 GHz.
+        let values = [
+            value(metrics::SHARED_WAVEFRONTS, 1e6),
+            value(metrics::SHARED_PEAK_WAVEFRONTS_PER_CYCLE, 132.0),
+            value(metrics::L1_CLOCK_HZ, 1.755e9),
+            value(metrics::L2_BYTES, 3e8),
+            value(metrics::L2_PEAK_BYTES_PER_CYCLE, 5632.0),
+            value(metrics::L2_CLOCK_HZ, f64::NAN),
+        ];
+        let levels = level_traffic(&values);
+        assert_eq!(levels.len(), 2);
+        let shared = levels[0];
+        assert_eq!(shared.unit, Unit::SharedMemory);
+        assert_eq!(shared.bytes, 128e6);
+        let peak = shared.peak_bytes_per_s.expect("peak and clock were read");
+        assert!((peak - 132.0 * 128.0 * 1.755e9).abs() < 1.0, "{peak}");
+        // The L2 clock could not be evaluated: traffic without a roof.
+        assert_eq!(levels[1].unit, Unit::L2);
+        assert_eq!(levels[1].bytes, 3e8);
+        assert_eq!(levels[1].peak_bytes_per_s, None);
+        // A set without the traffic (custom) has no levels.
+        assert!(level_traffic(&values[1..3]).is_empty());
     }
 }

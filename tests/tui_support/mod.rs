@@ -16,7 +16,7 @@ use flashprof::facts::resources::{
 use flashprof::gpu::compile::Build;
 use flashprof::grade::compare::compare;
 use flashprof::grade::integrity::Integrity;
-use flashprof::grade::roofline::{analyze, Measured, Unit, UnitLoad};
+use flashprof::grade::roofline::{analyze, LevelTraffic, Measured, Unit, UnitLoad};
 use flashprof::grade::stats::{speedup, summarize};
 use flashprof::lab::flash_prefill::cases::embedded_cases;
 use flashprof::lab::flash_prefill::contract::{Shape, DH, TIMING_SHAPE, TOLERANCE};
@@ -236,6 +236,20 @@ pub fn kernel_counters(
             UnitLoad::new(Unit::L2, sm_pct * 0.6),
         ],
         full_breakdown: true,
+        // L2 moves 8x the DRAM bytes and shared memory 40x, each at the
+        // peak a GH100-like chip has a cycle times a 1.755 GHz clock.
+        levels: vec![
+            LevelTraffic {
+                unit: Unit::L2,
+                bytes: dram_mb * 1e6 * 8.0,
+                peak_bytes_per_s: Some(5632.0 * 1.755e9),
+            },
+            LevelTraffic {
+                unit: Unit::SharedMemory,
+                bytes: dram_mb * 1e6 * 40.0,
+                peak_bytes_per_s: Some(132.0 * 128.0 * 1.755e9),
+            },
+        ],
     };
     let value = |name: &str, value: f64| MetricValue {
         name: name.into(),

@@ -4,7 +4,8 @@
 
 use super::{Cupti, CuptiError, MetricConfig, FULL_EXTRA, QUICK};
 use crate::facts::metrics::{
-    DRAM_BYTES_READ, L1_THROUGHPUT_PCT, L2_HIT_RATE_PCT, SM_THROUGHPUT_PCT, UNIT_METRICS,
+    DRAM_BYTES_READ, L1_THROUGHPUT_PCT, L2_HIT_RATE_PCT, LEVEL_METRICS, SM_THROUGHPUT_PCT,
+    UNIT_METRICS,
 };
 
 const H200_CHIP: &str = "GH100";
@@ -26,6 +27,20 @@ fn quick_set_costs_one_pass_on_gh100() {
     assert_eq!(config.num_passes(), 1);
     assert_eq!(config.chip(), H200_CHIP);
     assert_eq!(config.metrics(), QUICK.metrics);
+}
+
+/// The hierarchical roofline's counters: each level's traffic, its
+/// `.peak_sustained` and its clock are known to GH100 and ride in the quick
+/// set's one pass (checked above); the peaks and clocks alone need no pass
+/// of their own beyond the one every launch takes.
+#[test]
+fn level_metrics_are_known_to_gh100_and_fit_one_pass() {
+    let Some(cupti) = real_cupti() else { return };
+    for level in LEVEL_METRICS {
+        let metrics = [level.count, level.peak_per_cycle, level.clock_hz];
+        let config = MetricConfig::new(&cupti, H200_CHIP, &metrics).expect(level.count);
+        assert_eq!(config.num_passes(), 1, "{metrics:?}");
+    }
 }
 
 #[test]

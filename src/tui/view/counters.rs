@@ -30,7 +30,7 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
     frame.render_widget(block, area);
     let compact = inner.width < COMPACT_BELOW;
     let body = body(model, compact);
-    let Some(plot) = model.roofline.as_ref() else {
+    let Some(plot) = model.roofline_plot() else {
         frame.render_widget(body, inner);
         return;
     };
@@ -52,7 +52,7 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
     let [text_area, plot_area] =
         Layout::vertical([Constraint::Fill(1), Constraint::Length(plot_rows)]).areas(inner);
     frame.render_widget(body, text_area);
-    roofline::draw(frame, plot_area, plot, model.theme);
+    roofline::draw(frame, plot_area, &plot, model.theme);
 }
 
 /// The overlay: every line whole on the left, the plot on the right (under
@@ -67,7 +67,7 @@ pub fn draw_overlay(frame: &mut Frame, area: Rect, model: &Model) {
         .title_bottom(" c or esc close ");
     let inner = block.inner(rect);
     frame.render_widget(block, rect);
-    let Some(plot) = model.roofline.as_ref() else {
+    let Some(plot) = model.roofline_plot() else {
         frame.render_widget(body(model, false).wrap(Wrap { trim: true }), inner);
         return;
     };
@@ -84,7 +84,7 @@ pub fn draw_overlay(frame: &mut Frame, area: Rect, model: &Model) {
         Paragraph::new(whole_lines(model, text_area.width)),
         text_area,
     );
-    roofline::draw(frame, plot_area, plot, model.theme);
+    roofline::draw(frame, plot_area, &plot, model.theme);
 }
 
 /// Every collected line wrapped to `width`, its label styled.

@@ -198,8 +198,8 @@ fn draw_detail(frame: &mut Frame, area: Rect, model: &Model) {
         };
         let inner = block.inner(side);
         frame.render_widget(block, side);
-        match &model.roofline {
-            Some(plot) => roofline::draw(frame, inner, plot, model.theme),
+        match model.roofline_plot() {
+            Some(plot) => roofline::draw(frame, inner, &plot, model.theme),
             None => trend::draw(frame, inner, model),
         }
     } else {

@@ -1,12 +1,15 @@
-//! The roofline plot: arithmetic intensity (flop per DRAM byte) across,
-//! useful FLOP/s up, both on log scales. Every roof is drawn: a compute
-//! roof flat from where the highest memory roof meets it, a memory roof
-//! rising (slope one on log-log axes) until it meets the highest compute
-//! roof. The kernel (`●`) and the starter (`○`) are points, so a
-//! student sees which roof is above the kernel and how far it is.
+//! The roofline plot: arithmetic intensity (flop per byte) across, useful
+//! FLOP/s up, both on log scales. Every roof is drawn: a compute roof flat
+//! from where the highest memory roof meets it, a memory roof (shared
+//! memory, L2, DRAM) rising (slope one on log-log axes) until it meets the
+//! highest compute roof. The kernel is a point at each memory level (`●`
+//! DRAM, `◆` L2, `▲` shared memory: one rate, each level's intensity), so
+//! a student sees which roof is above it at every level and how far; the
+//! starter is `○`, and the kernel's earlier saves are digits, oldest `1`,
+//! so a replay of the ladder shows the point climb.
 //!
-//! Takes any list of roofs, so a GPU with more units (tensor pipes, L2,
-//! shared memory) gets more lines without a change here.
+//! Takes any list of roofs, so a GPU with more units gets more lines
+//! without a change here.
 
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Style};
@@ -16,7 +19,7 @@ use ratatui::widgets::canvas::{Canvas, Context, Line as Segment};
 use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
-use crate::tui::plot::{PlotRoof, RoofKind, RooflinePlot};
+use crate::tui::plot::{PlotRoof, PointRole, RoofKind, RooflinePlot};
 use crate::tui::theme::Theme;
 
 /// Rows under which the plot says nothing useful.
@@ -39,40 +42,29 @@ pub fn draw(frame: &mut Frame, area: Rect, plot: &RooflinePlot, theme: Theme) {
         frame.render_widget(Paragraph::new("no roofs to plot"), area);
         return;
     };
-    let span = format!(
-        "{}..{} flop/B",
-        power_of_ten(bounds.x[0]),
-        power_of_ten(bounds.x[1])
-    );
-    // The axes' names when they fit; the marks always.
-    let axes = if caption_area.width >= 46 {
-        format!("{span} →, FLOP/s ↑")
-    } else {
-        span
-    };
-    let caption = Line::from(vec![
-        Span::styled("●", theme.good()),
-        Span::raw(" kernel  ○ starter  "),
-        Span::styled(axes, theme.stale()),
-    ]);
+    let caption = caption(plot, &bounds, caption_area.width, theme);
     frame.render_widget(Paragraph::new(caption), caption_area);
-    // One cell's size in plot units, to place labels by cells.
-    let cell_x = (bounds.x[1] - bounds.x[0]) / f64::from(plot_area.width);
-    let cell_y = (bounds.y[1] - bounds.y[0]) / f64::from(plot_area.height);
+    // One cell's size in plot units, to place labels by cells: the canvas
+    // spreads the bounds over one cell fewer than it has when placing text.
+    let cell_x = (bounds.x[1] - bounds.x[0]) / f64::from(plot_area.width.max(2) - 1);
+    let cell_y = (bounds.y[1] - bounds.y[0]) / f64::from(plot_area.height.max(2) - 1);
     let canvas = Canvas::default()
         .marker(Marker::Braille)
         .x_bounds(bounds.x)
         .y_bounds(bounds.y)
         .paint(|ctx| {
             for roof in &plot.roofs {
-                draw_roof(ctx, roof, plot, &bounds, theme, (cell_x, cell_y));
+                draw_roof(ctx, roof, plot, &bounds, theme, cell_x);
+            }
+            for (x, y, text) in memory_labels(plot, &bounds, (cell_x, cell_y)) {
+                ctx.print(x, y, Span::styled(text, theme.stale()));
             }
             ctx.layer();
             for point in &plot.points {
-                let style = if point.name == "kernel" {
-                    theme.good()
-                } else {
-                    Style::new()
+                let style = match point.role {
+                    PointRole::Kernel => theme.good(),
+                    PointRole::Starter => Style::new(),
+                    PointRole::Earlier => theme.stale(),
                 };
                 let (x, y) = (point.flop_per_byte.log10(), point.flops_per_s.log10());
                 ctx.print(
@@ -85,18 +77,72 @@ pub fn draw(frame: &mut Frame, area: Rect, plot: &RooflinePlot, theme: Theme) {
     frame.render_widget(canvas, plot_area);
 }
 
+/// The marks' names and the axes, each part only when it fits whole, in
+/// the order they matter: the kernel's levels, the starter, the trail, the
+/// span of intensities, the axes' names.
+fn caption(plot: &RooflinePlot, bounds: &Bounds, width: u16, theme: Theme) -> Line<'static> {
+    let kernel: Vec<String> = plot
+        .points
+        .iter()
+        .filter(|p| p.role == PointRole::Kernel)
+        .map(|p| format!("{}{}", p.mark, p.name))
+        .collect();
+    let trail: Vec<&str> = plot
+        .points
+        .iter()
+        .filter(|p| p.role == PointRole::Earlier)
+        .map(|p| p.mark)
+        .collect();
+    let mut parts: Vec<Span<'static>> = Vec::new();
+    if !kernel.is_empty() {
+        parts.push(Span::styled(
+            format!("kernel {}", kernel.join(" ")),
+            theme.good(),
+        ));
+    }
+    if plot.points.iter().any(|p| p.role == PointRole::Starter) {
+        parts.push(Span::raw("○starter"));
+    }
+    if let (Some(first), Some(last)) = (trail.first(), trail.last()) {
+        let marks = if first == last {
+            format!("save {first}")
+        } else {
+            format!("saves {first}-{last}")
+        };
+        parts.push(Span::styled(marks, theme.stale()));
+    }
+    let span = format!(
+        "{}..{} flop/B",
+        power_of_ten(bounds.x[0]),
+        power_of_ten(bounds.x[1])
+    );
+    parts.push(Span::styled(span, theme.stale()));
+    parts.push(Span::styled("→, FLOP/s ↑", theme.stale()));
+    let mut line = Line::default();
+    let mut left = usize::from(width);
+    for part in parts {
+        let needed = part.width() + usize::from(!line.spans.is_empty());
+        if needed > left {
+            break;
+        }
+        if !line.spans.is_empty() {
+            line.push_span(Span::raw(" "));
+        }
+        left -= needed;
+        line.push_span(part);
+    }
+    line
+}
+
 fn draw_roof(
     ctx: &mut Context,
     roof: &PlotRoof,
     plot: &RooflinePlot,
     bounds: &Bounds,
     theme: Theme,
-    (cell_x, cell_y): (f64, f64),
+    cell_x: f64,
 ) {
     let [x_lo, x_hi] = bounds.x;
-    let text = roof_label(roof);
-    let label_width = text.chars().count() as f64 * cell_x;
-    let label = Span::styled(text, theme.stale());
     match roof.kind {
         RoofKind::Compute { flops_per_s } => {
             let y = flops_per_s.log10();
@@ -105,26 +151,78 @@ fn draw_roof(
             ctx.draw(&Segment::new(start.max(x_lo), y, x_hi, y, color));
             // On its own line, at the right end: roofs a row apart keep
             // their names apart.
-            ctx.print(x_hi - label_width, y, label);
+            let text = roof_label(roof);
+            let label_width = text.chars().count() as f64 * cell_x;
+            ctx.print(x_hi - label_width, y, Span::styled(text, theme.stale()));
         }
         RoofKind::Memory { bytes_per_s } => {
             let slope_at = |x: f64| bytes_per_s.log10() + x;
             let end = highest(plot, Compute).map_or(x_hi, |peak| (peak / bytes_per_s).log10());
             let end = end.min(x_hi);
+            // From where it enters the plot: the canvas draws no line with
+            // an end outside it, and a slow level's roof enters from below.
+            let start = x_lo.max(bounds.y[0] - bytes_per_s.log10());
             let color = theme.plot(Color::Blue);
             ctx.draw(&Segment::new(
-                x_lo,
-                slope_at(x_lo),
+                start,
+                slope_at(start),
                 end,
                 slope_at(end),
                 color,
             ));
-            // Under the line, a quarter of the way along: the rising line
-            // moves away from the text, and no flat roof is that low.
-            let x = x_lo + (end - x_lo) / 4.0;
-            ctx.print(x + cell_x, slope_at(x) - cell_y, label);
         }
     }
+}
+
+/// Where each memory roof's name goes: from the left edge, ending a cell
+/// before its own line, on the row where it just fits (or right of the
+/// line on the bottom row, when it fits nowhere left of it). A plot too
+/// short for a row each names the fastest levels. The lines are
+/// parallel and a few cells apart, so no name fits between two; this way
+/// each name leads into its line, and a name crosses only the lines of
+/// faster levels. Names go top to bottom, fastest level first, a row apart
+/// at least.
+fn memory_labels(
+    plot: &RooflinePlot,
+    bounds: &Bounds,
+    (cell_x, cell_y): (f64, f64),
+) -> Vec<(f64, f64, String)> {
+    let mut memory: Vec<(&PlotRoof, f64)> = plot
+        .roofs
+        .iter()
+        .filter_map(|roof| match roof.kind {
+            RoofKind::Memory { bytes_per_s } => Some((roof, bytes_per_s.log10())),
+            RoofKind::Compute { .. } => None,
+        })
+        .collect();
+    memory.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let [x_lo, _] = bounds.x;
+    let top = highest(plot, Compute).map_or(bounds.y[1], f64::log10);
+    // A row clear of the highest compute roof, whose line may round either way.
+    let mut below = top - cell_y;
+    memory
+        .into_iter()
+        .filter_map(|(roof, log_bandwidth)| {
+            let text = roof_label(roof);
+            let width = (text.chars().count() + 1) as f64 * cell_x;
+            let fits = log_bandwidth + x_lo + width;
+            // The bottom row at the lowest, for a line that leaves the plot
+            // too far left for its name: the name then goes right of the
+            // line. A plot too short for a row each leaves the rest unnamed.
+            let y = fits.min(below - cell_y).max(bounds.y[0]);
+            if y >= below {
+                return None;
+            }
+            below = y;
+            let line_x = y - log_bandwidth;
+            let x = if line_x - width >= x_lo - cell_x / 2.0 {
+                (line_x - width).max(x_lo)
+            } else {
+                line_x + 2.0 * cell_x
+            };
+            Some((x, y, text))
+        })
+        .collect()
 }
 
 /// A roof's name and its peak in three figures: `FP32 66.9T`, `DRAM 4.80TB/s`.
@@ -236,8 +334,9 @@ mod tests {
     #[test]
     fn bounds_hold_the_ridge_and_every_point_with_a_decade_to_spare() {
         let kernel = PlotPoint {
-            name: "kernel",
+            name: "DRAM",
             mark: "●",
+            role: PointRole::Kernel,
             flop_per_byte: 491.0,
             flops_per_s: 3.2e12,
         };
@@ -263,8 +362,9 @@ mod tests {
     #[test]
     fn a_faster_kernel_is_drawn_higher_and_under_its_roofs() {
         let kernel = |flops_per_s| PlotPoint {
-            name: "kernel",
+            name: "DRAM",
             mark: "●",
+            role: PointRole::Kernel,
             flop_per_byte: 491.0,
             flops_per_s,
         };
@@ -294,5 +394,82 @@ mod tests {
         let labels: Vec<String> = plot(Vec::new()).roofs.iter().map(roof_label).collect();
         assert_eq!(labels, ["FP32 67.0T", "DRAM 4.80TB/s"]);
         assert_eq!(three_figures(535.2), "535");
+    }
+
+    #[test]
+    fn every_memory_roof_is_drawn_and_named_even_one_entering_from_below() {
+        let mut with_levels = plot(vec![PlotPoint {
+            name: "DRAM",
+            mark: "●",
+            role: PointRole::Kernel,
+            flop_per_byte: 491.0,
+            flops_per_s: 3.2e12,
+        }]);
+        let memory = |name: &str, bytes_per_s| PlotRoof {
+            name: name.into(),
+            kind: RoofKind::Memory { bytes_per_s },
+        };
+        with_levels.roofs.insert(1, memory("smem", 29.7e12));
+        with_levels.roofs.insert(2, memory("L2", 9.9e12));
+        let (_, text) = row_of(&with_levels, '●');
+        let rows: Vec<usize> = ["smem 29.7TB/s", "L2 9.90TB/s", "DRAM 4.80TB/s"]
+            .iter()
+            .map(|label| {
+                text.lines()
+                    .position(|l| l.contains(label))
+                    .unwrap_or_else(|| panic!("{label}:\n{text}"))
+            })
+            .collect();
+        assert!(
+            rows[0] < rows[1] && rows[1] < rows[2],
+            "fastest first:\n{text}"
+        );
+        // The L2 and DRAM roofs start below the plot's floor: still drawn,
+        // down to the bottom row above the caption.
+        let bottom = text.lines().rev().nth(1).expect("a plot row");
+        assert!(
+            bottom
+                .chars()
+                .any(|c| ('\u{2801}'..='\u{28ff}').contains(&c)),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_caption_names_each_mark_and_drops_what_does_not_fit() {
+        let mut p = plot(vec![
+            PlotPoint {
+                name: "earlier",
+                mark: "1",
+                role: PointRole::Earlier,
+                flop_per_byte: 300.0,
+                flops_per_s: 1e12,
+            },
+            PlotPoint {
+                name: "starter",
+                mark: "○",
+                role: PointRole::Starter,
+                flop_per_byte: 100.0,
+                flops_per_s: 5e11,
+            },
+            PlotPoint {
+                name: "L2",
+                mark: "◆",
+                role: PointRole::Kernel,
+                flop_per_byte: 60.0,
+                flops_per_s: 3e12,
+            },
+        ]);
+        let bounds = bounds(&p).expect("bounds");
+        let text = |plot: &RooflinePlot, width| {
+            caption(plot, &bounds, width, Theme { color: false }).to_string()
+        };
+        assert_eq!(
+            text(&p, 80),
+            "kernel ◆L2 ○starter save 1 1..10k flop/B →, FLOP/s ↑"
+        );
+        assert_eq!(text(&p, 30), "kernel ◆L2 ○starter save 1");
+        p.points.remove(0);
+        assert_eq!(text(&p, 30), "kernel ◆L2 ○starter");
     }
 }
