@@ -181,7 +181,8 @@ fn draw_roof(
 /// parallel and a few cells apart, so no name fits between two; this way
 /// each name leads into its line, and a name crosses only the lines of
 /// faster levels. Names go top to bottom, fastest level first, a row apart
-/// at least.
+/// at least, and a name that would sit on a point moves down a row until it
+/// is clear (the marks are drawn last and would cut it).
 fn memory_labels(
     plot: &RooflinePlot,
     bounds: &Bounds,
@@ -200,27 +201,42 @@ fn memory_labels(
     let top = highest(plot, Compute).map_or(bounds.y[1], f64::log10);
     // A row clear of the highest compute roof, whose line may round either way.
     let mut below = top - cell_y;
+    let covers_a_point = |x: f64, y: f64, width: f64| {
+        plot.points.iter().any(|point| {
+            let (px, py) = (
+                point.flop_per_byte.log10(),
+                point.flops_per_s.log10().clamp(bounds.y[0], bounds.y[1]),
+            );
+            (py - y).abs() < cell_y / 2.0 && px > x - cell_x && px < x + width
+        })
+    };
     memory
         .into_iter()
         .filter_map(|(roof, log_bandwidth)| {
             let text = roof_label(roof);
             let width = (text.chars().count() + 1) as f64 * cell_x;
+            // Left of the line when the name fits there, else right of it.
+            let x_at = |y: f64| {
+                let line_x = y - log_bandwidth;
+                if line_x - width >= x_lo - cell_x / 2.0 {
+                    (line_x - width).max(x_lo)
+                } else {
+                    line_x + 2.0 * cell_x
+                }
+            };
             let fits = log_bandwidth + x_lo + width;
             // The bottom row at the lowest, for a line that leaves the plot
             // too far left for its name: the name then goes right of the
             // line. A plot too short for a row each leaves the rest unnamed.
-            let y = fits.min(below - cell_y).max(bounds.y[0]);
+            let mut y = fits.min(below - cell_y).max(bounds.y[0]);
             if y >= below {
                 return None;
             }
+            while covers_a_point(x_at(y), y, width) && y - cell_y >= bounds.y[0] {
+                y -= cell_y;
+            }
             below = y;
-            let line_x = y - log_bandwidth;
-            let x = if line_x - width >= x_lo - cell_x / 2.0 {
-                (line_x - width).max(x_lo)
-            } else {
-                line_x + 2.0 * cell_x
-            };
-            Some((x, y, text))
+            Some((x_at(y), y, text))
         })
         .collect()
 }
@@ -433,6 +449,49 @@ mod tests {
                 .any(|c| ('\u{2801}'..='\u{28ff}').contains(&c)),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_memory_roof_name_steps_down_off_the_kernel_marks() {
+        // The recorded top rung: its marks sit on the FP32 roof's row, under
+        // the TF32 roof, where a memory roof's name would go.
+        let mut p = plot(
+            [("smem", "▲", 6.8), ("L2", "◆", 48.0), ("DRAM", "●", 1344.0)]
+                .into_iter()
+                .map(|(name, mark, flop_per_byte)| PlotPoint {
+                    name,
+                    mark,
+                    role: PointRole::Kernel,
+                    flop_per_byte,
+                    flops_per_s: 56e12,
+                })
+                .collect(),
+        );
+        p.roofs.insert(
+            1,
+            PlotRoof {
+                name: "smem".into(),
+                kind: RoofKind::Memory {
+                    bytes_per_s: 30.6e12,
+                },
+            },
+        );
+        p.roofs.insert(
+            0,
+            PlotRoof {
+                name: "TF32".into(),
+                kind: RoofKind::Compute {
+                    flops_per_s: 327e12,
+                },
+            },
+        );
+        let (row, text) = row_of(&p, '▲');
+        let marks_row = text.lines().nth(row).expect("the marks' row");
+        assert!(marks_row.contains('◆') && marks_row.contains('●'), "{text}");
+        // Every name whole: none cut by a mark.
+        for label in ["smem 30.6TB/s", "DRAM 4.80TB/s"] {
+            assert!(text.contains(label), "{label}:\n{text}");
+        }
     }
 
     #[test]

@@ -1,22 +1,35 @@
-// Ladder rung 5: keep the tensor cores fed.
+// Ladder rung 5: keep the tensor cores fed, and pay for precision only where
+// it is needed.
 //
-// The idea it adds: rung 4 stops every warp at two barriers per tile while
-// the next K and V tiles are fetched, so the tensor cores idle through every
-// copy. Here the tiles are double-buffered: while a tile is multiplied, the
-// next one streams into the other buffer by cp.async (global to shared with
-// no register in between), and one barrier per tile is all the block needs.
-// The row blocks are handed out heaviest first (the last rows see the most
-// keys), so the grid does not end on a few long blocks.
-// Q and K are read two floats at a time: the 8 dims of a product step are
-// relabelled (operand column t is dim 2t, column t+4 is dim 2t+1), which is
-// allowed since Q and K are relabelled alike.
+// The first idea it adds: rung 4 stops every warp at two barriers per tile
+// while the next K and V tiles are fetched, so the tensor cores idle through
+// every copy. Here the tiles are double-buffered: while a tile is multiplied,
+// the next one streams into the other buffer by cp.async (global to shared
+// with no register in between), and one barrier per tile is all the block
+// needs. The row blocks are handed out heaviest first (the last rows see the
+// most keys), so the grid does not end on a few long blocks. Q and K are read
+// two floats at a time: the 8 dims of a product step are relabelled (operand
+// column t is dim 2t, column t+4 is dim 2t+1), which is allowed since Q and K
+// are relabelled alike.
 //
-// Everything else is rung 4: m16n8k8 TF32 mma.sync in 3xTF32 split precision
-// (a*b ~ hi*hi + hi*lo + lo*hi, hi = tf32(x), lo = tf32(x - hi)), scores and
-// probabilities in registers. kSplitPrecision = false gives plain TF32, which
-// is faster and fails the lab's tolerance (docs/LADDER.md).
+// The second: the split costs less. Tensor cores read only the top 19 bits of
+// a TF32 operand, so x itself is its own high part (no rounding, no masking
+// for the hardware to undo) and the rest is x minus x with its low 13 bits
+// cleared: two instructions a value instead of four. And the two products
+// need different precision. An error in Q K^T is multiplied by exp2 (scores
+// reach ~100 in log2 units on large inputs), so it keeps three TF32 products.
+// In P V the probabilities lie in [0, 1] and nothing amplifies an error, so
+// its two small cross terms go into one BF16 product (twice the TF32 rate,
+// bf16's 8 bits being plenty for terms 2^-11 of the result), next to one TF32
+// product of the high parts: 1.5 products' worth of tensor time instead of 3.
+// (BF16 cross terms in Q K^T too were 0.83 ms but failed large-values-other-
+// heads at 2-2.5x the allowance; docs/LADDER.md.)
 //
-// Measured on the H200 at C = P = 2048: 1.062 ms, 27.0x the starter's 28.6 ms (docs/LADDER.md).
+// Everything else is rung 4: m16n8k8 mma.sync, scores and probabilities in
+// registers. kSplitPrecision = false gives plain TF32, which is faster and
+// fails the lab's tolerance (docs/LADDER.md).
+//
+// Measured on the H200 at C = P = 2048: 0.904 ms, 31.2x the starter (docs/LADDER.md).
 //
 // @flashprof rows_per_block=32 threads=256 dynamic_smem=108544 grid=kv_group
 
@@ -45,45 +58,110 @@ constexpr int kVTileFloats = kTileKeys * kLdV;
 constexpr int kSharedBytes = (kWarps * kStripFloats + 2 * kKTileFloats + 2 * kVTileFloats) * (int)sizeof(float);
 static_assert(kSharedBytes == 108544, "keep the @flashprof dynamic_smem line in step");
 
-// false: plain TF32 (one product per tile, fast, outside the lab's tolerance).
-constexpr bool kSplitPrecision = false;
+// false: plain TF32 (one product per step, fast, outside the lab's tolerance).
+constexpr bool kSplitPrecision = true;
 
-// 0.125 * log2(e): scores in log2 units, ready for exp2f.
+// 0.125 * log2(e): scores in log2 units, ready for exp2.
 constexpr float kScoreScale = 0.125f * 1.4426950408889634f;
 
-struct SplitValue {
-    unsigned hi;
-    unsigned lo;
-};
-
-__device__ __forceinline__ SplitValue splitTf32(float x)
+// x with its low 13 bits cleared: the TF32 value the tensor cores read from
+// x's register. x - tf32Truncated(x) is exact, the rest of the split.
+__device__ __forceinline__ float tf32Truncated(float x)
 {
-    const unsigned hi = (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
-    const float rest = x - __uint_as_float(hi);
-    return {hi, kSplitPrecision ? __float_as_uint(rest) + 0x1000u : 0u};
+    return __uint_as_float(__float_as_uint(x) & 0xffffe000u);
 }
 
-// d += a * b, one m16n8k8 TF32 product. A is 16 x 8 (a0: row g col t,
-// a1: row g+8 col t, a2: row g col t+4, a3: row g+8 col t+4), B is 8 x 8
-// (b0: row t col g, b1: row t+4 col g), D is 16 x 8 (d0, d1: row g cols 2t,
-// 2t+1; d2, d3: row g+8, the same cols).
-__device__ __forceinline__ void mmaTf32(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
-                                        unsigned b0, unsigned b1)
+// Two floats as one register of two bf16 (round to nearest), `low` in the low half.
+__device__ __forceinline__ unsigned packBf16(float low, float high)
+{
+    unsigned packed;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(high), "f"(low));
+    return packed;
+}
+
+// d += a * b, one m16n8k8 TF32 product from raw fp32 registers (the tensor
+// cores read the top 19 bits). A is 16 x 8 (a0: row g col t, a1: row g+8
+// col t, a2: row g col t+4, a3: row g+8 col t+4), B is 8 x 8 (b0: row t
+// col g, b1: row t+4 col g), D is 16 x 8 (d0, d1: row g cols 2t, 2t+1; d2,
+// d3: row g+8, the same cols).
+__device__ __forceinline__ void mmaTf32(float (&d)[4], float a0, float a1, float a2, float a3, float b0, float b1)
 {
     asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(__float_as_uint(a0)), "r"(__float_as_uint(a1)), "r"(__float_as_uint(a2)), "r"(__float_as_uint(a3)),
+          "r"(__float_as_uint(b0)), "r"(__float_as_uint(b1)));
+}
+
+// d += a * b, one m16n8k16 BF16 product: A registers hold (row g, k 2t and
+// 2t+1), (row g+8, the same), (row g, k 2t+8 and 2t+9), (row g+8, the same);
+// B registers hold (k 2t and 2t+1, col g), (k 2t+8 and 2t+9, col g).
+__device__ __forceinline__ void mmaBf16(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
+                                        unsigned b0, unsigned b1)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
         "{%0, %1, %2, %3};"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// d += a * b as hi*hi + hi*lo + lo*hi, the small terms first.
-__device__ __forceinline__ void mmaSplit(float (&d)[4], const SplitValue (&a)[4], const SplitValue (&b)[2])
+// P V's A operand for one 8-key step, split. With a = ta + la and b = tb + lb
+// (t: TF32-truncated, l: the rest), a*b = ta*tb + (ta*lb + la*b): ta*tb on
+// the TF32 pipe, the two smaller terms in one BF16 product whose 16-deep k
+// holds [ta(u), ta(w)] x [lb(u), lb(w)], then [la(u), la(w)] x [b(u), b(w)]
+// (u, w: the lane's two columns of A, its k t and t+4; the rows of B alike).
+struct SplitOperand {
+    float raw[4];      // a0..a3 as the TF32 product reads them
+    unsigned bf16[4];  // the BF16 product's A registers
+};
+
+// The operand from the lane's values: rows g and g+8, columns u (k t) and w (k t+4).
+__device__ __forceinline__ SplitOperand splitOperand(float gU, float g8U, float gW, float g8W)
+{
+    SplitOperand a;
+    a.raw[0] = gU;
+    a.raw[1] = g8U;
+    a.raw[2] = gW;
+    a.raw[3] = g8W;
+    const float tGU = tf32Truncated(gU), tG8U = tf32Truncated(g8U);
+    const float tGW = tf32Truncated(gW), tG8W = tf32Truncated(g8W);
+    a.bf16[0] = packBf16(tGU, tGW);
+    a.bf16[1] = packBf16(tG8U, tG8W);
+    a.bf16[2] = packBf16(gU - tGU, gW - tGW);
+    a.bf16[3] = packBf16(g8U - tG8U, g8W - tG8W);
+    return a;
+}
+
+// Q K^T's product, three TF32 products: d += la*b + a*lb + a*b (the tensor
+// cores truncate a and b to ta and tb themselves), small terms first.
+__device__ __forceinline__ void mmaThreeTf32(float (&d)[4], const float (&a)[4], float bU, float bW)
 {
     if (kSplitPrecision) {
-        mmaTf32(d, a[0].lo, a[1].lo, a[2].lo, a[3].lo, b[0].hi, b[1].hi);
-        mmaTf32(d, a[0].hi, a[1].hi, a[2].hi, a[3].hi, b[0].lo, b[1].lo);
+        mmaTf32(d, a[0] - tf32Truncated(a[0]), a[1] - tf32Truncated(a[1]), a[2] - tf32Truncated(a[2]),
+                a[3] - tf32Truncated(a[3]), bU, bW);
+        mmaTf32(d, a[0], a[1], a[2], a[3], bU - tf32Truncated(bU), bW - tf32Truncated(bW));
     }
-    mmaTf32(d, a[0].hi, a[1].hi, a[2].hi, a[3].hi, b[0].hi, b[1].hi);
+    mmaTf32(d, a[0], a[1], a[2], a[3], bU, bW);
+}
+
+// P V's product: d += a * b for B's rows u (b0) and w (b1) of column g, as
+// one BF16 product of the cross terms and one TF32 product.
+__device__ __forceinline__ void mmaTf32WithBf16Cross(float (&d)[4], const SplitOperand& a, float bU, float bW)
+{
+    if (kSplitPrecision) {
+        const unsigned restB = packBf16(bU - tf32Truncated(bU), bW - tf32Truncated(bW));
+        mmaBf16(d, a.bf16[0], a.bf16[1], a.bf16[2], a.bf16[3], restB, packBf16(bU, bW));
+    }
+    mmaTf32(d, a.raw[0], a.raw[1], a.raw[2], a.raw[3], bU, bW);
+}
+
+// 2^x as one MUFU instruction, subnormal results flushed to zero (exp2f adds
+// a rescale around it for them; a probability under 2^-126 adds nothing here).
+__device__ __forceinline__ float fastExp2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
 }
 
 __device__ __forceinline__ unsigned sharedAddress(const float* p)
@@ -219,12 +297,11 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
         for (int step = 0; step < kSlices; ++step) {
             const float2 qRowG = *reinterpret_cast<const float2*>(qLane + step * 8);
             const float2 qRowG8 = *reinterpret_cast<const float2*>(qLane + step * 8 + 8 * kLdQK);
-            const SplitValue a[4] = {splitTf32(qRowG.x), splitTf32(qRowG8.x), splitTf32(qRowG.y), splitTf32(qRowG8.y)};
+            const float a[4] = {qRowG.x, qRowG8.x, qRowG.y, qRowG8.y};
 #pragma unroll
             for (int j = 0; j < kSlices; ++j) {
                 const float2 key = *reinterpret_cast<const float2*>(kLane + j * 8 * kLdQK + step * 8);
-                const SplitValue b[2] = {splitTf32(key.x), splitTf32(key.y)};
-                mmaSplit(s[j], a, b);
+                mmaThreeTf32(s[j], a, key.x, key.y);
             }
         }
 
@@ -250,14 +327,14 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
             // Key 0 is in the first tile and visible to every row, so the max is
             // finite from the first tile on (alpha is exactly 0 there).
             const float newMax = fmaxf(rowMax[half], tileMax);
-            const float alpha = exp2f(rowMax[half] - newMax);
+            const float alpha = fastExp2(rowMax[half] - newMax);
             rowMax[half] = newMax;
             float tileSum = 0.0f;
 #pragma unroll
             for (int j = 0; j < kSlices; ++j)
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
-                    s[j][2 * half + e] = exp2f(s[j][2 * half + e] - newMax);
+                    s[j][2 * half + e] = fastExp2(s[j][2 * half + e] - newMax);
                     tileSum += s[j][2 * half + e];
                 }
             rowSumPart[half] = rowSumPart[half] * alpha + tileSum;
@@ -272,12 +349,10 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
         // its columns relabelled: column t is key 2t, column t+4 is key 2t+1.
 #pragma unroll
         for (int j = 0; j < kSlices; ++j) {
-            const SplitValue a[4] = {splitTf32(s[j][0]), splitTf32(s[j][2]), splitTf32(s[j][1]), splitTf32(s[j][3])};
+            const SplitOperand a = splitOperand(s[j][0], s[j][2], s[j][1], s[j][3]);
 #pragma unroll
             for (int n = 0; n < kSlices; ++n) {
-                const SplitValue b[2] = {splitTf32(vLane[j * 8 * kLdV + n * 8]),
-                                         splitTf32(vLane[j * 8 * kLdV + kLdV + n * 8])};
-                mmaSplit(o[n], a, b);
+                mmaTf32WithBf16Cross(o[n], a, vLane[j * 8 * kLdV + n * 8], vLane[j * 8 * kLdV + kLdV + n * 8]);
             }
         }
     }
