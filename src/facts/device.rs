@@ -144,7 +144,10 @@ pub(crate) mod tests {
             ((7, 5), 40, 1590.0, 8.1, None),
             ((8, 0), 108, 1410.0, 19.5, Some(156.0)),
             ((8, 6), 82, 1695.0, 35.6, Some(35.6)),
-            ((8, 9), 58, 2040.0, 30.3, Some(30.3)),
+            // The L4's datasheet: TF32 120 TFLOP/s with sparsity, 60 dense.
+            ((8, 9), 58, 2040.0, 30.3, Some(60.6)),
+            // The RTX 5090 (Blackwell GeForce whitepaper): TF32 at the FP32 rate.
+            ((12, 0), 170, 2407.0, 104.8, Some(104.8)),
         ];
         for (cc, sms, mhz, fp32, tf32) in gpus {
             let info = DeviceInfo {
