@@ -31,7 +31,7 @@ extern "C" __global__ void l2_sweep(const float4* data, unsigned long long count
     if (acc != 0.0f) sink[0] = acc;
 }
 
-// The three roofs, measured. Each keeps its results alive with a store that
+// The roofs, measured. Each keeps its results alive with a store that
 // never happens (the sums cannot equal the sentinel), so nothing is optimised
 // away, and each runs a few milliseconds at the peak it measures.
 //
@@ -54,29 +54,62 @@ extern "C" __global__ void fma_peak(float* sink, int iterations)
     if (sum == -1.0f) sink[0] = sum;
 }
 
-// tf32_peak: four independent m16n8k8 TF32 products a warp per iteration, the
-// instruction wmma's TF32 fragments compile to (HMMA): 4 x 2,048 FLOP a warp.
-// A GPU without TF32 tensor cores (before sm_80) compiles an empty body and
-// flashprof does not run it there.
-extern "C" __global__ void tf32_peak(float* sink, int iterations)
-{
+// The tensor roofs: four independent products a warp per iteration, enough
+// to keep the HMMA pipe fed, on instructions of one shape each:
+// tf32_peak: m16n8k8 TF32 (the instruction wmma's TF32 fragments compile
+// to), 4 x 2,048 FLOP a warp; bf16_peak: m16n8k16 BF16 with FP32
+// accumulate, 4 x 4,096 FLOP a warp. A GPU without them (before sm_80)
+// compiles empty bodies and flashprof does not run them there.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const unsigned a = __float_as_uint(1.0f + threadIdx.x * 1e-3f);
-    const unsigned b = __float_as_uint(0.5f);
+// Both products take four A and two B registers and add into four floats;
+// they differ only in the instruction.
+#define TENSOR_PRODUCT(Name, instruction)                                              \
+    struct Name {                                                                      \
+        __device__ __forceinline__ static void run(float (&d)[4], unsigned a, unsigned b) \
+        {                                                                              \
+            asm(instruction " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"   \
+                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                       \
+                : "r"(a), "r"(a), "r"(a), "r"(a), "r"(b), "r"(b));                     \
+        }                                                                              \
+    };
+TENSOR_PRODUCT(Tf32Product, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32")
+TENSOR_PRODUCT(Bf16Product, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32")
+#undef TENSOR_PRODUCT
+
+template <class Product>
+__device__ __forceinline__ void tensor_loop(float* sink, int iterations, unsigned a, unsigned b)
+{
     float d[4][4] = {};
     for (int it = 0; it < iterations; ++it) {
 #pragma unroll
-        for (int k = 0; k < 4; ++k) {
-            asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
-                "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                : "+f"(d[k][0]), "+f"(d[k][1]), "+f"(d[k][2]), "+f"(d[k][3])
-                : "r"(a), "r"(a), "r"(a), "r"(a), "r"(b), "r"(b));
-        }
+        for (int k = 0; k < 4; ++k) Product::run(d[k], a, b);
     }
     float sum = 0.0f;
 #pragma unroll
     for (int k = 0; k < 4; ++k) sum += d[k][0] + d[k][1] + d[k][2] + d[k][3];
     if (sum == -1.0f) sink[0] = sum;
+}
+
+// Two copies of x's bf16 (its float's high half) in one register.
+__device__ __forceinline__ unsigned bf16_pair(float x)
+{
+    const unsigned half = __float_as_uint(x) >> 16;
+    return half << 16 | half;
+}
+#endif
+
+extern "C" __global__ void tf32_peak(float* sink, int iterations)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    tensor_loop<Tf32Product>(sink, iterations, __float_as_uint(1.0f + threadIdx.x * 1e-3f),
+                             __float_as_uint(0.5f));
+#endif
+}
+
+extern "C" __global__ void bf16_peak(float* sink, int iterations)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    tensor_loop<Bf16Product>(sink, iterations, bf16_pair(1.0f + threadIdx.x * 1e-3f), bf16_pair(0.5f));
 #endif
 }
 

@@ -160,6 +160,13 @@ fn a_pass_with_counters_shows_the_roofline_beside_the_cases() {
     assert!(text.contains('●') && text.contains('○'), "{text}");
     assert!(text.contains("✓ pass  random-small"), "{text}");
     assert!(block_rows(&text) >= 5, "{text}");
+    // Every compute roof named whole, BF16's a row or less above TF32's.
+    let small = screen(&model, 80, 24);
+    for screen in [&text, &small] {
+        for label in ["BF16 1071T", "TF32 535T", "FP32 66.9T"] {
+            assert!(screen.contains(label), "{label}:\n{screen}");
+        }
+    }
 }
 
 /// A save of the ladder: passing, `ratio` over the starter, its counters
@@ -189,6 +196,7 @@ fn a_replay_of_a_climbing_kernel_shows_its_earlier_saves_under_every_roof() {
     assert!(small.contains("saves 1-3"), "{small}");
     assert!(text.contains("replay 4/4"), "{text}");
     for label in [
+        "BF16 1071T",
         "TF32 535T",
         "FP32 66.9T",
         "smem 29.7TB/s",

@@ -614,7 +614,7 @@ fn the_counters_overlay_shows_every_line_whole_and_a_large_roofline() {
     let text = snapshot("counters_overlay", &mut model);
     assert!(text.contains("counters and roofline"), "{text}");
     let wide = screen(&model, 120, 40);
-    for roof in ["FP32", "TF32", "DRAM"] {
+    for roof in ["FP32", "TF32", "BF16 1071T", "DRAM"] {
         assert!(wide.contains(roof), "{roof}: {wide}");
     }
     assert!(wide.contains('●') && wide.contains('○'), "{wide}");

@@ -36,10 +36,15 @@ pub fn store(gpu: &DeviceInfo, peaks: &DevicePeaks) -> bool {
     path().is_some_and(|p| store_in(&p, gpu, peaks))
 }
 
+/// An entry lacking a roof the GPU has (one filed before flashprof measured
+/// BF16) counts as missing: the benchmarks run again and the new entry
+/// replaces it. Read as it is, it would hide that roof until the driver
+/// changed; measuring costs a few milliseconds once.
 fn load_from(path: &Path, gpu: &DeviceInfo) -> Option<DevicePeaks> {
     read(path)
         .remove(&key(gpu)?)
         .filter(|peaks| peaks.name == gpu.name)
+        .filter(|peaks| peaks.has_every_roof_of(&gpu.attribute_peaks()))
 }
 
 fn store_in(path: &Path, gpu: &DeviceInfo, peaks: &DevicePeaks) -> bool {
@@ -89,7 +94,8 @@ mod tests {
         DevicePeaks {
             name: "NVIDIA H200".into(),
             fp32_flops: roof,
-            tf32_flops: None,
+            tf32_flops: Some(roof),
+            bf16_flops: Some(roof),
             dram_bytes: roof,
         }
     }
@@ -113,6 +119,38 @@ mod tests {
             None,
             "a new driver measures again"
         );
+    }
+
+    /// An entry as flashprof filed it before it measured BF16.
+    fn entry_without_bf16(gpu: &DeviceInfo) -> String {
+        let roof = r#"{"per_s": 3.2e14, "source": "measured", "pipe_pct_at_peak": 99.0}"#;
+        format!(
+            r#"{{"{}/driver-{}": {{"name": "{}", "fp32_flops": {roof},
+                "tf32_flops": {roof}, "dram_bytes": {roof}}}}}"#,
+            gpu.uuid, gpu.driver_version, gpu.name
+        )
+    }
+
+    #[test]
+    fn an_entry_filed_before_bf16_is_measured_again_where_the_gpu_has_it() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("peaks.json");
+        let h200 = gpu("aa");
+        std::fs::write(&path, entry_without_bf16(&h200)).expect("write");
+        assert_eq!(load_from(&path, &h200), None, "the H200 has BF16");
+        // Measured again, the new entry replaces the old one.
+        assert!(store_in(&path, &h200, &measured(1.0)));
+        assert_eq!(load_from(&path, &h200), Some(measured(1.0)));
+        // A GPU without BF16 (Turing) lacks nothing: its old entry stands.
+        let t4 = DeviceInfo {
+            name: "Tesla T4".into(),
+            compute_capability: (7, 5),
+            ..gpu("bb")
+        };
+        std::fs::write(&path, entry_without_bf16(&t4)).expect("write");
+        let old = load_from(&path, &t4).expect("still read");
+        assert_eq!(old.bf16_flops, None);
+        assert_eq!(old.fp32_flops.pipe_pct_at_peak, Some(99.0));
     }
 
     #[test]

@@ -42,6 +42,15 @@ pub struct ArchTraits {
     pub fp32_lanes_per_sm: u32,
     /// Dense TF32 tensor-core FLOP per clock per SM; `None` without TF32.
     pub tf32_flops_per_clock_per_sm: Option<u32>,
+    /// Dense BF16 tensor-core FLOP per clock per SM with FP32 accumulate
+    /// (what `mma.sync ... .f32.bf16.bf16.f32` runs at), as the example
+    /// GPU's datasheet gives it; `None` without BF16 tensor cores (Volta
+    /// and Turing have FP16 ones only). One capability can cover parts at
+    /// two rates: GeForce Ampere, Ada and Blackwell parts (and the L40) run
+    /// FP32 accumulate at half the rate of their datacenter siblings (the
+    /// A40, the L4, the L40S). This figure is then only the fallback for a
+    /// GPU whose benchmark did not run; the benchmark decides.
+    pub bf16_flops_per_clock_per_sm: Option<u32>,
     /// Registers are handed to warps in multiples of this.
     pub register_granularity_per_warp: u32,
     /// Shared memory is handed to blocks in multiples of this.
@@ -77,6 +86,7 @@ const TABLE: &[ArchTraits] = &[
         example: "V100",
         fp32_lanes_per_sm: 64,
         tf32_flops_per_clock_per_sm: None,
+        bf16_flops_per_clock_per_sm: None,
         register_granularity_per_warp: 256,
         smem_granularity_bytes: 256,
         typical: attributes(96, 96, 0, 2048, 32),
@@ -86,6 +96,7 @@ const TABLE: &[ArchTraits] = &[
         example: "T4",
         fp32_lanes_per_sm: 64,
         tf32_flops_per_clock_per_sm: None,
+        bf16_flops_per_clock_per_sm: None,
         register_granularity_per_warp: 256,
         smem_granularity_bytes: 256,
         typical: attributes(64, 64, 0, 1024, 16),
@@ -95,6 +106,7 @@ const TABLE: &[ArchTraits] = &[
         example: "A100",
         fp32_lanes_per_sm: 64,
         tf32_flops_per_clock_per_sm: Some(1024),
+        bf16_flops_per_clock_per_sm: Some(2048),
         register_granularity_per_warp: 256,
         smem_granularity_bytes: 128,
         typical: attributes(164, 163, 1024, 2048, 32),
@@ -104,6 +116,7 @@ const TABLE: &[ArchTraits] = &[
         example: "RTX 3090",
         fp32_lanes_per_sm: 128,
         tf32_flops_per_clock_per_sm: Some(256),
+        bf16_flops_per_clock_per_sm: Some(512),
         register_granularity_per_warp: 256,
         smem_granularity_bytes: 128,
         typical: attributes(100, 99, 1024, 1536, 16),
@@ -113,6 +126,7 @@ const TABLE: &[ArchTraits] = &[
         example: "L4",
         fp32_lanes_per_sm: 128,
         tf32_flops_per_clock_per_sm: Some(512),
+        bf16_flops_per_clock_per_sm: Some(1024),
         register_granularity_per_warp: 256,
         smem_granularity_bytes: 128,
         typical: attributes(100, 99, 1024, 1536, 24),
@@ -122,6 +136,7 @@ const TABLE: &[ArchTraits] = &[
         example: "H200",
         fp32_lanes_per_sm: 128,
         tf32_flops_per_clock_per_sm: Some(2048),
+        bf16_flops_per_clock_per_sm: Some(4096),
         register_granularity_per_warp: 256,
         smem_granularity_bytes: 128,
         typical: attributes(228, 227, 1024, 2048, 32),
@@ -131,6 +146,7 @@ const TABLE: &[ArchTraits] = &[
         example: "B200",
         fp32_lanes_per_sm: 128,
         tf32_flops_per_clock_per_sm: Some(4096),
+        bf16_flops_per_clock_per_sm: Some(8192),
         register_granularity_per_warp: 256,
         smem_granularity_bytes: 128,
         typical: attributes(228, 227, 1024, 2048, 32),
@@ -140,6 +156,7 @@ const TABLE: &[ArchTraits] = &[
         example: "RTX 5090",
         fp32_lanes_per_sm: 128,
         tf32_flops_per_clock_per_sm: Some(256),
+        bf16_flops_per_clock_per_sm: Some(512),
         register_granularity_per_warp: 256,
         smem_granularity_bytes: 128,
         typical: attributes(100, 99, 1024, 1536, 32),

@@ -60,6 +60,9 @@ impl DeviceInfo {
             tf32_flops: traits
                 .tf32_flops_per_clock_per_sm
                 .map(|flops| roof(sm_clocks_per_s * f64::from(flops))),
+            bf16_flops: traits
+                .bf16_flops_per_clock_per_sm
+                .map(|flops| roof(sm_clocks_per_s * f64::from(flops))),
             dram_bytes: roof(
                 2.0 * self.memory_clock_mhz * 1e6 * f64::from(self.memory_bus_bits) / 8.0,
             ),
@@ -165,6 +168,50 @@ pub(crate) mod tests {
                 assert!((got - want).abs() < 0.2, "{cc:?}: {got} vs {want}");
             }
             assert_eq!(info.sm_limits(), SmLimits::typical(cc));
+        }
+    }
+
+    #[test]
+    fn each_generation_gets_its_datasheet_bf16_rate() {
+        // (capability, GPU, SMs, boost MHz, its datasheet's dense BF16
+        // TFLOP/s with FP32 accumulate): A100 312; RTX 3090 71 (142 with
+        // FP16 accumulate); L4 121 (242 with sparsity); H100 SXM 989.4;
+        // B200 2,250 (4,500 with sparsity) at the clock its dense TF32
+        // 1,100 implies; RTX 5090 209.5 (419 with FP16 accumulate).
+        let gpus = [
+            ((8, 0), "A100", 108, 1410.0, 312.0),
+            ((8, 6), "RTX 3090", 82, 1695.0, 71.0),
+            ((8, 9), "L4", 58, 2040.0, 121.0),
+            ((9, 0), "H100 SXM", 132, 1830.0, 989.4),
+            ((10, 0), "B200", 148, 1815.0, 2250.0),
+            ((12, 0), "RTX 5090", 170, 2407.0, 209.5),
+        ];
+        for (cc, gpu, sms, mhz, datasheet) in gpus {
+            let info = DeviceInfo {
+                compute_capability: cc,
+                sm_count: sms,
+                max_sm_clock_mhz: mhz,
+                ..h200()
+            };
+            let bf16 = info
+                .attribute_peaks()
+                .bf16_flops
+                .expect("BF16 tensor cores");
+            let off = bf16.per_s / 1e12 / datasheet - 1.0;
+            // NVIDIA rounds the B200's figures; the others agree within 1%.
+            let tolerance = if gpu == "B200" { 0.025 } else { 0.01 };
+            assert!(
+                off.abs() < tolerance,
+                "{gpu}: {:.1} TFLOP/s",
+                bf16.per_s / 1e12
+            );
+        }
+        for (cc, gpu) in [((7, 0), "V100"), ((7, 5), "T4")] {
+            let info = DeviceInfo {
+                compute_capability: cc,
+                ..h200()
+            };
+            assert_eq!(info.attribute_peaks().bf16_flops, None, "{gpu}: FP16 only");
         }
     }
 }

@@ -1,6 +1,6 @@
 //! The roofs of the GPU in use: what the driver's attributes promise,
-//! checked by three short micro-benchmarks (`kernels/probes.cu`: an FMA
-//! loop, a TF32 tensor-core loop, a streaming copy), each a few
+//! checked by short micro-benchmarks (`kernels/probes.cu`: an FMA loop,
+//! a TF32 and a BF16 tensor-core loop, a streaming copy), each a few
 //! milliseconds. The caller caches the result per GPU
 //! (`app::peaks_cache`; the sandboxed worker writes no files).
 //!
@@ -37,28 +37,24 @@ pub fn measure_peaks(gpu: &Gpu, probes: &[u8]) -> FoundPeaks {
     }
 }
 
-/// Runs the three benchmarks; the tensor one only where the GPU has TF32.
+/// Runs the benchmarks; each tensor one only where the attributes say the
+/// GPU has its tensor cores.
 fn measure(gpu: &Gpu, probes: &[u8]) -> GpuResult<DevicePeaks> {
-    let attributes = gpu.info.attribute_peaks();
     let measured = |per_s| Roof {
         per_s,
         source: PeakSource::Measured,
         pipe_pct_at_peak: None,
     };
-    let fp32 = ProbeLaunch::new(gpu, probes, Benchmark::Fma)?.best_rate()?;
-    let tf32 = match attributes.tf32_flops {
-        Some(_) => Some(measured(
-            ProbeLaunch::new(gpu, probes, Benchmark::Tf32)?.best_rate()?,
-        )),
-        None => None,
-    };
+    let mut peaks = gpu.info.attribute_peaks();
+    peaks.fp32_flops = measured(ProbeLaunch::new(gpu, probes, Benchmark::Fma)?.best_rate()?);
+    for (benchmark, roof) in Benchmark::tensor_roofs(&mut peaks) {
+        if let Some(roof) = roof {
+            *roof = measured(ProbeLaunch::new(gpu, probes, benchmark)?.best_rate()?);
+        }
+    }
     let copy = gpu.load_support(probes, "stream_copy")?;
-    Ok(DevicePeaks {
-        name: attributes.name,
-        fp32_flops: measured(fp32),
-        tf32_flops: tf32,
-        dram_bytes: measured(copy_rate(gpu, &copy)?),
-    })
+    peaks.dram_bytes = measured(copy_rate(gpu, &copy)?);
+    Ok(peaks)
 }
 
 /// A compute benchmark of `kernels/probes.cu`.
@@ -66,30 +62,60 @@ fn measure(gpu: &Gpu, probes: &[u8]) -> GpuResult<DevicePeaks> {
 pub enum Benchmark {
     /// `fma_peak`: 16 FLOP a thread per iteration.
     Fma,
-    /// `tf32_peak`: 4 x 2,048 FLOP a warp per iteration.
+    /// `tf32_peak`: four m16n8k8 products a warp per iteration.
     Tf32,
+    /// `bf16_peak`: four m16n8k16 products a warp per iteration.
+    Bf16,
 }
 
+/// Independent tensor-core products a warp issues per iteration.
+const PRODUCTS_PER_WARP_ITERATION: f64 = 4.0;
+
 impl Benchmark {
+    /// The tensor-core benchmarks, each with the roof of `peaks` it measures
+    /// (`None` where the GPU lacks those tensor cores).
+    pub fn tensor_roofs(peaks: &mut DevicePeaks) -> [(Benchmark, &mut Option<Roof>); 2] {
+        [
+            (Benchmark::Tf32, &mut peaks.tf32_flops),
+            (Benchmark::Bf16, &mut peaks.bf16_flops),
+        ]
+    }
+
     fn entry(self) -> &'static str {
         match self {
             Benchmark::Fma => "fma_peak",
             Benchmark::Tf32 => "tf32_peak",
+            Benchmark::Bf16 => "bf16_peak",
+        }
+    }
+
+    /// The m, n, k of a tensor benchmark's `mma.sync`.
+    fn product_shape(self) -> Option<[u32; 3]> {
+        match self {
+            Benchmark::Fma => None,
+            Benchmark::Tf32 => Some([16, 8, 8]),
+            Benchmark::Bf16 => Some([16, 8, 16]),
         }
     }
 
     fn iterations(self) -> i32 {
         match self {
             Benchmark::Fma => 65_536,
-            Benchmark::Tf32 => 16_384,
+            // A few milliseconds on the H200 each: the BF16 product does
+            // twice the TF32 one's work at twice its rate.
+            Benchmark::Tf32 | Benchmark::Bf16 => 16_384,
         }
     }
 
     fn flops(self, threads: u64) -> f64 {
         let iterations = f64::from(self.iterations());
-        match self {
-            Benchmark::Fma => threads as f64 * iterations * 16.0,
-            Benchmark::Tf32 => (threads / 32) as f64 * iterations * 4.0 * 2048.0,
+        match self.product_shape() {
+            // Eight FMA chains a thread, two FLOP each.
+            None => threads as f64 * iterations * 16.0,
+            Some([m, n, k]) => {
+                let per_product = 2.0 * f64::from(m * n * k);
+                (threads / 32) as f64 * iterations * PRODUCTS_PER_WARP_ITERATION * per_product
+            }
         }
     }
 }
@@ -187,5 +213,59 @@ fn fastest(gpu: &Gpu, launch: &mut dyn FnMut() -> GpuResult<()>) -> GpuResult<f6
         Err(super::device::GpuError::message(format!(
             "a benchmark took {best} ms"
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The body of `entry` in kernels/probes.cu.
+    fn kernel_source(entry: &str) -> &'static str {
+        let source = super::super::device::PROBES_SOURCE;
+        let start = source
+            .find(&format!("void {entry}("))
+            .unwrap_or_else(|| panic!("{entry} is in the probes"));
+        let end = source[start..].find("\n}\n").expect("the kernel ends") + start;
+        &source[start..end]
+    }
+
+    #[test]
+    fn each_tensor_benchmark_counts_the_products_its_kernel_issues() {
+        // One warp of 32 threads: 16,384 iterations of four products.
+        let per_warp = |benchmark: Benchmark| benchmark.flops(32) / 16_384.0;
+        assert_eq!(per_warp(Benchmark::Tf32), 4.0 * 2_048.0);
+        assert_eq!(per_warp(Benchmark::Bf16), 4.0 * 4_096.0);
+        assert_eq!(
+            Benchmark::Bf16.flops(256 * 1056),
+            8.0 * 1056.0 * per_warp(Benchmark::Bf16) * 16_384.0
+        );
+        // The shapes counted are the ones the kernels run.
+        let products = super::super::device::PROBES_SOURCE;
+        for (benchmark, product, instruction) in [
+            (Benchmark::Tf32, "Tf32Product", "f32.tf32.tf32.f32"),
+            (Benchmark::Bf16, "Bf16Product", "f32.bf16.bf16.f32"),
+        ] {
+            let [m, n, k] = benchmark.product_shape().expect("a tensor benchmark");
+            let body = kernel_source(benchmark.entry());
+            assert!(body.contains(&format!("tensor_loop<{product}>")), "{body}");
+            let definition = format!(
+                "TENSOR_PRODUCT({product}, \"mma.sync.aligned.m{m}n{n}k{k}.row.col.{instruction}\")"
+            );
+            assert!(products.contains(&definition), "{definition}");
+        }
+        let loop_body = &products[products.find("void tensor_loop(").expect("the loop")..];
+        assert!(loop_body.contains("for (int k = 0; k < 4; ++k) Product::run"));
+    }
+
+    #[test]
+    fn the_tensor_benchmarks_fill_only_the_roofs_the_gpu_has() {
+        let mut peaks = crate::facts::device::tests::h200().attribute_peaks();
+        peaks.tf32_flops = None;
+        let present: Vec<Benchmark> = Benchmark::tensor_roofs(&mut peaks)
+            .into_iter()
+            .filter_map(|(benchmark, roof)| roof.is_some().then_some(benchmark))
+            .collect();
+        assert_eq!(present, [Benchmark::Bf16]);
     }
 }

@@ -64,6 +64,12 @@ pub struct DevicePeaks {
     pub fp32_flops: Roof,
     /// Dense TF32 tensor-core FLOP/s; `None` on GPUs without TF32 tensor cores.
     pub tf32_flops: Option<Roof>,
+    /// Dense BF16 tensor-core FLOP/s with FP32 accumulate (the rate of
+    /// `mma.sync ... .f32.bf16.bf16.f32`); `None` on GPUs without BF16
+    /// tensor cores, and in reports and cached peaks saved before flashprof
+    /// measured it.
+    #[serde(default)]
+    pub bf16_flops: Option<Roof>,
     /// DRAM bytes per second.
     pub dram_bytes: Roof,
 }
@@ -72,6 +78,21 @@ impl DevicePeaks {
     /// Arithmetic intensity (FLOP per DRAM byte) where the FP32 and DRAM roofs meet.
     pub fn ridge_point(&self) -> f64 {
         self.fp32_flops.per_s / self.dram_bytes.per_s
+    }
+
+    /// The tensor-core roofs the GPU has, each with its name, slowest first.
+    pub fn tensor_roofs(&self) -> impl Iterator<Item = (&'static str, &Roof)> {
+        [("TF32", &self.tf32_flops), ("BF16", &self.bf16_flops)]
+            .into_iter()
+            .filter_map(|(name, roof)| Some((name, roof.as_ref()?)))
+    }
+
+    /// Whether every roof `other` has, this one has too: cached peaks
+    /// measured by an older flashprof lack the roofs it did not know.
+    pub fn has_every_roof_of(&self, other: &DevicePeaks) -> bool {
+        other
+            .tensor_roofs()
+            .all(|(name, _)| self.tensor_roofs().any(|(mine, _)| mine == name))
     }
 
     /// The roofs in one line, each with where it came from.
@@ -89,16 +110,16 @@ impl DevicePeaks {
                 None => source.to_string(),
             }
         };
-        let tensor = self
-            .tf32_flops
-            .map(|roof| {
+        let tensor: String = self
+            .tensor_roofs()
+            .map(|(name, roof)| {
                 format!(
-                    ", TF32 tensor {:.0} TFLOP/s ({})",
+                    ", {name} tensor {:.0} TFLOP/s ({})",
                     roof.per_s / 1e12,
-                    source(&roof)
+                    source(roof)
                 )
             })
-            .unwrap_or_default();
+            .collect();
         format!(
             "FP32 {:.1} TFLOP/s ({}){tensor}, DRAM {:.2} TB/s ({})",
             self.fp32_flops.per_s / 1e12,
@@ -613,7 +634,7 @@ mod tests {
     const MIB: f64 = 1024.0 * 1024.0;
 
     /// The H200's datasheet roofs: 132 SMs x 128 lanes x 2 x 1.98 GHz, TF32
-    /// at 1024 dense FMA a clock per SM, 4.8 TB/s.
+    /// at 1024 dense FMA a clock per SM, BF16 at twice that, 4.8 TB/s.
     fn h200() -> DevicePeaks {
         let attributes = |per_s| Roof {
             per_s,
@@ -624,6 +645,7 @@ mod tests {
             name: "NVIDIA H200".into(),
             fp32_flops: attributes(132.0 * 128.0 * 2.0 * 1.98e9),
             tf32_flops: Some(attributes(132.0 * 2048.0 * 1.98e9)),
+            bf16_flops: Some(attributes(132.0 * 4096.0 * 1.98e9)),
             dram_bytes: attributes(4.8e12),
         }
     }
@@ -902,8 +924,13 @@ mod tests {
         assert_eq!(
             h200().summary(),
             "FP32 66.9 TFLOP/s (from attributes), TF32 tensor 535 TFLOP/s (from attributes), \
-             DRAM 4.80 TB/s (from attributes)"
+             BF16 tensor 1071 TFLOP/s (from attributes), DRAM 4.80 TB/s (from attributes)"
         );
+        let ampere_without_bf16 = DevicePeaks {
+            bf16_flops: None,
+            ..h200()
+        };
+        assert!(!ampere_without_bf16.summary().contains("BF16"));
         let mut m = with_units(1e6, 0.0, &[(Unit::L2, 40.0), (Unit::TensorPipe, 71.0)]);
         m.dram_bytes_read = 42.0 * MIB;
         m.dram_bytes_write = 4.0 * MIB;
@@ -913,6 +940,21 @@ mod tests {
             "read 44.0 MB (1.05x the inputs), written 4.2 MB (0.50x the output)"
         );
         assert_eq!(roofline.units_summary(), "tensor pipe 71%, L2 40%, DRAM 1%");
+    }
+
+    #[test]
+    fn peaks_saved_before_bf16_read_without_it_and_lack_it() {
+        let mut json = serde_json::to_value(h200()).expect("serialise");
+        assert!(json["bf16_flops"]["per_s"].as_f64().is_some());
+        json.as_object_mut().expect("object").remove("bf16_flops");
+        let old: DevicePeaks = serde_json::from_value(json).expect("an older report");
+        assert_eq!(old.bf16_flops, None);
+        assert_eq!(old.tf32_flops, h200().tf32_flops);
+        let names: Vec<&str> = h200().tensor_roofs().map(|(name, _)| name).collect();
+        assert_eq!(names, ["TF32", "BF16"]);
+        assert!(!old.has_every_roof_of(&h200()), "BF16 is missing");
+        assert!(h200().has_every_roof_of(&old));
+        assert!(old.has_every_roof_of(&old));
     }
 
     #[test]

@@ -155,7 +155,11 @@ fn roofs_of_peaks(peaks: &DevicePeaks) -> Vec<PlotRoof> {
         kind: RoofKind::Compute { flops_per_s },
     };
     let mut roofs = vec![compute("FP32", peaks.fp32_flops.per_s)];
-    roofs.extend(peaks.tf32_flops.map(|roof| compute("TF32", roof.per_s)));
+    roofs.extend(
+        peaks
+            .tensor_roofs()
+            .map(|(name, roof)| compute(name, roof.per_s)),
+    );
     roofs.push(PlotRoof {
         name: "DRAM".into(),
         kind: RoofKind::Memory {

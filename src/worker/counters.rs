@@ -180,13 +180,14 @@ impl Counters {
 /// by profiling it once, and scales the roof to a full pipe: a benchmark
 /// that keeps the FMA pipe 84% busy measured 84% of the roof. (On the H200
 /// the TF32 `mma.sync` loop reads 99%: the tensor pipe's peak is what
-/// `mma.sync` reaches, so no unit needs a lower ceiling.) The caller
-/// caches the result; a roof that cannot be read stays as measured.
+/// `mma.sync` reaches, so no unit needs a lower ceiling.) Every tensor
+/// roof (TF32, BF16) is read on the HMMA pipe. The caller caches the
+/// result; a roof that cannot be read stays as measured.
 fn calibrate(profiler: &mut RangeProfiler, gpu: &Gpu, probes: &[u8], found: &mut FoundPeaks) {
     let uncalibrated =
         |roof: &Roof| roof.source == PeakSource::Measured && roof.pipe_pct_at_peak.is_none();
     let peaks = &mut found.peaks;
-    let tensor_needed = peaks.tf32_flops.as_ref().is_some_and(uncalibrated);
+    let tensor_needed = peaks.tensor_roofs().any(|(_, roof)| uncalibrated(roof));
     if !uncalibrated(&peaks.fp32_flops) && !tensor_needed {
         return;
     }
@@ -210,9 +211,11 @@ fn calibrate(profiler: &mut RangeProfiler, gpu: &Gpu, probes: &[u8], found: &mut
         let load = pipe_load(Benchmark::Fma, metrics::FMA_PIPE_BUSY_PCT);
         calibrated |= peaks.fp32_flops.scale_to_full_pipe(load);
     }
-    if let Some(tensor) = peaks.tf32_flops.as_mut().filter(|_| tensor_needed) {
-        let load = pipe_load(Benchmark::Tf32, metrics::TENSOR_HMMA_PIPE_BUSY_PCT);
-        calibrated |= tensor.scale_to_full_pipe(load);
+    for (benchmark, roof) in Benchmark::tensor_roofs(peaks) {
+        if let Some(tensor) = roof.as_mut().filter(|roof| uncalibrated(roof)) {
+            let load = pipe_load(benchmark, metrics::TENSOR_HMMA_PIPE_BUSY_PCT);
+            calibrated |= tensor.scale_to_full_pipe(load);
+        }
     }
     if calibrated {
         found.origin.push_str(", pipe loads read under CUPTI");

@@ -349,16 +349,20 @@ fn every_shipped_kernel_compiles() {
     )
     .expect("flashprof's measuring kernels compile");
     assert!(!probes.is_empty());
-    // The tensor-core benchmark must not stop the probes compiling for a GPU
-    // without TF32 (its body is left empty there).
-    for arch in ["sm_75", "sm_86"] {
+    // The tensor-core benchmarks must not stop the probes compiling for a
+    // GPU without TF32 and BF16 (their bodies are left empty there), and
+    // every benchmark is in the image for each target.
+    for arch in ["sm_75", "sm_80", "sm_86", "sm_90"] {
         let options = CompileOptions::for_arch(Some(arch.into()));
-        compile_trusted(
+        let image = compile_trusted(
             "kernels/probes.cu",
             crate::gpu::device::PROBES_SOURCE,
             &options,
         )
         .unwrap_or_else(|e| panic!("the probes compile for {arch}: {e}"));
+        for entry in ["fma_peak", "tf32_peak", "bf16_peak", "stream_copy"] {
+            assert!(contains_symbol(&image, entry), "{entry} for {arch}");
+        }
     }
 }
 

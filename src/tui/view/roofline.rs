@@ -54,9 +54,12 @@ pub fn draw(frame: &mut Frame, area: Rect, plot: &RooflinePlot, theme: Theme) {
         .y_bounds(bounds.y)
         .paint(|ctx| {
             for roof in &plot.roofs {
-                draw_roof(ctx, roof, plot, &bounds, theme, cell_x);
+                draw_roof(ctx, roof, plot, &bounds, theme);
             }
-            for (x, y, text) in memory_labels(plot, &bounds, (cell_x, cell_y)) {
+            let labels = compute_labels(plot, &bounds, (cell_x, cell_y))
+                .into_iter()
+                .chain(memory_labels(plot, &bounds, (cell_x, cell_y)));
+            for (x, y, text) in labels {
                 ctx.print(x, y, Span::styled(text, theme.stale()));
             }
             ctx.layer();
@@ -140,7 +143,6 @@ fn draw_roof(
     plot: &RooflinePlot,
     bounds: &Bounds,
     theme: Theme,
-    cell_x: f64,
 ) {
     let [x_lo, x_hi] = bounds.x;
     match roof.kind {
@@ -149,11 +151,6 @@ fn draw_roof(
             let start = highest(plot, Memory).map_or(x_lo, |bw| (flops_per_s / bw).log10());
             let color = theme.plot(Color::Red);
             ctx.draw(&Segment::new(start.max(x_lo), y, x_hi, y, color));
-            // On its own line, at the right end: roofs a row apart keep
-            // their names apart.
-            let text = roof_label(roof);
-            let label_width = text.chars().count() as f64 * cell_x;
-            ctx.print(x_hi - label_width, y, Span::styled(text, theme.stale()));
         }
         RoofKind::Memory { bytes_per_s } => {
             let slope_at = |x: f64| bytes_per_s.log10() + x;
@@ -174,6 +171,32 @@ fn draw_roof(
     }
 }
 
+/// Where each compute roof's name goes: on its own line, at the right end,
+/// so roofs a row apart keep their names apart. A roof less than a row
+/// under a higher one (BF16 is twice TF32: one row or none on a small
+/// plot) puts its name left of that one's, on its row, rather than over it.
+fn compute_labels(
+    plot: &RooflinePlot,
+    bounds: &Bounds,
+    (cell_x, cell_y): (f64, f64),
+) -> Vec<(f64, f64, String)> {
+    let mut labels: Vec<(f64, f64, String)> = Vec::new();
+    for (roof, y) in ranked(plot, Compute) {
+        let text = roof_label(roof);
+        match labels.last_mut() {
+            Some((_, higher_y, higher)) if *higher_y - y < cell_y => {
+                *higher = format!("{text} {higher}");
+            }
+            _ => labels.push((0.0, y, text)),
+        }
+    }
+    // Each name (or row of names) ends at the right edge.
+    for (x, _, text) in &mut labels {
+        *x = bounds.x[1] - text.chars().count() as f64 * cell_x;
+    }
+    labels
+}
+
 /// Where each memory roof's name goes: from the left edge, ending a cell
 /// before its own line, on the row where it just fits (or right of the
 /// line on the bottom row, when it fits nowhere left of it). A plot too
@@ -188,15 +211,6 @@ fn memory_labels(
     bounds: &Bounds,
     (cell_x, cell_y): (f64, f64),
 ) -> Vec<(f64, f64, String)> {
-    let mut memory: Vec<(&PlotRoof, f64)> = plot
-        .roofs
-        .iter()
-        .filter_map(|roof| match roof.kind {
-            RoofKind::Memory { bytes_per_s } => Some((roof, bytes_per_s.log10())),
-            RoofKind::Compute { .. } => None,
-        })
-        .collect();
-    memory.sort_by(|a, b| b.1.total_cmp(&a.1));
     let [x_lo, _] = bounds.x;
     let top = highest(plot, Compute).map_or(bounds.y[1], f64::log10);
     // A row clear of the highest compute roof, whose line may round either way.
@@ -210,7 +224,7 @@ fn memory_labels(
             (py - y).abs() < cell_y / 2.0 && px > x - cell_x && px < x + width
         })
     };
-    memory
+    ranked(plot, Memory)
         .into_iter()
         .filter_map(|(roof, log_bandwidth)| {
             let text = roof_label(roof);
@@ -277,12 +291,28 @@ use Kind::{Compute, Memory};
 fn highest(plot: &RooflinePlot, kind: Kind) -> Option<f64> {
     plot.roofs
         .iter()
-        .filter_map(|r| match (kind, r.kind) {
-            (Compute, RoofKind::Compute { flops_per_s }) => Some(flops_per_s),
-            (Memory, RoofKind::Memory { bytes_per_s }) => Some(bytes_per_s),
-            _ => None,
-        })
+        .filter_map(|r| rate(r, kind))
         .reduce(f64::max)
+}
+
+/// A roof's FLOP/s or bytes/s, when it is of `kind`.
+fn rate(roof: &PlotRoof, kind: Kind) -> Option<f64> {
+    match (kind, roof.kind) {
+        (Compute, RoofKind::Compute { flops_per_s }) => Some(flops_per_s),
+        (Memory, RoofKind::Memory { bytes_per_s }) => Some(bytes_per_s),
+        _ => None,
+    }
+}
+
+/// The roofs of a kind, highest first, each with the log of its rate.
+fn ranked(plot: &RooflinePlot, kind: Kind) -> Vec<(&PlotRoof, f64)> {
+    let mut roofs: Vec<(&PlotRoof, f64)> = plot
+        .roofs
+        .iter()
+        .filter_map(|roof| Some((roof, rate(roof, kind)?.log10())))
+        .collect();
+    roofs.sort_by(|a, b| b.1.total_cmp(&a.1));
+    roofs
 }
 
 /// Whole decades around every ridge and point, a little headroom above the
