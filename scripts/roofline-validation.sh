@@ -19,7 +19,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv 
 # What Nsight Compute reads of the compute benchmarks' pipes (flashprof reads
 # the same under CUPTI once, as the ceiling a kernel of those instructions
 # can reach); each with an empty cache, so the benchmarks run.
-for probe in fma_peak tf32_peak; do
+for probe in fma_peak tf32_peak bf16_peak; do
   XDG_CACHE_HOME="$OUT/cache-$probe" ncu --clock-control none --kernel-name "$probe" --launch-skip 1 --launch-count 1 \
     --metrics sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_elapsed,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed,gpu__time_duration.sum \
     --csv --print-units base --log-file "$OUT/ncu-probe-$probe.csv" "$BIN" doctor >/dev/null 2>>"$LOG"
