@@ -138,7 +138,7 @@ impl CountersView {
                     r.fp32_peak_pct
                 );
                 lines.push(("AI".into(), intensity));
-                if !r.levels.is_empty() {
+                if r.levels_above_dram().next().is_some() {
                     lines.push(("levels".into(), levels_words(r)));
                 }
                 lines.push(("fp32".into(), rate));
@@ -185,8 +185,7 @@ fn intensity_words(r: &Roofline) -> String {
 /// The intensity at each level above DRAM and the level's roof,
 /// `shared memory 12 flop/B (roof 29.7 TB/s), L2 61 flop/B (roof 9.9 TB/s)`.
 fn levels_words(r: &Roofline) -> String {
-    r.levels
-        .iter()
+    r.levels_above_dram()
         .map(|level| {
             let roof = level
                 .peak_bytes_per_s
