@@ -7,9 +7,7 @@
 mod tui_support;
 
 use flashprof::app::history::HistoryStore;
-use flashprof::tui::model::{Completed, Model, Replay};
-use flashprof::tui::plot::{RoofKind, RooflinePlot};
-use flashprof::tui::theme::Theme;
+use flashprof::tui::plot::{PointRole, RoofKind, RooflinePlot};
 use flashprof::tui::update::show_replay_position;
 use serde_json::{json, Value};
 
@@ -17,6 +15,7 @@ use std::path::Path;
 use std::sync::mpsc;
 use std::time::Duration;
 use tui_support::drive::screen;
+use tui_support::replay::paused_at;
 
 /// The recorded ladder's log unpacked into `dir`, each record's report passed
 /// through `plant` (with the record's index) before it is written back.
@@ -48,37 +47,17 @@ fn replay_everywhere(
     std::thread::spawn(move || {
         let dir = tempfile::tempdir().expect("temp folder");
         let path = planted_ladder(dir.path(), &plant);
-        let store = HistoryStore::locate(&path);
-        let history = store.read().expect("read the planted history");
+        let history = HistoryStore::locate(&path).read().expect("read");
         assert_eq!(
             history.unreadable_lines, 0,
             "every planted record still reads"
         );
-        let (runs, summaries): (Vec<Completed>, Vec<_>) = history
+        let count = history
             .records
-            .into_iter()
-            .filter_map(|record| {
-                let summary = record.summary();
-                let source = store.source(&record.source_hash).unwrap_or_default();
-                Some((
-                    Completed {
-                        source,
-                        report: record.report?,
-                    },
-                    summary,
-                ))
-            })
-            .unzip();
-        let label = runs[0].report.source_path.clone();
-        let count = runs.len();
-        let mut model = Model::new(&label, Vec::new(), Theme { color: false });
-        model.replay = Some(Replay {
-            runs,
-            summaries,
-            position: 0,
-            paused: true,
-            interval: Duration::from_secs(1),
-        });
+            .iter()
+            .filter(|r| r.report.is_some())
+            .count();
+        let mut model = paused_at(&path, 0);
         let mut plots = Vec::new();
         for position in 0..count {
             model.replay.as_mut().expect("replaying").position = position;
@@ -252,4 +231,27 @@ fn a_level_of_a_unit_this_flashprof_does_not_know_costs_only_its_record() {
     let history = HistoryStore::locate(&path).read().expect("read");
     assert_eq!(history.unreadable_lines, 1);
     assert_eq!(history.records.len(), 6);
+}
+
+#[test]
+fn a_trail_of_thousands_of_saves_draws_its_newest_nine() {
+    let dir = tempfile::tempdir().expect("temp folder");
+    let path = planted_ladder(dir.path(), &|_, _| {});
+    let mut model = paused_at(&path, 6);
+    let recorded = model.history.clone();
+    model.history = recorded.iter().cycle().take(5000).cloned().collect();
+    let started = std::time::Instant::now();
+    let plot = model.roofline_plot().expect("a plot");
+    let earlier = plot
+        .points
+        .iter()
+        .filter(|p| p.role == PointRole::Earlier)
+        .count();
+    assert_eq!(earlier, 9);
+    screen(&model, 120, 40);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
 }
