@@ -226,3 +226,22 @@ fn a_hostile_lab_key_is_the_files_fault_shown_short_and_without_escapes() {
         assert!(stderr.len() < 1024, "{name}: {} bytes", stderr.len());
     }
 }
+
+#[test]
+fn a_byte_order_mark_before_the_lab_key_still_chooses_the_lab() {
+    // An editor's mark before a first-line declaration: the lab is read,
+    // not defaulted and then refused as "another lab than --lab".
+    let dir = tempfile::tempdir().expect("tempdir");
+    let starter =
+        include_str!("../kernels/paged/starter.cu").replace("// @flashprof lab=", "// lab=");
+    let declared = format!("\u{feff}// @flashprof lab=paged-prefill\n{starter}");
+    std::fs::write(dir.path().join("k.cu"), declared).expect("write");
+    let run = flashprof(
+        &["check", "k.cu", "--json", "--no-timing", "--no-counters"],
+        dir.path(),
+    );
+    let report: serde_json::Value =
+        serde_json::from_slice(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&run)));
+    assert_eq!(report["lab"], "paged-prefill", "{}", text(&run));
+    assert_ne!(run.status.code(), Some(3), "{}", text(&run));
+}

@@ -182,8 +182,12 @@ fn shown_lab_name(name: &str) -> String {
 }
 
 /// The text after the marker when `line` is a `//` comment holding a declaration.
+/// Byte-order marks before it are blank, as they are to the source scanner:
+/// an editor's mark must not hide a first-line declaration.
 fn directive_body(line: &str) -> Option<&str> {
-    let comment = line.trim_start().strip_prefix("//")?;
+    let comment = line
+        .trim_start_matches(|c: char| c.is_whitespace() || c == '\u{feff}')
+        .strip_prefix("//")?;
     comment.trim_start().strip_prefix(DIRECTIVE)
 }
 
@@ -234,6 +238,14 @@ mod tests {
         let long = format!("// @flashprof lab={}", "x".repeat(900_000));
         assert_eq!(declared(&long), format!("{}...", "x".repeat(64)));
         assert_eq!(declared("// @flashprof lab= threads=64"), "");
+    }
+
+    #[test]
+    fn a_byte_order_mark_does_not_hide_a_first_line_declaration() {
+        let src = "\u{feff}// @flashprof lab=paged-prefill threads=128\n";
+        assert_eq!(declared_lab(src), Some((1, "paged-prefill".to_owned())));
+        let g = LaunchGeometry::from_source(src, DEFAULT).unwrap();
+        assert_eq!(g.threads, 128);
     }
 
     #[test]
