@@ -1,12 +1,13 @@
 //! A history store is hostile input: one written by hand, or by another
 //! flashprof, can hold any roofline. These take the recorded ladder, plant
 //! hostile figures in its stored reports, replay every run and draw it at
-//! sizes from 1x1 up, with the present view as well: a replay must never
+//! sizes from 1x1 up, with the counters overlay and the present view: a replay must never
 //! panic, hang or put a non-finite coordinate on the plot.
 
 mod tui_support;
 
 use flashprof::app::history::HistoryStore;
+use flashprof::tui::model::Overlay;
 use flashprof::tui::plot::{PointRole, RoofKind, RooflinePlot};
 use flashprof::tui::update::show_replay_position;
 use serde_json::{json, Value};
@@ -67,12 +68,19 @@ fn replay_everywhere(
                 assert_drawable(plot);
             }
             plots.push(plot);
-            for present in [false, true] {
+            // The main screen, the counters overlay and the present view.
+            for (overlay, present) in [
+                (None, false),
+                (Some(Overlay::Counters), false),
+                (None, true),
+            ] {
+                model.overlay = overlay;
                 model.present = present;
                 for (w, h) in [(1, 1), (12, 5), (80, 24), (120, 40)] {
                     screen(&model, w, h);
                 }
             }
+            model.overlay = None;
             model.present = false;
         }
         done.send(plots).expect("report back");
@@ -254,4 +262,27 @@ fn a_trail_of_thousands_of_saves_draws_its_newest_nine() {
         "{:?}",
         started.elapsed()
     );
+}
+
+#[test]
+fn absurd_level_figures_are_shown_short() {
+    let dir = tempfile::tempdir().expect("temp folder");
+    let path = planted_ladder(dir.path(), &|report, _| {
+        let roofline = &mut outcome(report)["student"]["roofline"];
+        roofline["arithmetic_intensity"] = json!(1e300);
+        for level in roofline["levels"].as_array_mut().into_iter().flatten() {
+            level["flop_per_byte"] = json!(1e308);
+            level["peak_bytes_per_s"] = json!(1e308);
+        }
+    });
+    let mut model = paused_at(&path, 6);
+    model.overlay = Some(Overlay::Counters);
+    let text = screen(&model, 120, 40);
+    let longest_number = text
+        .split(|c: char| !c.is_ascii_digit())
+        .map(str::len)
+        .max()
+        .unwrap_or(0);
+    assert!(longest_number < 13, "{text}");
+    assert!(text.contains("1.00e308"), "{text}");
 }

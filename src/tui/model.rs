@@ -5,6 +5,7 @@
 //! check. Each panel shows the newest thing it has and marks anything older
 //! as stale, so a slow GPU run never blanks the screen. No IO happens here.
 
+use crate::display::figure;
 use crate::facts::metrics::{self, finite_value};
 use crate::grade::roofline::{Roofline, RooflinePoint};
 use crate::outcome::CountersResult;
@@ -177,8 +178,9 @@ fn sm_words(student: &KernelCounters, starter: &KernelCounters, decimals: usize)
 /// Intensity and the ridge point, `491 flop/B, ridge 14`.
 fn intensity_words(r: &Roofline) -> String {
     format!(
-        "{:.0} flop/B, ridge {:.0}",
-        r.arithmetic_intensity, r.ridge_point
+        "{} flop/B, ridge {}",
+        figure(r.arithmetic_intensity, 0),
+        figure(r.ridge_point, 0)
     )
 }
 
@@ -189,12 +191,12 @@ fn levels_words(r: &Roofline) -> String {
         .map(|level| {
             let roof = level
                 .peak_bytes_per_s
-                .map(|bw| format!(" (roof {:.1} TB/s)", bw / 1e12))
+                .map(|bw| format!(" (roof {} TB/s)", figure(bw / 1e12, 1)))
                 .unwrap_or_default();
             format!(
-                "{} {:.0} flop/B{roof}",
+                "{} {} flop/B{roof}",
                 level.unit.label(),
-                level.flop_per_byte
+                figure(level.flop_per_byte, 0)
             )
         })
         .collect::<Vec<_>>()

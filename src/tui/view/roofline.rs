@@ -19,6 +19,7 @@ use ratatui::widgets::canvas::{Canvas, Context, Line as Segment};
 use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
+use crate::display::figure;
 use crate::tui::plot::{PlotRoof, PointRole, RoofKind, RooflinePlot};
 use crate::tui::theme::Theme;
 
@@ -253,7 +254,8 @@ fn roof_label(roof: &PlotRoof) -> String {
     }
 }
 
-/// `x` with three significant figures (at least none after the point).
+/// `x` with three significant figures (at least none after the point;
+/// a stored report's absurd peak in scientific notation).
 fn three_figures(x: f64) -> String {
     let decimals = if x >= 100.0 {
         0
@@ -262,7 +264,7 @@ fn three_figures(x: f64) -> String {
     } else {
         2
     };
-    format!("{x:.decimals$}")
+    figure(x, decimals)
 }
 
 /// Which kind of roof [`highest`] looks for.
