@@ -5,6 +5,10 @@
 //! screen or reorder it (bidi overrides). Everything a person reads through
 //! flashprof (the `check` table, the TUI, the gradebook CSV) passes through
 //! [`for_display`]; JSON keeps the exact text (serde escapes it).
+//!
+//! Figures read from a stored report are hostile too (a history written by
+//! hand may say a level moves 1e308 bytes a second): [`figure`] keeps each
+//! one to a screen's width.
 
 use std::borrow::Cow;
 
@@ -52,9 +56,33 @@ pub fn line_for_display(text: &str) -> Cow<'_, str> {
     Cow::Owned(for_display(text).replace('\n', "^J"))
 }
 
+/// The longest figure written out in full; no figure a GPU gives is longer.
+const MAX_PLAIN_FIGURE: usize = 12;
+
+/// `x` with `decimals` after the point, or in scientific notation
+/// (`1.00e308`) when written out it would be longer than a screen's figure.
+pub fn figure(x: f64, decimals: usize) -> String {
+    let plain = format!("{x:.decimals$}");
+    if plain.len() <= MAX_PLAIN_FIGURE {
+        plain
+    } else {
+        format!("{x:.2e}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn figures_stay_short_whatever_a_report_says() {
+        assert_eq!(figure(1343.5, 0), "1344");
+        assert_eq!(figure(29.74, 1), "29.7");
+        assert_eq!(figure(1e308, 0), "1.00e308");
+        assert_eq!(figure(-1e300, 1), "-1.00e300");
+        assert_eq!(figure(1e-308, 1), "0.0");
+        assert_eq!(figure(f64::NAN, 1), "NaN");
+    }
 
     #[test]
     fn control_characters_become_visible_and_bidi_controls_go() {

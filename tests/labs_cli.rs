@@ -180,3 +180,68 @@ fn choosing_the_lab_of_a_fifo_does_not_block() {
         assert_eq!(status.code(), Some(3), "{args:?}");
     }
 }
+
+#[test]
+fn a_hostile_lab_key_is_the_files_fault_shown_short_and_without_escapes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let paged = include_str!("../kernels/paged/reference.cu");
+    let with_line = |line: &[u8]| {
+        let mut text = line.to_vec();
+        text.push(b'\n');
+        text.extend_from_slice(paged.replace("// @flashprof lab=", "// lab=").as_bytes());
+        text
+    };
+    let long = format!("// @flashprof lab={}", "x".repeat(900_000));
+    let cases: [(&str, &[u8], &str); 6] = [
+        (
+            "path.cu",
+            b"// @flashprof lab=../../etc",
+            "no lab named `../../etc`",
+        ),
+        ("empty.cu", b"// @flashprof lab=", "no lab named ``"),
+        (
+            "escapes.cu",
+            b"// @flashprof lab=\x1b]0;pwned\x07\x1b[31m",
+            "no lab named `^[]0;pwned^G^[[31m`",
+        ),
+        ("long.cu", long.as_bytes(), "xxxx...`"),
+        (
+            "bytes.cu",
+            b"// @flashprof lab=paged\xff-prefill",
+            "no lab named `paged\u{fffd}-prefill`",
+        ),
+        (
+            "twice.cu",
+            b"// @flashprof lab=paged-prefill lab=flash-prefill",
+            "`lab` is given twice",
+        ),
+    ];
+    for (name, line, expected) in cases {
+        std::fs::write(dir.path().join(name), with_line(line)).expect("write");
+        let run = flashprof(&["check", name, "--no-timing", "--no-counters"], dir.path());
+        assert_eq!(run.status.code(), Some(3), "{name}: {}", text(&run));
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert!(stderr.contains(expected), "{name}: {stderr}");
+        assert!(!stderr.contains('\u{1b}'), "{name}: {stderr:?}");
+        assert!(stderr.len() < 1024, "{name}: {} bytes", stderr.len());
+    }
+}
+
+#[test]
+fn a_byte_order_mark_before_the_lab_key_still_chooses_the_lab() {
+    // An editor's mark before a first-line declaration: the lab is read,
+    // not defaulted and then refused as "another lab than --lab".
+    let dir = tempfile::tempdir().expect("tempdir");
+    let starter =
+        include_str!("../kernels/paged/starter.cu").replace("// @flashprof lab=", "// lab=");
+    let declared = format!("\u{feff}// @flashprof lab=paged-prefill\n{starter}");
+    std::fs::write(dir.path().join("k.cu"), declared).expect("write");
+    let run = flashprof(
+        &["check", "k.cu", "--json", "--no-timing", "--no-counters"],
+        dir.path(),
+    );
+    let report: serde_json::Value =
+        serde_json::from_slice(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&run)));
+    assert_eq!(report["lab"], "paged-prefill", "{}", text(&run));
+    assert_ne!(run.status.code(), Some(3), "{}", text(&run));
+}

@@ -7,47 +7,16 @@
 
 mod tui_support;
 
-use flashprof::app::history::HistoryStore;
-use flashprof::tui::model::{Completed, Model, Replay};
-use flashprof::tui::theme::Theme;
-use flashprof::tui::update::show_replay_position;
-use std::time::Duration;
 use tui_support::drive::screen;
+use tui_support::replay::paused_at;
 
 /// The recorded ladder as a paused replay at its `position`-th run.
-fn ladder_at(position: usize) -> Model {
+fn ladder_at(position: usize) -> flashprof::tui::model::Model {
     let dir = tempfile::tempdir().expect("temp folder");
     let path = flashprof::embedded::LADDER
         .unpack(dir.path())
         .expect("unpack the recorded ladder");
-    let store = HistoryStore::locate(&path);
-    let history = store.read().expect("read the recorded history");
-    let (runs, summaries): (Vec<Completed>, Vec<_>) = history
-        .records
-        .into_iter()
-        .filter_map(|record| {
-            let summary = record.summary();
-            let source = store.source(&record.source_hash).unwrap_or_default();
-            Some((
-                Completed {
-                    source,
-                    report: record.report?,
-                },
-                summary,
-            ))
-        })
-        .unzip();
-    let label = runs[0].report.source_path.clone();
-    let mut model = Model::new(&label, Vec::new(), Theme { color: false });
-    model.replay = Some(Replay {
-        runs,
-        summaries,
-        position,
-        paused: true,
-        interval: Duration::from_secs(1),
-    });
-    show_replay_position(&mut model);
-    model
+    paused_at(&path, position)
 }
 
 /// Where the top rung is in the recording: the starter, rungs 1-4, plain

@@ -360,9 +360,12 @@ pub struct DramTraffic {
     /// The output written once.
     pub write_floor_bytes: u64,
     /// Reads over their floor; 1.0 is ideal, below 1 means an input stayed in L2 between launches.
+    /// NaN without a floor.
+    #[serde(with = "crate::nonfinite")]
     pub reads_over_floor: f64,
     /// Writes over the output's size. Below 1 is normal: output lines still
     /// dirty in L2 when the kernel ends are written back later, uncounted.
+    #[serde(with = "crate::nonfinite")]
     pub writes_over_floor: f64,
 }
 
@@ -387,7 +390,8 @@ pub struct Roofline {
     #[serde(default)]
     pub dram: Option<DramTraffic>,
     pub compulsory_bytes: u64,
-    /// FLOP per DRAM byte.
+    /// FLOP per DRAM byte; infinite when CUPTI counted no DRAM byte.
+    #[serde(with = "crate::nonfinite")]
     pub arithmetic_intensity: f64,
     /// Where this device's FP32 and DRAM roofs meet, in FLOP per byte.
     pub ridge_point: f64,
@@ -412,6 +416,15 @@ impl Roofline {
     /// The launch at its DRAM intensity.
     pub fn dram_point(&self) -> Option<RooflinePoint> {
         RooflinePoint::placed(self.arithmetic_intensity, self.achieved_gflops * 1e9)
+    }
+
+    /// The shared-memory level, then the L2 level, each when measured. A
+    /// stored report may hold any list (other units, one unit many times):
+    /// only the first of each of these two is a level.
+    pub fn levels_above_dram(&self) -> impl Iterator<Item = &MemoryLevel> {
+        [Unit::SharedMemory, Unit::L2]
+            .into_iter()
+            .filter_map(|unit| self.levels.iter().find(|level| level.unit == unit))
     }
 
     /// The launch at `level`'s intensity, when that level was measured.
@@ -510,12 +523,13 @@ pub fn analyze(
 }
 
 /// Each level that moved bytes, closest to the SM first, with its
-/// intensity; a peak that is not a positive rate is no roof.
+/// intensity; a peak that is not a positive rate is no roof. A byte count
+/// so small that the intensity overflows (a driver's garbage) is no level.
 fn memory_levels(flops: f64, traffic: &[LevelTraffic]) -> Vec<MemoryLevel> {
     let positive = |x: &f64| x.is_finite() && *x > 0.0;
     let mut levels: Vec<MemoryLevel> = traffic
         .iter()
-        .filter(|t| positive(&t.bytes))
+        .filter(|t| positive(&t.bytes) && positive(&(flops / t.bytes)))
         .map(|t| MemoryLevel {
             unit: t.unit,
             bytes: t.bytes,
@@ -1046,5 +1060,104 @@ mod tests {
         let back: Roofline = serde_json::from_value(json).expect("an older report");
         assert!(back.levels.is_empty());
         assert_eq!(back.dram_point(), roofline.dram_point());
+    }
+
+    /// The roofline as the worker sends it and the history stores it: JSON.
+    fn through_json(roofline: &Roofline) -> Roofline {
+        let json = serde_json::to_string(roofline).expect("serialise");
+        serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"))
+    }
+
+    #[test]
+    fn a_level_cupti_says_moved_a_subnormal_byte_count_still_travels() {
+        // A buggy driver's 1e-310 bytes: the intensity overflows to
+        // infinity, which JSON writes as null and could not read back.
+        let mut m = measured(1e6, 96.0 * MIB);
+        m.levels = vec![
+            LevelTraffic {
+                unit: Unit::SharedMemory,
+                bytes: 1e-310,
+                peak_bytes_per_s: Some(33e12),
+            },
+            LevelTraffic {
+                unit: Unit::L2,
+                bytes: 400.0 * MIB,
+                peak_bytes_per_s: Some(1e308),
+            },
+        ];
+        let roofline = analyze_h200(&m);
+        let units: Vec<Unit> = roofline.levels.iter().map(|l| l.unit).collect();
+        assert_eq!(units, [Unit::L2], "no intensity, no level");
+        assert_eq!(through_json(&roofline), roofline);
+    }
+
+    #[test]
+    fn a_launch_cupti_says_moved_no_dram_bytes_still_travels() {
+        // Zero DRAM bytes: an infinite intensity, kept as such through JSON;
+        // a lab with no input floor: reads over it are NaN.
+        let work = Work {
+            compulsory_bytes: TIMING_WORK.output_bytes,
+            ..TIMING_WORK
+        };
+        let roofline = analyze(work, &measured(1e6, 0.0), &h200()).expect("analysed");
+        assert_eq!(roofline.arithmetic_intensity, f64::INFINITY);
+        let back = through_json(&roofline);
+        assert_eq!(back.arithmetic_intensity, f64::INFINITY);
+        let dram = back.dram.expect("DRAM traffic");
+        assert!(dram.reads_over_floor.is_nan());
+        assert_eq!(back.dram_point(), None, "not drawn");
+    }
+
+    /// What a driver could hand back for a counter: anything a double holds.
+    fn any_counter() -> impl proptest::strategy::Strategy<Value = f64> {
+        use proptest::prelude::*;
+        prop_oneof![
+            prop::sample::select(vec![
+                f64::NAN,
+                f64::INFINITY,
+                f64::NEG_INFINITY,
+                0.0,
+                -0.0,
+                -1.0,
+                1e308,
+                f64::MAX,
+                1e-308,
+                5e-324,
+            ]),
+            any::<f64>(),
+            0.0..1e12,
+        ]
+    }
+
+    proptest::proptest! {
+        /// Whatever CUPTI says each level moved and could move, every level
+        /// kept has positive finite bytes and intensity, its roof is a
+        /// positive rate or none, and the roofline crosses JSON unchanged.
+        #[test]
+        fn any_level_counters_give_drawable_levels_that_travel(
+            traffic in proptest::collection::vec(
+                (any_counter(), proptest::option::of(any_counter())),
+                0..4,
+            ),
+        ) {
+            let mut m = measured(1e6, 96.0 * MIB);
+            m.levels = traffic
+                .into_iter()
+                .zip([Unit::SharedMemory, Unit::L2].into_iter().cycle())
+                .map(|((bytes, peak_bytes_per_s), unit)| LevelTraffic {
+                    unit,
+                    bytes,
+                    peak_bytes_per_s,
+                })
+                .collect();
+            let roofline = analyze_h200(&m);
+            let positive = |x: f64| x.is_finite() && x > 0.0;
+            for level in &roofline.levels {
+                proptest::prop_assert!(positive(level.bytes) && positive(level.flop_per_byte));
+                proptest::prop_assert!(level.peak_bytes_per_s.is_none_or(positive));
+                proptest::prop_assert!(roofline.level_point(level).is_some());
+            }
+            proptest::prop_assert_eq!(through_json(&roofline), roofline);
+        }
     }
 }

@@ -9,6 +9,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::display::line_for_display;
+
 /// The marker that starts a geometry declaration inside a `.cu` file.
 pub const DIRECTIVE: &str = "@flashprof";
 
@@ -92,10 +94,17 @@ impl LaunchGeometry {
     /// Parses the `key=value` pairs after the [`DIRECTIVE`] marker.
     pub fn parse_directive(body: &str, default: Self) -> Result<Self, String> {
         let mut geometry = default;
+        let mut given: Vec<&str> = Vec::new();
         for pair in body.split_whitespace() {
             let (key, value) = pair
                 .split_once('=')
                 .ok_or_else(|| format!("expected key=value, found `{pair}`"))?;
+            // Two values for one key (two labs, say) would leave the reader
+            // guessing which one counts.
+            if given.contains(&key) {
+                return Err(format!("`{key}` is given twice"));
+            }
+            given.push(key);
             let number = || {
                 value
                     .parse::<u32>()
@@ -147,19 +156,38 @@ impl LaunchGeometry {
     }
 }
 
-/// The text after the marker when `line` is a `//` comment holding a declaration.
-/// The lab a file declares with `lab=NAME` on its `@flashprof` line, with the line.
+/// The most of a declared lab name that messages quote; every lab's name
+/// is far shorter.
+const MAX_SHOWN_LAB_NAME: usize = 64;
+
+/// The lab a file declares with `lab=NAME` on its `@flashprof` line, with the
+/// line. The name is the student's text and is quoted in messages, so its
+/// control characters are made visible and a name longer than any lab's is
+/// cut short (neither names a lab).
 pub fn declared_lab(source: &str) -> Option<(usize, String)> {
     source.lines().enumerate().find_map(|(index, text)| {
         directive_body(text)?
             .split_whitespace()
             .find_map(|pair| pair.strip_prefix("lab="))
-            .map(|name| (index + 1, name.to_owned()))
+            .map(|name| (index + 1, shown_lab_name(name)))
     })
 }
 
+fn shown_lab_name(name: &str) -> String {
+    let shown = line_for_display(name);
+    match shown.char_indices().nth(MAX_SHOWN_LAB_NAME) {
+        Some((cut, _)) => format!("{}...", &shown[..cut]),
+        None => shown.into_owned(),
+    }
+}
+
+/// The text after the marker when `line` is a `//` comment holding a declaration.
+/// Byte-order marks before it are blank, as they are to the source scanner:
+/// an editor's mark must not hide a first-line declaration.
 fn directive_body(line: &str) -> Option<&str> {
-    let comment = line.trim_start().strip_prefix("//")?;
+    let comment = line
+        .trim_start_matches(|c: char| c.is_whitespace() || c == '\u{feff}')
+        .strip_prefix("//")?;
     comment.trim_start().strip_prefix(DIRECTIVE)
 }
 
@@ -197,6 +225,42 @@ mod tests {
         let g = LaunchGeometry::from_source(src, DEFAULT).unwrap();
         assert_eq!(g.threads, 128);
         assert_eq!(declared_lab("// @flashprof threads=64"), None);
+    }
+
+    #[test]
+    fn a_hostile_lab_name_is_quoted_visible_and_short() {
+        let declared = |src: &str| declared_lab(src).expect("declared").1;
+        assert_eq!(declared("// @flashprof lab=../../etc"), "../../etc");
+        assert_eq!(
+            declared("// @flashprof lab=\u{1b}]0;pwned\u{7}\u{1b}[31m"),
+            "^[]0;pwned^G^[[31m"
+        );
+        let long = format!("// @flashprof lab={}", "x".repeat(900_000));
+        assert_eq!(declared(&long), format!("{}...", "x".repeat(64)));
+        assert_eq!(declared("// @flashprof lab= threads=64"), "");
+    }
+
+    #[test]
+    fn a_byte_order_mark_does_not_hide_a_first_line_declaration() {
+        let src = "\u{feff}// @flashprof lab=paged-prefill threads=128\n";
+        assert_eq!(declared_lab(src), Some((1, "paged-prefill".to_owned())));
+        let g = LaunchGeometry::from_source(src, DEFAULT).unwrap();
+        assert_eq!(g.threads, 128);
+    }
+
+    #[test]
+    fn a_key_given_twice_is_refused() {
+        let src = "// @flashprof lab=paged-prefill lab=flash-prefill";
+        let err = LaunchGeometry::from_source(src, DEFAULT).unwrap_err();
+        assert_eq!(err.line, 1);
+        assert_eq!(err.message, "`lab` is given twice");
+        let err = LaunchGeometry::from_source("// @flashprof threads=64 threads=128", DEFAULT)
+            .unwrap_err();
+        assert!(
+            err.message.contains("`threads` is given twice"),
+            "{}",
+            err.message
+        );
     }
 
     #[test]

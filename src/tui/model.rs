@@ -5,6 +5,7 @@
 //! check. Each panel shows the newest thing it has and marks anything older
 //! as stale, so a slow GPU run never blanks the screen. No IO happens here.
 
+use crate::display::figure;
 use crate::facts::metrics::{self, finite_value};
 use crate::grade::roofline::{Roofline, RooflinePoint};
 use crate::outcome::CountersResult;
@@ -138,7 +139,7 @@ impl CountersView {
                     r.fp32_peak_pct
                 );
                 lines.push(("AI".into(), intensity));
-                if !r.levels.is_empty() {
+                if r.levels_above_dram().next().is_some() {
                     lines.push(("levels".into(), levels_words(r)));
                 }
                 lines.push(("fp32".into(), rate));
@@ -177,25 +178,25 @@ fn sm_words(student: &KernelCounters, starter: &KernelCounters, decimals: usize)
 /// Intensity and the ridge point, `491 flop/B, ridge 14`.
 fn intensity_words(r: &Roofline) -> String {
     format!(
-        "{:.0} flop/B, ridge {:.0}",
-        r.arithmetic_intensity, r.ridge_point
+        "{} flop/B, ridge {}",
+        figure(r.arithmetic_intensity, 0),
+        figure(r.ridge_point, 0)
     )
 }
 
 /// The intensity at each level above DRAM and the level's roof,
 /// `shared memory 12 flop/B (roof 29.7 TB/s), L2 61 flop/B (roof 9.9 TB/s)`.
 fn levels_words(r: &Roofline) -> String {
-    r.levels
-        .iter()
+    r.levels_above_dram()
         .map(|level| {
             let roof = level
                 .peak_bytes_per_s
-                .map(|bw| format!(" (roof {:.1} TB/s)", bw / 1e12))
+                .map(|bw| format!(" (roof {} TB/s)", figure(bw / 1e12, 1)))
                 .unwrap_or_default();
             format!(
-                "{} {:.0} flop/B{roof}",
+                "{} {} flop/B{roof}",
                 level.unit.label(),
-                level.flop_per_byte
+                figure(level.flop_per_byte, 0)
             )
         })
         .collect::<Vec<_>>()

@@ -17,6 +17,21 @@ pub enum RoofKind {
     Memory { bytes_per_s: f64 },
 }
 
+impl RoofKind {
+    /// FLOP/s or bytes/s.
+    pub fn rate(self) -> f64 {
+        match self {
+            RoofKind::Compute { flops_per_s } => flops_per_s,
+            RoofKind::Memory { bytes_per_s } => bytes_per_s,
+        }
+    }
+}
+
+/// Whether `x` can be drawn on a log axis.
+fn is_rate(x: f64) -> bool {
+    x.is_finite() && x > 0.0
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlotRoof {
     pub name: String,
@@ -84,7 +99,7 @@ impl RooflinePlot {
             None => roofs_of(student)?,
         };
         // The levels' roofs go before DRAM's, closest to the SM first.
-        let level_roofs = student.levels.iter().filter_map(|level| {
+        let level_roofs = student.levels_above_dram().filter_map(|level| {
             Some(PlotRoof {
                 name: level_look(level.unit).0.into(),
                 kind: RoofKind::Memory {
@@ -97,13 +112,16 @@ impl RooflinePlot {
             .position(|r| matches!(r.kind, RoofKind::Memory { .. }))
             .unwrap_or(roofs.len());
         roofs.splice(dram_at..dram_at, level_roofs);
+        // A stored report's peaks may be anything JSON holds: a roof that
+        // is not a positive rate has no place on log axes.
+        roofs.retain(|roof| is_rate(roof.kind.rate()));
         let starter = outcome
             .starter
             .roofline
             .as_ref()
             .and_then(Roofline::dram_point)
             .map(|at| PlotPoint::new("starter", "○", PointRole::Starter, at));
-        let levels = student.levels.iter().filter_map(|level| {
+        let levels = student.levels_above_dram().filter_map(|level| {
             let at = student.level_point(level)?;
             let (name, mark) = level_look(level.unit);
             Some(PlotPoint::new(name, mark, PointRole::Kernel, at))
@@ -175,8 +193,7 @@ fn roofs_of_peaks(peaks: &DevicePeaks) -> Vec<PlotRoof> {
 fn roofs_of(r: &Roofline) -> Option<Vec<PlotRoof>> {
     let fp32 = r.achieved_gflops * 1e9 * 100.0 / r.fp32_peak_pct;
     let dram = fp32 / r.ridge_point;
-    let usable = |x: f64| x.is_finite() && x > 0.0;
-    (usable(fp32) && usable(dram)).then(|| {
+    (is_rate(fp32) && is_rate(dram)).then(|| {
         vec![
             PlotRoof {
                 name: "FP32".into(),

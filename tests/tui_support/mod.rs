@@ -573,3 +573,47 @@ pub fn compile_error_report(source_line: &str) -> CheckReport {
     let compile = compile_error(19, "identifier \"flaot\" is undefined", source_line);
     report(Ok(h200()), compile, cases, None)
 }
+
+pub mod replay {
+    //! A history store replayed the way `flashprof replay` does it.
+
+    use flashprof::app::history::HistoryStore;
+    use flashprof::tui::model::{Completed, Model, Replay};
+    use flashprof::tui::theme::Theme;
+    use flashprof::tui::update::show_replay_position;
+    use std::path::Path;
+    use std::time::Duration;
+
+    /// The store whose log is `log`, as a paused replay at its
+    /// `position`-th checked run.
+    pub fn paused_at(log: &Path, position: usize) -> Model {
+        let store = HistoryStore::locate(log);
+        let history = store.read().expect("read the history");
+        let (runs, summaries): (Vec<Completed>, Vec<_>) = history
+            .records
+            .into_iter()
+            .filter_map(|record| {
+                let summary = record.summary();
+                let source = store.source(&record.source_hash).unwrap_or_default();
+                Some((
+                    Completed {
+                        source,
+                        report: record.report?,
+                    },
+                    summary,
+                ))
+            })
+            .unzip();
+        let label = runs[0].report.source_path.clone();
+        let mut model = Model::new(&label, Vec::new(), Theme { color: false });
+        model.replay = Some(Replay {
+            runs,
+            summaries,
+            position,
+            paused: true,
+            interval: Duration::from_secs(1),
+        });
+        show_replay_position(&mut model);
+        model
+    }
+}

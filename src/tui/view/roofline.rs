@@ -19,6 +19,7 @@ use ratatui::widgets::canvas::{Canvas, Context, Line as Segment};
 use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
+use crate::display::figure;
 use crate::tui::plot::{PlotRoof, PointRole, RoofKind, RooflinePlot};
 use crate::tui::theme::Theme;
 
@@ -267,7 +268,8 @@ fn roof_label(roof: &PlotRoof) -> String {
     }
 }
 
-/// `x` with three significant figures (at least none after the point).
+/// `x` with three significant figures (at least none after the point;
+/// a stored report's absurd peak in scientific notation).
 fn three_figures(x: f64) -> String {
     let decimals = if x >= 100.0 {
         0
@@ -276,7 +278,7 @@ fn three_figures(x: f64) -> String {
     } else {
         2
     };
-    format!("{x:.decimals$}")
+    figure(x, decimals)
 }
 
 /// Which kind of roof [`highest`] looks for.
@@ -317,6 +319,8 @@ fn ranked(plot: &RooflinePlot, kind: Kind) -> Vec<(&PlotRoof, f64)> {
 
 /// Whole decades around every ridge and point, a little headroom above the
 /// highest roof, and at least two decades down (more for a slower kernel).
+/// `None` without a compute and a memory roof, or when nothing meets on
+/// the plot (no point, and every ridge out of range).
 fn bounds(plot: &RooflinePlot) -> Option<Bounds> {
     let top = highest(plot, Compute)?;
     let bandwidth = highest(plot, Memory)?;
@@ -337,10 +341,13 @@ fn bounds(plot: &RooflinePlot) -> Option<Bounds> {
         .iter()
         .map(|p| p.flops_per_s.log10())
         .fold(y_hi - 2.0, |lowest, y| lowest.min(y - 0.3));
-    Some(Bounds {
-        x: [x_lo, x_hi],
-        y: [slowest, y_hi],
-    })
+    [x_lo, x_hi, slowest, y_hi]
+        .iter()
+        .all(|x| x.is_finite())
+        .then_some(Bounds {
+            x: [x_lo, x_hi],
+            y: [slowest, y_hi],
+        })
 }
 
 /// `10^e` as a short number: `0.1`, `1`, `100`, `10k`.
@@ -424,6 +431,95 @@ mod tests {
             .expect("FP32");
         assert!(text.contains("DRAM"), "{text}");
         assert!(roof < slow, "{text}");
+    }
+
+    #[test]
+    fn a_plot_where_nothing_meets_has_no_bounds() {
+        // A stored report's roofs so far apart that their ridge overflows,
+        // and no point: no finite span of intensities to draw.
+        let p = RooflinePlot {
+            roofs: vec![
+                PlotRoof {
+                    name: "FP32".into(),
+                    kind: RoofKind::Compute { flops_per_s: 1e308 },
+                },
+                PlotRoof {
+                    name: "DRAM".into(),
+                    kind: RoofKind::Memory {
+                        bytes_per_s: 1e-308,
+                    },
+                },
+            ],
+            points: Vec::new(),
+        };
+        assert!(bounds(&p).is_none());
+        use ratatui::backend::TestBackend;
+        use ratatui::Terminal;
+        let mut terminal = Terminal::new(TestBackend::new(30, 6)).expect("terminal");
+        terminal
+            .draw(|frame| draw(frame, frame.area(), &p, Theme { color: false }))
+            .expect("draw");
+        assert!(terminal.backend().to_string().contains("no roofs to plot"));
+    }
+
+    /// A power of ten from the whole range of positive doubles, or one of a
+    /// few small decades, so that points and roofs often coincide.
+    fn any_rate() -> impl Strategy<Value = f64> {
+        prop_oneof![-307.0f64..308.0, (-2i32..4).prop_map(f64::from)].prop_map(|e| 10f64.powf(e))
+    }
+
+    fn any_plot() -> impl Strategy<Value = RooflinePlot> {
+        let roof = (any::<bool>(), any_rate()).prop_map(|(compute, rate)| PlotRoof {
+            name: if compute { "FP32" } else { "DRAM" }.into(),
+            kind: if compute {
+                RoofKind::Compute { flops_per_s: rate }
+            } else {
+                RoofKind::Memory { bytes_per_s: rate }
+            },
+        });
+        let point = (any_rate(), any_rate()).prop_map(|(flop_per_byte, flops_per_s)| PlotPoint {
+            name: "DRAM",
+            mark: "●",
+            role: PointRole::Kernel,
+            flop_per_byte,
+            flops_per_s,
+        });
+        (
+            prop::collection::vec(roof, 1..6),
+            prop::collection::vec(point, 0..14),
+        )
+            .prop_map(|(roofs, points)| RooflinePlot { roofs, points })
+    }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        /// Any positive roofs and points, from 1e-307 to 1e307 and often
+        /// equal, at any size: finite bounds or none, every label placed on
+        /// the plot (the step-down loop ends), and the frame drawn.
+        #[test]
+        fn any_positive_plot_draws_at_any_size(
+            p in any_plot(),
+            width in 1u16..100,
+            height in 1u16..40,
+        ) {
+            if let Some(b) = bounds(&p) {
+                prop_assert!(b.x[0] < b.x[1] && b.y[0] < b.y[1]);
+                let cells = |n: u16| f64::from(n.max(2) - 1);
+                let cell = ((b.x[1] - b.x[0]) / cells(width), (b.y[1] - b.y[0]) / cells(height));
+                for (x, y, _) in memory_labels(&p, &b, cell) {
+                    prop_assert!(x.is_finite() && y >= b.y[0] && y <= b.y[1], "{x} {y}");
+                }
+            }
+            use ratatui::backend::TestBackend;
+            use ratatui::Terminal;
+            let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("terminal");
+            terminal
+                .draw(|frame| draw(frame, frame.area(), &p, Theme { color: false }))
+                .expect("draw");
+        }
     }
 
     #[test]
