@@ -203,7 +203,7 @@ fn levels_of_other_units_duplicates_and_thousands_are_one_level_each() {
     );
     for plot in plots.iter().flatten() {
         let roofs: Vec<&str> = plot.roofs.iter().map(|r| r.name.as_str()).collect();
-        assert_eq!(roofs, ["FP32", "TF32", "smem", "L2", "DRAM"]);
+        assert_eq!(roofs, ["FP32", "TF32", "BF16", "smem", "L2", "DRAM"]);
         let marks: Vec<&str> = plot.points.iter().map(|p| p.mark).collect();
         assert_eq!(marks.iter().filter(|m| **m == "◆").count(), 1, "{marks:?}");
         assert_eq!(marks.iter().filter(|m| **m == "▲").count(), 1, "{marks:?}");
