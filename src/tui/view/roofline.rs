@@ -20,7 +20,7 @@ use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
 use crate::display::figure;
-use crate::tui::plot::{PlotRoof, PointRole, RoofKind, RooflinePlot};
+use crate::tui::plot::{PlotPoint, PlotRoof, PointRole, RoofKind, RooflinePlot};
 use crate::tui::theme::Theme;
 
 /// Rows under which the plot says nothing useful.
@@ -30,6 +30,17 @@ pub const MIN_HEIGHT: u16 = 5;
 struct Bounds {
     x: [f64; 2],
     y: [f64; 2],
+}
+
+impl Bounds {
+    /// Where `point`'s mark goes in plot units: a rate off the plot's
+    /// scale is held at its edge. The labels keep clear of the same spot.
+    fn place(&self, point: &PlotPoint) -> (f64, f64) {
+        (
+            point.flop_per_byte.log10(),
+            point.flops_per_s.log10().clamp(self.y[0], self.y[1]),
+        )
+    }
 }
 
 /// Draws `plot` into `area`: the plot, then a caption line naming the marks.
@@ -70,12 +81,8 @@ pub fn draw(frame: &mut Frame, area: Rect, plot: &RooflinePlot, theme: Theme) {
                     PointRole::Starter => Style::new(),
                     PointRole::Earlier => theme.stale(),
                 };
-                let (x, y) = (point.flop_per_byte.log10(), point.flops_per_s.log10());
-                ctx.print(
-                    x,
-                    y.clamp(bounds.y[0], bounds.y[1]),
-                    Span::styled(point.mark, style),
-                );
+                let (x, y) = bounds.place(point);
+                ctx.print(x, y, Span::styled(point.mark, style));
             }
         });
     frame.render_widget(canvas, plot_area);
@@ -218,10 +225,7 @@ fn memory_labels(
     let mut below = top - cell_y;
     let covers_a_point = |x: f64, y: f64, width: f64| {
         plot.points.iter().any(|point| {
-            let (px, py) = (
-                point.flop_per_byte.log10(),
-                point.flops_per_s.log10().clamp(bounds.y[0], bounds.y[1]),
-            );
+            let (px, py) = bounds.place(point);
             (py - y).abs() < cell_y / 2.0 && px > x - cell_x && px < x + width
         })
     };
@@ -364,7 +368,6 @@ fn power_of_ten(exponent: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tui::plot::PlotPoint;
 
     fn plot(points: Vec<PlotPoint>) -> RooflinePlot {
         RooflinePlot {
