@@ -5,19 +5,25 @@
 // worker proves it against the CPU oracle on sampled rows of every run before a
 // speedup is reported. It takes the plain two-pass route (max, then weighted
 // sum) so that it shares no online-softmax logic with the kernels it judges.
+//
+// With a row list it computes only those rows, written one after another in
+// list order: what auditing every timed launch on sampled rows needs. One warp
+// per (listed row, head); a null list means every row.
 
 #define ORACLE_HQ 32
 #define ORACLE_HKV 8
 #define ORACLE_DH 64
 
 extern "C" __global__ void oracle_f64(const float* q, const float* kCache, const float* vCache,
-                                      double* out, int chunkLen, int prefixLen)
+                                      double* out, int chunkLen, int prefixLen, const int* rowList,
+                                      int rowCount)
 {
     const int warpId = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane = threadIdx.x % 32;
-    const int row = warpId / ORACLE_HQ;
+    const int listed = warpId / ORACLE_HQ;
     const int head = warpId % ORACLE_HQ;
-    if (row >= chunkLen) return;
+    if (listed >= (rowList != nullptr ? rowCount : chunkLen)) return;
+    const int row = rowList != nullptr ? rowList[listed] : listed;
     const int kvHead = head / (ORACLE_HQ / ORACLE_HKV);
     const int lastKey = prefixLen + row;
 
@@ -44,7 +50,7 @@ extern "C" __global__ void oracle_f64(const float* q, const float* kCache, const
         accA += w * (double)vRow[lane];
         accB += w * (double)vRow[lane + 32];
     }
-    double* outRow = out + ((size_t)row * ORACLE_HQ + head) * ORACLE_DH;
+    double* outRow = out + ((size_t)listed * ORACLE_HQ + head) * ORACLE_DH;
     outRow[lane] = accA / weightSum;
     outRow[lane + 32] = accB / weightSum;
 }

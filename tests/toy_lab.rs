@@ -256,6 +256,10 @@ impl Lab for ToyLab {
             }
         }))
     }
+    fn timing_draw_range(&self) -> std::ops::Range<f32> {
+        -1.0..1.0
+    }
+
     fn timing_case(&self, _: &[(String, String)]) -> Result<LabCase, String> {
         Ok(LabCase {
             name: "timing".into(),

@@ -15,6 +15,11 @@
 // kernels it judges. Visibility is written out as the contract states it:
 // j <= i and (window off or i - j < W). Every key is looked up one at a time
 // through the block table, with no tiling of any kind.
+//
+// With a row list (two arguments past the entry point's) it computes only
+// those rows, written one after another in list order, one warp per (listed
+// row, head): what auditing every timed launch on sampled rows needs. A null
+// list means every row.
 
 #define PO_QH 32
 #define PO_KVH 8
@@ -54,13 +59,15 @@ extern "C" __global__ void paged_oracle_f64(const float* q, const float* kNew, c
                                             const float* kCache, const float* vCache,
                                             const int* blockTable, const int* qStart, const int* seqLen,
                                             int numSeqs, int maxBlocksPerSeq, int slidingWindow,
-                                            const float* alibiSlopes, double* out)
+                                            const float* alibiSlopes, double* out, const int* rowList,
+                                            int rowCount)
 {
     const long long warpId = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane = threadIdx.x % 32;
-    const int totalRows = qStart[numSeqs];
+    const int totalRows = rowList != nullptr ? rowCount : qStart[numSeqs];
     if (warpId >= (long long)totalRows * PO_QH) return;
-    const int row = (int)(warpId / PO_QH);
+    const int listed = (int)(warpId / PO_QH);
+    const int row = rowList != nullptr ? rowList[listed] : listed;
     const int h = (int)(warpId % PO_QH);
     const int g = h / (PO_QH / PO_KVH);
 
@@ -98,7 +105,7 @@ extern "C" __global__ void paged_oracle_f64(const float* q, const float* kNew, c
         accA += w * oracleValue(vNew, vCache, blockTable, maxBlocksPerSeq, s, start, ctx, g, j, lane);
         accB += w * oracleValue(vNew, vCache, blockTable, maxBlocksPerSeq, s, start, ctx, g, j, lane + 32);
     }
-    double* outRow = out + ((size_t)row * PO_QH + h) * PO_D;
+    double* outRow = out + ((size_t)listed * PO_QH + h) * PO_D;
     outRow[lane] = accA / weightSum;
     outRow[lane + 32] = accB / weightSum;
 }

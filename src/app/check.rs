@@ -252,6 +252,15 @@ pub fn run_check_unless_stale(
         }
         phases.counters_ms = ms_since(counters_started);
     }
+    // A refused profile is as much a finding as a refused timed launch.
+    let mut timing = timing;
+    let refused = counters
+        .iter()
+        .filter_map(|c| c.as_ref().ok())
+        .find_map(|c| c.student.refused.as_deref());
+    if let (Some(t), Some(reason)) = (&mut timing, refused) {
+        t.refuse_for_profile(reason);
+    }
     phases.total_ms = ms_since(started);
     let quick_build = quick.map(|first| first.report(&cases));
     Ok(CheckReport {

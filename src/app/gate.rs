@@ -204,11 +204,11 @@ impl SpeedGate {
             }
         };
         let speedup = match (&report.timing, &report.timing_error) {
-            (Some(t), _) => match &t.speedup {
-                Some(s) => s.point,
-                None => {
+            (Some(t), _) => match (&t.speedup, t.withheld()) {
+                (Some(s), _) => s.point,
+                (None, reason) => {
                     return Self::NoSpeedup {
-                        reason: "the timed output was not correct".into(),
+                        reason: reason.unwrap_or_else(|| "no speedup".into()),
                     }
                 }
             },

@@ -90,8 +90,11 @@ pub fn run(args: CalibrateArgs) -> ExitCode {
         };
         let Some(speedup) = report.timing.as_ref().and_then(|t| t.speedup.as_ref()) else {
             let why = report
-                .timing_error
-                .unwrap_or_else(|| "the reference's timed output was not correct".into());
+                .timing
+                .as_ref()
+                .and_then(|t| t.withheld())
+                .or(report.timing_error)
+                .unwrap_or_else(|| "the reference was not timed".into());
             eprintln!("flashprof calibrate: run {run}: no speedup: {why}");
             return ExitCode::Environment;
         };

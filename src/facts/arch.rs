@@ -51,6 +51,12 @@ pub struct ArchTraits {
     /// A40, the L4, the L40S). This figure is then only the fallback for a
     /// GPU whose benchmark did not run; the benchmark decides.
     pub bf16_flops_per_clock_per_sm: Option<u32>,
+    /// Dense tensor-core operations per clock per SM of the fastest data
+    /// type the capability has (FP8 on Hopper and Ada, INT4 on Turing and
+    /// Ampere, FP4 on Blackwell; FP16 on Volta), from the example GPU's
+    /// datasheet and rounded up: an upper bound no kernel's flops can beat,
+    /// which the physical floor of a timing needs (docs/INTEGRITY.md).
+    pub fastest_dense_ops_per_clock_per_sm: u32,
     /// Registers are handed to warps in multiples of this.
     pub register_granularity_per_warp: u32,
     /// Shared memory is handed to blocks in multiples of this.
@@ -87,6 +93,7 @@ const TABLE: &[ArchTraits] = &[
         fp32_lanes_per_sm: 64,
         tf32_flops_per_clock_per_sm: None,
         bf16_flops_per_clock_per_sm: None,
+        fastest_dense_ops_per_clock_per_sm: 1024,
         register_granularity_per_warp: 256,
         smem_granularity_bytes: 256,
         typical: attributes(96, 96, 0, 2048, 32),
@@ -97,6 +104,7 @@ const TABLE: &[ArchTraits] = &[
         fp32_lanes_per_sm: 64,
         tf32_flops_per_clock_per_sm: None,
         bf16_flops_per_clock_per_sm: None,
+        fastest_dense_ops_per_clock_per_sm: 4096,
         register_granularity_per_warp: 256,
         smem_granularity_bytes: 256,
         typical: attributes(64, 64, 0, 1024, 16),
@@ -107,6 +115,7 @@ const TABLE: &[ArchTraits] = &[
         fp32_lanes_per_sm: 64,
         tf32_flops_per_clock_per_sm: Some(1024),
         bf16_flops_per_clock_per_sm: Some(2048),
+        fastest_dense_ops_per_clock_per_sm: 8192,
         register_granularity_per_warp: 256,
         smem_granularity_bytes: 128,
         typical: attributes(164, 163, 1024, 2048, 32),
@@ -117,6 +126,7 @@ const TABLE: &[ArchTraits] = &[
         fp32_lanes_per_sm: 128,
         tf32_flops_per_clock_per_sm: Some(256),
         bf16_flops_per_clock_per_sm: Some(512),
+        fastest_dense_ops_per_clock_per_sm: 4096,
         register_granularity_per_warp: 256,
         smem_granularity_bytes: 128,
         typical: attributes(100, 99, 1024, 1536, 16),
@@ -127,6 +137,7 @@ const TABLE: &[ArchTraits] = &[
         fp32_lanes_per_sm: 128,
         tf32_flops_per_clock_per_sm: Some(512),
         bf16_flops_per_clock_per_sm: Some(1024),
+        fastest_dense_ops_per_clock_per_sm: 4096,
         register_granularity_per_warp: 256,
         smem_granularity_bytes: 128,
         typical: attributes(100, 99, 1024, 1536, 24),
@@ -137,6 +148,7 @@ const TABLE: &[ArchTraits] = &[
         fp32_lanes_per_sm: 128,
         tf32_flops_per_clock_per_sm: Some(2048),
         bf16_flops_per_clock_per_sm: Some(4096),
+        fastest_dense_ops_per_clock_per_sm: 8192,
         register_granularity_per_warp: 256,
         smem_granularity_bytes: 128,
         typical: attributes(228, 227, 1024, 2048, 32),
@@ -147,6 +159,7 @@ const TABLE: &[ArchTraits] = &[
         fp32_lanes_per_sm: 128,
         tf32_flops_per_clock_per_sm: Some(4096),
         bf16_flops_per_clock_per_sm: Some(8192),
+        fastest_dense_ops_per_clock_per_sm: 32768,
         register_granularity_per_warp: 256,
         smem_granularity_bytes: 128,
         typical: attributes(228, 227, 1024, 2048, 32),
@@ -157,6 +170,7 @@ const TABLE: &[ArchTraits] = &[
         fp32_lanes_per_sm: 128,
         tf32_flops_per_clock_per_sm: Some(256),
         bf16_flops_per_clock_per_sm: Some(512),
+        fastest_dense_ops_per_clock_per_sm: 8192,
         register_granularity_per_warp: 256,
         smem_granularity_bytes: 128,
         typical: attributes(100, 99, 1024, 1536, 32),

@@ -135,9 +135,13 @@ pub struct L2Flusher {
 
 /// One tensor on the device with guard bands either side.
 struct Guarded<T> {
+    /// What kernels are given.
     buffer: CudaSlice<T>,
     host: Vec<T>,
     len: usize,
+    /// For fresh launches: the uploaded values, which no kernel is given;
+    /// each fresh launch's `buffer` is drawn from them.
+    pristine: Option<CudaSlice<T>>,
 }
 
 impl<T: cudarc::driver::DeviceRepr> Guarded<T> {
@@ -164,6 +168,38 @@ pub struct Workspace {
     /// `(name, value)` in the entry point's order.
     args: Vec<(&'static str, DeviceArg)>,
     out: Guarded<f32>,
+    /// How the inputs of the last fresh launch were made from the pristine copies.
+    drawn: Draw,
+}
+
+/// How a fresh launch's float inputs come from their pristine copies: every
+/// element inside `low..high` drawn again from `seed`; an empty range copies.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Draw {
+    pub seed: u64,
+    pub low: f32,
+    pub high: f32,
+}
+
+impl Draw {
+    /// The pristine values themselves (what the host generated and knows).
+    pub const COPY: Self = Self {
+        seed: 0,
+        low: 1.0,
+        high: 0.0,
+    };
+}
+
+/// flashprof's kernels that make and verify fresh inputs (kernels/probes.cu).
+pub struct FreshKernels {
+    pub fill: CudaFunction,
+    pub changed: CudaFunction,
+}
+
+/// The trailing arguments of a float64 reference: which rows, or null for all.
+struct RowList<'a> {
+    rows: Option<&'a CudaSlice<i32>>,
+    count: i32,
 }
 
 /// What came back from a launch, before any grading.
@@ -273,6 +309,17 @@ fn sm_attributes(ctx: &CudaContext) -> Result<SmAttributes, DriverError> {
     })
 }
 
+/// Argument `index`'s own stream of `draw`: two tensors never get the same
+/// values (equal Q and K would plant large scores everywhere).
+fn tensor_draw(draw: Draw, index: usize) -> Draw {
+    Draw {
+        seed: draw
+            .seed
+            .wrapping_add((index as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03)),
+        ..draw
+    }
+}
+
 fn filled(len: usize, bits: u32) -> Vec<f32> {
     vec![f32::from_bits(bits); len]
 }
@@ -331,6 +378,7 @@ impl Gpu {
             buffer,
             host,
             len: data.len(),
+            pristine: None,
         })
     }
 
@@ -391,7 +439,164 @@ impl Gpu {
             problem: data.problem.clone(),
             args,
             out,
+            drawn: Draw::COPY,
         })
+    }
+
+    /// Keeps a pristine device copy of every input tensor, so that each
+    /// launch after this one can be given fresh inputs ([`Self::fresh_inputs`]).
+    pub fn keep_pristine(&self, ws: &mut Workspace) -> GpuResult<()> {
+        for (_, arg) in &mut ws.args {
+            match arg {
+                DeviceArg::F32(t) => t.pristine = Some(self.pristine_copy(&t.buffer)?),
+                DeviceArg::I32(t) => t.pristine = Some(self.pristine_copy(&t.buffer)?),
+                DeviceArg::Scalar(_) | DeviceArg::Null | DeviceArg::Output => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn pristine_copy<T: cudarc::driver::DeviceRepr>(
+        &self,
+        buffer: &CudaSlice<T>,
+    ) -> GpuResult<CudaSlice<T>> {
+        self.stream
+            .clone_dtod(buffer)
+            .map_err(gpu_err("cuMemcpyDtoD"))
+    }
+
+    /// Queues the next launch's inputs: float tensors drawn by `draw` from
+    /// their pristine copies (each tensor from its own stream of `draw.seed`),
+    /// int tensors and guard bands copied.
+    pub fn fresh_inputs(
+        &self,
+        ws: &mut Workspace,
+        kernels: &FreshKernels,
+        draw: Draw,
+    ) -> GpuResult<()> {
+        ws.drawn = draw;
+        for (index, (_, arg)) in ws.args.iter_mut().enumerate() {
+            match arg {
+                DeviceArg::F32(t) => {
+                    self.fresh_pass(t, &kernels.fill, tensor_draw(draw, index), None)?
+                }
+                DeviceArg::I32(t) => self.fresh_pass(t, &kernels.fill, Draw::COPY, None)?,
+                DeviceArg::Scalar(_) | DeviceArg::Null | DeviceArg::Output => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// The inputs the last launch changed, with how many elements of each:
+    /// every tensor (guards included) against what [`Self::fresh_inputs`] made.
+    pub fn changed_inputs(
+        &self,
+        ws: &mut Workspace,
+        kernels: &FreshKernels,
+    ) -> GpuResult<Vec<(String, u64)>> {
+        let mut counts = self
+            .stream
+            .alloc_zeros::<u64>(ws.args.len())
+            .map_err(gpu_err("cuMemAlloc"))?;
+        let draw = ws.drawn;
+        for (index, (_, arg)) in ws.args.iter_mut().enumerate() {
+            let mut count = counts.slice_mut(index..index + 1);
+            match arg {
+                DeviceArg::F32(t) => self.fresh_pass(
+                    t,
+                    &kernels.changed,
+                    tensor_draw(draw, index),
+                    Some(&mut count),
+                )?,
+                DeviceArg::I32(t) => {
+                    self.fresh_pass(t, &kernels.changed, Draw::COPY, Some(&mut count))?
+                }
+                DeviceArg::Scalar(_) | DeviceArg::Null | DeviceArg::Output => {}
+            }
+        }
+        let counts = self
+            .stream
+            .clone_dtoh(&counts)
+            .map_err(gpu_err("cuMemcpyDtoH"))?;
+        Ok(ws
+            .args
+            .iter()
+            .zip(counts)
+            .filter(|(_, n)| *n > 0)
+            .map(|((name, _), n)| ((*name).to_string(), n))
+            .collect())
+    }
+
+    /// One pass of `fresh_inputs` (no `changed`) or `fresh_inputs_changed`
+    /// over a tensor and its guards.
+    fn fresh_pass<T: cudarc::driver::DeviceRepr>(
+        &self,
+        tensor: &mut Guarded<T>,
+        function: &CudaFunction,
+        draw: Draw,
+        changed: Option<&mut cudarc::driver::CudaViewMut<'_, u64>>,
+    ) -> GpuResult<()> {
+        let pristine = tensor
+            .pristine
+            .as_ref()
+            .ok_or_else(|| GpuError::message("fresh inputs need a pristine copy"))?;
+        let count = tensor.host.len() as u64;
+        let (begin, end) = (GUARD_ELEMS as u64, (GUARD_ELEMS + tensor.len) as u64);
+        let blocks = (self.info.sm_count.max(1) * 8) as u32;
+        let mut launch = self.stream.launch_builder(function);
+        launch.arg(pristine).arg(&mut tensor.buffer);
+        launch
+            .arg(&count)
+            .arg(&begin)
+            .arg(&end)
+            .arg(&draw.seed)
+            .arg(&draw.low)
+            .arg(&draw.high);
+        if let Some(changed) = changed {
+            launch.arg(changed);
+        }
+        // SAFETY: `fresh_inputs` and `fresh_inputs_changed` in kernels/probes.cu
+        // take (const unsigned*, unsigned*, 4 x unsigned long long, 2 x float)
+        // and the latter a trailing unsigned long long*; both buffers hold
+        // `count` 4-byte elements (f32 and i32 alike are handled as bits).
+        unsafe {
+            launch.launch(LaunchConfig {
+                grid_dim: (blocks, 1, 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            })
+        }
+        .map_err(gpu_err("cuLaunchKernel"))?;
+        Ok(())
+    }
+
+    /// Drops persisting L2 lines, a host call that acts at once: make it
+    /// once the previous launch has finished.
+    pub fn reset_persisting_l2(&self) -> GpuResult<()> {
+        self.ctx
+            .bind_to_thread()
+            .map_err(gpu_err("cuCtxSetCurrent"))?;
+        // SAFETY: no arguments; acts on the context just made current.
+        let result = unsafe { cudarc::driver::sys::cuCtxResetPersistingL2Cache() };
+        result
+            .result()
+            .map_err(gpu_err("cuCtxResetPersistingL2Cache"))
+    }
+
+    /// The fastest of a few launches of an empty kernel, in milliseconds.
+    pub fn empty_launch_ms(&self, empty: &CudaFunction) -> GpuResult<f64> {
+        let mut fastest = f64::INFINITY;
+        for _ in 0..5 {
+            let ms = self.timed(|| {
+                let launch = self.stream.launch_builder(empty);
+                // SAFETY: `empty_launch` in kernels/probes.cu takes no arguments.
+                unsafe { { launch }.launch(LaunchConfig::for_num_elems(1)) }
+                    .map(|_| ())
+                    .map_err(gpu_err("cuLaunchKernel"))
+            })?;
+            fastest = fastest.min(ms);
+        }
+        Ok(fastest)
     }
 
     /// Puts `value` in the guard bands of the float input at argument
@@ -441,6 +646,7 @@ impl Gpu {
         args: &[(&'static str, DeviceArg)],
         output: &mut cudarc::driver::CudaViewMut<'_, O>,
         config: LaunchConfig,
+        row_list: Option<RowList<'_>>,
     ) -> GpuResult<()> {
         const NULL: u64 = 0;
         let views: Vec<Option<cudarc::driver::CudaView<'_, f32>>> = args
@@ -480,6 +686,13 @@ impl Gpu {
                 }
             }
         }
+        if let Some(list) = &row_list {
+            match list.rows {
+                Some(rows) => launch.arg(rows),
+                None => launch.arg(&NULL),
+            };
+            launch.arg(&list.count);
+        }
         // SAFETY: the caller guarantees the kernel's parameters match these arguments.
         unsafe { launch.launch(config) }.map_err(gpu_err("cuLaunchKernel"))?;
         Ok(())
@@ -496,7 +709,7 @@ impl Gpu {
         let mut out = ws.out.buffer.slice_mut(GUARD_ELEMS..GUARD_ELEMS + len);
         // SAFETY: the compile step checked that the entry point has the lab's
         // signature, which is the list these arguments were made from.
-        unsafe { self.launch_with(&kernel.function, &ws.args, &mut out, config) }
+        unsafe { self.launch_with(&kernel.function, &ws.args, &mut out, config, None) }
     }
 
     pub fn synchronize(&self) -> GpuResult<()> {
@@ -524,21 +737,22 @@ impl Gpu {
         })
     }
 
-    /// Names of the inputs (guards included) that differ bit for bit from what was uploaded.
+    /// Names of the inputs (guards included) that differ bit for bit from
+    /// what was uploaded (their pristine copies, once fresh launches began).
     pub fn modified_inputs(&self, ws: &Workspace) -> GpuResult<Vec<String>> {
         let mut modified = Vec::new();
         for (name, arg) in &ws.args {
             let changed = match arg {
                 DeviceArg::F32(tensor) => self
                     .stream
-                    .clone_dtoh(&tensor.buffer)
+                    .clone_dtoh(tensor.pristine.as_ref().unwrap_or(&tensor.buffer))
                     .map_err(gpu_err("cuMemcpyDtoH"))?
                     .iter()
                     .zip(&tensor.host)
                     .any(|(a, b)| a.to_bits() != b.to_bits()),
                 DeviceArg::I32(tensor) => {
                     self.stream
-                        .clone_dtoh(&tensor.buffer)
+                        .clone_dtoh(tensor.pristine.as_ref().unwrap_or(&tensor.buffer))
                         .map_err(gpu_err("cuMemcpyDtoH"))?
                         != tensor.host
                 }
@@ -551,24 +765,67 @@ impl Gpu {
         Ok(modified)
     }
 
-    /// Runs the lab's trusted float64 reference kernel on the workspace's inputs.
-    pub fn reference_f64(&self, oracle: &CudaFunction, ws: &Workspace) -> GpuResult<Vec<f64>> {
+    /// Runs the lab's trusted float64 reference kernel on the inputs the
+    /// workspace's kernels are given: every output row, or only `rows`
+    /// (laid out one after another in the order given).
+    pub fn reference_f64(
+        &self,
+        oracle: &CudaFunction,
+        ws: &Workspace,
+        rows: Option<&[usize]>,
+    ) -> GpuResult<Vec<f64>> {
+        let shape = ws.problem.output;
+        let threads = ws.lab.support().oracle_threads;
+        let (elements, grid_dim) = match rows {
+            None => (shape.elements(), ws.lab.oracle_f64_grid(&ws.problem)),
+            // One warp per (listed row, head).
+            Some(rows) => (
+                rows.len() * shape.heads * shape.dim,
+                (
+                    (rows.len() * shape.heads * 32).div_ceil(threads as usize) as u32,
+                    1,
+                    1,
+                ),
+            ),
+        };
+        let listed = match rows {
+            Some(rows) => {
+                let indices = rows
+                    .iter()
+                    .map(|&r| i32::try_from(r).map_err(GpuError::message))
+                    .collect::<GpuResult<Vec<i32>>>()?;
+                Some(
+                    self.stream
+                        .clone_htod(&indices)
+                        .map_err(gpu_err("cuMemcpyHtoD"))?,
+                )
+            }
+            None => None,
+        };
         let mut out = self
             .stream
-            .alloc_zeros::<f64>(ws.problem.output.elements())
+            .alloc_zeros::<f64>(elements.max(1))
             .map_err(gpu_err("cuMemAlloc"))?;
         let config = LaunchConfig {
-            grid_dim: ws.lab.oracle_f64_grid(&ws.problem),
-            block_dim: (ws.lab.support().oracle_threads, 1, 1),
+            grid_dim,
+            block_dim: (threads, 1, 1),
             shared_mem_bytes: 0,
+        };
+        let row_list = RowList {
+            rows: listed.as_ref(),
+            count: rows.map_or(0, |r| r.len() as i32),
         };
         let mut view = out.as_view_mut();
         // SAFETY: a lab's float64 reference takes the entry point's arguments
-        // with `double*` for the output (`SupportKernels::oracle_f64`).
-        unsafe { self.launch_with(oracle, &ws.args, &mut view, config) }?;
-        self.stream
+        // with `double*` for the output, then a row list and its length
+        // (`SupportKernels::oracle_f64`).
+        unsafe { self.launch_with(oracle, &ws.args, &mut view, config, Some(row_list)) }?;
+        let mut values = self
+            .stream
             .clone_dtoh(&out)
-            .map_err(gpu_err("cuMemcpyDtoH"))
+            .map_err(gpu_err("cuMemcpyDtoH"))?;
+        values.truncate(elements);
+        Ok(values)
     }
 
     /// The SM clock right now, in MHz: cycles counted over a fixed wall time.
@@ -610,6 +867,12 @@ impl Gpu {
                 .map_err(gpu_err("cuMemAlloc"))?,
             sweep: sweep.clone(),
         })
+    }
+
+    /// Bytes one [`Self::flush_l2`] reads: a streaming read whose time gives
+    /// a measured DRAM bandwidth for free.
+    pub fn flush_bytes(flusher: &L2Flusher) -> u64 {
+        flusher.buffer.len() as u64 * 4
     }
 
     /// Evicts L2 by reading the flusher's buffer (queued on the stream, not waited for).

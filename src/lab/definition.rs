@@ -377,6 +377,12 @@ pub trait Lab: Send + Sync {
     }
     /// The timing shape, with `KEY=VALUE` overrides from the command line.
     fn timing_case(&self, overrides: &[(String, String)]) -> Result<LabCase, String>;
+    /// The range the timing case draws its float inputs from, uniformly.
+    /// Every timed or profiled launch gets fresh inputs made on the GPU from
+    /// the timing case's own: each element in this range drawn again over
+    /// it, everything outside it (sentinels, planted values) kept, so the
+    /// distribution and the planted structure stay those of the case.
+    fn timing_draw_range(&self) -> std::ops::Range<f32>;
     fn starter(&self) -> KernelFile;
     fn reference(&self) -> KernelFile;
     fn support(&self) -> SupportKernels;

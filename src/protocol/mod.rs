@@ -21,7 +21,9 @@ use crate::facts::resources::{Occupancy, ResourceUsage};
 use crate::gpu::compile::Build;
 use crate::grade::compare::Comparison;
 use crate::grade::experiment::Experiments;
+use crate::grade::floor::{Floor, Impossible};
 use crate::grade::integrity::Integrity;
+use crate::grade::launch_audit::LaunchFinding;
 use crate::grade::roofline::{DevicePeaks, Roofline};
 use crate::grade::stats::{Speedup, TimingSummary};
 use crate::lab::definition::{LabCase, LabRef, Problem};
@@ -33,7 +35,18 @@ use crate::lab::registry;
 /// 3: a compile names its build (quick or optimized) and may name the target GPU.
 /// 4: counters carry the GPU's peaks (the request the cached ones), the
 /// device its SM attributes and UUID, the roofline its per-unit loads.
-pub const PROTOCOL_VERSION: u32 = 4;
+/// 5: honest timing: every timed and profiled launch audited on fresh
+/// inputs (`TimingOutcome::finding`, `floor`, `impossible`; a counters
+/// profile that did not compute its output carries no values).
+pub const PROTOCOL_VERSION: u32 = 5;
+
+/// The rules a speedup was measured under, kept with every timing and in
+/// the gradebook's journal so that a row timed under other rules is timed
+/// again. 1 (or absent): one checked launch, then timed launches on the
+/// same inputs and output. 2: fresh inputs, a poisoned output, L2 evicted
+/// and persisting lines reset before every timed and profiled launch, each
+/// audited after it ran, and the physical floor (docs/INTEGRITY.md).
+pub const TIMING_RULES: u32 = 2;
 
 /// What the caller asks of the worker.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -121,7 +134,9 @@ impl LabId {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct TimingConfig {
     pub warmup: u32,
-    /// Timed launches of each kernel (interleaved starter, student, starter, ...).
+    /// The most timed launches of each kernel (interleaved starter, student,
+    /// starter, ...); timing stops earlier once the speedup's 95% interval
+    /// is within 1% of it.
     pub repetitions: u32,
     /// Evict L2 before every timed launch (outside the timed region).
     pub cold_l2: bool,
@@ -308,6 +323,114 @@ pub struct TimingOutcome {
     pub sm_clock_mhz: f64,
     pub max_sm_clock_mhz: f64,
     pub elapsed_ms: f64,
+    /// The rules this was measured under ([`TIMING_RULES`]; 1 when absent).
+    #[serde(default = "first_timing_rules")]
+    pub rules: u32,
+    /// The first of the student's launches that did not compute its own
+    /// output: the speedup is withheld.
+    #[serde(default)]
+    pub finding: Option<LaunchFinding>,
+    /// The same for the starter (a fault of the grader's, not the student's;
+    /// the speedup is withheld too).
+    #[serde(default)]
+    pub starter_finding: Option<LaunchFinding>,
+    /// The shortest time any kernel could do the timed problem in on this GPU.
+    #[serde(default)]
+    pub floor: Option<Floor>,
+    /// Set when the student's median is below the floor: no speedup.
+    #[serde(default)]
+    pub impossible: Option<Impossible>,
+    /// Launches audited after they ran, both kernels, warm-ups included.
+    #[serde(default)]
+    pub audited_launches: usize,
+    /// Where the timing phase's time went.
+    #[serde(default)]
+    pub phases: Option<TimingPhases>,
+    /// Set when the student's profiled launch was refused (it did not
+    /// compute its output, or read too little from DRAM): no speedup either.
+    #[serde(default)]
+    pub profile_refused: Option<String>,
+}
+
+fn first_timing_rules() -> u32 {
+    1
+}
+
+/// The timing phase's wall time by part, in milliseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct TimingPhases {
+    /// Drawing the check's inputs on the CPU and uploading them.
+    pub inputs_ms: f64,
+    /// The float64 reference over the whole output, and its CPU spot check.
+    pub reference_ms: f64,
+    /// Preparing, running and auditing every launch.
+    pub launches_ms: f64,
+    /// Of which the audits (output read back, rows recomputed, compared).
+    pub audits_ms: f64,
+}
+
+impl TimingOutcome {
+    /// Withholds the speedup because the student's profile was refused.
+    pub fn refuse_for_profile(&mut self, reason: &str) {
+        self.speedup = None;
+        self.profile_refused
+            .get_or_insert_with(|| reason.to_string());
+    }
+
+    /// Why there is no speedup, in two or three words, for narrow places
+    /// (the lecture screen, the side-by-side compare).
+    pub fn withheld_word(&self) -> Option<&'static str> {
+        use crate::grade::launch_audit::FindingKind;
+        if self.speedup.is_some() {
+            return None;
+        }
+        Some(
+            match (&self.finding, &self.impossible, &self.profile_refused) {
+                (Some(finding), _, _) => match finding.kind {
+                    FindingKind::Unwritten { .. } => "output unwritten",
+                    FindingKind::Stale { .. } => "stale output",
+                    FindingKind::Wrong { .. } => "output wrong",
+                    FindingKind::InputChanged { .. } => "inputs changed",
+                },
+                (None, Some(_), _) => "impossibly fast",
+                (None, None, Some(_)) => "profile refused",
+                (None, None, None)
+                    if self.starter_finding.is_some() || !self.reference_check.agrees =>
+                {
+                    "grader fault"
+                }
+                (None, None, None) => "output wrong",
+            },
+        )
+    }
+
+    /// Why there is no speedup, in one sentence, when there is none.
+    pub fn withheld(&self) -> Option<String> {
+        if self.speedup.is_some() {
+            return None;
+        }
+        if let Some(finding) = &self.finding {
+            return Some(finding.to_string());
+        }
+        if let Some(impossible) = &self.impossible {
+            return Some(impossible.to_string());
+        }
+        if let Some(refused) = &self.profile_refused {
+            return Some(refused.clone());
+        }
+        if let Some(finding) = &self.starter_finding {
+            return Some(format!("the starter's {finding} (a grader fault)"));
+        }
+        if !self.reference_check.agrees {
+            return Some(
+                "the GPU float64 reference disagreed with the CPU oracle (a grader fault)".into(),
+            );
+        }
+        Some(format!(
+            "the timed output was not correct ({} of {} elements fail)",
+            self.output_check.failing, self.output_check.elements
+        ))
+    }
 }
 
 /// Which counter set to collect: one replay pass first, the costly set after.
@@ -352,6 +475,24 @@ pub struct KernelCounters {
     /// same inputs in this worker (the starter, after the first save).
     #[serde(default)]
     pub reused: bool,
+    /// Why these are not the kernel's profile, when they are not: the
+    /// profiled launch did not compute its output, or read fewer DRAM bytes
+    /// than its inputs hold. No values are kept then, and no speedup is given.
+    #[serde(default)]
+    pub refused: Option<String>,
+}
+
+impl KernelCounters {
+    /// A profile refused as not the kernel's own: no values, the reason.
+    pub fn refused(reason: String) -> Self {
+        Self {
+            metrics: Vec::new(),
+            roofline: None,
+            error: Some(reason.clone()),
+            reused: false,
+            refused: Some(reason),
+        }
+    }
 }
 
 /// Why there are no counters, and the exact fix.

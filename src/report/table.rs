@@ -341,10 +341,15 @@ fn render_timing(out: &mut String, report: &CheckReport) {
     };
     let _ = writeln!(
         out,
-        "\ntiming at {} ({} interleaved runs each, L2 {}):",
+        "\ntiming at {} ({} interleaved runs each of at most {}, L2 {}):",
         t.shape.detail,
+        t.student.n,
         t.config.repetitions,
-        if t.config.cold_l2 { "flushed" } else { "warm" }
+        if t.config.cold_l2 {
+            "flushed"
+        } else {
+            "warm, inputs warm from their generator"
+        }
     );
     for (label, s) in [("student", &t.student), ("starter", &t.starter)] {
         let _ = writeln!(
@@ -369,18 +374,42 @@ fn render_timing(out: &mut String, report: &CheckReport) {
             );
         }
         None => {
-            let _ = writeln!(
-                out,
-                "  SPEEDUP  withheld: the timed output was not correct ({} of {} elements fail)",
-                t.output_check.failing, t.output_check.elements
-            );
+            let reason = t.withheld().unwrap_or_default();
+            let _ = writeln!(out, "  SPEEDUP  withheld: {reason}");
         }
     }
+    render_timing_integrity(out, t);
     let _ = writeln!(
         out,
         "  SM clock {:.0} MHz during the run (max {:.0} MHz); GPU float64 reference matched the CPU oracle on {} rows (max rel diff {:.1e})",
         t.sm_clock_mhz, t.max_sm_clock_mhz, t.reference_check.rows_checked, t.reference_check.max_rel_diff
     );
+}
+
+/// How the timing was kept honest: the audits and the physical floor.
+fn render_timing_integrity(out: &mut String, t: &crate::protocol::TimingOutcome) {
+    if t.rules < crate::protocol::TIMING_RULES {
+        let _ = writeln!(
+            out,
+            "  timed under earlier rules (v{}): timed launches were not audited",
+            t.rules
+        );
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "  audit    {} launches on fresh inputs, each with a poisoned output and checked after it ran",
+        t.audited_launches
+    );
+    if let Some(floor) = &t.floor {
+        let _ = writeln!(
+            out,
+            "  floor    {:.4} ms ({}); student median {:.1}x above it",
+            floor.ms,
+            floor.term_text(),
+            t.student.median / floor.ms
+        );
+    }
 }
 
 #[cfg(test)]

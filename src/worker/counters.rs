@@ -7,22 +7,28 @@
 //! metric set: the starter does not change between saves, and the full tier
 //! follows the quick one on the same build, so neither is profiled twice. Each kernel is launched once unprofiled
 //! before its first profiled range, so module loading and first-touch effects
-//! stay out of it, and L2 is flushed before each profiled launch; no timing
-//! is ever taken from a profiled launch (replay re-runs it once per pass).
+//! stay out of it. Every profiled launch is prepared and audited as a timed
+//! one is (fresh inputs, poisoned output, L2 evicted, persisting lines reset;
+//! then its output checked, `timing::Bench`): a profile of a launch that did
+//! not compute its output, or that read less than half its inputs from DRAM,
+//! is refused, not shown. No timing is ever taken from a profiled launch
+//! (replay re-runs it once per pass).
 
 use std::collections::HashMap;
 use std::time::Instant;
 
-use super::timing::timing_inputs;
+use super::timing::{timing_inputs, Bench};
 use super::Baselines;
 use crate::facts::metrics;
 use crate::gpu::cupti::{
     finite_value, CountersUnavailable, Cupti, CuptiError, MetricConfig, MetricValue, RangeProfiler,
     FULL_EXTRA, QUICK,
 };
-use crate::gpu::device::{Gpu, GpuError, Kernel, L2Flusher};
+use crate::gpu::device::{Draw, Gpu, GpuError, Kernel};
 use crate::gpu::peaks::{measure_peaks, Benchmark, FoundPeaks, ProbeLaunch};
 use crate::grade::compare::POISON_BITS;
+use crate::grade::floor::too_few_dram_reads;
+use crate::grade::launch_audit::{LaunchAudit, LaunchId, LaunchPhase};
 use crate::grade::roofline::{
     analyze, DevicePeaks, LevelTraffic, Measured, PeakSource, Roof, Roofline, RooflineError,
     UnitLoad, Work,
@@ -146,12 +152,13 @@ impl Counters {
         let builds = [student.build(), baselines.starter.build()];
         self.measured.retain(|key, _| builds.contains(&key.build));
         let case_key = serde_json::to_string(&request.case).map_err(GpuError::message)?;
+        let lab = baselines.lab;
         let mut session = Session {
             profiler: &mut self.profiler,
-            flusher: &mut baselines.l2_flusher,
+            baselines,
             measured: &mut self.measured,
             problems: &mut self.problems,
-            lab: baselines.lab,
+            lab,
             gpu,
             request,
             case_key,
@@ -160,7 +167,8 @@ impl Counters {
             full_breakdown: request.tier == CounterTier::Full,
         };
         let student_counters = session.measure(student, &configs)?;
-        let starter_counters = session.measure(&baselines.starter, &configs)?;
+        let starter = session.baselines.starter.clone();
+        let starter_counters = session.measure(&starter, &configs)?;
         let shape = session.problem()?;
         Ok(CountersOutcome {
             tier: request.tier,
@@ -236,7 +244,7 @@ pub struct CountersRequest {
 /// be profiled.
 struct Session<'a> {
     profiler: &'a mut RangeProfiler,
-    flusher: &'a mut L2Flusher,
+    baselines: &'a mut Baselines,
     measured: &'a mut HashMap<MeasurementKey, Vec<MetricValue>>,
     problems: &'a mut HashMap<String, Problem>,
     lab: LabRef,
@@ -278,37 +286,59 @@ impl Session<'_> {
     ) -> Result<KernelCounters, GpuError> {
         let gpu = self.gpu;
         let mut values: Vec<MetricValue> = Vec::new();
-        let mut workspace = None;
-        let mut reused = true;
-        for config in configs {
-            let key = MeasurementKey {
+        let keys: Vec<MeasurementKey> = configs
+            .iter()
+            .map(|config| MeasurementKey {
                 build: kernel.build(),
                 case: self.case_key.clone(),
                 metrics: config.metrics(),
-            };
+            })
+            .collect();
+        let mut bench = None;
+        let mut audit = None;
+        if keys.iter().any(|key| !self.measured.contains_key(key)) {
+            self.inputs()?;
+            let data = self.inputs.as_ref().expect("made above");
+            let mut ws = gpu.workspace(self.lab, data, POISON_BITS)?;
+            gpu.keep_pristine(&mut ws)?;
+            audit = Some(LaunchAudit::new(data.problem.output, self.lab.tolerance()));
+            let mut fresh = Bench::new(gpu, self.baselines, ws, self.request.seed, true);
+            fresh.prepare(Draw::COPY)?;
+            gpu.launch(kernel, &mut fresh.ws)?;
+            bench = Some(fresh);
+        }
+        let mut reused = true;
+        for (index, (config, key)) in configs.iter().zip(keys).enumerate() {
             if let Some(known) = self.measured.get(&key) {
                 values.extend(known.iter().cloned());
                 continue;
             }
             reused = false;
-            let ws = match &mut workspace {
-                Some(ws) => ws,
-                None => {
-                    let lab = self.lab;
-                    let mut ws = gpu.workspace(lab, self.inputs()?, POISON_BITS)?;
-                    gpu.launch(kernel, &mut ws)?;
-                    workspace.insert(ws)
-                }
-            };
-            // Cold L2 before every profiled launch, as for timing: the DRAM bytes
-            // then compare with the analytic minimum (every byte read once) and
-            // with Nsight Compute's default cache control.
-            gpu.flush_l2(self.flusher)?;
-            gpu.synchronize()?;
+            let bench = bench.as_mut().expect("made when a measurement was missing");
+            // Fresh inputs and cold L2 before every profiled launch, as for
+            // timing: the DRAM bytes then compare with the analytic minimum
+            // (every byte read once) and with Nsight Compute's default cache
+            // control.
+            let draw = bench.next_draw();
+            bench.prepare(draw)?;
+            let ws = &mut bench.ws;
             let profiled = self.profiler.profile(config, &mut || {
                 gpu.launch(kernel, ws)?;
                 Ok(())
             });
+            let launch = LaunchId {
+                phase: LaunchPhase::Profiled,
+                number: index + 1,
+                of: configs.len(),
+            };
+            if profiled.is_ok() {
+                let audit = audit.as_mut().expect("made with the bench");
+                if let Err(finding) = bench.audit(audit, launch)? {
+                    return Ok(KernelCounters::refused(format!(
+                        "not this kernel's profile: {finding}"
+                    )));
+                }
+            }
             match profiled {
                 Ok(measured) => {
                     values.extend(measured.values.iter().cloned());
@@ -324,17 +354,20 @@ impl Session<'_> {
                         roofline: None,
                         reused: false,
                         error: Some(e.to_string()),
+                        refused: None,
                     })
                 }
             }
         }
-        let roofline = roofline(
-            self.problem()?.work,
-            &values,
-            self.peaks,
-            self.full_breakdown,
-        );
+        let work = self.problem()?.work;
+        if let Some(read) = finite_value(&values, metrics::DRAM_BYTES_READ) {
+            if let Some(impossible) = too_few_dram_reads(work, read) {
+                return Ok(KernelCounters::refused(impossible));
+            }
+        }
+        let roofline = roofline(work, &values, self.peaks, self.full_breakdown);
         Ok(KernelCounters {
+            refused: None,
             metrics: values,
             error: roofline
                 .as_ref()

@@ -24,7 +24,7 @@ use cudarc::driver::CudaFunction;
 use crate::facts::arch::parse_arch;
 use crate::facts::resources::{theoretical_occupancy, SmLimits, DEFAULT_TARGET};
 use crate::gpu::compile::{self, Build, CompileError, CompileOptions};
-use crate::gpu::device::{Gpu, GpuError, Kernel, L2Flusher, PROBES_SOURCE};
+use crate::gpu::device::{FreshKernels, Gpu, GpuError, Kernel, L2Flusher, PROBES_SOURCE};
 use crate::grade::compare::{compare, POISON_BITS};
 use crate::grade::experiment::{Experiments, GuardSide};
 use crate::grade::integrity::Integrity;
@@ -90,6 +90,10 @@ struct Baselines {
     oracle_f64: CudaFunction,
     clock_probe: CudaFunction,
     l2_flusher: L2Flusher,
+    /// What gives every timed and profiled launch fresh inputs, and checks them after.
+    fresh: FreshKernels,
+    /// The empty kernel whose launch is one term of the physical floor.
+    empty: CudaFunction,
     /// The compiled probes, kept for the peak benchmarks counters run once.
     probes: Vec<u8>,
 }
@@ -392,6 +396,11 @@ impl Worker {
             oracle_f64: gpu.load_support(&oracle_image, support.oracle_f64)?,
             clock_probe: gpu.load_support(&probes, "clock_probe")?,
             l2_flusher: gpu.l2_flusher(&l2_sweep)?,
+            fresh: FreshKernels {
+                fill: gpu.load_support(&probes, "fresh_inputs")?,
+                changed: gpu.load_support(&probes, "fresh_inputs_changed")?,
+            },
+            empty: gpu.load_support(&probes, "empty_launch")?,
             probes,
         });
         Ok(())

@@ -1,11 +1,17 @@
-//! Timing the student's kernel against the starter, in one process, on one
-//! set of inputs.
+//! Timing the student's kernel against the starter, in one process, under
+//! rules no kernel can game (docs/INTEGRITY.md).
 //!
-//! The rules a grader can defend: launches alternate starter, student,
-//! starter, ... so clock drift hits both alike; L2 is evicted before each
-//! timed launch, outside the timed region; only the kernel sits between the
-//! events; and the timed output itself is graded, against a float64 GPU
-//! reference that is in turn checked against the CPU oracle on sampled rows.
+//! The check's own inputs are launched once and that output is graded in
+//! full against a float64 GPU reference, itself checked against the CPU
+//! oracle on sampled rows. Every launch after it (warm-ups, timed) gets, in
+//! this order: fresh inputs drawn on the GPU from the check's seed, a
+//! poisoned output, L2 evicted, persisting L2 lines reset; then the launch,
+//! alone between the events. After it, outside the timed region, it is
+//! audited (`grade::launch_audit`): inputs unchanged, no poison left, rows
+//! chosen then recomputed in float64 on its own inputs. Launches alternate
+//! starter, student, ... so drift hits both alike, and timing stops once the
+//! speedup's 95% interval is within 1%. A median below the physical floor
+//! (`grade::floor`) is impossible. Either finding withholds the speedup.
 
 use std::time::Instant;
 
@@ -13,16 +19,26 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::Baselines;
-use crate::gpu::device::{Gpu, GpuError, Kernel};
+use crate::facts::arch::traits;
+use crate::gpu::device::{Draw, Gpu, GpuError, Kernel, Workspace};
 use crate::grade::compare::{compare, POISON_BITS};
-use crate::grade::stats::{speedup, summarize};
+use crate::grade::floor::{Ceilings, Floor};
+use crate::grade::launch_audit::{FindingKind, LaunchAudit, LaunchFinding, LaunchId, LaunchPhase};
+use crate::grade::stats::{speedup, summarize, Speedup};
 use crate::lab::definition::{CaseData, LabCase, LabRef};
-use crate::protocol::{ReferenceCheck, TimingConfig, TimingOutcome};
+use crate::protocol::{ReferenceCheck, TimingConfig, TimingOutcome, TimingPhases, TIMING_RULES};
 
 /// Rows of the timed shape whose GPU reference is recomputed on the CPU.
 const SAMPLED_ROWS: usize = 12;
 /// The GPU reference must match the CPU oracle this closely (relative, float64 against float64).
 const REFERENCE_AGREEMENT: f64 = 1e-9;
+/// Timed pairs before timing may stop early.
+const MIN_TIMED_PAIRS: u32 = 5;
+/// Timing stops once the speedup's 95% interval is within this share of it, either side.
+const SETTLED_HALF_WIDTH: f64 = 0.01;
+/// Headroom on the best DRAM bandwidth known (the attribute figure or the
+/// L2 sweep's): the floor must sit under any honest streaming kernel.
+const DRAM_HEADROOM: f64 = 1.10;
 
 pub fn time(
     gpu: &Gpu,
@@ -37,46 +53,88 @@ pub fn time(
     let data = timing_inputs(lab, case, seed)?;
     let shape = data.problem.output;
     let mut ws = gpu.workspace(lab, &data, POISON_BITS)?;
+    gpu.keep_pristine(&mut ws)?;
+    let inputs_ms = elapsed_ms(started);
 
-    let reference = gpu.reference_f64(&baselines.oracle_f64, &ws)?;
+    let reference = gpu.reference_f64(&baselines.oracle_f64, &ws, None)?;
     let reference_check = check_reference(lab, &data, &reference, seed);
+    let reference_ms = elapsed_ms(started) - inputs_ms;
 
-    gpu.poison_output(&mut ws)?;
-    gpu.launch(student, &mut ws)?;
+    let mut bench = Bench::new(gpu, baselines, ws, seed, config.cold_l2);
+    let tolerance = lab.tolerance();
+    let mut student_audit = LaunchAudit::new(shape, tolerance);
+    let mut starter_audit = LaunchAudit::new(shape, tolerance);
+
+    // The checked launch: the host's inputs, the whole output graded.
+    let checked = LaunchId {
+        phase: LaunchPhase::Checked,
+        number: 1,
+        of: 1,
+    };
+    bench.prepare(Draw::COPY)?;
+    gpu.launch(student, &mut bench.ws)?;
     gpu.synchronize()?;
-    let output = gpu.read_output(&ws)?;
-    let output_check = compare(shape, lab.tolerance(), &output.output, &reference);
+    let output = gpu.read_output(&bench.ws)?;
+    let output_check = compare(shape, tolerance, &output.output, &reference);
+    let mut finding = bench.changed_inputs(checked)?;
+    student_audit.remember(checked, &output.output);
 
-    for _ in 0..config.warmup {
-        gpu.launch(&baselines.starter, &mut ws)?;
-        gpu.launch(student, &mut ws)?;
+    let mut starter_finding = None;
+    for number in 1..=config.warmup as usize {
+        let id = LaunchId {
+            phase: LaunchPhase::WarmUp,
+            number,
+            of: config.warmup as usize,
+        };
+        let starter = &bench.baselines.starter.clone();
+        let (_, audited) = bench.audited_launch(starter, &mut starter_audit, id)?;
+        record(audited, &mut starter_finding);
+        let (_, audited) = bench.audited_launch(student, &mut student_audit, id)?;
+        record(audited, &mut finding);
     }
-    gpu.synchronize()?;
-    let mut starter_ms = Vec::with_capacity(config.repetitions as usize);
-    let mut student_ms = Vec::with_capacity(config.repetitions as usize);
-    for _ in 0..config.repetitions {
-        for (kernel, samples) in [
-            (&baselines.starter, &mut starter_ms),
-            (student, &mut student_ms),
-        ] {
-            if config.cold_l2 {
-                gpu.flush_l2(&mut baselines.l2_flusher)?;
-            }
-            samples.push(gpu.timed(|| gpu.launch(kernel, &mut ws))?);
+    let most = config.repetitions.max(1);
+    let mut starter_ms = Vec::with_capacity(most as usize);
+    let mut student_ms = Vec::with_capacity(most as usize);
+    for number in 1..=most as usize {
+        let id = LaunchId {
+            phase: LaunchPhase::Timed,
+            number,
+            of: most as usize,
+        };
+        let starter = &bench.baselines.starter.clone();
+        let (ms, audited) = bench.audited_launch(starter, &mut starter_audit, id)?;
+        starter_ms.push(ms);
+        record(audited, &mut starter_finding);
+        let (ms, audited) = bench.audited_launch(student, &mut student_audit, id)?;
+        student_ms.push(ms);
+        record(audited, &mut finding);
+        let settled =
+            |samples: (&[f64], &[f64])| speedup(samples.0, samples.1).is_ok_and(|s| settled(&s));
+        // A withheld speedup needs no precision, only the floor of pairs.
+        let done = finding.is_some() || settled((&starter_ms, &student_ms));
+        if number as u32 >= MIN_TIMED_PAIRS.min(most) && done {
+            break;
         }
     }
-    let sm_clock_mhz = gpu.measure_sm_clock(&baselines.clock_probe)?;
-    let inputs_intact = gpu.modified_inputs(&ws)?.is_empty();
+    let launches_ms = elapsed_ms(started) - inputs_ms - reference_ms;
+    let sm_clock_mhz = gpu.measure_sm_clock(&bench.baselines.clock_probe)?;
+    let inputs_intact = gpu.modified_inputs(&bench.ws)?.is_empty();
 
     let summary = |samples: &[f64]| summarize(samples).map_err(GpuError::message);
+    let student_summary = summary(&student_ms)?;
+    let floor = bench.floor(data.problem.work)?;
+    let impossible = floor.judge(student_summary.median);
     let correct = output_check.passed
         && output.out_of_bounds_writes == 0
         && inputs_intact
-        && reference_check.agrees;
+        && reference_check.agrees
+        && finding.is_none()
+        && starter_finding.is_none()
+        && impossible.is_none();
     Ok(TimingOutcome {
         shape: data.problem,
         config,
-        student: summary(&student_ms)?,
+        student: student_summary,
         starter: summary(&starter_ms)?,
         speedup: match correct {
             true => Some(speedup(&starter_ms, &student_ms).map_err(GpuError::message)?),
@@ -86,8 +144,179 @@ pub fn time(
         reference_check,
         sm_clock_mhz,
         max_sm_clock_mhz: gpu.info.max_sm_clock_mhz,
-        elapsed_ms: started.elapsed().as_secs_f64() * 1e3,
+        elapsed_ms: elapsed_ms(started),
+        rules: TIMING_RULES,
+        finding,
+        starter_finding,
+        floor: Some(floor),
+        impossible,
+        audited_launches: bench.audited,
+        phases: Some(TimingPhases {
+            inputs_ms,
+            reference_ms,
+            launches_ms,
+            audits_ms: bench.audits_ms,
+        }),
+        profile_refused: None,
     })
+}
+
+/// Keeps the first finding of a kernel's launches.
+fn record(audited: Result<(), LaunchFinding>, first: &mut Option<LaunchFinding>) {
+    if let Err(found) = audited {
+        first.get_or_insert(found);
+    }
+}
+
+/// Whether the speedup's 95% interval is within [`SETTLED_HALF_WIDTH`] of it.
+fn settled(speedup: &Speedup) -> bool {
+    speedup.ci_high - speedup.ci_low <= 2.0 * SETTLED_HALF_WIDTH * speedup.point
+}
+
+fn elapsed_ms(since: Instant) -> f64 {
+    since.elapsed().as_secs_f64() * 1e3
+}
+
+/// One workspace shared by every launch of a run, and what auditing and
+/// the floor need from them.
+pub(super) struct Bench<'a> {
+    gpu: &'a Gpu,
+    pub(super) baselines: &'a mut Baselines,
+    pub(super) ws: Workspace,
+    /// Seeds of the fresh inputs: the check's seed decides every draw.
+    draws: ChaCha8Rng,
+    cold_l2: bool,
+    /// The fastest L2 sweep seen, as bytes a second (a measured DRAM bandwidth).
+    best_sweep_bytes_per_s: f64,
+    pub(super) audited: usize,
+    audits_ms: f64,
+}
+
+impl<'a> Bench<'a> {
+    pub(super) fn new(
+        gpu: &'a Gpu,
+        baselines: &'a mut Baselines,
+        ws: Workspace,
+        seed: u64,
+        cold_l2: bool,
+    ) -> Self {
+        Self {
+            gpu,
+            baselines,
+            ws,
+            draws: ChaCha8Rng::seed_from_u64(seed ^ 0xF4E5_11A7_D0E5_5EED),
+            cold_l2,
+            best_sweep_bytes_per_s: 0.0,
+            audited: 0,
+            audits_ms: 0.0,
+        }
+    }
+
+    /// The next launch's fresh inputs, drawn from the lab's range.
+    pub(super) fn next_draw(&mut self) -> Draw {
+        let range = self.baselines.lab.timing_draw_range();
+        Draw {
+            seed: self.draws.random(),
+            low: range.start,
+            high: range.end,
+        }
+    }
+
+    /// Rule 1's order before a launch: fresh inputs, poisoned output, L2
+    /// evicted, everything finished, persisting lines reset.
+    pub(super) fn prepare(&mut self, draw: Draw) -> Result<(), GpuError> {
+        let gpu = self.gpu;
+        gpu.fresh_inputs(&mut self.ws, &self.baselines.fresh, draw)?;
+        gpu.poison_output(&mut self.ws)?;
+        if self.cold_l2 {
+            let flusher = &mut self.baselines.l2_flusher;
+            let bytes = Gpu::flush_bytes(flusher) as f64;
+            let ms = gpu.timed(|| gpu.flush_l2(flusher))?;
+            self.best_sweep_bytes_per_s = self.best_sweep_bytes_per_s.max(bytes / ms * 1e3);
+        }
+        gpu.synchronize()?;
+        gpu.reset_persisting_l2()
+    }
+
+    /// A finding when the last launch changed one of its inputs.
+    pub(super) fn changed_inputs(
+        &mut self,
+        launch: LaunchId,
+    ) -> Result<Option<LaunchFinding>, GpuError> {
+        let changed = self
+            .gpu
+            .changed_inputs(&mut self.ws, &self.baselines.fresh)?;
+        Ok(changed
+            .into_iter()
+            .next()
+            .map(|(input, elements)| LaunchFinding {
+                launch,
+                kind: FindingKind::InputChanged { input, elements },
+            }))
+    }
+
+    /// One launch on fresh inputs, timed, then audited: its time and what
+    /// the audit found.
+    fn audited_launch(
+        &mut self,
+        kernel: &Kernel,
+        audit: &mut LaunchAudit,
+        launch: LaunchId,
+    ) -> Result<(f64, Result<(), LaunchFinding>), GpuError> {
+        let draw = self.next_draw();
+        self.prepare(draw)?;
+        let gpu = self.gpu;
+        let ms = gpu.timed(|| gpu.launch(kernel, &mut self.ws))?;
+        Ok((ms, self.audit(audit, launch)?))
+    }
+
+    /// The audit of the launch that just finished.
+    pub(super) fn audit(
+        &mut self,
+        audit: &mut LaunchAudit,
+        launch: LaunchId,
+    ) -> Result<Result<(), LaunchFinding>, GpuError> {
+        let started = Instant::now();
+        self.audited += 1;
+        let verdict = match self.changed_inputs(launch)? {
+            Some(finding) => Err(finding),
+            None => {
+                let output = self.gpu.read_output(&self.ws)?.output;
+                // Rows chosen now, from the operating system's entropy: no
+                // seed the kernel could know decides them.
+                match audit.plan(launch, &output, &mut rand::rng()) {
+                    Err(finding) => Err(finding),
+                    Ok(plan) => {
+                        let reference = self.gpu.reference_f64(
+                            &self.baselines.oracle_f64,
+                            &self.ws,
+                            Some(&plan.rows),
+                        )?;
+                        audit.judge(launch, &output, plan, &reference)
+                    }
+                }
+            }
+        };
+        self.audits_ms += elapsed_ms(started);
+        Ok(verdict)
+    }
+
+    /// The floor of `work` on this GPU from this run's measurements.
+    fn floor(&self, work: crate::grade::roofline::Work) -> Result<Floor, GpuError> {
+        let info = &self.gpu.info;
+        let attribute_bandwidth =
+            info.memory_clock_mhz * 1e6 * 2.0 * f64::from(info.memory_bus_bits) / 8.0;
+        let arch = traits(info.compute_capability);
+        let ceilings = Ceilings {
+            dram_bytes_per_s: attribute_bandwidth.max(self.best_sweep_bytes_per_s) * DRAM_HEADROOM,
+            tensor_flops_per_s: f64::from(arch.fastest_dense_ops_per_clock_per_sm)
+                * f64::from(info.sm_count)
+                * info.max_sm_clock_mhz
+                * 1e6,
+            empty_launch_ms: self.gpu.empty_launch_ms(&self.baselines.empty)?,
+        };
+        Ok(Floor::of(work, ceilings, self.cold_l2))
+    }
 }
 
 /// Fresh random inputs for `case`: the same for timing and counters of one run.

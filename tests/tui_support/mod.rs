@@ -213,6 +213,14 @@ pub fn timing(starter_ms: f64, ratio: f64) -> TimingOutcome {
         sm_clock_mhz: 1980.0,
         max_sm_clock_mhz: 1980.0,
         elapsed_ms: 900.0,
+        rules: flashprof::protocol::TIMING_RULES,
+        finding: None,
+        starter_finding: None,
+        floor: None,
+        impossible: None,
+        audited_launches: 32,
+        phases: None,
+        profile_refused: None,
     }
 }
 
@@ -273,6 +281,7 @@ pub fn kernel_counters(
         .ok(),
         error: None,
         reused: false,
+        refused: None,
     }
 }
 

@@ -276,6 +276,11 @@ impl Lab for FlashPrefill {
         }))
     }
 
+    fn timing_draw_range(&self) -> std::ops::Range<f32> {
+        // What the timing case's random_tensor draws Q, K and V from.
+        -1.0..1.0
+    }
+
     fn starter(&self) -> KernelFile {
         shipped_kernel!("kernels/starter.cu")
     }

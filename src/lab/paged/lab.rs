@@ -483,6 +483,12 @@ impl Lab for PagedPrefill {
         })
     }
 
+    fn timing_draw_range(&self) -> std::ops::Range<f32> {
+        // What the timing batch's tensors and owned cache slots are drawn
+        // from; the cache's sentinels (2.5, 40) lie outside it and stay.
+        -1.0..1.0
+    }
+
     fn starter(&self) -> KernelFile {
         shipped_kernel!("kernels/paged/starter.cu")
     }

@@ -226,7 +226,13 @@ fn timing_line(report: &CheckReport, theme: Theme) -> Line<'static> {
             let median = Span::raw(format!("kernel {:.3} ms, ", t.student.median));
             let speedup = match &t.speedup {
                 Some(s) => Span::styled(format!("{:.2}x the starter", s.point), theme.accent()),
-                None => Span::styled("speedup withheld: output wrong", theme.bad()),
+                None => Span::styled(
+                    format!(
+                        "speedup withheld: {}",
+                        t.withheld_word().unwrap_or_default()
+                    ),
+                    theme.bad(),
+                ),
             };
             Line::from(vec![median, speedup])
         }

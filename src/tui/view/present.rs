@@ -111,7 +111,11 @@ fn draw_speedup(frame: &mut Frame, area: Rect, model: &Model) {
                     style,
                 )
             }
-            None => ("-".into(), "withheld: output wrong".into(), theme.bad()),
+            None => (
+                "-".into(),
+                format!("withheld: {}", t.withheld_word().unwrap_or_default()),
+                theme.bad(),
+            ),
         },
         Some(TimingCell::Running) => ("-".into(), "timing...".into(), theme.warn()),
         Some(TimingCell::Failed(reason)) => ("-".into(), reason.to_owned(), theme.warn()),

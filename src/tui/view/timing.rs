@@ -45,7 +45,10 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
                         s.ci_low, s.ci_high
                     )));
                 }
-                None => lines.push(Line::styled("no speedup: output wrong", theme.bad())),
+                None => {
+                    let reason = t.withheld().unwrap_or_default();
+                    lines.extend(sentence(&format!("no speedup: {reason}"), theme.bad()));
+                }
             }
             lines
         }

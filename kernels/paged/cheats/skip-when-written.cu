@@ -1,0 +1,121 @@
+// PLANTED CHEAT (paged-prefill): the starter, plus "skip when already written".
+//
+// Trick: before doing anything, each block that has rows (block (s, h, z)
+// serves new tokens 64z .. 64z+63 of sequence s, query head h) looks at the
+// first element it is about to produce: row qStart[s] + 64z, head h, dim 0.
+// If that element already holds a number (anything but a NaN: the grader's
+// poison 0x7FC0DEAD is a NaN), the block assumes all of its rows are already
+// right and returns without computing. Blocks past their sequence's end
+// have nothing to write and do what the starter does (return).
+//
+// Why it was fast under the old timing: only the checked launch started
+// from a poisoned output. Warm-ups and timed launches reused that buffer,
+// already full of right answers (from the checked launch, and from the
+// starter, launched on the same buffers in between), so every timed launch
+// was a few loads per block: a "speedup" of orders of magnitude, with a
+// correct output.
+//
+// What the honest timing should report: every timed launch starts from a
+// poisoned output, the test never fires, and the kernel is the starter: a
+// correct output and a time equal to the starter's within noise (SPEEDUP
+// about 1.0x).
+//
+// Hazard cases: every launch starts from a poisoned output, so the first
+// element is a NaN and the block computes exactly as the starter does. The
+// flag is read by one thread and handed to the block through shared memory
+// before any thread writes, so no warp can see a neighbour's freshly written
+// row and skip its own.
+//
+// @flashprof lab=paged-prefill
+
+#define PP_QH 32   // query heads
+#define PP_KVH 8   // KV heads
+#define PP_D 64    // head dim
+#define PP_B 16    // tokens per cache block
+#define PP_X 4     // floats per packed K group (16 bytes)
+
+extern "C" __global__ void paged_prefill(const float* q, const float* kNew, const float* vNew,
+                                         const float* kCache, const float* vCache,
+                                         const int* blockTable, const int* qStart, const int* seqLen,
+                                         int numSeqs, int maxBlocksPerSeq, int slidingWindow,
+                                         const float* alibiSlopes, float* out)
+{
+    // ---- trick (begin) --------------------------------------------------
+    __shared__ int cheatAlreadyWritten;
+    if (threadIdx.x == 0) {
+        int written = 0;
+        const int cheatSeq = blockIdx.x;
+        const int cheatFirstT = blockIdx.z * 64;
+        if (cheatSeq < numSeqs) {
+            const int cheatStart = qStart[cheatSeq];
+            if (cheatFirstT < qStart[cheatSeq + 1] - cheatStart) {
+                const float first = out[((size_t)(cheatStart + cheatFirstT) * PP_QH + blockIdx.y) * PP_D];
+                // Not a NaN (by bits, so no math flag can fold the test away).
+                written = (__float_as_uint(first) & 0x7fffffffu) <= 0x7f800000u;
+            }
+        }
+        cheatAlreadyWritten = written;
+    }
+    __syncthreads();
+    if (cheatAlreadyWritten) return;
+    // ---- trick (end); from here on the starter's body, verbatim ---------
+
+    const int s = blockIdx.x;
+    const int h = blockIdx.y;
+    const int g = h / (PP_QH / PP_KVH);
+    const int warp = threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    if (s >= numSeqs) return;
+    const int start = qStart[s];
+    const int n = qStart[s + 1] - start;
+    const int ctx = seqLen[s] - n;
+    const float slope = alibiSlopes != nullptr ? alibiSlopes[h] : 0.0f;
+    for (int r = 0; r < 16; ++r) {
+        const int t = blockIdx.z * 64 + warp * 16 + r;
+        // Rows only grow from here on, so the warp has no work left at all.
+        if (t >= n) return;
+        const int i = ctx + t;
+        const float* qRow = q + ((size_t)(start + t) * PP_QH + h) * PP_D;
+        const float q0 = qRow[lane];
+        const float q1 = qRow[lane + 32];
+        const int jFirst = slidingWindow > 0 ? max(0, i - slidingWindow + 1) : 0;
+        float m = -INFINITY, l = 0.0f, acc0 = 0.0f, acc1 = 0.0f;
+        for (int j = jFirst; j <= i; ++j) {
+            float k0, k1, v0, v1;
+            if (j < ctx) {
+                // Cached key: logical block j / B of this sequence, slot j % B.
+                const size_t b = (size_t)blockTable[(size_t)s * maxBlocksPerSeq + j / PP_B];
+                const int o = j % PP_B;
+                const size_t kBase = (b * PP_KVH + g) * (PP_D / PP_X);
+                k0 = kCache[((kBase + lane / PP_X) * PP_B + o) * PP_X + lane % PP_X];
+                k1 = kCache[((kBase + (lane + 32) / PP_X) * PP_B + o) * PP_X + (lane + 32) % PP_X];
+                const size_t vBase = (b * PP_KVH + g) * PP_D;
+                v0 = vCache[(vBase + lane) * PP_B + o];
+                v1 = vCache[(vBase + lane + 32) * PP_B + o];
+            } else {
+                // One of the sequence's new tokens: its K/V row sits next to q's.
+                const size_t kv = ((size_t)(start + j - ctx) * PP_KVH + g) * PP_D;
+                k0 = kNew[kv + lane];
+                k1 = kNew[kv + lane + 32];
+                v0 = vNew[kv + lane];
+                v1 = vNew[kv + lane + 32];
+            }
+            float dot = q0 * k0 + q1 * k1;
+            // Butterfly reduction: afterwards every lane holds the full dot product.
+            for (int off = 16; off > 0; off >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, off);
+            float sc = dot * 0.125f;
+            if (alibiSlopes != nullptr) sc += slope * (float)(j - i);
+            const float mNew = fmaxf(m, sc);
+            // Rescale on every key, even when the max did not move (alpha is then 1).
+            const float alpha = expf(m - mNew);
+            const float p = expf(sc - mNew);
+            l = alpha * l + p;
+            acc0 = alpha * acc0 + p * v0;
+            acc1 = alpha * acc1 + p * v1;
+            m = mNew;
+        }
+        float* outRow = out + ((size_t)(start + t) * PP_QH + h) * PP_D;
+        outRow[lane] = acc0 / l;
+        outRow[lane + 32] = acc1 / l;
+    }
+}

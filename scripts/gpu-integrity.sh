@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Honest timing on a GPU machine, one lab per call (well under 8 minutes on an H200).
+#
+# Checks, with timing, every shipped kernel of the lab that has a speedup
+# (starter, reference, ladder rungs, planted bugs), the planted cheats in
+# kernels/**/cheats/ and the paged lab's streaming-read probe of the floor,
+# with the build under test and, when given, an earlier build in the same
+# call, so the two speedups of every kernel are measured side by side.
+# Prints a table last: speedup before and after, their ratio, what the
+# audit or the floor said, the floor's margin and the timing phase's wall
+# time. JSON reports and logs go to $OUT/integrity (or ./integrity-out).
+#
+# Usage: scripts/gpu-integrity.sh flash|paged [path/to/flashprof] [path/to/earlier/flashprof]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+LAB=${1:?flash or paged}
+BIN=${2:-target/release/flashprof}
+BEFORE=${3:-}
+OUT=${OUT:-integrity-out}
+REPORTS="$OUT/integrity/$LAB"
+mkdir -p "$REPORTS"
+LOG="$OUT/integrity/$LAB.log"
+: >"$LOG"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv >>"$LOG" 2>&1 || true
+
+case $LAB in
+  flash)
+    ARGS=(--lab flash-prefill)
+    KERNELS=(kernels/starter.cu kernels/reference.cu kernels/ladder/*.cu kernels/bugs/*.cu kernels/cheats/*.cu) ;;
+  paged)
+    ARGS=(--lab paged-prefill)
+    KERNELS=(kernels/paged/starter.cu kernels/paged/reference.cu kernels/paged/bugs/*.cu kernels/paged/cheats/*.cu
+      kernels/paged/stream-read-probe.cu) ;;
+  *) echo "unknown lab $LAB" >&2; exit 2 ;;
+esac
+
+for kernel in "${KERNELS[@]}"; do
+  name=$(echo "${kernel#kernels/}" | tr '/' '_' | sed 's/\.cu$//')
+  case $kernel in *hang.cu|*illegal-address.cu) continue ;; esac
+  for side in after before; do
+    bin=$BIN
+    [ "$side" = before ] && bin=$BEFORE
+    [ -n "$bin" ] || continue
+    "$bin" check "$kernel" "${ARGS[@]}" --case-timeout 4 --json >"$REPORTS/$name.$side.json" 2>>"$LOG"
+    echo "$name $side rc=$?" >>"$LOG"
+  done
+done
+python3 scripts/integrity_table.py "$REPORTS" | tee "$OUT/integrity/$LAB-table.txt"

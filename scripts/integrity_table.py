@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""The table of scripts/gpu-integrity.sh: one row per kernel, both builds."""
+import json
+import pathlib
+import sys
+
+
+def load(path):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def timing(report):
+    return (report or {}).get("timing") or {}
+
+
+def speedup(report):
+    s = timing(report).get("speedup")
+    return s["point"] if s else None
+
+
+def withheld(report):
+    t = timing(report)
+    if not t:
+        return (report or {}).get("timing_error") or "not timed"
+    if t.get("speedup"):
+        return "ok"
+    for key in ("finding", "impossible", "profile_refused", "starter_finding"):
+        if t.get(key):
+            value = t[key]
+            if key == "finding":
+                return f"{value['finding']} at {value['launch']['phase']} {value['launch']['number']}"
+            return key
+    return "output wrong"
+
+
+def floor_margin(report):
+    t = timing(report)
+    floor = t.get("floor")
+    if not floor:
+        return "-", "-"
+    median = t["student"]["median"]
+    dram = floor["work"]["compulsory_bytes"] / floor["ceilings"]["dram_bytes_per_s"] * 1e3
+    return f"{median / floor['ms']:.1f}", f"{median / dram:.2f}"
+
+
+def main():
+    folder = pathlib.Path(sys.argv[1])
+    names = sorted({p.name.split(".")[0] for p in folder.glob("*.json")})
+    print(f"{'kernel':<34} {'before':>9} {'after':>9} {'ratio':>6} {'floor x':>8} {'dram x':>7} "
+          f"{'t_before':>8} {'t_after':>8} {'audits':>6}  after says")
+    for name in names:
+        after = load(folder / f"{name}.after.json")
+        before = load(folder / f"{name}.before.json")
+        a, b = speedup(after), speedup(before)
+        ratio = f"{a / b:.3f}" if a and b else "-"
+        fmt = lambda x: f"{x:.2f}x" if x else "-"
+        margin, dram = floor_margin(after)
+        ms = lambda r: f"{timing(r)['elapsed_ms'] / 1e3:.2f}s" if timing(r) else "-"
+        print(f"{name:<34} {fmt(b):>9} {fmt(a):>9} {ratio:>6} {margin:>8} {dram:>7} "
+              f"{ms(before):>8} {ms(after):>8} {timing(after).get('audited_launches', '-'):>6}  {withheld(after)}")
+
+
+if __name__ == "__main__":
+    main()
