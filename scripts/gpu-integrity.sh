@@ -45,4 +45,12 @@ for kernel in "${KERNELS[@]}"; do
     echo "$name $side rc=$?" >>"$LOG"
   done
 done
+# A control for each memo keyed on values: the same file with the memo never
+# consulted. Its speed next to the cheat's shows what the trick itself bought.
+for memo in kernels/cheats/memo-by-values.cu kernels/paged/cheats/memo-by-values.cu; do
+  case $memo in kernels/paged/*) [ "$LAB" = paged ] || continue ;; *) [ "$LAB" = flash ] || continue ;; esac
+  control="$REPORTS/memo-by-values-control.cu"
+  sed 's/cheatHit = hit;/cheatHit = 0;/' "$memo" >"$control"
+  "$BIN" check "$control" "${ARGS[@]}" --case-timeout 4 --json >"$REPORTS/control_memo-by-values.after.json" 2>>"$LOG"
+done
 python3 scripts/integrity_table.py "$REPORTS" | tee "$OUT/integrity/$LAB-table.txt"

@@ -302,11 +302,22 @@ impl ProgressBar {
 
     fn update(&mut self, event: &BatchEvent) {
         let last = match event {
-            BatchEvent::Resumed { done, to_grade } => {
+            BatchEvent::Resumed {
+                done,
+                to_grade,
+                retimed,
+            } => {
                 self.total = *to_grade;
                 self.started = Instant::now();
                 if *done > 0 && self.visible {
                     eprintln!("resuming: {done} submissions already graded, {to_grade} to go");
+                }
+                if *retimed > 0 {
+                    eprintln!(
+                        "grading {retimed} submissions again: their rows were timed under earlier \
+                         timing rules (v{} is this build's, docs/INTEGRITY.md)",
+                        crate::protocol::TIMING_RULES
+                    );
                 }
                 String::new()
             }

@@ -244,6 +244,7 @@ mod tests {
             error: Some("=cmd|' /C calc'!A0 \u{1b}[2J".into()),
             report: None,
             finished_unix_ms: 1,
+            timing_rules: crate::protocol::TIMING_RULES,
         };
         let csv = render_csv(&[entry]);
         assert!(

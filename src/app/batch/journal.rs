@@ -30,12 +30,15 @@ pub enum GradeMode {
     CompileOnly,
 }
 
-/// What a journal row must match to be reused: the lab, the cases and the mode.
+/// What a journal row must match to be reused: the lab, the cases, the
+/// mode and, for a timed grading, the timing rules.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GradingKey {
     pub lab: String,
     pub cases_hash: String,
     pub mode: GradeMode,
+    /// [`crate::protocol::TIMING_RULES`] of this build.
+    pub timing_rules: u32,
 }
 
 /// One finished submission.
@@ -61,6 +64,15 @@ pub struct JournalEntry {
     /// The full check, without the compiled image.
     pub report: Option<CheckReport>,
     pub finished_unix_ms: u64,
+    /// The timing rules the row was graded under (1 when absent: journals
+    /// written before the rules had a version); a timed grading reuses only
+    /// rows of its own rules.
+    #[serde(default = "first_timing_rules")]
+    pub timing_rules: u32,
+}
+
+fn first_timing_rules() -> u32 {
+    1
 }
 
 impl JournalEntry {
@@ -73,6 +85,25 @@ impl JournalEntry {
             && self.lab == grading.lab
             && self.cases_hash == grading.cases_hash
             && (self.mode == grading.mode || self.mode == GradeMode::Full)
+            && (grading.mode == GradeMode::CompileOnly || self.timing_rules == grading.timing_rules)
+    }
+
+    /// Whether this row would stand for `id` at `content_hash` under
+    /// `grading` but for having been timed under other rules.
+    pub fn timed_under_other_rules(
+        &self,
+        id: &str,
+        content_hash: &str,
+        grading: &GradingKey,
+    ) -> bool {
+        let same_rules = GradingKey {
+            timing_rules: self.timing_rules,
+            ..grading.clone()
+        };
+        grading.mode == GradeMode::Full
+            && self.timing_rules != grading.timing_rules
+            && self.status != Verdict::Error
+            && self.covers(id, content_hash, &same_rules)
     }
 }
 
@@ -185,7 +216,42 @@ mod tests {
             error: Some("empty".into()),
             report: None,
             finished_unix_ms: 1,
+            timing_rules: crate::protocol::TIMING_RULES,
         }
+    }
+
+    #[test]
+    fn a_row_timed_under_earlier_rules_is_timed_again_and_says_so() {
+        // A journal line as a build before honest timing wrote it: no
+        // `timing_rules` key at all.
+        let mut old = serde_json::to_value(entry("a.cu", "1", GradeMode::Full)).unwrap();
+        old.as_object_mut().unwrap().remove("timing_rules");
+        old["status"] = serde_json::json!("passed");
+        old["error"] = serde_json::Value::Null;
+        let old: JournalEntry = serde_json::from_value(old).unwrap();
+        assert_eq!(old.timing_rules, 1);
+        let contents = JournalContents {
+            entries: vec![old.clone()],
+            unreadable_lines: 0,
+        };
+        let full = key("flash-prefill", "c1", GradeMode::Full);
+        assert!(!contents.answers("a.cu", "1", &full), "graded again");
+        assert!(old.timed_under_other_rules("a.cu", "1", &full));
+        // A compile-only grading times nothing: the old row still stands.
+        let compile_only = key("flash-prefill", "c1", GradeMode::CompileOnly);
+        assert!(contents.answers("a.cu", "1", &compile_only));
+        assert!(!old.timed_under_other_rules("a.cu", "1", &compile_only));
+        // A row of this build's rules is reused, and is no stale row.
+        let new = JournalEntry {
+            timing_rules: crate::protocol::TIMING_RULES,
+            ..old
+        };
+        assert!(!new.timed_under_other_rules("a.cu", "1", &full));
+        let contents = JournalContents {
+            entries: vec![new],
+            unreadable_lines: 0,
+        };
+        assert!(contents.answers("a.cu", "1", &full));
     }
 
     #[test]
@@ -231,6 +297,7 @@ mod tests {
             lab: lab.into(),
             cases_hash: cases_hash.into(),
             mode,
+            timing_rules: crate::protocol::TIMING_RULES,
         }
     }
 

@@ -115,6 +115,7 @@ mod tests {
             error: None,
             report: None,
             finished_unix_ms: at,
+            timing_rules: crate::protocol::TIMING_RULES,
         }
     }
 

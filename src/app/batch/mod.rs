@@ -61,6 +61,7 @@ impl BatchPlan {
             lab: self.lab.name().to_owned(),
             cases_hash: content_hash(cases.as_bytes()),
             mode: self.mode,
+            timing_rules: crate::protocol::TIMING_RULES,
         }
     }
 }
@@ -72,6 +73,8 @@ pub enum BatchEvent<'a> {
     Resumed {
         done: usize,
         to_grade: usize,
+        /// Of those to grade, how many had a row timed under other timing rules.
+        retimed: usize,
     },
     Finished {
         entry: &'a JournalEntry,
@@ -128,6 +131,7 @@ pub fn run_batch(
     let grading = plan.grading_key();
     let mut pending = VecDeque::new();
     let mut skipped = 0;
+    let mut retimed = 0;
     for submission in &plan.submissions {
         // Only the hash is kept: each submission is read again just before
         // it is graded, so memory does not grow with the size of the class.
@@ -136,12 +140,18 @@ pub fn run_batch(
         if done {
             skipped += 1;
         } else {
+            let stale = previous
+                .entries
+                .iter()
+                .any(|e| e.timed_under_other_rules(&submission.id, &content_hash, &grading));
+            retimed += usize::from(stale);
             pending.push_back(submission.clone());
         }
     }
     on_event(BatchEvent::Resumed {
         done: skipped,
         to_grade: pending.len(),
+        retimed,
     });
     let mut writer = JournalWriter::open(&journal_path).map_err(io_error(&journal_path))?;
     // A journal created just now must itself survive a power cut.
@@ -253,6 +263,7 @@ fn grade_one(
         error: None,
         report: None,
         finished_unix_ms: 0,
+        timing_rules: crate::protocol::TIMING_RULES,
     };
     let source = match loaded.source {
         Ok(source) => source,
