@@ -25,6 +25,14 @@
 //! Started without a GPU (`FLASHPROF_GPU=none`, as the builder beside the
 //! GPU worker is), it refuses to build a text containing `builder-fails`.
 //!
+//! Timing: a source text holding `stand-in-timing: KIND` is timed on a
+//! small flash-prefill shape with CPU-computed launches, each audited by the
+//! real `grade::launch_audit` against the real CPU oracle and judged by the
+//! real `grade::floor`: KIND `honest` gives 2x, `stale` returns the previous
+//! launch's output, `first-inputs` the checked launch's, `unwritten` leaves
+//! poison in one row, `too-fast` is honest but faster than the floor. A text
+//! without it is not timed.
+//!
 //! Started with `FLASHPROF_WORKER_EXIT_ON_HANGUP=1` (as every remote worker
 //! is), it ends when its caller hangs up, through the real worker's watch:
 //! a `hang` case then shows that a worker stuck on a dropped link goes away.
@@ -38,10 +46,17 @@ use std::io::{BufReader, Write};
 use flashprof::facts::device::DeviceInfo;
 use flashprof::gpu::compile::Build;
 use flashprof::lab::flash_prefill::FLASH_PREFILL;
+use flashprof::grade::compare::{compare, POISON_BITS};
+use flashprof::grade::floor::{Ceilings, Floor};
+use flashprof::grade::launch_audit::{LaunchAudit, LaunchId, LaunchPhase};
+use flashprof::grade::stats::{speedup, summarize};
+use flashprof::lab::definition::CaseData;
 use flashprof::protocol::{
-    read_message, write_message, CaseOutcome, CaseStatus, CompileOutcome, Event, Request,
-    PROTOCOL_VERSION,
+    read_message, write_message, CaseOutcome, CaseStatus, CompileOutcome, Event, ReferenceCheck,
+    Request, TimingConfig, TimingOutcome, PROTOCOL_VERSION, TIMING_RULES,
 };
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
 
 const OPTIMIZED_IMAGE: &[u8] = b"stand-in image";
 const QUICK_IMAGE: &[u8] = b"stand-in quick image";
@@ -77,6 +92,7 @@ fn main() {
     };
     write_message(&mut out, &ready).expect("stdout");
     let mut loaded: Option<Vec<u8>> = None;
+    let mut timing_kind: Option<String> = None;
     while let Ok(request) = read_message::<Request>(&mut input) {
         let event = match request {
             Request::Shutdown => return,
@@ -108,6 +124,9 @@ fn main() {
                     std::thread::sleep(std::time::Duration::from_millis(300));
                 }
                 loaded = Some(image.to_vec());
+                timing_kind = source_text.split_once("stand-in-timing: ").map(|(_, rest)| {
+                    rest.split_whitespace().next().unwrap_or_default().to_string()
+                });
                 Event::Compiled(CompileOutcome {
                     build,
                     ok: true,
@@ -177,6 +196,9 @@ fn main() {
                     oracle_ms: 0.0,
                 })
             }
+            Request::Time { seed, config, .. } if timing_kind.is_some() => {
+                Event::Timing(cpu_timing(timing_kind.as_deref().unwrap_or_default(), seed, config))
+            }
             Request::Time { .. } | Request::Counters { .. } => Event::Failed {
                 message: "the stand-in worker does not time or profile".into(),
                 fatal: false,
@@ -187,5 +209,99 @@ fn main() {
         if sticky {
             std::process::exit(0);
         }
+    }
+}
+
+/// A timing of CPU-computed launches on a small shape, audited for real.
+fn cpu_timing(kind: &str, seed: u64, config: TimingConfig) -> TimingOutcome {
+    let lab = FLASH_PREFILL;
+    let case = lab
+        .timing_case(&[("chunk".into(), "24".into()), ("prefix".into(), "8".into())])
+        .expect("a small timing shape");
+    // Launch k's inputs: the case drawn from seed + k (0 is the checked launch).
+    let inputs = |k: u64| lab.generate(&case, seed + k).expect("generated");
+    let honest = |data: &CaseData| -> Vec<f32> {
+        lab.oracle(data, None).iter().map(|&x| x as f32).collect()
+    };
+    let checked = inputs(0);
+    let problem = checked.problem.clone();
+    let reference = lab.oracle(&checked, None);
+    let first_output = honest(&checked);
+    let output_check = compare(problem.output, lab.tolerance(), &first_output, &reference);
+    let mut audit = LaunchAudit::new(problem.output, lab.tolerance());
+    let first = LaunchId {
+        phase: LaunchPhase::Checked,
+        number: 1,
+        of: 1,
+    };
+    audit.remember(first, &first_output);
+    let mut rows = ChaCha8Rng::seed_from_u64(seed);
+    let mut previous = first_output.clone();
+    let mut finding = None;
+    let launches = config.repetitions as usize;
+    for number in 1..=launches {
+        let launch = LaunchId {
+            phase: LaunchPhase::Timed,
+            number,
+            of: launches,
+        };
+        let data = inputs(number as u64);
+        let mut output = match kind {
+            "stale" => previous.clone(),
+            "first-inputs" => first_output.clone(),
+            _ => honest(&data),
+        };
+        if kind == "unwritten" && number == 3 {
+            output[problem.output.index(5, 2, 0)] = f32::from_bits(POISON_BITS);
+        }
+        previous = honest(&data);
+        let verdict = audit.plan(launch, &output, &mut rows).and_then(|plan| {
+            let rows_reference = lab.oracle(&data, Some(&plan.rows));
+            audit.judge(launch, &output, plan, &rows_reference)
+        });
+        if let Err(found) = verdict {
+            finding.get_or_insert(found);
+        }
+    }
+    let starter_ms = vec![10.0; launches];
+    let student_ms: Vec<f64> = match kind {
+        "too-fast" => vec![1e-4; launches],
+        _ => vec![5.0; launches],
+    };
+    let floor = Floor::of(
+        problem.work,
+        Ceilings {
+            dram_bytes_per_s: 5.4e12,
+            tensor_flops_per_s: 2.1e15,
+            empty_launch_ms: 0.005,
+        },
+        config.cold_l2,
+    );
+    let student = summarize(&student_ms).expect("samples");
+    let impossible = floor.judge(student.median);
+    let correct = finding.is_none() && impossible.is_none();
+    TimingOutcome {
+        shape: problem,
+        config,
+        student,
+        starter: summarize(&starter_ms).expect("samples"),
+        speedup: correct.then(|| speedup(&starter_ms, &student_ms).expect("paired")),
+        output_check,
+        reference_check: ReferenceCheck {
+            rows_checked: 24,
+            max_rel_diff: 0.0,
+            agrees: true,
+        },
+        sm_clock_mhz: 1000.0,
+        max_sm_clock_mhz: 1000.0,
+        elapsed_ms: 1.0,
+        rules: TIMING_RULES,
+        finding,
+        starter_finding: None,
+        floor: Some(floor),
+        impossible,
+        audited_launches: launches,
+        phases: None,
+        profile_refused: None,
     }
 }

@@ -21,7 +21,7 @@ use crate::protocol::CaseStatus;
 pub const GRADEBOOK_SCHEMA: &str = "flashprof.gradebook/1";
 
 /// The CSV header, in column order.
-pub const CSV_COLUMNS: [&str; 13] = [
+pub const CSV_COLUMNS: [&str; 14] = [
     "id",
     "file",
     "lab",
@@ -35,6 +35,7 @@ pub const CSV_COLUMNS: [&str; 13] = [
     "seed",
     "error",
     "integrity",
+    "timing_integrity",
 ];
 
 /// One gradebook row, computed from a journal entry.
@@ -57,6 +58,10 @@ pub struct GradebookRow {
     pub error: String,
     /// Empty when no case ran.
     pub integrity: String,
+    /// How the timing held up (docs/INTEGRITY.md): `audited` (every timed
+    /// launch computed its own output and the median is above the floor),
+    /// the sentence that withheld the speedup, or empty when not timed.
+    pub timing_integrity: String,
 }
 
 impl GradebookRow {
@@ -111,10 +116,20 @@ impl GradebookRow {
                 Some(r) if any_ran => IntegrityBadges::of(r).to_string(),
                 _ => String::new(),
             },
+            timing_integrity: report
+                .and_then(|r| r.timing.as_ref())
+                .map(|t| match t.withheld() {
+                    Some(reason) => reason,
+                    None if t.rules < crate::protocol::TIMING_RULES => {
+                        format!("timed under earlier rules (v{})", t.rules)
+                    }
+                    None => "audited".into(),
+                })
+                .unwrap_or_default(),
         }
     }
 
-    fn csv_cells(&self) -> [String; 13] {
+    fn csv_cells(&self) -> [String; 14] {
         [
             self.id.clone(),
             self.file.clone(),
@@ -132,6 +147,7 @@ impl GradebookRow {
             self.seed.to_string(),
             self.error.clone(),
             self.integrity.clone(),
+            self.timing_integrity.clone(),
         ]
     }
 }
