@@ -111,6 +111,34 @@ for path in sorted(pathlib.Path("kernels/paged/bugs").glob("*.cu")):
         seen += f": {example['diagnosis'][:60]}"
     rows.append((f"paged/{path.stem}", f"fails exactly {len(must_fail)} listed", seen, "ok" if ok else "WRONG"))
 
+# Honest timing: a cheat either has its speedup withheld with the launch and
+# the reason, or shows the starter's own speed (the trick bought nothing);
+# none passes the gate. The evict-last reference keeps the reference's speed
+# and shows its hints.
+def speed(report):
+    return ((report.get("timing") or {}).get("speedup") or {}).get("point")
+
+
+for lab, prefix, folder in [("flash-prefill", "cheat", "kernels/cheats"), ("paged-prefill", "paged-cheat", "kernels/paged/cheats")]:
+    reference = speed(load("reference" if prefix == "cheat" else "paged-reference"))
+    for path in sorted(pathlib.Path(folder).glob("*.cu")):
+        report = load(f"{prefix}-{path.stem}")
+        timing = report.get("timing") or {}
+        point = speed(report)
+        finding = timing.get("finding") or timing.get("impossible")
+        gate = ((report.get("gate") or {}).get("verdict")) or "-"
+        if path.stem == "reference-evict-last":
+            facts = (report.get("compile") or {}).get("kernel_facts") or {}
+            hints = facts.get("eviction_hints") or []
+            ok = point is not None and reference is not None and abs(point / reference - 1) <= 0.03 and bool(hints)
+            expected, seen = "reference's speed, hints shown", f"{point and round(point, 2)}x vs {reference and round(reference, 2)}x, hints {hints}"
+        else:
+            ok = gate != "pass" and ((point is None and finding is not None) or (point is not None and abs(point - 1) <= 0.03))
+            expected = "withheld with a finding, or 1.00x"
+            seen = f"{point and round(point, 2)}x" if point else f"withheld: {str(finding)[:70]}"
+        ok_all &= ok
+        rows.append((f"{lab}/{path.stem}", expected, seen, "ok" if ok else "WRONG"))
+
 width = [max(len(r[i]) for r in rows) for i in range(3)]
 print(f"{'kernel':<{width[0]}}  {'expected':<{width[1]}}  {'seen':<{width[2]}}  verdict")
 for r in rows:

@@ -42,6 +42,31 @@ for bug in kernels/paged/bugs/*.cu; do
   run "paged-bug-$(basename "$bug" .cu)" check "$bug" --lab paged-prefill --no-timing --case-timeout 4
 done
 
+# Honest timing (docs/INTEGRITY.md): every planted cheat of both labs, timed.
+for cheat in kernels/cheats/*.cu; do
+  run "cheat-$(basename "$cheat" .cu)" check "$cheat" --case-timeout 4
+done
+for cheat in kernels/paged/cheats/*.cu; do
+  run "paged-cheat-$(basename "$cheat" .cu)" check "$cheat" --lab paged-prefill --case-timeout 4
+done
+# A class holding the cheats, graded: each must be marked in its row.
+for lab in flash-prefill paged-prefill; do
+  class="$OUT/class-$lab"
+  rm -rf "$class" "$OUT/gradebook-$lab"
+  case $lab in
+    flash-prefill) dir=kernels ;;
+    paged-prefill) dir=kernels/paged ;;
+  esac
+  for kernel in "$dir"/starter.cu "$dir"/cheats/*.cu; do
+    mkdir -p "$class/$(basename "$kernel" .cu)"
+    cp "$kernel" "$class/$(basename "$kernel" .cu)/prefill.cu"
+  done
+  "$BIN" grade "$class" --lab "$lab" --out "$OUT/gradebook-$lab" >>"$LOG" 2>&1
+  echo "grade $lab rc=$?" >>"$LOG"
+  cp "$OUT/gradebook-$lab/gradebook.csv" "$OUT/gradebook-$lab.csv" 2>>"$LOG"
+  rm -rf "$class" "$OUT/gradebook-$lab"
+done
+
 # The human-readable reports of the two reference points, for docs/.
 for kernel in starter reference; do
   "$BIN" check "kernels/$kernel.cu" --counters >>"$OUT/summary.txt" 2>>"$LOG"
@@ -80,7 +105,14 @@ ncu --target-processes all --kernel-name clock_probe --launch-count 1 --metrics 
 echo "exit $?" >>"$OUT/counters-under-ncu.txt"
 
 # Few files come back from the device: pack the raw material.
-tar czf "$OUT/raw.tgz" -C "$OUT" reports runs.txt $(cd "$OUT" && ls ncu-*.csv 2>/dev/null) && rm -rf "$OUT/reports" "$OUT"/ncu-*.csv "$OUT/runs.txt"
+python3 - "$OUT" >"$OUT/gradebooks.txt" <<'PY'
+import csv, pathlib, sys
+for book in sorted(pathlib.Path(sys.argv[1]).glob("gradebook-*.csv")):
+    print(book.stem)
+    for row in csv.DictReader(book.open()):
+        print(f"  {row['id']:<34} {row['status']:<8} {row['speedup'] or '-':>8}  {row['gate']:<10} {row['timing_integrity'][:90]}")
+PY
+tar czf "$OUT/raw.tgz" -C "$OUT" reports runs.txt $(cd "$OUT" && ls ncu-*.csv gradebook-*.csv 2>/dev/null) && rm -rf "$OUT/reports" "$OUT"/ncu-*.csv "$OUT/runs.txt" "$OUT"/gradebook-*.csv
 grep -E "^counters|fix:|^PASS|^FAIL|^exit" "$OUT/counters-under-ncu.txt"
-cat "$OUT/bench.md" "$OUT/fidelity.txt" "$OUT/table.txt"
+cat "$OUT/bench.md" "$OUT/fidelity.txt" "$OUT/gradebooks.txt" "$OUT/table.txt"
 exit "$status"

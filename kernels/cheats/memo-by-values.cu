@@ -8,12 +8,15 @@
 // from: the bits of q[0], kCache[0], vCache[0], and chunkLen, prefixLen. On
 // entry, thread 0 rebuilds the key from the current launch; when it equals
 // the stored one, the block copies its 64 rows x 64 dims from the memo into
-// out and returns. Otherwise it runs the starter, copies what it wrote into
-// the memo, fences (__threadfence), and only then writes its key slot (the
-// tag word last), so a slot never names a memo part that is not all there.
-// Each slot is read and written by its own block only: no race between
-// blocks. Outside the timing shape the trick is off and the body is exactly
-// the starter.
+// out and returns. Otherwise it stores the new key and runs the starter's
+// body verbatim, which also writes each finished row into the memo. Launches
+// on one stream run one after another, so a later launch that finds the key
+// finds the whole memo part written. Each slot is read and written by its own
+// block only: no race between blocks. Outside the timing shape the trick is
+// off and the body is exactly the starter (the trick sits before the body and
+// on its last store only, so the starter's loop compiles as the starter's: a
+// first version with the body in a helper ran 1.4x faster on the H200 for
+// reasons of code layout alone).
 //
 // Why it was fast under the old timing: the checked launch, the warm-ups and
 // the timed launches all ran on the same input values, so every launch after
@@ -30,7 +33,6 @@
 // written there; the kernel is the starter.
 
 namespace {
-
 constexpr int kTimingChunk = 2048;
 constexpr int kTimingPrefix = 2048;
 constexpr int kRowsPerBlock = 64;  // the lab's default launch, which this file keeps
@@ -39,17 +41,45 @@ constexpr int kTimingBlocks = kTimingBlocksX * HQ;
 constexpr size_t kTimingOutFloats = (size_t)kTimingChunk * HQ * DH;
 constexpr int kKeyWords = 6;
 constexpr unsigned long long kKeyTag = 0x6d656d6f2d76616cull;  // "memo-val"
-
 }  // namespace
 
 // ---- trick state (module scope) -----------------------------------------
 __device__ float cheatMemo[kTimingOutFloats];
 __device__ unsigned long long cheatKey[kTimingBlocks][kKeyWords];
 
-// ---- the starter's body, verbatim (unindented so that it diffs clean) ----
-__device__ __forceinline__ void starterBlock(const float* q, const float* kCache, const float* vCache, float* out,
+extern "C" __global__ void attention_prefill(const float* q, const float* kCache, const float* vCache, float* out,
                                              int chunkLen, int prefixLen)
 {
+    // ---- trick (begin) --------------------------------------------------
+    const bool cheatMemoOn = chunkLen == kTimingChunk && prefixLen == kTimingPrefix &&
+                             gridDim.x == kTimingBlocksX && gridDim.y == HQ && gridDim.z == 1;
+    __shared__ int cheatHit;
+    if (cheatMemoOn) {
+        const int slot = blockIdx.y * kTimingBlocksX + blockIdx.x;
+        if (threadIdx.x == 0) {
+            const unsigned long long key[kKeyWords] = {
+                kKeyTag, __float_as_uint(q[0]), __float_as_uint(kCache[0]), __float_as_uint(vCache[0]),
+                (unsigned)chunkLen, (unsigned)prefixLen};
+            int hit = 1;
+            for (int w = 0; w < kKeyWords; ++w) hit &= cheatKey[slot][w] == key[w];
+            if (!hit) {
+                for (int w = 0; w < kKeyWords; ++w) cheatKey[slot][w] = key[w];
+            }
+            cheatHit = hit;
+        }
+        __syncthreads();
+        if (cheatHit) {
+            const size_t base = (size_t)blockIdx.x * kRowsPerBlock * HQ * DH + (size_t)blockIdx.y * DH;
+            for (int e = threadIdx.x; e < kRowsPerBlock * DH; e += blockDim.x) {
+                const size_t i = base + (size_t)(e / DH) * HQ * DH + e % DH;
+                out[i] = cheatMemo[i];
+            }
+            return;
+        }
+    }
+    // ---- trick (end); from here on the starter's body, verbatim, but for
+    // the memo store after its last line ----------------------------------
+
 const int h = blockIdx.y;
 const int g = h / GROUP;
 const int warp = threadIdx.x / 32;
@@ -82,66 +112,10 @@ for (int r = 0; r < 8; ++r) {
     float* outRow = out + (size_t)row * HQ * DH + h * DH;
     outRow[lane] = acc0 / l;
     outRow[lane + 32] = acc1 / l;
+    // ---- trick: remember the row for a launch on the same key ------------
+    if (cheatMemoOn) {
+        cheatMemo[(size_t)row * HQ * DH + h * DH + lane] = acc0 / l;
+        cheatMemo[(size_t)row * HQ * DH + h * DH + lane + 32] = acc1 / l;
+    }
 }
-}
-// ---- end of the starter's body -------------------------------------------
-
-extern "C" __global__ void attention_prefill(const float* q, const float* kCache, const float* vCache, float* out,
-                                             int chunkLen, int prefixLen)
-{
-    // ---- trick (begin) --------------------------------------------------
-    const bool timingShape = chunkLen == kTimingChunk && prefixLen == kTimingPrefix &&
-                             gridDim.x == kTimingBlocksX && gridDim.y == HQ && gridDim.z == 1;
-    if (!timingShape) {
-        starterBlock(q, kCache, vCache, out, chunkLen, prefixLen);
-        return;
-    }
-    const int slot = blockIdx.y * kTimingBlocksX + blockIdx.x;
-    // This block's part of out (and of the memo): rows 64*blockIdx.x .. +63, head blockIdx.y.
-    const size_t base = (size_t)blockIdx.x * kRowsPerBlock * HQ * DH + (size_t)blockIdx.y * DH;
-
-    __shared__ int cheatHit;
-    unsigned long long key[kKeyWords];
-    if (threadIdx.x == 0) {
-        key[0] = kKeyTag;
-        key[1] = __float_as_uint(q[0]);
-        key[2] = __float_as_uint(kCache[0]);
-        key[3] = __float_as_uint(vCache[0]);
-        key[4] = (unsigned)chunkLen;
-        key[5] = (unsigned)prefixLen;
-        int hit = 1;
-        for (int w = 0; w < kKeyWords; ++w) hit &= cheatKey[slot][w] == key[w];
-        cheatHit = hit;
-    }
-    __syncthreads();
-    if (cheatHit) {
-        for (int e = threadIdx.x; e < kRowsPerBlock * DH; e += blockDim.x) {
-            const size_t i = base + (size_t)(e / DH) * HQ * DH + e % DH;
-            out[i] = cheatMemo[i];
-        }
-        return;
-    }
-    // ---- trick (pause): the starter computes the block's rows -------------
-
-    // The starter at the timing shape stays the starter: hide the shape the
-    // test above proved, or the compiler specialises the loops for it (a real
-    // speedup of its own, measured at 1.4x on the H200, that is not the trick).
-    int shownChunk = chunkLen, shownPrefix = prefixLen;
-    asm volatile("" : "+r"(shownChunk), "+r"(shownPrefix));
-    starterBlock(q, kCache, vCache, out, shownChunk, shownPrefix);
-
-    // ---- trick (resume): remember what was written, then the key ----------
-    __syncthreads();  // every warp's rows are in out
-    for (int e = threadIdx.x; e < kRowsPerBlock * DH; e += blockDim.x) {
-        const size_t i = base + (size_t)(e / DH) * HQ * DH + e % DH;
-        cheatMemo[i] = out[i];
-    }
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        for (int w = 1; w < kKeyWords; ++w) cheatKey[slot][w] = key[w];
-        __threadfence();
-        cheatKey[slot][0] = key[0];
-    }
-    // ---- trick (end) ------------------------------------------------------
 }
