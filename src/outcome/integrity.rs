@@ -64,13 +64,17 @@ impl IntegrityBadges {
             .filter(|(_, i)| !i.inputs_modified.is_empty())
             .count();
         let moving = ran.iter().filter(|(_, i)| i.runs_differ).count();
+        // The checked launch's whole output, then every audited launch and the floor.
         let timed = match &report.timing {
             None => BadgeState::NotChecked,
-            Some(t) if t.output_check.passed => BadgeState::Clean,
-            Some(t) => BadgeState::Tripped(format!(
+            Some(t) if !t.output_check.passed => BadgeState::Tripped(format!(
                 "{} of {} elements wrong",
                 t.output_check.failing, t.output_check.elements
             )),
+            Some(t) => match (&t.finding, &t.impossible, &t.profile_refused) {
+                (None, None, None) => BadgeState::Clean,
+                _ => BadgeState::Tripped(t.withheld_word().unwrap_or_default().to_string()),
+            },
         };
         let badges = vec![
             Badge {
