@@ -45,12 +45,12 @@ use std::io::{BufReader, Write};
 
 use flashprof::facts::device::DeviceInfo;
 use flashprof::gpu::compile::Build;
-use flashprof::lab::flash_prefill::FLASH_PREFILL;
 use flashprof::grade::compare::{compare, POISON_BITS};
 use flashprof::grade::floor::{Ceilings, Floor};
 use flashprof::grade::launch_audit::{LaunchAudit, LaunchId, LaunchPhase};
 use flashprof::grade::stats::{speedup, summarize};
 use flashprof::lab::definition::CaseData;
+use flashprof::lab::flash_prefill::FLASH_PREFILL;
 use flashprof::protocol::{
     read_message, write_message, CaseOutcome, CaseStatus, CompileOutcome, Event, ReferenceCheck,
     Request, TimingConfig, TimingOutcome, PROTOCOL_VERSION, TIMING_RULES,
@@ -124,9 +124,14 @@ fn main() {
                     std::thread::sleep(std::time::Duration::from_millis(300));
                 }
                 loaded = Some(image.to_vec());
-                timing_kind = source_text.split_once("stand-in-timing: ").map(|(_, rest)| {
-                    rest.split_whitespace().next().unwrap_or_default().to_string()
-                });
+                timing_kind = source_text
+                    .split_once("stand-in-timing: ")
+                    .map(|(_, rest)| {
+                        rest.split_whitespace()
+                            .next()
+                            .unwrap_or_default()
+                            .to_string()
+                    });
                 Event::Compiled(CompileOutcome {
                     build,
                     ok: true,
@@ -196,9 +201,9 @@ fn main() {
                     oracle_ms: 0.0,
                 })
             }
-            Request::Time { seed, config, .. } if timing_kind.is_some() => {
-                Event::Timing(cpu_timing(timing_kind.as_deref().unwrap_or_default(), seed, config))
-            }
+            Request::Time { seed, config, .. } if timing_kind.is_some() => Event::Timing(
+                cpu_timing(timing_kind.as_deref().unwrap_or_default(), seed, config),
+            ),
             Request::Time { .. } | Request::Counters { .. } => Event::Failed {
                 message: "the stand-in worker does not time or profile".into(),
                 fatal: false,

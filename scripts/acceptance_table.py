@@ -121,6 +121,8 @@ def speed(report):
 
 for lab, prefix, folder in [("flash-prefill", "cheat", "kernels/cheats"), ("paged-prefill", "paged-cheat", "kernels/paged/cheats")]:
     reference = speed(load("reference" if prefix == "cheat" else "paged-reference"))
+    # The starter timed against itself in the same call: what "the trick bought nothing" reads.
+    own = speed(load("starter" if prefix == "cheat" else "paged-starter")) or 1.0
     for path in sorted(pathlib.Path(folder).glob("*.cu")):
         report = load(f"{prefix}-{path.stem}")
         timing = report.get("timing") or {}
@@ -133,8 +135,8 @@ for lab, prefix, folder in [("flash-prefill", "cheat", "kernels/cheats"), ("page
             ok = point is not None and reference is not None and abs(point / reference - 1) <= 0.03 and bool(hints)
             expected, seen = "reference's speed, hints shown", f"{point and round(point, 2)}x vs {reference and round(reference, 2)}x, hints {hints}"
         else:
-            ok = gate != "pass" and ((point is None and finding is not None) or (point is not None and abs(point - 1) <= 0.03))
-            expected = "withheld with a finding, or 1.00x"
+            ok = gate != "pass" and ((point is None and finding is not None) or (point is not None and abs(point / own - 1) <= 0.03))
+            expected = f"withheld with a finding, or the starter's {own:.2f}x"
             seen = f"{point and round(point, 2)}x" if point else f"withheld: {str(finding)[:70]}"
         ok_all &= ok
         rows.append((f"{lab}/{path.stem}", expected, seen, "ok" if ok else "WRONG"))
