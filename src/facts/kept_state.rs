@@ -30,7 +30,8 @@ pub struct ModuleVariable {
 /// What the compiled image and its PTX say about a kernel.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KernelFacts {
-    /// Writable module-scope variables, largest first.
+    /// The module-scope variables a launch may change and the next one
+    /// find, largest first.
     pub kept: Vec<ModuleVariable>,
     /// Reads `%clock`, `%clock64` or `%clock_hi` (`clock()`, `clock64()`).
     pub reads_clock: bool,
@@ -67,7 +68,11 @@ impl KernelFacts {
             let more = if rest == 0 {
                 String::new()
             } else {
-                let total: u64 = self.kept.iter().map(|v| v.bytes).sum();
+                // Saturating: a stored report may claim any sizes at all.
+                let total = self
+                    .kept
+                    .iter()
+                    .fold(0u64, |sum, v| sum.saturating_add(v.bytes));
                 format!(" and {rest} more ({} in all)", byte_size(total))
             };
             parts.push(format!("keeps {}{more} between launches", named.join(", ")));

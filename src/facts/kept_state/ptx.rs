@@ -21,35 +21,70 @@ struct Statement<'a> {
     rest: Vec<&'a str>,
 }
 
-fn statements(ptx: &str) -> impl Iterator<Item = Statement<'_>> {
-    ptx.lines()
-        .map(|line| line.split("//").next().unwrap_or_default())
-        // An inline asm block may put several statements, and its braces, on one line.
-        .flat_map(|line| line.split(';'))
-        .filter_map(|text| {
-            let text = text.trim().trim_start_matches(['{', '}']).trim_start();
-            let text = match text.strip_prefix('@') {
-                Some(guarded) => guarded.split_once(char::is_whitespace)?.1.trim_start(),
-                None => text,
-            };
-            // Directives (`.reg`, `.global`), labels (`$L__BB0_2:`) and the
-            // entry's parameter list are not instructions.
-            if !text.starts_with(|c: char| c.is_ascii_alphabetic()) || text.ends_with(':') {
-                return None;
-            }
-            let (opcode, operands) = text.split_once(char::is_whitespace).unwrap_or((text, ""));
-            let operands = operands.trim_start();
-            let first_end = match operands.strip_prefix('{') {
-                Some(vector) => vector.find('}').map_or(operands.len(), |end| end + 2),
-                None => operands.find(',').unwrap_or(operands.len()),
-            };
-            let (first, rest) = operands.split_at(first_end);
-            Some(Statement {
-                opcode,
-                first: tokens(first).collect(),
-                rest: tokens(rest).collect(),
+/// The PTX's code as `;`-separated statements, comments dropped. A line
+/// that leaves no instruction open (a directive such as `.loc`, which has
+/// no `;`, a label, a brace) is closed with one, so it cannot run into the
+/// next line's instruction; an instruction that inline assembly spreads
+/// over several lines stays whole.
+fn code(ptx: &str) -> String {
+    let mut code = String::with_capacity(ptx.len());
+    for line in ptx.lines() {
+        code.push_str(line.split("//").next().unwrap_or_default());
+        code.push('\n');
+        let open = code.rsplit(';').next().unwrap_or_default();
+        if instruction(open).is_none() {
+            code.push(';');
+        }
+    }
+    code
+}
+
+/// The instruction `text` starts with, without the braces, labels
+/// (`$L__BB0_2:`) and guard (`@%p1`) before it; `None` for a directive
+/// (`.reg`, `.global`), the entry's parameter list or nothing at all.
+fn instruction(text: &str) -> Option<&str> {
+    let mut text = text.trim_start();
+    loop {
+        text = text.trim_start_matches(['{', '}']).trim_start();
+        let label = text
+            .split_once(':')
+            .filter(|(name, rest)| {
+                !name.is_empty()
+                    && name
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '$'))
+                    && !rest.starts_with(':')
             })
+            .map(|(_, rest)| rest);
+        let guarded = text
+            .strip_prefix('@')
+            .and_then(|guarded| guarded.split_once(char::is_whitespace))
+            .map(|(_, rest)| rest);
+        match label.or(guarded) {
+            Some(rest) => text = rest.trim_start(),
+            None => break,
+        }
+    }
+    text.starts_with(|c: char| c.is_ascii_alphabetic())
+        .then_some(text)
+}
+
+fn statements(code: &str) -> impl Iterator<Item = Statement<'_>> {
+    code.split(';').filter_map(|text| {
+        let text = instruction(text)?.trim_end();
+        let (opcode, operands) = text.split_once(char::is_whitespace).unwrap_or((text, ""));
+        let operands = operands.trim_start();
+        let first_end = match operands.strip_prefix('{') {
+            Some(vector) => vector.find('}').map_or(operands.len(), |end| end + 2),
+            None => operands.find(',').unwrap_or(operands.len()),
+        };
+        let (first, rest) = operands.split_at(first_end);
+        Some(Statement {
+            opcode,
+            first: tokens(first).collect(),
+            rest: tokens(rest).collect(),
         })
+    })
 }
 
 /// Registers (`%rd3`), special registers (`%clock64`; `%tid.x` is `%tid`
@@ -62,7 +97,7 @@ fn tokens(text: &str) -> impl Iterator<Item = &str> {
 impl KernelFacts {
     /// Notes the clock and timer reads and the cache-policy hints of `ptx`.
     pub fn read_ptx(&mut self, ptx: &str) {
-        for statement in statements(ptx) {
+        for statement in statements(&code(ptx)) {
             for hint in statement.opcode.split('.').filter(|q| is_cache_hint(q)) {
                 if !self.eviction_hints.iter().any(|h| h == hint) {
                     self.eviction_hints.push(hint.to_owned());
@@ -116,14 +151,15 @@ const REGISTER_ONLY: [&str; 18] = [
 /// store, an atomic, a call, the pointer itself stored or handed on) counts
 /// as a write, so nothing the kernel could change is missed; a constant
 /// table read through a computed index costs nothing here.
-pub fn written_variables<'p>(ptx: &'p str, variables: &HashSet<&str>) -> BTreeSet<&'p str> {
-    let code: Vec<Statement<'p>> = statements(ptx)
+pub fn written_variables<'v>(ptx: &str, variables: &HashSet<&'v str>) -> BTreeSet<&'v str> {
+    let text = code(ptx);
+    let code: Vec<Statement<'_>> = statements(&text)
         .filter(|s| !matches!(opcode_base(s.opcode), "ld" | "ldu" | "prefetch"))
         .collect();
     let register_only = |s: &Statement<'_>| REGISTER_ONLY.contains(&opcode_base(s.opcode));
     // The instructions that read each token: a register-only one all but
     // its destination, anything else everything it names.
-    let mut readers: HashMap<&'p str, Vec<usize>> = HashMap::new();
+    let mut readers: HashMap<&str, Vec<usize>> = HashMap::new();
     for (index, statement) in code.iter().enumerate() {
         let first: &[&str] = if register_only(statement) {
             &[]
@@ -136,11 +172,13 @@ pub fn written_variables<'p>(ptx: &'p str, variables: &HashSet<&str>) -> BTreeSe
     }
     // Each token, and the variables whose address it may hold; addresses
     // travel from token to token until none reaches anything new.
-    let mut points_into: HashMap<&'p str, BTreeSet<&'p str>> = HashMap::new();
-    let mut pending: Vec<&'p str> = Vec::new();
-    for &token in readers.keys().filter(|t| variables.contains(**t)) {
-        points_into.insert(token, BTreeSet::from([token]));
-        pending.push(token);
+    let mut points_into: HashMap<&str, BTreeSet<&'v str>> = HashMap::new();
+    let mut pending: Vec<&str> = Vec::new();
+    for &token in readers.keys() {
+        if let Some(&variable) = variables.get(token) {
+            points_into.insert(token, BTreeSet::from([variable]));
+            pending.push(token);
+        }
     }
     let mut written = BTreeSet::new();
     while let Some(token) = pending.pop() {
@@ -177,15 +215,14 @@ mod tests {
     fn clock_timer_and_hints_are_read_from_instructions_only() {
         let mut facts = KernelFacts::default();
         facts.read_ptx(
-            "\tmov.u64 \t%rd1, %clock64;\n\
-             \t// mov.u32 %r2, %globaltimer_lo; (a comment)\n\
+            "\t// mov.u32 %r2, %globaltimer_lo; (a comment)\n\
              \tmov.u32 %r3, %clocks;\n\
              \t@%p1 ld.global.L1::no_allocate.L2::evict_last.f32 %f1, [%rd2];\n\
              \t{ .reg .b64 pol; createpolicy.fractional.L2::evict_last.b64 pol, 1.0; }\n\
              \tld.global.L2::cache_hint.f32 %f2, [%rd2], %rd3;\n\
              \tapplypriority.global.L2::evict_normal [%rd2], 128;\n",
         );
-        assert!(facts.reads_clock);
+        assert!(!facts.reads_clock, "`%clocks` is an asm block's register");
         assert!(!facts.reads_global_timer, "only a comment names the timer");
         assert_eq!(
             facts.eviction_hints,
@@ -198,18 +235,24 @@ mod tests {
         );
         facts.read_ptx("\tmov.u32 %r4, %globaltimer_hi;\n");
         assert!(facts.reads_global_timer);
+        // A read spread over two lines by inline asm, after a `.loc` and a label.
+        facts.read_ptx("\t.loc\t1 40 2\n$L__BB0_3: @%p2 mov.u64 %rd5,\n\t    %clock64;\n");
+        assert!(facts.reads_clock);
     }
 
     /// The shapes NVRTC 13 gives: a scalar stored by name, an array through
     /// a computed address, a constant table read by index, a declaration
-    /// nothing uses, a string handed to `vprintf`.
+    /// nothing uses, a string handed to `vprintf`, and an inline asm store
+    /// spread over two lines, after a label on its own line.
     const PTX: &str = "\
 .global .align 4 .u32 HQ = 32;
 .global .align 4 .b8 table[16] = {1, 0, 0, 0, 2};
 .global .align 4 .b8 ctab[16] = {5, 0, 0, 0, 6};
 .global .align 4 .u32 counter = 7;
+.global .align 4 .u32 asm_target = 0;
 .global .align 1 .b8 $str[7] = {104, 105};
 $L__BB0_1:
+\t.loc\t1 25 5
 \tld.global.u32 \t%r1, [counter];
 \tadd.s32 \t%r2, %r1, 1;
 \t@%p1 st.global.u32 \t[counter], %r2;
@@ -223,14 +266,23 @@ $L__BB0_1:
 \tst.param.b64 \t[param0], %rd6;
 \tbra.uni \t$L__BB0_2;
 $L__BB0_2:
+\t.loc\t1 30 5
 \tst.global.u32 \t[%rd2], %r3;
+\tmov.u64 \t%rd8, asm_target;
+\t// begin inline asm
+\tdone: st.global.u32
+\t    [%rd8], %r3;
+\t// end inline asm
 ";
 
     #[test]
     fn only_variables_the_code_may_write_are_written() {
-        let variables = HashSet::from(["HQ", "table", "ctab", "counter", "$str"]);
+        let variables = HashSet::from(["HQ", "table", "ctab", "counter", "asm_target", "$str"]);
         let written = written_variables(PTX, &variables);
-        assert_eq!(written, BTreeSet::from(["$str", "counter", "table"]));
+        assert_eq!(
+            written,
+            BTreeSet::from(["$str", "asm_target", "counter", "table"])
+        );
     }
 
     #[test]
