@@ -21,7 +21,7 @@ use crate::protocol::CaseStatus;
 pub const GRADEBOOK_SCHEMA: &str = "flashprof.gradebook/1";
 
 /// The CSV header, in column order.
-pub const CSV_COLUMNS: [&str; 13] = [
+pub const CSV_COLUMNS: [&str; 14] = [
     "id",
     "file",
     "lab",
@@ -35,6 +35,7 @@ pub const CSV_COLUMNS: [&str; 13] = [
     "seed",
     "error",
     "integrity",
+    "kept_state",
 ];
 
 /// One gradebook row, computed from a journal entry.
@@ -57,6 +58,9 @@ pub struct GradebookRow {
     pub error: String,
     /// Empty when no case ran.
     pub integrity: String,
+    /// What the kernel keeps between launches and what its code reads
+    /// (facts::kept_state), as one line; empty when there is nothing to say.
+    pub kept_state: String,
 }
 
 impl GradebookRow {
@@ -111,10 +115,13 @@ impl GradebookRow {
                 Some(r) if any_ran => IntegrityBadges::of(r).to_string(),
                 _ => String::new(),
             },
+            kept_state: report
+                .and_then(|r| r.compile.kernel_facts.summary())
+                .unwrap_or_default(),
         }
     }
 
-    fn csv_cells(&self) -> [String; 13] {
+    fn csv_cells(&self) -> [String; 14] {
         [
             self.id.clone(),
             self.file.clone(),
@@ -132,6 +139,7 @@ impl GradebookRow {
             self.seed.to_string(),
             self.error.clone(),
             self.integrity.clone(),
+            self.kept_state.clone(),
         ]
     }
 }
