@@ -140,6 +140,7 @@ fn main() {
                     resources: None,
                     occupancy: None,
                     geometry: Some(FLASH_PREFILL.default_geometry()),
+                    kernel_facts: Box::default(),
                     image: image.to_vec(),
                     compile_ms: 0.0,
                     load_ms: Some(0.0),

@@ -7,7 +7,7 @@
 mod stand_in_support;
 
 mod cli_support;
-use cli_support::{flashprof, text};
+use cli_support::{flashprof, memo_kernel, text};
 use stand_in_support::{case, stand_in};
 
 use std::collections::BTreeMap;
@@ -243,7 +243,7 @@ fn hostile_submissions_get_one_row_each_with_reasons_and_nothing_leaks() {
     let rows = parse_csv(&csv);
     assert_eq!(rows[0][0], "id");
     assert_eq!(rows.len(), 1 + subs.len());
-    assert!(rows.iter().all(|r| r.len() == 13), "{rows:?}");
+    assert!(rows.iter().all(|r| r.len() == 14), "{rows:?}");
     assert!(
         rows[1..].iter().all(|r| r[2] == "flash-prefill"),
         "{rows:?}"
@@ -255,6 +255,61 @@ fn hostile_submissions_get_one_row_each_with_reasons_and_nothing_leaks() {
     assert_eq!(
         std::fs::read_dir(out.join("runs")).expect("runs").count(),
         subs.len()
+    );
+}
+
+#[test]
+fn the_gradebook_s_last_column_says_what_a_kernel_keeps_between_launches() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let class = root.path().join("class");
+    write(&class.join("memo.cu"), memo_kernel());
+    write(&class.join("starter.cu"), STARTER);
+    let out = root.path().join("out");
+    let run = flashprof(
+        &[
+            "grade",
+            class.to_str().expect("utf-8"),
+            "--out",
+            out.to_str().expect("utf-8"),
+            "--compile-only",
+        ],
+        root.path(),
+    );
+    assert_finished(&run);
+    if !nvrtc_available(&submissions(&out), "memo.cu") {
+        return;
+    }
+    let rows = parse_csv(&std::fs::read_to_string(out.join("gradebook.csv")).expect("csv"));
+    assert_eq!(
+        rows[0],
+        [
+            "id",
+            "file",
+            "lab",
+            "status",
+            "cases_passed",
+            "cases_total",
+            "failing_cases",
+            "speedup",
+            "gate",
+            "diagnosis",
+            "seed",
+            "error",
+            "integrity",
+            "timing_integrity",
+            "kept_state"
+        ]
+    );
+    let kept: BTreeMap<&str, &str> = rows[1..]
+        .iter()
+        .map(|r| (r[0].as_str(), r[14].as_str()))
+        .collect();
+    assert_eq!(
+        kept,
+        BTreeMap::from([
+            ("memo.cu", "keeps 16.0 MiB in `g_memo` between launches"),
+            ("starter.cu", ""),
+        ])
     );
 }
 

@@ -274,6 +274,40 @@ fn no_gpu_shows_compile_results_and_what_is_missing() {
 }
 
 #[test]
+fn what_a_kernel_keeps_between_launches_is_an_integrity_note_under_the_compile() {
+    use flashprof::facts::kept_state::{KernelFacts, ModuleVariable};
+    let mut report = compile_only();
+    *report.compile.kernel_facts = KernelFacts {
+        kept: vec![ModuleVariable {
+            name: "g_memo".into(),
+            bytes: 16 << 20,
+        }],
+        reads_global_timer: true,
+        ..KernelFacts::default()
+    };
+    let mut model = fresh();
+    complete(&mut model, "v1", report);
+    snapshot("kept_state", &mut model);
+    let wide = screen(&model, 120, 40);
+    assert!(
+        wide.contains(
+            "integrity note: keeps 16.0 MiB in `g_memo` between launches; reads the global timer"
+        ),
+        "{wide}"
+    );
+    // A name is the student's text: its escapes reach the screen neutralised.
+    let mut hostile = compile_only();
+    hostile.compile.kernel_facts.kept = vec![ModuleVariable {
+        name: "m\u{1b}]0;owned\u{7}\u{202e}".into(),
+        bytes: 4,
+    }];
+    complete(&mut model, "v2", hostile);
+    let text = screen(&model, 120, 40);
+    assert!(text.contains("keeps 4 B in `m^[]0;owned^G`"), "{text}");
+    assert!(!text.contains(|c: char| (c.is_control() && c != '\n') || c == '\u{202e}'));
+}
+
+#[test]
 fn a_block_larger_than_the_kernel_allows_is_called_out() {
     let mut report = compile_only();
     // 168 registers leave room for 384 threads a block; the file declares 512.

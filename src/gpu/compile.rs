@@ -6,6 +6,7 @@
 //! needs to fix a failure comes back as [`Diagnostic`]s that point into
 //! their own file; the raw log is kept next to them.
 
+mod image;
 mod nvrtc;
 
 use std::ffi::CString;
@@ -16,6 +17,7 @@ use cudarc::nvrtc::sys::nvrtcResult;
 
 use self::nvrtc::{CallError, Program};
 use crate::facts::diagnostics;
+use crate::facts::kept_state::KernelFacts;
 use crate::facts::resources::{parse_ptxas_log, ResourceUsage};
 use crate::lab::definition::LabRef;
 use crate::lab::geometry::LaunchGeometry;
@@ -173,6 +175,8 @@ pub struct CompiledKernel {
     /// ptxas's report for the entry point; `None` for PTX, which ptxas never saw.
     pub resources: Option<ResourceUsage>,
     pub geometry: LaunchGeometry,
+    /// What the kernel keeps between launches, and what its PTX reads.
+    pub facts: KernelFacts,
     /// Wall time of the NVRTC work, milliseconds.
     pub compile_ms: f64,
 }
@@ -252,12 +256,13 @@ pub fn compile(src: &StudentSource, opts: &CompileOptions) -> Result<CompiledKer
         ImageFormat::Cubin => program.cubin()?,
         ImageFormat::Ptx => program.ptx()?,
     };
+    let facts = kernel_facts(&program, format, &image)?;
     let compile_ms = started.elapsed().as_secs_f64() * 1e3;
     let resources = parse_ptxas_log(&log, entry);
     // ptxas's report names the entry function, but it is absent when NVRTC
     // serves a cached result, so the image's symbol names decide too.
     let has_entry = match format {
-        ImageFormat::Cubin => resources.is_some() || contains_symbol(&image, entry),
+        ImageFormat::Cubin => resources.is_some() || image::defines_function(&image, entry),
         ImageFormat::Ptx => String::from_utf8_lossy(&image).contains(&format!(".entry {entry}(")),
     };
     if !has_entry {
@@ -273,8 +278,33 @@ pub fn compile(src: &StudentSource, opts: &CompileOptions) -> Result<CompiledKer
         log,
         resources,
         geometry: src.geometry(),
+        facts,
         compile_ms,
     })
+}
+
+/// What the kernel keeps between launches (the cubin's symbols) and what
+/// its code reads (the PTX: the clock, the timer, cache-policy hints are
+/// named there as written, where SASS would need a disassembler). NVRTC
+/// keeps the PTX it made the cubin from, so both come from one program.
+fn kernel_facts(
+    program: &Program,
+    format: ImageFormat,
+    image: &[u8],
+) -> Result<KernelFacts, CompileError> {
+    let mut facts = KernelFacts::default();
+    match format {
+        ImageFormat::Cubin => {
+            let ptx = program.ptx()?;
+            let ptx = String::from_utf8_lossy(&ptx);
+            facts.kept = image::kept_variables(image, &ptx);
+            facts.read_ptx(&ptx);
+        }
+        // PTX is only made when no real architecture is named, which no
+        // check does; it has no symbol table, so its variables go unlisted.
+        ImageFormat::Ptx => facts.read_ptx(&String::from_utf8_lossy(image)),
+    }
+    Ok(facts)
 }
 
 /// A student's file is compiled with `-default-device`: what is left of a
@@ -312,15 +342,6 @@ pub fn compile_trusted(
         ImageFormat::Cubin => program.cubin()?,
         ImageFormat::Ptx => program.ptx()?,
     })
-}
-
-/// Whether `name` appears NUL-terminated in an ELF image's string tables.
-fn contains_symbol(image: &[u8], name: &str) -> bool {
-    let mut needle = name.as_bytes().to_vec();
-    needle.push(0);
-    image
-        .windows(needle.len() + 1)
-        .any(|w| w[0] == 0 && w[1..] == needle[..])
 }
 
 fn create_program(prepared: PreparedSource) -> Result<Program, CompileError> {

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::facts::device::{DeviceInfo, GpuProblem};
 use crate::facts::diagnostics::Diagnostic;
+use crate::facts::kept_state::KernelFacts;
 use crate::facts::metrics::MetricValue;
 use crate::facts::resources::{Occupancy, ResourceUsage};
 use crate::gpu::compile::Build;
@@ -218,6 +219,11 @@ pub struct CompileOutcome {
     /// Theoretical occupancy on the worker's GPU (the compile target's typical SM without one) at the declared geometry.
     pub occupancy: Option<Occupancy>,
     pub geometry: Option<LaunchGeometry>,
+    /// What the kernel keeps between launches and what its code reads
+    /// (empty in reports and from workers that predate it). Boxed, as
+    /// most compiles have none, so every message holding one stays small.
+    #[serde(default)]
+    pub kernel_facts: Box<KernelFacts>,
     /// The compiled image, so a restarted worker can load it without recompiling.
     #[serde(
         default,
@@ -241,6 +247,7 @@ impl CompileOutcome {
             resources: None,
             occupancy: None,
             geometry: None,
+            kernel_facts: Box::default(),
             image: Vec::new(),
             compile_ms: 0.0,
             load_ms: None,
@@ -511,4 +518,27 @@ pub struct ReferenceCheck {
     pub rows_checked: usize,
     pub max_rel_diff: f64,
     pub agrees: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_compile_saved_before_kernel_facts_existed_still_loads() {
+        let outcome = CompileOutcome {
+            ok: true,
+            compile_ms: 65.0,
+            ..CompileOutcome::failed(None)
+        };
+        let mut saved = serde_json::to_value(&outcome).expect("serializes");
+        saved
+            .as_object_mut()
+            .expect("an object")
+            .remove("kernel_facts")
+            .expect("written today");
+        let loaded: CompileOutcome = serde_json::from_value(saved).expect("older report parses");
+        assert!(loaded.kernel_facts.is_empty());
+        assert_eq!(loaded, outcome);
+    }
 }

@@ -78,7 +78,7 @@ fn render_raw_table(report: &CheckReport) -> String {
             let _ = writeln!(out, "GPU: {}", problem.describe());
         }
     }
-    render_compile(&mut out, report);
+    render_compile(&mut out, &report.compile);
     let all_not_run = report.cases.iter().all(|c| c.status == CaseStatus::NotRun);
     if let (true, Some(first)) = (all_not_run, report.cases.first()) {
         let names: Vec<&str> = report.cases.iter().map(|c| c.name.as_str()).collect();
@@ -192,8 +192,7 @@ fn failing_cases_line(report: &CheckReport) -> Option<String> {
         .flatten()
 }
 
-fn render_compile(out: &mut String, report: &CheckReport) {
-    let compile = &report.compile;
+fn render_compile(out: &mut String, compile: &CompileOutcome) {
     if let Some(problem) = &compile.problem {
         let _ = writeln!(out, "\nerror: {}", problem.message);
     }
@@ -236,6 +235,10 @@ fn render_compile(out: &mut String, report: &CheckReport) {
         let _ = writeln!(out);
         if let Some(problem) = oversized_block(compile) {
             let _ = writeln!(out, "error: {problem}");
+        }
+        // Facts for whoever grades, not failures: the verdict ignores them.
+        if let Some(facts) = compile.kernel_facts.summary() {
+            let _ = writeln!(out, "integrity note: {facts}");
         }
     }
 }
@@ -442,6 +445,39 @@ mod tests {
         assert!(
             problem.contains("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"),
             "{problem}"
+        );
+    }
+
+    #[test]
+    fn what_the_kernel_keeps_is_an_integrity_note_under_the_compile_line() {
+        use crate::facts::kept_state::{KernelFacts, ModuleVariable};
+        let rendered = |compile: &CompileOutcome| {
+            let mut out = String::new();
+            render_compile(&mut out, compile);
+            out
+        };
+        let mut compile = compiled(256, 1024);
+        let plain = rendered(&compile);
+        assert!(!plain.contains("integrity note"), "{plain}");
+        *compile.kernel_facts = KernelFacts {
+            kept: vec![ModuleVariable {
+                name: "g_memo\u{1b}[2J".into(),
+                bytes: 16 << 20,
+            }],
+            reads_global_timer: true,
+            ..KernelFacts::default()
+        };
+        let table = rendered(&compile);
+        let lines: Vec<&str> = table.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| l.starts_with("integrity note: "))
+            .unwrap_or_else(|| panic!("{table}"));
+        assert!(lines[at - 1].starts_with("compiled in"), "{table}");
+        // The student's name reaches the terminal neutralised.
+        assert_eq!(
+            lines[at],
+            "integrity note: keeps 16.0 MiB in `g_memo^[[2J` between launches; reads the global timer"
         );
     }
 

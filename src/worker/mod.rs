@@ -314,6 +314,7 @@ impl Worker {
         outcome.diagnostics = compiled.diagnostics;
         outcome.resources = compiled.resources;
         outcome.geometry = Some(compiled.geometry);
+        outcome.kernel_facts = Box::new(compiled.facts);
         if self.gpu.is_some() {
             match self.load(&compiled.image, compiled.geometry) {
                 (Event::Loaded { load_ms }, _) => outcome.load_ms = Some(load_ms),

@@ -21,3 +21,15 @@ pub fn text(output: &Output) -> String {
         String::from_utf8_lossy(&output.stderr)
     )
 }
+
+/// A valid flash-prefill submission that keeps a 16 MiB memo between
+/// launches: the starter's body, whole, in a file that declares
+/// `g_memo` at file scope and writes each row's first output to it.
+pub fn memo_kernel() -> String {
+    let starter = include_str!("../../kernels/starter.cu");
+    let signature = flashprof::lab::flash_prefill::contract::ENTRY_SIGNATURE;
+    format!(
+        "__device__ float g_memo[4 << 20];\n\n{signature}\n{{\n\
+         g_memo[blockIdx.y * 4096 + threadIdx.x] = q[threadIdx.x];\n{starter}}}\n"
+    )
+}

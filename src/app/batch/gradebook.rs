@@ -21,7 +21,7 @@ use crate::protocol::CaseStatus;
 pub const GRADEBOOK_SCHEMA: &str = "flashprof.gradebook/1";
 
 /// The CSV header, in column order.
-pub const CSV_COLUMNS: [&str; 14] = [
+pub const CSV_COLUMNS: [&str; 15] = [
     "id",
     "file",
     "lab",
@@ -36,6 +36,7 @@ pub const CSV_COLUMNS: [&str; 14] = [
     "error",
     "integrity",
     "timing_integrity",
+    "kept_state",
 ];
 
 /// One gradebook row, computed from a journal entry.
@@ -62,6 +63,9 @@ pub struct GradebookRow {
     /// launch computed its own output and the median is above the floor),
     /// the sentence that withheld the speedup, or empty when not timed.
     pub timing_integrity: String,
+    /// What the kernel keeps between launches and what its code reads
+    /// (facts::kept_state), as one line; empty when there is nothing to say.
+    pub kept_state: String,
 }
 
 impl GradebookRow {
@@ -126,10 +130,13 @@ impl GradebookRow {
                     None => "audited".into(),
                 })
                 .unwrap_or_default(),
+            kept_state: report
+                .and_then(|r| r.compile.kernel_facts.summary())
+                .unwrap_or_default(),
         }
     }
 
-    fn csv_cells(&self) -> [String; 14] {
+    fn csv_cells(&self) -> [String; 15] {
         [
             self.id.clone(),
             self.file.clone(),
@@ -148,6 +155,7 @@ impl GradebookRow {
             self.error.clone(),
             self.integrity.clone(),
             self.timing_integrity.clone(),
+            self.kept_state.clone(),
         ]
     }
 }

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::*;
+use crate::facts::kept_state::ModuleVariable;
 use crate::facts::resources::{theoretical_occupancy, SmLimits, DEFAULT_TARGET};
 use crate::lab::flash_prefill::contract::ENTRY_SIGNATURE;
 use crate::lab::flash_prefill::FLASH_PREFILL;
@@ -361,7 +362,7 @@ fn every_shipped_kernel_compiles() {
         )
         .unwrap_or_else(|e| panic!("the probes compile for {arch}: {e}"));
         for entry in ["fma_peak", "tf32_peak", "bf16_peak", "stream_copy"] {
-            assert!(contains_symbol(&image, entry), "{entry} for {arch}");
+            assert!(image::defines_function(&image, entry), "{entry} for {arch}");
         }
     }
 }
@@ -443,4 +444,154 @@ fn a_failure_without_a_placed_diagnostic_carries_the_raw_log() {
         }
         assert_eq!(error.line, 0);
     }
+}
+
+/// A whole file: `globals` at file scope, then the entry point around `body`.
+fn unit_with_globals(globals: &str, body: &str) -> String {
+    format!("{globals}\n{ENTRY_SIGNATURE}\n{{\n{body}\n    out[0] = q[0];\n}}\n")
+}
+
+/// What the optimized sm_90 build of `text` keeps and reads, or `None`
+/// without NVRTC.
+fn facts_of(text: &str) -> Option<KernelFacts> {
+    facts_for(text, &CompileOptions::default())
+}
+
+fn facts_for(text: &str, opts: &CompileOptions) -> Option<KernelFacts> {
+    let result = try_compile_with(&source("kept.cu", text), opts)?;
+    Some(result.unwrap_or_else(|e| panic!("{e}")).facts)
+}
+
+fn variable(name: &str, bytes: u64) -> ModuleVariable {
+    ModuleVariable {
+        name: name.into(),
+        bytes,
+    }
+}
+
+#[test]
+fn a_module_global_memo_is_kept_with_its_name_and_size() {
+    let text = unit_with_globals(
+        "__device__ float g_memo[4 << 20];",
+        "    g_memo[threadIdx.x] += q[threadIdx.x];",
+    );
+    let Some(facts) = facts_of(&text) else {
+        return;
+    };
+    assert_eq!(facts.kept, [variable("g_memo", 16 << 20)]);
+    assert_eq!(
+        facts.summary().as_deref(),
+        Some("keeps 16.0 MiB in `g_memo` between launches")
+    );
+}
+
+#[test]
+fn static_counters_are_kept_at_file_scope_and_in_a_function() {
+    // CUDA allows `static` in a kernel only without `__device__`; both
+    // live in global memory for the module's lifetime.
+    let text = unit_with_globals(
+        "static __device__ unsigned launches;",
+        "    static unsigned calls;\n    atomicAdd(&launches, 1u);\n    calls++;",
+    );
+    let Some(facts) = facts_of(&text) else {
+        return;
+    };
+    assert_eq!(
+        facts.kept,
+        [
+            variable("attention_prefill::calls", 4),
+            variable("launches", 4)
+        ]
+    );
+}
+
+#[test]
+fn an_initialised_table_the_kernel_writes_is_kept() {
+    let text = unit_with_globals(
+        "__device__ int table[4] = {1, 2, 3, 4};",
+        "    table[threadIdx.x % 4] += 1;",
+    );
+    let Some(facts) = facts_of(&text) else {
+        return;
+    };
+    assert_eq!(facts.kept, [variable("table", 16)]);
+}
+
+#[test]
+fn constant_data_and_read_only_tables_are_not_kept() {
+    // `__constant__` memory is not writable from a kernel; a `const` table
+    // and the lab's shape constants (`HQ`, `DH`, in the prelude) sit in the
+    // same ELF section as writable data, and only the code tells them apart.
+    let text = unit_with_globals(
+        "__constant__ float weights[64];\n\
+         __device__ const int lut[4] = {5, 6, 7, 8};\n\
+         static constexpr float kScale = 0.5f;",
+        "    out[threadIdx.x] = weights[threadIdx.x % 64] * kScale + lut[threadIdx.x % 4] + HQ * DH;",
+    );
+    let Some(facts) = facts_of(&text) else {
+        return;
+    };
+    assert_eq!(facts.kept, []);
+}
+
+#[test]
+fn the_starter_keeps_and_reads_nothing() {
+    let starter = include_str!("../../../kernels/starter.cu");
+    let Some(facts) = facts_of(starter) else {
+        return;
+    };
+    assert!(facts.is_empty(), "{facts:?}");
+    assert_eq!(facts.summary(), None);
+}
+
+#[test]
+fn a_global_timer_read_in_inline_asm_is_noted() {
+    let text = unit_with_globals(
+        "",
+        "    unsigned long long t;\n\
+         asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(t));\n\
+         if (t == 0) out[1] = 0.0f;",
+    );
+    let Some(facts) = facts_of(&text) else {
+        return;
+    };
+    assert!(facts.reads_global_timer, "{facts:?}");
+    assert!(!facts.reads_clock, "{facts:?}");
+    assert_eq!(facts.summary().as_deref(), Some("reads the global timer"));
+}
+
+#[test]
+fn an_l2_evict_last_load_in_inline_asm_is_noted() {
+    // ptxas takes `ld.global.L2::evict_last` only for 256-bit loads, which
+    // need sm_100; on Hopper the same hint goes through a cache policy.
+    let blackwell = unit_with_globals(
+        "",
+        "    unsigned long long a, b, c, d;\n\
+         asm volatile(\"ld.global.L2::evict_last.v4.b64 {%0, %1, %2, %3}, [%4];\"\n\
+             : \"=l\"(a), \"=l\"(b), \"=l\"(c), \"=l\"(d) : \"l\"(q));\n\
+         out[1] = (float)(a + b + c + d);",
+    );
+    let Some(facts) = facts_for(&blackwell, &CompileOptions::for_arch(Some("sm_100".into())))
+    else {
+        return;
+    };
+    assert_eq!(facts.eviction_hints, ["L2::evict_last"]);
+    assert_eq!(
+        facts.summary().as_deref(),
+        Some("eviction hints: L2::evict_last")
+    );
+    let hopper = unit_with_globals(
+        "",
+        "    unsigned long long policy;\n    float v;\n\
+         asm volatile(\"createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\" : \"=l\"(policy));\n\
+         asm volatile(\"ld.global.L2::cache_hint.f32 %0, [%1], %2;\" : \"=f\"(v) : \"l\"(q), \"l\"(policy));\n\
+         out[1] = v;",
+    );
+    let Some(facts) = facts_of(&hopper) else {
+        return;
+    };
+    assert_eq!(
+        facts.eviction_hints,
+        ["createpolicy", "L2::evict_last", "L2::cache_hint"]
+    );
 }

@@ -123,6 +123,14 @@ pub(super) fn outcome_lines(
             ));
         }
         lines.push(Line::from(spans));
+        // A fact for whoever grades (what the kernel keeps between launches,
+        // clock reads, cache hints), not a failure; names come neutralised.
+        if let Some(facts) = outcome.kernel_facts.summary() {
+            lines.push(Line::from(vec![
+                Span::styled("integrity note: ", theme.warn()),
+                Span::raw(facts),
+            ]));
+        }
     }
     let errors = outcome
         .diagnostics

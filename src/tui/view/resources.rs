@@ -13,7 +13,8 @@ use ratatui::text::Line;
 use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
-use super::text::{bytes, delta, panel};
+use super::text::{delta, panel};
+use crate::facts::byte_size;
 use crate::facts::resources::Limiter;
 use crate::tui::model::Model;
 
@@ -53,7 +54,7 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
                 )),
                 Line::raw(format!(
                     "spills {}{}",
-                    bytes(spills),
+                    byte_size(spills),
                     delta(
                         spills,
                         before.map(|b| b.spill_store_bytes + b.spill_load_bytes)
@@ -79,9 +80,13 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
 fn smem_words(static_bytes: u32, dynamic_bytes: u32) -> String {
     match (static_bytes, dynamic_bytes) {
         (0, 0) => "none".into(),
-        (_, 0) => format!("{} static", bytes(static_bytes)),
-        (0, _) => format!("{} dynamic", bytes(dynamic_bytes)),
-        _ => format!("{} + {} dyn", bytes(static_bytes), bytes(dynamic_bytes)),
+        (_, 0) => format!("{} static", byte_size(static_bytes)),
+        (0, _) => format!("{} dynamic", byte_size(dynamic_bytes)),
+        _ => format!(
+            "{} + {} dyn",
+            byte_size(static_bytes),
+            byte_size(dynamic_bytes)
+        ),
     }
 }
 

@@ -37,15 +37,6 @@ pub fn full_overlay(frame: &mut Frame, area: Rect) -> Rect {
     popup(frame, area, area.width, area.height.saturating_sub(2))
 }
 
-/// Bytes as `B`, `KiB` or `MiB`, whichever reads best.
-pub fn bytes(n: u32) -> String {
-    match n {
-        0..1024 => format!("{n} B"),
-        1024..1_048_576 => format!("{:.1} KiB", f64::from(n) / 1024.0),
-        _ => format!("{:.1} MiB", f64::from(n) / 1_048_576.0),
-    }
-}
-
 /// A signed change, or nothing when there is no change or nothing to compare.
 pub fn delta(now: u32, before: Option<u32>) -> String {
     match before.map(|b| i64::from(now) - i64::from(b)) {
