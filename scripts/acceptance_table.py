@@ -112,7 +112,9 @@ for path in sorted(pathlib.Path("kernels/paged/bugs").glob("*.cu")):
     rows.append((f"paged/{path.stem}", f"fails exactly {len(must_fail)} listed", seen, "ok" if ok else "WRONG"))
 
 # Honest timing: a cheat either has its speedup withheld with the launch and
-# the reason, or shows the starter's own speed (the trick bought nothing);
+# the reason, or shows the starter's own speed, 1.0x within 3% (the trick
+# bought nothing; a memo keyed on values against its control, the same file
+# with the memo never consulted, whose code may compile faster or slower);
 # none passes the gate. The evict-last reference keeps the reference's speed
 # and shows its hints.
 def speed(report):
@@ -135,8 +137,11 @@ for lab, prefix, folder in [("flash-prefill", "cheat", "kernels/cheats"), ("page
             ok = point is not None and reference is not None and abs(point / reference - 1) <= 0.03 and bool(hints)
             expected, seen = "reference's speed, hints shown", f"{point and round(point, 2)}x vs {reference and round(reference, 2)}x, hints {hints}"
         else:
-            ok = gate != "pass" and ((point is None and finding is not None) or (point is not None and abs(point / own - 1) <= 0.03))
-            expected = f"withheld with a finding, or the starter's {own:.2f}x"
+            # Against the file with its trick never taken, when there is one.
+            control = speed(load(f"{prefix}-control-{path.stem}")) if path.stem == "memo-by-values" else None
+            base = control or 1.0
+            ok = gate != "pass" and ((point is None and finding is not None) or (point is not None and abs(point / base - 1) <= 0.03))
+            expected = f"withheld, or its control's {base:.2f}x" if control else f"withheld, or 1.00x (starter {own:.2f}x)"
             seen = f"{point and round(point, 2)}x" if point else f"withheld: {str(finding)[:70]}"
         ok_all &= ok
         rows.append((f"{lab}/{path.stem}", expected, seen, "ok" if ok else "WRONG"))

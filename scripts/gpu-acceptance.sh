@@ -49,6 +49,14 @@ done
 for cheat in kernels/paged/cheats/*.cu; do
   run "paged-cheat-$(basename "$cheat" .cu)" check "$cheat" --lab paged-prefill --case-timeout 4
 done
+# Each memo keyed on values beside its control: the same file with the memo
+# never consulted, so any speed the trick bought shows as a gap between them
+# (the file's own code layout may differ from the starter's: docs/INTEGRITY.md).
+sed 's/cheatHit = hit;/cheatHit = 0;/' kernels/cheats/memo-by-values.cu >"$OUT/memo-control.cu"
+run cheat-control-memo-by-values check "$OUT/memo-control.cu" --lab flash-prefill --case-timeout 4
+sed 's/cheatHit = hit;/cheatHit = 0;/' kernels/paged/cheats/memo-by-values.cu >"$OUT/paged-memo-control.cu"
+run paged-cheat-control-memo-by-values check "$OUT/paged-memo-control.cu" --lab paged-prefill --case-timeout 4
+rm -f "$OUT/memo-control.cu" "$OUT/paged-memo-control.cu"
 # A class holding the cheats, graded: each must be marked in its row.
 for lab in flash-prefill paged-prefill; do
   class="$OUT/class-$lab"

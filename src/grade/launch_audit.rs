@@ -114,8 +114,9 @@ impl fmt::Display for LaunchFinding {
                 elements,
             } => write!(
                 f,
-                "{launch} left {elements} elements unwritten (row {row}, head {head} still holds \
-                 the poison written before it)"
+                "{launch} left {elements} element{} unwritten (row {row}, head {head} still \
+                 holds the poison written before it)",
+                if *elements == 1 { "" } else { "s" }
             ),
             FindingKind::Stale { row, head, earlier } => write!(
                 f,
@@ -236,10 +237,11 @@ impl LaunchAudit {
             });
         }
         let fingerprints: Vec<u64> = scanned.iter().map(|scan| scan.fingerprint).collect();
+        // The earliest launch with the same bits: where they came from, when
+        // a replayed output is replayed again.
         let repeat_of = |row: usize| {
             self.earlier
                 .iter()
-                .rev()
                 .find(|(_, earlier)| earlier[row] == fingerprints[row])
                 .map(|(id, _)| *id)
         };

@@ -405,12 +405,15 @@ fn render_timing_integrity(out: &mut String, t: &crate::protocol::TimingOutcome)
         t.audited_launches
     );
     if let Some(floor) = &t.floor {
+        let (ratio, side) = match t.student.median >= floor.ms {
+            true => (t.student.median / floor.ms, "above"),
+            false => (floor.ms / t.student.median, "below"),
+        };
         let _ = writeln!(
             out,
-            "  floor    {:.4} ms ({}); student median {:.1}x above it",
+            "  floor    {:.4} ms ({}); student median {ratio:.1}x {side} it",
             floor.ms,
             floor.term_text(),
-            t.student.median / floor.ms
         );
     }
 }
