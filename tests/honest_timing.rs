@@ -438,3 +438,34 @@ fn the_tui_timing_panel_says_why_there_is_no_speedup() {
     assert!(honest.contains("speedup 2.00x"), "{honest}");
     assert!(!honest.contains("no speedup"), "{honest}");
 }
+
+#[test]
+fn a_timing_saved_before_the_rules_had_a_version_loads_as_rules_1() {
+    // The honest timing as an older flashprof wrote it: none of the fields
+    // honest timing added.
+    let mut saved = serde_json::to_value(timing(&check("honest"))).expect("serializes");
+    let fields = saved.as_object_mut().expect("an object");
+    for added in [
+        "rules",
+        "finding",
+        "starter_finding",
+        "floor",
+        "impossible",
+        "audited_launches",
+        "phases",
+        "profile_refused",
+    ] {
+        assert!(fields.remove(added).is_some(), "{added} is written");
+    }
+    let old: TimingOutcome = serde_json::from_value(saved).expect("an old timing still loads");
+    assert_eq!(old.rules, 1);
+    assert!(old.finding.is_none() && old.floor.is_none() && old.impossible.is_none());
+    assert!(old.speedup.is_some() && old.withheld().is_none());
+    let mut report = check("honest").clone();
+    report.timing = Some(old);
+    let table = render_table(&report);
+    assert!(
+        table.contains("timed under earlier rules (v1): timed launches were not audited"),
+        "{table}"
+    );
+}

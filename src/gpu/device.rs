@@ -309,6 +309,15 @@ fn sm_attributes(ctx: &CudaContext) -> Result<SmAttributes, DriverError> {
     })
 }
 
+/// `blocks` blocks of 256 threads, for flashprof's grid-stride kernels.
+fn grid_stride(blocks: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (blocks, 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
 /// Argument `index`'s own stream of `draw`: two tensors never get the same
 /// values (equal Q and K would plant large scores everywhere).
 fn tensor_draw(draw: Draw, index: usize) -> Draw {
@@ -559,14 +568,7 @@ impl Gpu {
         // take (const unsigned*, unsigned*, 4 x unsigned long long, 2 x float)
         // and the latter a trailing unsigned long long*; both buffers hold
         // `count` 4-byte elements (f32 and i32 alike are handled as bits).
-        unsafe {
-            launch.launch(LaunchConfig {
-                grid_dim: (blocks, 1, 1),
-                block_dim: (256, 1, 1),
-                shared_mem_bytes: 0,
-            })
-        }
-        .map_err(gpu_err("cuLaunchKernel"))?;
+        unsafe { launch.launch(grid_stride(blocks)) }.map_err(gpu_err("cuLaunchKernel"))?;
         Ok(())
     }
 
@@ -891,14 +893,7 @@ impl Gpu {
             .arg(&mut flusher.sink);
         // SAFETY: `l2_sweep` in kernels/probes.cu takes (const float4*, unsigned
         // long long, float*); the buffer holds `count` float4s (4 floats each).
-        unsafe {
-            launch.launch(LaunchConfig {
-                grid_dim: (blocks, 1, 1),
-                block_dim: (256, 1, 1),
-                shared_mem_bytes: 0,
-            })
-        }
-        .map_err(gpu_err("cuLaunchKernel"))?;
+        unsafe { launch.launch(grid_stride(blocks)) }.map_err(gpu_err("cuLaunchKernel"))?;
         Ok(())
     }
 

@@ -80,7 +80,9 @@ impl Floor {
 
     /// `Some` when `median_ms` is below the floor: the sentence that says so.
     pub fn judge(&self, median_ms: f64) -> Option<Impossible> {
-        (median_ms < self.ms).then(|| Impossible {
+        // A median that is no number is no possible time either.
+        let possible = median_ms.partial_cmp(&self.ms).is_some_and(|o| o.is_ge());
+        (!possible).then(|| Impossible {
             median_ms,
             floor: self.clone(),
         })
@@ -164,6 +166,7 @@ mod tests {
         assert!((floor.ms - 5.0e10 / 1.98e15 * 1e3).abs() < 1e-12);
         let slow = floor.judge(0.9);
         assert_eq!(slow, None, "the reference's 0.9 ms is possible");
+        assert!(floor.judge(f64::NAN).is_some(), "no number is no time");
         let fast = floor.judge(0.004).expect("a skipped launch is impossible");
         assert!(fast.to_string().contains("0.0040 ms"), "{fast}");
         assert!(fast.to_string().contains("fastest tensor rate"), "{fast}");

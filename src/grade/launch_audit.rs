@@ -178,7 +178,15 @@ impl LaunchAudit {
     /// Remembers a launch graded some other way (the checked launch, whose
     /// whole output met the full reference) so later launches that replay
     /// it are named.
+    ///
+    /// # Panics
+    /// When `output` does not hold the shape's elements.
     pub fn remember(&mut self, launch: LaunchId, output: &[f32]) {
+        assert_eq!(
+            output.len(),
+            self.shape.elements(),
+            "output of another shape"
+        );
         let fingerprints = self.fingerprints(output);
         self.earlier.push((launch, fingerprints));
     }
