@@ -124,3 +124,92 @@ fn doctor_prints_every_item_in_words() {
         assert!(shown.contains("pip install --user"), "{shown}");
     }
 }
+
+/// A shared library whose constructor writes `marker`, built with gcc, or
+/// `None` (the test says it skipped) where gcc is missing.
+fn planted_library(out: &Path, marker: &Path) -> Option<()> {
+    let source = out.with_extension("c");
+    std::fs::write(
+        &source,
+        format!(
+            "#include <stdio.h>\n__attribute__((constructor)) static void planted(void) {{\n  \
+             FILE *f = fopen(\"{}\", \"w\"); if (f) {{ fputs(\"ran\", f); fclose(f); }}\n}}\n",
+            marker.display()
+        ),
+    )
+    .expect("write");
+    let built = Command::new("gcc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(out)
+        .arg(&source)
+        .output();
+    match built {
+        Ok(done) if done.status.success() => Some(()),
+        _ => {
+            eprintln!("skipped: gcc could not build a shared library");
+            None
+        }
+    }
+}
+
+#[test]
+fn doctor_inside_a_students_folder_loads_no_library_planted_around_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = tempfile::tempdir().expect("tempdir");
+    let marker = root.path().join("constructor-ran");
+    // A class folder the TA works in, with a student's wheels above the submission.
+    let planted = root.path().join("class/.cuda-wheels/nvidia/cu13/lib");
+    std::fs::create_dir_all(&planted).expect("mkdir");
+    if planted_library(&planted.join("libnvrtc.so.13"), &marker).is_none() {
+        return;
+    }
+    std::fs::copy(planted.join("libnvrtc.so.13"), planted.join("libcuda.so.1")).expect("copy");
+    std::fs::copy(
+        planted.join("libnvrtc.so.13"),
+        planted.join("libcupti.so.13"),
+    )
+    .expect("copy");
+    let alice = root.path().join("class/alice");
+    std::fs::create_dir_all(&alice).expect("mkdir");
+    // A folder named to flashprof that others can write, holding the same library.
+    let shared = root.path().join("shared/lib");
+    std::fs::create_dir_all(&shared).expect("mkdir");
+    std::fs::copy(
+        planted.join("libnvrtc.so.13"),
+        shared.join("libnvrtc.so.13"),
+    )
+    .expect("copy");
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o775)).expect("chmod");
+    let home = root.path().join("home");
+    std::fs::create_dir_all(&home).expect("mkdir");
+
+    for cwd in [&alice, &root.path().join("class")] {
+        let run = Command::new(env!("CARGO_BIN_EXE_flashprof"))
+            .arg("doctor")
+            .current_dir(cwd)
+            .env_remove("LD_LIBRARY_PATH")
+            .env("FLASHPROF_CUDA_LIB", &shared)
+            .env_remove("FLASHPROF_CUPTI_PATH")
+            .env_remove("CUDA_HOME")
+            .env_remove("CUDA_PATH")
+            .env_remove("PYTHONPATH")
+            .env("HOME", &home)
+            .output()
+            .expect("flashprof runs");
+        let shown = text(&run);
+        assert!(
+            !marker.exists(),
+            "a planted library's constructor ran in the TA's process: {shown}"
+        );
+        assert!(
+            !shown.contains(&planted.display().to_string()),
+            "the planted wheels were looked at: {shown}"
+        );
+        let refused = format!(
+            "refused {} (via $FLASHPROF_CUDA_LIB): {}: writable by group",
+            shared.join("libnvrtc.so.13").display(),
+            shared.display()
+        );
+        assert!(shown.contains(&refused), "{refused}: {shown}");
+    }
+}

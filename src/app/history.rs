@@ -13,6 +13,9 @@
 //! (after recording the current text, so a restore never loses work).
 
 mod diff;
+pub(crate) mod nofollow;
+
+use nofollow::{shown, Folder};
 
 pub use diff::{line_diff, DiffLine};
 
@@ -38,18 +41,24 @@ pub const LOG_FILE: &str = "history.jsonl";
 /// with someone else's files (a submission, a replay) is hostile input.
 const MAX_LOG_BYTES: u64 = 1 << 30;
 
-/// A file of the store, read like any hostile file: never blocking on a
-/// FIFO, never from a device, never past `limit`. `None` when it is absent.
-fn read_store_file(path: &Path, limit: u64) -> io::Result<Option<Vec<u8>>> {
+/// A file of the store, `name` in `folder`, read like any hostile file:
+/// never through a link, never blocking on a FIFO, never from a device,
+/// never past `limit`. `None` when it is absent.
+fn read_store_file(folder: &Folder, name: &str, limit: u64) -> io::Result<Option<Vec<u8>>> {
+    let path = folder.path.join(name);
     let refused = |reason: String| io::Error::new(io::ErrorKind::InvalidData, reason);
-    match read_regular_file(path, FollowLinks::Yes, limit) {
+    match read_regular_file(&folder.at(name), FollowLinks::No, limit) {
         Ok(read) if read.bytes.len() as u64 > limit => Err(refused(format!(
             "{} is larger than {limit} bytes: not read",
-            path.display()
+            shown(&path)
         ))),
         Ok(read) => Ok(Some(read.bytes)),
         Err(SourceError::Missing { .. }) => Ok(None),
-        Err(e) => Err(refused(e.to_string())),
+        Err(SourceError::NotRegular { kind, .. }) => Err(refused(format!(
+            "refused {}: it is {kind}, not a regular file: not read",
+            shown(&path)
+        ))),
+        Err(e) => Err(refused(format!("{}: {e}", shown(&path)))),
     }
 }
 
@@ -150,6 +159,9 @@ pub struct History {
 #[derive(Debug, Clone)]
 pub struct HistoryStore {
     dir: PathBuf,
+    /// Whether the store must be this user's (the one beside a watched
+    /// file, which flashprof writes); a store named for replay may be anyone's.
+    owned: bool,
 }
 
 /// A stable 64-bit FNV-1a hash of a text, as 16 hex digits. Std's hasher may
@@ -179,6 +191,7 @@ impl HistoryStore {
         let folder = file.parent().unwrap_or(Path::new(""));
         Self {
             dir: folder.join(STORE_DIR),
+            owned: true,
         }
     }
 
@@ -192,19 +205,28 @@ impl HistoryStore {
         } else {
             path.join(STORE_DIR)
         };
-        Self { dir }
+        Self { dir, owned: false }
     }
 
     pub fn dir(&self) -> &Path {
         &self.dir
     }
 
+    #[cfg(test)]
     fn log_path(&self) -> PathBuf {
         self.dir.join(LOG_FILE)
     }
 
+    #[cfg(test)]
     fn source_path(&self, hash: &str) -> PathBuf {
         self.dir.join("sources").join(format!("{hash}.cu"))
+    }
+
+    /// The store's folder, opened with no link followed (a `.flashprof`
+    /// that is a link, or not this user's when it must be, is refused);
+    /// `None` when absent and not `create`d.
+    fn folder(&self, create: bool) -> io::Result<Option<Folder>> {
+        Folder::open(&self.dir, create, self.owned)
     }
 
     /// Records a completed check of `source`.
@@ -226,14 +248,16 @@ impl HistoryStore {
             source_hash: source_hash(source),
             report,
         };
-        self.save_source(&record.source_hash, source)?;
+        let store = self.folder(true)?.ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{} is missing", shown(&self.dir)),
+            )
+        })?;
+        self.save_source(&store, &record.source_hash, source)?;
         let mut line = serde_json::to_string(&record).map_err(io::Error::other)?;
         line.push('\n');
-        let mut log = OpenOptions::new()
-            .create(true)
-            .read(true)
-            .append(true)
-            .open(self.log_path())?;
+        let mut log = store.append(LOG_FILE)?;
         if !ends_with_newline(&mut log)? {
             line.insert(0, '\n');
         }
@@ -244,24 +268,30 @@ impl HistoryStore {
         Ok(record)
     }
 
-    fn save_source(&self, hash: &str, source: &str) -> io::Result<()> {
-        let path = self.source_path(hash);
-        if path.is_file() {
+    fn save_source(&self, store: &Folder, hash: &str, source: &str) -> io::Result<()> {
+        let folder = store.sub("sources", true, self.owned)?.ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{}/sources is missing", shown(&self.dir)),
+            )
+        })?;
+        let name = format!("{hash}.cu");
+        // A regular file is that text already; a link in its place is replaced.
+        if folder.holds_file(&name) {
             return Ok(());
         }
-        let folder = self.dir.join("sources");
-        fs::create_dir_all(&folder)?;
-        let partial = folder.join(format!(".{hash}.{}.partial", std::process::id()));
-        let mut file = File::create(&partial)?;
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let partial = format!(".{hash}.{}.{nanos}.partial", std::process::id());
+        let mut file = folder.create_new(&partial)?;
         file.write_all(source.as_bytes())?;
         // Synced before the rename, and the folder after it, so a record
         // never names a source that a power cut left empty or absent.
         file.sync_all()?;
-        fs::rename(&partial, &path)?;
-        File::open(&folder)?.sync_all()?;
-        if let Some(store) = folder.parent() {
-            File::open(store)?.sync_all()?;
-        }
+        fs::rename(folder.at(&partial), folder.at(&name))?;
+        folder.sync()?;
+        store.sync()?;
         Ok(())
     }
 
@@ -269,7 +299,10 @@ impl HistoryStore {
     /// A line that is not UTF-8, not a record of this schema, or names its
     /// source with anything but a hash is skipped and counted.
     pub fn read(&self) -> io::Result<History> {
-        let Some(bytes) = read_store_file(&self.log_path(), MAX_LOG_BYTES)? else {
+        let Some(store) = self.folder(false)? else {
+            return Ok(History::default());
+        };
+        let Some(bytes) = read_store_file(&store, LOG_FILE, MAX_LOG_BYTES)? else {
             return Ok(History::default());
         };
         let mut history = History::default();
@@ -297,17 +330,24 @@ impl HistoryStore {
                 ),
             ));
         }
-        let path = self.source_path(hash);
-        let bytes = read_store_file(&path, MAX_SOURCE_BYTES)?.ok_or_else(|| {
+        let path = self.dir.join("sources").join(format!("{hash}.cu"));
+        let missing = || {
             io::Error::new(
                 io::ErrorKind::NotFound,
-                format!("{} is missing", path.display()),
+                format!("{} is missing", shown(&path)),
             )
-        })?;
+        };
+        let folder = self
+            .folder(false)?
+            .ok_or_else(missing)?
+            .sub("sources", false, self.owned)?
+            .ok_or_else(missing)?;
+        let bytes = read_store_file(&folder, &format!("{hash}.cu"), MAX_SOURCE_BYTES)?
+            .ok_or_else(missing)?;
         String::from_utf8(bytes).map_err(|_| {
             io::Error::new(
                 io::ErrorKind::InvalidData,
-                format!("{} is not UTF-8 text", path.display()),
+                format!("{} is not UTF-8 text", shown(&path)),
             )
         })
     }
@@ -320,8 +360,9 @@ impl HistoryStore {
             return Ok(None);
         };
         let text = self.source(&best.source_hash)?;
-        // The student's file may have been replaced by a FIFO: never block on it.
-        let current = match read_regular_file(file, FollowLinks::Yes, MAX_SOURCE_BYTES) {
+        // The student's file may have been replaced by a FIFO or a link:
+        // never block on it, never write through it.
+        let current = match read_regular_file(file, FollowLinks::No, MAX_SOURCE_BYTES) {
             // Only a text recorded whole may be overwritten.
             Ok(read) if read.bytes.len() as u64 > MAX_SOURCE_BYTES => {
                 return Err(io::Error::other(format!(
@@ -331,14 +372,47 @@ impl HistoryStore {
             }
             Ok(read) => Some(String::from_utf8(read.bytes).map_err(io::Error::other)?),
             Err(SourceError::Missing { .. }) => None,
+            Err(SourceError::NotRegular { kind, .. }) => {
+                return Err(io::Error::other(format!(
+                    "{} is {kind}, not a regular file: not restored",
+                    shown(file)
+                )))
+            }
             Err(e) => return Err(io::Error::other(e.to_string())),
         };
         if let Some(current) = current.filter(|c| source_hash(c) != best.source_hash) {
             self.append_snapshot(&current)?;
         }
-        fs::write(file, text)?;
+        write_no_follow(file, &text)?;
         Ok(Some(best))
     }
+}
+
+/// Writes `text` over `file` (created if absent) without following a link
+/// or opening anything but a regular file.
+fn write_no_follow(file: &Path, text: &str) -> io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut out = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY)
+        .open(file)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => io::Error::other(format!(
+                "{} is a symlink: not restored through it",
+                shown(file)
+            )),
+            _ => io::Error::new(e.kind(), format!("{}: {e}", shown(file))),
+        })?;
+    if !out.metadata()?.is_file() {
+        return Err(io::Error::other(format!(
+            "{} is not a regular file: not restored",
+            shown(file)
+        )));
+    }
+    out.set_len(0)?;
+    out.write_all(text.as_bytes())?;
+    out.sync_data()
 }
 
 /// Whether `text` has the form [`source_hash`] gives: 16 lowercase hex digits.
@@ -432,8 +506,10 @@ mod tests {
         let source = store.source_path(&record.source_hash);
         fs::remove_file(&source).expect("remove");
         std::os::unix::fs::symlink("/dev/zero", &source).expect("symlink");
-        let error = store.source(&record.source_hash).expect_err("a device");
-        assert!(error.to_string().contains("device"), "{error}");
+        let error = store
+            .source(&record.source_hash)
+            .expect_err("a link to a device");
+        assert!(error.to_string().contains("symlink"), "{error}");
 
         fs::remove_file(store.log_path()).expect("remove");
         let made = std::process::Command::new("mkfifo")
@@ -443,5 +519,92 @@ mod tests {
         assert!(made.success());
         let error = store.read().expect_err("a FIFO");
         assert!(error.to_string().contains("FIFO"), "{error}");
+    }
+
+    /// A student's folder the TA runs the TUI in: the log as a link to a
+    /// TA file is never appended through.
+    #[test]
+    fn a_log_that_is_a_link_is_not_appended_through() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let bashrc = dir.path().join("bashrc");
+        fs::write(&bashrc, "export PATH\n").expect("write");
+        let file = dir.path().join("alice/k.cu");
+        fs::create_dir_all(dir.path().join("alice/.flashprof")).expect("mkdir");
+        let store = HistoryStore::beside(&file);
+        std::os::unix::fs::symlink(&bashrc, store.log_path()).expect("symlink");
+        let error = store.append_snapshot("rm -rf ~").expect_err("refused");
+        assert!(
+            error.to_string().contains("history.jsonl: it is a symlink"),
+            "{error}"
+        );
+        assert_eq!(fs::read_to_string(&bashrc).expect("read"), "export PATH\n");
+        let error = store.read().expect_err("refused");
+        assert!(error.to_string().contains("symlink"), "{error}");
+    }
+
+    /// A planted `sources/<hash>.cu` link to a TA file is never read (so
+    /// neither the diff nor a restore can show or copy it).
+    #[test]
+    fn a_stored_source_that_is_a_link_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let secret = dir.path().join("grades.csv");
+        fs::write(&secret, "alice,0").expect("write");
+        let store = HistoryStore::beside(&dir.path().join("alice/k.cu"));
+        fs::create_dir_all(dir.path().join("alice")).expect("mkdir");
+        let record = store.append_snapshot("out[0] = 1.0f;").expect("append");
+        let source = store.source_path(&record.source_hash);
+        fs::remove_file(&source).expect("remove");
+        std::os::unix::fs::symlink(&secret, &source).expect("symlink");
+        let error = store.source(&record.source_hash).expect_err("refused");
+        assert!(error.to_string().contains("symlink"), "{error}");
+        assert!(!error.to_string().contains("alice,0"), "{error}");
+        // Recording the same text again replaces the link, never writes through it.
+        store.append_snapshot("out[0] = 1.0f;").expect("append");
+        assert_eq!(fs::read_to_string(&secret).expect("read"), "alice,0");
+        assert_eq!(
+            store.source(&record.source_hash).expect("read"),
+            "out[0] = 1.0f;"
+        );
+    }
+
+    /// `.flashprof` itself as a link (it would put the store anywhere), or
+    /// a store of another user, is refused with its name.
+    #[test]
+    fn a_store_that_is_a_link_or_someone_elses_is_refused_by_name() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let elsewhere = dir.path().join("ta-home");
+        fs::create_dir_all(&elsewhere).expect("mkdir");
+        let alice = dir.path().join("alice");
+        fs::create_dir_all(&alice).expect("mkdir");
+        std::os::unix::fs::symlink(&elsewhere, alice.join(".flashprof")).expect("symlink");
+        let store = HistoryStore::beside(&alice.join("k.cu"));
+        for error in [
+            store.append_snapshot("x").expect_err("refused"),
+            store.read().expect_err("refused"),
+        ] {
+            let text = error.to_string();
+            assert!(text.contains(".flashprof: it is a symlink"), "{text}");
+        }
+        assert_eq!(fs::read_dir(&elsewhere).expect("read").count(), 0);
+        if crate::gpu::found::effective_uid() == Some(0) {
+            fs::remove_file(alice.join(".flashprof")).expect("remove");
+            fs::create_dir(alice.join(".flashprof")).expect("mkdir");
+            std::os::unix::fs::chown(alice.join(".flashprof"), Some(1001), None).expect("chown");
+            let error = store.append_snapshot("x").expect_err("refused");
+            assert!(error.to_string().contains("owned by uid 1001"), "{error}");
+        }
+    }
+
+    /// The restore writes the student's file itself, never through a link.
+    #[test]
+    fn a_restore_never_writes_through_a_link() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let target = dir.path().join("ta.txt");
+        fs::write(&target, "mine").expect("write");
+        let file = dir.path().join("k.cu");
+        std::os::unix::fs::symlink(&target, &file).expect("symlink");
+        let error = write_no_follow(&file, "student text").expect_err("refused");
+        assert!(error.to_string().contains("symlink"), "{error}");
+        assert_eq!(fs::read_to_string(&target).expect("read"), "mine");
     }
 }

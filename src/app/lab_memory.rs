@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::app::history::nofollow::Folder;
 use crate::lab::source::{read_regular_file, FollowLinks, MAX_SOURCE_BYTES};
 
 /// Where the memory of `file`'s folder lives.
@@ -25,10 +26,26 @@ fn key(file: &Path) -> String {
 /// The memory of `file`'s folder; one that cannot be read safely (a FIFO
 /// planted in its place, say) is an empty memory.
 fn read_all(file: &Path) -> BTreeMap<String, String> {
-    read_regular_file(&memory_path(file), FollowLinks::No, MAX_SOURCE_BYTES)
+    let Some(store) = store_of(file, false).ok().flatten() else {
+        return BTreeMap::new();
+    };
+    read_regular_file(&store.at(MEMORY_FILE), FollowLinks::No, MAX_SOURCE_BYTES)
         .ok()
         .and_then(|read| serde_json::from_slice(&read.bytes).ok())
         .unwrap_or_default()
+}
+
+const MEMORY_FILE: &str = "labs.json";
+
+/// The `.flashprof` folder beside `file`, opened with no link followed and
+/// only when it is this user's (a planted one is refused, naming it).
+fn store_of(file: &Path, create: bool) -> std::io::Result<Option<Folder>> {
+    let path = memory_path(file);
+    Folder::open(
+        path.parent().unwrap_or(Path::new(".flashprof")),
+        create,
+        true,
+    )
 }
 
 /// The lab remembered for `file`, if any.
@@ -43,12 +60,14 @@ pub fn remember(file: &Path, lab: &str) -> std::io::Result<()> {
         return Ok(());
     }
     all.insert(key(file), lab.to_owned());
-    let path = memory_path(file);
-    if let Some(folder) = path.parent() {
-        std::fs::create_dir_all(folder)?;
-    }
+    let store = store_of(file, true)?.ok_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "the .flashprof folder is missing",
+        )
+    })?;
     let text = serde_json::to_string_pretty(&all).map_err(std::io::Error::other)?;
-    crate::app::batch::output::write_atomically(&path, &text)
+    crate::app::batch::output::write_atomically(&store.at(MEMORY_FILE), &text)
 }
 
 #[cfg(test)]
@@ -66,6 +85,23 @@ mod tests {
             .expect("mkfifo runs");
         assert!(made.success());
         assert_eq!(recall(&file), None);
+    }
+
+    #[test]
+    fn a_planted_store_link_is_neither_read_nor_written_through() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let elsewhere = dir.path().join("ta-private");
+        std::fs::create_dir_all(&elsewhere).expect("mkdir");
+        std::fs::write(elsewhere.join("labs.json"), r#"{"k.cu":"paged-prefill"}"#).expect("write");
+        let student = dir.path().join("alice");
+        std::fs::create_dir_all(&student).expect("mkdir");
+        std::os::unix::fs::symlink(&elsewhere, student.join(".flashprof")).expect("symlink");
+        let file = student.join("k.cu");
+        assert_eq!(recall(&file), None);
+        let error = remember(&file, "flash-prefill").expect_err("refused");
+        assert!(error.to_string().contains("symlink"), "{error}");
+        let kept = std::fs::read_to_string(elsewhere.join("labs.json")).expect("read");
+        assert_eq!(kept, r#"{"k.cu":"paged-prefill"}"#);
     }
 
     #[test]

@@ -144,7 +144,8 @@ fn deliver_settled<F>(
 /// The file's bytes (at most one past the source size limit), or `None`
 /// when it is missing or not a regular file: never blocks on a FIFO.
 fn read_bounded(path: &Path) -> Option<Vec<u8>> {
-    read_regular_file(path, FollowLinks::Yes, MAX_SOURCE_BYTES)
+    // A file swapped for a link is not read (so not compiled or recorded).
+    read_regular_file(path, FollowLinks::No, MAX_SOURCE_BYTES)
         .ok()
         .map(|read| read.bytes)
 }

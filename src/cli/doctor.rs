@@ -57,6 +57,8 @@ struct Document<'a> {
     can_compile: bool,
     findings: &'a [Finding],
     searched: Vec<String>,
+    /// Library files found but not loaded, each with the reason.
+    refused: Vec<String>,
 }
 
 pub fn run(args: DoctorArgs) -> ExitCode {
@@ -70,6 +72,11 @@ pub fn run(args: DoctorArgs) -> ExitCode {
             can_compile,
             findings: &findings,
             searched: libraries.searched_folders(),
+            refused: libraries
+                .refusals()
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
         };
         println!(
             "{}",
@@ -100,6 +107,9 @@ pub fn run(args: DoctorArgs) -> ExitCode {
         );
         if libraries.python_asked {
             println!("(and asked python3 for its site-packages)");
+        }
+        for refusal in libraries.refusals() {
+            println!("{refusal} (not loaded: only files of this user or root, in folders no one else can write, are)");
         }
     }
     if can_compile {

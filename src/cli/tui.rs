@@ -86,7 +86,13 @@ pub fn run(args: TuiArgs) -> ExitCode {
             );
             return ExitCode::BadSource;
         }
-        if let Err(e) = std::fs::write(&file, lab.starter().text) {
+        // O_EXCL: a link planted under that name (even a dangling one) is never written through.
+        let created = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&file)
+            .and_then(|mut out| std::io::Write::write_all(&mut out, lab.starter().text.as_bytes()));
+        if let Err(e) = created {
             eprintln!("flashprof: cannot create {}: {e}", file.display());
             return ExitCode::Environment;
         }

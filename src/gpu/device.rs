@@ -212,6 +212,12 @@ pub struct LaunchResult {
 /// How many CUDA devices the driver sees, or why it sees none.
 pub fn count() -> Result<usize, GpuProblem> {
     super::libraries::preload_driver();
+    // cudarc opens the driver by name: never where that name is an untrusted file.
+    if let Some(refusal) = super::libraries::driver_by_name_blocked() {
+        return Err(GpuProblem::NoDriver {
+            detail: format!("the driver was not loaded: {refusal}"),
+        });
+    }
     // cudarc panics when libcuda is absent; ask first so the answer is a message.
     // SAFETY: only tries to dlopen the driver library by its usual names.
     if !unsafe { cudarc::driver::sys::is_culib_present() } {

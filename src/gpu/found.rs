@@ -3,7 +3,8 @@
 //!
 //! In order: flashprof's and CUDA's own variables (`FLASHPROF_CUDA_LIB`,
 //! `FLASHPROF_CUPTI_PATH`, `CUDA_HOME`, `CUDA_PATH`), `LD_LIBRARY_PATH`, a
-//! checkout's `.cuda-wheels/` (beside the working folder or the binary),
+//! checkout's `.cuda-wheels/` (beside the binary, never the working folder:
+//! a TA works inside students' folders),
 //! Python's site-packages (`PYTHONPATH`, the active virtualenv or conda
 //! environment, the user's site, pyenv, the system's), conda installs, CUDA
 //! toolkits, and WSL2's driver folder. Each site-packages is searched in both
@@ -13,6 +14,12 @@
 //! Only when none of those holds NVRTC is Python asked for its own paths,
 //! once per process, under a timeout. The answer is kept for the process.
 //! Nothing here loads a library; [`crate::gpu::libraries`] does.
+//!
+//! A library is only ever chosen when it is trusted ([`trust`]): the file
+//! and every folder from it up to `/` belong to this process's user or to
+//! root and can be written by no one else (a sticky root-owned folder such
+//! as `/tmp` may be above it, never hold it). Anything else is kept in
+//! [`Libraries::refused`] with the reason, for `flashprof doctor`.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -86,6 +93,119 @@ pub struct Found {
     pub origin: Origin,
 }
 
+/// A library file that was not chosen because it is not trusted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    /// The file as found (its links resolved when they could be).
+    pub library: PathBuf,
+    pub origin: Origin,
+    /// Why, naming the file or folder at fault (already neutralised for display).
+    pub reason: String,
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "refused {} (via {}): {}",
+            crate::display::line_for_display(&self.library.display().to_string()),
+            self.origin,
+            self.reason
+        )
+    }
+}
+
+/// The names a by-name open of the driver may resolve (cudarc tries more than one).
+pub const DRIVER_NAMES: [&str; 2] = ["libcuda.so.1", "libcuda.so"];
+/// The same for NVRTC.
+pub const NVRTC_NAMES: [&str; 3] = ["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"];
+/// The same for CUPTI.
+pub const CUPTI_NAMES: [&str; 2] = ["libcupti.so.13", "libcupti.so"];
+
+/// This process's effective user id (the second `Uid:` field of
+/// `/proc/self/status`), or `None` where that cannot be read.
+pub fn effective_uid() -> Option<u32> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("Uid:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// Why a file or folder with owner `uid` and `mode` cannot be trusted by
+/// user `euid`, or `None` when it can. `holds_library`: the folder that
+/// holds the library itself, where even a sticky bit does not make a write
+/// bit for others acceptable.
+pub fn untrusted_because(
+    uid: u32,
+    mode: u32,
+    is_dir: bool,
+    holds_library: bool,
+    euid: u32,
+) -> Option<String> {
+    if uid != euid && uid != 0 {
+        return Some(format!("owned by uid {uid}"));
+    }
+    let sticky_root = is_dir && mode & 0o1000 != 0 && uid == 0 && !holds_library;
+    match (mode & 0o020 != 0, mode & 0o002 != 0) {
+        _ if sticky_root => None,
+        (true, true) => Some("writable by group and others".into()),
+        (true, false) => Some("writable by group".into()),
+        (false, true) => Some("writable by others".into()),
+        (false, false) => None,
+    }
+}
+
+/// `library` with its links resolved, if it and every folder from it up
+/// to `/` are trusted by this process's user ([`untrusted_because`]); else
+/// the reason, naming the path at fault (neutralised for display).
+pub fn trust(library: &Path) -> Result<PathBuf, String> {
+    use std::os::unix::fs::MetadataExt;
+    let shown = |p: &Path| crate::display::line_for_display(&p.display().to_string()).into_owned();
+    let euid =
+        effective_uid().ok_or("this process's user could not be read from /proc/self/status")?;
+    let real = std::fs::canonicalize(library).map_err(|e| format!("{}: {e}", shown(library)))?;
+    for (index, path) in real.ancestors().enumerate() {
+        let meta = std::fs::symlink_metadata(path).map_err(|e| format!("{}: {e}", shown(path)))?;
+        if index == 0 && !meta.is_file() {
+            return Err(format!("{}: not a regular file", shown(path)));
+        }
+        if let Some(why) =
+            untrusted_because(meta.uid(), meta.mode(), meta.is_dir(), index == 1, euid)
+        {
+            return Err(format!("{}: {why}", shown(path)));
+        }
+    }
+    Ok(real)
+}
+
+/// What the dynamic loader would open for a bare `name` from
+/// `LD_LIBRARY_PATH` (an empty or relative entry counts from the working
+/// folder, as the loader does), when that file is not trusted.
+pub fn loader_path_refusal(context: &Context, name: &str) -> Option<Refused> {
+    let value = context.var("LD_LIBRARY_PATH")?;
+    let cwd = context.cwd.clone().unwrap_or_default();
+    std::env::split_paths(value).find_map(|entry| {
+        let folder = match entry.is_absolute() {
+            true => entry,
+            false => cwd.join(entry),
+        };
+        let library = folder.join(name);
+        if !library.is_file() {
+            return None;
+        }
+        // The first entry holding the name is the one the loader takes.
+        Some(trust(&library).err().map(|reason| Refused {
+            library,
+            origin: Origin::LoaderPath,
+            reason,
+        }))
+    })?
+}
+
 impl Found {
     /// The folder that really holds the library.
     pub fn folder(&self) -> &Path {
@@ -143,13 +263,19 @@ pub struct Libraries {
     pub searched: Vec<Place>,
     /// Whether Python was asked for its paths (scanning found no NVRTC).
     pub python_asked: bool,
+    /// Library files found but not trusted, in the order met.
+    pub refused: Vec<Refused>,
+    /// Untrusted files that a by-name open (the loader's own search through
+    /// `LD_LIBRARY_PATH`) would take: such an open must not be made.
+    pub by_name_refused: Vec<Refused>,
 }
 
 impl Libraries {
     /// Searches for everything in `context`.
     pub fn search(context: &Context) -> Self {
+        let mut refused = Vec::new();
         let mut places = places(context);
-        let mut nvrtc = find_nvrtc(&places);
+        let mut nvrtc = nvrtc_in(&places, &mut refused);
         let mut python_asked = false;
         if nvrtc.is_none() && context.ask_python {
             python_asked = true;
@@ -158,15 +284,21 @@ impl Libraries {
                 .flat_map(|site| wheel_folders(site, Origin::Python))
                 .filter(|p| !places.contains(p))
                 .collect();
-            nvrtc = find_nvrtc(&asked);
+            nvrtc = nvrtc_in(&asked, &mut refused);
             places.extend(asked);
         }
-        let cupti = find_file(&places, "libcupti.so.13", 13);
+        let cupti = file_in(&places, "libcupti.so.13", 13, &mut refused);
         let cupti_12 = match cupti {
             Some(_) => None,
-            None => find_file(&places, "libcupti.so.12", 12),
+            None => file_in(&places, "libcupti.so.12", 12, &mut refused),
         };
-        let driver = find_file(&places, "libcuda.so.1", 1);
+        let driver = file_in(&places, "libcuda.so.1", 1, &mut refused);
+        let mut by_name_refused: Vec<Refused> = Vec::new();
+        for name in DRIVER_NAMES.iter().chain(&NVRTC_NAMES).chain(&CUPTI_NAMES) {
+            if let Some(refusal) = loader_path_refusal(context, name) {
+                by_name_refused.push(refusal);
+            }
+        }
         Self {
             nvrtc,
             cupti,
@@ -174,7 +306,29 @@ impl Libraries {
             driver,
             searched: places,
             python_asked,
+            refused,
+            by_name_refused,
         }
+    }
+
+    /// Every refusal once, for `flashprof doctor`.
+    pub fn refusals(&self) -> Vec<&Refused> {
+        let mut all: Vec<&Refused> = Vec::new();
+        for refusal in self.refused.iter().chain(&self.by_name_refused) {
+            if !all.iter().any(|r| r.library == refusal.library) {
+                all.push(refusal);
+            }
+        }
+        all
+    }
+
+    /// The refusal that forbids opening any of `names` by bare name.
+    pub fn by_name_blocked(&self, names: &[&str]) -> Option<&Refused> {
+        self.by_name_refused.iter().find(|r| {
+            r.library
+                .file_name()
+                .is_some_and(|n| names.iter().any(|name| n == *name))
+        })
     }
 
     /// The folders searched, for messages.
@@ -216,7 +370,7 @@ pub fn current() -> &'static Libraries {
 pub fn nvrtc_missing_message() -> String {
     format!(
         "NVRTC (libnvrtc.so.13 or .12) was not found. Fix: {NVRTC_FIX}  \
-         (or set FLASHPROF_CUDA_LIB to the folder holding it; `flashprof doctor` lists where flashprof looked)"
+         (or set FLASHPROF_CUDA_LIB to the folder holding it; `flashprof doctor` lists where flashprof looked and what it refused)"
     )
 }
 
@@ -250,8 +404,13 @@ pub fn places(context: &Context) -> Vec<Place> {
             add(folder, Origin::LoaderPath);
         }
     }
-    for base in [&context.cwd, &context.exe].into_iter().flatten() {
-        for ancestor in base.ancestors() {
+    // Beside the binary only (a checkout's target/*/flashprof finds the
+    // checkout's wheels): never the working folder's ancestors, which a
+    // TA shares with the students whose folders they work in. What is
+    // found here is still only used when trusted.
+    if let Some(exe) = &context.exe {
+        let exe = std::fs::canonicalize(exe).unwrap_or_else(|_| exe.clone());
+        for ancestor in exe.ancestors().skip(1) {
             let wheels = ancestor.join(".cuda-wheels");
             if wheels.is_dir() {
                 for place in wheel_folders(&wheels, Origin::Checkout) {
@@ -396,18 +555,37 @@ pub(crate) fn children(folder: &Path, prefix: &str) -> Vec<PathBuf> {
 }
 
 /// NVRTC: folders named by a variable first (whatever their version), then
-/// 13.x anywhere, then 12.x anywhere.
+/// 13.x anywhere, then 12.x anywhere; only a trusted one (with a trusted
+/// builtins library, when it has one).
 pub fn find_nvrtc(places: &[Place]) -> Option<Found> {
+    nvrtc_in(places, &mut Vec::new())
+}
+
+/// [`find_nvrtc`], keeping what it refused.
+fn nvrtc_in(places: &[Place], refused: &mut Vec<Refused>) -> Option<Found> {
     let (named, others): (Vec<&Place>, Vec<&Place>) = places
         .iter()
         .partition(|p| matches!(p.origin, Origin::Variable(_)));
+    let refused = std::cell::RefCell::new(refused);
     let in_place = |place: &Place, major: u32| {
-        let library = place.folder.join(format!("libnvrtc.so.{major}"));
-        if !library.is_file() {
-            return None;
-        }
-        let library = std::fs::canonicalize(&library).unwrap_or(library);
-        let companion = builtins_in(&place.folder, major);
+        let library = trusted_in(place, &format!("libnvrtc.so.{major}"), &refused)?;
+        let companion = match builtins_in(&place.folder, major) {
+            Some(builtins) => match trust(&builtins) {
+                Ok(real) => Some(real),
+                Err(reason) => {
+                    note(
+                        &refused,
+                        Refused {
+                            library: builtins,
+                            origin: place.origin,
+                            reason,
+                        },
+                    );
+                    return None;
+                }
+            },
+            None => None,
+        };
         Some(Found {
             library,
             companion,
@@ -440,12 +618,48 @@ fn builtins_in(folder: &Path, major: u32) -> Option<PathBuf> {
     Some(std::fs::canonicalize(&path).unwrap_or(path))
 }
 
-/// The first `places` folder holding `name`.
-fn find_file(places: &[Place], name: &str, major: u32) -> Option<Found> {
+/// Records a refusal once.
+fn note(refused: &std::cell::RefCell<&mut Vec<Refused>>, refusal: Refused) {
+    let mut refused = refused.borrow_mut();
+    if !refused.iter().any(|r| r.library == refusal.library) {
+        refused.push(refusal);
+    }
+}
+
+/// `name` in `place`, its links resolved, if it is there and trusted; a
+/// file that is there but not trusted is noted in `refused`.
+fn trusted_in(
+    place: &Place,
+    name: &str,
+    refused: &std::cell::RefCell<&mut Vec<Refused>>,
+) -> Option<PathBuf> {
+    let library = place.folder.join(name);
+    if !library.is_file() {
+        return None;
+    }
+    match trust(&library) {
+        Ok(real) => Some(real),
+        Err(reason) => {
+            let library = std::fs::canonicalize(&library).unwrap_or(library);
+            note(
+                refused,
+                Refused {
+                    library,
+                    origin: place.origin,
+                    reason,
+                },
+            );
+            None
+        }
+    }
+}
+
+/// The first `places` folder holding a trusted `name`.
+fn file_in(places: &[Place], name: &str, major: u32, refused: &mut Vec<Refused>) -> Option<Found> {
+    let refused = std::cell::RefCell::new(refused);
     places.iter().find_map(|place| {
-        let library = place.folder.join(name);
-        library.is_file().then(|| Found {
-            library: std::fs::canonicalize(&library).unwrap_or(library),
+        trusted_in(place, name, &refused).map(|library| Found {
+            library,
             companion: None,
             major,
             origin: place.origin,
@@ -590,8 +804,9 @@ mod tests {
         let home = root.path().join("home");
         std::fs::create_dir_all(home.join(".local/lib/python3.12/site-packages")).unwrap();
         let conda = root.path().join("env");
+        std::fs::create_dir_all(checkout.join("target/debug")).unwrap();
         let ctx = Context {
-            cwd: Some(checkout.join("src/deep")),
+            exe: Some(checkout.join("target/debug/flashprof")),
             ..context(&[("HOME", &home), ("CONDA_PREFIX", &conda)])
         };
         let folders: Vec<PathBuf> = places(&ctx).into_iter().map(|p| p.folder).collect();
@@ -604,6 +819,147 @@ mod tests {
         ] {
             assert!(folders.contains(&expected), "{expected:?} in {folders:?}");
         }
+    }
+
+    fn chmod(path: &Path, mode: u32) {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    #[test]
+    fn a_planted_wheel_above_the_working_folder_is_never_searched_or_chosen() {
+        let class = tempfile::tempdir().unwrap();
+        let planted = class.path().join(".cuda-wheels/nvidia/cu13/lib");
+        touch(&planted.join("libnvrtc.so.13"));
+        touch(&planted.join("libcuda.so.1"));
+        let alice = class.path().join("alice/deep");
+        std::fs::create_dir_all(&alice).unwrap();
+        for cwd in [class.path().to_path_buf(), alice] {
+            let ctx = Context {
+                cwd: Some(cwd.clone()),
+                ..Context::default()
+            };
+            assert!(
+                places(&ctx)
+                    .iter()
+                    .all(|p| !p.folder.starts_with(class.path())),
+                "{cwd:?}"
+            );
+            let found = Libraries::search(&ctx);
+            for chosen in [&found.nvrtc, &found.driver].into_iter().flatten() {
+                assert!(!chosen.library.starts_with(class.path()), "{chosen:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_library_in_a_folder_others_can_write_is_refused_with_the_reason() {
+        let site = tempfile::tempdir().unwrap();
+        let lib = site.path().join("nvidia/cu13/lib");
+        touch(&lib.join("libnvrtc.so.13"));
+        touch(&lib.join("libcupti.so.13"));
+        let ctx = context(&[("PYTHONPATH", site.path())]);
+        let from_site = |found: &Libraries| {
+            found
+                .nvrtc
+                .as_ref()
+                .is_some_and(|n| n.library.starts_with(site.path()))
+        };
+        for (mode, why) in [
+            (0o775, "writable by group"),
+            (0o757, "writable by others"),
+            (0o777, "writable by group and others"),
+            // A sticky bit makes /tmp acceptable above a library, never as its folder.
+            (0o1777, "writable by group and others"),
+        ] {
+            chmod(&lib, mode);
+            let found = Libraries::search(&ctx);
+            assert!(!from_site(&found), "{mode:o}");
+            let refusal = found
+                .refused
+                .iter()
+                .find(|r| r.library.ends_with("libnvrtc.so.13"))
+                .unwrap_or_else(|| panic!("{mode:o}: {:?}", found.refused));
+            assert_eq!(refusal.origin, Origin::Python);
+            let expected = format!("{}: {why}", lib.display());
+            assert_eq!(refusal.reason, expected);
+            assert!(refusal.to_string().starts_with("refused "), "{refusal}");
+            assert!(found
+                .refused
+                .iter()
+                .any(|r| r.library.ends_with("libcupti.so.13")));
+        }
+        chmod(&lib, 0o755);
+        chmod(&lib.join("libnvrtc.so.13"), 0o646);
+        let found = Libraries::search(&ctx);
+        assert!(!from_site(&found));
+        assert!(found.refused[0]
+            .reason
+            .ends_with("libnvrtc.so.13: writable by others"));
+        // A folder above it that others can write (not sticky) is refused too.
+        chmod(&lib.join("libnvrtc.so.13"), 0o644);
+        chmod(&site.path().join("nvidia"), 0o777);
+        let found = Libraries::search(&ctx);
+        assert!(!from_site(&found));
+        chmod(&site.path().join("nvidia"), 0o755);
+        let found = Libraries::search(&ctx);
+        assert!(from_site(&found), "{:?}", found.refused);
+        assert!(found.refused.is_empty(), "{:?}", found.refused);
+        // Owned by someone else (only root can make such a file here).
+        if effective_uid() == Some(0) {
+            std::os::unix::fs::chown(&lib, Some(1001), None).unwrap();
+            let found = Libraries::search(&ctx);
+            assert!(!from_site(&found));
+            assert_eq!(
+                found.refused[0].reason,
+                format!("{}: owned by uid 1001", lib.display())
+            );
+        }
+    }
+
+    #[test]
+    fn only_this_user_or_root_and_no_other_writer_is_trusted() {
+        let euid = 1000;
+        assert_eq!(untrusted_because(1000, 0o100644, false, false, euid), None);
+        assert_eq!(untrusted_because(0, 0o40755, true, true, euid), None);
+        assert_eq!(
+            untrusted_because(1001, 0o100644, false, false, euid).as_deref(),
+            Some("owned by uid 1001")
+        );
+        // /tmp: sticky, root's, above the library: accepted; as its folder: not.
+        assert_eq!(untrusted_because(0, 0o41777, true, false, euid), None);
+        assert_eq!(
+            untrusted_because(0, 0o41777, true, true, euid).as_deref(),
+            Some("writable by group and others")
+        );
+        // Sticky but not root's: refused.
+        assert!(untrusted_because(1000, 0o41777, true, false, euid).is_some());
+        assert_eq!(
+            untrusted_because(1000, 0o40775, true, false, euid).as_deref(),
+            Some("writable by group")
+        );
+    }
+
+    #[test]
+    fn a_by_name_open_through_an_untrusted_loader_path_entry_is_blocked() {
+        let work = tempfile::tempdir().unwrap();
+        touch(&work.path().join("libcuda.so.1"));
+        chmod(work.path(), 0o777);
+        // An empty entry is the working folder, for the loader.
+        let ctx = Context {
+            cwd: Some(work.path().to_path_buf()),
+            ..context(&[("LD_LIBRARY_PATH", Path::new("/nonexistent:"))])
+        };
+        let refusal = loader_path_refusal(&ctx, "libcuda.so.1").expect("refused");
+        assert!(
+            refusal.reason.ends_with("writable by group and others"),
+            "{refusal}"
+        );
+        let found = Libraries::search(&ctx);
+        assert!(found.by_name_blocked(&DRIVER_NAMES).is_some());
+        assert!(found.by_name_blocked(&NVRTC_NAMES).is_none());
+        chmod(work.path(), 0o700);
+        assert_eq!(loader_path_refusal(&ctx, "libcuda.so.1"), None);
     }
 
     #[test]

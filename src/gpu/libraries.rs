@@ -9,6 +9,10 @@
 //! (the loader matches the SONAME of objects already in the process), so we
 //! preload NVRTC and its builtins, and the driver, by path. The handles are
 //! kept for the life of the process on purpose.
+//!
+//! Only trusted files are loaded ([`super::found::trust`]), and no bare
+//! name is opened when the loader's search through `LD_LIBRARY_PATH` would
+//! take an untrusted file for it ([`super::found::Libraries::by_name_blocked`]).
 
 use std::path::Path;
 use std::sync::OnceLock;
@@ -35,13 +39,26 @@ pub fn preload_nvrtc() -> bool {
             .into_iter()
             .chain(found.companion.as_deref().and_then(load))
             .collect(),
+        None if nvrtc_by_name_blocked() => Vec::new(),
         None => NVRTC_BY_NAME
             .iter()
             .find_map(|name| load(Path::new(name)))
             .into_iter()
             .collect(),
     });
-    !libs.is_empty()
+    !libs.is_empty() && !nvrtc_by_name_blocked()
+}
+
+/// Whether a by-name open of NVRTC (cudarc's, or ours) could load an untrusted file.
+pub fn nvrtc_by_name_blocked() -> bool {
+    super::found::current()
+        .by_name_blocked(&super::found::NVRTC_NAMES)
+        .is_some()
+}
+
+/// The refusal that forbids opening the driver by name, if any.
+pub fn driver_by_name_blocked() -> Option<&'static super::found::Refused> {
+    super::found::current().by_name_blocked(&super::found::DRIVER_NAMES)
 }
 
 /// Makes the driver library loadable by name if it sits in a known folder
@@ -50,6 +67,9 @@ pub fn preload_driver() -> bool {
     static LOADED: OnceLock<Option<libloading::Library>> = OnceLock::new();
     LOADED
         .get_or_init(|| {
+            if driver_by_name_blocked().is_some() {
+                return None;
+            }
             load(Path::new("libcuda.so.1")).or_else(|| {
                 super::found::current()
                     .driver

@@ -106,7 +106,7 @@ fn start_sanitizer(file: &Path, template: &CheckPlan, messages: &Sender<Msg>) {
                     .map_err(|e| format!("cannot locate flashprof itself: {e}"))?;
                 let case = template.cases.first().ok_or("no case to run")?;
                 // Read like every student file: never a blocking open of a FIFO.
-                let read = read_regular_file(&file, FollowLinks::Yes, MAX_SOURCE_BYTES)
+                let read = read_regular_file(&file, FollowLinks::No, MAX_SOURCE_BYTES)
                     .map_err(|e| e.to_string())?;
                 let text = String::from_utf8(read.bytes)
                     .map_err(|_| format!("{} is not UTF-8 text", file.display()))?;

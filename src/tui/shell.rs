@@ -106,7 +106,8 @@ pub fn watch_into<M: Send + 'static>(
     wrap: fn(Vec<u8>) -> M,
 ) -> anyhow::Result<FileWatcher> {
     // Never blocks on a FIFO or device node, and never reads past the size limit.
-    let initial = read_regular_file(file, FollowLinks::Yes, MAX_SOURCE_BYTES)
+    // Never a link: the TUI compiles, shows and stores only the file itself.
+    let initial = read_regular_file(file, FollowLinks::No, MAX_SOURCE_BYTES)
         .map(|read| read.bytes)
         .with_context(|| format!("cannot read {}", file.display()))?;
     let watcher_messages = messages.clone();

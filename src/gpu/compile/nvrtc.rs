@@ -33,7 +33,11 @@ fn check(call: &'static str, code: nvrtcResult) -> Result<(), CallError> {
 /// Whether libnvrtc can be loaded. cudarc panics on the first NVRTC call
 /// when it cannot, so this must be asked first.
 pub fn library_present() -> bool {
-    crate::gpu::libraries::preload_nvrtc();
+    // A by-name open that could take an untrusted file is never made
+    // (cudarc opens NVRTC by name).
+    if !crate::gpu::libraries::preload_nvrtc() && crate::gpu::libraries::nvrtc_by_name_blocked() {
+        return false;
+    }
     // SAFETY: only attempts to dlopen cudarc's candidate library names; no
     // NVRTC function is called.
     unsafe { sys::is_culib_present() }

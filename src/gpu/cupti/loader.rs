@@ -108,10 +108,38 @@ impl LibraryLoader for SystemLoader {
                         tried.push(format!("{}: no such file", path.display()));
                         continue;
                     }
+                    // Only a trusted file, and its nvperf companion (crate::gpu::found::trust).
                     let folder = path.parent().unwrap_or(Path::new("/"));
-                    (path.clone(), folder.join(NVPERF_HOST_NAME))
+                    let pair = crate::gpu::found::trust(path).and_then(|cupti| {
+                        let nvperf = folder.join(NVPERF_HOST_NAME);
+                        match nvperf.is_file() {
+                            true => crate::gpu::found::trust(&nvperf).map(|n| (cupti, n)),
+                            false => Ok((cupti, nvperf)),
+                        }
+                    });
+                    match pair {
+                        Ok(pair) => pair,
+                        Err(reason) => {
+                            tried.push(format!("refused {}: {reason}", path.display()));
+                            continue;
+                        }
+                    }
                 }
                 Candidate::LoaderPath => {
+                    let blocked = crate::gpu::found::current()
+                        .by_name_blocked(&crate::gpu::found::CUPTI_NAMES)
+                        .map(ToString::to_string)
+                        .or_else(|| {
+                            crate::gpu::found::loader_path_refusal(
+                                &crate::gpu::found::Context::current(),
+                                NVPERF_HOST_NAME,
+                            )
+                            .map(|r| r.to_string())
+                        });
+                    if let Some(refusal) = blocked {
+                        tried.push(format!("{CUPTI_NAME} by name: {refusal}"));
+                        continue;
+                    }
                     (PathBuf::from(CUPTI_NAME), PathBuf::from(NVPERF_HOST_NAME))
                 }
             };
