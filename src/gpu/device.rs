@@ -490,16 +490,7 @@ impl Gpu {
         draw: Draw,
     ) -> GpuResult<()> {
         ws.drawn = draw;
-        for (index, (_, arg)) in ws.args.iter_mut().enumerate() {
-            match arg {
-                DeviceArg::F32(t) => {
-                    self.fresh_pass(t, &kernels.fill, tensor_draw(draw, index), None)?
-                }
-                DeviceArg::I32(t) => self.fresh_pass(t, &kernels.fill, Draw::COPY, None)?,
-                DeviceArg::Scalar(_) | DeviceArg::Null | DeviceArg::Output => {}
-            }
-        }
-        Ok(())
+        self.fresh_passes(ws, &kernels.fill, None)
     }
 
     /// The inputs the last launch changed, with how many elements of each:
@@ -513,22 +504,7 @@ impl Gpu {
             .stream
             .alloc_zeros::<u64>(ws.args.len())
             .map_err(gpu_err("cuMemAlloc"))?;
-        let draw = ws.drawn;
-        for (index, (_, arg)) in ws.args.iter_mut().enumerate() {
-            let mut count = counts.slice_mut(index..index + 1);
-            match arg {
-                DeviceArg::F32(t) => self.fresh_pass(
-                    t,
-                    &kernels.changed,
-                    tensor_draw(draw, index),
-                    Some(&mut count),
-                )?,
-                DeviceArg::I32(t) => {
-                    self.fresh_pass(t, &kernels.changed, Draw::COPY, Some(&mut count))?
-                }
-                DeviceArg::Scalar(_) | DeviceArg::Null | DeviceArg::Output => {}
-            }
-        }
+        self.fresh_passes(ws, &kernels.changed, Some(&mut counts))?;
         let counts = self
             .stream
             .clone_dtoh(&counts)
@@ -540,6 +516,29 @@ impl Gpu {
             .filter(|(_, n)| *n > 0)
             .map(|((name, _), n)| ((*name).to_string(), n))
             .collect())
+    }
+
+    /// `function` over every input tensor under the workspace's last draw
+    /// (float tensors each from their own stream of it, int tensors copied),
+    /// counting into `counts[argument]` when counts are asked for.
+    fn fresh_passes(
+        &self,
+        ws: &mut Workspace,
+        function: &CudaFunction,
+        mut counts: Option<&mut CudaSlice<u64>>,
+    ) -> GpuResult<()> {
+        let draw = ws.drawn;
+        for (index, (_, arg)) in ws.args.iter_mut().enumerate() {
+            let mut count = counts.as_mut().map(|c| c.slice_mut(index..index + 1));
+            match arg {
+                DeviceArg::F32(t) => {
+                    self.fresh_pass(t, function, tensor_draw(draw, index), count.as_mut())?
+                }
+                DeviceArg::I32(t) => self.fresh_pass(t, function, Draw::COPY, count.as_mut())?,
+                DeviceArg::Scalar(_) | DeviceArg::Null | DeviceArg::Output => {}
+            }
+        }
+        Ok(())
     }
 
     /// One pass of `fresh_inputs` (no `changed`) or `fresh_inputs_changed`

@@ -26,7 +26,6 @@ use crate::gpu::cupti::{
 };
 use crate::gpu::device::{Draw, Gpu, GpuError, Kernel};
 use crate::gpu::peaks::{measure_peaks, Benchmark, FoundPeaks, ProbeLaunch};
-use crate::grade::compare::POISON_BITS;
 use crate::grade::floor::too_few_dram_reads;
 use crate::grade::launch_audit::{LaunchAudit, LaunchId, LaunchPhase};
 use crate::grade::roofline::{
@@ -294,18 +293,16 @@ impl Session<'_> {
                 metrics: config.metrics(),
             })
             .collect();
-        let mut bench = None;
-        let mut audit = None;
+        // The workspace and the audit, made only when something must be profiled.
+        let mut prepared = None;
         if keys.iter().any(|key| !self.measured.contains_key(key)) {
             self.inputs()?;
             let data = self.inputs.as_ref().expect("made above");
-            let mut ws = gpu.workspace(self.lab, data, POISON_BITS)?;
-            gpu.keep_pristine(&mut ws)?;
-            audit = Some(LaunchAudit::new(data.problem.output, self.lab.tolerance()));
-            let mut fresh = Bench::new(gpu, self.baselines, ws, self.request.seed, true);
-            fresh.prepare(Draw::COPY)?;
-            gpu.launch(kernel, &mut fresh.ws)?;
-            bench = Some(fresh);
+            let audit = LaunchAudit::new(data.problem.output, self.lab.tolerance());
+            let mut bench = Bench::new(gpu, self.baselines, data, self.request.seed, true)?;
+            bench.prepare(Draw::COPY)?;
+            gpu.launch(kernel, &mut bench.ws)?;
+            prepared = Some((bench, audit));
         }
         let mut reused = true;
         for (index, (config, key)) in configs.iter().zip(keys).enumerate() {
@@ -314,7 +311,9 @@ impl Session<'_> {
                 continue;
             }
             reused = false;
-            let bench = bench.as_mut().expect("made when a measurement was missing");
+            let (bench, audit) = prepared
+                .as_mut()
+                .expect("made when a measurement was missing");
             // Fresh inputs and cold L2 before every profiled launch, as for
             // timing: the DRAM bytes then compare with the analytic minimum
             // (every byte read once) and with Nsight Compute's default cache
@@ -331,16 +330,13 @@ impl Session<'_> {
                 number: index + 1,
                 of: configs.len(),
             };
-            if profiled.is_ok() {
-                let audit = audit.as_mut().expect("made with the bench");
-                if let Err(finding) = bench.audit(audit, launch)? {
-                    return Ok(KernelCounters::refused(format!(
-                        "not this kernel's profile: {finding}"
-                    )));
-                }
-            }
             match profiled {
                 Ok(measured) => {
+                    if let Err(finding) = bench.audit(audit, launch)? {
+                        return Ok(KernelCounters::refused(format!(
+                            "not this kernel's profile: {finding}"
+                        )));
+                    }
                     values.extend(measured.values.iter().cloned());
                     // A value CUPTI could not evaluate is measured again next
                     // time rather than kept for the worker's life.

@@ -52,18 +52,20 @@ pub fn time(
     let lab = baselines.lab;
     let data = timing_inputs(lab, case, seed)?;
     let shape = data.problem.output;
-    let mut ws = gpu.workspace(lab, &data, POISON_BITS)?;
-    gpu.keep_pristine(&mut ws)?;
+    let mut bench = Bench::new(gpu, baselines, &data, seed, config.cold_l2)?;
     let inputs_ms = elapsed_ms(started);
 
-    let reference = gpu.reference_f64(&baselines.oracle_f64, &ws, None)?;
+    let reference = gpu.reference_f64(&bench.baselines.oracle_f64, &bench.ws, None)?;
     let reference_check = check_reference(lab, &data, &reference, seed);
     let reference_ms = elapsed_ms(started) - inputs_ms;
 
-    let mut bench = Bench::new(gpu, baselines, ws, seed, config.cold_l2);
     let tolerance = lab.tolerance();
-    let mut student_audit = LaunchAudit::new(shape, tolerance);
-    let mut starter_audit = LaunchAudit::new(shape, tolerance);
+    let mut sides = Sides {
+        starter: LaunchAudit::new(shape, tolerance),
+        student: LaunchAudit::new(shape, tolerance),
+        starter_finding: None,
+        finding: None,
+    };
 
     // The checked launch: the host's inputs, the whole output graded.
     let checked = LaunchId {
@@ -76,21 +78,16 @@ pub fn time(
     gpu.synchronize()?;
     let output = gpu.read_output(&bench.ws)?;
     let output_check = compare(shape, tolerance, &output.output, &reference);
-    let mut finding = bench.changed_inputs(checked)?;
-    student_audit.remember(checked, &output.output);
+    sides.finding = bench.changed_inputs(checked)?;
+    sides.student.remember(checked, &output.output);
 
-    let mut starter_finding = None;
     for number in 1..=config.warmup as usize {
         let id = LaunchId {
             phase: LaunchPhase::WarmUp,
             number,
             of: config.warmup as usize,
         };
-        let starter = &bench.baselines.starter.clone();
-        let (_, audited) = bench.audited_launch(starter, &mut starter_audit, id)?;
-        record(audited, &mut starter_finding);
-        let (_, audited) = bench.audited_launch(student, &mut student_audit, id)?;
-        record(audited, &mut finding);
+        bench.pair(student, &mut sides, id)?;
     }
     let most = config.repetitions.max(1);
     let mut starter_ms = Vec::with_capacity(most as usize);
@@ -101,17 +98,12 @@ pub fn time(
             number,
             of: most as usize,
         };
-        let starter = &bench.baselines.starter.clone();
-        let (ms, audited) = bench.audited_launch(starter, &mut starter_audit, id)?;
-        starter_ms.push(ms);
-        record(audited, &mut starter_finding);
-        let (ms, audited) = bench.audited_launch(student, &mut student_audit, id)?;
-        student_ms.push(ms);
-        record(audited, &mut finding);
-        let settled =
-            |samples: (&[f64], &[f64])| speedup(samples.0, samples.1).is_ok_and(|s| settled(&s));
+        let (starter, student) = bench.pair(student, &mut sides, id)?;
+        starter_ms.push(starter);
+        student_ms.push(student);
         // A withheld speedup needs no precision, only the floor of pairs.
-        let done = finding.is_some() || settled((&starter_ms, &student_ms));
+        let done =
+            sides.finding.is_some() || speedup(&starter_ms, &student_ms).is_ok_and(|s| settled(&s));
         if number as u32 >= MIN_TIMED_PAIRS.min(most) && done {
             break;
         }
@@ -128,8 +120,8 @@ pub fn time(
         && output.out_of_bounds_writes == 0
         && inputs_intact
         && reference_check.agrees
-        && finding.is_none()
-        && starter_finding.is_none()
+        && sides.finding.is_none()
+        && sides.starter_finding.is_none()
         && impossible.is_none();
     Ok(TimingOutcome {
         shape: data.problem,
@@ -146,8 +138,8 @@ pub fn time(
         max_sm_clock_mhz: gpu.info.max_sm_clock_mhz,
         elapsed_ms: elapsed_ms(started),
         rules: TIMING_RULES,
-        finding,
-        starter_finding,
+        finding: sides.finding,
+        starter_finding: sides.starter_finding,
         floor: Some(floor),
         impossible,
         audited_launches: bench.audited,
@@ -159,6 +151,14 @@ pub fn time(
         }),
         profile_refused: None,
     })
+}
+
+/// Both kernels' audits over one timing, and the first finding of each.
+struct Sides {
+    starter: LaunchAudit,
+    student: LaunchAudit,
+    starter_finding: Option<LaunchFinding>,
+    finding: Option<LaunchFinding>,
 }
 
 /// Keeps the first finding of a kernel's launches.
@@ -193,14 +193,18 @@ pub(super) struct Bench<'a> {
 }
 
 impl<'a> Bench<'a> {
+    /// Uploads `data` (guarded, output poisoned) with a pristine copy of
+    /// every input, so that each launch can be given fresh inputs.
     pub(super) fn new(
         gpu: &'a Gpu,
         baselines: &'a mut Baselines,
-        ws: Workspace,
+        data: &CaseData,
         seed: u64,
         cold_l2: bool,
-    ) -> Self {
-        Self {
+    ) -> Result<Self, GpuError> {
+        let mut ws = gpu.workspace(baselines.lab, data, POISON_BITS)?;
+        gpu.keep_pristine(&mut ws)?;
+        Ok(Self {
             gpu,
             baselines,
             ws,
@@ -209,7 +213,7 @@ impl<'a> Bench<'a> {
             best_sweep_bytes_per_s: 0.0,
             audited: 0,
             audits_ms: 0.0,
-        }
+        })
     }
 
     /// The next launch's fresh inputs, drawn from the lab's range.
@@ -268,6 +272,21 @@ impl<'a> Bench<'a> {
         let gpu = self.gpu;
         let ms = gpu.timed(|| gpu.launch(kernel, &mut self.ws))?;
         Ok((ms, self.audit(audit, launch)?))
+    }
+
+    /// One interleaved pair, the starter first, each audited: both times.
+    fn pair(
+        &mut self,
+        student: &Kernel,
+        sides: &mut Sides,
+        launch: LaunchId,
+    ) -> Result<(f64, f64), GpuError> {
+        let starter = self.baselines.starter.clone();
+        let (starter_ms, audited) = self.audited_launch(&starter, &mut sides.starter, launch)?;
+        record(audited, &mut sides.starter_finding);
+        let (student_ms, audited) = self.audited_launch(student, &mut sides.student, launch)?;
+        record(audited, &mut sides.finding);
+        Ok((starter_ms, student_ms))
     }
 
     /// The audit of the launch that just finished.
