@@ -86,6 +86,11 @@ done
 
 python3 scripts/acceptance_table.py "$OUT" >"$OUT/table.txt"
 status=$?
+# The Rust tests that need a GPU (ignored on CI), when their programs were
+# carried (scripts/gpu-tests.sh build).
+if [ -d target/gpu-tests ]; then
+  scripts/gpu-tests.sh run "$BIN" >>"$OUT/table.txt" || status=1
+fi
 
 # Counter fidelity: flashprof's CUPTI values against Nsight Compute on the same
 # kernel and shape (C = P = 2048). ncu runs flashprof itself (counters off, so

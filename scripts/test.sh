@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The test command: fetches the real NVRTC and CUPTI libraries (PyPI wheels,
 # CUDA 13.0 line, no GPU needed) on first use, then runs every test.
-# Tests that need a GPU skip themselves, saying so, on machines without one.
+# Tests that need a GPU, a daemon or a file outside the checkout are marked
+# ignored with their reason; the end of the run lists each one by name.
+# FLASHPROF_SLURM_TEST=1 / FLASHPROF_SSH_TEST=1 also run the real Slurm and
+# sshd tests (they install and start daemons; CI sets both).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEPS=.cuda-wheels
@@ -17,4 +20,21 @@ fi
 export LD_LIBRARY_PATH="$PWD/$DEPS/nvidia/cu13/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # Plain `cargo test` (not --all-targets) also builds the examples as programs:
 # the worker-protocol tests start examples/stand_in_worker.rs as a process.
-exec cargo test "$@"
+mkdir -p target
+LOG=target/test-run.log
+cargo test "$@" 2>&1 | tee "$LOG"
+OPTED_IN=()
+[ "${FLASHPROF_SLURM_TEST:-}" = 1 ] && OPTED_IN+=(--test slurm)
+[ "${FLASHPROF_SSH_TEST:-}" = 1 ] && OPTED_IN+=(--test ssh)
+if [ ${#OPTED_IN[@]} -gt 0 ]; then
+  echo "running the opted-in daemon tests: ${OPTED_IN[*]}"
+  cargo test "${OPTED_IN[@]}" -- --ignored 2>&1 | tee -a "$LOG"
+fi
+# What a green run did not run: every ignored test, less those the opt-ins ran.
+ignored=$(grep -E '^test .* \.\.\. ignored' "$LOG" | sed -E 's/^test (.*) \.\.\. ignored(, )?(.*)$/\1\t\3/' | sort -u)
+ran=$(grep -E '^test .* \.\.\. ok$' "$LOG" | sed -E 's/^test (.*) \.\.\. ok$/\1/' | sort -u)
+not_run=$(printf '%s\n' "$ignored" | awk -F'\t' 'NR==FNR { if ($0 != "") ran[$0] = 1; next } $1 != "" && !($1 in ran)' <(printf '%s\n' "$ran") -)
+count=$(printf '%s\n' "$not_run" | grep -c . || true)
+echo
+echo "ignored, not run here: $count"
+printf '%s\n' "$not_run" | awk -F'\t' '$1 != "" { printf "  %s (%s)\n", $1, $2 }'

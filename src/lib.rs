@@ -1,11 +1,46 @@
-//! flashprof grades and profiles CUDA flash-prefill kernels.
+//! flashprof compiles, grades, times and profiles CUDA attention kernels
+//! written for the labs of one course (the attention-v1 contract: flash
+//! prefill, vLLM's paged prefill, and the labs that follow them), from the
+//! terminal, for one student or a whole class.
 //!
-//! Layers, from the bottom up (each depends only on the ones above it in this list):
-//! - [`lab`]: the contract, launch geometry, source files and cases (pure data);
-//! - [`grade`]: the float64 oracle, comparison, diagnosis and timing statistics (pure);
-//! - [`gpu`]: NVRTC, the CUDA driver and CUPTI (the only `unsafe` code);
-//! - [`protocol`], [`worker`], [`app`]: the process boundary around untrusted kernels;
-//! - [`report`]: tables and JSON.
+//! # Module map
+//!
+//! The modules are layers, listed from the bottom up; each uses only the
+//! layers listed before it (tests/architecture_map.rs checks every
+//! `use crate::` edge against this list, and that every module is named):
+//!
+//! 1. [`display`], [`nonfinite`]: leaves: outside text made safe for a
+//!    terminal, and floats that may be NaN or infinite through JSON;
+//! 2. [`grade`]: what holds for every lab: comparison against an oracle,
+//!    launch integrity and audit, timing statistics, the physical floor,
+//!    the roofline reading of counters (pure; names no lab);
+//! 3. [`lab`]: every lab as a value (its contract, cases, oracle, golden
+//!    proof, diagnosis, bug models), and the student file's validation;
+//! 4. [`facts`]: plain data about compiled kernels and GPUs;
+//! 5. [`gpu`]: NVRTC, the CUDA driver and CUPTI, behind thin safe owners;
+//! 6. [`protocol`]: the versioned messages between caller and worker;
+//! 7. [`worker`]: the sandboxed process that compiles and runs untrusted
+//!    kernels;
+//! 8. [`outcome`]: what a check found, as data, and its one verdict rule;
+//! 9. [`app`]: the caller's side: the worker's handle (local, ssh, Slurm),
+//!    one check, watching, history, batch grading, gates;
+//! 10. [`embedded`]: the recorded sessions compiled into the binary;
+//! 11. [`report`]: the table and JSON of a check;
+//! 12. [`tui`]: the terminal screens (state, messages, views);
+//! 13. [`cli`]: commands, their options and their one error path.
+//!
+//! # Unsafe code
+//!
+//! The crate denies `unsafe`; these files allow it, each for foreign calls
+//! it keeps thin (the same test compares this list with the source):
+//! - `src/gpu/device.rs`: CUDA driver calls and kernel launches;
+//! - `src/gpu/peaks.rs`: launching the peak probes;
+//! - `src/gpu/compile/nvrtc.rs`: NVRTC through cudarc;
+//! - `src/gpu/cupti/mod.rs`, `src/gpu/cupti/sys.rs`: CUPTI's profiler API;
+//! - `src/gpu/libraries.rs`: loading NVIDIA's libraries by path;
+//! - `src/worker/stdio.rs`: the worker's private protocol descriptor;
+//! - `src/worker/sandbox.rs`: `setrlimit` and the sandbox's system calls;
+//! - `src/app/batch/lock.rs`: one `flock` on the `--out` folder.
 #![deny(unsafe_code)]
 
 pub mod app;

@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use flashprof::gpu::compile::{compile, CompileError, CompileOptions};
+use flashprof::gpu::compile::{compile, CompileOptions};
 use flashprof::lab::flash_prefill::FLASH_PREFILL;
 use flashprof::lab::geometry::GridY;
 use flashprof::lab::source::{SourceForm, StudentSource};
@@ -77,22 +77,15 @@ fn the_top_rung_has_one_switch_to_plain_tf32() {
 }
 
 /// Checks that `file` is a valid flash-prefill file that compiles without
-/// spills and can launch the block it declares; returns its grid layout, or
-/// `None` when NVRTC is missing.
-fn compiles_cleanly(file: &Path) -> Option<GridY> {
+/// spills and can launch the block it declares; returns its grid layout.
+fn compiles_cleanly(file: &Path) -> GridY {
     let label = name(file);
     let source = StudentSource::from_path(file, FLASH_PREFILL)
         .unwrap_or_else(|e| panic!("{label}: not a valid flash-prefill file: {e}"));
     assert_eq!(source.form(), SourceForm::TranslationUnit, "{label}");
     let geometry = source.geometry();
-    let kernel = match compile(&source, &CompileOptions::default()) {
-        Ok(kernel) => kernel,
-        Err(missing @ CompileError::LibraryMissing { .. }) => {
-            eprintln!("skipped: {missing}");
-            return None;
-        }
-        Err(error) => panic!("{label}: {error}"),
-    };
+    let kernel = compile(&source, &CompileOptions::default())
+        .unwrap_or_else(|error| panic!("{label}: {error}"));
     assert!(!kernel.image.is_empty(), "{label}");
     let usage = kernel.resources.expect("ptxas reports resources");
     assert_eq!(
@@ -110,15 +103,13 @@ fn compiles_cleanly(file: &Path) -> Option<GridY> {
         usage.static_smem_bytes + geometry.dynamic_smem_bytes <= MAX_BLOCK_SMEM,
         "{label}"
     );
-    Some(geometry.grid_y)
+    geometry.grid_y
 }
 
 #[test]
 fn every_rung_obeys_the_lab_abi_and_compiles_without_spills() {
     for file in rungs() {
-        let Some(grid) = compiles_cleanly(&file) else {
-            return;
-        };
+        let grid = compiles_cleanly(&file);
         // Rung 1 keeps the lab's one block per query head; the rest share K/V
         // across a KV group.
         let label = name(&file);

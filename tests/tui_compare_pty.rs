@@ -30,10 +30,10 @@ fn both_compiled(screen: &str) -> bool {
 
 #[test]
 fn an_error_saved_into_b_shows_under_b_only_and_its_fix_compiles_both() {
-    if !flashprof::gpu::libraries::preload_nvrtc() {
-        eprintln!("skipping: NVRTC (libnvrtc.so.13) cannot be loaded, so nothing would compile");
-        return;
-    }
+    assert!(
+        flashprof::gpu::libraries::preload_nvrtc(),
+        "NVRTC (libnvrtc.so.13) cannot be loaded: run the tests through scripts/test.sh"
+    );
     let folder = tempfile::tempdir().expect("temp folder");
     let (a, b) = (folder.path().join("a.cu"), folder.path().join("b.cu"));
     save_in_place(&a, STARTER);

@@ -38,10 +38,10 @@ fn compile_error_on(screen: &str, line: usize, identifier: &str) -> bool {
 
 #[test]
 fn edits_in_a_real_terminal_reach_the_screen_and_quit_restores_it() {
-    if !flashprof::gpu::libraries::preload_nvrtc() {
-        eprintln!("skipping: NVRTC (libnvrtc.so.13) cannot be loaded, so nothing would compile");
-        return;
-    }
+    assert!(
+        flashprof::gpu::libraries::preload_nvrtc(),
+        "NVRTC (libnvrtc.so.13) cannot be loaded: run the tests through scripts/test.sh"
+    );
     let folder = tempfile::tempdir().expect("temp folder");
     let kernel: PathBuf = folder.path().join("prefill.cu");
     save_in_place(&kernel, STARTER);
@@ -99,10 +99,10 @@ fn edits_in_a_real_terminal_reach_the_screen_and_quit_restores_it() {
 
 #[test]
 fn the_paged_lab_without_a_file_opens_its_own_starter_and_leaves_the_first_labs_file_alone() {
-    if !flashprof::gpu::libraries::preload_nvrtc() {
-        eprintln!("skipping: NVRTC (libnvrtc.so.13) cannot be loaded, so nothing would compile");
-        return;
-    }
+    assert!(
+        flashprof::gpu::libraries::preload_nvrtc(),
+        "NVRTC (libnvrtc.so.13) cannot be loaded: run the tests through scripts/test.sh"
+    );
     let folder = tempfile::tempdir().expect("temp folder");
     let mut session = Session::start(
         folder.path(),

@@ -262,7 +262,7 @@ fn worker_command_or_refusal(
 #[command(
     name = "flashprof",
     version,
-    about = "Grade and profile CUDA flash-prefill kernels"
+    about = "Grade and profile CUDA attention kernels for the labs of `flashprof labs`"
 )]
 #[command(args_conflicts_with_subcommands = true)]
 struct Cli {

@@ -10,19 +10,17 @@ use crate::facts::metrics::{
 
 const H200_CHIP: &str = "GH100";
 
-fn real_cupti() -> Option<Cupti> {
-    match Cupti::load() {
-        Ok(cupti) => Some(cupti),
-        Err(unavailable) => {
-            eprintln!("skipping: real libcupti not loadable: {unavailable}");
-            None
-        }
-    }
+/// The real CUPTI host library (scripts/test.sh provides it): without it
+/// these tests would say nothing, so they fail instead of passing unseen.
+fn real_cupti() -> Cupti {
+    Cupti::load().unwrap_or_else(|unavailable| {
+        panic!("real libcupti not loadable ({unavailable}): run the tests through scripts/test.sh")
+    })
 }
 
 #[test]
 fn quick_set_costs_one_pass_on_gh100() {
-    let Some(cupti) = real_cupti() else { return };
+    let cupti = real_cupti();
     let config = MetricConfig::new(&cupti, H200_CHIP, QUICK.metrics).expect("quick config");
     assert_eq!(config.num_passes(), 1);
     assert_eq!(config.chip(), H200_CHIP);
@@ -35,7 +33,7 @@ fn quick_set_costs_one_pass_on_gh100() {
 /// of their own beyond the one every launch takes.
 #[test]
 fn level_metrics_are_known_to_gh100_and_fit_one_pass() {
-    let Some(cupti) = real_cupti() else { return };
+    let cupti = real_cupti();
     for level in LEVEL_METRICS {
         let metrics = [level.count, level.peak_per_cycle, level.clock_hz];
         let config = MetricConfig::new(&cupti, H200_CHIP, &metrics).expect(level.count);
@@ -45,7 +43,7 @@ fn level_metrics_are_known_to_gh100_and_fit_one_pass() {
 
 #[test]
 fn sm_throughput_alone_costs_eight_passes() {
-    let Some(cupti) = real_cupti() else { return };
+    let cupti = real_cupti();
     let config = MetricConfig::new(&cupti, H200_CHIP, &[SM_THROUGHPUT_PCT]).expect("config");
     assert_eq!(config.num_passes(), 8);
 }
@@ -54,7 +52,7 @@ fn sm_throughput_alone_costs_eight_passes() {
 /// pipes fit in SM throughput's eight passes; the L1 throughput adds one.
 #[test]
 fn full_extra_costs_one_pass_more_than_sm_throughput_alone() {
-    let Some(cupti) = real_cupti() else { return };
+    let cupti = real_cupti();
     let passes = |metrics: &[&str]| {
         MetricConfig::new(&cupti, H200_CHIP, metrics)
             .expect("config")
@@ -74,7 +72,7 @@ fn full_extra_costs_one_pass_more_than_sm_throughput_alone() {
 /// Every per-unit metric is one CUPTI 13 knows on GH100.
 #[test]
 fn every_unit_metric_is_valid_on_gh100() {
-    let Some(cupti) = real_cupti() else { return };
+    let cupti = real_cupti();
     for (_, metric) in UNIT_METRICS {
         MetricConfig::new(&cupti, H200_CHIP, &[metric]).expect(metric);
     }
@@ -82,7 +80,7 @@ fn every_unit_metric_is_valid_on_gh100() {
 
 #[test]
 fn unknown_metric_is_named_in_the_error() {
-    let Some(cupti) = real_cupti() else { return };
+    let cupti = real_cupti();
     let bogus = "dram__bytes_teleported.sum";
     let error = MetricConfig::new(&cupti, H200_CHIP, &[DRAM_BYTES_READ, bogus])
         .err()
@@ -99,7 +97,7 @@ fn unknown_metric_is_named_in_the_error() {
 
 #[test]
 fn unknown_chip_is_a_call_error() {
-    let Some(cupti) = real_cupti() else { return };
+    let cupti = real_cupti();
     let error = MetricConfig::new(&cupti, "GX999", &[DRAM_BYTES_READ])
         .err()
         .expect("an unknown chip must be rejected");
@@ -117,7 +115,7 @@ fn unknown_chip_is_a_call_error() {
 
 #[test]
 fn empty_metric_list_is_refused_before_calling_cupti() {
-    let Some(cupti) = real_cupti() else { return };
+    let cupti = real_cupti();
     let error = MetricConfig::new(&cupti, H200_CHIP, &[])
         .err()
         .expect("no metrics");

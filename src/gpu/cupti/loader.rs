@@ -173,22 +173,24 @@ mod tests {
 
     /// The folder of a real libcupti (with its nvperf libraries), from the
     /// override variable or `LD_LIBRARY_PATH`.
-    fn real_library_folder() -> Option<PathBuf> {
+    fn real_library_folder() -> PathBuf {
         let override_folder = std::env::var_os(PATH_VARIABLE).map(|path| {
             let file = library_file(PathBuf::from(path));
             file.parent().map(Path::to_path_buf).unwrap_or_default()
         });
         let loader_path = std::env::var_os("LD_LIBRARY_PATH").unwrap_or_default();
-        let found = override_folder
+        override_folder
             .into_iter()
             .chain(std::env::split_paths(&loader_path))
             .find(|folder| {
                 folder.join(CUPTI_NAME).is_file() && folder.join(NVPERF_HOST_NAME).is_file()
-            });
-        if found.is_none() {
-            eprintln!("skipping: no libcupti.so.13 in {PATH_VARIABLE} or LD_LIBRARY_PATH");
-        }
-        found
+            })
+            .unwrap_or_else(|| {
+                panic!(
+                    "no libcupti.so.13 in {PATH_VARIABLE} or LD_LIBRARY_PATH: \
+                     run the tests through scripts/test.sh"
+                )
+            })
     }
 
     #[test]
@@ -228,9 +230,7 @@ mod tests {
 
     #[test]
     fn libcupti_without_nvperf_beside_it_is_refused() {
-        let Some(real) = real_library_folder() else {
-            return;
-        };
+        let real = real_library_folder();
         let folder = tempfile::tempdir().expect("temp dir");
         std::os::unix::fs::symlink(real.join(CUPTI_NAME), folder.path().join(CUPTI_NAME))
             .expect("symlink");
@@ -247,9 +247,7 @@ mod tests {
 
     #[test]
     fn real_folder_loads_by_absolute_path() {
-        let Some(real) = real_library_folder() else {
-            return;
-        };
+        let real = real_library_folder();
         let path = real.join(CUPTI_NAME);
         let loader = SystemLoader::with_candidates(vec![
             Candidate::File(PathBuf::from("/nonexistent/libcupti.so.13")),
