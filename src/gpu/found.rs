@@ -478,6 +478,12 @@ pub fn wheel_folders(site: &Path, origin: Origin) -> Vec<Place> {
 /// Site-packages folders found without running Python.
 fn site_packages(context: &Context) -> Vec<PathBuf> {
     let mut sites = Vec::new();
+    // Installed from the wheel, the binary is VENV/bin/flashprof and its
+    // NVRTC sits in VENV's site-packages, also when the virtualenv is not
+    // activated (pipx and `uv tool` link it from ~/.local/bin).
+    if let Some(venv) = own_virtualenv(context) {
+        sites.extend(python_dirs(&venv.join("lib")));
+    }
     if let Some(value) = context.var("PYTHONPATH") {
         sites.extend(std::env::split_paths(value).filter(|f| f.is_absolute()));
     }
@@ -495,6 +501,17 @@ fn site_packages(context: &Context) -> Vec<PathBuf> {
     }
     sites.push(PathBuf::from("/usr/lib/python3/dist-packages"));
     sites
+}
+
+/// The virtualenv whose `bin/` holds the running binary (it has a
+/// `pyvenv.cfg` beside that folder), links followed.
+fn own_virtualenv(context: &Context) -> Option<PathBuf> {
+    let exe = context.exe.as_ref()?;
+    let exe = std::fs::canonicalize(exe).unwrap_or_else(|_| exe.clone());
+    let venv = exe.parent()?.parent()?;
+    venv.join("pyvenv.cfg")
+        .is_file()
+        .then(|| venv.to_path_buf())
 }
 
 /// `lib/python3.*/{site,dist}-packages` under one `lib` folder.
@@ -743,6 +760,37 @@ mod tests {
         assert_eq!(nvrtc.folder(), lib);
         assert_eq!(nvrtc.companion, Some(lib.join("libnvrtc-builtins.so.13.0")));
         assert_eq!(found.cupti.expect("cupti").folder(), lib);
+    }
+
+    #[test]
+    fn the_virtualenv_holding_the_binary_is_searched_without_being_activated() {
+        let root = tempfile::tempdir().unwrap();
+        let venv = root.path().join("venv");
+        touch(&venv.join("pyvenv.cfg"));
+        touch(&venv.join("bin/flashprof"));
+        let lib = venv.join("lib/python3.12/site-packages/nvidia/cu13/lib");
+        touch(&lib.join("libnvrtc.so.13"));
+        touch(&lib.join("libnvrtc-builtins.so.13.0"));
+        // As pipx and `uv tool` install it: a link in another bin folder.
+        touch(&root.path().join("home/.local/bin/.keep"));
+        let link = root.path().join("home/.local/bin/flashprof");
+        std::os::unix::fs::symlink(venv.join("bin/flashprof"), &link).unwrap();
+        for exe in [venv.join("bin/flashprof"), link] {
+            let found = Libraries::search(&Context {
+                exe: Some(exe.clone()),
+                ..context(&[("HOME", &root.path().join("home"))])
+            });
+            let nvrtc = found.nvrtc.unwrap_or_else(|| panic!("{}", exe.display()));
+            assert_eq!(nvrtc.origin, Origin::Python);
+            assert_eq!(nvrtc.folder(), std::fs::canonicalize(&lib).unwrap());
+        }
+        // The same layout without pyvenv.cfg is no virtualenv.
+        std::fs::remove_file(venv.join("pyvenv.cfg")).unwrap();
+        let found = Libraries::search(&Context {
+            exe: Some(venv.join("bin/flashprof")),
+            ..context(&[("HOME", &root.path().join("home"))])
+        });
+        assert!(found.nvrtc.is_none_or(|n| n.folder() != lib));
     }
 
     #[test]
