@@ -17,7 +17,6 @@ use clap::Args;
 use super::check::fresh_seed;
 use super::ExitCode;
 use crate::app::check::{run_check, CheckPlan, CountersPlan, TimingPlan};
-use crate::lab::definition::ArgKind;
 use crate::lab::source::{SourceForm, StudentSource};
 use crate::outcome::CheckReport;
 use crate::protocol::{CounterTier, TimingConfig};
@@ -62,7 +61,7 @@ fn edited_source(source: &StudentSource, round: u32) -> String {
                 .abi()
                 .args
                 .iter()
-                .find(|arg| arg.kind == ArgKind::F32Output)
+                .find(|arg| arg.kind.is_output())
                 .map_or("out", |arg| arg.name);
             format!(
                 "{text}\nif (gridDim.x == 0u - {}u) {out}[0] = 0.0f;\n",
