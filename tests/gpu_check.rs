@@ -21,7 +21,7 @@ const NO_GPU: i32 = 5;
 fn starter_passes_every_case_on_a_gpu() {
     let (code, json) = flashprof(&[
         "check",
-        "kernels/starter.cu",
+        "kernels/flash-prefill/starter.cu",
         "--json",
         "--no-timing",
         "--no-counters",
@@ -42,7 +42,7 @@ fn starter_passes_every_case_on_a_gpu() {
 fn a_planted_bug_fails_on_a_gpu() {
     let (code, json) = flashprof(&[
         "check",
-        "kernels/bugs/no-max-subtraction.cu",
+        "kernels/flash-prefill/bugs/no-max-subtraction.cu",
         "--json",
         "--no-timing",
         "--no-counters",
@@ -62,7 +62,7 @@ fn a_planted_bug_fails_on_a_gpu() {
 
 #[test]
 fn without_a_gpu_the_file_still_compiles_and_nothing_is_graded() {
-    let (code, json) = flashprof(&["check", "kernels/reference.cu", "--json"]);
+    let (code, json) = flashprof(&["check", "kernels/flash-prefill/reference.cu", "--json"]);
     if code != NO_GPU {
         eprintln!("skipped: this machine has a GPU (exit {code}); the no-GPU path is tested on CI");
         return;

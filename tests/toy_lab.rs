@@ -260,7 +260,7 @@ fn the_engine_checks_a_file_against_the_toy_labs_own_abi() {
     assert_eq!(source.form(), SourceForm::TranslationUnit);
     assert_eq!(source.geometry(), ToyLab.default_geometry());
     // The first lab's kernel is not this lab's: refused, naming the toy's entry point.
-    let flash = include_str!("../kernels/reference.cu");
+    let flash = include_str!("../kernels/flash-prefill/reference.cu");
     let refused =
         StudentSource::from_bytes("flash.cu", flash.as_bytes(), TOY).expect_err("wrong lab");
     assert!(

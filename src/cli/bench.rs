@@ -403,13 +403,13 @@ mod tests {
     fn each_round_is_a_new_build_in_both_source_forms() {
         for (path, text, form) in [
             (
-                "kernels/starter.cu",
-                include_str!("../../kernels/starter.cu"),
+                "kernels/flash-prefill/starter.cu",
+                include_str!("../../kernels/flash-prefill/starter.cu"),
                 SourceForm::Body,
             ),
             (
-                "kernels/reference.cu",
-                include_str!("../../kernels/reference.cu"),
+                "kernels/flash-prefill/reference.cu",
+                include_str!("../../kernels/flash-prefill/reference.cu"),
                 SourceForm::TranslationUnit,
             ),
         ] {

@@ -266,7 +266,7 @@ impl PartialEq for LabRef {
 impl Eq for LabRef {}
 
 /// A [`KernelFile`] shipped in this repository, embedded in the binary so
-/// an installed flashprof carries it: `shipped_kernel!("kernels/starter.cu")`.
+/// an installed flashprof carries it: `shipped_kernel!("kernels/flash-prefill/starter.cu")`.
 macro_rules! shipped_kernel {
     ($path:literal) => {
         $crate::lab::definition::KernelFile {

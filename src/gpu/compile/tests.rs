@@ -315,7 +315,9 @@ fn fixtures_cover_both_forms_and_declare_their_geometry() {
 
 #[test]
 fn every_shipped_kernel_compiles() {
-    let kernels = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels");
+    let kernels = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("kernels")
+        .join("flash-prefill");
     let Some(bugs) = compile_every_cu_under(&kernels.join("bugs")) else {
         return;
     };
@@ -536,7 +538,7 @@ fn constant_data_and_read_only_tables_are_not_kept() {
 
 #[test]
 fn the_starter_keeps_and_reads_nothing() {
-    let starter = include_str!("../../../kernels/starter.cu");
+    let starter = include_str!("../../../kernels/flash-prefill/starter.cu");
     let Some(facts) = facts_of(starter) else {
         return;
     };

@@ -1,4 +1,4 @@
-//! CPU models of the planted bugs in `kernels/bugs/` whose effect is on the
+//! CPU models of the planted bugs in `kernels/flash-prefill/bugs/` whose effect is on the
 //! values (the others crash, hang, race or write where they must not, which
 //! the runner observes without a model).
 //!

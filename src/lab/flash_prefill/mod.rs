@@ -64,10 +64,10 @@ impl TypedLab for FlashPrefill {
     // What the timing case's random_tensor draws Q, K and V from.
     const TIMING_DRAW: std::ops::Range<f32> = -1.0..1.0;
     const KERNELS: Shipped = Shipped {
-        starter: shipped_kernel!("kernels/starter.cu"),
-        reference: shipped_kernel!("kernels/reference.cu"),
+        starter: shipped_kernel!("kernels/flash-prefill/starter.cu"),
+        reference: shipped_kernel!("kernels/flash-prefill/reference.cu"),
         support: SupportKernels {
-            file: shipped_kernel!("kernels/support.cu"),
+            file: shipped_kernel!("kernels/flash-prefill/support.cu"),
             oracle_f64: "oracle_f64",
             oracle_threads: 256,
         },

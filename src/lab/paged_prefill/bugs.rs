@@ -134,7 +134,7 @@ mod tests {
     fn each_planted_kernel_expects_exactly_the_cases_its_model_fails() {
         for bug in Bug::ALL {
             let path = format!(
-                "{}/kernels/paged/bugs/{}.cu",
+                "{}/kernels/paged-prefill/bugs/{}.cu",
                 env!("CARGO_MANIFEST_DIR"),
                 bug.name()
             );

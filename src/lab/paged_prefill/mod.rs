@@ -117,10 +117,10 @@ impl TypedLab for PagedPrefill {
     // the cache's sentinels (2.5, 40) lie outside it and stay.
     const TIMING_DRAW: std::ops::Range<f32> = -1.0..1.0;
     const KERNELS: Shipped = Shipped {
-        starter: shipped_kernel!("kernels/paged/starter.cu"),
-        reference: shipped_kernel!("kernels/paged/reference.cu"),
+        starter: shipped_kernel!("kernels/paged-prefill/starter.cu"),
+        reference: shipped_kernel!("kernels/paged-prefill/reference.cu"),
         support: SupportKernels {
-            file: shipped_kernel!("kernels/paged/support.cu"),
+            file: shipped_kernel!("kernels/paged-prefill/support.cu"),
             oracle_f64: "paged_oracle_f64",
             oracle_threads: 256,
         },
