@@ -37,6 +37,15 @@
 //! is), it ends when its caller hangs up, through the real worker's watch:
 //! a `hang` case then shows that a worker stuck on a dropped link goes away.
 //!
+//! Labs: a compile for the `toy-kinds` lab (tests/toy_kinds/mod.rs: every
+//! argument kind the fp32 labs do not use) runs each case for real on the
+//! CPU: the case's arguments laid out as `gpu::device` lays them out for a
+//! GPU (guards, the bf16 output's poison, scratch reset before each of two
+//! launches), the lab's kernel as a CPU function of them, the output read
+//! back as grading reads a bf16 output, compared with the lab's oracle. A
+//! case named `skips-a-row` leaves a row unwritten, `reads-past-the-end`
+//! reads one element past an input.
+//!
 //! A case that arrives before any kernel was compiled or loaded in *this*
 //! process fails, which is how the tests see that a restarted worker got
 //! the kernel image again.
@@ -57,6 +66,9 @@ use flashprof::protocol::{
 };
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+
+#[path = "../tests/toy_kinds/mod.rs"]
+mod toy_kinds;
 
 const OPTIMIZED_IMAGE: &[u8] = b"stand-in image";
 const QUICK_IMAGE: &[u8] = b"stand-in quick image";
@@ -93,12 +105,17 @@ fn main() {
     write_message(&mut out, &ready).expect("stdout");
     let mut loaded: Option<Vec<u8>> = None;
     let mut timing_kind: Option<String> = None;
+    let mut lab_name = String::new();
     while let Ok(request) = read_message::<Request>(&mut input) {
         let event = match request {
             Request::Shutdown => return,
             Request::Compile {
-                build, source_text, ..
+                build,
+                source_text,
+                lab,
+                ..
             } => {
+                lab_name = lab.name;
                 let image = match build {
                     Build::Optimized => OPTIMIZED_IMAGE,
                     Build::Quick(_) => QUICK_IMAGE,
@@ -151,6 +168,9 @@ fn main() {
                     .contains(&image.as_slice())
                     .then_some(image);
                 Event::Loaded { load_ms: 0.0 }
+            }
+            Request::RunCase { case, seed } if lab_name == toy_kinds::KINDS.name() => {
+                Event::Case(kinds_case(&case, seed))
             }
             Request::RunCase { case, .. } => {
                 let name = case.name.as_str();
@@ -215,6 +235,64 @@ fn main() {
         if sticky {
             std::process::exit(0);
         }
+    }
+}
+
+/// A case of the `toy-kinds` lab, launched twice on the CPU on the
+/// arguments as the GPU would get them, and graded.
+fn kinds_case(case: &flashprof::lab::definition::LabCase, seed: u64) -> CaseOutcome {
+    let lab = toy_kinds::KINDS;
+    let data = lab.generate(case, seed).expect("a toy-kinds case");
+    let flaw = toy_kinds::Flaw::of(&case.name);
+    let uploaded = toy_kinds::laid_out(&*lab, &data, POISON_BITS);
+    let mut outputs = Vec::new();
+    for _ in 0..2 {
+        // What `Gpu::poison_output` does before every launch: the output
+        // poisoned again, the scratch reset.
+        let mut launch = uploaded.clone();
+        toy_kinds::cpu_kernel(&mut launch, flaw);
+        outputs.push(toy_kinds::output(&launch));
+    }
+    let reference = lab.oracle(&data, None);
+    let comparison = compare(
+        data.problem.output,
+        lab.tolerance(),
+        &outputs[0],
+        &reference,
+    );
+    let runs_differ = outputs[0]
+        .iter()
+        .zip(&outputs[1])
+        .any(|(a, b)| a.to_bits() != b.to_bits());
+    let integrity = flashprof::grade::integrity::Integrity {
+        runs_differ,
+        ..Default::default()
+    };
+    let diagnosis = lab.diagnose(
+        &data,
+        &flashprof::lab::definition::Graded {
+            out: &outputs[0],
+            reference: &reference,
+            comparison: &comparison,
+            integrity: &integrity,
+            experiments: &Default::default(),
+        },
+    );
+    CaseOutcome {
+        name: case.name.clone(),
+        summary: case.summary.clone(),
+        shape: data.problem.clone(),
+        status: match comparison.passed && integrity.is_clean() {
+            true => CaseStatus::Pass,
+            false => CaseStatus::Fail,
+        },
+        comparison: Some(comparison),
+        integrity: Some(integrity),
+        diagnosis: diagnosis.line,
+        cause: None,
+        experiments: Default::default(),
+        elapsed_ms: 0.0,
+        oracle_ms: 0.0,
     }
 }
 

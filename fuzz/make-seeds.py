@@ -98,7 +98,7 @@ geometry = {"rows_per_block": 64, "threads": 256, "dynamic_smem_bytes": 0, "grid
 case = {"name": "random-small", "summary": "s", "recipe": {"name": "random-small", "summary": "s", "chunk": 64, "prefix": 64}}
 line = lambda m: json.dumps(m).encode() + b"\n"
 put("framing", "compile", line({"request": "compile", "lab": flash, "source_path": "a.cu",
-                                 "source_text": read("kernels/starter.cu").decode()}))
+                                 "source_text": read("kernels/flash-prefill/starter.cu").decode()}))
 put("framing", "load_frame", b"#frames 4\n\x7fELF" + line({"request": "load", "lab": paged, "image": 0, "geometry": geometry}))
 put("framing", "load_base64", line({"request": "load", "lab": flash, "image": "f0VMRg==", "geometry": geometry}))
 put("framing", "load_array", line({"request": "load", "lab": flash, "image": [127, 69, 76, 70], "geometry": geometry}))

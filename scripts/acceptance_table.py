@@ -1,7 +1,7 @@
 """Checks flashprof's JSON reports against each kernel's expected verdict and prints a table.
 
 Both labs: flash-prefill (kernels/, reports named starter, reference,
-bug-*) and paged-prefill (kernels/paged/, reports named paged-*).
+bug-*) and paged-prefill (kernels/paged-prefill/, reports named paged-*).
 
 A flash-prefill planted bug's first line says what must happen:
     // flashprof-expect: <case-name> <kind>
@@ -81,7 +81,7 @@ for name in ["starter", "reference", "paged-starter", "paged-reference"]:
                  f"{counters or 'counters ok'}",
                  "ok" if ok else "WRONG"))
 
-for path in sorted(pathlib.Path("kernels/bugs").glob("*.cu")):
+for path in sorted(pathlib.Path("kernels/flash-prefill/bugs").glob("*.cu")):
     first = path.read_text().splitlines()[0]
     case_name, kind = first.split("flashprof-expect:", 1)[1].split()[:2]
     name = f"bug-{path.stem}"
@@ -93,7 +93,7 @@ for path in sorted(pathlib.Path("kernels/bugs").glob("*.cu")):
     seen = "missing" if case is None else f"{case['status']}: {case['diagnosis'][:70]}"
     rows.append((path.stem, f"{case_name} {kind}", seen, "ok" if ok else "WRONG"))
 
-for path in sorted(pathlib.Path("kernels/paged/bugs").glob("*.cu")):
+for path in sorted(pathlib.Path("kernels/paged-prefill/bugs").glob("*.cu")):
     first = path.read_text().splitlines()[0]
     must_fail = set(first.split("flashprof-expect-fail:", 1)[1].split())
     name = f"paged-bug-{path.stem}"
@@ -121,7 +121,7 @@ def speed(report):
     return ((report.get("timing") or {}).get("speedup") or {}).get("point")
 
 
-for lab, prefix, folder in [("flash-prefill", "cheat", "kernels/cheats"), ("paged-prefill", "paged-cheat", "kernels/paged/cheats")]:
+for lab, prefix, folder in [("flash-prefill", "cheat", "kernels/flash-prefill/cheats"), ("paged-prefill", "paged-cheat", "kernels/paged-prefill/cheats")]:
     reference = speed(load("reference" if prefix == "cheat" else "paged-reference"))
     # The starter timed against itself in the same call: what "the trick bought nothing" reads.
     own = speed(load("starter" if prefix == "cheat" else "paged-starter")) or 1.0

@@ -4,7 +4,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-target/release/flashprof}
-KERNEL=${1:-kernels/reference.cu}
+KERNEL=${1:-kernels/flash-prefill/reference.cu}
 for set in \
   sm__throughput.avg.pct_of_peak_sustained_elapsed \
   sm__throughput.avg.pct_of_peak_sustained_elapsed,gpu__time_duration.sum \

@@ -29,32 +29,32 @@ run() { # name, then flashprof arguments; records wall time and exit code
 }
 : >"$OUT/runs.txt"
 
-run starter check kernels/starter.cu --counters
-run reference check kernels/reference.cu --counters
-for bug in kernels/bugs/*.cu; do
+run starter check kernels/flash-prefill/starter.cu --counters
+run reference check kernels/flash-prefill/reference.cu --counters
+for bug in kernels/flash-prefill/bugs/*.cu; do
   run "bug-$(basename "$bug" .cu)" check "$bug" --no-timing --case-timeout 4
 done
 
 # The second lab, paged-prefill: the same checks on its kernels.
-run paged-starter check kernels/paged/starter.cu --lab paged-prefill --counters
-run paged-reference check kernels/paged/reference.cu --lab paged-prefill --counters
-for bug in kernels/paged/bugs/*.cu; do
+run paged-starter check kernels/paged-prefill/starter.cu --lab paged-prefill --counters
+run paged-reference check kernels/paged-prefill/reference.cu --lab paged-prefill --counters
+for bug in kernels/paged-prefill/bugs/*.cu; do
   run "paged-bug-$(basename "$bug" .cu)" check "$bug" --lab paged-prefill --no-timing --case-timeout 4
 done
 
 # Honest timing (docs/INTEGRITY.md): every planted cheat of both labs, timed.
-for cheat in kernels/cheats/*.cu; do
+for cheat in kernels/flash-prefill/cheats/*.cu; do
   run "cheat-$(basename "$cheat" .cu)" check "$cheat" --case-timeout 4
 done
-for cheat in kernels/paged/cheats/*.cu; do
+for cheat in kernels/paged-prefill/cheats/*.cu; do
   run "paged-cheat-$(basename "$cheat" .cu)" check "$cheat" --lab paged-prefill --case-timeout 4
 done
 # Each memo keyed on values beside its control: the same file with the memo
 # never consulted, so any speed the trick bought shows as a gap between them
 # (the file's own code layout may differ from the starter's: docs/INTEGRITY.md).
-sed 's/cheatHit = hit;/cheatHit = 0;/' kernels/cheats/memo-by-values.cu >"$OUT/memo-control.cu"
+sed 's/cheatHit = hit;/cheatHit = 0;/' kernels/flash-prefill/cheats/memo-by-values.cu >"$OUT/memo-control.cu"
 run cheat-control-memo-by-values check "$OUT/memo-control.cu" --lab flash-prefill --case-timeout 4
-sed 's/cheatHit = hit;/cheatHit = 0;/' kernels/paged/cheats/memo-by-values.cu >"$OUT/paged-memo-control.cu"
+sed 's/cheatHit = hit;/cheatHit = 0;/' kernels/paged-prefill/cheats/memo-by-values.cu >"$OUT/paged-memo-control.cu"
 run paged-cheat-control-memo-by-values check "$OUT/paged-memo-control.cu" --lab paged-prefill --case-timeout 4
 rm -f "$OUT/memo-control.cu" "$OUT/paged-memo-control.cu"
 # A class holding the cheats, graded: each must be marked in its row.
@@ -62,8 +62,8 @@ for lab in flash-prefill paged-prefill; do
   class="$OUT/class-$lab"
   rm -rf "$class" "$OUT/gradebook-$lab"
   case $lab in
-    flash-prefill) dir=kernels ;;
-    paged-prefill) dir=kernels/paged ;;
+    flash-prefill) dir=kernels/flash-prefill ;;
+    paged-prefill) dir=kernels/paged-prefill ;;
   esac
   for kernel in "$dir"/starter.cu "$dir"/cheats/*.cu; do
     mkdir -p "$class/$(basename "$kernel" .cu)"
@@ -77,12 +77,12 @@ done
 
 # The human-readable reports of the two reference points, for docs/.
 for kernel in starter reference; do
-  "$BIN" check "kernels/$kernel.cu" --counters >>"$OUT/summary.txt" 2>>"$LOG"
-  "$BIN" check "kernels/paged/$kernel.cu" --lab paged-prefill --counters >>"$OUT/summary.txt" 2>>"$LOG"
+  "$BIN" check "kernels/flash-prefill/$kernel.cu" --counters >>"$OUT/summary.txt" 2>>"$LOG"
+  "$BIN" check "kernels/paged-prefill/$kernel.cu" --lab paged-prefill --counters >>"$OUT/summary.txt" 2>>"$LOG"
 done
 
 # Loop latency, phase by phase.
-"$BIN" bench kernels/reference.cu --rounds 10 --markdown "$OUT/bench.md" >/dev/null 2>>"$LOG"
+"$BIN" bench kernels/flash-prefill/reference.cu --rounds 10 --markdown "$OUT/bench.md" >/dev/null 2>>"$LOG"
 
 python3 scripts/acceptance_table.py "$OUT" >"$OUT/table.txt"
 status=$?
@@ -105,7 +105,7 @@ for kernel in starter reference; do
     ncu --clock-control none --cache-control "$cache" --target-processes all \
       --kernel-name attention_prefill --launch-skip 1 --launch-count 1 --metrics "$METRICS" \
       --csv --print-units base --log-file "$OUT/ncu-$kernel-$cache.csv" \
-      "$BIN" check "kernels/$kernel.cu" --cases scripts/timing-shape-case.toml \
+      "$BIN" check "kernels/flash-prefill/$kernel.cu" --cases scripts/timing-shape-case.toml \
       --no-timing --case-timeout 120 --json >/dev/null 2>>"$LOG"
   done
 done
@@ -114,7 +114,7 @@ python3 scripts/fidelity_table.py "$OUT" >"$OUT/fidelity.txt"
 # Counters held by another profiler: flashprof's own CUPTI session inside
 # ncu must degrade to "unavailable" with a reason, while grading carries on.
 ncu --target-processes all --kernel-name clock_probe --launch-count 1 --metrics gpu__time_duration.sum \
-  "$BIN" check kernels/reference.cu --counters >"$OUT/counters-under-ncu.txt" 2>>"$LOG"
+  "$BIN" check kernels/flash-prefill/reference.cu --counters >"$OUT/counters-under-ncu.txt" 2>>"$LOG"
 echo "exit $?" >>"$OUT/counters-under-ncu.txt"
 
 # Few files come back from the device: pack the raw material.

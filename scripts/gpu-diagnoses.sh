@@ -14,10 +14,10 @@ check() { # name, then flashprof arguments
   "$BIN" check "$@" --no-timing --case-timeout 4 --json >"$OUT/reports/$name.json" 2>>"$OUT/stderr.log"
   echo "$name rc=$?" >>"$OUT/runs.txt"
 }
-for kernel in kernels/starter.cu kernels/reference.cu kernels/bugs/*.cu; do
+for kernel in kernels/flash-prefill/starter.cu kernels/flash-prefill/reference.cu kernels/flash-prefill/bugs/*.cu; do
   check "flash-$(basename "$kernel" .cu)" "$kernel"
 done
-for kernel in kernels/paged/starter.cu kernels/paged/reference.cu kernels/paged/bugs/*.cu; do
+for kernel in kernels/paged-prefill/starter.cu kernels/paged-prefill/reference.cu kernels/paged-prefill/bugs/*.cu; do
   check "paged-$(basename "$kernel" .cu)" "$kernel" --lab paged-prefill
 done
 python3 - "$OUT" >"$OUT/diagnoses.md" <<'PY'

@@ -26,11 +26,11 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv 
 case $LAB in
   flash)
     ARGS=(--lab flash-prefill)
-    KERNELS=(kernels/starter.cu kernels/reference.cu kernels/ladder/*.cu kernels/bugs/*.cu kernels/cheats/*.cu) ;;
+    KERNELS=(kernels/flash-prefill/starter.cu kernels/flash-prefill/reference.cu kernels/flash-prefill/ladder/*.cu kernels/flash-prefill/bugs/*.cu kernels/flash-prefill/cheats/*.cu) ;;
   paged)
     ARGS=(--lab paged-prefill)
-    KERNELS=(kernels/paged/starter.cu kernels/paged/reference.cu kernels/paged/bugs/*.cu kernels/paged/cheats/*.cu
-      kernels/paged/stream-read-probe.cu) ;;
+    KERNELS=(kernels/paged-prefill/starter.cu kernels/paged-prefill/reference.cu kernels/paged-prefill/bugs/*.cu kernels/paged-prefill/cheats/*.cu
+      kernels/paged-prefill/stream-read-probe.cu) ;;
   *) echo "unknown lab $LAB" >&2; exit 2 ;;
 esac
 
@@ -47,8 +47,8 @@ for kernel in "${KERNELS[@]}"; do
 done
 # A control for each memo keyed on values: the same file with the memo never
 # consulted. Its speed next to the cheat's shows what the trick itself bought.
-for memo in kernels/cheats/memo-by-values.cu kernels/paged/cheats/memo-by-values.cu; do
-  case $memo in kernels/paged/*) [ "$LAB" = paged ] || continue ;; *) [ "$LAB" = flash ] || continue ;; esac
+for memo in kernels/flash-prefill/cheats/memo-by-values.cu kernels/paged-prefill/cheats/memo-by-values.cu; do
+  case $memo in kernels/paged-prefill/*) [ "$LAB" = paged ] || continue ;; *) [ "$LAB" = flash ] || continue ;; esac
   control="$REPORTS/memo-by-values-control.cu"
   sed 's/cheatHit = hit;/cheatHit = 0;/' "$memo" >"$control"
   "$BIN" check "$control" "${ARGS[@]}" --case-timeout 4 --json >"$REPORTS/control_memo-by-values.after.json" 2>>"$LOG"

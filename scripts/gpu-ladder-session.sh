@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Records the lecture session that walks up the kernel ladder: the live TUI in
 # lecture mode under tmux on a GPU machine, with the starter, then each rung of
-# kernels/ladder/ saved over the watched file in turn, and plain TF32 (the top
+# kernels/flash-prefill/ladder/ saved over the watched file in turn, and plain TF32 (the top
 # rung without its split, fast and failing) saved just before the top rung.
 # Each save waits for its check to land in the history store; the screen is
 # captured after each. The store is what ships in assets/recorded-session-ladder
@@ -16,7 +16,7 @@ mkdir -p "$OUT/screens"
 REPO=$PWD
 WORK=$(mktemp -d)
 HISTORY="$WORK/.flashprof/history.jsonl"
-cp kernels/starter.cu "$WORK/prefill.cu"
+cp kernels/flash-prefill/starter.cu "$WORK/prefill.cu"
 
 checks_done() {
   [ -f "$HISTORY" ] && wc -l <"$HISTORY" || echo 0
@@ -32,13 +32,13 @@ save() { # kernel file: replaces the watched file the way editors that rename do
   cp "$1" "$WORK/prefill.cu.tmp" && mv "$WORK/prefill.cu.tmp" "$WORK/prefill.cu"
 }
 
-top=$(ls kernels/ladder/*.cu | tail -n 1)
+top=$(ls kernels/flash-prefill/ladder/*.cu | tail -n 1)
 sed 's/kSplitPrecision = true;/kSplitPrecision = false;/' "$top" >"$WORK/plain-tf32.cu"
 
 tmux new-session -d -s ladder -x 120 -y 40 "cd $WORK && $BIN --present prefill.cu 2>$OUT/tui-stderr.log"
 step=1
 wait_and_capture $step 00-starter
-for rung in kernels/ladder/*.cu; do
+for rung in kernels/flash-prefill/ladder/*.cu; do
   if [ "$rung" = "$top" ]; then
     save "$WORK/plain-tf32.cu"
     step=$((step + 1))

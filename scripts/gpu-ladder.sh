@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The kernel ladder on a GPU machine, in one call (about a minute on an H200).
 #
-# Checks every rung of kernels/ladder/ with counters, then plain TF32 (the top
+# Checks every rung of kernels/flash-prefill/ladder/ with counters, then plain TF32 (the top
 # rung with kSplitPrecision = false, made here, not shipped), and prints a
 # table last: cases passed, median time, speedup over the starter, registers,
 # the roofline verdict. Every rung must pass every case; plain TF32 must fail
@@ -26,13 +26,13 @@ check() { # report name, kernel file, extra flashprof arguments
   echo "$name rc=$?" >>"$LOG"
 }
 
-check starter kernels/starter.cu --counters
-check reference kernels/reference.cu --counters
-for rung in kernels/ladder/*.cu; do
+check starter kernels/flash-prefill/starter.cu --counters
+check reference kernels/flash-prefill/reference.cu --counters
+for rung in kernels/flash-prefill/ladder/*.cu; do
   check "$(basename "$rung" .cu)" "$rung" --counters
 done
 
-top=$(ls kernels/ladder/*.cu | tail -n 1)
+top=$(ls kernels/flash-prefill/ladder/*.cu | tail -n 1)
 sed 's/kSplitPrecision = true;/kSplitPrecision = false;/' "$top" >"$REPORTS/plain-tf32.cu"
 if cmp -s "$top" "$REPORTS/plain-tf32.cu"; then
   echo "the top rung has no kSplitPrecision switch" >>"$LOG"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Loop latency on the GPU: verdicts before the optimizer (docs/PERFORMANCE.md).
 # `flashprof bench` on the heavy kernel kept for it
-# (kernels/bench/unrolled-register-tiles.cu) with each quick build and with
+# (kernels/flash-prefill/bench/unrolled-register-tiles.cu) with each quick build and with
 # none, on the reference with the default quick build, and nvcc on the heavy
 # kernel for comparison. Prints a short table last; logs under $OUT.
 set -uo pipefail
@@ -10,7 +10,7 @@ OUT=${OUT:-loop-out}
 mkdir -p "$OUT"
 BIN=${FLASHPROF_BIN:-target/release/flashprof}
 export LD_LIBRARY_PATH=/usr/local/nvidia/lib64:/usr/local/cuda-13.0/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-HEAVY=kernels/bench/unrolled-register-tiles.cu
+HEAVY=kernels/flash-prefill/bench/unrolled-register-tiles.cu
 LOG=$OUT/loop.log
 : >"$LOG"
 
@@ -18,7 +18,7 @@ for quick in fast-compile debug off; do
   "$BIN" bench "$HEAVY" --rounds 4 --quick-build "$quick" --markdown "$OUT/heavy-$quick.md" >/dev/null 2>>"$LOG"
   echo "bench heavy $quick: exit $?" >>"$LOG"
 done
-"$BIN" bench kernels/reference.cu --rounds 10 --markdown "$OUT/reference-fast-compile.md" >/dev/null 2>>"$LOG"
+"$BIN" bench kernels/flash-prefill/reference.cu --rounds 10 --markdown "$OUT/reference-fast-compile.md" >/dev/null 2>>"$LOG"
 echo "bench reference fast-compile: exit $?" >>"$LOG"
 
 # nvcc on the same file, for scale (the student's own toolchain).

@@ -125,23 +125,23 @@ REMOTE=(--gpu-host gpu-node --gpu-host-flashprof "$BIN")
 
 # 1. A real GPU check through ssh.
 say ""
-say "== flashprof check --gpu-host gpu-node kernels/reference.cu"
-"$BIN" check "${REMOTE[@]}" kernels/reference.cu >"$OUT/check-ssh.txt" 2>&1
+say "== flashprof check --gpu-host gpu-node kernels/flash-prefill/reference.cu"
+"$BIN" check "${REMOTE[@]}" kernels/flash-prefill/reference.cu >"$OUT/check-ssh.txt" 2>&1
 say "exit $? (0 = every case passed)"
 head -n 30 "$OUT/check-ssh.txt" >>"$SUMMARY"
 
 # 2. The TUI through ssh under tmux, a few saves.
 WORK=$(mktemp -d)
-cp kernels/starter.cu "$WORK/prefill.cu"
+cp kernels/flash-prefill/starter.cu "$WORK/prefill.cu"
 save() { cp "$REPO/$1" "$WORK/prefill.cu.tmp" && mv "$WORK/prefill.cu.tmp" "$WORK/prefill.cu"; }
 TUI_SCREENS=$OUT/tui-ssh.txt
 capture() { sleep "$2"; { echo "--- $1"; tmux capture-pane -p -t fpr; } >>"$TUI_SCREENS"; }
 tmux new-session -d -s fpr -x 120 -y 40 \
   "cd $WORK && FLASHPROF_SSH_CONFIG=$FLASHPROF_SSH_CONFIG $BIN ${REMOTE[*]} prefill.cu 2>$OUT/tui-stderr.log"
 capture starter 15
-save kernels/bugs/missing-l-rescale.cu
+save kernels/flash-prefill/bugs/missing-l-rescale.cu
 capture missing-l-rescale 10
-save kernels/reference.cu
+save kernels/flash-prefill/reference.cu
 capture reference 12
 tmux send-keys -t fpr q
 sleep 2
@@ -156,8 +156,8 @@ grep -a -A1 '^--- ' "$TUI_SCREENS" >>"$SUMMARY"
 ROUNDS=${ROUNDS:-10}
 PAIRS=${PAIRS:-1}
 for pair in $(seq 1 "$PAIRS"); do
-  "$BIN" bench --rounds "$ROUNDS" --quick-build off kernels/reference.cu >"$OUT/bench-local-$pair.md" 2>&1
-  "$BIN" bench --rounds "$ROUNDS" --quick-build off "${REMOTE[@]}" kernels/reference.cu >"$OUT/bench-ssh-$pair.md" 2>&1
+  "$BIN" bench --rounds "$ROUNDS" --quick-build off kernels/flash-prefill/reference.cu >"$OUT/bench-local-$pair.md" 2>&1
+  "$BIN" bench --rounds "$ROUNDS" --quick-build off "${REMOTE[@]}" kernels/flash-prefill/reference.cu >"$OUT/bench-ssh-$pair.md" 2>&1
 done
 
 # Nothing left: no worker, no ssh session.

@@ -24,11 +24,11 @@ row() { # name, expected exit, then flashprof arguments
   [ "$rc" = "$want" ] || verdict=WRONG
   printf "%-28s exit %s (want %s) %6s s  %-8s %s\n" "$name" "$rc" "$want" "$wall" "$verdict" "$finding" >>"$OUT/table.txt"
 }
-row race 1 kernels/bugs/race.cu
-row missing-barrier-after-load 1 kernels/bugs/missing-barrier-after-load.cu
-row flash-starter 0 kernels/starter.cu
-row flash-reference 0 kernels/reference.cu
-row paged-starter 0 kernels/paged/starter.cu --lab paged-prefill
-row paged-reference 0 kernels/paged/reference.cu --lab paged-prefill
+row race 1 kernels/flash-prefill/bugs/race.cu
+row missing-barrier-after-load 1 kernels/flash-prefill/bugs/missing-barrier-after-load.cu
+row flash-starter 0 kernels/flash-prefill/starter.cu
+row flash-reference 0 kernels/flash-prefill/reference.cu
+row paged-starter 0 kernels/paged-prefill/starter.cu --lab paged-prefill
+row paged-reference 0 kernels/paged-prefill/reference.cu --lab paged-prefill
 cat "$OUT/table.txt"
 ! grep -q WRONG "$OUT/table.txt"

@@ -18,7 +18,7 @@ LIST=$(seq -s, 0 $((GPUS - 1)))
 CLASS=$(mktemp -d)
 for copy in week1 week2; do
   mkdir -p "$CLASS/$copy"
-  cp kernels/starter.cu kernels/reference.cu kernels/bugs/*.cu "$CLASS/$copy/"
+  cp kernels/flash-prefill/starter.cu kernels/flash-prefill/reference.cu kernels/flash-prefill/bugs/*.cu "$CLASS/$copy/"
 done
 nvidia-smi --query-gpu=timestamp,index,utilization.gpu,memory.used --format=csv,noheader -lms 250 >"$OUT/utilisation.csv" &
 SAMPLER=$!
@@ -51,15 +51,15 @@ rm -rf "$OUT/gradebook"
 # compare --watch: A is the reference, B starts as the starter, then a planted
 # bug and then the reference are saved over B.
 WORK=$(mktemp -d)
-cp kernels/reference.cu "$WORK/a.cu"
-cp kernels/starter.cu "$WORK/b.cu"
+cp kernels/flash-prefill/reference.cu "$WORK/a.cu"
+cp kernels/flash-prefill/starter.cu "$WORK/b.cu"
 capture() { sleep "$2"; tmux capture-pane -p -t cmp >"$OUT/compare-$1.txt"; }
 save_b() { cp "$REPO/$1" "$WORK/b.cu.tmp" && mv "$WORK/b.cu.tmp" "$WORK/b.cu"; }
 tmux new-session -d -s cmp -x 120 -y 40 "cd $WORK && $F compare a.cu b.cu --watch --seed 7 2>$OUT/compare-stderr.log"
 capture 1-reference-vs-starter 20
-save_b kernels/bugs/tile-edge.cu
+save_b kernels/flash-prefill/bugs/tile-edge.cu
 capture 2-reference-vs-tile-edge 15
-save_b kernels/reference.cu
+save_b kernels/flash-prefill/reference.cu
 capture 3-reference-vs-reference 15
 tmux send-keys -t cmp q
 sleep 2

@@ -9,12 +9,12 @@ F=$(realpath "${1:-target/release/flashprof}")
 OUT=${OUT:-ta-out}
 mkdir -p "$OUT"
 CLASS=$(mktemp -d)
-cp kernels/starter.cu kernels/reference.cu "$CLASS/" && cp -r kernels/bugs "$CLASS/"
+cp kernels/flash-prefill/starter.cu kernels/flash-prefill/reference.cu "$CLASS/" && cp -r kernels/flash-prefill/bugs "$CLASS/"
 {
   echo "### calibrate"; "$F" calibrate --out "$OUT/gates.toml" --runs 5; cat "$OUT/gates.toml"
-  echo "### check with the gate"; "$F" check kernels/reference.cu --seed 7 --no-counters | tail -4
-  echo "### compare reference vs starter"; "$F" compare kernels/reference.cu kernels/starter.cu --seed 7
-  echo "### compare starter vs oob-write"; "$F" compare kernels/starter.cu kernels/bugs/oob-write.cu --seed 7 --no-timing
+  echo "### check with the gate"; "$F" check kernels/flash-prefill/reference.cu --seed 7 --no-counters | tail -4
+  echo "### compare reference vs starter"; "$F" compare kernels/flash-prefill/reference.cu kernels/flash-prefill/starter.cu --seed 7
+  echo "### compare starter vs oob-write"; "$F" compare kernels/flash-prefill/starter.cu kernels/flash-prefill/bugs/oob-write.cu --seed 7 --no-timing
   echo "### grade"; "$F" grade "$CLASS" --out "$OUT/gradebook" --seed 7; echo "exit $?"
   cut -c1-220 <"$OUT/gradebook/gradebook.csv"
   echo "### grade again (resume)"; "$F" grade "$CLASS" --out "$OUT/gradebook" --seed 7; echo "exit $?"

@@ -13,7 +13,7 @@ OUT=${OUT:-tui-session-out}
 mkdir -p "$OUT"
 REPO=$PWD
 WORK=$(mktemp -d)
-cp kernels/starter.cu "$WORK/prefill.cu"
+cp kernels/flash-prefill/starter.cu "$WORK/prefill.cu"
 PRESENT=${PRESENT:-}
 
 capture() { # name, seconds to wait first
@@ -28,15 +28,15 @@ tmux new-session -d -s fp -x 120 -y 40 "cd $WORK && $BIN $PRESENT prefill.cu 2>$
 capture 01-starter 12
 sed -i '20a flaot broken;' "$WORK/prefill.cu"
 capture 02-compile-error 4
-save kernels/bugs/missing-l-rescale.cu
+save kernels/flash-prefill/bugs/missing-l-rescale.cu
 sleep 8
 tmux send-keys -t fp Tab
 tmux send-keys -t fp Enter
 capture 03-missing-l-rescale-heatmap 2
 tmux send-keys -t fp Escape
-save kernels/bugs/tile-edge.cu
+save kernels/flash-prefill/bugs/tile-edge.cu
 capture 04-tile-edge 8
-save kernels/reference.cu
+save kernels/flash-prefill/reference.cu
 capture 05-reference 10
 tmux send-keys -t fp q
 sleep 2

@@ -63,7 +63,7 @@ def main():
 
     folder = Path(tempfile.mkdtemp(prefix="flashprof-idle-"))
     kernel = folder / "prefill.cu"
-    shutil.copy(ROOT / "kernels/starter.cu", kernel)
+    shutil.copy(ROOT / "kernels/flash-prefill/starter.cu", kernel)
     pid, terminal = pty.fork()
     if pid == 0:
         os.chdir(folder)

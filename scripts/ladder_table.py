@@ -1,7 +1,7 @@
 """Prints the kernel ladder's table from `flashprof check --json` reports.
 
 One report per kernel in the folder given: starter.json, reference.json, one
-per rung (named after kernels/ladder/NN-*.cu) and plain-tf32.json. Exit status
+per rung (named after kernels/flash-prefill/ladder/NN-*.cu) and plain-tf32.json. Exit status
 0 only when every rung passes every case and its timed output, and plain TF32
 fails (a case or the timed output): the ladder's claim that 3xTF32 is needed.
 """

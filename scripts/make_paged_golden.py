@@ -26,7 +26,7 @@ SEED = 20261130
 
 CONTEXTS = [0, 19, 5]
 NEW = [3, 4, 2]
-WINDOW = 6  # must equal GOLDEN_WINDOW in src/lab/paged/golden.rs
+WINDOW = 6  # must equal GOLDEN_WINDOW in src/lab/paged_prefill/golden.rs
 NUM_BLOCKS = 8
 # Each sequence's table row (2 entries: ceil(23 / 16)). Sequence 1 owns
 # blocks 7 and 0, sequence 2 owns block 3; the other entries point at

@@ -26,7 +26,7 @@ for probe in fma_peak tf32_peak bf16_peak; do
 done
 
 KERNELS=("$@")
-[ ${#KERNELS[@]} -eq 0 ] && KERNELS=(starter=kernels/starter.cu reference=kernels/reference.cu)
+[ ${#KERNELS[@]} -eq 0 ] && KERNELS=(starter=kernels/flash-prefill/starter.cu reference=kernels/flash-prefill/reference.cu)
 METRICS=$(python3 scripts/fidelity_table.py --ncu-metrics)
 names=()
 for entry in "${KERNELS[@]}"; do

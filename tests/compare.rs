@@ -135,8 +135,8 @@ fn the_command_compares_two_files_with_or_without_a_gpu() {
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_flashprof"))
         .args([
             "compare",
-            &format!("{root}/kernels/starter.cu"),
-            &format!("{root}/kernels/bugs/oob-write.cu"),
+            &format!("{root}/kernels/flash-prefill/starter.cu"),
+            &format!("{root}/kernels/flash-prefill/bugs/oob-write.cu"),
             "--json",
             "--no-timing",
             "--seed",

@@ -9,7 +9,7 @@ use cli_support::text;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-const STARTER: &str = include_str!("../kernels/starter.cu");
+const STARTER: &str = include_str!("../kernels/flash-prefill/starter.cu");
 
 /// The folder of a real `libnvrtc.so.13` with its builtins (the wheel that
 /// scripts/test.sh installs), from `LD_LIBRARY_PATH` or `FLASHPROF_CUDA_LIB`.

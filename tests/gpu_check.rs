@@ -32,7 +32,7 @@ const NO_GPU: i32 = 5;
 fn starter_passes_every_case_on_a_gpu() {
     let (code, json) = flashprof(&[
         "check",
-        "kernels/starter.cu",
+        "kernels/flash-prefill/starter.cu",
         "--json",
         "--no-timing",
         "--no-counters",
@@ -51,7 +51,7 @@ fn starter_passes_every_case_on_a_gpu() {
 fn a_planted_bug_fails_on_a_gpu() {
     let (code, json) = flashprof(&[
         "check",
-        "kernels/bugs/no-max-subtraction.cu",
+        "kernels/flash-prefill/bugs/no-max-subtraction.cu",
         "--json",
         "--no-timing",
         "--no-counters",
@@ -68,7 +68,10 @@ fn a_planted_bug_fails_on_a_gpu() {
 
 #[test]
 fn without_a_gpu_the_file_still_compiles_and_nothing_is_graded() {
-    let (code, json) = flashprof_on(Some("none"), &["check", "kernels/reference.cu", "--json"]);
+    let (code, json) = flashprof_on(
+        Some("none"),
+        &["check", "kernels/flash-prefill/reference.cu", "--json"],
+    );
     assert_eq!(code, NO_GPU, "{json}");
     let report: serde_json::Value = serde_json::from_str(&json).expect("JSON report");
     assert_eq!(report["compile"]["ok"], true);

@@ -22,7 +22,7 @@ use flashprof::app::gate::GateTable;
 use flashprof::worker::GpuSelection;
 use serde_json::Value;
 
-const STARTER: &str = include_str!("../kernels/starter.cu");
+const STARTER: &str = include_str!("../kernels/flash-prefill/starter.cu");
 
 /// The submissions of `report.json`, by id.
 fn submissions(out: &Path) -> BTreeMap<String, Value> {

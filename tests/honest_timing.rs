@@ -30,7 +30,7 @@ use serde_json::Value;
 use stand_in_support::{case, stand_in};
 use tui_support::drive::{complete, screen};
 
-const STARTER: &str = include_str!("../kernels/starter.cu");
+const STARTER: &str = include_str!("../kernels/flash-prefill/starter.cu");
 
 /// One cheat the stand-in plays, and what every report must say of it.
 struct Cheat {

@@ -6,7 +6,7 @@ mod cli_support;
 use cli_support::flashprof;
 use std::path::Path;
 
-const STARTER: &str = include_str!("../kernels/starter.cu");
+const STARTER: &str = include_str!("../kernels/flash-prefill/starter.cu");
 const SECRET: &str = "TOP-SECRET-exam-answers-7f3a";
 
 /// Every byte under `dir`, lossily as text.

@@ -5,7 +5,7 @@
 mod cli_support;
 use cli_support::{flashprof, flashprof_without_gpu, text};
 
-const STARTER: &str = include_str!("../kernels/starter.cu");
+const STARTER: &str = include_str!("../kernels/flash-prefill/starter.cu");
 
 /// Runs `flashprof ARGS` in `dir` and returns its exit code and its stdout as JSON.
 fn json_run(args: &[&str], dir: &std::path::Path) -> (i32, serde_json::Value) {

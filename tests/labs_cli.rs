@@ -4,7 +4,7 @@
 mod cli_support;
 use cli_support::{flashprof, text};
 
-const STARTER: &str = include_str!("../kernels/starter.cu");
+const STARTER: &str = include_str!("../kernels/flash-prefill/starter.cu");
 
 #[test]
 fn labs_lists_one_line_per_lab_with_the_first_lab_first() {
@@ -100,7 +100,7 @@ fn the_paged_lab_names_its_own_entry_point_and_grades_compile_only() {
     // the paged lab's entry point and signature.
     std::fs::write(
         dir.path().join("flash.cu"),
-        include_str!("../kernels/reference.cu"),
+        include_str!("../kernels/flash-prefill/reference.cu"),
     )
     .expect("write");
     let run = flashprof(&["check", "flash.cu", "--lab", "paged-prefill"], dir.path());
@@ -113,7 +113,7 @@ fn the_paged_lab_names_its_own_entry_point_and_grades_compile_only() {
     std::fs::create_dir_all(&class).expect("mkdir");
     std::fs::write(
         class.join("ours.cu"),
-        include_str!("../kernels/paged/starter.cu"),
+        include_str!("../kernels/paged-prefill/starter.cu"),
     )
     .expect("write");
     let run = flashprof(
@@ -184,7 +184,7 @@ fn choosing_the_lab_of_a_fifo_does_not_block() {
 #[test]
 fn a_hostile_lab_key_is_the_files_fault_shown_short_and_without_escapes() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let paged = include_str!("../kernels/paged/reference.cu");
+    let paged = include_str!("../kernels/paged-prefill/reference.cu");
     let with_line = |line: &[u8]| {
         let mut text = line.to_vec();
         text.push(b'\n');
@@ -232,8 +232,8 @@ fn a_byte_order_mark_before_the_lab_key_still_chooses_the_lab() {
     // An editor's mark before a first-line declaration: the lab is read,
     // not defaulted and then refused as "another lab than --lab".
     let dir = tempfile::tempdir().expect("tempdir");
-    let starter =
-        include_str!("../kernels/paged/starter.cu").replace("// @flashprof lab=", "// lab=");
+    let starter = include_str!("../kernels/paged-prefill/starter.cu")
+        .replace("// @flashprof lab=", "// lab=");
     let declared = format!("\u{feff}// @flashprof lab=paged-prefill\n{starter}");
     std::fs::write(dir.path().join("k.cu"), declared).expect("write");
     let run = flashprof(

@@ -1,4 +1,4 @@
-//! The lecture ladder (`kernels/ladder/`, docs/LADDER.md): every rung is a
+//! The lecture ladder (`kernels/flash-prefill/ladder/`, docs/LADDER.md): every rung is a
 //! student file of the first lab that flashprof accepts (its entry point and
 //! signature are the lab's), compiles with the real NVRTC for the H200
 //! without spilling, and can launch the block it declares. The GPU scripts
@@ -17,7 +17,7 @@ use flashprof::lab::source::{SourceForm, StudentSource};
 const MAX_BLOCK_SMEM: u32 = 227 * 1024;
 
 fn rungs() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels/ladder");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels/flash-prefill/ladder");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|entry| entry.expect("directory entry").path())
@@ -120,6 +120,7 @@ fn every_rung_obeys_the_lab_abi_and_compiles_without_spills() {
 
 #[test]
 fn the_kernel_beside_the_ladder_compiles_too() {
-    let side = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels/ladder/side/wmma-3xtf32.cu");
+    let side = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("kernels/flash-prefill/ladder/side/wmma-3xtf32.cu");
     compiles_cleanly(&side);
 }

@@ -264,8 +264,8 @@ fn compile(
         .request(
             &Request::Compile {
                 lab: LabId::of(FLASH_PREFILL),
-                source_path: "kernels/reference.cu".into(),
-                source_text: include_str!("../kernels/reference.cu").into(),
+                source_path: "kernels/flash-prefill/reference.cu".into(),
+                source_text: include_str!("../kernels/flash-prefill/reference.cu").into(),
                 build,
                 target_arch: target_arch.map(str::to_owned),
             },

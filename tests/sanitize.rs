@@ -31,7 +31,12 @@ fn flashprof(args: &[&str], sanitizer: Option<&str>) -> (i32, String, String) {
 #[test]
 fn without_compute_sanitizer_it_says_so_and_how_to_get_it_before_grading() {
     let (code, stdout, stderr) = flashprof(
-        &["check", "kernels/starter.cu", "--sanitize", "--no-timing"],
+        &[
+            "check",
+            "kernels/flash-prefill/starter.cu",
+            "--sanitize",
+            "--no-timing",
+        ],
         Some("/nonexistent/compute-sanitizer"),
     );
     assert_eq!(code, ExitCode::Environment as i32, "{stderr}");
@@ -53,7 +58,7 @@ fn an_unknown_case_is_a_usage_error_listing_the_cases() {
     let (code, _, stderr) = flashprof(
         &[
             "check",
-            "kernels/paged/starter.cu",
+            "kernels/paged-prefill/starter.cu",
             "--lab",
             "paged-prefill",
             "--case",
@@ -187,7 +192,7 @@ fn sanitized(args: &[&str]) -> (i32, serde_json::Value) {
 #[test]
 #[ignore = "needs a GPU and compute-sanitizer: scripts/gpu-acceptance.sh runs it with --ignored"]
 fn on_a_gpu_the_planted_race_fails_with_its_lines_and_the_reference_is_clean() {
-    let (code, race) = sanitized(&["kernels/bugs/race.cu"]);
+    let (code, race) = sanitized(&["kernels/flash-prefill/bugs/race.cu"]);
     assert_eq!(code, 1, "{race:#}");
     let diagnoses: Vec<String> = race["sanitizer"]["tools"]
         .as_array()
@@ -202,7 +207,7 @@ fn on_a_gpu_the_planted_race_fails_with_its_lines_and_the_reference_is_clean() {
             .any(|d| d.contains("races with the write at line 34")),
         "{diagnoses:?}"
     );
-    let (code, reference) = sanitized(&["kernels/reference.cu"]);
+    let (code, reference) = sanitized(&["kernels/flash-prefill/reference.cu"]);
     assert_eq!(code, 0, "{reference:#}");
     assert!(reference["sanitizer"]["tools"]
         .as_array()

@@ -151,7 +151,10 @@ fn check_through_gpu_slurm_compiles_in_a_step() {
     );
     let _turn = one_at_a_time();
     let cluster = Cluster::start();
-    let kernel = concat!(env!("CARGO_MANIFEST_DIR"), "/kernels/reference.cu");
+    let kernel = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/kernels/flash-prefill/reference.cu"
+    );
     let output = Command::new(flashprof_bin())
         .args(["check", "--json", "--no-timing", "--gpu-slurm", "-N1"])
         .arg("--gpu-host-flashprof")

@@ -55,7 +55,10 @@ fn check_through_sshd_compiles_on_the_node() {
         flashprof::gpu::libraries::preload_nvrtc(),
         "NVRTC (libnvrtc.so.13) cannot be loaded: run the tests through scripts/test.sh"
     );
-    let kernel = concat!(env!("CARGO_MANIFEST_DIR"), "/kernels/reference.cu");
+    let kernel = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/kernels/flash-prefill/reference.cu"
+    );
     let output = std::process::Command::new(flashprof_bin())
         .args(["check", "--json", "--no-timing", "--gpu-host", ALIAS])
         .arg("--gpu-host-flashprof")

@@ -13,43 +13,16 @@ use flashprof::grade::compare::{compare, OutputShape, Tolerance};
 use flashprof::grade::integrity::{integrity_problem, Integrity};
 use flashprof::grade::roofline::Work;
 use flashprof::lab::definition::{
-    Abi, ArgKind, ArgSpec, ArgValue, CaseData, CaseError, Diagnosis, Graded, KernelFile, Lab,
-    LabCase, LabRef, Problem, SupportKernels,
+    CaseData, CaseError, Diagnosis, Graded, KernelFile, Lab, LabRef, Problem, SupportKernels,
 };
 use flashprof::lab::geometry::{GridY, LaunchGeometry};
 use flashprof::lab::source::{SourceError, SourceForm, StudentSource};
+use flashprof::lab::typed::{check_args_against_signature, Arg, Made, Recipe, Shipped, TypedLab};
 
 const HEADS: usize = 16;
 const DIM: usize = 32;
 
 const SIGNATURE: &str = "extern \"C\" __global__ void toy_attention(const float* q, const float* k, const float* v, float* out, int rows)";
-
-const ABI: Abi = Abi {
-    entry_point: "toy_attention",
-    signature: SIGNATURE,
-    args: &[
-        ArgSpec {
-            name: "q",
-            kind: ArgKind::F32Input,
-        },
-        ArgSpec {
-            name: "k",
-            kind: ArgKind::F32Input,
-        },
-        ArgSpec {
-            name: "v",
-            kind: ArgKind::F32Input,
-        },
-        ArgSpec {
-            name: "out",
-            kind: ArgKind::F32Output,
-        },
-        ArgSpec {
-            name: "rows",
-            kind: ArgKind::I32Scalar,
-        },
-    ],
-};
 
 /// Causal self-attention of one sequence, 16 heads of 32, no grouping.
 const STARTER: &str = r#"
@@ -72,13 +45,29 @@ extern "C" __global__ void toy_attention(const float* q, const float* k, const f
 }
 "#;
 
-#[derive(serde::Deserialize)]
+#[derive(serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ToyCase {
     name: String,
     #[serde(default)]
     summary: String,
     rows: usize,
+}
+
+impl Recipe for ToyCase {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn summary(&self) -> &str {
+        &self.summary
+    }
+}
+
+struct Inputs {
+    rows: usize,
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
 }
 
 struct ToyLab;
@@ -99,60 +88,56 @@ fn tensor(len: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
-fn floats(data: &CaseData, index: usize) -> &[f32] {
-    match &data.args[index] {
-        ArgValue::F32(values) => values,
-        other => panic!("argument {index} is {other:?}"),
-    }
-}
+impl TypedLab for ToyLab {
+    type Case = ToyCase;
+    type Inputs = Inputs;
 
-impl Lab for ToyLab {
-    fn name(&self) -> &'static str {
-        "toy"
-    }
-    fn contract(&self) -> &'static str {
-        "toy-v1"
-    }
-    fn description(&self) -> &'static str {
-        "a test lab: 16 heads of 32, one causal sequence"
-    }
+    const NAME: &'static str = "toy";
+    const CONTRACT: &'static str = "toy-v1";
+    const DESCRIPTION: &'static str = "a test lab: 16 heads of 32, one causal sequence";
+    const DEFAULT_FILE: &'static str = "toy.cu";
+    const ENTRY_POINT: &'static str = "toy_attention";
+    const SIGNATURE: &'static str = SIGNATURE;
+    const ARGS: &'static [Arg<Inputs>] = &[
+        Arg::f32_input("q", |i| &i.q),
+        Arg::f32_input("k", |i| &i.k),
+        Arg::f32_input("v", |i| &i.v),
+        Arg::f32_output("out"),
+        Arg::int("rows", |i| i.rows as i32),
+    ];
+    const BODY_CONSTANTS: &'static [(&'static str, usize)] = &[("TH", HEADS), ("TD", DIM)];
+    const DEFAULT_GEOMETRY: LaunchGeometry = LaunchGeometry {
+        rows_per_block: 1,
+        threads: DIM as u32,
+        dynamic_smem_bytes: 0,
+        grid_y: GridY::QueryHead,
+    };
+    const TOLERANCE: Tolerance = Tolerance {
+        abs: 1e-4,
+        rel: 1e-3,
+    };
+    const CASES: &'static str = "[[case]]\nname = \"tiny\"\nrows = 5\n\n[[case]]\nname = \"longer\"\nsummary = \"past one warp of keys\"\nrows = 40\n";
+    const TIMING_DRAW: std::ops::Range<f32> = -1.0..1.0;
+    const KERNELS: Shipped = Shipped {
+        starter: KernelFile {
+            path: "toy/starter.cu",
+            text: STARTER,
+        },
+        reference: KernelFile {
+            path: "toy/starter.cu",
+            text: STARTER,
+        },
+        support: SupportKernels {
+            file: KernelFile {
+                path: "toy/starter.cu",
+                text: STARTER,
+            },
+            oracle_f64: "toy_attention",
+            oracle_threads: 32,
+        },
+    };
 
-    fn default_file(&self) -> &'static str {
-        "toy.cu"
-    }
-    fn abi(&self) -> &'static Abi {
-        &ABI
-    }
-    fn body_constants(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("TH", format!("constexpr int TH = {HEADS};")),
-            ("TD", format!("constexpr int TD = {DIM};")),
-        ]
-    }
-    fn default_geometry(&self) -> LaunchGeometry {
-        LaunchGeometry {
-            rows_per_block: 1,
-            threads: DIM as u32,
-            dynamic_smem_bytes: 0,
-            grid_y: GridY::QueryHead,
-        }
-    }
-    fn grid(&self, _: &LaunchGeometry, problem: &Problem) -> (u32, u32, u32) {
-        (problem.output.rows as u32, HEADS as u32, 1)
-    }
-    fn oracle_f64_grid(&self, problem: &Problem) -> (u32, u32, u32) {
-        (problem.output.rows as u32, 1, 1)
-    }
-    fn tolerance(&self) -> Tolerance {
-        Tolerance {
-            abs: 1e-4,
-            rel: 1e-3,
-        }
-    }
-    fn embedded_cases(&self) -> &'static str {
-        "[[case]]\nname = \"tiny\"\nrows = 5\n\n[[case]]\nname = \"longer\"\nsummary = \"past one warp of keys\"\nrows = 40\n"
-    }
-    fn parse_cases(&self, text: &str, file: &str, _: &Path) -> Result<Vec<LabCase>, CaseError> {
+    fn parse_cases(text: &str, file: &str, _: &Path) -> Result<Vec<ToyCase>, CaseError> {
         #[derive(serde::Deserialize)]
         struct File {
             case: Vec<ToyCase>,
@@ -161,64 +146,54 @@ impl Lab for ToyLab {
             file: file.into(),
             message: e.to_string(),
         })?;
-        parsed
-            .case
-            .into_iter()
-            .map(|c| {
-                if c.rows == 0 || c.rows > 4096 {
-                    return Err(CaseError::Invalid {
-                        case: c.name,
-                        message: "rows must be 1..=4096".into(),
-                    });
-                }
-                Ok(LabCase {
-                    recipe: serde_json::json!({ "rows": c.rows }),
-                    name: c.name,
-                    summary: c.summary,
-                })
-            })
-            .collect()
+        for c in &parsed.case {
+            if c.rows == 0 || c.rows > 4096 {
+                return Err(CaseError::Invalid {
+                    case: c.name.clone(),
+                    message: "rows must be 1..=4096".into(),
+                });
+            }
+        }
+        Ok(parsed.case)
     }
-    fn own_tensors(&self, _: &LabCase) -> Option<std::path::PathBuf> {
-        None
+    fn generate(case: &ToyCase, seed: u64) -> Result<Made<Inputs>, CaseError> {
+        let len = case.rows * HEADS * DIM;
+        Ok(Made::plain(Inputs {
+            rows: case.rows,
+            q: tensor(len, seed),
+            k: tensor(len, seed + 1),
+            v: tensor(len, seed + 2),
+        }))
     }
-    fn generate(&self, case: &LabCase, seed: u64) -> Result<CaseData, CaseError> {
-        let rows = case.recipe["rows"].as_u64().unwrap_or(0) as usize;
+    fn problem_of(inputs: &Inputs) -> Problem {
+        let rows = inputs.rows;
         let len = rows * HEADS * DIM;
         let pairs = (rows * (rows + 1) / 2) as f64;
-        Ok(CaseData {
-            problem: Problem {
-                label: format!("{rows}r"),
-                detail: format!("{rows} rows"),
-                row_hint: "row r sees keys 0..r".into(),
-                output: OutputShape {
-                    rows,
-                    heads: HEADS,
-                    dim: DIM,
-                },
-                head_group: 1,
-                sequence_starts: vec![0],
-                max_sequence_rows: rows,
-                work: Work {
-                    flops: pairs * (HEADS * DIM * 4) as f64,
-                    compulsory_bytes: (4 * len * 4) as u64,
-                    output_bytes: (len * 4) as u64,
-                },
+        Problem {
+            label: format!("{rows}r"),
+            detail: format!("{rows} rows"),
+            row_hint: "row r sees keys 0..r".into(),
+            output: OutputShape {
+                rows,
+                heads: HEADS,
+                dim: DIM,
             },
-            args: vec![
-                ArgValue::F32(tensor(len, seed)),
-                ArgValue::F32(tensor(len, seed + 1)),
-                ArgValue::F32(tensor(len, seed + 2)),
-                ArgValue::Output,
-                ArgValue::Scalar(rows as i32),
-            ],
-            expected: None,
-            planted_heads: 0,
-        })
+            head_group: 1,
+            sequence_starts: vec![0],
+            max_sequence_rows: rows,
+            work: Work {
+                flops: pairs * (HEADS * DIM * 4) as f64,
+                compulsory_bytes: (4 * len * 4) as u64,
+                output_bytes: (len * 4) as u64,
+            },
+        }
     }
-    fn oracle(&self, data: &CaseData, rows: Option<&[usize]>) -> Vec<f64> {
-        let (q, k, v) = (floats(data, 0), floats(data, 1), floats(data, 2));
-        let all: Vec<usize> = (0..data.problem.output.rows).collect();
+    fn grid(_: &LaunchGeometry, problem: &Problem) -> (u32, u32, u32) {
+        (problem.output.rows as u32, HEADS as u32, 1)
+    }
+    fn oracle(inputs: &Inputs, rows: Option<&[usize]>) -> Vec<f64> {
+        let Inputs { q, k, v, .. } = inputs;
+        let all: Vec<usize> = (0..inputs.rows).collect();
         let at = |t: &[f32], r: usize, h: usize, d: usize| f64::from(t[(r * HEADS + h) * DIM + d]);
         let mut out = Vec::new();
         for &row in rows.unwrap_or(&all) {
@@ -248,7 +223,7 @@ impl Lab for ToyLab {
         }
         out
     }
-    fn diagnose(&self, _: &CaseData, graded: &Graded<'_>) -> Diagnosis {
+    fn diagnose(_: &Inputs, _: &CaseData, graded: &Graded<'_>) -> Diagnosis {
         Diagnosis::plain(integrity_problem(graded.integrity).unwrap_or_else(|| {
             match graded.comparison.passed {
                 true => "correct".into(),
@@ -256,36 +231,27 @@ impl Lab for ToyLab {
             }
         }))
     }
-    fn timing_draw_range(&self) -> std::ops::Range<f32> {
-        -1.0..1.0
-    }
-
-    fn timing_case(&self, _: &[(String, String)]) -> Result<LabCase, String> {
-        Ok(LabCase {
+    fn timing_case(_: &[(String, String)]) -> Result<ToyCase, String> {
+        Ok(ToyCase {
             name: "timing".into(),
             summary: String::new(),
-            recipe: serde_json::json!({ "rows": 1024 }),
+            rows: 1024,
         })
     }
-    fn starter(&self) -> KernelFile {
-        KernelFile {
-            path: "toy/starter.cu",
-            text: STARTER,
-        }
-    }
-    fn reference(&self) -> KernelFile {
-        self.starter()
-    }
-    fn support(&self) -> SupportKernels {
-        SupportKernels {
-            file: self.starter(),
-            oracle_f64: "toy_attention",
-            oracle_threads: 32,
-        }
-    }
-    fn prove_oracle(&self) -> Result<String, String> {
+    fn prove_oracle() -> Result<String, String> {
         Ok("the toy has no golden case".into())
     }
+}
+
+#[test]
+fn the_toy_labs_argument_table_is_its_signature() {
+    check_args_against_signature(&ToyLab).expect("the table spells the signature");
+    let data = TOY
+        .generate(&TOY.timing_case(&[]).expect("timing"), 1)
+        .expect("inputs");
+    let args = TOY.args(&data);
+    assert_eq!(args.len(), 5);
+    assert_eq!(args[4], flashprof::lab::args::ArgValue::Scalar(1024));
 }
 
 #[test]
@@ -294,7 +260,7 @@ fn the_engine_checks_a_file_against_the_toy_labs_own_abi() {
     assert_eq!(source.form(), SourceForm::TranslationUnit);
     assert_eq!(source.geometry(), ToyLab.default_geometry());
     // The first lab's kernel is not this lab's: refused, naming the toy's entry point.
-    let flash = include_str!("../kernels/reference.cu");
+    let flash = include_str!("../kernels/flash-prefill/reference.cu");
     let refused =
         StudentSource::from_bytes("flash.cu", flash.as_bytes(), TOY).expect_err("wrong lab");
     assert!(

@@ -412,7 +412,7 @@ fn a_compile_failure_with_only_a_raw_log_shows_the_log() {
 fn a_paged_case_heatmap_names_the_batch_and_marks_where_each_sequence_starts() {
     use flashprof::grade::compare::compare;
     use flashprof::grade::integrity::Integrity;
-    use flashprof::lab::paged::PAGED_PREFILL;
+    use flashprof::lab::paged_prefill::PAGED_PREFILL;
     use flashprof::protocol::{CaseOutcome, CaseStatus};
     use std::path::Path;
 

@@ -122,9 +122,11 @@ fn the_real_worker_greets_with_the_whole_sandbox() {
 fn the_sandboxed_worker_still_compiles_the_starter() {
     // NVRTC and its builtins library are opened lazily, after the sandbox.
     let mut worker = worker(true);
-    let starter =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/kernels/starter.cu"))
-            .expect("starter");
+    let starter = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/kernels/flash-prefill/starter.cu"
+    ))
+    .expect("starter");
     let (event, json) = compile(&mut worker, starter);
     assert!(
         matches!(&event, Event::Compiled(outcome) if outcome.ok && outcome.resources.is_some()),

@@ -1,5 +1,5 @@
 // Standalone verification harness for the paged-prefill lab's kernels
-// (kernels/paged/). Not part of flashprof: a host program, built with nvcc on
+// (kernels/paged-prefill/). Not part of flashprof: a host program, built with nvcc on
 // the GPU machine, that proves the lab's kernels on hazard inputs and times
 // the starter against the reference at the lab's timing shape.
 //

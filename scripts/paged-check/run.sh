@@ -4,7 +4,7 @@
 #   bash scripts/paged-check/run.sh [--no-racecheck]
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-SRC=$ROOT/kernels/paged
+SRC=$ROOT/kernels/paged-prefill
 OUTDIR=${OUT:-/tmp/paged-check-out}
 BUILD=${BUILD:-/tmp/paged-check-build}
 export PATH=/usr/local/cuda-13.0/bin:$PATH

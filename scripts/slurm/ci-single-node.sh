@@ -131,8 +131,8 @@ fi
 # The submissions: every shipped kernel, planted bugs in their own folder.
 SUBMISSIONS=$WORK/submissions
 mkdir -p "$SUBMISSIONS/bugs" "$WORK/out"
-cp "$REPO"/kernels/*.cu "$SUBMISSIONS/"
-cp "$REPO"/kernels/bugs/*.cu "$SUBMISSIONS/bugs/"
+cp "$REPO"/kernels/flash-prefill/*.cu "$SUBMISSIONS/"
+cp "$REPO"/kernels/flash-prefill/bugs/*.cu "$SUBMISSIONS/bugs/"
 EXPECTED=$(cd "$SUBMISSIONS" && find . -name '*.cu' | sed 's|^\./||' | sort)
 
 JOB=$(sbatch --parsable --array=0-$((TASKS - 1)) --chdir="$WORK/out" \

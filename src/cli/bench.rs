@@ -17,7 +17,6 @@ use clap::Args;
 use super::check::fresh_seed;
 use super::ExitCode;
 use crate::app::check::{run_check, CheckPlan, CountersPlan, TimingPlan};
-use crate::lab::definition::ArgKind;
 use crate::lab::source::{SourceForm, StudentSource};
 use crate::outcome::CheckReport;
 use crate::protocol::{CounterTier, TimingConfig};
@@ -62,7 +61,7 @@ fn edited_source(source: &StudentSource, round: u32) -> String {
                 .abi()
                 .args
                 .iter()
-                .find(|arg| arg.kind == ArgKind::F32Output)
+                .find(|arg| arg.kind.is_output())
                 .map_or("out", |arg| arg.name);
             format!(
                 "{text}\nif (gridDim.x == 0u - {}u) {out}[0] = 0.0f;\n",
@@ -404,13 +403,13 @@ mod tests {
     fn each_round_is_a_new_build_in_both_source_forms() {
         for (path, text, form) in [
             (
-                "kernels/starter.cu",
-                include_str!("../../kernels/starter.cu"),
+                "kernels/flash-prefill/starter.cu",
+                include_str!("../../kernels/flash-prefill/starter.cu"),
                 SourceForm::Body,
             ),
             (
-                "kernels/reference.cu",
-                include_str!("../../kernels/reference.cu"),
+                "kernels/flash-prefill/reference.cu",
+                include_str!("../../kernels/flash-prefill/reference.cu"),
                 SourceForm::TranslationUnit,
             ),
         ] {

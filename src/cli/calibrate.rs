@@ -1,7 +1,7 @@
 //! `flashprof calibrate`: measure the reference kernel against the starter
 //! on this GPU and record the speed gate for its model.
 //!
-//! The reference (kernels/reference.cu, a plain tiled kernel) is timed in
+//! The reference (kernels/flash-prefill/reference.cu, a plain tiled kernel) is timed in
 //! several independent runs, each interleaving it with the starter as a
 //! check does; the median of their speedups sets the threshold by
 //! [`threshold_from_reference`]. Several runs, not one, because a single

@@ -45,7 +45,7 @@ pub struct ReplayArgs {
     /// Without one, the session recorded on an H200 that ships inside flashprof.
     pub path: Option<PathBuf>,
     /// Play the kernel ladder recorded on an H200 instead: the starter, then
-    /// each rung of kernels/ladder/ (docs/LADDER.md).
+    /// each rung of kernels/flash-prefill/ladder/ (docs/LADDER.md).
     #[arg(long, conflicts_with = "path")]
     pub ladder: bool,
     /// Lecture mode: the speedup and the pass count in large digits, the heatmap large.

@@ -72,7 +72,7 @@ pub enum Build {
 }
 
 /// How a quick build trades code quality for compile time. On a heavy
-/// register-tiled kernel (kernels/bench/unrolled-register-tiles.cu) NVRTC
+/// register-tiled kernel (kernels/flash-prefill/bench/unrolled-register-tiles.cu) NVRTC
 /// 13.0 needs seconds with its defaults, almost all of it in NVVM's
 /// optimizer; both of these skip it (docs/PERFORMANCE.md has the figures).
 /// Neither changes what the program means, only how well it is optimised,

@@ -19,21 +19,14 @@ use cudarc::nvrtc::Ptx;
 use crate::facts::arch::SmAttributes;
 use crate::facts::device::{DeviceInfo, GpuProblem};
 use crate::facts::resources::ResourceUsage;
-use crate::lab::definition::{ArgKind, ArgValue, CaseData, LabRef, Problem};
+use crate::lab::args::{self, Laid, BF16_OUTPUT_GUARD_BITS};
+pub use crate::lab::args::{GUARD_ELEMS, INPUT_GUARD_BITS, OUTPUT_GUARD_BITS};
+use crate::lab::definition::{CaseData, LabRef, Problem};
 use crate::lab::geometry::LaunchGeometry;
 
 /// flashprof's own measuring kernels (the clock probe and the L2 sweep), the
 /// same for every lab, compiled once per worker.
 pub const PROBES_SOURCE: &str = include_str!("../../kernels/probes.cu");
-
-/// Elements of guard band on each side of every buffer: 64 KiB, wider than
-/// any plausible stray index, so an off-by-a-tile access lands in a guard.
-pub const GUARD_ELEMS: usize = 16 * 1024;
-/// What an input's guard bands hold: a quiet NaN with its own payload, so a
-/// read past an input's end turns the result into NaN.
-pub const INPUT_GUARD_BITS: u32 = 0x7FC0_0BAD;
-/// What the output's guard bands hold; any other value there was written by the kernel.
-pub const OUTPUT_GUARD_BITS: u32 = 0x7F80_BEEF;
 
 /// A device error with the CUDA name, e.g. `CUDA_ERROR_ILLEGAL_ADDRESS`.
 #[derive(Debug, thiserror::Error)]
@@ -155,10 +148,33 @@ impl<T: cudarc::driver::DeviceRepr> Guarded<T> {
 enum DeviceArg {
     F32(Guarded<f32>),
     I32(Guarded<i32>),
+    /// bf16 values, as their bits.
+    Bf16(Guarded<u16>),
+    U8(Guarded<u8>),
     Scalar(i32),
+    F32Scalar(f32),
     /// A null pointer (an optional input left out).
     Null,
     Output,
+    /// Scratch the grader owns: `host` is what it is reset to before every launch.
+    ScratchF32(Guarded<f32>),
+    ScratchU32(Guarded<u32>),
+}
+
+/// The output buffer, in the element type of the lab's output.
+enum OutputBuffer {
+    F32(Guarded<f32>),
+    /// bf16 bits, read back as floats ([`args::bf16_output_value`]).
+    Bf16(Guarded<u16>),
+}
+
+impl OutputBuffer {
+    fn len(&self) -> usize {
+        match self {
+            Self::F32(g) => g.len,
+            Self::Bf16(g) => g.len,
+        }
+    }
 }
 
 /// The arguments and the output of one case, guarded, for one lab.
@@ -167,7 +183,7 @@ pub struct Workspace {
     pub problem: Problem,
     /// `(name, value)` in the entry point's order.
     args: Vec<(&'static str, DeviceArg)>,
-    out: Guarded<f32>,
+    out: OutputBuffer,
     /// How the inputs of the last fresh launch were made from the pristine copies.
     drawn: Draw,
 }
@@ -194,6 +210,15 @@ impl Draw {
 pub struct FreshKernels {
     pub fill: CudaFunction,
     pub changed: CudaFunction,
+}
+
+/// A buffer argument's device view, by element type.
+enum View<'a> {
+    F32(cudarc::driver::CudaView<'a, f32>),
+    I32(cudarc::driver::CudaView<'a, i32>),
+    U16(cudarc::driver::CudaView<'a, u16>),
+    U8(cudarc::driver::CudaView<'a, u8>),
+    U32(cudarc::driver::CudaView<'a, u32>),
 }
 
 /// The trailing arguments of a float64 reference: which rows, or null for all.
@@ -335,10 +360,6 @@ fn tensor_draw(draw: Draw, index: usize) -> Draw {
     }
 }
 
-fn filled(len: usize, bits: u32) -> Vec<f32> {
-    vec![f32::from_bits(bits); len]
-}
-
 impl Gpu {
     /// The raw context, for the profiler.
     pub fn context(&self) -> &Arc<CudaContext> {
@@ -377,28 +398,10 @@ impl Gpu {
         })
     }
 
-    fn guarded<T: cudarc::driver::DeviceRepr + Copy>(
-        &self,
-        data: &[T],
-        guard: T,
-    ) -> GpuResult<Guarded<T>> {
-        let mut host = vec![guard; GUARD_ELEMS];
-        host.extend_from_slice(data);
-        host.extend(std::iter::repeat_n(guard, GUARD_ELEMS));
-        let buffer = self
-            .stream
-            .clone_htod(&host)
-            .map_err(gpu_err("cuMemcpyHtoD"))?;
-        Ok(Guarded {
-            buffer,
-            host,
-            len: data.len(),
-            pristine: None,
-        })
-    }
-
     /// Uploads a case's inputs with guards (a NaN pattern for floats, the
-    /// same bits for int32, a far-out index) and an output poisoned with `poison_bits`.
+    /// same bits for int32, a far-out index; a NaN of their own for bf16 and
+    /// bytes), scratch reset, and an output poisoned with `poison_bits` (the
+    /// float pattern; a bf16 output gets its own poison for it).
     pub fn workspace(
         &self,
         lab: LabRef,
@@ -406,55 +409,71 @@ impl Gpu {
         poison_bits: u32,
     ) -> GpuResult<Workspace> {
         let elements = data.problem.output.elements();
-        let mut out = self.guarded(
-            &filled(elements, poison_bits),
-            f32::from_bits(OUTPUT_GUARD_BITS),
-        )?;
-        out.host[..GUARD_ELEMS].fill(f32::from_bits(OUTPUT_GUARD_BITS));
-        if data.args.len() != lab.abi().args.len() {
+        let abi = lab.abi();
+        let values = lab.args(data);
+        if values.len() != abi.args.len() {
             return Err(GpuError::message(format!(
                 "the case has {} arguments, the {} lab's kernel {}",
-                data.args.len(),
+                values.len(),
                 lab.name(),
-                lab.abi().args.len()
+                abi.args.len()
             )));
         }
-        let mut args = Vec::with_capacity(data.args.len());
-        for (spec, value) in lab.abi().args.iter().zip(&data.args) {
-            let fits = matches!(
-                (spec.kind, value),
-                (ArgKind::F32Input, ArgValue::F32(_))
-                    | (ArgKind::I32Input, ArgValue::I32(_))
-                    | (ArgKind::OptionalF32Input, ArgValue::F32(_) | ArgValue::Null)
-                    | (ArgKind::I32Scalar, ArgValue::Scalar(_))
-                    | (ArgKind::F32Output, ArgValue::Output)
-            );
-            if !fits {
-                return Err(GpuError::message(format!(
+        let mut out = None;
+        let mut args = Vec::with_capacity(values.len());
+        for (spec, &value) in abi.args.iter().zip(&values) {
+            let laid = Laid::new(spec.kind, value, elements, poison_bits).ok_or_else(|| {
+                GpuError::message(format!(
                     "the {} lab's case gives `{}` a value of the wrong kind",
                     lab.name(),
                     spec.name
-                )));
-            }
-            let arg = match value {
-                ArgValue::F32(values) => {
-                    DeviceArg::F32(self.guarded(values, f32::from_bits(INPUT_GUARD_BITS))?)
+                ))
+            })?;
+            let arg = match laid {
+                Laid::F32Input(image) => DeviceArg::F32(self.upload(image)?),
+                Laid::I32Input(image) => DeviceArg::I32(self.upload(image)?),
+                Laid::Bf16Input(image) => DeviceArg::Bf16(self.upload(image)?),
+                Laid::U8Input(image) => DeviceArg::U8(self.upload(image)?),
+                Laid::Scalar(n) => DeviceArg::Scalar(n),
+                Laid::F32Scalar(x) => DeviceArg::F32Scalar(x),
+                Laid::Null => DeviceArg::Null,
+                Laid::F32Output(image) => {
+                    out = Some(OutputBuffer::F32(self.upload(image)?));
+                    DeviceArg::Output
                 }
-                ArgValue::I32(values) => {
-                    DeviceArg::I32(self.guarded(values, INPUT_GUARD_BITS as i32)?)
+                Laid::Bf16Output(image) => {
+                    out = Some(OutputBuffer::Bf16(self.upload(image)?));
+                    DeviceArg::Output
                 }
-                ArgValue::Scalar(n) => DeviceArg::Scalar(*n),
-                ArgValue::Null => DeviceArg::Null,
-                ArgValue::Output => DeviceArg::Output,
+                Laid::ScratchF32(image) => DeviceArg::ScratchF32(self.upload(image)?),
+                Laid::ScratchU32(image) => DeviceArg::ScratchU32(self.upload(image)?),
             };
             args.push((spec.name, arg));
         }
+        let out = out.ok_or_else(|| {
+            GpuError::message(format!("the {} lab's kernel has no output", lab.name()))
+        })?;
         Ok(Workspace {
             lab,
             problem: data.problem.clone(),
             args,
             out,
             drawn: Draw::COPY,
+        })
+    }
+
+    /// A buffer uploaded as its host image is (guards included).
+    fn upload<T: cudarc::driver::DeviceRepr + Copy>(&self, host: Vec<T>) -> GpuResult<Guarded<T>> {
+        let len = args::inner_len(host.len());
+        let buffer = self
+            .stream
+            .clone_htod(&host)
+            .map_err(gpu_err("cuMemcpyHtoD"))?;
+        Ok(Guarded {
+            buffer,
+            host,
+            len,
+            pristine: None,
         })
     }
 
@@ -465,7 +484,14 @@ impl Gpu {
             match arg {
                 DeviceArg::F32(t) => t.pristine = Some(self.pristine_copy(&t.buffer)?),
                 DeviceArg::I32(t) => t.pristine = Some(self.pristine_copy(&t.buffer)?),
-                DeviceArg::Scalar(_) | DeviceArg::Null | DeviceArg::Output => {}
+                DeviceArg::Bf16(t) => t.pristine = Some(self.pristine_copy(&t.buffer)?),
+                DeviceArg::U8(t) => t.pristine = Some(self.pristine_copy(&t.buffer)?),
+                DeviceArg::Scalar(_)
+                | DeviceArg::F32Scalar(_)
+                | DeviceArg::Null
+                | DeviceArg::Output
+                | DeviceArg::ScratchF32(_)
+                | DeviceArg::ScratchU32(_) => {}
             }
         }
         Ok(())
@@ -535,7 +561,16 @@ impl Gpu {
                     self.fresh_pass(t, function, tensor_draw(draw, index), count.as_mut())?
                 }
                 DeviceArg::I32(t) => self.fresh_pass(t, function, Draw::COPY, count.as_mut())?,
-                DeviceArg::Scalar(_) | DeviceArg::Null | DeviceArg::Output => {}
+                // Elements of 2 and 1 bytes are not the 4-byte words the
+                // probes' kernels take: they are copied, and checked on the host.
+                DeviceArg::Bf16(t) => self.narrow_fresh_pass(t, count.as_mut())?,
+                DeviceArg::U8(t) => self.narrow_fresh_pass(t, count.as_mut())?,
+                DeviceArg::Scalar(_)
+                | DeviceArg::F32Scalar(_)
+                | DeviceArg::Null
+                | DeviceArg::Output
+                | DeviceArg::ScratchF32(_)
+                | DeviceArg::ScratchU32(_) => {}
             }
         }
         Ok(())
@@ -575,6 +610,36 @@ impl Gpu {
         // `count` 4-byte elements (f32 and i32 alike are handled as bits).
         unsafe { launch.launch(grid_stride(blocks)) }.map_err(gpu_err("cuLaunchKernel"))?;
         Ok(())
+    }
+
+    /// [`Self::fresh_pass`] for a tensor of bf16 or bytes: with no count
+    /// asked, the pristine copy (guards included) copied into the buffer;
+    /// with one, the elements (guards included) that differ from it added
+    /// to `changed`.
+    fn narrow_fresh_pass<T: cudarc::driver::DeviceRepr + Copy + PartialEq + Default>(
+        &self,
+        tensor: &mut Guarded<T>,
+        changed: Option<&mut cudarc::driver::CudaViewMut<'_, u64>>,
+    ) -> GpuResult<()> {
+        let pristine = tensor
+            .pristine
+            .as_ref()
+            .ok_or_else(|| GpuError::message("fresh inputs need a pristine copy"))?;
+        let Some(changed) = changed else {
+            return self
+                .stream
+                .memcpy_dtod(pristine, &mut tensor.buffer)
+                .map_err(gpu_err("cuMemcpyDtoD"));
+        };
+        let read = |buffer: &CudaSlice<T>| {
+            self.stream
+                .clone_dtoh(buffer)
+                .map_err(gpu_err("cuMemcpyDtoH"))
+        };
+        let differing = args::differing(&read(pristine)?, &read(&tensor.buffer)?) as u64;
+        self.stream
+            .memcpy_htod(&[differing], changed)
+            .map_err(gpu_err("cuMemcpyHtoD"))
     }
 
     /// Drops persisting L2 lines, a host call that acts at once: make it
@@ -629,15 +694,30 @@ impl Gpu {
         if after {
             tensor.host[end..].fill(value);
         }
-        self.stream
-            .memcpy_htod(&tensor.host, &mut tensor.buffer)
-            .map_err(gpu_err("cuMemcpyHtoD"))
+        self.restore(tensor)
     }
 
-    /// Restores the poisoned output (and its guards) before a launch.
+    /// Restores the poisoned output (and its guards) before a launch, and
+    /// resets every scratch buffer (NaN or zero, guards included).
     pub fn poison_output(&self, ws: &mut Workspace) -> GpuResult<()> {
+        match &mut ws.out {
+            OutputBuffer::F32(out) => self.restore(out)?,
+            OutputBuffer::Bf16(out) => self.restore(out)?,
+        }
+        for (_, arg) in &mut ws.args {
+            match arg {
+                DeviceArg::ScratchF32(scratch) => self.restore(scratch)?,
+                DeviceArg::ScratchU32(scratch) => self.restore(scratch)?,
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes a buffer's host image (guards included) over the device's.
+    fn restore<T: cudarc::driver::DeviceRepr>(&self, tensor: &mut Guarded<T>) -> GpuResult<()> {
         self.stream
-            .memcpy_htod(&ws.out.host, &mut ws.out.buffer)
+            .memcpy_htod(&tensor.host, &mut tensor.buffer)
             .map_err(gpu_err("cuMemcpyHtoD"))
     }
 
@@ -656,41 +736,56 @@ impl Gpu {
         row_list: Option<RowList<'_>>,
     ) -> GpuResult<()> {
         const NULL: u64 = 0;
-        let views: Vec<Option<cudarc::driver::CudaView<'_, f32>>> = args
+        // cudarc takes each pointer argument as a reference to a view that
+        // outlives the builder: the views are made first, one per argument.
+        let views: Vec<Option<View<'_>>> = args
             .iter()
             .map(|(_, arg)| match arg {
-                DeviceArg::F32(g) => Some(g.inner()),
-                _ => None,
-            })
-            .collect();
-        let int_views: Vec<Option<cudarc::driver::CudaView<'_, i32>>> = args
-            .iter()
-            .map(|(_, arg)| match arg {
-                DeviceArg::I32(g) => Some(g.inner()),
-                _ => None,
+                DeviceArg::F32(g) | DeviceArg::ScratchF32(g) => Some(View::F32(g.inner())),
+                DeviceArg::I32(g) => Some(View::I32(g.inner())),
+                DeviceArg::Bf16(g) => Some(View::U16(g.inner())),
+                DeviceArg::U8(g) => Some(View::U8(g.inner())),
+                DeviceArg::ScratchU32(g) => Some(View::U32(g.inner())),
+                DeviceArg::Scalar(_)
+                | DeviceArg::F32Scalar(_)
+                | DeviceArg::Null
+                | DeviceArg::Output => None,
             })
             .collect();
         let mut launch = self.stream.launch_builder(function);
         let mut output = Some(output);
-        for (index, (_, arg)) in args.iter().enumerate() {
-            match arg {
-                DeviceArg::F32(_) => {
-                    launch.arg(views[index].as_ref().expect("a float tensor has a view"));
+        for ((_, arg), view) in args.iter().zip(&views) {
+            match (arg, view) {
+                (_, Some(View::F32(view))) => {
+                    launch.arg(view);
                 }
-                DeviceArg::I32(_) => {
-                    launch.arg(int_views[index].as_ref().expect("an int tensor has a view"));
+                (_, Some(View::I32(view))) => {
+                    launch.arg(view);
                 }
-                DeviceArg::Scalar(n) => {
+                (_, Some(View::U16(view))) => {
+                    launch.arg(view);
+                }
+                (_, Some(View::U8(view))) => {
+                    launch.arg(view);
+                }
+                (_, Some(View::U32(view))) => {
+                    launch.arg(view);
+                }
+                (DeviceArg::Scalar(n), None) => {
                     launch.arg(n);
                 }
-                DeviceArg::Null => {
+                (DeviceArg::F32Scalar(x), None) => {
+                    launch.arg(x);
+                }
+                (DeviceArg::Null, None) => {
                     launch.arg(&NULL);
                 }
-                DeviceArg::Output => {
+                (DeviceArg::Output, None) => {
                     if let Some(out) = output.take() {
                         launch.arg(out);
                     }
                 }
+                _ => unreachable!("every buffer argument has a view"),
             }
         }
         if let Some(list) = &row_list {
@@ -712,11 +807,20 @@ impl Gpu {
             block_dim: (kernel.geometry.threads, 1, 1),
             shared_mem_bytes: kernel.geometry.dynamic_smem_bytes,
         };
-        let len = ws.out.len;
-        let mut out = ws.out.buffer.slice_mut(GUARD_ELEMS..GUARD_ELEMS + len);
+        let len = ws.out.len();
         // SAFETY: the compile step checked that the entry point has the lab's
-        // signature, which is the list these arguments were made from.
-        unsafe { self.launch_with(&kernel.function, &ws.args, &mut out, config, None) }
+        // signature, which is the list these arguments were made from; the
+        // output's element type is the one that list names.
+        match &mut ws.out {
+            OutputBuffer::F32(out) => {
+                let mut out = out.buffer.slice_mut(GUARD_ELEMS..GUARD_ELEMS + len);
+                unsafe { self.launch_with(&kernel.function, &ws.args, &mut out, config, None) }
+            }
+            OutputBuffer::Bf16(out) => {
+                let mut out = out.buffer.slice_mut(GUARD_ELEMS..GUARD_ELEMS + len);
+                unsafe { self.launch_with(&kernel.function, &ws.args, &mut out, config, None) }
+            }
+        }
     }
 
     pub fn synchronize(&self) -> GpuResult<()> {
@@ -729,24 +833,73 @@ impl Gpu {
     /// apart from the output: a timed launch's output is read back after
     /// every launch, so it is copied once, not twice).
     pub fn read_output(&self, ws: &Workspace) -> GpuResult<LaunchResult> {
-        let end = GUARD_ELEMS + ws.out.len;
-        let read = |range: std::ops::Range<usize>| {
-            self.stream
-                .clone_dtoh(&ws.out.buffer.slice(range))
-                .map_err(gpu_err("cuMemcpyDtoH"))
+        let (output, mut out_of_bounds_writes) = match &ws.out {
+            OutputBuffer::F32(out) => {
+                let (output, strays) = self.read_guarded(out, OUTPUT_GUARD_BITS, f32::to_bits)?;
+                (output, strays)
+            }
+            OutputBuffer::Bf16(out) => {
+                let (bits, strays) = self.read_guarded(out, BF16_OUTPUT_GUARD_BITS, |b| b)?;
+                let output = bits.into_iter().map(args::bf16_output_value).collect();
+                (output, strays)
+            }
         };
-        let output = read(GUARD_ELEMS..end)?;
-        let before = read(0..GUARD_ELEMS)?;
-        let after = read(end..ws.out.buffer.len())?;
-        let out_of_bounds_writes = before
-            .iter()
-            .chain(&after)
-            .filter(|x| x.to_bits() != OUTPUT_GUARD_BITS)
-            .count();
+        // A write past a scratch buffer's ends is a stray write too.
+        for (_, arg) in &ws.args {
+            out_of_bounds_writes += match arg {
+                DeviceArg::ScratchF32(t) => self.stray_scratch_writes(t, f32::to_bits)?,
+                DeviceArg::ScratchU32(t) => self.stray_scratch_writes(t, |w| w)?,
+                _ => 0,
+            };
+        }
         Ok(LaunchResult {
             output,
             out_of_bounds_writes,
         })
+    }
+
+    /// A guarded buffer's contents, and how many of its guard elements no
+    /// longer hold `guard` (read apart from the contents: a timed launch's
+    /// output is read back after every launch, so it is copied once, not twice).
+    fn read_guarded<T: cudarc::driver::DeviceRepr + Copy + Default, B: PartialEq>(
+        &self,
+        tensor: &Guarded<T>,
+        guard: B,
+        bits: impl Fn(T) -> B,
+    ) -> GpuResult<(Vec<T>, usize)> {
+        let end = GUARD_ELEMS + tensor.len;
+        let read = |range: std::ops::Range<usize>| {
+            self.stream
+                .clone_dtoh(&tensor.buffer.slice(range))
+                .map_err(gpu_err("cuMemcpyDtoH"))
+        };
+        let contents = read(GUARD_ELEMS..end)?;
+        let before = read(0..GUARD_ELEMS)?;
+        let after = read(end..tensor.buffer.len())?;
+        let strays = before
+            .into_iter()
+            .chain(after)
+            .filter(|&x| bits(x) != guard)
+            .count();
+        Ok((contents, strays))
+    }
+
+    /// Guard elements of a scratch buffer the launch wrote.
+    fn stray_scratch_writes<T: cudarc::driver::DeviceRepr + Copy + Default>(
+        &self,
+        scratch: &Guarded<T>,
+        bits: impl Fn(T) -> u32,
+    ) -> GpuResult<usize> {
+        let host = self
+            .stream
+            .clone_dtoh(&scratch.buffer)
+            .map_err(gpu_err("cuMemcpyDtoH"))?;
+        let words: Vec<u32> = host.into_iter().map(bits).collect();
+        Ok(args::scratch_guards_written(
+            &words,
+            scratch.len,
+            OUTPUT_GUARD_BITS,
+        ))
     }
 
     /// Names of the inputs (guards included) that differ bit for bit from
@@ -762,19 +915,33 @@ impl Gpu {
                     .iter()
                     .zip(&tensor.host)
                     .any(|(a, b)| a.to_bits() != b.to_bits()),
-                DeviceArg::I32(tensor) => {
-                    self.stream
-                        .clone_dtoh(tensor.pristine.as_ref().unwrap_or(&tensor.buffer))
-                        .map_err(gpu_err("cuMemcpyDtoH"))?
-                        != tensor.host
-                }
-                DeviceArg::Scalar(_) | DeviceArg::Null | DeviceArg::Output => false,
+                DeviceArg::I32(tensor) => self.uploaded_changed(tensor)?,
+                DeviceArg::Bf16(tensor) => self.uploaded_changed(tensor)?,
+                DeviceArg::U8(tensor) => self.uploaded_changed(tensor)?,
+                DeviceArg::Scalar(_)
+                | DeviceArg::F32Scalar(_)
+                | DeviceArg::Null
+                | DeviceArg::Output
+                | DeviceArg::ScratchF32(_)
+                | DeviceArg::ScratchU32(_) => false,
             };
             if changed {
                 modified.push((*name).to_string());
             }
         }
         Ok(modified)
+    }
+
+    /// Whether a tensor of integers (or bits) differs from what was uploaded.
+    fn uploaded_changed<T: cudarc::driver::DeviceRepr + Copy + Default + PartialEq>(
+        &self,
+        tensor: &Guarded<T>,
+    ) -> GpuResult<bool> {
+        Ok(self
+            .stream
+            .clone_dtoh(tensor.pristine.as_ref().unwrap_or(&tensor.buffer))
+            .map_err(gpu_err("cuMemcpyDtoH"))?
+            != tensor.host)
     }
 
     /// Runs the lab's trusted float64 reference kernel on the inputs the

@@ -19,50 +19,17 @@ use crate::grade::experiment::Experiments;
 use crate::grade::integrity::Integrity;
 use crate::grade::roofline::Work;
 
-/// How an argument of the entry point is passed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ArgKind {
-    /// `const float*`: an input tensor, guarded and checked unchanged after the launch.
-    F32Input,
-    /// `const int*`: an input tensor of int32 indices or lengths.
-    I32Input,
-    /// `const float*` that may be null (an optional input such as ALiBi slopes).
-    OptionalF32Input,
-    /// `int`, by value.
-    I32Scalar,
-    /// `float*`: the output, poisoned before each launch.
-    F32Output,
-}
-
-/// One parameter of the entry point, in order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ArgSpec {
-    pub name: &'static str,
-    pub kind: ArgKind,
-}
+pub use super::args::{ArgKind, ArgSpec, ArgValue};
 
 /// The kernel a lab launches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Abi {
     /// The symbol every submission must export.
     pub entry_point: &'static str,
     /// The C signature, shown in messages and read for the ABI check.
     pub signature: &'static str,
-    /// The parameters, in the signature's order (exactly one [`ArgKind::F32Output`]).
-    pub args: &'static [ArgSpec],
-}
-
-/// One argument's value for one launch, in signature order.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ArgValue {
-    F32(Vec<f32>),
-    I32(Vec<i32>),
-    /// A scalar `int`.
-    Scalar(i32),
-    /// A null pointer for an optional input.
-    Null,
-    /// The output buffer; its size is the problem's output shape.
-    Output,
+    /// The parameters, in the signature's order (exactly one output).
+    pub args: Vec<ArgSpec>,
 }
 
 /// A problem size as the engine and the screens see it.
@@ -175,17 +142,27 @@ pub struct LabCase {
     pub recipe: serde_json::Value,
 }
 
-/// One case's concrete arguments, ready to launch and to grade.
-#[derive(Debug, Clone, PartialEq)]
+/// One case's concrete inputs, ready to launch and to grade.
+#[derive(Clone)]
 pub struct CaseData {
     pub problem: Problem,
-    /// One value per [`Abi::args`] entry.
-    pub args: Vec<ArgValue>,
+    /// The lab's own inputs type ([`super::typed::TypedLab::Inputs`]); the
+    /// lab packs them into the launch's arguments ([`Lab::args`]).
+    pub inputs: std::sync::Arc<dyn std::any::Any + Send + Sync>,
     /// The case's own expected output, when it brings one (checked in addition to the oracle).
     pub expected: Option<Vec<f64>>,
     /// Query heads (bit `h` for head `h`) where the case plants large
     /// scores; 0 when it plants nothing, so no diagnosis may speak of a plant.
     pub planted_heads: u32,
+}
+
+impl std::fmt::Debug for CaseData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CaseData")
+            .field("problem", &self.problem.label)
+            .field("planted_heads", &self.planted_heads)
+            .finish_non_exhaustive()
+    }
 }
 
 /// One launch's output and how it compares, for a diagnosis.
@@ -289,7 +266,7 @@ impl PartialEq for LabRef {
 impl Eq for LabRef {}
 
 /// A [`KernelFile`] shipped in this repository, embedded in the binary so
-/// an installed flashprof carries it: `shipped_kernel!("kernels/starter.cu")`.
+/// an installed flashprof carries it: `shipped_kernel!("kernels/flash-prefill/starter.cu")`.
 macro_rules! shipped_kernel {
     ($path:literal) => {
         $crate::lab::definition::KernelFile {
@@ -319,7 +296,10 @@ pub struct SupportKernels {
     pub oracle_threads: u32,
 }
 
-/// Everything that differs between labs.
+/// Everything that differs between labs, as the engine takes it. A lab
+/// does not implement this itself: it implements
+/// [`super::typed::TypedLab`] in its own types, and the blanket
+/// implementation there provides this.
 pub trait Lab: Send + Sync {
     /// The name users type (`--lab flash-prefill`).
     fn name(&self) -> &'static str;
@@ -329,7 +309,9 @@ pub trait Lab: Send + Sync {
     fn description(&self) -> &'static str;
     /// The file the TUI opens (made from the starter) when given none.
     fn default_file(&self) -> &'static str;
-    fn abi(&self) -> &'static Abi;
+    fn abi(&self) -> Abi;
+    /// A case's launch arguments, one per [`Abi::args`] entry, in order.
+    fn args<'a>(&self, data: &'a CaseData) -> Vec<ArgValue<'a>>;
     /// Names a kernel body may use without defining them, with their C++
     /// definitions (the lab's shape constants).
     fn body_constants(&self) -> Vec<(&'static str, String)>;
@@ -350,10 +332,8 @@ pub trait Lab: Send + Sync {
     fn own_tensors(&self, case: &LabCase) -> Option<std::path::PathBuf>;
     /// The case's problem size without its tensors (what a case that is not
     /// run is shown with).
-    fn problem(&self, case: &LabCase) -> Result<Problem, CaseError> {
-        self.generate(case, 0).map(|data| data.problem)
-    }
-    /// The case's concrete arguments from the run's seed.
+    fn problem(&self, case: &LabCase) -> Result<Problem, CaseError>;
+    /// The case's concrete inputs from the run's seed.
     fn generate(&self, case: &LabCase, seed: u64) -> Result<CaseData, CaseError>;
     /// The float64 answer over the whole output; with `rows`, only those
     /// output rows, laid out one after another in the order given (what
@@ -366,15 +346,11 @@ pub trait Lab: Send + Sync {
     /// The case's inputs with every score multiplied by about `factor`
     /// (below 1), so that no `exp` of a score can overflow; `None` when the
     /// lab cannot shrink its scores (the overflow experiment is then skipped).
-    fn scores_shrunk(&self, _data: &CaseData, _factor: f32) -> Option<CaseData> {
-        None
-    }
+    fn scores_shrunk(&self, data: &CaseData, factor: f32) -> Option<CaseData>;
     /// One line for the whole check, read from the pattern across its cases
     /// (which fail, which pass, and the causes their diagnoses name); `None`
     /// when no case ran.
-    fn verdict(&self, cases: &[CaseSummary<'_>]) -> Option<String> {
-        super::verdict::common(cases)
-    }
+    fn verdict(&self, cases: &[CaseSummary<'_>]) -> Option<String>;
     /// The timing shape, with `KEY=VALUE` overrides from the command line.
     fn timing_case(&self, overrides: &[(String, String)]) -> Result<LabCase, String>;
     /// The range the timing case draws its float inputs from, uniformly.

@@ -10,7 +10,7 @@
 //! show: NaN or Inf, elements still holding the poison, or two runs that
 //! differ; each probe is a bounded number of launches.
 
-use super::definition::{ArgKind, CaseData, Lab};
+use super::definition::{ArgValue, CaseData, Lab};
 use crate::grade::compare::{compare, Comparison, Footprint, POISON_BITS};
 use crate::grade::experiment::{
     repeat_trial, Change, ExpectedFileCheck, Experiments, GuardSide, NonFiniteFinding,
@@ -183,19 +183,15 @@ fn non_finite_trial<R: Rerun>(
     let gone = cleared(&remaining, finite_start);
     record(Change::OutputFinite, gone, None, &mut remaining);
 
+    // The float tensors the case passes (an optional input left null is none).
     let float_inputs: Vec<(usize, &str)> = lab
         .abi()
         .args
         .iter()
+        .zip(lab.args(first.data))
         .enumerate()
-        .filter(|(i, spec)| {
-            matches!(spec.kind, ArgKind::F32Input | ArgKind::OptionalF32Input)
-                && matches!(
-                    first.data.args.get(*i),
-                    Some(super::definition::ArgValue::F32(_))
-                )
-        })
-        .map(|(i, spec)| (i, spec.name))
+        .filter(|(_, (_, value))| matches!(value, ArgValue::F32(_)))
+        .map(|(i, (spec, _))| (i, spec.name))
         .collect();
     if !remaining.is_empty() && !float_inputs.is_empty() {
         let all = Conditions {

@@ -1,17 +1,17 @@
-//! The labs this build of flashprof hosts, found by name.
+//! The labs this build of flashprof hosts, found by name. The list itself
+//! is the `labs!` line of `lab/mod.rs`, which also declares each lab's folder.
 
 use super::definition::Lab;
-use super::flash_prefill::FlashPrefill;
-use super::paged::PagedPrefill;
+use super::LABS;
 
 /// Every lab, the default first.
-pub fn labs() -> [&'static dyn Lab; 2] {
-    [&FlashPrefill, &PagedPrefill]
+pub fn labs() -> Vec<&'static dyn Lab> {
+    LABS.iter().map(|lab| lab.0).collect()
 }
 
 /// The lab used when none is named: the course's first.
 pub fn default_lab() -> &'static dyn Lab {
-    labs()[0]
+    LABS[0].0
 }
 
 /// The lab called `name`.

@@ -28,7 +28,7 @@ use crate::gpu::device::{FreshKernels, Gpu, GpuError, Kernel, L2Flusher, PROBES_
 use crate::grade::compare::{compare, POISON_BITS};
 use crate::grade::experiment::{Experiments, GuardSide};
 use crate::grade::integrity::Integrity;
-use crate::lab::definition::{ArgKind, CaseData, Graded, LabCase, LabRef};
+use crate::lab::definition::{CaseData, Graded, LabCase, LabRef};
 use crate::lab::experiment::{self, Conditions, FirstRuns, Rerun};
 use crate::lab::geometry::LaunchGeometry;
 use crate::lab::source::StudentSource;
@@ -589,7 +589,7 @@ fn crash_diagnosis(lab: LabRef, error: &GpuError) -> String {
         .abi()
         .args
         .iter()
-        .filter(|arg| !matches!(arg.kind, ArgKind::I32Scalar))
+        .filter(|arg| arg.kind.is_pointer())
         .map(|arg| arg.name)
         .collect();
     let buffers = match pointers.split_last() {

@@ -53,7 +53,7 @@ pub fn text(output: &Output) -> String {
 /// launches: the starter's body, whole, in a file that declares
 /// `g_memo` at file scope and writes each row's first output to it.
 pub fn memo_kernel() -> String {
-    let starter = include_str!("../../kernels/starter.cu");
+    let starter = include_str!("../../kernels/flash-prefill/starter.cu");
     let signature = flashprof::lab::flash_prefill::contract::ENTRY_SIGNATURE;
     format!(
         "__device__ float g_memo[4 << 20];\n\n{signature}\n{{\n\

@@ -22,7 +22,7 @@ const ROWS: u16 = 30;
 const PATIENCE: Duration = Duration::from_secs(90);
 const POLL: Duration = Duration::from_millis(25);
 
-pub const STARTER: &str = include_str!("../../kernels/starter.cu");
+pub const STARTER: &str = include_str!("../../kernels/flash-prefill/starter.cu");
 
 /// The starter with line `line` (1-based) passed through `edit`.
 pub fn starter_with(line: usize, edit: impl Fn(&str) -> String) -> String {

@@ -72,11 +72,7 @@ pub fn case(name: &str) -> LabCase {
         scale: Vec::new(),
         tensors: None,
     };
-    LabCase {
-        name: spec.name.clone(),
-        summary: spec.summary.clone(),
-        recipe: serde_json::to_value(&spec).expect("plain data"),
-    }
+    flashprof::lab::typed::lab_case(&spec)
 }
 
 /// A check of the stand-in's cases `names`, each under `case_timeout`; no timing, no counters.

@@ -35,7 +35,10 @@ fn student(path: &str, file: &str) -> StudentFile {
 
 #[test]
 fn the_race_kernel_names_its_tile_writes_and_the_reads_they_race_with() {
-    let race = student("kernels/bugs/race.cu", "kernels/bugs/race.cu");
+    let race = student(
+        "kernels/flash-prefill/bugs/race.cu",
+        "kernels/flash-prefill/bugs/race.cu",
+    );
     let (findings, summary) = diagnosed(
         SanitizerTool::Racecheck,
         fixture!("race.racecheck.log"),
@@ -68,7 +71,7 @@ fn the_race_kernel_names_its_tile_writes_and_the_reads_they_race_with() {
 fn the_missing_barrier_after_load_names_the_inlined_copy_and_load_and_the_q_store() {
     let kernel = student(
         "target/x/missing-barrier-after-load.cu",
-        "kernels/bugs/missing-barrier-after-load.cu",
+        "kernels/flash-prefill/bugs/missing-barrier-after-load.cu",
     );
     let (findings, summary) = diagnosed(
         SanitizerTool::Racecheck,
@@ -151,8 +154,8 @@ fn clean_logs_of_both_labs_have_a_summary_and_no_finding() {
 #[test]
 fn memcheck_and_synccheck_reports_name_the_line_and_fold_every_thread_into_one() {
     let kernel = student(
-        "kernels/bugs/illegal-address.cu",
-        "kernels/bugs/illegal-address.cu",
+        "kernels/flash-prefill/bugs/illegal-address.cu",
+        "kernels/flash-prefill/bugs/illegal-address.cu",
     );
     let (findings, summary) = diagnosed(
         SanitizerTool::Memcheck,
@@ -327,21 +330,25 @@ synccheck) echo 'no summary' >&2; exit 3;;\n\
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     let race = std::fs::read_to_string(format!(
-        "{}/kernels/bugs/race.cu",
+        "{}/kernels/flash-prefill/bugs/race.cu",
         env!("CARGO_MANIFEST_DIR")
     ))
     .unwrap();
     let plan = SanitizePlan {
         sanitizer: script,
         exe: "/bin/true".into(),
-        file: "kernels/bugs/race.cu".into(),
+        file: "kernels/flash-prefill/bugs/race.cu".into(),
         lab: "flash-prefill".into(),
         case: "random-small".into(),
         cases_file: None,
         seed: 7,
         tools: SanitizerTool::ALL.to_vec(),
         timeout: Duration::from_secs(2),
-        student: StudentFile::new("kernels/bugs/race.cu", &race, "attention_prefill"),
+        student: StudentFile::new(
+            "kernels/flash-prefill/bugs/race.cu",
+            &race,
+            "attention_prefill",
+        ),
         env: Vec::new(),
     };
     let outcome = run_pass(&plan);

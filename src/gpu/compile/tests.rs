@@ -289,7 +289,9 @@ fn fixtures_cover_both_forms_and_declare_their_geometry() {
 
 #[test]
 fn every_shipped_kernel_compiles() {
-    let kernels = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels");
+    let kernels = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("kernels")
+        .join("flash-prefill");
     let bugs = compile_every_cu_under(&kernels.join("bugs"));
     assert!(bugs >= 12, "one planted bug per hazard, found {bugs}");
     for name in ["starter.cu", "reference.cu"] {
@@ -496,7 +498,7 @@ fn constant_data_and_read_only_tables_are_not_kept() {
 
 #[test]
 fn the_starter_keeps_and_reads_nothing() {
-    let starter = include_str!("../../../kernels/starter.cu");
+    let starter = include_str!("../../../kernels/flash-prefill/starter.cu");
     let facts = facts_of(starter);
     assert!(facts.is_empty(), "{facts:?}");
     assert_eq!(facts.summary(), None);

@@ -1,4 +1,4 @@
-//! CPU models of the planted bugs in `kernels/bugs/` whose effect is on the
+//! CPU models of the planted bugs in `kernels/flash-prefill/bugs/` whose effect is on the
 //! values (the others crash, hang, race or write where they must not, which
 //! the runner observes without a model).
 //!
@@ -190,18 +190,7 @@ impl crate::lab::experiment::Rerun for ModelKernel {
         data: &crate::lab::definition::CaseData,
         conditions: &crate::lab::experiment::Conditions,
     ) -> Result<Vec<f32>, Self::Error> {
-        let tensor = |i: usize| match &data.args[i] {
-            crate::lab::definition::ArgValue::F32(values) => values.as_slice(),
-            _ => &[],
-        };
-        let scalar = |i: usize| match data.args[i] {
-            crate::lab::definition::ArgValue::Scalar(n) => n as usize,
-            _ => 0,
-        };
-        let shape = Shape {
-            chunk_len: scalar(4),
-            prefix_len: scalar(5),
-        };
+        let inputs = crate::lab::typed::inputs_of::<super::FlashPrefill>(data);
         // vCache is argument 2; only its end is ever read past.
         let finite_end = conditions
             .finite_guards
@@ -209,8 +198,8 @@ impl crate::lab::experiment::Rerun for ModelKernel {
             .any(|&(i, side)| i == 2 && side != crate::grade::experiment::GuardSide::Before);
         let guard = if finite_end { 0.0 } else { f32::NAN };
         Ok(model(
-            shape,
-            (tensor(0), tensor(1), tensor(2)),
+            inputs.shape,
+            (&inputs.q, &inputs.k, &inputs.v),
             self.0,
             guard,
             f32::from_bits(conditions.output_start),

@@ -13,10 +13,10 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-use super::contract::{Shape, DH, GROUP, HKV, HQ};
+use super::contract::{Inputs, Shape, DH, GROUP, HKV, HQ};
 use crate::lab::case_file::{read_case_tables, CaseTable};
 use crate::lab::definition::CaseError;
-use crate::lab::npy;
+use crate::lab::typed::{Made, Recipe};
 
 /// The cases shipped with flashprof.
 pub const EMBEDDED_CASES: &str = include_str!("../../../assets/cases.toml");
@@ -107,17 +107,6 @@ pub const MAX_CHUNK: usize = 65_536;
 /// Largest `prefix` (cached keys) a case may declare.
 pub const MAX_PREFIX: usize = 65_536;
 
-/// Inputs of one case, ready to upload.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CaseInputs {
-    pub shape: Shape,
-    pub q: Vec<f32>,
-    pub k: Vec<f32>,
-    pub v: Vec<f32>,
-    /// The case's own expected output, when it brings one (checked in addition to the oracle).
-    pub expected: Option<Vec<f64>>,
-}
-
 /// Parses and validates a cases file. `base` resolves relative tensor folders.
 pub fn parse_cases(text: &str, file: &str, base: &Path) -> Result<Vec<CaseSpec>, CaseError> {
     let cases: Vec<CaseSpec> = read_case_tables(text, file, base)?;
@@ -125,6 +114,18 @@ pub fn parse_cases(text: &str, file: &str, base: &Path) -> Result<Vec<CaseSpec>,
         case.validate()?;
     }
     Ok(cases)
+}
+
+impl Recipe for CaseSpec {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn summary(&self) -> &str {
+        &self.summary
+    }
+    fn own_tensors(&self) -> Option<&Path> {
+        self.tensors.as_deref()
+    }
 }
 
 impl CaseTable for CaseSpec {
@@ -143,7 +144,7 @@ pub fn embedded_cases() -> Vec<CaseSpec> {
 }
 
 impl CaseSpec {
-    fn invalid(&self, message: impl Into<String>) -> CaseError {
+    pub(super) fn invalid(&self, message: impl Into<String>) -> CaseError {
         CaseError::Invalid {
             case: self.name.clone(),
             message: message.into(),
@@ -205,7 +206,7 @@ impl CaseSpec {
 
     /// `chunk` and `prefix` within their bounds, and every tensor's element
     /// count computable without overflow.
-    fn check_bounds(&self, chunk: usize, prefix: usize) -> Result<(), CaseError> {
+    pub(super) fn check_bounds(&self, chunk: usize, prefix: usize) -> Result<(), CaseError> {
         if chunk > MAX_CHUNK {
             return Err(self.invalid(format!(
                 "chunk {chunk} is more than the limit of {MAX_CHUNK} rows"
@@ -260,10 +261,14 @@ impl CaseSpec {
     }
 
     /// Builds the inputs for this case from the run's seed.
-    pub fn generate(&self, seed: u64) -> Result<CaseInputs, CaseError> {
+    pub fn generate(&self, seed: u64) -> Result<Made<Inputs>, CaseError> {
         if let Some(dir) = &self.tensors {
-            return self.load_tensors(dir);
+            return super::tensors::load_dir(self, dir);
         }
+        // A case reaches the worker as JSON, past the cases file's checks:
+        // its lengths are bounded again, which also keeps them in the
+        // kernel's `int` arguments.
+        self.check_bounds(self.chunk, self.prefix)?;
         let shape = self.declared_shape();
         let mut rng = ChaCha8Rng::seed_from_u64(seed ^ stable_hash(&self.name));
         let mut q = random_tensor(&mut rng, shape.q_elems());
@@ -287,71 +292,10 @@ impl CaseSpec {
                 data[start..start + DH].fill(plant.value);
             }
         }
-        Ok(CaseInputs {
-            shape,
-            q,
-            k,
-            v,
+        Ok(Made {
+            inputs: Inputs { shape, q, k, v },
             expected: None,
-        })
-    }
-
-    fn load_tensors(&self, dir: &Path) -> Result<CaseInputs, CaseError> {
-        let wrap = |source: npy::NpyError| CaseError::Invalid {
-            case: self.name.clone(),
-            message: source.to_string(),
-        };
-        let (q_shape, q) = npy::read_f32(&dir.join("q.npy")).map_err(wrap)?;
-        let (k_shape, k) = npy::read_f32(&dir.join("k.npy")).map_err(wrap)?;
-        let (v_shape, v) = npy::read_f32(&dir.join("v.npy")).map_err(wrap)?;
-        let [chunk, hq, dh] = q_shape[..] else {
-            return Err(self.invalid(format!(
-                "q.npy has shape {q_shape:?}, expected [C, {HQ}, {DH}]"
-            )));
-        };
-        if hq != HQ || dh != DH || chunk == 0 {
-            return Err(self.invalid(format!(
-                "q.npy has shape {q_shape:?}, expected [C, {HQ}, {DH}]"
-            )));
-        }
-        let [seq, hkv, dh] = k_shape[..] else {
-            return Err(self.invalid(format!(
-                "k.npy has shape {k_shape:?}, expected [P+C, {HKV}, {DH}]"
-            )));
-        };
-        if hkv != HKV || dh != DH || seq < chunk {
-            return Err(self.invalid(format!(
-                "k.npy has shape {k_shape:?}, expected [P+C, {HKV}, {DH}] with P+C >= C = {chunk}"
-            )));
-        }
-        if v_shape != k_shape {
-            return Err(self.invalid(format!(
-                "v.npy has shape {v_shape:?}, k.npy {k_shape:?}: they must match"
-            )));
-        }
-        self.check_bounds(chunk, seq - chunk)?;
-        let shape = Shape {
-            chunk_len: chunk,
-            prefix_len: seq - chunk,
-        };
-        let expected_path = dir.join("expected.npy");
-        let expected = if expected_path.exists() {
-            let (e_shape, e) = npy::read_f64(&expected_path).map_err(wrap)?;
-            if e_shape != q_shape {
-                return Err(self.invalid(format!(
-                    "expected.npy has shape {e_shape:?}, q.npy {q_shape:?}: they must match"
-                )));
-            }
-            Some(e)
-        } else {
-            None
-        };
-        Ok(CaseInputs {
-            shape,
-            q,
-            k,
-            v,
-            expected,
+            planted_heads: self.planted_heads(),
         })
     }
 }
@@ -415,6 +359,7 @@ fn stable_hash(text: &str) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lab::npy;
 
     fn case(name: &str) -> CaseSpec {
         embedded_cases()
@@ -450,13 +395,13 @@ mod tests {
     #[test]
     fn generation_is_reproducible_and_fresh_per_seed() {
         let c = case("random-small");
-        assert_eq!(c.generate(7).unwrap(), c.generate(7).unwrap());
-        assert_ne!(c.generate(7).unwrap().q, c.generate(8).unwrap().q);
+        assert_eq!(c.generate(7).unwrap().inputs, c.generate(7).unwrap().inputs);
+        assert_ne!(c.generate(7).unwrap().inputs.q, c.generate(8).unwrap().inputs.q);
     }
 
     #[test]
     fn overflow_plants_sit_exactly_where_declared() {
-        let inputs = case("planted-overflow").generate(1).unwrap();
+        let inputs = case("planted-overflow").generate(1).unwrap().inputs;
         let q_at = |r, h, d| inputs.q[Shape::q_index(r, h, d)];
         let k_at = |p, g, d| inputs.k[Shape::kv_index(p, g, d)];
         assert!((0..DH).all(|d| q_at(31, 0, d) == 4.0));
@@ -477,7 +422,7 @@ mod tests {
     #[test]
     fn last_key_plants_the_final_position_only() {
         let c = case("last-key-of-sequence");
-        let inputs = c.generate(3).unwrap();
+        let inputs = c.generate(3).unwrap().inputs;
         let last = inputs.shape.seq_len() - 1;
         assert_eq!(last, 1032);
         assert!((0..DH).all(|d| inputs.k[Shape::kv_index(last, 0, d)] == 4.0));
@@ -485,15 +430,15 @@ mod tests {
             .filter(|&p| (0..DH).all(|d| inputs.k[Shape::kv_index(p, 0, d)] == 4.0))
             .count();
         assert_eq!(planted_keys, 1);
-        let prefix = case("last-key-of-prefix").generate(3).unwrap();
+        let prefix = case("last-key-of-prefix").generate(3).unwrap().inputs;
         assert!((0..DH).all(|d| prefix.k[Shape::kv_index(999, 0, d)] == 4.0));
         assert!((0..DH).any(|d| prefix.k[Shape::kv_index(1000, 0, d)] != 4.0));
     }
 
     #[test]
     fn scaling_touches_only_the_named_heads() {
-        let plain = case("random-small").generate(5).unwrap();
-        let scaled = case("large-values-other-heads").generate(5).unwrap();
+        let plain = case("random-small").generate(5).unwrap().inputs;
+        let scaled = case("large-values-other-heads").generate(5).unwrap().inputs;
         let max_abs = |data: &[f32], heads: usize, head: usize| {
             data.chunks_exact(heads * DH)
                 .flat_map(|p| p[head * DH..(head + 1) * DH].iter())
@@ -579,7 +524,8 @@ mod tests {
             std::fs::rename(dir.path().join(f), dir.path().join("own").join(f)).unwrap();
         }
         let cases = parse_cases(text, "t.toml", dir.path()).unwrap();
-        let inputs = cases[0].generate(0).unwrap();
+        let made = cases[0].generate(0).unwrap();
+        let inputs = &made.inputs;
         assert_eq!(
             inputs.shape,
             Shape {
@@ -588,6 +534,6 @@ mod tests {
             }
         );
         assert_eq!(inputs.q, q);
-        assert!(inputs.expected.is_none());
+        assert!(made.expected.is_none());
     }
 }

@@ -1,5 +1,5 @@
 //! The "attention-v1" contract the lab grades against: tensor shapes, the
-//! entry point's signature and the element tolerance.
+//! entry point's signature, its argument table and the element tolerance.
 //!
 //! Everything here is plain data so that the oracle, the case generator and
 //! the lab's [`super::FlashPrefill`] value agree on one definition.
@@ -7,6 +7,7 @@
 use crate::grade::compare::{OutputShape, Tolerance};
 use crate::grade::roofline::Work;
 use crate::lab::definition::Problem;
+use crate::lab::typed::Arg;
 
 /// Query heads.
 pub const HQ: usize = 32;
@@ -23,6 +24,29 @@ pub const SCALE: f64 = 0.125;
 pub const ENTRY_POINT: &str = "attention_prefill";
 /// The C signature of [`ENTRY_POINT`], shown in error messages.
 pub const ENTRY_SIGNATURE: &str = "extern \"C\" __global__ void attention_prefill(const float* q, const float* kCache, const float* vCache, float* out, int chunkLen, int prefixLen)";
+
+/// The entry point's parameters in [`ENTRY_SIGNATURE`]'s order, each read from [`Inputs`].
+pub const ARGS: &[Arg<Inputs>] = &[
+    Arg::f32_input("q", |i| &i.q),
+    Arg::f32_input("kCache", |i| &i.k),
+    Arg::f32_input("vCache", |i| &i.v),
+    Arg::f32_output("out"),
+    // Both lengths are at most 65 536 (cases and timing shapes are bounded there).
+    Arg::int("chunkLen", |i| i.shape.chunk_len as i32),
+    Arg::int("prefixLen", |i| i.shape.prefix_len as i32),
+];
+
+/// Everything one launch reads.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Inputs {
+    pub shape: Shape,
+    /// `[chunkLen][HQ][DH]`.
+    pub q: Vec<f32>,
+    /// `[prefixLen + chunkLen][HKV][DH]`.
+    pub k: Vec<f32>,
+    /// `[prefixLen + chunkLen][HKV][DH]`.
+    pub v: Vec<f32>,
+}
 
 /// The element tolerance: `1e-4 + 1e-3 * |reference|`.
 pub const TOLERANCE: Tolerance = Tolerance {

@@ -15,7 +15,8 @@
 //! in a case where every row sees one key. [`Bug::must_fail`] encodes the
 //! table with these two readings.
 
-use super::{oracle, passes, Batch, Inputs};
+use super::oracle;
+use super::contract::{passes, Batch, Inputs};
 
 /// One planted defect, each the starter kernel with one line wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -123,8 +124,8 @@ pub fn failing_elements(out: &[f64], reference: &[f64]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::paged::cases::embedded_cases;
-    use crate::lab::paged::Batch;
+    use crate::lab::paged_prefill::cases::embedded_cases;
+    use crate::lab::paged_prefill::contract::Batch;
 
     /// The planted kernels' first line lists the cases each must fail on the
     /// GPU (scripts/gpu-acceptance.sh checks it there); it must be the very
@@ -133,7 +134,7 @@ mod tests {
     fn each_planted_kernel_expects_exactly_the_cases_its_model_fails() {
         for bug in Bug::ALL {
             let path = format!(
-                "{}/kernels/paged/bugs/{}.cu",
+                "{}/kernels/paged-prefill/bugs/{}.cu",
                 env!("CARGO_MANIFEST_DIR"),
                 bug.name()
             );

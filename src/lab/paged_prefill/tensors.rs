@@ -11,7 +11,7 @@
 use std::path::Path;
 
 use super::cases::{CaseInputs, PagedCaseError};
-use super::{Batch, Inputs, BLOCK, DH, HKV, HQ, X};
+use super::contract::{Batch, Inputs, BLOCK, DH, HKV, HQ, X};
 use crate::lab::npy;
 
 /// Required files, in the order they are read.
@@ -268,7 +268,7 @@ fn load_with(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::paged::cases::embedded_cases;
+    use crate::lab::paged_prefill::cases::embedded_cases;
 
     /// A valid set of files (from a generated case), as name -> bytes.
     fn files() -> Vec<(String, Vec<u8>)> {
@@ -525,7 +525,7 @@ mod tests {
             std::fs::write(dir.path().join("mine").join(name), bytes).unwrap();
         }
         let text = "[[case]]\nname = \"own\"\nsummary = \"s\"\ntensors = \"mine\"\nwindow = 5\n";
-        let cases = crate::lab::paged::cases::parse_cases(text, "t.toml", dir.path()).unwrap();
+        let cases = crate::lab::paged_prefill::cases::parse_cases(text, "t.toml", dir.path()).unwrap();
         let loaded = cases[0].generate(123).unwrap();
         assert_eq!(loaded.inputs.batch.window(), Some(5));
         assert_eq!(loaded.inputs.batch.context, vec![50, 16]);

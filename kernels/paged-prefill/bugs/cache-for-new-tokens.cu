@@ -1,10 +1,11 @@
-// flashprof-expect-fail: mixed-lengths long-context decode-steps window-b-minus-1 window-b window-b-plus-1 window-longer-than-sequence alibi-no-context alibi-with-context alibi-and-window overflow-in-far-cached-block overflow-in-new-tokens last-cached-key last-key-of-sequence gqa-heads
-// Bug: the row ends with acc instead of acc / l: the final normalisation is
-// missing (vLLM's upstream v2 kernel leaves `acc /= l_i` commented out).
-// Must fail: every case where some row sees two or more keys (with a single
-// visible key, l is exactly 1: window 1).
+// flashprof-expect-fail: mixed-lengths long-context decode-steps window-1 window-b-minus-1 window-b window-b-plus-1 window-longer-than-sequence alibi-no-context alibi-with-context alibi-and-window overflow-in-far-cached-block overflow-in-new-tokens last-cached-key last-key-of-sequence gqa-heads
+// Bug: the cache is read for every key j < seqLen, so the new tokens' keys
+// and values are fetched from cache slots past the context (which hold
+// sentinels, or a foreign block through the table's spare entries) instead of
+// from kNew / vNew.
+// Must fail: every case (each row sees at least its own new token).
 //
-// Planted from the paged-prefill starter (kernels/paged/starter.cu) with this
+// Planted from the paged-prefill starter (kernels/paged-prefill/starter.cu) with this
 // one defect; everything else, the default launch included, is the starter's.
 //
 // @flashprof lab=paged-prefill
@@ -43,7 +44,7 @@ extern "C" __global__ void paged_prefill(const float* q, const float* kNew, cons
         float m = -INFINITY, l = 0.0f, acc0 = 0.0f, acc1 = 0.0f;
         for (int j = jFirst; j <= i; ++j) {
             float k0, k1, v0, v1;
-            if (j < ctx) {
+            if (j < seqLen[s]) {
                 // Cached key: logical block j / B of this sequence, slot j % B.
                 const size_t b = (size_t)blockTable[(size_t)s * maxBlocksPerSeq + j / PP_B];
                 const int o = j % PP_B;
@@ -76,7 +77,7 @@ extern "C" __global__ void paged_prefill(const float* q, const float* kNew, cons
             m = mNew;
         }
         float* outRow = out + ((size_t)(start + t) * PP_QH + h) * PP_D;
-        outRow[lane] = acc0;
-        outRow[lane + 32] = acc1;
+        outRow[lane] = acc0 / l;
+        outRow[lane + 32] = acc1 / l;
     }
 }

@@ -13,7 +13,8 @@
 
 use super::cases::PagedCaseError;
 use super::tensors::load_bytes;
-use super::{oracle, Inputs, DH, HKV, HQ};
+use super::oracle;
+use super::contract::{Inputs, DH, HKV, HQ};
 use crate::grade::compare::worst_relative_error;
 
 /// How close the oracle must come, relative to the larger of the element's
@@ -160,8 +161,8 @@ fn visible_value_scale(inputs: &Inputs) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::paged::bugs::Bug;
-    use crate::lab::paged::{Batch, SCALE};
+    use crate::lab::paged_prefill::bugs::Bug;
+    use crate::lab::paged_prefill::contract::{Batch, SCALE};
 
     #[test]
     fn the_paged_oracle_reproduces_the_golden_case() {

@@ -1,12 +1,11 @@
-// flashprof-expect-fail: mixed-lengths long-context decode-steps window-b-minus-1 window-b window-b-plus-1 window-longer-than-sequence alibi-with-context alibi-and-window overflow-in-far-cached-block overflow-in-new-tokens last-cached-key last-key-of-sequence gqa-heads
-// Bug: the K cache index assumes X = 8 floats per packed group (vLLM's old
-// hard-coded 8, right for 16-bit types only; vLLM issue #6332) where fp32
-// packs X = 4. Every cached key is gathered from the wrong offsets (still
-// inside the cache buffer). V is indexed correctly.
-// Must fail: every case with a cached context a row can see. Passes: cases
-// without context (and window 1).
+// flashprof-expect-fail: mixed-lengths long-context decode-steps window-1 window-b-minus-1 window-b window-b-plus-1 window-longer-than-sequence alibi-no-context alibi-with-context alibi-and-window overflow-in-far-cached-block overflow-in-new-tokens last-cached-key last-key-of-sequence gqa-heads
+// Bug: the sequence's first new token is taken from qStart[s + 1] (the next
+// sequence's start) instead of qStart[s]; the token count stays right. Rows of
+// q, kNew, vNew and out all shift by one sequence, and the last sequence runs
+// off the end of the packed arrays (into the grader's guard bands).
+// Must fail: every case with more than one sequence.
 //
-// Planted from the paged-prefill starter (kernels/paged/starter.cu) with this
+// Planted from the paged-prefill starter (kernels/paged-prefill/starter.cu) with this
 // one defect; everything else, the default launch included, is the starter's.
 //
 // @flashprof lab=paged-prefill
@@ -29,8 +28,8 @@ extern "C" __global__ void paged_prefill(const float* q, const float* kNew, cons
     const int warp = threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
     if (s >= numSeqs) return;
-    const int start = qStart[s];
-    const int n = qStart[s + 1] - start;
+    const int start = qStart[s + 1];
+    const int n = qStart[s + 1] - qStart[s];
     const int ctx = seqLen[s] - n;
     const float slope = alibiSlopes != nullptr ? alibiSlopes[h] : 0.0f;
     for (int r = 0; r < 16; ++r) {
@@ -49,9 +48,9 @@ extern "C" __global__ void paged_prefill(const float* q, const float* kNew, cons
                 // Cached key: logical block j / B of this sequence, slot j % B.
                 const size_t b = (size_t)blockTable[(size_t)s * maxBlocksPerSeq + j / PP_B];
                 const int o = j % PP_B;
-                const size_t kBase = (b * PP_KVH + g) * (PP_D / 8);
-                k0 = kCache[((kBase + lane / 8) * PP_B + o) * 8 + lane % 8];
-                k1 = kCache[((kBase + (lane + 32) / 8) * PP_B + o) * 8 + (lane + 32) % 8];
+                const size_t kBase = (b * PP_KVH + g) * (PP_D / PP_X);
+                k0 = kCache[((kBase + lane / PP_X) * PP_B + o) * PP_X + lane % PP_X];
+                k1 = kCache[((kBase + (lane + 32) / PP_X) * PP_B + o) * PP_X + (lane + 32) % PP_X];
                 const size_t vBase = (b * PP_KVH + g) * PP_D;
                 v0 = vCache[(vBase + lane) * PP_B + o];
                 v1 = vCache[(vBase + lane + 32) * PP_B + o];

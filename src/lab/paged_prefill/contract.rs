@@ -1,28 +1,15 @@
-//! The second lab, "paged-prefill-v1": vLLM's paged prefix prefill in fp32.
-//!
-//! This module is the lab with no GPU: its contract, its float64 oracle,
-//! its hazard cases, a CPU model of each planted bug and the diagnosis that
-//! names one. It deliberately shares no code with the first lab's
-//! `contract`: the two contracts evolve separately, and a lab is meant to be
-//! a value the engine is handed, not a set of globals it imports.
+//! The "paged-prefill-v1" contract: vLLM's paged prefix prefill in fp32.
 //!
 //! The paged layout is where this lab's bugs live, so the types here spell
 //! it out once ([`Batch::k_cache_index`], [`Batch::v_cache_index`],
 //! [`Batch::sequence_of_row`]) and everything else (oracle, generator,
 //! loaders, bug models) goes through them. The one exception is the bug
 //! models, which must index *wrongly* on purpose; they do so next to the
-//! correct index so the difference reads as one line.
+//! correct index so the difference reads as one line. This lab deliberately
+//! shares no code with the first lab's contract: the two contracts evolve
+//! separately.
 
-pub mod bugs;
-pub mod cases;
-pub mod diagnosis;
-pub mod golden;
-mod lab;
-pub mod oracle;
-pub mod tensors;
-pub mod verdict;
-
-pub use lab::{PagedPrefill, PAGED_PREFILL};
+use crate::lab::typed::Arg;
 
 /// The contract's name, as a submission declares it.
 pub const CONTRACT: &str = "paged-prefill-v1";
@@ -54,6 +41,24 @@ pub const ENTRY_SIGNATURE: &str = "extern \"C\" __global__ void paged_prefill(
     const int* blockTable, const int* qStart, const int* seqLen,
     int numSeqs, int maxBlocksPerSeq, int slidingWindow,
     const float* alibiSlopes, float* out)";
+
+/// The entry point's parameters in [`ENTRY_SIGNATURE`]'s order, each read from [`Inputs`].
+pub const ARGS: &[Arg<Inputs>] = &[
+    Arg::f32_input("q", |i| &i.q),
+    Arg::f32_input("kNew", |i| &i.k_new),
+    Arg::f32_input("vNew", |i| &i.v_new),
+    Arg::f32_input("kCache", |i| &i.k_cache),
+    Arg::f32_input("vCache", |i| &i.v_cache),
+    Arg::i32_input("blockTable", |i| &i.batch.block_table),
+    Arg::i32_input("qStart", |i| &i.batch.q_start),
+    Arg::i32_input("seqLen", |i| &i.batch.seq_len),
+    // Both fit an int: checked when the case is made (`Batch::check_int_arguments`).
+    Arg::int("numSeqs", |i| i.batch.num_seqs() as i32),
+    Arg::int("maxBlocksPerSeq", |i| i.batch.max_blocks_per_seq as i32),
+    Arg::int("slidingWindow", |i| i.batch.sliding_window),
+    Arg::optional_f32_input("alibiSlopes", |i| i.alibi_slopes.as_deref()),
+    Arg::f32_output("out"),
+];
 
 /// Value written into every cached K slot that no sequence's context
 /// covers (slots past a context's end, spare blocks). It is finite, so a
@@ -145,6 +150,19 @@ impl Batch {
             q_start,
             seq_len,
         }
+    }
+
+    /// That the sizes passed as `int` (`numSeqs`, `maxBlocksPerSeq`) fit one.
+    pub fn check_int_arguments(&self, case: &str) -> Result<(), crate::lab::definition::CaseError> {
+        for n in [self.num_seqs(), self.max_blocks_per_seq] {
+            if i32::try_from(n).is_err() {
+                return Err(crate::lab::definition::CaseError::Invalid {
+                    case: case.to_owned(),
+                    message: format!("{n} does not fit the kernel's int argument"),
+                });
+            }
+        }
+        Ok(())
     }
 
     pub fn num_seqs(&self) -> usize {

@@ -17,7 +17,7 @@
 // reference's.
 //
 // What the honest timing should report: a correct kernel whose time is the
-// plain reference's (kernels/reference.cu) within a few percent, with a
+// plain reference's (kernels/flash-prefill/reference.cu) within a few percent, with a
 // SPEEDUP to match and no finding against any launch. If it comes out
 // clearly faster than the reference, the L2 flush is not cold for it.
 //

@@ -20,7 +20,7 @@
 // To keep the tensor cores busy the K and V tiles travel by cp.async and
 // overlap the arithmetic (the next K tile streams in during softmax and P V,
 // the next V tile during the next Q K^T), and the heaviest row blocks (the
-// last rows, which see the most keys) start first, as in kernels/reference.cu.
+// last rows, which see the most keys) start first, as in kernels/flash-prefill/reference.cu.
 //
 // The wmma fragments come from PTX (`wmma.load`, `wmma.mma`, `wmma.store`):
 // flashprof compiles single files with no include path, so <mma.h> is not

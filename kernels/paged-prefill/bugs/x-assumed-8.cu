@@ -1,11 +1,12 @@
-// flashprof-expect-fail: mixed-lengths long-context decode-steps window-1 window-b-minus-1 window-b window-b-plus-1 window-longer-than-sequence alibi-no-context alibi-with-context alibi-and-window overflow-in-far-cached-block overflow-in-new-tokens last-cached-key last-key-of-sequence gqa-heads
-// Bug: the cache is read for every key j < seqLen, so the new tokens' keys
-// and values are fetched from cache slots past the context (which hold
-// sentinels, or a foreign block through the table's spare entries) instead of
-// from kNew / vNew.
-// Must fail: every case (each row sees at least its own new token).
+// flashprof-expect-fail: mixed-lengths long-context decode-steps window-b-minus-1 window-b window-b-plus-1 window-longer-than-sequence alibi-with-context alibi-and-window overflow-in-far-cached-block overflow-in-new-tokens last-cached-key last-key-of-sequence gqa-heads
+// Bug: the K cache index assumes X = 8 floats per packed group (vLLM's old
+// hard-coded 8, right for 16-bit types only; vLLM issue #6332) where fp32
+// packs X = 4. Every cached key is gathered from the wrong offsets (still
+// inside the cache buffer). V is indexed correctly.
+// Must fail: every case with a cached context a row can see. Passes: cases
+// without context (and window 1).
 //
-// Planted from the paged-prefill starter (kernels/paged/starter.cu) with this
+// Planted from the paged-prefill starter (kernels/paged-prefill/starter.cu) with this
 // one defect; everything else, the default launch included, is the starter's.
 //
 // @flashprof lab=paged-prefill
@@ -44,13 +45,13 @@ extern "C" __global__ void paged_prefill(const float* q, const float* kNew, cons
         float m = -INFINITY, l = 0.0f, acc0 = 0.0f, acc1 = 0.0f;
         for (int j = jFirst; j <= i; ++j) {
             float k0, k1, v0, v1;
-            if (j < seqLen[s]) {
+            if (j < ctx) {
                 // Cached key: logical block j / B of this sequence, slot j % B.
                 const size_t b = (size_t)blockTable[(size_t)s * maxBlocksPerSeq + j / PP_B];
                 const int o = j % PP_B;
-                const size_t kBase = (b * PP_KVH + g) * (PP_D / PP_X);
-                k0 = kCache[((kBase + lane / PP_X) * PP_B + o) * PP_X + lane % PP_X];
-                k1 = kCache[((kBase + (lane + 32) / PP_X) * PP_B + o) * PP_X + (lane + 32) % PP_X];
+                const size_t kBase = (b * PP_KVH + g) * (PP_D / 8);
+                k0 = kCache[((kBase + lane / 8) * PP_B + o) * 8 + lane % 8];
+                k1 = kCache[((kBase + (lane + 32) / 8) * PP_B + o) * 8 + (lane + 32) % 8];
                 const size_t vBase = (b * PP_KVH + g) * PP_D;
                 v0 = vCache[(vBase + lane) * PP_B + o];
                 v1 = vCache[(vBase + lane + 32) * PP_B + o];

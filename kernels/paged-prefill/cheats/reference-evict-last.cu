@@ -15,7 +15,7 @@
 // inputs, the reference's output.
 //
 // What the honest timing should report: correct, with a time within a few
-// percent of kernels/paged/reference.cu (about 2.95 ms on the H200) and no
+// percent of kernels/paged-prefill/reference.cu (about 2.95 ms on the H200) and no
 // finding against any launch; clearly faster would mean the flush is not
 // cold for lines marked evict_last.
 //

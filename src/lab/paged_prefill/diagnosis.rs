@@ -18,8 +18,16 @@
 //! read the cache), at the cost of a few rows of oracle work.
 
 use super::bugs::Bug;
-use super::{oracle, passes, Batch, Inputs, BLOCK, DH, HQ};
+use super::oracle;
+use super::contract::{passes, Batch, Inputs, BLOCK, DH, HQ};
 use crate::grade::compare::common_factor;
+use crate::grade::integrity::integrity_problem;
+use crate::lab::definition::{Diagnosis, Graded};
+use crate::lab::experiment::{
+    explain_copied_from_out, explain_expected_file, explain_non_finite, explain_repeats,
+    non_finite_kind,
+};
+use crate::lab::verdict::cause;
 
 /// Most failing rows replayed per suspect.
 const REPLAY_ROWS: usize = 6;
@@ -354,11 +362,121 @@ fn confirmed(bug: Bug, inputs: &Inputs, facts: &Facts) -> String {
     }
 }
 
+/// A case's diagnosis: what the launch's integrity, the experiments and the
+/// bug models' replays say, in that order of certainty.
+pub fn case_diagnosis(inputs: &Inputs, graded: &Graded<'_>) -> Diagnosis {
+    let integrity = graded.integrity;
+    let experiments = graded.experiments;
+    let place = |at: &crate::grade::compare::Footprint| place(&inputs.batch, at);
+    if integrity.out_of_bounds_writes > 0 {
+        // Shifted sequence starts store the last sequence's rows past
+        // the end: when the values are that bug's, name the bug.
+        let replayed = explain_rows(inputs, graded.out, graded.reference, None);
+        if let Some((line, Some(bug @ Bug::QStartShifted))) = replayed {
+            return Diagnosis::new(
+                format!(
+                    "{line}; the rows shifted past the last sequence land outside out ({} \
+                     floats written there)",
+                    integrity.out_of_bounds_writes
+                ),
+                bug.name(),
+            );
+        }
+        let line = integrity_problem(integrity).unwrap_or_default();
+        return Diagnosis::new(line, cause::OUT_OF_BOUNDS_WRITE);
+    }
+    if !integrity.inputs_modified.is_empty() {
+        let line = integrity_problem(integrity).unwrap_or_default();
+        return Diagnosis::new(line, cause::INPUT_WRITTEN);
+    }
+    if integrity.runs_differ {
+        return match &experiments.repeats {
+            Some(trial) => explain_repeats(trial, &place),
+            None => Diagnosis::new(
+                integrity_problem(integrity).unwrap_or_default(),
+                cause::RACE,
+            ),
+        };
+    }
+    let cmp = graded.comparison;
+    if cmp.passed {
+        return Diagnosis::plain(format!(
+            "correct: all {} elements within tolerance (worst at {:.2} of the allowance)",
+            cmp.elements, cmp.worst_ratio
+        ));
+    }
+    if let Some(said) = experiments
+        .expected_file
+        .as_ref()
+        .and_then(|check| explain_expected_file(check, &place))
+    {
+        return said;
+    }
+    if let Some(said) = experiments
+        .unwritten
+        .as_ref()
+        .and_then(|trial| explain_copied_from_out(trial, &place))
+    {
+        return said;
+    }
+    // A planted bug's model that reproduces the output names the cause
+    // with certainty, NaN included (a row it never writes is poison).
+    let explained = explain_rows(inputs, graded.out, graded.reference, None);
+    if let Some((line, Some(bug))) = &explained {
+        return Diagnosis::new(line.clone(), bug.name());
+    }
+    if cmp.nan + cmp.inf > 0 {
+        if let Some(trial) = &experiments.non_finite {
+            return explain_non_finite(non_finite_kind(cmp), trial, &place);
+        }
+    }
+    if let Some((line, None)) = explained {
+        return Diagnosis::plain(line);
+    }
+    Diagnosis::plain(match &cmp.worst {
+        Some(e) => {
+            let (seq, position) = inputs.batch.sequence_of_row(e.row);
+            format!(
+                "{} of {} elements wrong; worst at new token {} (sequence {seq}, \
+                 position {position}), head {}: got {:.6e}, expected {:.6e}",
+                cmp.failing, cmp.elements, e.row, e.head, e.got, e.expected
+            )
+        }
+        None => format!("{} of {} elements wrong", cmp.failing, cmp.elements),
+    })
+}
+
+/// Rows (new tokens, with their sequences) and heads of a footprint.
+fn place(batch: &Batch, at: &crate::grade::compare::Footprint) -> String {
+    let Some(span) = at.rows else {
+        return "no element".into();
+    };
+    let (first_seq, first_pos) = batch.sequence_of_row(span.first);
+    let (last_seq, last_pos) = batch.sequence_of_row(span.last);
+    let rows = if span.first == span.last {
+        format!(
+            "new token {} (sequence {first_seq}, position {first_pos})",
+            span.first
+        )
+    } else if first_seq == last_seq {
+        format!(
+            "new tokens {} to {} (sequence {first_seq}, positions {first_pos} to {last_pos})",
+            span.first, span.last
+        )
+    } else {
+        format!(
+            "new tokens {} to {} (sequences {first_seq} to {last_seq})",
+            span.first, span.last
+        )
+    };
+    format!("{rows}, {}", crate::lab::experiment::heads(at.heads, HQ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::paged::bugs::{failing_elements, model};
-    use crate::lab::paged::cases::embedded_cases;
+    use crate::lab::paged_prefill::bugs::{failing_elements, model};
+    use crate::lab::paged_prefill::cases::embedded_cases;
 
     fn to_f32(x: &[f64]) -> Vec<f32> {
         x.iter().map(|&v| v as f32).collect()

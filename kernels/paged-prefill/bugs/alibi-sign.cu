@@ -1,12 +1,10 @@
-// flashprof-expect-fail: mixed-lengths long-context decode-steps window-b-minus-1 window-b window-b-plus-1 window-longer-than-sequence alibi-with-context alibi-and-window overflow-in-far-cached-block overflow-in-new-tokens last-cached-key last-key-of-sequence gqa-heads
-// Bug: the block table is never read: logical block j / B of sequence s is
-// taken to be physical block s * maxBlocksPerSeq + j / B, as if the cache were
-// one contiguous slab per sequence. The grader's block ids are a random
-// permutation, so the kernel reads spare or foreign blocks: finite, wrong.
-// Must fail: every case with a cached context a row can see. Passes: cases
-// without context (and window 1, where no row sees a cached key).
+// flashprof-expect-fail: alibi-no-context alibi-with-context alibi-and-window
+// Bug: the ALiBi bias has its sign flipped, slope * (i - j) instead of
+// slope * (j - i), so distant keys are favoured instead of penalised.
+// Must fail: every ALiBi case (with a row that sees two or more keys).
+// Passes: every case with ALiBi off.
 //
-// Planted from the paged-prefill starter (kernels/paged/starter.cu) with this
+// Planted from the paged-prefill starter (kernels/paged-prefill/starter.cu) with this
 // one defect; everything else, the default launch included, is the starter's.
 //
 // @flashprof lab=paged-prefill
@@ -47,7 +45,7 @@ extern "C" __global__ void paged_prefill(const float* q, const float* kNew, cons
             float k0, k1, v0, v1;
             if (j < ctx) {
                 // Cached key: logical block j / B of this sequence, slot j % B.
-                const size_t b = (size_t)s * maxBlocksPerSeq + j / PP_B;
+                const size_t b = (size_t)blockTable[(size_t)s * maxBlocksPerSeq + j / PP_B];
                 const int o = j % PP_B;
                 const size_t kBase = (b * PP_KVH + g) * (PP_D / PP_X);
                 k0 = kCache[((kBase + lane / PP_X) * PP_B + o) * PP_X + lane % PP_X];
@@ -67,7 +65,7 @@ extern "C" __global__ void paged_prefill(const float* q, const float* kNew, cons
             // Butterfly reduction: afterwards every lane holds the full dot product.
             for (int off = 16; off > 0; off >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, off);
             float sc = dot * 0.125f;
-            if (alibiSlopes != nullptr) sc += slope * (float)(j - i);
+            if (alibiSlopes != nullptr) sc += slope * (float)(i - j);
             const float mNew = fmaxf(m, sc);
             // Rescale on every key, even when the max did not move (alpha is then 1).
             const float alpha = expf(m - mNew);

@@ -1,11 +1,11 @@
-// flashprof-expect-fail: mixed-lengths long-context decode-steps window-1 window-b-minus-1 window-b window-b-plus-1 window-longer-than-sequence alibi-no-context alibi-with-context alibi-and-window overflow-in-far-cached-block overflow-in-new-tokens last-cached-key last-key-of-sequence gqa-heads
-// Bug: the sequence's first new token is taken from qStart[s + 1] (the next
-// sequence's start) instead of qStart[s]; the token count stays right. Rows of
-// q, kNew, vNew and out all shift by one sequence, and the last sequence runs
-// off the end of the packed arrays (into the grader's guard bands).
-// Must fail: every case with more than one sequence.
+// flashprof-expect-fail: window-1 window-b-minus-1 window-b window-b-plus-1 window-longer-than-sequence alibi-and-window
+// Bug: the sliding window is one key too wide: the walk starts at i - W
+// instead of i - W + 1, i.e. the kernel keeps keys with i - j <= W where the
+// contract says i - j < W.
+// Must fail: every case whose window cuts some row's keys. Passes: cases with
+// the window off, or a window longer than every sequence.
 //
-// Planted from the paged-prefill starter (kernels/paged/starter.cu) with this
+// Planted from the paged-prefill starter (kernels/paged-prefill/starter.cu) with this
 // one defect; everything else, the default launch included, is the starter's.
 //
 // @flashprof lab=paged-prefill
@@ -28,8 +28,8 @@ extern "C" __global__ void paged_prefill(const float* q, const float* kNew, cons
     const int warp = threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
     if (s >= numSeqs) return;
-    const int start = qStart[s + 1];
-    const int n = qStart[s + 1] - qStart[s];
+    const int start = qStart[s];
+    const int n = qStart[s + 1] - start;
     const int ctx = seqLen[s] - n;
     const float slope = alibiSlopes != nullptr ? alibiSlopes[h] : 0.0f;
     for (int r = 0; r < 16; ++r) {
@@ -40,7 +40,7 @@ extern "C" __global__ void paged_prefill(const float* q, const float* kNew, cons
         const float* qRow = q + ((size_t)(start + t) * PP_QH + h) * PP_D;
         const float q0 = qRow[lane];
         const float q1 = qRow[lane + 32];
-        const int jFirst = slidingWindow > 0 ? max(0, i - slidingWindow + 1) : 0;
+        const int jFirst = slidingWindow > 0 ? max(0, i - slidingWindow) : 0;
         float m = -INFINITY, l = 0.0f, acc0 = 0.0f, acc1 = 0.0f;
         for (int j = jFirst; j <= i; ++j) {
             float k0, k1, v0, v1;

@@ -7,7 +7,7 @@
 // Must fail: window cases with a cached context. Passes: window off, windows
 // on sequences without context, windows longer than every sequence.
 //
-// Planted from the paged-prefill starter (kernels/paged/starter.cu) with this
+// Planted from the paged-prefill starter (kernels/paged-prefill/starter.cu) with this
 // one defect; everything else, the default launch included, is the starter's.
 //
 // @flashprof lab=paged-prefill

@@ -17,7 +17,7 @@
 use rayon::prelude::*;
 
 use super::bugs::Bug;
-use super::{Batch, Inputs, BLOCK, DH, GROUP, HKV, HQ, SCALE};
+use super::contract::{Batch, Inputs, BLOCK, DH, GROUP, HKV, HQ, SCALE};
 
 /// Exact attention of the batch, laid out like `out` (`[T][32][64]`).
 ///
@@ -288,7 +288,7 @@ impl SequenceKv {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::paged::{alibi_slope, standard_alibi_slopes};
+    use crate::lab::paged_prefill::contract::{alibi_slope, standard_alibi_slopes};
 
     /// A two-sequence batch with simple, hand-checkable values: every q and
     /// k zero (uniform softmax), values encode their position.

@@ -26,7 +26,7 @@
 //     arithmetic per load.
 // (wmma, the C++ face of the same instructions, leaves fragment layouts
 // unspecified and so forces a shared-memory round trip for the softmax:
-// kernels/ladder/side/wmma-3xtf32.cu, slower and less accurate, see
+// kernels/flash-prefill/ladder/side/wmma-3xtf32.cu, slower and less accurate, see
 // docs/LADDER.md.) K and V tiles are staged as in rungs 1-3: copy, barrier,
 // compute.
 //

@@ -24,9 +24,7 @@ use serde::{Deserialize, Serialize};
 use crate::lab::case_file::{read_case_tables, CaseTable};
 use crate::lab::definition::CaseError;
 
-use super::{
-    standard_alibi_slopes, Batch, Inputs, BLOCK, DH, GROUP, HKV, HQ, SENTINEL_K, SENTINEL_V,
-};
+use super::contract::{standard_alibi_slopes, Batch, Inputs, BLOCK, DH, GROUP, HKV, HQ, SENTINEL_K, SENTINEL_V};
 
 /// The cases shipped with flashprof.
 pub const EMBEDDED_CASES: &str = include_str!("../../../assets/paged-cases.toml");

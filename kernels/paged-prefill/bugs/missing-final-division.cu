@@ -1,11 +1,10 @@
-// flashprof-expect-fail: window-1 window-b-minus-1 window-b window-b-plus-1 window-longer-than-sequence alibi-and-window
-// Bug: the sliding window is one key too wide: the walk starts at i - W
-// instead of i - W + 1, i.e. the kernel keeps keys with i - j <= W where the
-// contract says i - j < W.
-// Must fail: every case whose window cuts some row's keys. Passes: cases with
-// the window off, or a window longer than every sequence.
+// flashprof-expect-fail: mixed-lengths long-context decode-steps window-b-minus-1 window-b window-b-plus-1 window-longer-than-sequence alibi-no-context alibi-with-context alibi-and-window overflow-in-far-cached-block overflow-in-new-tokens last-cached-key last-key-of-sequence gqa-heads
+// Bug: the row ends with acc instead of acc / l: the final normalisation is
+// missing (vLLM's upstream v2 kernel leaves `acc /= l_i` commented out).
+// Must fail: every case where some row sees two or more keys (with a single
+// visible key, l is exactly 1: window 1).
 //
-// Planted from the paged-prefill starter (kernels/paged/starter.cu) with this
+// Planted from the paged-prefill starter (kernels/paged-prefill/starter.cu) with this
 // one defect; everything else, the default launch included, is the starter's.
 //
 // @flashprof lab=paged-prefill
@@ -40,7 +39,7 @@ extern "C" __global__ void paged_prefill(const float* q, const float* kNew, cons
         const float* qRow = q + ((size_t)(start + t) * PP_QH + h) * PP_D;
         const float q0 = qRow[lane];
         const float q1 = qRow[lane + 32];
-        const int jFirst = slidingWindow > 0 ? max(0, i - slidingWindow) : 0;
+        const int jFirst = slidingWindow > 0 ? max(0, i - slidingWindow + 1) : 0;
         float m = -INFINITY, l = 0.0f, acc0 = 0.0f, acc1 = 0.0f;
         for (int j = jFirst; j <= i; ++j) {
             float k0, k1, v0, v1;
@@ -77,7 +76,7 @@ extern "C" __global__ void paged_prefill(const float* q, const float* kNew, cons
             m = mNew;
         }
         float* outRow = out + ((size_t)(start + t) * PP_QH + h) * PP_D;
-        outRow[lane] = acc0 / l;
-        outRow[lane + 32] = acc1 / l;
+        outRow[lane] = acc0;
+        outRow[lane + 32] = acc1;
     }
 }

@@ -1,0 +1,505 @@
+//! The second lab, `paged-prefill` ("paged-prefill-v1"): vLLM's paged
+//! prefix prefill in fp32, as the engine takes it. The contract, its
+//! argument table and the `Batch`/`Inputs` types are in [`contract`]; the
+//! hazard cases, the oracle, the bug models and the diagnosis in the files
+//! beside it.
+
+pub mod bugs;
+pub mod cases;
+pub mod contract;
+pub mod diagnosis;
+pub mod golden;
+pub mod oracle;
+pub mod tensors;
+pub mod verdict;
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use self::cases::{CaseSpec, PagedCaseError, EMBEDDED_CASES};
+use self::contract::{
+    Batch, Inputs, ABS_TOL, ARGS, BLOCK, CONTRACT, DH, ENTRY_POINT, ENTRY_SIGNATURE, GROUP, HKV,
+    HQ, REL_TOL, X,
+};
+use crate::grade::compare::{OutputShape, Tolerance};
+use crate::grade::roofline::Work;
+use crate::lab::definition::{
+    shipped_kernel, CaseData, CaseError, CaseSummary, Diagnosis, Graded, LabRef, Problem,
+    SupportKernels,
+};
+use crate::lab::geometry::{GridY, LaunchGeometry};
+use crate::lab::typed::{self, Arg, Made, Shipped, TypedLab};
+
+/// A case of this lab: a recipe of the cases file, or the contract's timing
+/// batch (which no cases file spells out: its block table comes from the seed).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Recipe {
+    Timing {
+        timing_shape: String,
+        summary: String,
+    },
+    Case(CaseSpec),
+}
+
+impl typed::Recipe for Recipe {
+    fn name(&self) -> &str {
+        match self {
+            Recipe::Timing { .. } => "timing",
+            Recipe::Case(spec) => &spec.name,
+        }
+    }
+    fn summary(&self) -> &str {
+        match self {
+            Recipe::Timing { summary, .. } => summary,
+            Recipe::Case(spec) => &spec.summary,
+        }
+    }
+    fn own_tensors(&self) -> Option<&Path> {
+        match self {
+            Recipe::Case(spec) => spec.tensors.as_deref(),
+            Recipe::Timing { .. } => None,
+        }
+    }
+}
+
+const TIMING_SHAPE: &str = "paged-prefill-v1";
+
+/// The `paged-prefill` lab.
+pub struct PagedPrefill;
+
+/// The second lab, as the engine takes it.
+pub const PAGED_PREFILL: LabRef = LabRef(&PagedPrefill);
+
+fn case_error(name: &str) -> impl Fn(PagedCaseError) -> CaseError + '_ {
+    move |error| match error {
+        PagedCaseError::Parse { file, message } => CaseError::Parse { file, message },
+        PagedCaseError::Invalid { case, message } => CaseError::Invalid { case, message },
+        PagedCaseError::Tensor { file, message } => CaseError::Invalid {
+            case: name.to_owned(),
+            message: format!("{file}: {message}"),
+        },
+    }
+}
+
+impl TypedLab for PagedPrefill {
+    type Case = Recipe;
+    type Inputs = Inputs;
+
+    const NAME: &'static str = "paged-prefill";
+    const CONTRACT: &'static str = CONTRACT;
+    const DESCRIPTION: &'static str = "vLLM's paged prefix prefill: a batch of sequences, block tables into an x-packed paged K/V cache, sliding window, ALiBi";
+    const DEFAULT_FILE: &'static str = "paged_prefill.cu";
+    const ENTRY_POINT: &'static str = ENTRY_POINT;
+    const SIGNATURE: &'static str = ENTRY_SIGNATURE;
+    const ARGS: &'static [Arg<Inputs>] = ARGS;
+    const BODY_CONSTANTS: &'static [(&'static str, usize)] = &[
+        ("HQ", HQ),
+        ("HKV", HKV),
+        ("DH", DH),
+        ("GROUP", GROUP),
+        ("BLOCK", BLOCK),
+        ("X", X),
+    ];
+    const DEFAULT_GEOMETRY: LaunchGeometry = LaunchGeometry {
+        rows_per_block: 64,
+        threads: 128,
+        dynamic_smem_bytes: 0,
+        grid_y: GridY::QueryHead,
+    };
+    const TOLERANCE: Tolerance = Tolerance {
+        abs: ABS_TOL,
+        rel: REL_TOL,
+    };
+    const CASES: &'static str = EMBEDDED_CASES;
+    // What the timing batch's tensors and owned cache slots are drawn from;
+    // the cache's sentinels (2.5, 40) lie outside it and stay.
+    const TIMING_DRAW: std::ops::Range<f32> = -1.0..1.0;
+    const KERNELS: Shipped = Shipped {
+        starter: shipped_kernel!("kernels/paged-prefill/starter.cu"),
+        reference: shipped_kernel!("kernels/paged-prefill/reference.cu"),
+        support: SupportKernels {
+            file: shipped_kernel!("kernels/paged-prefill/support.cu"),
+            oracle_f64: "paged_oracle_f64",
+            oracle_threads: 256,
+        },
+    };
+
+    fn parse_cases(text: &str, file: &str, base: &Path) -> Result<Vec<Recipe>, CaseError> {
+        let specs = cases::parse_cases(text, file, base).map_err(|e| match e {
+            PagedCaseError::Parse { file, message } => CaseError::Parse { file, message },
+            PagedCaseError::Invalid { case, message } => CaseError::Invalid { case, message },
+            PagedCaseError::Tensor {
+                file: path,
+                message,
+            } => CaseError::Parse {
+                file: file.to_owned(),
+                message: format!("{path}: {message}"),
+            },
+        })?;
+        Ok(specs.into_iter().map(Recipe::Case).collect())
+    }
+
+    fn generate(case: &Recipe, seed: u64) -> Result<Made<Inputs>, CaseError> {
+        match case {
+            Recipe::Timing { timing_shape, .. } if timing_shape == TIMING_SHAPE => {
+                Ok(Made::plain(cases::timing_inputs(seed)))
+            }
+            Recipe::Timing { timing_shape, .. } => Err(CaseError::Invalid {
+                case: "timing".into(),
+                message: format!(
+                    "unknown timing shape `{timing_shape}` (this lab has `{TIMING_SHAPE}`)"
+                ),
+            }),
+            Recipe::Case(spec) => {
+                let made = spec.generate(seed).map_err(case_error(&spec.name))?;
+                made.inputs.batch.check_int_arguments(&spec.name)?;
+                Ok(Made {
+                    inputs: made.inputs,
+                    expected: made.expected,
+                    planted_heads: spec.planted_heads(),
+                })
+            }
+        }
+    }
+
+    fn problem_of(inputs: &Inputs) -> Problem {
+        problem_of(&inputs.batch)
+    }
+
+    fn problem(case: &Recipe) -> Result<Problem, CaseError> {
+        match case {
+            // The timing batch's size is known without its 300 MB of cache.
+            Recipe::Timing { .. } => Ok(problem_of(&cases::timing_batch(0))),
+            Recipe::Case(_) => Self::generate(case, 0).map(|made| problem_of(&made.inputs.batch)),
+        }
+    }
+
+    fn grid(geometry: &LaunchGeometry, problem: &Problem) -> (u32, u32, u32) {
+        let x = problem.sequence_starts.len().max(1) as u32;
+        let y = geometry.grid_y.blocks(HQ, HKV);
+        let z = problem
+            .max_sequence_rows
+            .div_ceil(geometry.rows_per_block as usize)
+            .max(1) as u32;
+        (x, y, z)
+    }
+
+    fn oracle(inputs: &Inputs, rows: Option<&[usize]>) -> Vec<f64> {
+        let full = oracle::attention(inputs, rows);
+        match rows {
+            None => full,
+            Some(rows) => {
+                let row_len = HQ * DH;
+                rows.iter()
+                    .flat_map(|&row| full[row * row_len..(row + 1) * row_len].iter().copied())
+                    .collect()
+            }
+        }
+    }
+
+    fn diagnose(inputs: &Inputs, _: &CaseData, graded: &Graded<'_>) -> Diagnosis {
+        diagnosis::case_diagnosis(inputs, graded)
+    }
+
+    /// Scores are `q . k / 8` plus the ALiBi bias: shrinking `q` and the
+    /// slopes shrinks every score by the same factor.
+    fn scores_shrunk(inputs: &Inputs, factor: f32) -> Option<Inputs> {
+        let mut shrunk = inputs.clone();
+        shrunk.q.iter_mut().for_each(|x| *x *= factor);
+        if let Some(slopes) = &mut shrunk.alibi_slopes {
+            slopes.iter_mut().for_each(|x| *x *= factor);
+        }
+        Some(shrunk)
+    }
+
+    fn verdict(cases: &[CaseSummary<'_>]) -> Option<String> {
+        verdict::verdict(cases)
+    }
+
+    fn timing_case(overrides: &[(String, String)]) -> Result<Recipe, String> {
+        if let Some((key, _)) = overrides.first() {
+            return Err(format!(
+                "the {} lab's timing shape is the contract's fixed batch; it has no key `{key}`",
+                Self::NAME
+            ));
+        }
+        let batch = cases::timing_batch(0);
+        Ok(Recipe::Timing {
+            timing_shape: TIMING_SHAPE.into(),
+            summary: format!("the timing shape, {}", problem_of(&batch).detail),
+        })
+    }
+
+    fn prove_oracle() -> Result<String, String> {
+        golden::prove_oracle()
+            .map(|proof| format!("{proof:?}"))
+            .map_err(|e| e.to_string())
+    }
+}
+
+fn problem_of(batch: &Batch) -> Problem {
+    let rows = batch.total_new();
+    let seqs = batch.num_seqs();
+    let longest = batch.context.iter().max().copied().unwrap_or(0);
+    let mut detail = format!("{seqs} sequences, {rows} new tokens, contexts up to {longest}");
+    if let Some(window) = batch.window() {
+        detail.push_str(&format!(", window {window}"));
+    }
+    if batch.alibi {
+        detail.push_str(", ALiBi");
+    }
+    Problem {
+        label: format!("{seqs}s/{rows}t"),
+        detail,
+        row_hint: "rows are new tokens, sequence after sequence".into(),
+        output: OutputShape {
+            rows,
+            heads: HQ,
+            dim: DH,
+        },
+        head_group: GROUP,
+        sequence_starts: (0..seqs).map(|s| batch.start(s)).collect(),
+        max_sequence_rows: batch.new.iter().max().copied().unwrap_or(0),
+        work: Work {
+            flops: batch.flops(),
+            compulsory_bytes: batch.compulsory_bytes(),
+            output_bytes: batch.q_elems() as u64 * 4,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bugs::{model, Bug};
+    use super::*;
+    use crate::grade::compare::{compare, Comparison, POISON_BITS};
+    use crate::grade::integrity::Integrity;
+    use crate::lab::args::ArgValue;
+    use crate::lab::definition::LabCase;
+    use crate::lab::paged_prefill::cases::MAX_NEW;
+
+    fn embedded() -> Vec<LabCase> {
+        PAGED_PREFILL
+            .parse_cases(EMBEDDED_CASES, "assets/paged-cases.toml", Path::new("."))
+            .expect("the embedded cases parse")
+    }
+
+    #[test]
+    fn the_argument_table_is_the_contracts_signature() {
+        typed::check_args_against_signature(&PagedPrefill).expect("table and signature agree");
+    }
+
+    #[test]
+    fn every_case_becomes_the_contracts_argument_list() {
+        let abi = PAGED_PREFILL.abi();
+        for case in embedded() {
+            let data = PAGED_PREFILL.generate(&case, 7).expect("generates");
+            let args = PAGED_PREFILL.args(&data);
+            assert_eq!(args.len(), abi.args.len(), "{}", case.name);
+            for (spec, value) in abi.args.iter().zip(&args) {
+                assert!(value.fits(spec.kind), "{}: {} is {value:?}", case.name, spec.name);
+            }
+            // The ALiBi slopes are passed exactly when the case asks for them.
+            let inputs = typed::inputs_of::<PagedPrefill>(&data);
+            assert_eq!(args[11] == ArgValue::Null, !inputs.batch.alibi, "{}", case.name);
+            assert_eq!(inputs.batch.total_new(), data.problem.output.rows);
+            assert_eq!(
+                PAGED_PREFILL.problem(&case).expect("problem"),
+                data.problem,
+                "{}",
+                case.name
+            );
+        }
+    }
+
+    #[test]
+    fn the_default_grid_is_the_contracts() {
+        let case = &embedded()[0];
+        let problem = PAGED_PREFILL.problem(case).expect("problem");
+        let geometry = PAGED_PREFILL.default_geometry();
+        let (x, y, z) = PAGED_PREFILL.grid(&geometry, &problem);
+        assert_eq!(x as usize, problem.sequence_starts.len());
+        assert_eq!(y, 32);
+        assert_eq!(z as usize, problem.max_sequence_rows.div_ceil(64));
+        assert!(problem.max_sequence_rows <= MAX_NEW);
+    }
+
+    #[test]
+    fn sampled_rows_of_the_oracle_match_the_whole_output() {
+        let case = &embedded()[0];
+        let data = PAGED_PREFILL.generate(case, 3).expect("generates");
+        let whole = PAGED_PREFILL.oracle(&data, None);
+        let rows = [0, data.problem.output.rows - 1];
+        let sampled = PAGED_PREFILL.oracle(&data, Some(&rows));
+        let row_len = HQ * DH;
+        assert_eq!(sampled.len(), 2 * row_len);
+        assert_eq!(sampled[..row_len], whole[..row_len]);
+        let last = rows[1] * row_len;
+        assert_eq!(sampled[row_len..], whole[last..last + row_len]);
+    }
+
+    /// What a kernel with `bug` leaves in `out` (rows it never writes keep the poison).
+    fn kernel_output(data: &CaseData, bug: Bug) -> Vec<f32> {
+        model(typed::inputs_of::<PagedPrefill>(data), bug)
+            .iter()
+            .map(|&x| {
+                if x.is_nan() {
+                    f32::from_bits(POISON_BITS)
+                } else {
+                    x as f32
+                }
+            })
+            .collect()
+    }
+
+    /// The lab's comparison and diagnosis of `out`, launched with `integrity`.
+    fn diagnosed(data: &CaseData, out: &[f32], integrity: &Integrity) -> (Comparison, Diagnosis) {
+        let reference = PAGED_PREFILL.oracle(data, None);
+        let comparison = compare(
+            data.problem.output,
+            PAGED_PREFILL.tolerance(),
+            out,
+            &reference,
+        );
+        let said = PAGED_PREFILL.diagnose(
+            data,
+            &Graded {
+                out,
+                reference: &reference,
+                comparison: &comparison,
+                integrity,
+                experiments: &Default::default(),
+            },
+        );
+        (comparison, said)
+    }
+
+    fn mixed_lengths() -> CaseData {
+        let case = embedded()
+            .into_iter()
+            .find(|c| c.name == "mixed-lengths")
+            .expect("the mixed-lengths case");
+        PAGED_PREFILL.generate(&case, 5).expect("generates")
+    }
+
+    #[test]
+    fn a_bug_models_output_is_diagnosed_in_the_labs_language() {
+        let data = mixed_lengths();
+        let out = kernel_output(&data, Bug::BlockTableIgnored);
+        let (comparison, said) = diagnosed(&data, &out, &Integrity::default());
+        assert!(!comparison.passed);
+        assert!(said.line.contains("block"), "{said:?}");
+        assert_eq!(said.cause, Some("block-table-ignored"));
+    }
+
+    #[test]
+    fn the_timing_case_is_the_contracts_batch_and_takes_no_keys() {
+        let case = PAGED_PREFILL.timing_case(&[]).expect("timing case");
+        let problem = PAGED_PREFILL.problem(&case).expect("problem");
+        assert_eq!(problem.output.rows, 3930);
+        assert!((problem.work.flops / 1e9 - 69.9).abs() < 0.05);
+        let refused = PAGED_PREFILL
+            .timing_case(&[("chunk".into(), "64".into())])
+            .expect_err("no keys");
+        assert!(refused.contains("`chunk`"), "{refused}");
+    }
+
+    #[test]
+    fn the_oracle_is_proven_on_its_golden_case() {
+        PAGED_PREFILL
+            .prove_oracle()
+            .expect("the golden proof holds");
+    }
+
+    /// The check's one line when every shipped case runs `bug`'s CPU model.
+    fn verdict_for(bug: Bug) -> String {
+        use crate::lab::definition::{CaseState, CaseSummary};
+        let ran: Vec<(String, Comparison, Diagnosis)> = embedded()
+            .into_iter()
+            .map(|case| {
+                let data = PAGED_PREFILL.generate(&case, 3).expect("generates");
+                let (comparison, said) =
+                    diagnosed(&data, &kernel_output(&data, bug), &Integrity::default());
+                (case.name, comparison, said)
+            })
+            .collect();
+        let summaries: Vec<CaseSummary<'_>> = ran
+            .iter()
+            .map(|(name, comparison, said)| CaseSummary {
+                name,
+                state: if comparison.passed {
+                    CaseState::Pass
+                } else {
+                    CaseState::Fail
+                },
+                comparison: Some(comparison),
+                integrity: None,
+                diagnosis: &said.line,
+                cause: said.cause,
+            })
+            .collect();
+        PAGED_PREFILL.verdict(&summaries).expect("cases ran")
+    }
+
+    macro_rules! verdict_names_the_bug {
+        ($($test:ident: $bug:ident,)*) => {$(
+            #[test]
+            fn $test() {
+                let bug = Bug::$bug;
+                let line = verdict_for(bug);
+                assert!(line.starts_with(bug.defect()), "{line}");
+                assert!(line.contains("its model reproduces the output of"), "{line}");
+            }
+        )*};
+    }
+
+    verdict_names_the_bug! {
+        verdict_names_an_ignored_block_table: BlockTableIgnored,
+        verdict_names_x_assumed_8: XAssumed8,
+        verdict_names_a_window_off_by_one: WindowOffByOne,
+        verdict_names_a_flipped_alibi_sign: AlibiSignFlipped,
+        verdict_names_new_tokens_read_from_the_cache: CacheForNewTokens,
+        verdict_names_a_shifted_qstart: QStartShifted,
+        verdict_names_a_missing_final_division: MissingDivision,
+        verdict_names_the_mask_precedence: MaskPrecedence,
+    }
+
+    #[test]
+    fn shifted_sequence_starts_are_named_over_their_stray_writes() {
+        let data = mixed_lengths();
+        let stray = Integrity {
+            out_of_bounds_writes: 4096,
+            ..Integrity::default()
+        };
+        let (_, said) = diagnosed(&data, &kernel_output(&data, Bug::QStartShifted), &stray);
+        assert_eq!(said.cause, Some("wrong-qstart"), "{said:?}");
+        assert!(
+            said.line
+                .ends_with("land outside out (4096 floats written there)"),
+            "{said:?}"
+        );
+    }
+
+    #[test]
+    fn a_correct_kernel_reads_all_pass() {
+        use crate::lab::definition::{CaseState, CaseSummary};
+        let names: Vec<String> = embedded().into_iter().map(|c| c.name).collect();
+        let summaries: Vec<CaseSummary<'_>> = names
+            .iter()
+            .map(|name| CaseSummary {
+                name,
+                state: CaseState::Pass,
+                comparison: None,
+                integrity: None,
+                diagnosis: "correct",
+                cause: None,
+            })
+            .collect();
+        assert_eq!(
+            PAGED_PREFILL.verdict(&summaries).as_deref(),
+            Some("all 16 cases pass")
+        );
+    }
+}

@@ -1,0 +1,406 @@
+//! The interface a lab implements: [`TypedLab`], in the lab's own types.
+//!
+//! A lab declares its case type (what a cases file holds, [`Recipe`]), its
+//! inputs type (what one launch reads) and its argument table ([`Arg`]: the
+//! entry point's parameters in order, each with where its value comes from
+//! in the inputs), next to its ABI. The blanket `impl<L: TypedLab> Lab for L`
+//! below does what every lab used to write by hand: a case to and from the
+//! JSON it travels in, the inputs packed into the launch's argument list in
+//! the table's order, and the erased [`CaseData`] back to the lab's inputs
+//! for the oracle and the diagnosis. The engine still sees only [`Lab`].
+
+use std::any::Any;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use super::args::{ArgKind, ArgSpec, ArgValue};
+use super::definition::{
+    int_constants, Abi, CaseData, CaseError, CaseSummary, Diagnosis, Graded, KernelFile, Lab,
+    LabCase, Problem, SupportKernels,
+};
+use super::geometry::LaunchGeometry;
+use crate::grade::compare::Tolerance;
+
+/// A lab's case type: what one `[[case]]` of its cases file becomes, and what
+/// travels to the worker (as JSON, so plain serde data).
+pub trait Recipe: Serialize + DeserializeOwned + Send + Sync {
+    fn name(&self) -> &str;
+    fn summary(&self) -> &str;
+    /// The folder the case reads its own tensors from, if it brings them.
+    fn own_tensors(&self) -> Option<&Path> {
+        None
+    }
+}
+
+/// Where one argument's value comes from in a lab's inputs `I`.
+pub enum Source<I> {
+    F32(fn(&I) -> &[f32]),
+    OptionalF32(fn(&I) -> Option<&[f32]>),
+    I32(fn(&I) -> &[i32]),
+    Bf16(fn(&I) -> &[u16]),
+    U8(fn(&I) -> &[u8]),
+    I32Scalar(fn(&I) -> i32),
+    F32Scalar(fn(&I) -> f32),
+    F32Output,
+    Bf16Output,
+    /// Elements of a float scratch buffer for these inputs.
+    ScratchF32(fn(&I) -> usize),
+    /// Elements of a uint32 scratch buffer for these inputs.
+    ScratchU32(fn(&I) -> usize),
+}
+
+/// One parameter of the entry point: its name in the signature and where its value comes from.
+pub struct Arg<I> {
+    pub name: &'static str,
+    pub source: Source<I>,
+}
+
+impl<I> Arg<I> {
+    pub const fn f32_input(name: &'static str, read: fn(&I) -> &[f32]) -> Self {
+        Self::new(name, Source::F32(read))
+    }
+    pub const fn optional_f32_input(name: &'static str, read: fn(&I) -> Option<&[f32]>) -> Self {
+        Self::new(name, Source::OptionalF32(read))
+    }
+    pub const fn i32_input(name: &'static str, read: fn(&I) -> &[i32]) -> Self {
+        Self::new(name, Source::I32(read))
+    }
+    pub const fn bf16_input(name: &'static str, read: fn(&I) -> &[u16]) -> Self {
+        Self::new(name, Source::Bf16(read))
+    }
+    pub const fn u8_input(name: &'static str, read: fn(&I) -> &[u8]) -> Self {
+        Self::new(name, Source::U8(read))
+    }
+    pub const fn int(name: &'static str, read: fn(&I) -> i32) -> Self {
+        Self::new(name, Source::I32Scalar(read))
+    }
+    pub const fn float(name: &'static str, read: fn(&I) -> f32) -> Self {
+        Self::new(name, Source::F32Scalar(read))
+    }
+    pub const fn f32_output(name: &'static str) -> Self {
+        Self::new(name, Source::F32Output)
+    }
+    pub const fn bf16_output(name: &'static str) -> Self {
+        Self::new(name, Source::Bf16Output)
+    }
+    pub const fn f32_scratch(name: &'static str, elements: fn(&I) -> usize) -> Self {
+        Self::new(name, Source::ScratchF32(elements))
+    }
+    pub const fn u32_scratch(name: &'static str, elements: fn(&I) -> usize) -> Self {
+        Self::new(name, Source::ScratchU32(elements))
+    }
+
+    const fn new(name: &'static str, source: Source<I>) -> Self {
+        Self { name, source }
+    }
+
+    /// The argument as the engine sees it.
+    pub fn spec(&self) -> ArgSpec {
+        let kind = match self.source {
+            Source::F32(_) => ArgKind::F32Input,
+            Source::OptionalF32(_) => ArgKind::OptionalF32Input,
+            Source::I32(_) => ArgKind::I32Input,
+            Source::Bf16(_) => ArgKind::Bf16Input,
+            Source::U8(_) => ArgKind::U8Input,
+            Source::I32Scalar(_) => ArgKind::I32Scalar,
+            Source::F32Scalar(_) => ArgKind::F32Scalar,
+            Source::F32Output => ArgKind::F32Output,
+            Source::Bf16Output => ArgKind::Bf16Output,
+            Source::ScratchF32(_) => ArgKind::ScratchF32,
+            Source::ScratchU32(_) => ArgKind::ScratchU32,
+        };
+        ArgSpec {
+            name: self.name,
+            kind,
+        }
+    }
+
+    /// This argument's value for a launch on `inputs`.
+    pub fn value<'a>(&self, inputs: &'a I) -> ArgValue<'a> {
+        match self.source {
+            Source::F32(read) => ArgValue::F32(read(inputs)),
+            Source::OptionalF32(read) => read(inputs).map_or(ArgValue::Null, ArgValue::F32),
+            Source::I32(read) => ArgValue::I32(read(inputs)),
+            Source::Bf16(read) => ArgValue::Bf16(read(inputs)),
+            Source::U8(read) => ArgValue::U8(read(inputs)),
+            Source::I32Scalar(read) => ArgValue::Scalar(read(inputs)),
+            Source::F32Scalar(read) => ArgValue::F32Scalar(read(inputs)),
+            Source::F32Output | Source::Bf16Output => ArgValue::Output,
+            Source::ScratchF32(elements) | Source::ScratchU32(elements) => {
+                ArgValue::Scratch(elements(inputs))
+            }
+        }
+    }
+}
+
+/// What a lab's generator made for one case and seed.
+pub struct Made<I> {
+    pub inputs: I,
+    /// The case's own expected output, when it brings one (checked in addition to the oracle).
+    pub expected: Option<Vec<f64>>,
+    /// Query heads (bit `h` for head `h`) where the case plants large scores.
+    pub planted_heads: u32,
+}
+
+impl<I> Made<I> {
+    /// Inputs with no expected output and no plant (a timing shape).
+    pub fn plain(inputs: I) -> Self {
+        Self {
+            inputs,
+            expected: None,
+            planted_heads: 0,
+        }
+    }
+}
+
+/// The kernels a lab ships: `kernels/<lab-name>/{starter,reference,support}.cu`.
+#[derive(Debug, Clone, Copy)]
+pub struct Shipped {
+    pub starter: KernelFile,
+    pub reference: KernelFile,
+    pub support: SupportKernels,
+}
+
+/// Everything that differs between labs, in the lab's own types. Constants
+/// say what is fixed by the contract; methods compute from a case.
+pub trait TypedLab: Send + Sync + 'static {
+    /// One case of the cases file (and the timing case).
+    type Case: Recipe;
+    /// What one launch reads, as the oracle and the diagnosis want it.
+    type Inputs: Send + Sync + 'static;
+
+    /// The name users type (`--lab flash-prefill`).
+    const NAME: &'static str;
+    /// The contract the ABI follows, with its version (`attention-v1`).
+    const CONTRACT: &'static str;
+    /// One line for `flashprof labs`.
+    const DESCRIPTION: &'static str;
+    /// The file the TUI opens (made from the starter) when given none.
+    const DEFAULT_FILE: &'static str;
+    /// The symbol every submission must export.
+    const ENTRY_POINT: &'static str;
+    /// The C signature, shown in messages and read for the ABI check.
+    const SIGNATURE: &'static str;
+    /// The entry point's parameters in the signature's order, each with
+    /// where its value comes from (exactly one output).
+    const ARGS: &'static [Arg<Self::Inputs>];
+    /// `constexpr int` names a kernel body may use without defining them.
+    const BODY_CONSTANTS: &'static [(&'static str, usize)];
+    /// The launch a file gets when it declares none.
+    const DEFAULT_GEOMETRY: LaunchGeometry;
+    const TOLERANCE: Tolerance;
+    /// The embedded cases file (TOML).
+    const CASES: &'static str;
+    /// The range the timing case draws its float inputs from, uniformly (see
+    /// [`Lab::timing_draw_range`]).
+    const TIMING_DRAW: std::ops::Range<f32>;
+    /// The starter, reference and support kernels.
+    const KERNELS: Shipped;
+
+    /// Parses and checks a cases file; `base` resolves relative tensor folders.
+    fn parse_cases(text: &str, file: &str, base: &Path) -> Result<Vec<Self::Case>, CaseError>;
+    /// The case's inputs from the run's seed.
+    fn generate(case: &Self::Case, seed: u64) -> Result<Made<Self::Inputs>, CaseError>;
+    /// The engine's view of the inputs' size.
+    fn problem_of(inputs: &Self::Inputs) -> Problem;
+    /// The case's size without making its tensors, where that is cheaper.
+    fn problem(case: &Self::Case) -> Result<Problem, CaseError> {
+        Self::generate(case, 0).map(|made| Self::problem_of(&made.inputs))
+    }
+    /// The grid for `geometry` on `problem`.
+    fn grid(geometry: &LaunchGeometry, problem: &Problem) -> (u32, u32, u32);
+    /// The float64 answer over the whole output, or only `rows` one after another.
+    fn oracle(inputs: &Self::Inputs, rows: Option<&[usize]>) -> Vec<f64>;
+    /// The likeliest cause of what a launch produced, in one line of the lab's language.
+    fn diagnose(inputs: &Self::Inputs, data: &CaseData, graded: &Graded<'_>) -> Diagnosis;
+    /// The inputs with every score multiplied by about `factor`, if the lab can.
+    fn scores_shrunk(_inputs: &Self::Inputs, _factor: f32) -> Option<Self::Inputs> {
+        None
+    }
+    /// One line for the whole check (see [`Lab::verdict`]).
+    fn verdict(cases: &[CaseSummary<'_>]) -> Option<String> {
+        super::verdict::common(cases)
+    }
+    /// The timing shape, with `KEY=VALUE` overrides from the command line.
+    fn timing_case(overrides: &[(String, String)]) -> Result<Self::Case, String>;
+    /// Checks the oracle against the lab's golden case.
+    fn prove_oracle() -> Result<String, String>;
+}
+
+/// A case as the engine carries it.
+pub fn lab_case<C: Recipe>(case: &C) -> LabCase {
+    LabCase {
+        name: case.name().to_owned(),
+        summary: case.summary().to_owned(),
+        recipe: serde_json::to_value(case).expect("a case recipe is plain data"),
+    }
+}
+
+/// The lab's own case back from the JSON it travelled in.
+pub fn recipe_of<L: TypedLab>(case: &LabCase) -> Result<L::Case, CaseError> {
+    serde_json::from_value(case.recipe.clone()).map_err(|e| CaseError::Invalid {
+        case: case.name.clone(),
+        message: e.to_string(),
+    })
+}
+
+/// The lab's inputs inside a case's data.
+///
+/// # Panics
+/// When `data` was made by another lab: the engine hands a lab only its own
+/// cases, so this is a bug in the engine, not in a submission.
+pub fn inputs_of<L: TypedLab>(data: &CaseData) -> &L::Inputs {
+    data.inputs
+        .downcast_ref::<L::Inputs>()
+        .unwrap_or_else(|| panic!("a case of another lab was handed to `{}`", L::NAME))
+}
+
+/// A case's data from inputs the lab made.
+pub fn case_data<L: TypedLab>(made: Made<L::Inputs>) -> CaseData {
+    CaseData {
+        problem: L::problem_of(&made.inputs),
+        inputs: Arc::new(made.inputs) as Arc<dyn Any + Send + Sync>,
+        expected: made.expected,
+        planted_heads: made.planted_heads,
+    }
+}
+
+impl<L: TypedLab> Lab for L {
+    fn name(&self) -> &'static str {
+        L::NAME
+    }
+    fn contract(&self) -> &'static str {
+        L::CONTRACT
+    }
+    fn description(&self) -> &'static str {
+        L::DESCRIPTION
+    }
+    fn default_file(&self) -> &'static str {
+        L::DEFAULT_FILE
+    }
+    fn abi(&self) -> Abi {
+        Abi {
+            entry_point: L::ENTRY_POINT,
+            signature: L::SIGNATURE,
+            args: L::ARGS.iter().map(Arg::spec).collect(),
+        }
+    }
+    fn args<'a>(&self, data: &'a CaseData) -> Vec<ArgValue<'a>> {
+        let inputs = inputs_of::<L>(data);
+        L::ARGS.iter().map(|arg| arg.value(inputs)).collect()
+    }
+    fn body_constants(&self) -> Vec<(&'static str, String)> {
+        int_constants(L::BODY_CONSTANTS)
+    }
+    fn default_geometry(&self) -> LaunchGeometry {
+        L::DEFAULT_GEOMETRY
+    }
+    fn grid(&self, geometry: &LaunchGeometry, problem: &Problem) -> (u32, u32, u32) {
+        L::grid(geometry, problem)
+    }
+    fn oracle_f64_grid(&self, problem: &Problem) -> (u32, u32, u32) {
+        // One warp per (output row, head).
+        let threads = problem.output.rows * problem.output.heads * 32;
+        let blocks = threads.div_ceil(L::KERNELS.support.oracle_threads as usize) as u32;
+        (blocks.max(1), 1, 1)
+    }
+    fn tolerance(&self) -> Tolerance {
+        L::TOLERANCE
+    }
+    fn embedded_cases(&self) -> &'static str {
+        L::CASES
+    }
+    fn parse_cases(&self, text: &str, file: &str, base: &Path) -> Result<Vec<LabCase>, CaseError> {
+        Ok(L::parse_cases(text, file, base)?
+            .iter()
+            .map(lab_case)
+            .collect())
+    }
+    fn own_tensors(&self, case: &LabCase) -> Option<PathBuf> {
+        recipe_of::<L>(case)
+            .ok()?
+            .own_tensors()
+            .map(Path::to_path_buf)
+    }
+    fn problem(&self, case: &LabCase) -> Result<Problem, CaseError> {
+        L::problem(&recipe_of::<L>(case)?)
+    }
+    fn generate(&self, case: &LabCase, seed: u64) -> Result<CaseData, CaseError> {
+        L::generate(&recipe_of::<L>(case)?, seed).map(case_data::<L>)
+    }
+    fn oracle(&self, data: &CaseData, rows: Option<&[usize]>) -> Vec<f64> {
+        L::oracle(inputs_of::<L>(data), rows)
+    }
+    fn diagnose(&self, data: &CaseData, graded: &Graded<'_>) -> Diagnosis {
+        L::diagnose(inputs_of::<L>(data), data, graded)
+    }
+    fn scores_shrunk(&self, data: &CaseData, factor: f32) -> Option<CaseData> {
+        let shrunk = L::scores_shrunk(inputs_of::<L>(data), factor)?;
+        Some(CaseData {
+            problem: data.problem.clone(),
+            inputs: Arc::new(shrunk),
+            // The case's own answer is for the unshrunk inputs.
+            expected: None,
+            planted_heads: data.planted_heads,
+        })
+    }
+    fn verdict(&self, cases: &[CaseSummary<'_>]) -> Option<String> {
+        L::verdict(cases)
+    }
+    fn timing_case(&self, overrides: &[(String, String)]) -> Result<LabCase, String> {
+        L::timing_case(overrides).map(|case| lab_case(&case))
+    }
+    fn timing_draw_range(&self) -> std::ops::Range<f32> {
+        L::TIMING_DRAW
+    }
+    fn starter(&self) -> KernelFile {
+        L::KERNELS.starter
+    }
+    fn reference(&self) -> KernelFile {
+        L::KERNELS.reference
+    }
+    fn support(&self) -> SupportKernels {
+        L::KERNELS.support
+    }
+    fn prove_oracle(&self) -> Result<String, String> {
+        L::prove_oracle()
+    }
+}
+
+/// What every lab's argument table must hold, checked by each lab's tests
+/// through [`Lab`]: one output, names the signature spells in its order with
+/// the C types of their kinds.
+pub fn check_args_against_signature(lab: &dyn Lab) -> Result<(), String> {
+    let abi = lab.abi();
+    let outputs = abi.args.iter().filter(|a| a.kind.is_output()).count();
+    if outputs != 1 {
+        return Err(format!("{} outputs, not one", outputs));
+    }
+    let open = abi
+        .signature
+        .find(&format!("{}(", abi.entry_point))
+        .ok_or("the signature does not name the entry point")?;
+    let params = &abi.signature[open + abi.entry_point.len() + 1..];
+    let params = params
+        .trim_end()
+        .strip_suffix(')')
+        .ok_or("no closing `)`")?;
+    let spelled: Vec<String> = params
+        .split(',')
+        .map(|p| p.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
+    let declared: Vec<String> = abi
+        .args
+        .iter()
+        .map(|a| format!("{} {}", a.kind.c_type(), a.name))
+        .collect();
+    if spelled != declared {
+        return Err(format!(
+            "the signature says {spelled:?}, the argument table {declared:?}"
+        ));
+    }
+    Ok(())
+}
