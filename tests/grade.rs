@@ -8,7 +8,7 @@ mod stand_in_support;
 
 mod cli_support;
 use cli_support::{flashprof, memo_kernel, text};
-use stand_in_support::{case, stand_in};
+use stand_in_support::{plan, stand_in};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -18,6 +18,7 @@ use std::time::Duration;
 use flashprof::app::batch::journal::GradeMode;
 use flashprof::app::batch::submissions::discover_dir;
 use flashprof::app::batch::{run_batch, BatchPlan};
+use flashprof::app::check::CheckPlan;
 use flashprof::app::gate::GateTable;
 use flashprof::worker::GpuSelection;
 use serde_json::Value;
@@ -475,16 +476,15 @@ fn graded_submissions_run_in_parallel_slots_and_a_hang_costs_one_case() {
         );
     }
     let plan = BatchPlan {
+        check: CheckPlan {
+            seed: 3,
+            ..plan(&["first", "hang", "last"], Duration::from_millis(500))
+        },
         sanitizer: None,
-        lab: flashprof::lab::flash_prefill::FLASH_PREFILL,
         submissions: discover_dir(&class).expect("discover"),
         out_dir: root.path().join("out"),
         mode: GradeMode::Full,
-        seed: 3,
         slots: vec![GpuSelection::Ordinal(0), GpuSelection::Ordinal(1)],
-        cases: vec![case("first"), case("hang"), case("last")],
-        case_timeout: Duration::from_millis(500),
-        timing: None,
         gates: GateTable::default(),
     };
     let mut finished = Vec::new();
@@ -596,16 +596,15 @@ fn submissions_are_read_one_at_a_time_not_all_before_grading() {
         std::fs::hard_link(class.join("s0.cu"), class.join(format!("s{i}.cu"))).expect("link");
     }
     let plan = BatchPlan {
+        check: CheckPlan {
+            seed: 3,
+            ..plan(&["first"], Duration::from_secs(20))
+        },
         sanitizer: None,
-        lab: flashprof::lab::flash_prefill::FLASH_PREFILL,
         submissions: discover_dir(&class).expect("discover"),
         out_dir: root.path().join("out"),
         mode: GradeMode::Full,
-        seed: 3,
         slots: vec![GpuSelection::Ordinal(0)],
-        cases: vec![case("first")],
-        case_timeout: Duration::from_secs(20),
-        timing: None,
         gates: GateTable::default(),
     };
     let before = peak_rss_kib();
@@ -622,16 +621,15 @@ fn a_rerun_grades_again_what_failed_on_the_grader_side() {
     write(&class.join("a.cu"), STARTER);
     write(&class.join("empty.cu"), "");
     let plan = BatchPlan {
+        check: CheckPlan {
+            seed: 3,
+            ..plan(&["first"], Duration::from_secs(20))
+        },
         sanitizer: None,
-        lab: flashprof::lab::flash_prefill::FLASH_PREFILL,
         submissions: discover_dir(&class).expect("discover"),
         out_dir: root.path().join("out"),
         mode: GradeMode::Full,
-        seed: 3,
         slots: vec![GpuSelection::Ordinal(0)],
-        cases: vec![case("first")],
-        case_timeout: Duration::from_secs(20),
-        timing: None,
         gates: GateTable::default(),
     };
     // A worker that cannot start: every compilable submission is a grader error.

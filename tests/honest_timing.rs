@@ -85,15 +85,26 @@ fn source(kind: &str) -> String {
     format!("{STARTER}\n// stand-in-timing: {kind}\n")
 }
 
-fn timing_plan() -> TimingPlan {
-    TimingPlan {
-        case: FLASH_PREFILL
-            .timing_case(&[])
-            .expect("the lab's timing case"),
-        config: TimingConfig::default(),
-        // A watchdog, not a figure: the stand-in's CPU launches take seconds,
-        // more on a loaded two-core machine.
-        timeout: Duration::from_secs(60),
+/// One passing case, timed (the stand-in's timing marker decides how), on fixed inputs.
+fn one_case_plan() -> CheckPlan {
+    CheckPlan {
+        lab: FLASH_PREFILL,
+        source_path: String::new(),
+        source_text: String::new(),
+        cases: vec![case("first")],
+        seed: 7,
+        case_timeout: Duration::from_secs(20),
+        timing: Some(TimingPlan {
+            case: FLASH_PREFILL
+                .timing_case(&[])
+                .expect("the lab's timing case"),
+            config: TimingConfig::default(),
+            // A watchdog, not a figure: the stand-in's CPU launches take
+            // seconds, more on a loaded two-core machine.
+            timeout: Duration::from_secs(60),
+        }),
+        counters: None,
+        quick_build: None,
     }
 }
 
@@ -110,17 +121,7 @@ fn check(kind: &str) -> CheckReport {
 }
 
 fn check_now(kind: &str) -> CheckReport {
-    let plan = CheckPlan {
-        lab: FLASH_PREFILL,
-        source_path: format!("{kind}.cu"),
-        source_text: source(kind),
-        cases: vec![case("first")],
-        seed: 7,
-        case_timeout: Duration::from_secs(20),
-        timing: Some(timing_plan()),
-        counters: None,
-        quick_build: None,
-    };
+    let plan = one_case_plan().of_source(format!("{kind}.cu"), source(kind));
     let mut worker = None;
     let report = run_check(&plan, &stand_in(), &mut worker, |_| {}).expect("the check runs");
     if let Some(worker) = worker {
@@ -320,15 +321,11 @@ fn the_gradebook_fails_the_cheats_and_says_why_in_timing_integrity() {
         std::fs::write(class.join(format!("{kind}.cu")), source(kind)).expect("write");
     }
     let plan = BatchPlan {
-        lab: FLASH_PREFILL,
+        check: one_case_plan(),
         submissions: discover_dir(&class).expect("discover"),
         out_dir: root.path().join("out"),
         mode: GradeMode::Full,
-        seed: 7,
         slots: vec![GpuSelection::Ordinal(0)],
-        cases: vec![case("first")],
-        case_timeout: Duration::from_secs(20),
-        timing: Some(timing_plan()),
         gates: gates(),
         sanitizer: None,
     };

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
 use flashprof::app::history::source_hash;
-use flashprof::outcome::Progress;
+use flashprof::outcome::{CheckStopped, Progress};
 use flashprof::tui::model::{Completed, Overlay, Replay};
 use flashprof::tui::msg::{Effect, Msg};
 use flashprof::tui::update::{show_replay_position, update};
@@ -130,7 +130,7 @@ fn a_failed_check_leaves_a_notice_and_still_starts_the_queued_save() {
         &mut model,
         Msg::RunFinished {
             run,
-            result: Err("could not start the worker".into()),
+            result: Err(CheckStopped::new("could not start the worker")),
         },
     );
     assert!(model

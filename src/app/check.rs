@@ -13,12 +13,14 @@ use super::peaks_cache;
 use super::remote::Remote;
 use super::side_build::{SideBuild, SideBuildEnd};
 use super::worker_handle::{WorkerCommand, WorkerFailure, WorkerHandle};
-use crate::facts::device::GpuProblem;
+use crate::facts::device::{DeviceInfo, GpuProblem};
 use crate::gpu::compile::{Build, QuickBuild};
 use crate::lab::definition::{LabCase, LabRef, Problem};
 use crate::lab::geometry::LaunchGeometry;
 use crate::outcome::builds::{self, QuickBuildReport};
-use crate::outcome::{CheckReport, CountersResult, PhaseTimes, Progress};
+use crate::outcome::{
+    CheckReport, CheckStopped, CountersResult, LinkLoss, LinkLost, PhaseTimes, Progress,
+};
 use crate::protocol::{
     CaseOutcome, CaseStatus, CompileOutcome, CompileProblem, CompileProblemKind, CounterTier,
     CountersUnavailableReport, Event, LabId, Request, TimingConfig, TimingOutcome,
@@ -72,6 +74,17 @@ pub struct TimingPlan {
     pub timeout: Duration,
 }
 
+impl CheckPlan {
+    /// This plan for another file: the same lab, cases, seed and steps.
+    pub fn of_source(&self, source_path: String, source_text: String) -> Self {
+        Self {
+            source_path,
+            source_text,
+            ..self.clone()
+        }
+    }
+}
+
 /// Why a check could not run at all.
 #[derive(Debug, thiserror::Error)]
 pub enum CheckError {
@@ -80,6 +93,20 @@ pub enum CheckError {
     /// A newer text arrived while the optimized build compiled; it was stopped.
     #[error("superseded by a newer save")]
     Superseded,
+}
+
+impl CheckError {
+    /// The stop as the screens take it: its words, and whether the link to
+    /// a remote worker failed (what the TUI's reconnect hint follows).
+    pub fn stopped(&self) -> CheckStopped {
+        CheckStopped {
+            message: self.to_string(),
+            link: match self {
+                Self::Worker(failure) => failure.link_loss(),
+                Self::Superseded => None,
+            },
+        }
+    }
 }
 
 /// Runs a check, reusing `worker` when it is alive and leaving a live one in it.
@@ -94,6 +121,10 @@ pub fn run_check(
 
 /// [`run_check`], giving up with [`CheckError::Superseded`] when `stale()`
 /// turns true while the optimized build of a quick-first check compiles.
+///
+/// The check runs in phases, each a method of [`Run`]: the worker, the
+/// build(s), the cases, the timing, the counters; each phase's wall time is
+/// measured here.
 pub fn run_check_unless_stale(
     plan: &CheckPlan,
     command: &WorkerCommand,
@@ -107,38 +138,6 @@ pub fn run_check_unless_stale(
         .clone()
         .reading(plan.cases.iter().filter_map(|c| plan.lab.own_tensors(c)));
     let mut phases = PhaseTimes::default();
-    // A kept worker may have ended since the last check: a remote one whose
-    // connection dropped while idle. Reconnect rather than fail the compile.
-    let mut ended_while_idle = false;
-    if let Some(failure) = worker.as_mut().and_then(WorkerHandle::ended) {
-        ended_while_idle = failure.is_transport();
-        *worker = None;
-        progress(Progress::WorkerRestarted {
-            reason: format!("the worker ended between checks: {failure}"),
-        });
-    }
-    if worker.is_none() {
-        let spawned = Instant::now();
-        let handle = if ended_while_idle {
-            spawn_reconnecting(command)?
-        } else {
-            WorkerHandle::spawn(command, WORKER_START_TIMEOUT)?
-        };
-        phases.worker_start_ms = ms_since(spawned);
-        progress(Progress::WorkerStarted {
-            gpu: handle.gpu.clone(),
-            start_ms: handle.start_ms,
-            place: handle.place(),
-        });
-        *worker = Some(handle);
-    }
-    let gpu = worker.as_ref().map(|w| w.gpu.clone()).unwrap_or_else(|| {
-        Err(GpuProblem::NoDevice {
-            detail: "no worker".into(),
-        })
-    });
-
-    let compile_started = Instant::now();
     let mut run = Run {
         command,
         worker,
@@ -148,112 +147,23 @@ pub fn run_check_unless_stale(
         lab: plan.lab,
         lost: None,
     };
-    // A second Slurm job step could queue behind the worker's own, so over
-    // Slurm the verdicts wait for the optimized build.
-    let side_builds = !matches!(command.remote, Some(Remote::Slurm(_)));
-    let quick_first = match (plan.quick_build, &gpu) {
-        (Some(quick), Ok(device)) if side_builds => Some((quick, device.arch())),
-        _ => None,
-    };
-    let (compile, quick) = match quick_first {
-        Some((build, arch)) => {
-            let mut first = run.quick_first(plan, build, &arch, started, stale, &mut progress)?;
-            let optimized = std::mem::replace(&mut first.optimized, CompileOutcome::failed(None));
-            (optimized, Some(first))
-        }
-        None => (
-            run.compile(plan, Build::Optimized, None, &mut progress),
-            None,
-        ),
-    };
-    phases.compile_ms = ms_since(compile_started);
-    if let Some((transport, added_ms)) = run.worker.as_ref().and_then(WorkerHandle::link) {
-        progress(Progress::LinkMeasured {
-            transport,
-            added_ms,
-        });
-    }
-    progress(Progress::Compiled(compile.clone()));
-    run.image = compile.image.clone();
-    if let Some(geometry) = compile.geometry {
-        run.geometry = geometry;
-    }
+    phases.worker_start_ms = run.start_worker(&mut progress)?;
+    let gpu = run.gpu();
 
-    let not_run_reason = if let Some(problem) = &compile.problem {
-        Some(
-            match problem.kind {
-                CompileProblemKind::BadSource => "not run: the file cannot be used",
-                CompileProblemKind::CompilerMissing => "not run: NVRTC is missing",
-                CompileProblemKind::CompilerFailed => "not run: the compiler failed",
-            }
-            .to_string(),
-        )
-    } else if !compile.ok {
-        Some("not run: the kernel did not compile".to_string())
-    } else if let Err(problem) = &gpu {
-        Some(format!("not run: {}", problem.describe()))
-    } else {
-        None
-    };
+    let compile_started = Instant::now();
+    let (compile, quick) = run.build(plan, &gpu, started, stale, &mut progress)?;
+    phases.compile_ms = ms_since(compile_started);
+    run.built(&compile, &mut progress);
 
     let cases_started = Instant::now();
-    let mut cases = Vec::with_capacity(plan.cases.len());
-    for (index, case) in plan.cases.iter().enumerate() {
-        let outcome = match &not_run_reason {
-            Some(reason) => not_run(plan.lab, case, reason.clone()),
-            None => {
-                progress(Progress::CaseStarted { index });
-                run.case(case, plan, &mut progress)
-            }
-        };
-        progress(Progress::CaseFinished {
-            index,
-            outcome: outcome.clone(),
-        });
-        cases.push(outcome);
-    }
+    let blocked = NotRun::before_cases(&compile, &gpu);
+    let (cases, link_lost) = run.run_cases(plan, blocked.as_ref(), &mut progress);
     phases.cases_ms = ms_since(cases_started);
 
-    let faulted = cases
-        .iter()
-        .any(|c| matches!(c.status, CaseStatus::Timeout | CaseStatus::Crash));
-    let (timing, timing_error) = match &plan.timing {
-        Some(timing) if not_run_reason.is_none() && !faulted => {
-            progress(Progress::TimingStarted);
-            let timing_started = Instant::now();
-            let result = run.time(timing, plan.seed);
-            phases.timing_ms = ms_since(timing_started);
-            progress(Progress::TimingFinished(result.clone()));
-            match result {
-                Ok(t) => (Some(t), None),
-                Err(e) => (None, Some(e)),
-            }
-        }
-        Some(_) if faulted => (None, Some("not timed: a case hung or crashed".into())),
-        _ => (None, None),
-    };
-    let mut counters = Vec::new();
-    if let (Some(plan_counters), None, false) = (&plan.counters, &not_run_reason, faulted) {
-        let counters_started = Instant::now();
-        let tiers: &[CounterTier] = if plan_counters.custom_metrics.is_empty() {
-            &[CounterTier::Quick, CounterTier::Full]
-        } else {
-            &[CounterTier::Custom]
-        };
-        for &tier in tiers {
-            progress(Progress::CountersStarted { tier });
-            let result = run.counters(plan_counters, tier, plan.seed);
-            progress(Progress::CountersFinished(result.clone()));
-            let unavailable = result.is_err();
-            counters.push(result);
-            if unavailable {
-                break;
-            }
-        }
-        phases.counters_ms = ms_since(counters_started);
-    }
+    let ended = CasesEnded::of(blocked.is_some(), &cases);
+    let (mut timing, timing_error) = run.run_timing(plan, ended, &mut phases, &mut progress);
+    let counters = run.run_counters(plan, ended, &mut phases, &mut progress);
     // A refused profile is as much a finding as a refused timed launch.
-    let mut timing = timing;
     let refused = counters
         .iter()
         .filter_map(|c| c.as_ref().ok())
@@ -278,7 +188,77 @@ pub fn run_check_unless_stale(
         sanitizer: None,
         quick_build,
         phases,
+        link_lost,
     })
+}
+
+/// Why no case of a check runs, decided once its build is known.
+#[derive(Debug, Clone, PartialEq)]
+enum NotRun {
+    /// The build stopped before the compiler said anything about the kernel.
+    Compile(CompileProblemKind),
+    /// The compiler reported errors.
+    DidNotCompile,
+    NoGpu(GpuProblem),
+}
+
+impl NotRun {
+    fn before_cases(
+        compile: &CompileOutcome,
+        gpu: &Result<DeviceInfo, GpuProblem>,
+    ) -> Option<Self> {
+        if let Some(problem) = &compile.problem {
+            Some(Self::Compile(problem.kind))
+        } else if !compile.ok {
+            Some(Self::DidNotCompile)
+        } else {
+            gpu.as_ref().err().cloned().map(Self::NoGpu)
+        }
+    }
+}
+
+impl std::fmt::Display for NotRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Compile(CompileProblemKind::BadSource) => {
+                f.write_str("not run: the file cannot be used")
+            }
+            Self::Compile(CompileProblemKind::CompilerMissing) => {
+                f.write_str("not run: NVRTC is missing")
+            }
+            Self::Compile(CompileProblemKind::CompilerFailed) => {
+                f.write_str("not run: the compiler failed")
+            }
+            Self::DidNotCompile => f.write_str("not run: the kernel did not compile"),
+            Self::NoGpu(problem) => write!(f, "not run: {}", problem.describe()),
+        }
+    }
+}
+
+/// How the cases ended, which decides whether timing and counters follow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CasesEnded {
+    /// Every case got its verdict (pass or fail): the kernel can be measured.
+    Ran,
+    /// None ran (see [`NotRun`]): nothing to measure.
+    NotRun,
+    /// A case hung or crashed: measuring it would only hang or crash again.
+    Faulted,
+}
+
+impl CasesEnded {
+    fn of(blocked: bool, cases: &[CaseOutcome]) -> Self {
+        if blocked {
+            Self::NotRun
+        } else if cases
+            .iter()
+            .any(|c| matches!(c.status, CaseStatus::Timeout | CaseStatus::Crash))
+        {
+            Self::Faulted
+        } else {
+            Self::Ran
+        }
+    }
 }
 
 /// Runs a check in a worker of its own, shut down afterwards: nothing a
@@ -408,10 +388,268 @@ struct Run<'a> {
     geometry: LaunchGeometry,
     /// Why a remote worker cannot be reached again (docs/REMOTE.md): the
     /// remaining requests are not run rather than each waiting on the link.
-    lost: Option<String>,
+    lost: Option<LinkLost>,
+}
+
+/// What a request got instead of the answer it wanted.
+#[derive(Debug)]
+enum Unanswered {
+    /// There was no worker to ask.
+    NoWorker,
+    /// The worker answered something else: its own `Failed`, or another event.
+    Answered(Box<Event>),
+    /// No answer came (a hang, a death, a failed link); the worker was dropped.
+    Lost(WorkerFailure),
+}
+
+impl Unanswered {
+    /// Its words for a report: the worker's own message, `unexpected` and
+    /// what came instead, or why nothing came (after `lost`, when given).
+    fn message(self, unexpected: &str, lost: Option<&str>) -> String {
+        match (self, lost) {
+            (Self::Answered(event), _) => match *event {
+                Event::Failed { message, .. } => message,
+                other => format!("{unexpected}: {other:?}"),
+            },
+            (Self::Lost(failure), Some(lost)) => format!("{lost}: {failure}"),
+            (other, _) => other.to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for Unanswered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NoWorker => f.write_str("no worker"),
+            Self::Answered(event) => write!(f, "{event:?}"),
+            Self::Lost(failure) => write!(f, "{failure}"),
+        }
+    }
+}
+
+/// The answer to a `Load`: how long it took.
+fn loaded(event: Event) -> Result<f64, Box<Event>> {
+    match event {
+        Event::Loaded { load_ms } => Ok(load_ms),
+        other => Err(Box::new(other)),
+    }
 }
 
 impl Run<'_> {
+    /// Sends `request` to the worker and waits at most `timeout` for the
+    /// answer `wanted` takes. The one place that decides when a worker is
+    /// dropped: after a fatal `Failed`, and after any request that got no
+    /// answer (the worker is stopped, gone, or out of reach).
+    fn ask<T>(
+        &mut self,
+        request: &Request,
+        timeout: Duration,
+        wanted: impl FnOnce(Event) -> Result<T, Box<Event>>,
+    ) -> Result<T, Unanswered> {
+        let Some(handle) = self.worker.as_mut() else {
+            return Err(Unanswered::NoWorker);
+        };
+        match handle.request(request, timeout) {
+            Ok(Event::Failed { message, fatal }) => {
+                if fatal {
+                    *self.worker = None;
+                }
+                Err(Unanswered::Answered(Box::new(Event::Failed {
+                    message,
+                    fatal,
+                })))
+            }
+            Ok(event) => wanted(event).map_err(Unanswered::Answered),
+            Err(failure) => {
+                *self.worker = None;
+                Err(Unanswered::Lost(failure))
+            }
+        }
+    }
+
+    /// The worker phase: a kept worker that ended since the last check is
+    /// let go, and a new one started where none is alive; how long the start
+    /// took (0 for a kept worker).
+    fn start_worker(&mut self, progress: &mut impl FnMut(Progress)) -> Result<f64, CheckError> {
+        // A kept worker may have ended since the last check: a remote one whose
+        // connection dropped while idle. Reconnect rather than fail the compile.
+        let mut ended_while_idle = false;
+        if let Some(failure) = self.worker.as_mut().and_then(WorkerHandle::ended) {
+            ended_while_idle = failure.is_transport();
+            *self.worker = None;
+            progress(Progress::WorkerRestarted {
+                reason: format!("the worker ended between checks: {failure}"),
+            });
+        }
+        if self.worker.is_some() {
+            return Ok(0.0);
+        }
+        let spawned = Instant::now();
+        let handle = if ended_while_idle {
+            spawn_reconnecting(self.command)?
+        } else {
+            WorkerHandle::spawn(self.command, WORKER_START_TIMEOUT)?
+        };
+        let start_ms = ms_since(spawned);
+        progress(Progress::WorkerStarted {
+            gpu: handle.gpu.clone(),
+            start_ms: handle.start_ms,
+            place: handle.place(),
+        });
+        *self.worker = Some(handle);
+        Ok(start_ms)
+    }
+
+    /// The GPU the worker found.
+    fn gpu(&self) -> Result<DeviceInfo, GpuProblem> {
+        self.worker
+            .as_ref()
+            .map(|w| w.gpu.clone())
+            .unwrap_or_else(|| {
+                Err(GpuProblem::NoDevice {
+                    detail: "no worker".into(),
+                })
+            })
+    }
+
+    /// The compile phase: the optimized build, after a quick build's
+    /// provisional verdicts where the plan asks for one and the worker has a
+    /// GPU to run them on.
+    fn build(
+        &mut self,
+        plan: &CheckPlan,
+        gpu: &Result<DeviceInfo, GpuProblem>,
+        started: Instant,
+        stale: &dyn Fn() -> bool,
+        progress: &mut impl FnMut(Progress),
+    ) -> Result<(CompileOutcome, Option<QuickFirst>), CheckError> {
+        // A second Slurm job step could queue behind the worker's own, so over
+        // Slurm the verdicts wait for the optimized build.
+        let side_builds = !matches!(self.command.remote, Some(Remote::Slurm(_)));
+        match (plan.quick_build, gpu) {
+            (Some(quick), Ok(device)) if side_builds => {
+                let mut first =
+                    self.quick_first(plan, quick, &device.arch(), started, stale, progress)?;
+                let optimized =
+                    std::mem::replace(&mut first.optimized, CompileOutcome::failed(None));
+                Ok((optimized, Some(first)))
+            }
+            _ => Ok((self.compile(plan, Build::Optimized, None, progress), None)),
+        }
+    }
+
+    /// Says what the build that counts is, and keeps its image and geometry
+    /// for a worker that must be replaced.
+    fn built(&mut self, compile: &CompileOutcome, progress: &mut impl FnMut(Progress)) {
+        if let Some((transport, added_ms)) = self.worker.as_ref().and_then(WorkerHandle::link) {
+            progress(Progress::LinkMeasured {
+                transport,
+                added_ms,
+            });
+        }
+        progress(Progress::Compiled(compile.clone()));
+        self.image.clone_from(&compile.image);
+        if let Some(geometry) = compile.geometry {
+            self.geometry = geometry;
+        }
+    }
+
+    /// The cases phase: every case of the plan in order, or each marked not
+    /// run when `blocked`; with the first case a failed link left unrun.
+    fn run_cases(
+        &mut self,
+        plan: &CheckPlan,
+        blocked: Option<&NotRun>,
+        progress: &mut impl FnMut(Progress),
+    ) -> (Vec<CaseOutcome>, Option<LinkLost>) {
+        let mut link_lost = None;
+        let mut cases = Vec::with_capacity(plan.cases.len());
+        for (index, case) in plan.cases.iter().enumerate() {
+            let outcome = match blocked {
+                Some(reason) => not_run(plan.lab, case, reason.to_string()),
+                None => {
+                    progress(Progress::CaseStarted { index });
+                    let (outcome, loss) = self.case(case, plan, progress);
+                    if let (Some(loss), None) = (loss, &link_lost) {
+                        link_lost = Some(LinkLost {
+                            loss,
+                            message: outcome.diagnosis.clone(),
+                        });
+                    }
+                    outcome
+                }
+            };
+            progress(Progress::CaseFinished {
+                index,
+                outcome: outcome.clone(),
+            });
+            cases.push(outcome);
+        }
+        (cases, link_lost)
+    }
+
+    /// The timing phase: only a kernel whose cases all ran is timed.
+    fn run_timing(
+        &mut self,
+        plan: &CheckPlan,
+        ended: CasesEnded,
+        phases: &mut PhaseTimes,
+        progress: &mut impl FnMut(Progress),
+    ) -> (Option<TimingOutcome>, Option<String>) {
+        let Some(timing) = &plan.timing else {
+            return (None, None);
+        };
+        match ended {
+            CasesEnded::NotRun => (None, None),
+            CasesEnded::Faulted => (None, Some("not timed: a case hung or crashed".into())),
+            CasesEnded::Ran => {
+                progress(Progress::TimingStarted);
+                let timing_started = Instant::now();
+                let result = self.time(timing, plan.seed);
+                phases.timing_ms = ms_since(timing_started);
+                progress(Progress::TimingFinished(result.clone()));
+                match result {
+                    Ok(t) => (Some(t), None),
+                    Err(e) => (None, Some(e)),
+                }
+            }
+        }
+    }
+
+    /// The counters phase: the quick tier then the full one (or the custom
+    /// metrics alone), stopping at the first tier that is unavailable.
+    fn run_counters(
+        &mut self,
+        plan: &CheckPlan,
+        ended: CasesEnded,
+        phases: &mut PhaseTimes,
+        progress: &mut impl FnMut(Progress),
+    ) -> Vec<CountersResult> {
+        let mut counters = Vec::new();
+        let Some(plan_counters) = plan.counters.as_ref().filter(|_| ended == CasesEnded::Ran)
+        else {
+            return counters;
+        };
+        let counters_started = Instant::now();
+        let tiers: &[CounterTier] = if plan_counters.custom_metrics.is_empty() {
+            &[CounterTier::Quick, CounterTier::Full]
+        } else {
+            &[CounterTier::Custom]
+        };
+        for &tier in tiers {
+            progress(Progress::CountersStarted { tier });
+            let result = self.counters(plan_counters, tier, plan.seed);
+            progress(Progress::CountersFinished(result.clone()));
+            let unavailable = result.is_err();
+            counters.push(result);
+            if unavailable {
+                break;
+            }
+        }
+        phases.counters_ms = ms_since(counters_started);
+        counters
+    }
+
     /// Compiles the plan's text in the worker (which loads the result).
     fn compile(
         &mut self,
@@ -427,40 +665,35 @@ impl Run<'_> {
             }))
         };
         let request = compile_request(plan, build, target_arch);
-        let mut reconnected = false;
-        loop {
-            let Some(handle) = self.worker.as_mut() else {
-                return failed("no worker".into());
-            };
-            return match handle.request(&request, COMPILE_TIMEOUT) {
-                Ok(Event::Compiled(outcome)) => outcome,
-                Ok(Event::Failed { message, fatal }) => {
-                    if fatal {
-                        *self.worker = None;
+        let compiled = |event| match event {
+            Event::Compiled(outcome) => Ok(outcome),
+            other => Err(Box::new(other)),
+        };
+        match self.ask(&request, COMPILE_TIMEOUT, compiled) {
+            Ok(outcome) => outcome,
+            // The link dropped under the compile: once more, on a new session.
+            Err(Unanswered::Lost(failure)) if failure.is_transport() => {
+                progress(Progress::WorkerRestarted {
+                    reason: format!("the link dropped during the compile: {failure}"),
+                });
+                match spawn_reconnecting(self.command) {
+                    Ok(handle) => {
+                        *self.worker = Some(handle);
+                        self.ask(&request, COMPILE_TIMEOUT, compiled)
+                            .unwrap_or_else(|unanswered| {
+                                failed(unanswered.message(
+                                    "unexpected answer to compile",
+                                    Some("the compiler did not finish"),
+                                ))
+                            })
                     }
-                    failed(message)
+                    Err(e) => failed(format!("the compiler did not finish: {e}")),
                 }
-                Ok(other) => failed(format!("unexpected answer to compile: {other:?}")),
-                // The link dropped under the compile: once more, on a new session.
-                Err(failure) if failure.is_transport() && !reconnected => {
-                    *self.worker = None;
-                    progress(Progress::WorkerRestarted {
-                        reason: format!("the link dropped during the compile: {failure}"),
-                    });
-                    match spawn_reconnecting(self.command) {
-                        Ok(handle) => {
-                            *self.worker = Some(handle);
-                            reconnected = true;
-                            continue;
-                        }
-                        Err(e) => failed(format!("the compiler did not finish: {e}")),
-                    }
-                }
-                Err(failure) => {
-                    *self.worker = None;
-                    failed(format!("the compiler did not finish: {failure}"))
-                }
-            };
+            }
+            Err(unanswered) => failed(unanswered.message(
+                "unexpected answer to compile",
+                Some("the compiler did not finish"),
+            )),
         }
     }
 
@@ -513,7 +746,8 @@ impl Run<'_> {
                     break;
                 }
                 progress(Progress::CaseStarted { index });
-                let outcome = self.case(&plan.cases[index], plan, progress);
+                // A link lost here shows in the optimized build's cases, if anywhere.
+                let (outcome, _) = self.case(&plan.cases[index], plan, progress);
                 progress(Progress::ProvisionalCase {
                     index,
                     outcome: outcome.clone(),
@@ -560,17 +794,14 @@ impl Run<'_> {
     /// gone, or that cannot load it, is replaced when the next case starts
     /// (which loads the image again and reports what went wrong).
     fn load_into_worker(&mut self, built: &mut CompileOutcome) {
-        let Some(handle) = self.worker.as_mut() else {
-            return;
-        };
         let load = Request::Load {
             lab: LabId::of(self.lab),
             image: built.image.clone(),
             geometry: built.geometry.unwrap_or(self.geometry),
         };
-        match handle.request(&load, COMPILE_TIMEOUT) {
-            Ok(Event::Loaded { load_ms }) => built.load_ms = Some(load_ms),
-            _ => *self.worker = None,
+        match self.ask(&load, COMPILE_TIMEOUT, loaded) {
+            Ok(load_ms) => built.load_ms = Some(load_ms),
+            Err(_) => *self.worker = None,
         }
     }
 
@@ -579,118 +810,105 @@ impl Run<'_> {
         &mut self,
         progress: &mut impl FnMut(Progress),
         reason: &str,
-    ) -> Result<&mut WorkerHandle, String> {
+    ) -> Result<(), String> {
         if let Some(lost) = &self.lost {
-            return Err(lost.clone());
+            return Err(lost.message.clone());
         }
-        if self.worker.is_none() {
-            let mut handle = match spawn_reconnecting(self.command) {
-                Ok(handle) => handle,
-                Err(e) => {
-                    if e.is_transport() {
-                        self.lost = Some(e.to_string());
-                    }
-                    return Err(e.to_string());
-                }
-            };
-            let load = Request::Load {
-                lab: LabId::of(self.lab),
-                image: self.image.clone(),
-                geometry: self.geometry,
-            };
-            match handle.request(&load, COMPILE_TIMEOUT) {
-                Ok(Event::Loaded { .. }) => {}
-                Ok(other) => {
-                    return Err(format!(
-                        "the restarted worker could not load the kernel: {other:?}"
-                    ))
-                }
-                Err(e) => {
-                    return Err(format!(
-                        "the restarted worker could not load the kernel: {e}"
-                    ))
-                }
+        if self.worker.is_some() {
+            return Ok(());
+        }
+        let handle = spawn_reconnecting(self.command).map_err(|e| {
+            if let Some(loss) = e.link_loss() {
+                self.lost = Some(LinkLost {
+                    loss,
+                    message: e.to_string(),
+                });
             }
-            self.restarts += 1;
-            progress(Progress::WorkerRestarted {
-                reason: reason.to_string(),
-            });
-            *self.worker = Some(handle);
+            e.to_string()
+        })?;
+        *self.worker = Some(handle);
+        let load = Request::Load {
+            lab: LabId::of(self.lab),
+            image: self.image.clone(),
+            geometry: self.geometry,
+        };
+        if let Err(unanswered) = self.ask(&load, COMPILE_TIMEOUT, loaded) {
+            *self.worker = None;
+            return Err(format!(
+                "the restarted worker could not load the kernel: {unanswered}"
+            ));
         }
-        self.worker.as_mut().ok_or_else(|| "no worker".to_string())
+        self.restarts += 1;
+        progress(Progress::WorkerRestarted {
+            reason: reason.to_string(),
+        });
+        Ok(())
     }
 
+    /// One case, and how the link failed when a failed link left it unrun.
     fn case(
         &mut self,
         case: &LabCase,
         plan: &CheckPlan,
         progress: &mut impl FnMut(Progress),
-    ) -> CaseOutcome {
+    ) -> (CaseOutcome, Option<LinkLoss>) {
         let mut outcome = not_run(plan.lab, case, String::new());
-        let handle = match self.live_worker(progress, "the previous case hung or crashed") {
-            Ok(h) => h,
-            Err(e) => {
-                // A worker the link cannot reach is no fault of the kernel.
-                if self.lost.is_some() {
-                    outcome.diagnosis = format!("not run: {e}");
-                } else {
-                    outcome.status = CaseStatus::Crash;
-                    outcome.diagnosis = format!("could not start a worker: {e}");
-                }
-                return outcome;
+        if let Err(e) = self.live_worker(progress, "the previous case hung or crashed") {
+            // A worker the link cannot reach is no fault of the kernel.
+            if let Some(lost) = &self.lost {
+                outcome.diagnosis = format!("not run: {e}");
+                return (outcome, Some(lost.loss));
             }
-        };
+            outcome.status = CaseStatus::Crash;
+            outcome.diagnosis = format!("could not start a worker: {e}");
+            return (outcome, None);
+        }
         let request = Request::RunCase {
             case: case.clone(),
             seed: plan.seed,
         };
-        match handle.request(&request, plan.case_timeout) {
-            Ok(Event::Case(result)) => {
+        let answered = |event| match event {
+            Event::Case(result) => Ok(result),
+            other => Err(Box::new(other)),
+        };
+        match self.ask(&request, plan.case_timeout, answered) {
+            Ok(result) => {
                 if result.status == CaseStatus::Crash {
                     // The worker exits after a sticky fault; make sure it is gone.
                     *self.worker = None;
                 }
-                result
+                return (result, None);
             }
-            Ok(Event::Failed { message, fatal }) => {
-                if fatal {
-                    *self.worker = None;
-                }
-                outcome.status = CaseStatus::Crash;
-                outcome.diagnosis = message;
-                outcome
-            }
-            Ok(other) => {
-                outcome.status = CaseStatus::Crash;
-                outcome.diagnosis = format!("unexpected answer: {other:?}");
-                outcome
-            }
-            Err(WorkerFailure::Timeout(limit)) => {
-                *self.worker = None;
+            Err(Unanswered::Lost(WorkerFailure::Timeout(limit))) => {
                 outcome.status = CaseStatus::Timeout;
                 outcome.diagnosis = format!(
                     "no result within {:.1} s: the kernel probably never finishes for this shape (a loop bound or a barrier only some threads reach)",
                     limit.as_secs_f64()
                 );
-                outcome
             }
             // The link to the node failed, not the kernel: not run, and why.
-            Err(failure) if failure.is_transport() => {
-                *self.worker = None;
-                if let WorkerFailure::AllocationEnded { .. } = failure {
+            Err(Unanswered::Lost(failure)) if failure.is_transport() => {
+                let loss = failure.link_loss();
+                if let (WorkerFailure::AllocationEnded { .. }, Some(loss)) = (&failure, loss) {
                     // A new allocation may queue for hours: asked for by the next check, not this one.
-                    self.lost = Some(failure.to_string());
+                    self.lost = Some(LinkLost {
+                        loss,
+                        message: failure.to_string(),
+                    });
                 }
                 outcome.diagnosis = format!("not run: {failure} (not the kernel's fault)");
-                outcome
+                return (outcome, loss);
             }
-            Err(failure) => {
-                *self.worker = None;
+            Err(Unanswered::Lost(failure)) => {
                 outcome.status = CaseStatus::Crash;
                 outcome.diagnosis = format!("the worker died during this case: {failure}");
-                outcome
+            }
+            Err(unanswered) => {
+                outcome.status = CaseStatus::Crash;
+                outcome.diagnosis = unanswered.message("unexpected answer", None);
             }
         }
+        (outcome, None)
     }
 
     fn counters(&mut self, plan: &CountersPlan, tier: CounterTier, seed: u64) -> CountersResult {
@@ -702,10 +920,12 @@ impl Run<'_> {
         }
         };
         let mut ignore = |_| {};
-        let handle = self
-            .live_worker(&mut ignore, "before counters")
+        self.live_worker(&mut ignore, "before counters")
             .map_err(failed)?;
-        let gpu = handle.gpu.as_ref().ok().cloned();
+        let gpu = self
+            .worker
+            .as_ref()
+            .and_then(|handle| handle.gpu.as_ref().ok().cloned());
         let known_peaks = gpu.as_ref().and_then(peaks_cache::load);
         let request = Request::Counters {
             case: plan.case.clone(),
@@ -714,59 +934,47 @@ impl Run<'_> {
             metrics: plan.custom_metrics.clone(),
             known_peaks: known_peaks.clone(),
         };
-        match handle.request(&request, plan.timeout) {
-            Ok(Event::Counters(mut result)) => {
-                // Peaks the worker measured or calibrated now are filed for the next run.
-                if let (Ok(outcome), Some(gpu)) = (&mut result, &gpu) {
-                    if let Some(peaks) = outcome
-                        .peaks
-                        .as_ref()
-                        .filter(|p| Some(*p) != known_peaks.as_ref())
-                    {
-                        if peaks_cache::store(gpu, peaks) {
-                            if let Some(origin) = &mut outcome.peaks_origin {
-                                origin.push_str(", cached");
-                            }
-                        }
+        let answered = |event| match event {
+            Event::Counters(result) => Ok(result),
+            other => Err(Box::new(other)),
+        };
+        let mut result = self
+            .ask(&request, plan.timeout, answered)
+            .map_err(|unanswered| {
+                failed(unanswered.message("unexpected answer to counters", None))
+            })?;
+        // Peaks the worker measured or calibrated now are filed for the next run.
+        if let (Ok(outcome), Some(gpu)) = (&mut result, &gpu) {
+            if let Some(peaks) = outcome
+                .peaks
+                .as_ref()
+                .filter(|p| Some(*p) != known_peaks.as_ref())
+            {
+                if peaks_cache::store(gpu, peaks) {
+                    if let Some(origin) = &mut outcome.peaks_origin {
+                        origin.push_str(", cached");
                     }
                 }
-                result
-            }
-            Ok(Event::Failed { message, fatal }) => {
-                if fatal {
-                    *self.worker = None;
-                }
-                Err(failed(message))
-            }
-            Ok(other) => Err(failed(format!("unexpected answer to counters: {other:?}"))),
-            Err(failure) => {
-                *self.worker = None;
-                Err(failed(failure.to_string()))
             }
         }
+        result
     }
 
     fn time(&mut self, plan: &TimingPlan, seed: u64) -> Result<TimingOutcome, String> {
         let mut ignore = |_| {};
-        let handle = self.live_worker(&mut ignore, "before timing")?;
+        self.live_worker(&mut ignore, "before timing")?;
         let request = Request::Time {
             case: plan.case.clone(),
             seed,
             config: plan.config,
         };
-        match handle.request(&request, plan.timeout) {
-            Ok(Event::Timing(t)) => Ok(t),
-            Ok(Event::Failed { message, fatal }) => {
-                if fatal {
-                    *self.worker = None;
-                }
-                Err(message)
-            }
-            Ok(other) => Err(format!("unexpected answer to timing: {other:?}")),
-            Err(failure) => {
-                *self.worker = None;
-                Err(format!("timing failed: {failure}"))
-            }
-        }
+        let answered = |event| match event {
+            Event::Timing(timing) => Ok(timing),
+            other => Err(Box::new(other)),
+        };
+        self.ask(&request, plan.timeout, answered)
+            .map_err(|unanswered| {
+                unanswered.message("unexpected answer to timing", Some("timing failed"))
+            })
     }
 }

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use super::remote::{Remote, TransportProblem};
 use crate::facts::device::{DeviceInfo, GpuProblem};
+use crate::outcome::LinkLoss;
 use crate::protocol::{
     read_message, write_message, Event, FramingError, Request, SandboxReport, PROTOCOL_VERSION,
 };
@@ -122,9 +123,19 @@ pub enum WorkerFailure {
 }
 
 impl WorkerFailure {
+    /// How the transport to a remote worker failed, when it was the
+    /// transport that failed and not the worker or the kernel.
+    pub fn link_loss(&self) -> Option<LinkLoss> {
+        match self {
+            Self::Connection { .. } => Some(LinkLoss::Connection),
+            Self::AllocationEnded { .. } => Some(LinkLoss::Allocation),
+            _ => None,
+        }
+    }
+
     /// True when the transport to a remote worker failed, not the worker or the kernel.
     pub fn is_transport(&self) -> bool {
-        matches!(self, Self::Connection { .. } | Self::AllocationEnded { .. })
+        self.link_loss().is_some()
     }
 }
 

@@ -14,12 +14,13 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::check::fresh_seed;
+use super::plan::{fresh_seed, CountersChoice, RunOptions};
+use super::refusal::Refusal;
 use super::ExitCode;
-use crate::app::check::{run_check, CheckPlan, CountersPlan, TimingPlan};
+use crate::app::check::run_check;
 use crate::lab::source::{SourceForm, StudentSource};
 use crate::outcome::CheckReport;
-use crate::protocol::{CounterTier, TimingConfig};
+use crate::protocol::CounterTier;
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
@@ -42,6 +43,9 @@ pub struct BenchArgs {
 /// Saves measured with counters on after the verdict rounds: what a save
 /// costs in the TUI once the starter's counters are known.
 const COUNTER_ROUNDS: u32 = 3;
+
+/// The watchdog for one case of the bench's checks (twice a check's default).
+const BENCH_CASE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The source of warm round `round`: a new build each time, since a
 /// comment alone changes nothing NVRTC compiles (it answers from its cache)
@@ -76,58 +80,30 @@ fn median(values: &mut [f64]) -> f64 {
     values[values.len() / 2]
 }
 
-pub fn run(args: BenchArgs) -> ExitCode {
-    let lab = match args.lab.for_file(&args.file) {
-        Ok(lab) => lab,
-        Err(code) => return code,
+pub fn run(args: BenchArgs) -> Result<ExitCode, Refusal> {
+    let lab = args.lab.for_file(&args.file)?;
+    let source = StudentSource::from_path(&args.file, lab)
+        .map_err(|e| Refusal::new(ExitCode::BadSource, e.to_string()))?;
+    let command = super::worker_command(&args.remote)?;
+    // The cold check is a whole one, timing and counters included.
+    let options = RunOptions {
+        case_timeout: BENCH_CASE_TIMEOUT,
+        counters: CountersChoice {
+            on: true,
+            ..CountersChoice::default()
+        },
+        ..RunOptions::default()
     };
-    let source = match StudentSource::from_path(&args.file, lab) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("flashprof: {e}");
-            return ExitCode::BadSource;
-        }
-    };
-    let command = match super::worker_command("flashprof bench", &args.remote) {
-        Ok(c) => c,
-        Err(code) => return code,
-    };
-    let run = match super::LabRun::of("flashprof bench", lab, None, &[]) {
-        Ok(run) => run,
-        Err(code) => return code,
-    };
-    let mut plan = CheckPlan {
-        lab,
-        source_path: args.file.display().to_string(),
-        source_text: source.text().to_string(),
-        cases: run.cases,
-        seed: fresh_seed(),
-        case_timeout: Duration::from_secs(10),
-        timing: Some(TimingPlan {
-            case: run.timing.clone(),
-            config: TimingConfig::default(),
-            timeout: Duration::from_secs(120),
-        }),
-        counters: Some(CountersPlan {
-            case: run.timing,
-            timeout: Duration::from_secs(120),
-            custom_metrics: Vec::new(),
-        }),
-        quick_build: None,
-    };
+    let mut plan = options
+        .plan(lab)?
+        .of_source(args.file.display().to_string(), source.text().to_string());
 
     let mut worker = None;
     eprintln!("cold check (new worker, timing and counters)...");
-    let cold = match run_check(&plan, &command, &mut worker, |_| {}) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("flashprof: {e}");
-            return ExitCode::Environment;
-        }
-    };
+    let cold = run_check(&plan, &command, &mut worker, |_| {})
+        .map_err(|e| Refusal::new(ExitCode::Environment, e.to_string()))?;
     if cold.gpu.is_err() {
-        eprintln!("flashprof: bench needs a GPU");
-        return ExitCode::NoGpu;
+        return Err(Refusal::new(ExitCode::NoGpu, "bench needs a GPU"));
     }
 
     plan.timing = None;
@@ -143,17 +119,21 @@ pub fn run(args: BenchArgs) -> ExitCode {
         }
         plan.source_text = edited_source(&source, round);
         plan.seed = fresh_seed();
-        match run_check(&plan, &command, &mut worker, |_| {}) {
-            Ok(r) if !r.compile.ok => {
-                eprintln!("\nflashprof: the edited source of round {round} did not compile");
-                return ExitCode::BadSource;
-            }
-            Ok(r) if round < args.rounds => warm.push(r),
-            Ok(r) => warm_counters.push(r),
-            Err(e) => {
-                eprintln!("\nflashprof: {e}");
-                return ExitCode::Environment;
-            }
+        let report = run_check(&plan, &command, &mut worker, |_| {}).map_err(|e| {
+            eprintln!();
+            Refusal::new(ExitCode::Environment, e.to_string())
+        })?;
+        if !report.compile.ok {
+            eprintln!();
+            return Err(Refusal::new(
+                ExitCode::BadSource,
+                format!("the edited source of round {round} did not compile"),
+            ));
+        }
+        if round < args.rounds {
+            warm.push(report);
+        } else {
+            warm_counters.push(report);
         }
     }
     eprintln!();
@@ -164,12 +144,14 @@ pub fn run(args: BenchArgs) -> ExitCode {
     text.push_str(&render_warm_counters(&warm_counters));
     print!("{text}");
     if let Some(path) = &args.markdown {
-        if let Err(e) = std::fs::write(path, &text) {
-            eprintln!("flashprof: cannot write {}: {e}", path.display());
-            return ExitCode::Environment;
-        }
+        std::fs::write(path, &text).map_err(|e| {
+            Refusal::new(
+                ExitCode::Environment,
+                format!("cannot write {}: {e}", path.display()),
+            )
+        })?;
     }
-    ExitCode::Pass
+    Ok(ExitCode::Pass)
 }
 
 fn render(args: &BenchArgs, cold: &CheckReport, warm: &[CheckReport]) -> String {

@@ -8,15 +8,16 @@
 //! run's speedup moves with clocks and neighbours on a shared node.
 
 use std::path::PathBuf;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use clap::Args;
 
+use super::plan::{CaseChoice, RunOptions};
+use super::refusal::Refusal;
 use super::ExitCode;
-use crate::app::check::{run_check, CheckPlan, TimingPlan};
+use crate::app::check::run_check;
 use crate::app::gate::{threshold_from_reference, user_gates_path, GateTable, GpuGate};
 use crate::grade::stats::summarize;
-use crate::protocol::TimingConfig;
 use crate::worker::GpuSelection;
 
 /// The tiled reference kernel, embedded so an installed binary can calibrate.
@@ -37,57 +38,37 @@ pub struct CalibrateArgs {
     pub gpu: usize,
 }
 
-pub fn run(args: CalibrateArgs) -> ExitCode {
-    let Some(out) = args.out.clone().or_else(user_gates_path) else {
-        eprintln!("flashprof calibrate: no HOME or XDG_CONFIG_HOME; give --out FILE");
-        return ExitCode::Usage;
-    };
-    let command = match super::worker_command("flashprof calibrate", &args.remote) {
-        Ok(c) => c.on_gpu(GpuSelection::Ordinal(args.gpu)),
-        Err(code) => return code,
-    };
-    let lab = match args.lab.choose(None) {
-        Ok(lab) => lab,
-        Err(code) => return code,
-    };
-    let timing_case = match super::timing_case(lab, &[]) {
-        Ok(case) => case,
-        Err(code) => return code,
+pub fn run(args: CalibrateArgs) -> Result<ExitCode, Refusal> {
+    let out = args.out.clone().or_else(user_gates_path).ok_or_else(|| {
+        Refusal::new(
+            ExitCode::Usage,
+            "no HOME or XDG_CONFIG_HOME; give --out FILE",
+        )
+    })?;
+    let command = super::worker_command(&args.remote)?.on_gpu(GpuSelection::Ordinal(args.gpu));
+    let lab = args.lab.choose(None)?;
+    // The reference timed against the starter on fixed inputs: no cases, no counters.
+    let options = RunOptions {
+        seed: Some(1),
+        cases: CaseChoice::TimingOnly,
+        ..RunOptions::default()
     };
     let reference = lab.reference();
-    let plan = CheckPlan {
-        lab,
-        source_path: reference.path.into(),
-        source_text: reference.text.into(),
-        cases: Vec::new(),
-        seed: 1,
-        case_timeout: Duration::from_secs(5),
-        timing: Some(TimingPlan {
-            case: timing_case,
-            config: TimingConfig::default(),
-            timeout: Duration::from_secs(120),
-        }),
-        counters: None,
-        quick_build: None,
-    };
+    let plan = options
+        .plan(lab)?
+        .of_source(reference.path.into(), reference.text.into());
     let mut worker = None;
     let mut speedups = Vec::new();
     let mut device = None;
     for run in 1..=args.runs {
-        let report = match run_check(&plan, &command, &mut worker, |_| {}) {
-            Ok(r) => r,
-            Err(e) => {
-                eprintln!("flashprof calibrate: {e}");
-                return ExitCode::Environment;
-            }
-        };
-        let gpu = match report.gpu {
-            Ok(gpu) => gpu,
-            Err(problem) => {
-                eprintln!("flashprof calibrate: needs a GPU: {}", problem.describe());
-                return ExitCode::NoGpu;
-            }
-        };
+        let report = run_check(&plan, &command, &mut worker, |_| {})
+            .map_err(|e| Refusal::new(ExitCode::Environment, e.to_string()))?;
+        let gpu = report.gpu.map_err(|problem| {
+            Refusal::new(
+                ExitCode::NoGpu,
+                format!("needs a GPU: {}", problem.describe()),
+            )
+        })?;
         let Some(speedup) = report.timing.as_ref().and_then(|t| t.speedup.as_ref()) else {
             let why = report
                 .timing
@@ -95,8 +76,10 @@ pub fn run(args: CalibrateArgs) -> ExitCode {
                 .and_then(|t| t.withheld())
                 .or(report.timing_error)
                 .unwrap_or_else(|| "the reference was not timed".into());
-            eprintln!("flashprof calibrate: run {run}: no speedup: {why}");
-            return ExitCode::Environment;
+            return Err(Refusal::new(
+                ExitCode::Environment,
+                format!("run {run}: no speedup: {why}"),
+            ));
         };
         println!(
             "run {run}/{}: reference {:.3} ms, starter {:.3} ms, speedup {:.2}x{}",
@@ -113,8 +96,7 @@ pub fn run(args: CalibrateArgs) -> ExitCode {
         w.shutdown();
     }
     let (Some(name), Ok(summary)) = (device, summarize(&speedups)) else {
-        eprintln!("flashprof calibrate: no usable measurement");
-        return ExitCode::Environment;
+        return Err(Refusal::new(ExitCode::Environment, "no usable measurement"));
     };
     let gate = GpuGate {
         lab: lab.name().to_owned(),
@@ -127,20 +109,14 @@ pub fn run(args: CalibrateArgs) -> ExitCode {
         "{}: reference median {:.2}x over {} runs -> speed gate {:.1}x",
         gate.name, summary.median, summary.n, gate.threshold
     );
-    let saved = GateTable::load(&out).and_then(|mut table| {
-        table.upsert(gate);
-        table.save(&out)
-    });
-    match saved {
-        Ok(()) => {
-            println!("written to {}", out.display());
-            ExitCode::Pass
-        }
-        Err(e) => {
-            eprintln!("flashprof calibrate: {e}");
-            ExitCode::Environment
-        }
-    }
+    GateTable::load(&out)
+        .and_then(|mut table| {
+            table.upsert(gate);
+            table.save(&out)
+        })
+        .map_err(|e| Refusal::new(ExitCode::Environment, e.to_string()))?;
+    println!("written to {}", out.display());
+    Ok(ExitCode::Pass)
 }
 
 /// Today's UTC date as `YYYY-MM-DD`.

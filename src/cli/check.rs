@@ -6,15 +6,15 @@ use std::time::Duration;
 
 use clap::Args;
 
+use super::plan::{CaseChoice, CountersChoice, RunOptions};
 use super::refusal::{ErrorContext, Refusal};
 use super::ExitCode;
-use crate::app::check::{run_check, CheckPlan, CountersPlan, TimingPlan};
+use crate::app::check::{run_check, CheckPlan};
 use crate::app::gate::{GateTable, SpeedGate};
 use crate::display::for_display;
 use crate::lab::source::StudentSource;
 use crate::outcome::Progress;
 use crate::outcome::Verdict;
-use crate::protocol::TimingConfig;
 use crate::report::{render_json, render_table};
 
 #[derive(Args, Debug)]
@@ -28,29 +28,21 @@ pub struct CheckArgs {
     /// Print the report as JSON (schema flashprof.check/1, docs/JSON.md) instead of a table.
     #[arg(long)]
     pub json: bool,
-    /// Seed for the random inputs; a report prints the seed it used, so a failure reproduces.
-    #[arg(long)]
-    pub seed: Option<u64>,
+    #[command(flatten)]
+    pub run: super::plan::RunArgs,
     /// A cases file to use instead of the embedded one (format: docs/CASES.md).
     #[arg(long, value_name = "FILE")]
     pub cases: Option<PathBuf>,
-    /// Watchdog per case, in seconds: a case still running after this is reported as a timeout.
-    #[arg(long, default_value_t = 5.0, value_parser = positive_seconds)]
-    pub case_timeout: f64,
-    /// Skip timing against the starter.
-    #[arg(long)]
-    pub no_timing: bool,
     /// Timed launches of each kernel.
     #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u32).range(3..=1000))]
     pub repetitions: u32,
     /// Collect hardware counters (CUPTI) after the timing: a one-pass quick set, then
     /// SM throughput, the L2 hit rate and every unit's load (docs/COUNTERS.md). Off by
     /// default so the verdict is never delayed; the TUI always collects them.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "no_counters")]
     pub counters: bool,
-    /// Never collect hardware counters, even with --metrics or --counters-case.
-    #[arg(long, conflicts_with = "counters")]
-    pub no_counters: bool,
+    #[command(flatten)]
+    pub no_counters: super::plan::NoCountersArg,
     /// Collect these CUPTI metrics (comma-separated) instead of the quick and full sets (implies --counters).
     #[arg(long, value_delimiter = ',', value_name = "METRIC,...")]
     pub metrics: Vec<String>,
@@ -74,40 +66,45 @@ pub struct CheckArgs {
     pub sanitize: bool,
 }
 
-pub fn positive_seconds(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(s) if s > 0.0 && s.is_finite() && s <= 3600.0 => Ok(s),
-        _ => Err(format!(
-            "expected seconds between 0 and 3600, found `{text}`"
-        )),
-    }
-}
-
-/// A seed that differs on every run: fresh inputs each time unless `--seed` is given.
-pub fn fresh_seed() -> u64 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
-    (nanos ^ (std::process::id() as u64).rotate_left(32)) % 1_000_000_000_000
-}
-
-pub fn run(args: CheckArgs) -> ExitCode {
+pub fn run(args: CheckArgs) -> Result<ExitCode, Refusal> {
     let mut context = ErrorContext {
         command: "check".into(),
         source_path: Some(args.file.display().to_string()),
         lab: args.lab.lab.clone(),
     };
-    match checked(&args, &mut context) {
-        Ok(code) => code,
-        Err(refusal) => refusal.report_as("flashprof", args.json.then_some(&context)),
+    checked(&args, &mut context).map_err(|refusal| refusal.with_json(args.json.then_some(context)))
+}
+
+impl CheckArgs {
+    /// What these options ask of the check.
+    pub(super) fn options(&self) -> RunOptions {
+        let on = !self.no_counters.no_counters
+            && (self.counters || !self.metrics.is_empty() || self.counters_case.is_some());
+        let mut options = self.run.options(on);
+        if let Some(config) = &mut options.timing {
+            config.repetitions = self.repetitions;
+            config.cold_l2 = !self.warm_l2;
+        }
+        RunOptions {
+            cases: self
+                .case
+                .clone()
+                .map_or(CaseChoice::Every, CaseChoice::Only),
+            cases_file: self.cases.clone(),
+            timing_shape: self.timing_shape.clone(),
+            counters: CountersChoice {
+                on,
+                case: self.counters_case.clone(),
+                metrics: self.metrics.clone(),
+            },
+            ..options
+        }
     }
 }
 
 /// The check, or why it stopped before it had a report.
 fn checked(args: &CheckArgs, context: &mut ErrorContext) -> Result<ExitCode, Refusal> {
-    let path = args.file.display().to_string();
-    let lab = args.lab.for_file_or_refusal(&args.file)?;
+    let lab = args.lab.for_file(&args.file)?;
     context.lab = Some(lab.name().to_owned());
     let source = StudentSource::from_path(&args.file, lab).map_err(|e| {
         // The message quotes the file's name and text: shown neutralised.
@@ -119,65 +116,11 @@ fn checked(args: &CheckArgs, context: &mut ErrorContext) -> Result<ExitCode, Ref
         .then(crate::app::sanitize::locate)
         .transpose()
         .map_err(|message| Refusal::new(ExitCode::Environment, format!("--sanitize: {message}")))?;
-    let super::LabRun {
-        mut cases,
-        timing: timing_case,
-    } = super::LabRun::load(lab, args.cases.as_deref(), &args.timing_shape)?;
-    if let Some(name) = &args.case {
-        if !cases.iter().any(|c| &c.name == name) {
-            let names: Vec<&str> = cases.iter().map(|c| c.name.as_str()).collect();
-            return Err(Refusal::new(
-                ExitCode::Usage,
-                format!("no case named `{name}` (cases: {})", names.join(", ")),
-            ));
-        }
-        cases.retain(|c| &c.name == name);
-    }
-    let counters_case = match &args.counters_case {
-        None => timing_case.clone(),
-        Some(name) => match cases.iter().find(|c| &c.name == name) {
-            Some(case) if lab.own_tensors(case).is_some() => {
-                return Err(Refusal::new(
-                    ExitCode::Usage,
-                    format!("case `{name}` brings its own tensors; pick a generated case for --counters-case"),
-                ));
-            }
-            Some(case) => case.clone(),
-            None => {
-                let names: Vec<&str> = cases.iter().map(|c| c.name.as_str()).collect();
-                return Err(Refusal::new(
-                    ExitCode::Usage,
-                    format!("no case named `{name}` (cases: {})", names.join(", ")),
-                ));
-            }
-        },
-    };
-    let wants_counters = !args.no_counters
-        && (args.counters || !args.metrics.is_empty() || args.counters_case.is_some());
-    let plan = CheckPlan {
-        lab,
-        source_path: path,
-        source_text: source.text().to_string(),
-        cases,
-        seed: args.seed.unwrap_or_else(fresh_seed),
-        case_timeout: Duration::from_secs_f64(args.case_timeout),
-        timing: (!args.no_timing).then_some(TimingPlan {
-            case: timing_case,
-            config: TimingConfig {
-                repetitions: args.repetitions,
-                cold_l2: !args.warm_l2,
-                ..TimingConfig::default()
-            },
-            timeout: Duration::from_secs(120),
-        }),
-        counters: wants_counters.then_some(CountersPlan {
-            case: counters_case,
-            timeout: Duration::from_secs(120),
-            custom_metrics: args.metrics.clone(),
-        }),
-        quick_build: None,
-    };
-    let command = super::worker_command_or_refusal(&args.remote)?;
+    let plan = args
+        .options()
+        .plan(lab)?
+        .of_source(args.file.display().to_string(), source.text().to_string());
+    let command = super::worker_command(&args.remote)?;
     let mut worker = None;
     // A status line only makes sense on a terminal; in a log it is noise.
     let show_progress_line = !args.json && std::io::stderr().is_terminal();

@@ -8,20 +8,17 @@
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use clap::Args;
 
-use super::check::fresh_seed;
+use super::plan::RunOptions;
 use super::refusal::{ErrorContext, Refusal};
 use super::ExitCode;
-use crate::app::check::{run_check_alone, CheckPlan, CountersPlan, TimingPlan};
+use crate::app::check::run_check_alone;
 use crate::app::gate::{GateTable, SpeedGate};
 use crate::display::for_display;
-use crate::lab::definition::LabRef;
 use crate::lab::source::StudentSource;
 use crate::outcome::CheckReport;
-use crate::protocol::TimingConfig;
 use crate::report::compare::{render_compare_json, render_compare_table, Palette, Side};
 use crate::tui::{run_compare, CompareSetup};
 use crate::worker::GpuSelection;
@@ -40,30 +37,20 @@ pub struct CompareArgs {
     /// Print JSON (schema flashprof.compare/1, docs/TA.md) instead of a table.
     #[arg(long)]
     pub json: bool,
-    /// Seed for the inputs both kernels see.
-    #[arg(long)]
-    pub seed: Option<u64>,
-    /// Skip timing (and so the counters and the speed gate).
-    #[arg(long)]
-    pub no_timing: bool,
-    /// Skip the hardware counters.
-    #[arg(long)]
-    pub no_counters: bool,
+    /// Both kernels see the same inputs; without timing there are no counters.
+    #[command(flatten)]
+    pub run: super::plan::RunArgs,
+    #[command(flatten)]
+    pub no_counters: super::plan::NoCountersArg,
     /// The GPU ordinal both kernels run on.
     #[arg(long, default_value_t = 0)]
     pub gpu: usize,
-    /// Watchdog per case, in seconds.
-    #[arg(long, default_value_t = 5.0, value_parser = super::check::positive_seconds)]
-    pub case_timeout: f64,
     /// Keep watching both files and compare again on every save of either (the TUI).
     #[arg(long, conflicts_with = "json")]
     pub watch: bool,
 }
 
-/// How long the timing step (and each counters tier) may take.
-const TIMING_TIMEOUT: Duration = Duration::from_secs(120);
-
-pub fn run(args: CompareArgs) -> ExitCode {
+pub fn run(args: CompareArgs) -> Result<ExitCode, Refusal> {
     if args.watch {
         return watch(args);
     }
@@ -72,15 +59,12 @@ pub fn run(args: CompareArgs) -> ExitCode {
         source_path: None,
         lab: args.lab.lab.clone(),
     };
-    match compared(&args, &mut context) {
-        Ok(code) => code,
-        Err(refusal) => refusal.report_as("flashprof compare", args.json.then_some(&context)),
-    }
+    compared(&args, &mut context).map_err(|refusal| refusal.with_json(args.json.then_some(context)))
 }
 
 /// The comparison, or why it stopped before it had both reports.
 fn compared(args: &CompareArgs, context: &mut ErrorContext) -> Result<ExitCode, Refusal> {
-    let lab = args.lab.for_file_or_refusal(&args.a)?;
+    let lab = args.lab.for_file(&args.a)?;
     context.lab = Some(lab.name().to_owned());
     let mut sources = Vec::with_capacity(2);
     for path in [&args.a, &args.b] {
@@ -91,21 +75,15 @@ fn compared(args: &CompareArgs, context: &mut ErrorContext) -> Result<ExitCode, 
     }
     context.source_path = None;
     super::proven_oracle(lab)?;
-    let command =
-        super::worker_command_or_refusal(&args.remote)?.on_gpu(GpuSelection::Ordinal(args.gpu));
-    let seed = args.seed.unwrap_or_else(fresh_seed);
-    let template = plan_template(args, lab, seed)?;
+    let command = super::worker_command(&args.remote)?.on_gpu(GpuSelection::Ordinal(args.gpu));
+    let template = args.options().plan(lab)?;
     let show_progress = !args.json && std::io::stderr().is_terminal();
     let mut reports: Vec<CheckReport> = Vec::with_capacity(2);
     for (label, (path, source)) in ["A", "B"].iter().zip(sources) {
         if show_progress {
             eprint!("\r\x1b[2Kchecking {label}: {path}...");
         }
-        let plan = CheckPlan {
-            source_path: path,
-            source_text: source.text().to_string(),
-            ..template.clone()
-        };
+        let plan = template.of_source(path, source.text().to_string());
         let report = run_check_alone(&plan, &command, |_| {});
         match report {
             Ok(r) => reports.push(r),
@@ -149,57 +127,25 @@ fn compared(args: &CompareArgs, context: &mut ErrorContext) -> Result<ExitCode, 
     })
 }
 
-/// Both kernels' checks, but for the file and its text.
-fn plan_template(args: &CompareArgs, lab: LabRef, seed: u64) -> Result<CheckPlan, Refusal> {
-    let run = super::LabRun::load(lab, None, &[])?;
-    Ok(CheckPlan {
-        lab,
-        source_path: String::new(),
-        source_text: String::new(),
-        cases: run.cases,
-        seed,
-        case_timeout: Duration::from_secs_f64(args.case_timeout),
-        timing: (!args.no_timing).then_some(TimingPlan {
-            case: run.timing.clone(),
-            config: TimingConfig::default(),
-            timeout: TIMING_TIMEOUT,
-        }),
-        counters: (!args.no_timing && !args.no_counters).then(|| CountersPlan {
-            case: run.timing,
-            timeout: TIMING_TIMEOUT,
-            custom_metrics: Vec::new(),
-        }),
-        quick_build: None,
-    })
+impl CompareArgs {
+    /// What both kernels' checks ask for: counters only with the timing.
+    pub(super) fn options(&self) -> RunOptions {
+        self.run
+            .options(!self.run.no_timing && !self.no_counters.no_counters)
+    }
 }
 
 /// `--watch`: the compare screen, until the user quits.
-fn watch(args: CompareArgs) -> ExitCode {
-    let lab = match args.lab.for_file(&args.a) {
-        Ok(lab) => lab,
-        Err(code) => return code,
-    };
-    if let Err(code) = super::require_proven_oracle("flashprof compare", lab) {
-        return code;
-    }
-    let command = match super::worker_command("flashprof compare", &args.remote) {
-        Ok(c) => c.on_gpu(GpuSelection::Ordinal(args.gpu)),
-        Err(code) => return code,
-    };
-    let plan = match plan_template(&args, lab, args.seed.unwrap_or_else(fresh_seed)) {
-        Ok(plan) => plan,
-        Err(refusal) => return refusal.report("flashprof compare"),
-    };
+fn watch(args: CompareArgs) -> Result<ExitCode, Refusal> {
+    let lab = args.lab.for_file(&args.a)?;
+    super::proven_oracle(lab)?;
+    let command = super::worker_command(&args.remote)?.on_gpu(GpuSelection::Ordinal(args.gpu));
     let setup = CompareSetup {
-        plan,
+        plan: args.options().plan(lab)?,
         files: [args.a, args.b],
         command,
     };
-    match run_compare(setup) {
-        Ok(()) => ExitCode::Pass,
-        Err(e) => {
-            eprintln!("flashprof compare: {e:#}");
-            ExitCode::Environment
-        }
-    }
+    run_compare(setup)
+        .map(|()| ExitCode::Pass)
+        .map_err(|e| Refusal::new(ExitCode::Environment, format!("{e:#}")))
 }

@@ -6,11 +6,11 @@
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use clap::Args;
 
-use super::check::fresh_seed;
+use super::refusal::Refusal;
 use super::ExitCode;
 use crate::app::batch::journal::{self, GradeMode, JOURNAL_FILE};
 use crate::app::batch::lock::{LockError, OutLock};
@@ -19,10 +19,8 @@ use crate::app::batch::output::{write_atomically, write_outputs, GRADEBOOK_CSV};
 use crate::app::batch::shard::Shard;
 use crate::app::batch::submissions::{discover_dir, from_files};
 use crate::app::batch::{run_batch, BatchError, BatchEvent, BatchPlan};
-use crate::app::check::TimingPlan;
 use crate::app::gate::GateTable;
 use crate::gpu::device;
-use crate::protocol::TimingConfig;
 use crate::worker::GpuSelection;
 
 #[derive(Args, Debug)]
@@ -58,41 +56,26 @@ pub struct GradeArgs {
     /// over each submission on the first case; a hazard fails it (docs/SANITIZER.md).
     #[arg(long, conflicts_with_all = ["compile_only", "merge"])]
     pub sanitize: bool,
-    /// Seed for the inputs (default: the journal's, so a resumed run keeps its inputs; else fresh).
-    #[arg(long)]
-    pub seed: Option<u64>,
-    /// Watchdog per case, in seconds.
-    #[arg(long, default_value_t = 5.0, value_parser = super::check::positive_seconds)]
-    pub case_timeout: f64,
-    /// Skip timing against the starter (and so the speed gate).
-    #[arg(long)]
-    pub no_timing: bool,
+    /// Without --seed, a resumed run keeps its journal's seed, so its inputs.
+    #[command(flatten)]
+    pub run: super::plan::RunArgs,
 }
 
-pub fn run(args: GradeArgs) -> ExitCode {
+pub fn run(args: GradeArgs) -> Result<ExitCode, Refusal> {
     if args.merge {
         return merge(&args);
     }
     // The class is graded against the lab the TA names, never a file's choice.
-    let lab = match args.lab.choose(None) {
-        Ok(lab) => lab,
-        Err(code) => return code,
-    };
+    let lab = args.lab.choose(None)?;
+    let usage = |message: String| Refusal::new(ExitCode::Usage, message);
     let submissions = match args.inputs.as_slice() {
-        [dir] if dir.is_dir() => match discover_dir(dir) {
-            Ok(found) => found,
-            Err(e) => {
-                eprintln!("flashprof grade: {e}");
-                return ExitCode::Usage;
-            }
-        },
+        [dir] if dir.is_dir() => discover_dir(dir).map_err(|e| usage(e.to_string()))?,
         files => {
             if let Some(dir) = files.iter().find(|f| f.is_dir()) {
-                eprintln!(
-                    "flashprof grade: {} is a folder; give one folder, or files only",
+                return Err(usage(format!(
+                    "{} is a folder; give one folder, or files only",
                     dir.display()
-                );
-                return ExitCode::Usage;
+                )));
             }
             from_files(files)
         }
@@ -101,57 +84,31 @@ pub fn run(args: GradeArgs) -> ExitCode {
         Some(shard) => shard.select(submissions),
         None => submissions,
     };
-    let (mode, slots) = match worker_slots(&args) {
-        Ok(s) => s,
-        Err(message) => {
-            eprintln!("flashprof grade: {message}");
-            return ExitCode::Usage;
-        }
-    };
+    let (mode, slots) = worker_slots(&args).map_err(usage)?;
     if mode == GradeMode::Full {
-        if let Err(code) = super::require_proven_oracle("flashprof grade", lab) {
-            return code;
-        }
+        super::proven_oracle(lab)?;
     }
-    let gates = match GateTable::effective() {
-        Ok(g) => g,
-        Err(e) => {
-            eprintln!("flashprof grade: {e}");
-            return ExitCode::Environment;
-        }
-    };
-    let command = match super::worker_command("flashprof grade", &args.remote) {
-        Ok(c) => c,
-        Err(code) => return code,
-    };
-    let run = match super::LabRun::of("flashprof grade", lab, None, &[]) {
-        Ok(run) => run,
-        Err(code) => return code,
-    };
-    let sanitizer = match args.sanitize.then(crate::app::sanitize::locate).transpose() {
-        Ok(found) => found,
-        Err(message) => {
-            eprintln!("flashprof grade: --sanitize: {message}");
-            return ExitCode::Environment;
-        }
-    };
+    let gates =
+        GateTable::effective().map_err(|e| Refusal::new(ExitCode::Environment, e.to_string()))?;
+    let command = super::worker_command(&args.remote)?;
+    let sanitizer = args
+        .sanitize
+        .then(crate::app::sanitize::locate)
+        .transpose()
+        .map_err(|message| Refusal::new(ExitCode::Environment, format!("--sanitize: {message}")))?;
+    let mut options = args.run.options(false);
+    // A compile-only run times nothing; a resumed one keeps its journal's inputs.
+    if mode != GradeMode::Full {
+        options.timing = None;
+    }
+    options.seed = options.seed.or_else(|| journal_seed(&args));
     let plan = BatchPlan {
         sanitizer,
-        lab,
-        seed: args
-            .seed
-            .unwrap_or_else(|| journal_seed(&args).unwrap_or_else(fresh_seed)),
+        check: options.plan(lab)?,
         submissions,
         out_dir: args.out.clone(),
         mode,
         slots,
-        cases: run.cases,
-        case_timeout: Duration::from_secs_f64(args.case_timeout),
-        timing: (mode == GradeMode::Full && !args.no_timing).then_some(TimingPlan {
-            case: run.timing,
-            config: TimingConfig::default(),
-            timeout: Duration::from_secs(120),
-        }),
         gates,
     };
     let mut bar = ProgressBar::new(std::io::stderr().is_terminal());
@@ -166,20 +123,14 @@ pub fn run(args: GradeArgs) -> ExitCode {
                 s.errors,
                 args.out.join(GRADEBOOK_CSV).display()
             );
-            if s.errors > 0 {
+            Ok(if s.errors > 0 {
                 ExitCode::Environment
             } else {
                 ExitCode::Pass
-            }
+            })
         }
-        Err(e @ BatchError::Locked(LockError::Busy { .. })) => {
-            eprintln!("flashprof grade: {e}");
-            ExitCode::Usage
-        }
-        Err(e) => {
-            eprintln!("flashprof grade: {e}");
-            ExitCode::Environment
-        }
+        Err(e @ BatchError::Locked(LockError::Busy { .. })) => Err(usage(e.to_string())),
+        Err(e) => Err(Refusal::new(ExitCode::Environment, e.to_string())),
     }
 }
 
@@ -229,55 +180,48 @@ fn worker_slots(args: &GradeArgs) -> Result<(GradeMode, Vec<GpuSelection>), Stri
     ))
 }
 
-fn merge(args: &GradeArgs) -> ExitCode {
+fn merge(args: &GradeArgs) -> Result<ExitCode, Refusal> {
     if is_among(&args.out, &args.inputs) {
-        eprintln!("flashprof grade --merge: --out must be a new folder, not one of the inputs");
-        return ExitCode::Usage;
+        return Err(Refusal::new(
+            ExitCode::Usage,
+            "--out must be a new folder, not one of the inputs",
+        ));
     }
-    let _lock = match OutLock::acquire(&args.out) {
-        Ok(lock) => lock,
-        Err(e @ LockError::Busy { .. }) => {
-            eprintln!("flashprof grade --merge: {e}");
-            return ExitCode::Usage;
-        }
-        Err(e) => {
-            eprintln!("flashprof grade --merge: {e}");
-            return ExitCode::Environment;
-        }
-    };
-    let merged = match merge_folders(&args.inputs) {
-        Ok(m) => m,
-        Err(e) => {
-            eprintln!("flashprof grade --merge: {e}");
-            return ExitCode::Environment;
-        }
-    };
+    let _lock = OutLock::acquire(&args.out).map_err(|e| {
+        let code = match e {
+            LockError::Busy { .. } => ExitCode::Usage,
+            _ => ExitCode::Environment,
+        };
+        Refusal::new(code, e.to_string())
+    })?;
+    let merged = merge_folders(&args.inputs)
+        .map_err(|e| Refusal::new(ExitCode::Environment, e.to_string()))?;
     for warning in &merged.warnings {
         eprintln!("warning: {warning}");
     }
     let lines: Result<Vec<String>, _> = merged.entries.iter().map(serde_json::to_string).collect();
-    let written = lines.map_err(std::io::Error::other).and_then(|lines| {
-        std::fs::create_dir_all(&args.out)?;
-        let mut text = lines.join("\n");
-        text.push('\n');
-        write_atomically(&args.out.join(JOURNAL_FILE), &text)?;
-        write_outputs(&args.out, &merged.entries, &merged.warnings)
-    });
-    match written {
-        Ok(()) => {
-            println!(
-                "merged {} submissions from {} folders; gradebook: {}",
-                merged.entries.len(),
-                args.inputs.len(),
-                args.out.join(GRADEBOOK_CSV).display()
-            );
-            ExitCode::Pass
-        }
-        Err(e) => {
-            eprintln!("flashprof grade --merge: {}: {e}", args.out.display());
-            ExitCode::Environment
-        }
-    }
+    lines
+        .map_err(std::io::Error::other)
+        .and_then(|lines| {
+            std::fs::create_dir_all(&args.out)?;
+            let mut text = lines.join("\n");
+            text.push('\n');
+            write_atomically(&args.out.join(JOURNAL_FILE), &text)?;
+            write_outputs(&args.out, &merged.entries, &merged.warnings)
+        })
+        .map_err(|e| {
+            Refusal::new(
+                ExitCode::Environment,
+                format!("{}: {e}", args.out.display()),
+            )
+        })?;
+    println!(
+        "merged {} submissions from {} folders; gradebook: {}",
+        merged.entries.len(),
+        args.inputs.len(),
+        args.out.join(GRADEBOOK_CSV).display()
+    );
+    Ok(ExitCode::Pass)
 }
 
 /// A one-line progress bar with an ETA on stderr; silent when stderr is not a terminal.

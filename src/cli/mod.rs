@@ -9,6 +9,7 @@ mod check;
 mod compare;
 mod doctor;
 mod grade;
+mod plan;
 mod refusal;
 mod remote;
 mod tui;
@@ -20,17 +21,12 @@ use std::path::Path;
 use clap::{Parser, Subcommand};
 
 use crate::gpu::compile::QuickBuild;
-use crate::lab::definition::{LabCase, LabRef};
+use crate::lab::definition::LabRef;
 use crate::lab::geometry;
 use crate::lab::registry;
 use crate::lab::source::{read_regular_file, FollowLinks, MAX_SOURCE_BYTES};
 
 pub use crate::outcome::ExitCode;
-
-/// The oracle's golden proof, or the exit code with which `program` refuses to grade.
-fn require_proven_oracle(program: &str, lab: LabRef) -> Result<(), ExitCode> {
-    proven_oracle(lab).map_err(|r| r.report(program))
-}
 
 /// The oracle's golden proof, or why nothing is graded.
 fn proven_oracle(lab: LabRef) -> Result<(), Refusal> {
@@ -85,12 +81,7 @@ impl LabArg {
     /// declaration, the TUI's memory) when none was, or the first lab. An
     /// unknown `--lab` is a usage error; an unknown declared lab is the
     /// file's fault.
-    fn choose(&self, fallback: Option<&str>) -> Result<LabRef, ExitCode> {
-        self.choosing(fallback).map_err(|r| r.report("flashprof"))
-    }
-
-    /// [`Self::choose`], saying why not instead of printing it.
-    fn choosing(&self, fallback: Option<&str>) -> Result<LabRef, Refusal> {
+    fn choose(&self, fallback: Option<&str>) -> Result<LabRef, Refusal> {
         if let Some(name) = &self.lab {
             return registry::find(name)
                 .map(LabRef)
@@ -108,14 +99,8 @@ impl LabArg {
     }
 
     /// The lab for checking `file`: `--lab`, else what the file declares.
-    fn for_file(&self, file: &Path) -> Result<LabRef, ExitCode> {
-        self.for_file_or_refusal(file)
-            .map_err(|r| r.report("flashprof"))
-    }
-
-    /// [`Self::for_file`], saying why not instead of printing it.
-    fn for_file_or_refusal(&self, file: &Path) -> Result<LabRef, Refusal> {
-        self.choosing(declared_lab_of(file).as_deref())
+    fn for_file(&self, file: &Path) -> Result<LabRef, Refusal> {
+        self.choose(declared_lab_of(file).as_deref())
     }
 }
 
@@ -127,83 +112,15 @@ fn declared_lab_of(file: &Path) -> Option<String> {
     geometry::declared_lab(&String::from_utf8_lossy(&read.bytes)).map(|(_, name)| name)
 }
 
-/// The lab's cases: its embedded set, or a cases file.
-fn load_cases(lab: LabRef, file: Option<&Path>) -> Result<Vec<LabCase>, String> {
-    match file {
-        None => lab
-            .parse_cases(lab.embedded_cases(), "(embedded cases)", Path::new("."))
-            .map_err(|e| e.to_string()),
-        Some(file) => {
-            let text = std::fs::read_to_string(file)
-                .map_err(|e| format!("cannot read cases file {}: {e}", file.display()))?;
-            let base = file.parent().unwrap_or(Path::new("."));
-            lab.parse_cases(&text, &file.display().to_string(), base)
-                .map_err(|e| e.to_string())
-        }
-    }
-}
-
-/// What a command that runs a lab's kernels needs: the cases and the timing shape.
-struct LabRun {
-    cases: Vec<LabCase>,
-    timing: LabCase,
-}
-
-impl LabRun {
-    /// The lab's cases (embedded, or `cases_file`) and its timing shape with
-    /// `--timing-shape` overrides; a failure is reported as `program`'s.
-    fn of(
-        program: &str,
-        lab: LabRef,
-        cases_file: Option<&Path>,
-        timing_shape: &[String],
-    ) -> Result<Self, ExitCode> {
-        Self::load(lab, cases_file, timing_shape).map_err(|r| r.report(program))
-    }
-
-    /// [`Self::of`], saying why not instead of printing it.
-    fn load(
-        lab: LabRef,
-        cases_file: Option<&Path>,
-        timing_shape: &[String],
-    ) -> Result<Self, Refusal> {
-        let cases =
-            load_cases(lab, cases_file).map_err(|e| Refusal::new(ExitCode::Environment, e))?;
-        Ok(Self {
-            cases,
-            timing: timing_shape_case(lab, timing_shape)?,
-        })
-    }
-}
-
-/// The lab's timing shape as a case, with `--timing-shape KEY=VALUE` overrides.
-fn timing_case(lab: LabRef, overrides: &[String]) -> Result<LabCase, ExitCode> {
-    timing_shape_case(lab, overrides).map_err(|r| r.report("flashprof"))
-}
-
-/// [`timing_case`], saying why not instead of printing it.
-fn timing_shape_case(lab: LabRef, overrides: &[String]) -> Result<LabCase, Refusal> {
-    let pairs: Result<Vec<(String, String)>, String> = overrides
-        .iter()
-        .map(|pair| {
-            pair.split_once('=')
-                .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
-                .ok_or_else(|| format!("expected KEY=VALUE, found `{pair}`"))
-        })
-        .collect();
-    pairs
-        .and_then(|pairs| lab.timing_case(&pairs))
-        .map_err(|e| Refusal::new(ExitCode::Usage, format!("--timing-shape: {e}")))
-}
-
 /// `flashprof WORD` where WORD is neither a file nor a command (`flashprof
 /// chek`): refused with the nearest command, exit 2, and no file is written.
-fn unknown_word(args: &tui::TuiArgs) -> Option<ExitCode> {
-    let file = args.file.as_ref()?;
-    let word = file.to_str()?;
+fn unknown_word(args: &tui::TuiArgs) -> Result<(), Refusal> {
+    let Some(word) = args.file.as_ref().and_then(|f| f.to_str()) else {
+        return Ok(());
+    };
     let bare = !word.is_empty() && !word.contains(['/', '.']);
-    if !bare || file.exists() {
-        return None;
+    if !bare || Path::new(word).exists() {
+        return Ok(());
     }
     use clap::CommandFactory;
     let command = Cli::command();
@@ -219,12 +136,14 @@ fn unknown_word(args: &tui::TuiArgs) -> Option<ExitCode> {
             names.join(", ")
         ),
     };
-    eprintln!("flashprof: `{word}`: no such command or file; {hint}");
-    Some(ExitCode::Usage)
+    Err(Refusal::new(
+        ExitCode::Usage,
+        format!("`{word}`: no such command or file; {hint}"),
+    ))
 }
 
 /// `flashprof labs`: one line per lab.
-fn list_labs() -> ExitCode {
+fn list_labs() -> Result<ExitCode, Refusal> {
     for lab in registry::labs() {
         println!(
             "{:<16} {:<20} {}",
@@ -233,20 +152,12 @@ fn list_labs() -> ExitCode {
             lab.description()
         );
     }
-    ExitCode::Pass
+    Ok(ExitCode::Pass)
 }
 
 /// This executable re-entered as a worker (or, with `--gpu-host` /
-/// `--gpu-slurm`, flashprof on the node), or the exit code for not finding it.
+/// `--gpu-slurm`, flashprof on the node), or why it cannot be.
 fn worker_command(
-    program: &str,
-    remote: &remote::RemoteArgs,
-) -> Result<crate::app::worker_handle::WorkerCommand, ExitCode> {
-    worker_command_or_refusal(remote).map_err(|r| r.report(program))
-}
-
-/// [`worker_command`], saying why not instead of printing it.
-fn worker_command_or_refusal(
     remote: &remote::RemoteArgs,
 ) -> Result<crate::app::worker_handle::WorkerCommand, Refusal> {
     let local = crate::app::worker_handle::WorkerCommand::current_exe().map_err(|e| {
@@ -328,30 +239,44 @@ pub fn main() -> u8 {
             };
         }
     };
-    match cli.command {
-        None => match unknown_word(&cli.tui) {
-            Some(code) => code as u8,
-            None => tui::run(cli.tui) as u8,
-        },
-        Some(Command::Doctor(args)) => doctor::run(args) as u8,
-        Some(Command::Check(args)) => check::run(args) as u8,
-        Some(Command::Calibrate(args)) => calibrate::run(args) as u8,
-        Some(Command::Compare(args)) => compare::run(args) as u8,
-        Some(Command::Grade(args)) => grade::run(args) as u8,
-        Some(Command::Replay(args)) => tui::replay(args) as u8,
-        Some(Command::Bench(args)) => bench::run(args) as u8,
-        Some(Command::Labs) => list_labs() as u8,
+    let program = cli.command.as_ref().map_or("flashprof", Command::program);
+    let ran = match cli.command {
+        None => unknown_word(&cli.tui).and_then(|()| tui::run(cli.tui)),
+        Some(Command::Doctor(args)) => Ok(doctor::run(args)),
+        Some(Command::Check(args)) => check::run(args),
+        Some(Command::Calibrate(args)) => calibrate::run(args),
+        Some(Command::Compare(args)) => compare::run(args),
+        Some(Command::Grade(args)) => grade::run(args),
+        Some(Command::Replay(args)) => tui::replay(args),
+        Some(Command::Bench(args)) => bench::run(args),
+        Some(Command::Labs) => list_labs(),
         Some(Command::SandboxProbe { paths }) => {
             let report = crate::worker::sandbox::probe(&paths);
             println!("level: {:?}", report.level);
-            0
+            Ok(ExitCode::Pass)
         }
-        Some(Command::Worker) => match crate::worker::main() {
-            Ok(()) => 0,
-            Err(e) => {
-                eprintln!("flashprof worker: {e:#}");
-                ExitCode::Environment as u8
-            }
-        },
+        Some(Command::Worker) => crate::worker::main()
+            .map(|()| ExitCode::Pass)
+            .map_err(|e| Refusal::new(ExitCode::Environment, format!("{e:#}"))),
+    };
+    // Every command's stop is shown here, one way.
+    match ran {
+        Ok(code) => code as u8,
+        Err(refusal) => refusal.report(program) as u8,
+    }
+}
+
+impl Command {
+    /// The name a command's messages begin with.
+    fn program(&self) -> &'static str {
+        match self {
+            Self::Compare(_) => "flashprof compare",
+            Self::Grade(args) if args.merge => "flashprof grade --merge",
+            Self::Grade(_) => "flashprof grade",
+            Self::Calibrate(_) => "flashprof calibrate",
+            Self::Bench(_) => "flashprof bench",
+            Self::Worker => "flashprof worker",
+            _ => "flashprof",
+        }
     }
 }

@@ -6,6 +6,7 @@
 use serde::Serialize;
 
 use super::ExitCode;
+use crate::display::for_display;
 
 /// Schema of the document printed when a command stops before its report.
 pub const ERROR_SCHEMA: &str = "flashprof.error/1";
@@ -17,6 +18,9 @@ pub struct Refusal {
     pub message: String,
     /// What to do about it, when there is one thing to do.
     pub fix: Option<String>,
+    /// Under `--json`: what the error document says about the command.
+    /// (Boxed: a refusal travels in every command's `Result`.)
+    pub json_context: Option<Box<ErrorContext>>,
 }
 
 impl Refusal {
@@ -25,24 +29,33 @@ impl Refusal {
             code,
             message: message.into(),
             fix: None,
+            json_context: None,
         }
     }
 
-    /// Prints the message on stderr (as `program: message`) and returns the code.
+    /// The same refusal, printed as a `flashprof.error/1` document on
+    /// stdout too when `json` is given (the command ran under `--json`).
+    pub fn with_json(self, json_context: Option<ErrorContext>) -> Self {
+        Self {
+            json_context: json_context.map(Box::new),
+            ..self
+        }
+    }
+
+    /// Prints the error document (under `--json`) and the message on stderr
+    /// (as `program: message`), and returns the code. The one place a
+    /// command's stop is shown: the message can quote a student's file or
+    /// a remote node's words, so a terminal sees it neutralised
+    /// ([`for_display`]); the JSON keeps the exact text.
     pub fn report(self, program: &str) -> ExitCode {
-        eprintln!("{program}: {}", self.message);
-        if let Some(fix) = &self.fix {
-            eprintln!("{program}: fix: {fix}");
-        }
-        self.code
-    }
-
-    /// [`Self::report`], and under `json` the error document on stdout.
-    pub fn report_as(self, program: &str, json: Option<&ErrorContext>) -> ExitCode {
-        if let Some(context) = json {
+        if let Some(context) = &self.json_context {
             println!("{}", self.json(context));
         }
-        self.report(program)
+        eprintln!("{program}: {}", for_display(&self.message));
+        if let Some(fix) = &self.fix {
+            eprintln!("{program}: fix: {}", for_display(fix));
+        }
+        self.code
     }
 
     /// The `flashprof.error/1` document.

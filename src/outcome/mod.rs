@@ -65,6 +65,48 @@ pub enum Progress {
     CountersFinished(CountersResult),
 }
 
+/// How the link to a remote worker failed (docs/REMOTE.md), as the screens
+/// need it: what asks again is a new connection, or a new Slurm allocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkLoss {
+    /// ssh could not connect, or the connection dropped.
+    Connection,
+    /// The Slurm allocation the worker ran in is over, or none was granted.
+    Allocation,
+}
+
+/// Cases a check left unrun because the link to its remote worker failed:
+/// how it failed, and the first such case's words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkLost {
+    pub loss: LinkLoss,
+    pub message: String,
+}
+
+/// Why a check stopped before it had a report, and whether a failed link
+/// to a remote worker was the cause.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckStopped {
+    pub message: String,
+    pub link: Option<LinkLoss>,
+}
+
+impl CheckStopped {
+    /// A stop that is no link's fault.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            link: None,
+        }
+    }
+}
+
+impl std::fmt::Display for CheckStopped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
 /// One tier of counters, or why there are none.
 pub type CountersResult = Result<CountersOutcome, CountersUnavailableReport>;
 
@@ -108,6 +150,11 @@ pub struct CheckReport {
     /// The quick build whose verdicts came first, when the check made one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quick_build: Option<builds::QuickBuildReport>,
+    /// Set when cases were not run because the link to a remote worker
+    /// failed; the cases' own words say so in every output, so this is
+    /// never stored and `--json` is unchanged.
+    #[serde(skip)]
+    pub link_lost: Option<LinkLost>,
 }
 
 /// The lab's one line for a check with these cases.

@@ -80,7 +80,7 @@ fn serve(
             Err(CheckError::Superseded) => Msg::RunSuperseded(run),
             result => Msg::RunFinished {
                 run,
-                result: result.map(Box::new).map_err(|e| e.to_string()),
+                result: result.map(Box::new).map_err(|e| e.stopped()),
             },
         };
         if messages.send(finished).is_err() {

@@ -12,7 +12,7 @@ use std::time::Duration;
 use crossterm::event::{KeyEvent, MouseEvent};
 
 use crate::app::history::{DiffLine, RunSummary};
-use crate::outcome::{CheckReport, Progress};
+use crate::outcome::{CheckReport, CheckStopped, Progress};
 
 /// Numbers the checks of one session, so late progress from an old check
 /// can never be mistaken for the current one.
@@ -35,7 +35,7 @@ pub enum Msg {
     },
     RunFinished {
         run: RunId,
-        result: Result<Box<CheckReport>, String>,
+        result: Result<Box<CheckReport>, CheckStopped>,
     },
     /// The check stopped because a newer save made its text stale.
     RunSuperseded(RunId),

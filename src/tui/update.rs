@@ -18,7 +18,7 @@ use super::model::{CaseRow, Completed, CountersView, LiveRun, Model, Overlay, Ph
 use super::msg::{Effect, Msg, RunId};
 use super::plot::RooflinePlot;
 use super::view::layout::{case_at, Areas};
-use crate::outcome::{CheckReport, CountersResult, Progress};
+use crate::outcome::{CheckReport, CheckStopped, CountersResult, LinkLoss, Progress};
 
 /// Replay speeds a user can step through, as seconds per run.
 const REPLAY_INTERVALS_MS: [u64; 6] = [250, 500, 1000, 2000, 4000, 8000];
@@ -172,12 +172,13 @@ fn on_progress(model: &mut Model, run: RunId, progress: Progress) {
 fn on_run_finished(
     model: &mut Model,
     run: RunId,
-    result: Result<Box<CheckReport>, String>,
+    result: Result<Box<CheckReport>, CheckStopped>,
 ) -> Vec<Effect> {
     let Some(live) = model.live.take_if(|l| l.id == run) else {
         return Vec::new();
     };
     let mut effects = Vec::new();
+    let stopped = result.as_ref().err().cloned();
     match result {
         Ok(report) => {
             // Where the provisional verdicts were wrong, the footer says so:
@@ -217,7 +218,7 @@ fn on_run_finished(
         }
         Err(reason) => model.notice = Some(format!("the check could not run: {reason}")),
     }
-    if let Some(notice) = link_notice(model) {
+    if let Some(notice) = link_notice(model, stopped.as_ref()) {
         model.notice = Some(notice);
     }
     if let Some(next) = model.queued.take() {
@@ -227,22 +228,24 @@ fn on_run_finished(
 }
 
 /// When the remote worker's link failed or its Slurm allocation ended
-/// (docs/REMOTE.md), the footer says so and how to ask again.
-fn link_notice(model: &Model) -> Option<String> {
-    let from_cases = model.last.as_ref().and_then(|c| {
-        c.report
-            .cases
-            .iter()
-            .find(|case| case.status == crate::protocol::CaseStatus::NotRun)
-            .map(|case| case.diagnosis.clone())
-    });
-    let text = model.notice.iter().cloned().chain(from_cases).find(|t| {
-        t.contains("no Slurm allocation") || t.contains("no connection to the GPU node")
-    })?;
-    Some(if text.contains("no Slurm allocation") {
-        format!("{text} -- r (or the next save) asks Slurm for a new allocation")
-    } else {
-        format!("{text} -- r (or the next save) connects again")
+/// (docs/REMOTE.md), the footer says so and how to ask again: the check's
+/// stop when the link stopped it, else the cases the link left unrun in the
+/// report on screen. The hint follows how the link failed, never its words.
+fn link_notice(model: &Model, stopped: Option<&CheckStopped>) -> Option<String> {
+    // A stop's notice is already in the footer.
+    let stopped_by_link = stopped.and_then(|s| s.link).zip(model.notice.clone());
+    let (loss, text) = match stopped_by_link {
+        Some(found) => found,
+        None => {
+            let lost = model.last.as_ref()?.report.link_lost.as_ref()?;
+            (lost.loss, lost.message.clone())
+        }
+    };
+    Some(match loss {
+        LinkLoss::Allocation => {
+            format!("{text} -- r (or the next save) asks Slurm for a new allocation")
+        }
+        LinkLoss::Connection => format!("{text} -- r (or the next save) connects again"),
     })
 }
 

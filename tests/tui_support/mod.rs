@@ -337,6 +337,7 @@ pub fn report(
         sanitizer: None,
         quick_build: None,
         phases: PhaseTimes::default(),
+        link_lost: None,
     }
 }
 

@@ -22,28 +22,24 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use self::journal::{GradeMode, GradingKey, JournalEntry, JournalWriter, JOURNAL_FILE};
 use self::submissions::{LoadedSubmission, Submission};
-use super::check::{run_check, CheckPlan, TimingPlan};
+use super::check::{run_check, CheckPlan};
 use super::gate::{GateTable, SpeedGate};
 use super::worker_handle::WorkerCommand;
 use crate::app::history::content_hash;
-use crate::lab::definition::{LabCase, LabRef};
 use crate::outcome::Verdict;
 use crate::worker::GpuSelection;
 
 /// One grading run.
 #[derive(Debug, Clone)]
 pub struct BatchPlan {
-    /// The lab the whole class is graded against.
-    pub lab: LabRef,
+    /// Every submission's check but for its file: the lab the whole class
+    /// is graded against, the cases, the seed, the watchdog and the timing.
+    pub check: CheckPlan,
     pub submissions: Vec<Submission>,
     pub out_dir: PathBuf,
     pub mode: GradeMode,
-    pub seed: u64,
     /// One entry per concurrent worker: the device it opens.
     pub slots: Vec<GpuSelection>,
-    pub cases: Vec<LabCase>,
-    pub case_timeout: Duration,
-    pub timing: Option<TimingPlan>,
     pub gates: GateTable,
     /// compute-sanitizer, for a sanitizer pass over each submission that ran (`--sanitize`).
     pub sanitizer: Option<PathBuf>,
@@ -52,13 +48,13 @@ pub struct BatchPlan {
 impl BatchPlan {
     /// What a journal row must match to stand for this run.
     pub fn grading_key(&self) -> GradingKey {
-        let mut cases = serde_json::to_string(&self.cases).unwrap_or_default();
+        let mut cases = serde_json::to_string(&self.check.cases).unwrap_or_default();
         // Rows graded with and without the sanitizer never stand in for each other.
         if self.sanitizer.is_some() {
             cases.push_str("\0sanitize");
         }
         GradingKey {
-            lab: self.lab.name().to_owned(),
+            lab: self.check.lab.name().to_owned(),
             cases_hash: content_hash(cases.as_bytes()),
             mode: self.mode,
             timing_rules: crate::protocol::TIMING_RULES,
@@ -135,7 +131,7 @@ pub fn run_batch(
     for submission in &plan.submissions {
         // Only the hash is kept: each submission is read again just before
         // it is graded, so memory does not grow with the size of the class.
-        let content_hash = submission.load(plan.lab).content_hash;
+        let content_hash = submission.load(plan.check.lab).content_hash;
         let done = previous.answers(&submission.id, &content_hash, &grading);
         if done {
             skipped += 1;
@@ -169,7 +165,7 @@ pub fn run_batch(
                 let Some(submission) = next else {
                     return;
                 };
-                let loaded = submission.load(plan.lab);
+                let loaded = submission.load(plan.check.lab);
                 let entry = grade_one(plan, worker, slot, &submission, loaded);
                 if sender.send(entry).is_err() {
                     return;
@@ -214,28 +210,27 @@ fn now_unix_ms() -> u64 {
 /// The sanitizer pass over one submission on the first case, on the
 /// worker's GPU; `None` where this executable cannot be found.
 fn sanitize_one(
-    plan: &BatchPlan,
     sanitizer: &std::path::Path,
     worker: &WorkerCommand,
     submission: &Submission,
     check: &CheckPlan,
 ) -> Option<crate::app::sanitize::SanitizerOutcome> {
     use crate::app::sanitize::{run_pass, SanitizePlan, SanitizerTool, StudentFile};
-    let case = plan.cases.first()?;
+    let case = check.cases.first()?;
     let sanitize = SanitizePlan {
         sanitizer: sanitizer.to_path_buf(),
         exe: worker.program.clone(),
         file: submission.path.clone(),
-        lab: plan.lab.name().to_owned(),
+        lab: check.lab.name().to_owned(),
         case: case.name.clone(),
         cases_file: None,
-        seed: plan.seed,
+        seed: check.seed,
         tools: SanitizerTool::ALL.to_vec(),
         timeout: Duration::from_secs(300),
         student: StudentFile::new(
             &check.source_path,
             &check.source_text,
-            plan.lab.abi().entry_point,
+            check.lab.abi().entry_point,
         ),
         env: worker.env.clone(),
     };
@@ -254,10 +249,10 @@ fn grade_one(
         id: submission.id.clone(),
         file: submission.path.display().to_string(),
         content_hash: loaded.content_hash,
-        lab: plan.lab.name().to_owned(),
+        lab: plan.check.lab.name().to_owned(),
         cases_hash: plan.grading_key().cases_hash,
         mode: plan.mode,
-        seed: plan.seed,
+        seed: plan.check.seed,
         status: Verdict::Rejected,
         gate: None,
         error: None,
@@ -273,17 +268,9 @@ fn grade_one(
             return entry;
         }
     };
-    let check = CheckPlan {
-        lab: plan.lab,
-        source_path: entry.file.clone(),
-        source_text: source.text().to_string(),
-        cases: plan.cases.clone(),
-        seed: plan.seed,
-        case_timeout: plan.case_timeout,
-        timing: plan.timing.clone(),
-        counters: None,
-        quick_build: None,
-    };
+    let check = plan
+        .check
+        .of_source(entry.file.clone(), source.text().to_string());
     let command = worker.clone().on_gpu(slot);
     let mut handle = None;
     let result = run_check(&check, &command, &mut handle, |_| {});
@@ -296,7 +283,7 @@ fn grade_one(
             report.compile.image.clear();
             if let Some(sanitizer) = &plan.sanitizer {
                 if report.gpu.is_ok() && report.compile.ok {
-                    report.sanitizer = sanitize_one(plan, sanitizer, &command, submission, &check);
+                    report.sanitizer = sanitize_one(sanitizer, &command, submission, &check);
                 }
             }
             entry.status = Verdict::of(&report);

@@ -49,12 +49,11 @@ fn serve(
 ) {
     while let Ok((run, mut sources)) = inbox.recv() {
         let mut check = |column: Column| {
-            let plan = CheckPlan {
-                source_path: paths.get(column).clone(),
-                source_text: std::mem::take(sources.get_mut(column)),
-                seed: template.seed.wrapping_add(run),
-                ..template.clone()
-            };
+            let mut plan = template.of_source(
+                paths.get(column).clone(),
+                std::mem::take(sources.get_mut(column)),
+            );
+            plan.seed = template.seed.wrapping_add(run);
             run_check_alone(&plan, command, |progress| {
                 let _ = messages.send(CompareMsg::Progress {
                     run,
