@@ -167,8 +167,8 @@ fn partial(keys: &[Key]) -> Partial {
     for key in keys {
         let weight = (key.score - max).exp();
         sum += weight;
-        for d in 0..DH {
-            acc[d] += weight * key.value[d];
+        for (a, v) in acc.iter_mut().zip(&key.value) {
+            *a += weight * v;
         }
     }
     Partial { max, sum, acc }
@@ -225,8 +225,8 @@ fn combined(keys: &[Key], len: usize, bug: Option<Bug>) -> [f64; DH] {
         };
         // The slot holds acc / sum; the combine weighs it by its sum.
         total += rescale * p.sum;
-        for d in 0..DH {
-            out[d] += rescale * p.sum * (p.acc[d] / p.sum);
+        for (o, a) in out.iter_mut().zip(&p.acc) {
+            *o += rescale * p.sum * (a / p.sum);
         }
     }
     out.iter_mut().for_each(|o| *o /= total);
