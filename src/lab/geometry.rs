@@ -57,7 +57,7 @@ pub struct GeometryError {
 
 /// Hopper's per-block limits, checked up front so a bad declaration is a
 /// clear message rather than a launch failure.
-const MAX_THREADS: u32 = 1024;
+pub const MAX_THREADS: u32 = 1024;
 const MAX_DYNAMIC_SMEM: u32 = 227 * 1024;
 
 impl LaunchGeometry {
@@ -184,7 +184,7 @@ fn shown_lab_name(name: &str) -> String {
 /// The text after the marker when `line` is a `//` comment holding a declaration.
 /// Byte-order marks before it are blank, as they are to the source scanner:
 /// an editor's mark must not hide a first-line declaration.
-fn directive_body(line: &str) -> Option<&str> {
+pub fn directive_body(line: &str) -> Option<&str> {
     let comment = line
         .trim_start_matches(|c: char| c.is_whitespace() || c == '\u{feff}')
         .strip_prefix("//")?;

@@ -1,0 +1,671 @@
+//! The decode lab's hazard cases and its timing shape.
+//!
+//! A recipe names lengths, not tensors: each sequence's `seqLen`, ALiBi,
+//! an optional prefix block shared by two sequences and planted high
+//! scores. [`CaseSpec::generate`] lays the tensors out the way the
+//! contract says the grader does, which is what makes indexing bugs show:
+//! a shuffled block table with block 0 in use and no block where
+//! `s * maxBlocksPerSeq + j / B` would look, spare blocks, table entries
+//! past a sequence's end that point at blocks it does not own, and NaN in
+//! every cache slot past a sequence's end and in every spare block (a
+//! kernel reading there writes NaN, which never passes).
+//!
+//! Generation is deterministic in `(seed, case name)`, and each case draws
+//! from its own stream, so adding a case changes no other.
+
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::{alibi_slope, Batch, Inputs, BLOCK, DH, GROUP, HKV, HQ};
+
+/// Most sequences in one launch (the timing shape has this many).
+pub const MAX_SEQS: usize = 64;
+/// Longest sequence of a case or of the timing shape.
+pub const MAX_SEQ_LEN: usize = 8192;
+/// Blocks beyond the owned ones that no sequence owns (NaN throughout).
+pub const SPARE_BLOCKS: usize = 4;
+/// Largest planted magnitude (a score of 16 * 16 * 64 / 8 = 2048).
+pub const MAX_PLANT: f32 = 16.0;
+
+/// The timing shape: 64 sequences from 1 to 8192 keys, 22 of them 4096 or
+/// longer, in a fixed shuffled order (227,112 keys; 0.93 GB of K and V).
+pub const TIMING_SEQ_LEN: [usize; 64] = [
+    3968, 2500, 8192, 100, 4095, 8192, 2000, 1024, 3000, 8191, 7, 3333, 3072, 4096, 17, 4000, 3700,
+    7500, 5120, 6000, 1, 7424, 8192, 256, 6144, 2, 7000, 400, 64, 7168, 7680, 15, 6912, 2222, 2800,
+    1536, 2048, 3900, 5632, 7777, 8000, 3584, 8192, 1800, 33, 513, 200, 2560, 3500, 512, 3200, 16,
+    511, 1000, 700, 6656, 7936, 3800, 1500, 2900, 3456, 255, 4608, 6400,
+];
+
+/// Which keys of its sequence a plant sets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PlantKeys {
+    /// Positions in the sequence.
+    List(Vec<usize>),
+    /// The sequence's last key: the token's own.
+    Last,
+}
+
+/// A high score: query head `head` of sequence `seq` and the listed keys of
+/// its KV head set to `value` in every dimension (score `value^2 * 64 / 8`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plant {
+    pub seq: usize,
+    pub head: usize,
+    pub keys: PlantKeys,
+    pub value: f32,
+}
+
+/// One hazard case.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CaseSpec {
+    pub name: String,
+    pub summary: String,
+    /// Keys of each sequence, its token's own included.
+    pub seq_len: Vec<usize>,
+    pub alibi: bool,
+    /// Two sequences whose first block is the same physical block.
+    pub share_prefix: Option<[usize; 2]>,
+    pub plant: Vec<Plant>,
+}
+
+/// A recipe that cannot be laid out.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("case `{case}`: {message}")]
+pub struct CaseError {
+    pub case: String,
+    pub message: String,
+}
+
+fn case(name: &str, summary: &str, seq_len: &[usize]) -> CaseSpec {
+    CaseSpec {
+        name: name.into(),
+        summary: summary.into(),
+        seq_len: seq_len.to_vec(),
+        alibi: false,
+        share_prefix: None,
+        plant: Vec::new(),
+    }
+}
+
+fn plant(seq: usize, head: usize, keys: PlantKeys, value: f32) -> Plant {
+    Plant {
+        seq,
+        head,
+        keys,
+        value,
+    }
+}
+
+/// The lab's hazard cases, in order. Every case batches a sequence of 2 to
+/// B keys beside its others, so a kernel that ignores K, drops the token's
+/// own key or leaves the softmax unnormalised fails every case.
+pub fn hazard_cases() -> Vec<CaseSpec> {
+    vec![
+        CaseSpec {
+            share_prefix: Some([2, 3]),
+            ..case(
+                "block-edges",
+                "seqLen 1, B-1, B, B+1 and 2; the B and B+1 sequences share their first block",
+                &[1, 15, 16, 17, 2],
+            )
+        },
+        case(
+            "partition-edges",
+            "seqLen 511, 512 and 513 (one partition, one partition, two) beside 5",
+            &[511, 512, 513, 5],
+        ),
+        case(
+            "longest-sequence",
+            "8192 keys (16 partitions of 512) beside a sequence of 3",
+            &[8192, 3],
+        ),
+        CaseSpec {
+            plant: vec![plant(0, 5, PlantKeys::List(vec![1000]), 4.0)],
+            ..case(
+                "overflow-in-far-block",
+                "head 5 of the long sequence scores 128 against key 1000, 62 blocks down its table",
+                &[1200, 9],
+            )
+        },
+        CaseSpec {
+            plant: vec![
+                plant(0, 9, PlantKeys::Last, 3.0),
+                plant(1, 30, PlantKeys::Last, 3.0),
+            ],
+            ..case(
+                "last-key-is-max",
+                "the token's own key scores 72 for head 9 of 700 keys and head 30 of 14",
+                &[700, 14],
+            )
+        },
+        CaseSpec {
+            alibi: true,
+            ..case(
+                "alibi",
+                "ALiBi over 1, 16, 600 (two partitions), 40 and 7 keys, biased from each token's position",
+                &[1, 16, 600, 40, 7],
+            )
+        },
+        CaseSpec {
+            plant: vec![
+                plant(0, 0, PlantKeys::List(vec![3]), 2.0),
+                plant(0, 13, PlantKeys::List(vec![150]), 2.0),
+                plant(0, 22, PlantKeys::List(vec![299]), 2.0),
+                plant(1, 31, PlantKeys::List(vec![4]), 2.0),
+            ],
+            ..case(
+                "gqa-heads",
+                "scores of 32 planted on query heads of KV heads 0, 3, 5 and 7, each at its own key",
+                &[300, 12],
+            )
+        },
+        CaseSpec {
+            share_prefix: Some([0, 1]),
+            ..case(
+                "shared-prefix",
+                "two sequences of 40 and 33 keys reading one physical first block, beside 8",
+                &[40, 33, 8],
+            )
+        },
+        case(
+            "many-sequences",
+            "16 sequences from 1 to 1100 keys in one launch",
+            &[1, 2, 3, 5, 8, 13, 16, 17, 31, 32, 33, 64, 100, 255, 256, 1100],
+        ),
+    ]
+}
+
+impl CaseSpec {
+    fn invalid(&self, message: impl Into<String>) -> CaseError {
+        CaseError {
+            case: self.name.clone(),
+            message: message.into(),
+        }
+    }
+
+    /// Checks the recipe against the contract's bounds.
+    pub fn validate(&self) -> Result<(), CaseError> {
+        let seqs = self.seq_len.len();
+        if seqs == 0 || seqs > MAX_SEQS {
+            return Err(self.invalid(format!("{seqs} sequences: a launch has 1 to {MAX_SEQS}")));
+        }
+        if let Some((s, &len)) = self
+            .seq_len
+            .iter()
+            .enumerate()
+            .find(|(_, &len)| len == 0 || len > MAX_SEQ_LEN)
+        {
+            return Err(self.invalid(format!(
+                "sequence {s} has seqLen {len} (1 to {MAX_SEQ_LEN})"
+            )));
+        }
+        if let Some([a, b]) = self.share_prefix {
+            if a == b || a >= seqs || b >= seqs {
+                return Err(self.invalid(format!(
+                    "share_prefix [{a}, {b}] must name two different sequences below {seqs}"
+                )));
+            }
+            if let Some(&s) = [a, b].iter().find(|&&s| self.seq_len[s] < BLOCK) {
+                return Err(self.invalid(format!(
+                    "share_prefix: sequence {s} is shorter than a block ({BLOCK} keys)"
+                )));
+            }
+        }
+        for p in &self.plant {
+            if p.seq >= seqs || p.head >= HQ {
+                return Err(self.invalid(format!(
+                    "plant at sequence {}, head {}: out of range",
+                    p.seq, p.head
+                )));
+            }
+            if !p.value.is_finite() || p.value.abs() > MAX_PLANT {
+                return Err(self.invalid(format!(
+                    "plant value {} (finite, at most {MAX_PLANT})",
+                    p.value
+                )));
+            }
+            if let Some(bad) = plant_keys(p, self.seq_len[p.seq])
+                .into_iter()
+                .find(|&j| j >= self.seq_len[p.seq])
+            {
+                return Err(
+                    self.invalid(format!("plant key {bad} is past sequence {}'s end", p.seq))
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Query heads (bit `h` for head `h`) where the case plants large scores.
+    pub fn planted_heads(&self) -> u32 {
+        self.plant.iter().fold(0, |mask, p| mask | 1 << p.head)
+    }
+
+    /// Builds this case's inputs from the run's seed.
+    pub fn generate(&self, seed: u64) -> Result<Inputs, CaseError> {
+        self.validate()?;
+        let per_seq = self
+            .seq_len
+            .iter()
+            .map(|l| l.div_ceil(BLOCK))
+            .max()
+            .unwrap_or(1);
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ stable_hash(&self.name));
+        let batch = lengths_batch(
+            &self.seq_len,
+            self.alibi,
+            per_seq,
+            self.seq_len.len() * per_seq + SPARE_BLOCKS,
+        );
+        let mut inputs = lay_out(batch, self.share_prefix, &mut rng);
+        for p in &self.plant {
+            let g = p.head / GROUP;
+            for d in 0..DH {
+                inputs.q[Batch::q_index(p.seq, p.head, d)] = p.value;
+            }
+            for j in plant_keys(p, self.seq_len[p.seq]) {
+                let block = inputs.batch.block_of(p.seq, j);
+                for d in 0..DH {
+                    inputs.k_cache[Batch::k_cache_index(block, g, d, j % BLOCK)] = p.value;
+                }
+            }
+        }
+        Ok(inputs)
+    }
+}
+
+fn plant_keys(p: &Plant, len: usize) -> Vec<usize> {
+    match &p.keys {
+        PlantKeys::List(list) => list.clone(),
+        PlantKeys::Last => vec![len - 1],
+    }
+}
+
+fn lengths_batch(seq_len: &[usize], alibi: bool, per_seq: usize, num_blocks: usize) -> Batch {
+    Batch {
+        seq_len: seq_len.iter().map(|&l| l as i32).collect(),
+        max_blocks_per_seq: per_seq,
+        num_blocks,
+        block_table: vec![0; seq_len.len() * per_seq],
+        alibi,
+    }
+}
+
+/// The timing shape's batch (ALiBi off) with its block table drawn from
+/// `seed`: 512 blocks per table row, the owned blocks plus
+/// [`SPARE_BLOCKS`] in the cache (no room for the "table ignored" identity
+/// blocks is needed: timing grades speed, the cases grade indexing).
+pub fn timing_batch(seed: u64) -> Batch {
+    let (batch, _) = timing_table(seed);
+    batch
+}
+
+/// The timing shape's inputs from `seed` (about 0.93 GB of cache).
+pub fn timing_inputs(seed: u64) -> Inputs {
+    let (batch, mut rng) = timing_table(seed);
+    let owned = owned_blocks(&batch);
+    fill(batch, &owned, &mut rng)
+}
+
+fn timing_table(seed: u64) -> (Batch, ChaCha8Rng) {
+    let per_seq = MAX_SEQ_LEN / BLOCK;
+    let blocks: usize = TIMING_SEQ_LEN.iter().map(|l| l.div_ceil(BLOCK)).sum();
+    let batch = lengths_batch(&TIMING_SEQ_LEN, false, per_seq, blocks + SPARE_BLOCKS);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ stable_hash("timing"));
+    let table = block_table(&batch, None, &mut rng);
+    (
+        Batch {
+            block_table: table,
+            ..batch
+        },
+        rng,
+    )
+}
+
+/// Each sequence's owned blocks, read back from its table.
+fn owned_blocks(batch: &Batch) -> Vec<Vec<usize>> {
+    (0..batch.num_seqs())
+        .map(|s| {
+            (0..batch.blocks_of(s))
+                .map(|k| batch.block_of(s, k * BLOCK))
+                .collect()
+        })
+        .collect()
+}
+
+/// A seeded block table: ids a permutation, block 0 owned, no owned block
+/// at the id the "table ignored" bug computes, the shared prefix block in
+/// both rows, and entries past a sequence's end naming blocks it does not own.
+fn block_table(batch: &Batch, share: Option<[usize; 2]>, rng: &mut ChaCha8Rng) -> Vec<i32> {
+    let (seqs, per_seq) = (batch.num_seqs(), batch.max_blocks_per_seq);
+    let identity = |s: usize, k: usize| s * per_seq + k;
+    let mut free: Vec<usize> = (0..batch.num_blocks).collect();
+    free.shuffle(rng);
+    let share = share.map(|[a, b]| (a.min(b), a.max(b)));
+    let mut owned: Vec<Vec<usize>> = vec![Vec::new(); seqs];
+    for s in 0..seqs {
+        for k in 0..batch.blocks_of(s) {
+            if let Some((a, b)) = share {
+                if s == b && k == 0 {
+                    let shared = owned[a][0];
+                    owned[s].push(shared);
+                    continue;
+                }
+            }
+            // The shared block must not be at either sequence's identity.
+            let forbidden = |id: usize| {
+                id == identity(s, k)
+                    || share.is_some_and(|(a, b)| s == a && k == 0 && id == identity(b, 0))
+            };
+            let at = free
+                .iter()
+                .rposition(|&id| !forbidden(id))
+                .expect("more blocks than owners");
+            owned[s].push(free.remove(at));
+        }
+    }
+    // Block 0 in use: hand it to an owned entry other than (0, 0), whose
+    // identity id 0 is. Its old id becomes a spare.
+    if free.contains(&0) {
+        let entry = (0..seqs)
+            .rev()
+            .flat_map(|s| (0..owned[s].len()).rev().map(move |k| (s, k)))
+            .find(|&(s, k)| {
+                (s, k) != (0, 0) && !share.is_some_and(|(a, b)| k == 0 && (s == a || s == b))
+            });
+        if let Some((s, k)) = entry {
+            let old = std::mem::replace(&mut owned[s][k], 0);
+            free.retain(|&id| id != 0);
+            free.push(old);
+        }
+    }
+    let mut table = vec![0i32; seqs * per_seq];
+    for s in 0..seqs {
+        for k in 0..per_seq {
+            table[s * per_seq + k] = match owned[s].get(k) {
+                Some(&id) => id as i32,
+                None => loop {
+                    let id = rng.random_range(0..batch.num_blocks);
+                    if !owned[s].contains(&id) {
+                        break id as i32;
+                    }
+                },
+            };
+        }
+    }
+    table
+}
+
+/// Random tensors laid out as the contract's grader lays them out.
+fn lay_out(batch: Batch, share: Option<[usize; 2]>, rng: &mut ChaCha8Rng) -> Inputs {
+    let table = block_table(&batch, share, rng);
+    let batch = Batch {
+        block_table: table,
+        ..batch
+    };
+    let owned = owned_blocks(&batch);
+    fill(batch, &owned, rng)
+}
+
+/// `q` uniform in [-1, 1); every owned slot of the cache uniform, every
+/// other slot NaN; a block shared by two sequences is filled once.
+fn fill(batch: Batch, owned: &[Vec<usize>], rng: &mut ChaCha8Rng) -> Inputs {
+    let q = (0..batch.q_elems())
+        .map(|_| rng.random_range(-1.0f32..1.0))
+        .collect();
+    let mut k_cache = vec![f32::NAN; batch.cache_elems()];
+    let mut v_cache = vec![f32::NAN; batch.cache_elems()];
+    let mut filled = vec![false; batch.num_blocks];
+    for (s, blocks) in owned.iter().enumerate() {
+        for (k, &block) in blocks.iter().enumerate() {
+            if std::mem::replace(&mut filled[block], true) {
+                continue;
+            }
+            let slots = (batch.len_of(s) - k * BLOCK).min(BLOCK);
+            for g in 0..HKV {
+                for d in 0..DH {
+                    for o in 0..slots {
+                        k_cache[Batch::k_cache_index(block, g, d, o)] =
+                            rng.random_range(-1.0f32..1.0);
+                        v_cache[Batch::v_cache_index(block, g, d, o)] =
+                            rng.random_range(-1.0f32..1.0);
+                    }
+                }
+            }
+        }
+    }
+    Inputs {
+        alibi_slopes: batch.alibi.then(|| (0..HQ).map(alibi_slope).collect()),
+        batch,
+        q,
+        k_cache,
+        v_cache,
+    }
+}
+
+/// FNV-1a: stable across Rust versions and platforms, unlike `DefaultHasher`.
+fn stable_hash(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab::paged_decode::partitions;
+    use std::collections::HashSet;
+
+    fn generated() -> Vec<(CaseSpec, Inputs)> {
+        hazard_cases()
+            .into_iter()
+            .map(|c| {
+                let inputs = c.generate(7).unwrap();
+                (c, inputs)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_cases_cover_every_hazard_of_the_contract() {
+        let all = generated();
+        let lens: HashSet<usize> = all.iter().flat_map(|(c, _)| c.seq_len.clone()).collect();
+        for len in [1, BLOCK - 1, BLOCK, BLOCK + 1, 511, 512, 513, 8192] {
+            assert!(lens.contains(&len), "seqLen {len}");
+        }
+        for (c, _) in &all {
+            assert!(
+                c.seq_len.iter().any(|&l| (2..=BLOCK).contains(&l)),
+                "{}: no 2..B sequence",
+                c.name
+            );
+            assert!(c.seq_len.len() >= 2, "{}", c.name);
+        }
+        // The planted overflow far down a table, and the last key as the maximum.
+        assert!(all.iter().any(
+            |(c, _)| c.plant.iter().any(|p| p.value * p.value * 8.0 >= 128.0
+                && plant_keys(p, c.seq_len[p.seq])
+                    .iter()
+                    .any(|&j| j / BLOCK >= 32))
+        ));
+        assert!(all
+            .iter()
+            .any(|(c, _)| c.plant.iter().any(|p| p.keys == PlantKeys::Last)));
+        // ALiBi over sequences of one partition and of several.
+        assert!(all.iter().any(|(c, _)| c.alibi
+            && c.seq_len.iter().any(|&l| partitions(l, 16) > 1)
+            && c.seq_len.iter().any(|&l| (2..=BLOCK).contains(&l))));
+        let groups: HashSet<usize> = all
+            .iter()
+            .flat_map(|(c, _)| c.plant.iter().map(|p| p.head / GROUP))
+            .collect();
+        assert!(groups.len() >= 4, "{groups:?}");
+        assert!(all.iter().filter(|(c, _)| c.share_prefix.is_some()).count() >= 2);
+        // Sequences cut into 2..15 partitions and into all 16.
+        assert!(lens.iter().any(|&l| (2..16).contains(&partitions(l, 16))));
+        assert!(lens.iter().any(|&l| partitions(l, 16) == 16));
+    }
+
+    #[test]
+    fn every_kv_head_is_distinct() {
+        for (c, inputs) in generated() {
+            let b = &inputs.batch;
+            let s = (0..b.num_seqs()).max_by_key(|&s| b.len_of(s)).unwrap();
+            let keys: HashSet<Vec<u32>> = (0..HKV)
+                .map(|g| (0..DH).map(|d| inputs.key(s, 0, g, d).to_bits()).collect())
+                .collect();
+            assert_eq!(keys.len(), HKV, "{}", c.name);
+        }
+    }
+
+    #[test]
+    fn memory_is_laid_out_as_the_contract_says() {
+        for (spec, inputs) in generated() {
+            let b = &inputs.batch;
+            let name = &spec.name;
+            let owned = owned_blocks(b);
+            let used: HashSet<usize> = owned.iter().flatten().copied().collect();
+            assert!(used.contains(&0), "{name}: block 0 unused");
+            assert!(b.num_blocks >= b.num_seqs() * b.max_blocks_per_seq + SPARE_BLOCKS);
+            for (s, mine) in owned.iter().enumerate() {
+                for k in 0..b.max_blocks_per_seq {
+                    let id = b.block_table[s * b.max_blocks_per_seq + k] as usize;
+                    assert!(id < b.num_blocks);
+                    if k < mine.len() {
+                        assert_ne!(id, s * b.max_blocks_per_seq + k, "{name}: identity block");
+                    } else {
+                        assert!(!mine.contains(&id), "{name}: sequence {s} entry {k}");
+                    }
+                }
+                // NaN in every slot past the sequence's end.
+                let len = b.len_of(s);
+                if len % BLOCK != 0 {
+                    let block = b.block_of(s, len);
+                    for o in len % BLOCK..BLOCK {
+                        assert!(
+                            inputs.k_cache[Batch::k_cache_index(block, 2, 9, o)].is_nan(),
+                            "{name}"
+                        );
+                        assert!(
+                            inputs.v_cache[Batch::v_cache_index(block, 7, 63, o)].is_nan(),
+                            "{name}"
+                        );
+                    }
+                }
+                assert!(inputs.value(s, len - 1, 4, 4).is_finite());
+            }
+            let spare = (0..b.num_blocks).find(|id| !used.contains(id)).unwrap();
+            assert!(inputs.v_cache[Batch::v_cache_index(spare, 0, 0, 0)].is_nan());
+            if let Some([a, c]) = spec.share_prefix {
+                assert_eq!(owned[a][0], owned[c][0], "{name}: shared prefix");
+            }
+        }
+    }
+
+    #[test]
+    fn plants_land_where_they_are_named() {
+        let spec = hazard_cases()
+            .into_iter()
+            .find(|c| c.name == "overflow-in-far-block")
+            .unwrap();
+        let inputs = spec.generate(3).unwrap();
+        assert_eq!(inputs.key(0, 1000, 5 / GROUP, 17), 4.0);
+        assert_eq!(inputs.q[Batch::q_index(0, 5, 63)], 4.0);
+        assert_ne!(inputs.key(0, 1000, 0, 17), 4.0);
+    }
+
+    #[test]
+    fn generation_is_deterministic_and_seeded() {
+        let spec = &hazard_cases()[0];
+        // Bit for bit: the cache holds NaN, which `==` never equals.
+        let bits = |i: &Inputs| -> (Vec<i32>, Vec<u32>) {
+            let floats = i.q.iter().chain(&i.k_cache).chain(&i.v_cache);
+            (
+                i.batch.block_table.clone(),
+                floats.map(|x| x.to_bits()).collect(),
+            )
+        };
+        assert_eq!(
+            bits(&spec.generate(42).unwrap()),
+            bits(&spec.generate(42).unwrap())
+        );
+        let (a, b) = (spec.generate(42).unwrap(), spec.generate(43).unwrap());
+        assert_ne!(a.q, b.q);
+        assert_ne!(a.batch.block_table, b.batch.block_table);
+    }
+
+    #[test]
+    fn bad_recipes_are_refused_with_the_bound() {
+        let bad = |edit: &dyn Fn(&mut CaseSpec)| {
+            let mut c = hazard_cases().remove(0);
+            edit(&mut c);
+            c.generate(1).unwrap_err().to_string()
+        };
+        assert!(bad(&|c| c.seq_len = vec![]).contains("1 to 64"));
+        assert!(bad(&|c| c.seq_len[1] = 0).contains("seqLen 0"));
+        assert!(bad(&|c| c.seq_len[1] = 8193).contains("1 to 8192"));
+        assert!(bad(&|c| c.share_prefix = Some([0, 2])).contains("shorter than a block"));
+        assert!(bad(&|c| c.share_prefix = Some([2, 2])).contains("two different"));
+        assert!(
+            bad(&|c| c.plant = vec![plant(0, 32, PlantKeys::Last, 1.0)]).contains("out of range")
+        );
+        assert!(
+            bad(&|c| c.plant = vec![plant(1, 0, PlantKeys::List(vec![15]), 1.0)]).contains("past")
+        );
+        assert!(
+            bad(&|c| c.plant = vec![plant(1, 0, PlantKeys::Last, f32::NAN)]).contains("finite")
+        );
+    }
+
+    /// The GPU harness lays the same recipes out by itself (it runs where
+    /// this crate does not); its lists must be these.
+    #[test]
+    fn the_gpu_harness_runs_these_cases_and_this_timing_shape() {
+        let path = format!("{}/scripts/decode-kernels.py", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        for c in hazard_cases() {
+            let lens: Vec<String> = c.seq_len.iter().map(|l| l.to_string()).collect();
+            let entry = format!(
+                "(\"{}\", [{}], {}",
+                c.name,
+                lens.join(", "),
+                if c.alibi { "True" } else { "False" }
+            );
+            assert!(text.contains(&entry), "{path} lacks {entry}");
+        }
+        let timing = text
+            .split("TIMING = [")
+            .nth(1)
+            .and_then(|t| t.split(']').next())
+            .unwrap();
+        let listed: Vec<usize> = timing
+            .split(',')
+            .filter_map(|n| n.trim().parse().ok())
+            .collect();
+        assert_eq!(listed, TIMING_SEQ_LEN);
+    }
+
+    #[test]
+    fn the_timing_shape_has_the_contracts_totals() {
+        let b = timing_batch(1);
+        assert_eq!(b.num_seqs(), 64);
+        assert_eq!(b.len_of(20), 1);
+        assert_eq!(TIMING_SEQ_LEN.iter().max(), Some(&8192));
+        assert_eq!(TIMING_SEQ_LEN.iter().filter(|&&l| l >= 4096).count(), 22);
+        assert_eq!(b.total_keys(), 227_112);
+        assert_eq!(b.max_blocks_per_seq, 512);
+        assert_eq!(b.num_blocks, b.total_blocks() + SPARE_BLOCKS);
+        // About 4 KiB of K and V a key: 0.93 GB compulsory, whole blocks.
+        assert_eq!(
+            b.compulsory_bytes(),
+            4 * (2 * 64 * 32 * 64 + 2 * 14_209 * 8 * 64 * 16)
+        );
+        let gb = b.compulsory_bytes() as f64 / 1e9;
+        assert!((gb - 0.932).abs() < 0.001, "{gb}");
+        // Every owned block once: the table's owned entries are a permutation.
+        let owned: HashSet<usize> = owned_blocks(&b).into_iter().flatten().collect();
+        assert_eq!(owned.len(), b.total_blocks());
+        assert!(!b.alibi);
+    }
+}

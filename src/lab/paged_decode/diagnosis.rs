@@ -1,0 +1,304 @@
+//! Naming a planted bug's cause from what failed, in the decode lab's
+//! terms: sequences, partitions, blocks, heads.
+//!
+//! Two readings. Across a check's cases, [`suspects_from_cases`] reads
+//! which cases failed against each bug's "must fail" family: only ALiBi
+//! cases, or only cases with a sequence cut into several partitions, name
+//! a bug by themselves; "every case" leaves five candidates. Within one
+//! case, [`explain`] reads the failing elements (NaN only in one-key
+//! sequences, NaN only in sequences of 2 to 15 partitions, every failing
+//! head the answer times one factor, failures only in split sequences)
+//! to order the suspects, then *replays* each suspect's CPU model on a few
+//! failing sequences; a model that reproduces the kernel's output there is
+//! named with certainty. When none does, the pattern's own reading is
+//! given, since a real kernel can be wrong in ways no planted bug is.
+
+use super::bugs::Bug;
+use super::oracle::{self, REFERENCE_SPLITS};
+use super::{partitions, passes, Batch, Inputs, DH, HQ};
+use crate::grade::compare::common_factor;
+
+/// Most failing sequences a suspect is replayed on (shortest first, so a
+/// replay costs little even at the timing shape).
+const REPLAY_SEQS: usize = 4;
+
+/// One case's result, as the across-cases reading needs it.
+#[derive(Debug, Clone, Copy)]
+pub struct CaseOutcome<'a> {
+    pub batch: &'a Batch,
+    pub failed: bool,
+}
+
+/// The planted bugs whose "must fail" family is exactly the failing cases,
+/// in [`Bug::ALL`] order; empty when no bug's family fits (or nothing failed).
+pub fn suspects_from_cases(outcomes: &[CaseOutcome<'_>]) -> Vec<Bug> {
+    if outcomes.iter().all(|o| !o.failed) {
+        return Vec::new();
+    }
+    Bug::ALL
+        .into_iter()
+        .filter(|bug| outcomes.iter().all(|o| bug.must_fail(o.batch) == o.failed))
+        .collect()
+}
+
+/// One line for a whole check from its failing cases, when the pattern
+/// names a cause by itself.
+pub fn check_line(outcomes: &[CaseOutcome<'_>]) -> Option<String> {
+    match suspects_from_cases(outcomes).as_slice() {
+        [] => None,
+        [bug] => Some(format!("only the cases a {} bug breaks fail: {}", bug.name(), bug.defect())),
+        several => Some(format!(
+            "every case fails: the common path is wrong (one of {}); each case's diagnosis replays them",
+            several.iter().map(|b| b.name()).collect::<Vec<_>>().join(", ")
+        )),
+    }
+}
+
+/// The likely cause of the differences between `out` and `reference` in
+/// one case (both laid out like `out`), with the planted bug whose model
+/// reproduced the output when one did; `None` when every element passes.
+pub fn explain(inputs: &Inputs, out: &[f32], reference: &[f64]) -> Option<(String, Option<Bug>)> {
+    let batch = &inputs.batch;
+    assert_eq!(out.len(), batch.q_elems(), "out does not match the batch");
+    assert_eq!(reference.len(), out.len(), "reference does not match out");
+    let facts = Facts::gather(batch, out, reference);
+    if facts.failing.is_empty() {
+        return None;
+    }
+    let mut sample = facts.failing.clone();
+    sample.sort_by_key(|&s| batch.len_of(s));
+    sample.truncate(REPLAY_SEQS);
+    for bug in facts.suspects(batch) {
+        if replay_matches(inputs, out, bug, &sample) {
+            let line = format!(
+                "{} (its model reproduces sequences {})",
+                bug.defect(),
+                sample
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            return Some((line, Some(bug)));
+        }
+    }
+    Some((facts.likely(batch), None))
+}
+
+/// What the failing elements say, per sequence.
+struct Facts {
+    /// Sequences with a failing element, ascending.
+    failing: Vec<usize>,
+    /// Sequences with a NaN or Inf element.
+    non_finite: Vec<usize>,
+    /// Whether every failing (sequence, head) is the answer times one factor above 1.
+    scaled_up: bool,
+}
+
+impl Facts {
+    fn gather(batch: &Batch, out: &[f32], reference: &[f64]) -> Facts {
+        let (mut failing, mut non_finite) = (Vec::new(), Vec::new());
+        let mut scaled_up = true;
+        for s in 0..batch.num_seqs() {
+            let rows = Batch::q_index(s, 0, 0)..Batch::q_index(s + 1, 0, 0);
+            let bad = rows
+                .clone()
+                .any(|i| !passes(f64::from(out[i]), reference[i]));
+            if !bad {
+                continue;
+            }
+            failing.push(s);
+            if out[rows.clone()].iter().any(|x| !x.is_finite()) {
+                non_finite.push(s);
+            }
+            for h in 0..HQ {
+                let head = Batch::q_index(s, h, 0)..Batch::q_index(s, h, DH);
+                let fails = head
+                    .clone()
+                    .any(|i| !passes(f64::from(out[i]), reference[i]));
+                if fails
+                    && !common_factor(&out[head.clone()], &reference[head]).is_some_and(|f| f > 1.0)
+                {
+                    scaled_up = false;
+                }
+            }
+        }
+        Facts {
+            failing,
+            non_finite,
+            scaled_up,
+        }
+    }
+
+    /// The planted bugs in the order the pattern makes likely (all of them:
+    /// the replay decides).
+    fn suspects(&self, batch: &Batch) -> Vec<Bug> {
+        let split = |s: usize| partitions(batch.len_of(s), REFERENCE_SPLITS);
+        let mut first = Vec::new();
+        if !self.non_finite.is_empty() && self.non_finite.iter().all(|&s| batch.len_of(s) == 1) {
+            first.push(Bug::LastKeyDropped);
+        }
+        if !self.non_finite.is_empty()
+            && self
+                .non_finite
+                .iter()
+                .all(|&s| (2..REFERENCE_SPLITS).contains(&split(s)))
+        {
+            first.push(Bug::CombineAllSlots);
+        }
+        if self.scaled_up {
+            first.push(Bug::MissingDivision);
+        }
+        if self.failing.iter().all(|&s| split(s) > 1) {
+            first.push(Bug::CombineUnscaled);
+        }
+        if batch.alibi {
+            first.push(Bug::AlibiSignFlipped);
+        }
+        let rest: Vec<Bug> = Bug::ALL
+            .into_iter()
+            .filter(|b| !first.contains(b))
+            .collect();
+        first.extend(rest);
+        first
+    }
+
+    /// The pattern's own reading, when no planted bug reproduces the output.
+    fn likely(&self, batch: &Batch) -> String {
+        let split = |s: usize| partitions(batch.len_of(s), REFERENCE_SPLITS);
+        let all = self.failing.len() == batch.num_seqs();
+        if self.scaled_up {
+            "every failing head is the answer times one factor: the softmax is not normalized by its sum".into()
+        } else if !self.non_finite.is_empty() {
+            format!(
+                "NaN or Inf in sequences {:?}: a read past a sequence's end or of a spare block (both NaN), \
+                 an unwritten workspace slot, or an exp that overflowed",
+                self.non_finite
+            )
+        } else if self.failing.iter().all(|&s| split(s) > 1) && !all {
+            "only sequences longer than one partition fail: the combine of partial results".into()
+        } else {
+            format!("sequences {:?} fail with finite values: the scores, the keys read or their weights", self.failing)
+        }
+    }
+}
+
+/// Whether `bug`'s model reproduces the kernel's output on sequences `seqs`
+/// (non-finite where the model is, within tolerance of it elsewhere).
+fn replay_matches(inputs: &Inputs, out: &[f32], bug: Bug, seqs: &[usize]) -> bool {
+    let model = oracle::evaluate(inputs, Some(seqs), Some(bug));
+    seqs.iter().all(|&s| {
+        (Batch::q_index(s, 0, 0)..Batch::q_index(s + 1, 0, 0)).all(|i| {
+            let (o, m) = (f64::from(out[i]), model[i]);
+            if m.is_finite() {
+                passes(o, m)
+            } else {
+                !o.is_finite()
+            }
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab::paged_decode::bugs::model;
+    use crate::lab::paged_decode::cases::hazard_cases;
+
+    fn as_f32(values: &[f64]) -> Vec<f32> {
+        values.iter().map(|&x| x as f32).collect()
+    }
+
+    /// Every planted bug, on every case it fails, is named by its own
+    /// model; the correct output is no diagnosis.
+    #[test]
+    fn each_planted_bug_is_named_on_every_case_it_fails() {
+        for case in hazard_cases() {
+            let inputs = case.generate(5).unwrap();
+            let reference = oracle::attention(&inputs, None);
+            assert!(
+                explain(&inputs, &as_f32(&reference), &reference).is_none(),
+                "{}",
+                case.name
+            );
+            for bug in Bug::ALL.into_iter().filter(|b| b.must_fail(&inputs.batch)) {
+                let out = as_f32(&model(&inputs, bug));
+                let (line, named) = explain(&inputs, &out, &reference).expect("a failing case");
+                assert_eq!(named, Some(bug), "{} on {}: {line}", bug.name(), case.name);
+                assert!(line.starts_with(bug.defect()), "{line}");
+            }
+        }
+    }
+
+    #[test]
+    fn an_unplanted_error_gets_the_patterns_reading() {
+        let case = hazard_cases()
+            .into_iter()
+            .find(|c| c.name == "partition-edges")
+            .unwrap();
+        let inputs = case.generate(5).unwrap();
+        let reference = oracle::attention(&inputs, None);
+        // Half of every output: a factor, but below 1, so no planted bug.
+        let halved: Vec<f32> = reference.iter().map(|&x| (x * 0.5) as f32).collect();
+        let (line, named) = explain(&inputs, &halved, &reference).unwrap();
+        assert_eq!(named, None);
+        assert!(line.contains("finite values"), "{line}");
+        // NaN in one sequence of one partition only: a stray read.
+        let mut stray = as_f32(&reference);
+        stray[Batch::q_index(3, 7, 1)] = f32::NAN;
+        let (line, named) = explain(&inputs, &stray, &reference).unwrap();
+        assert_eq!(named, None);
+        assert!(line.contains("NaN or Inf in sequences [3]"), "{line}");
+    }
+
+    #[test]
+    fn the_case_pattern_names_the_distinctive_bugs() {
+        let batches: Vec<Batch> = hazard_cases()
+            .iter()
+            .map(|c| c.generate(1).unwrap().batch)
+            .collect();
+        let outcomes = |bug: Bug| -> Vec<CaseOutcome<'_>> {
+            batches
+                .iter()
+                .map(|b| CaseOutcome {
+                    batch: b,
+                    failed: bug.must_fail(b),
+                })
+                .collect()
+        };
+        for bug in [
+            Bug::CombineUnscaled,
+            Bug::CombineAllSlots,
+            Bug::AlibiSignFlipped,
+        ] {
+            assert_eq!(suspects_from_cases(&outcomes(bug)), vec![bug]);
+            assert!(check_line(&outcomes(bug)).unwrap().contains(bug.defect()));
+        }
+        let every = suspects_from_cases(&outcomes(Bug::KIgnored));
+        assert_eq!(
+            every,
+            vec![
+                Bug::KIgnored,
+                Bug::BlockTableIgnored,
+                Bug::LastKeyDropped,
+                Bug::WrongGqaMap,
+                Bug::MissingDivision
+            ]
+        );
+        assert!(check_line(&outcomes(Bug::KIgnored))
+            .unwrap()
+            .starts_with("every case fails"));
+        let passing: Vec<CaseOutcome<'_>> = batches
+            .iter()
+            .map(|b| CaseOutcome {
+                batch: b,
+                failed: false,
+            })
+            .collect();
+        assert!(suspects_from_cases(&passing).is_empty() && check_line(&passing).is_none());
+        // One odd case failing alone fits no family.
+        let mut odd = passing.clone();
+        odd[1].failed = true;
+        assert_eq!(check_line(&odd), None);
+    }
+}

@@ -1,0 +1,330 @@
+//! The proof the decode oracle owes before it grades: its golden case.
+//!
+//! `assets/golden-paged-decode/` (made by
+//! `scripts/make_paged_decode_golden.py`) is three sequences of 1, 19 and
+//! 37 keys in a shuffled paged cache with ALiBi, a shared prefix block,
+//! NaN in every slot no sequence owns and a score past float64's `exp`
+//! range. Its expected output was computed by the definition at 50 digits.
+//! Agreement to [`RELATIVE_BOUND`] shows the oracle's softmax, bias (from
+//! the token's own position), head mapping, block-table indirection and
+//! both cache layouts are right, and that it reads no slot past a
+//! sequence's end (one NaN would show). The files are embedded and loaded
+//! with the checks a TA's tensors will get: shapes agree, ids and lengths
+//! in range, every slot a sequence reads finite.
+
+use super::{oracle, Batch, Inputs, BLOCK, DH, HKV, HQ, X};
+use crate::grade::compare::worst_relative_error;
+use crate::lab::npy;
+
+/// How close the oracle must come, relative to the larger of the
+/// element's magnitude and the largest `|v|` a sequence reads (the bound
+/// and its definition are the other labs').
+pub const RELATIVE_BOUND: f64 = 1e-12;
+
+/// The embedded golden files, by name.
+pub const GOLDEN_FILES: [(&str, &[u8]); 7] = [
+    (
+        "q.npy",
+        include_bytes!("../../../assets/golden-paged-decode/q.npy"),
+    ),
+    (
+        "k_cache.npy",
+        include_bytes!("../../../assets/golden-paged-decode/k_cache.npy"),
+    ),
+    (
+        "v_cache.npy",
+        include_bytes!("../../../assets/golden-paged-decode/v_cache.npy"),
+    ),
+    (
+        "block_table.npy",
+        include_bytes!("../../../assets/golden-paged-decode/block_table.npy"),
+    ),
+    (
+        "seq_len.npy",
+        include_bytes!("../../../assets/golden-paged-decode/seq_len.npy"),
+    ),
+    (
+        "alibi_slopes.npy",
+        include_bytes!("../../../assets/golden-paged-decode/alibi_slopes.npy"),
+    ),
+    (
+        "expected.npy",
+        include_bytes!("../../../assets/golden-paged-decode/expected.npy"),
+    ),
+];
+
+/// Why the oracle could not be proven, or the files could not be used.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum GoldenError {
+    #[error("paged-decode golden case, {file}: {message}")]
+    Unusable { file: String, message: String },
+    #[error(
+        "the paged-decode oracle disagrees with the golden case at sequence {seq}, head {head}, \
+         dim {dim}: {got:e} instead of {expected:e} (relative error {relative_error:.3e}, bound \
+         {RELATIVE_BOUND:e})"
+    )]
+    Disagrees {
+        seq: usize,
+        head: usize,
+        dim: usize,
+        got: f64,
+        expected: f64,
+        relative_error: f64,
+    },
+}
+
+fn unusable(file: &str, message: impl Into<String>) -> GoldenError {
+    GoldenError::Unusable {
+        file: file.into(),
+        message: message.into(),
+    }
+}
+
+/// Decodes and cross-checks the case's files; returns the inputs and the
+/// expected output. The ALiBi slopes are optional (their presence turns it on).
+pub fn load(files: &[(&str, &[u8])]) -> Result<(Inputs, Vec<f64>), GoldenError> {
+    let bytes = |name: &str| files.iter().find(|(n, _)| *n == name).map(|(_, b)| *b);
+    let need = |name: &str| bytes(name).ok_or_else(|| unusable(name, "missing"));
+    let f32s = |name: &str| npy::decode_f32(need(name)?).map_err(|e| unusable(name, e.to_string()));
+    let i32s = |name: &str| npy::decode_i32(need(name)?).map_err(|e| unusable(name, e.to_string()));
+    let shape = |name: &str, got: &[usize], want: &[usize]| {
+        if got == want {
+            Ok(())
+        } else {
+            Err(unusable(name, format!("shape {got:?}, expected {want:?}")))
+        }
+    };
+    let (seq_shape, seq_len) = i32s("seq_len.npy")?;
+    let seqs = seq_len.len();
+    shape("seq_len.npy", &seq_shape, &[seqs])?;
+    let (table_shape, block_table) = i32s("block_table.npy")?;
+    let per_seq = table_shape.get(1).copied().unwrap_or(0);
+    shape("block_table.npy", &table_shape, &[seqs, per_seq])?;
+    let (k_shape, k_cache) = f32s("k_cache.npy")?;
+    let num_blocks = k_shape.first().copied().unwrap_or(0);
+    shape(
+        "k_cache.npy",
+        &k_shape,
+        &[num_blocks, HKV, DH / X, BLOCK, X],
+    )?;
+    let (v_shape, v_cache) = f32s("v_cache.npy")?;
+    shape("v_cache.npy", &v_shape, &[num_blocks, HKV, DH, BLOCK])?;
+    let (q_shape, q) = f32s("q.npy")?;
+    shape("q.npy", &q_shape, &[seqs, HQ, DH])?;
+    if let Some(bad) = seq_len
+        .iter()
+        .find(|&&l| l < 1 || l as usize > per_seq * BLOCK)
+    {
+        return Err(unusable(
+            "seq_len.npy",
+            format!("seqLen {bad} is outside 1..={}", per_seq * BLOCK),
+        ));
+    }
+    if let Some(bad) = block_table
+        .iter()
+        .find(|&&b| b < 0 || b as usize >= num_blocks)
+    {
+        return Err(unusable(
+            "block_table.npy",
+            format!("block id {bad} is outside 0..{num_blocks}"),
+        ));
+    }
+    if q.iter().any(|x| !x.is_finite()) {
+        return Err(unusable("q.npy", "a non-finite element"));
+    }
+    let alibi_slopes = match bytes("alibi_slopes.npy") {
+        None => None,
+        Some(_) => {
+            let (s, slopes) = f32s("alibi_slopes.npy")?;
+            shape("alibi_slopes.npy", &s, &[HQ])?;
+            Some(slopes)
+        }
+    };
+    let (e_shape, expected) = npy::decode_f64(need("expected.npy")?)
+        .map_err(|e| unusable("expected.npy", e.to_string()))?;
+    shape("expected.npy", &e_shape, &[seqs, HQ, DH])?;
+    let batch = Batch {
+        seq_len,
+        max_blocks_per_seq: per_seq,
+        num_blocks,
+        block_table,
+        alibi: alibi_slopes.is_some(),
+    };
+    let inputs = Inputs {
+        batch,
+        q,
+        k_cache,
+        v_cache,
+        alibi_slopes,
+    };
+    // Slots past a sequence's end may hold NaN (the grader puts it there);
+    // the slots a sequence reads may not.
+    for s in 0..seqs {
+        for pos in 0..inputs.batch.len_of(s) {
+            for g in 0..HKV {
+                for d in 0..DH {
+                    if !(inputs.key(s, pos, g, d).is_finite()
+                        && inputs.value(s, pos, g, d).is_finite())
+                    {
+                        return Err(unusable("k_cache.npy / v_cache.npy", format!(
+                            "sequence {s} reads a non-finite element at position {pos}, KV head {g}, dim {d}"
+                        )));
+                    }
+                }
+            }
+        }
+    }
+    Ok((inputs, expected))
+}
+
+/// What a successful proof established.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GoldenProof {
+    pub elements: usize,
+    /// The largest relative error seen (at most [`RELATIVE_BOUND`]).
+    pub max_relative_error: f64,
+}
+
+/// Proves [`oracle::attention`] against the embedded golden case.
+pub fn prove_oracle() -> Result<GoldenProof, GoldenError> {
+    prove_with(&GOLDEN_FILES, oracle::attention)
+}
+
+/// Proves `attention` against golden files given as bytes.
+pub fn prove_with(
+    files: &[(&str, &[u8])],
+    attention: impl Fn(&Inputs, Option<&[usize]>) -> Vec<f64>,
+) -> Result<GoldenProof, GoldenError> {
+    let (inputs, expected) = load(files)?;
+    let got = attention(&inputs, None);
+    let b = &inputs.batch;
+    let scale = (0..b.num_seqs())
+        .flat_map(|s| (0..b.len_of(s)).map(move |pos| (s, pos)))
+        .flat_map(|(s, pos)| (0..HKV * DH).map(move |gd| (s, pos, gd)))
+        .fold(0.0f64, |m, (s, pos, gd)| {
+            m.max(f64::from(inputs.value(s, pos, gd / DH, gd % DH)).abs())
+        });
+    let (worst, max_relative_error) = worst_relative_error(&got, &expected, scale);
+    if max_relative_error.is_nan() || max_relative_error > RELATIVE_BOUND {
+        return Err(GoldenError::Disagrees {
+            seq: worst / (HQ * DH),
+            head: worst / DH % HQ,
+            dim: worst % DH,
+            got: got[worst],
+            expected: expected[worst],
+            relative_error: max_relative_error,
+        });
+    }
+    Ok(GoldenProof {
+        elements: got.len(),
+        max_relative_error,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab::paged_decode::bugs::Bug;
+    use crate::lab::paged_decode::SCALE;
+
+    #[test]
+    fn the_decode_oracle_reproduces_the_golden_case() {
+        let proof = prove_oracle().unwrap();
+        assert_eq!(proof.elements, 3 * HQ * DH);
+        eprintln!(
+            "paged-decode golden proof: max relative error {:e}",
+            proof.max_relative_error
+        );
+    }
+
+    #[test]
+    fn the_golden_case_holds_its_hazards() {
+        let (inputs, _) = load(&GOLDEN_FILES).unwrap();
+        let b = &inputs.batch;
+        assert_eq!(b.seq_len, vec![1, 19, 37]);
+        assert!(b.alibi && b.block_table.contains(&0));
+        assert_eq!(
+            b.block_of(1, 0),
+            b.block_of(2, 0),
+            "the shared prefix block"
+        );
+        // NaN right past sequence 1's end, in its own block.
+        assert!(inputs.key(1, 19, 3, 0).is_nan());
+        let score: f64 = (0..DH)
+            .map(|d| {
+                f64::from(inputs.q[Batch::q_index(2, 0, d)]) * f64::from(inputs.key(2, 20, 0, d))
+            })
+            .sum::<f64>()
+            * SCALE;
+        assert_eq!(score, 1152.0);
+        assert!(score.exp().is_infinite());
+    }
+
+    #[test]
+    fn a_perturbed_oracle_is_caught() {
+        // The golden sequences are one partition each, so the combine bugs
+        // are the oracle there; every other planted bug must be caught.
+        for bug in Bug::ALL.into_iter().filter(|b| !b.is_split()) {
+            let err = prove_with(&GOLDEN_FILES, |inputs, seqs| {
+                oracle::evaluate(inputs, seqs, Some(bug))
+            })
+            .unwrap_err();
+            assert!(
+                matches!(err, GoldenError::Disagrees { .. }),
+                "{bug:?}: {err}"
+            );
+        }
+        let err = prove_with(&GOLDEN_FILES, |inputs, seqs| {
+            let mut out = oracle::attention(inputs, seqs);
+            out[Batch::q_index(1, 19, 3)] *= 1.0 + 1e-9;
+            out
+        })
+        .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                GoldenError::Disagrees {
+                    seq: 1,
+                    head: 19,
+                    dim: 3,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn unusable_files_are_refused_by_name() {
+        let without = |name: &str| -> Vec<(&str, &[u8])> {
+            GOLDEN_FILES
+                .iter()
+                .copied()
+                .filter(|(n, _)| *n != name)
+                .collect()
+        };
+        assert!(load(&without("expected.npy"))
+            .unwrap_err()
+            .to_string()
+            .contains("expected.npy: missing"));
+        let bad_table = npy::encode_i32(&[3, 3], &[6, 8, 2, 9, 0, 6, 9, 1, 10]).unwrap();
+        let mut files = without("block_table.npy");
+        files.push(("block_table.npy", &bad_table));
+        assert!(load(&files)
+            .unwrap_err()
+            .to_string()
+            .contains("block id 10 is outside 0..10"));
+        let long = npy::encode_i32(&[3], &[1, 19, 49]).unwrap();
+        let mut files = without("seq_len.npy");
+        files.push(("seq_len.npy", &long));
+        assert!(load(&files).unwrap_err().to_string().contains("seqLen 49"));
+        // Sequence 0 made to read slot 1 of its block, which holds NaN.
+        let reads_nan = npy::encode_i32(&[3], &[2, 19, 37]).unwrap();
+        let mut files = without("seq_len.npy");
+        files.push(("seq_len.npy", &reads_nan));
+        assert!(load(&files)
+            .unwrap_err()
+            .to_string()
+            .contains("sequence 0 reads a non-finite element at position 1"));
+    }
+}
