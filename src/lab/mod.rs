@@ -9,6 +9,7 @@ pub mod flash_prefill;
 pub mod geometry;
 pub mod npy;
 pub mod paged;
+pub mod paged_prefill_fp8;
 pub mod registry;
 pub mod source;
 pub mod verdict;
