@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The test command: fetches the real NVRTC and CUPTI libraries (PyPI wheels,
-# CUDA 13.0 line, no GPU needed) on first use, then runs every test.
+# The test command: fetches the real NVRTC and CUPTI libraries and the CUDA
+# headers of the bf16/FP8 types (PyPI wheels, CUDA 13.0 line, no GPU needed) on
+# first use, then runs every test.
 # Tests that need a GPU, a daemon or a file outside the checkout are marked
 # ignored with their reason; the end of the run lists each one by name.
 # FLASHPROF_SLURM_TEST=1 / FLASHPROF_SSH_TEST=1 also run the real Slurm and
@@ -8,12 +9,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEPS=.cuda-wheels
-if [ ! -e "$DEPS/nvidia/cu13/lib/libnvrtc.so.13" ] || [ ! -e "$DEPS/nvidia/cu13/lib/libcupti.so.13" ]; then
-  echo "fetching NVRTC and CUPTI 13.0 from PyPI into $DEPS/ (once)"
+if [ ! -e "$DEPS/nvidia/cu13/lib/libnvrtc.so.13" ] || [ ! -e "$DEPS/nvidia/cu13/lib/libcupti.so.13" ] \
+  || [ ! -e "$DEPS/nvidia/cu13/include/cuda_fp8.h" ]; then
+  echo "fetching NVRTC, CUPTI and the CUDA headers (13.0) from PyPI into $DEPS/ (once)"
   # --target keeps the wheels inside the checkout; the variable lets a distribution's
   # "externally managed" Python accept an install that touches nothing of its own.
-  PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --quiet --disable-pip-version-check --target "$DEPS" \
-    "nvidia-cuda-nvrtc==13.0.88" "nvidia-cuda-cupti==13.0.85"
+  # All three go into a fresh folder that then replaces the old one: pip --target
+  # skips (or, with --upgrade, replaces whole) a top folder that is already there,
+  # and the three wheels share nvidia/cu13/. The runtime wheel is there for its
+  # headers (cuda_bf16.h, cuda_fp8.h, cuda_fp16.h).
+  rm -rf "$DEPS.new"
+  PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --quiet --disable-pip-version-check --target "$DEPS.new" \
+    "nvidia-cuda-nvrtc==13.0.88" "nvidia-cuda-cupti==13.0.85" "nvidia-cuda-runtime==13.0.96"
+  rm -rf "$DEPS" && mv "$DEPS.new" "$DEPS"
 fi
 # flashprof finds .cuda-wheels by itself; the loader path also lets the tests that
 # look for the real libraries (tests/found_libraries.rs, the CUPTI loader's) find them.

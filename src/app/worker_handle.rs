@@ -39,14 +39,16 @@ pub struct WorkerCommand {
 
 impl WorkerCommand {
     /// This executable, re-entered as a worker, told where this process
-    /// found NVRTC and CUPTI (so the worker loads the same ones, and its
-    /// sandbox may read their folders).
+    /// found NVRTC, CUPTI and the CUDA type headers (so the worker uses the
+    /// same ones, and its sandbox may read their folders).
     pub fn current_exe() -> std::io::Result<Self> {
-        let found = crate::gpu::found::current();
+        let context = crate::gpu::found::Context::current();
+        let mut env = crate::gpu::found::current().worker_env(&context);
+        env.extend(crate::gpu::headers::current().worker_env(&context));
         Ok(Self {
             program: std::env::current_exe()?,
             args: vec!["__worker".into()],
-            env: found.worker_env(&crate::gpu::found::Context::current()),
+            env,
             remote: None,
         })
     }

@@ -20,7 +20,7 @@ pub struct DoctorArgs {
 /// One line of the report.
 #[derive(Debug, Serialize)]
 pub struct Finding {
-    /// `driver`, `gpu`, `peaks`, `nvrtc`, `cupti`, `compute_sanitizer`, `profiling`.
+    /// `driver`, `gpu`, `peaks`, `nvrtc`, `cuda_headers`, `cupti`, `compute_sanitizer`, `profiling`.
     pub item: &'static str,
     pub ok: bool,
     /// What was found, where, and how it was found.
@@ -74,7 +74,8 @@ pub fn run(args: DoctorArgs) -> ExitCode {
             searched: libraries.searched_folders(),
             refused: libraries
                 .refusals()
-                .iter()
+                .into_iter()
+                .chain(&crate::gpu::headers::current().refused)
                 .map(ToString::to_string)
                 .collect(),
         };
@@ -110,6 +111,9 @@ pub fn run(args: DoctorArgs) -> ExitCode {
         }
         for refusal in libraries.refusals() {
             println!("{refusal} (not loaded: only files of this user or root, in folders no one else can write, are)");
+        }
+        for refusal in &crate::gpu::headers::current().refused {
+            println!("{refusal} (not used: only headers of this user or root, in folders no one else can write, are)");
         }
     }
     if can_compile {
@@ -237,6 +241,10 @@ pub fn diagnose() -> Vec<Finding> {
             None => Finding::missing("nvrtc", "libnvrtc.so.13 / .12 not found".into(), NVRTC_FIX),
         },
     });
+    findings.push(headers_finding(
+        crate::gpu::headers::current(),
+        libraries.nvrtc.as_ref().map(|n| n.major),
+    ));
     // CUPTI.
     findings.push(match (&libraries.cupti, &libraries.cupti_12) {
         (Some(cupti), _) => {
@@ -277,6 +285,29 @@ pub fn diagnose() -> Vec<Finding> {
     // Profiling permission.
     findings.push(profiling_permission());
     findings
+}
+
+/// Where the CUDA type headers are (the bf16/FP8 lab needs them), or why not.
+fn headers_finding(
+    search: &crate::gpu::headers::HeaderSearch,
+    nvrtc_major: Option<u32>,
+) -> Finding {
+    use crate::gpu::headers::{CUDA_TYPE_HEADERS, HEADERS_FIX};
+    let names = CUDA_TYPE_HEADERS.join(", ");
+    if let Some(headers) = &search.found {
+        return Finding::ok("cuda_headers", format!("{names}: {headers}"));
+    }
+    let unused: Vec<String> = search.other_major.iter().map(ToString::to_string).collect();
+    let found = match (unused.is_empty(), nvrtc_major) {
+        (false, Some(major)) => format!(
+            "only {} (NVRTC is {major}.x: headers of another CUDA major are not used)",
+            unused.join("; ")
+        ),
+        _ => format!(
+            "{names} not found (only the bf16/FP8 lab needs them; cuda_fp16.h keeps its stand-in)"
+        ),
+    };
+    Finding::missing("cuda_headers", found, HEADERS_FIX)
 }
 
 /// The file a library whose name starts with `prefix` was loaded from.

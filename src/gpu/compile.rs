@@ -19,9 +19,10 @@ use self::nvrtc::{CallError, Program};
 use crate::facts::diagnostics;
 use crate::facts::kept_state::KernelFacts;
 use crate::facts::resources::{parse_ptxas_log, ResourceUsage};
+use crate::gpu::headers::CudaHeaders;
 use crate::lab::definition::LabRef;
 use crate::lab::geometry::LaunchGeometry;
-use crate::lab::source::{PreparedSource, SourceError, StudentSource};
+use crate::lab::source::{PreparedSource, SourceError, StudentSource, CUDA_TYPE_HEADERS};
 
 use crate::facts::diagnostics::{Diagnostic, Severity};
 
@@ -191,6 +192,13 @@ pub enum CompileError {
     },
     #[error(transparent)]
     Source(#[from] SourceError),
+    /// The file includes a CUDA type header this machine has no trusted copy of.
+    #[error("{path}: {message}")]
+    HeadersMissing {
+        path: String,
+        header: &'static str,
+        message: String,
+    },
     #[error("{}", failure_summary(diagnostics, log))]
     Failed {
         diagnostics: Vec<Diagnostic>,
@@ -233,8 +241,17 @@ pub fn compile_file(
     compile(&StudentSource::from_path(path, lab)?, opts)
 }
 
-/// Compiles `src` for `opts.arch`.
+/// Compiles `src` for `opts.arch`, with the CUDA type headers this process found.
 pub fn compile(src: &StudentSource, opts: &CompileOptions) -> Result<CompiledKernel, CompileError> {
+    compile_with_headers(src, opts, crate::gpu::headers::current().found.as_ref())
+}
+
+/// [`compile`] with the given CUDA type headers (`None`: none on this machine).
+fn compile_with_headers(
+    src: &StudentSource,
+    opts: &CompileOptions,
+    headers: Option<&CudaHeaders>,
+) -> Result<CompiledKernel, CompileError> {
     if !nvrtc::library_present() {
         return Err(CompileError::LibraryMissing {
             library: "NVRTC".into(),
@@ -246,8 +263,20 @@ pub fn compile(src: &StudentSource, opts: &CompileOptions) -> Result<CompiledKer
     let started = Instant::now();
     let prepared = src.prepared();
     let entry = prepared.entry_point;
-    let program = create_program(prepared)?;
-    let outcome = program.compile(&c_strings(student_flags(opts))?);
+    if headers.is_none() {
+        // `cuda_fp16.h` keeps its stand-in; the other two have none.
+        if let Some(&header) = prepared.cuda_headers.iter().find(|&&h| h != "cuda_fp16.h") {
+            return Err(CompileError::HeadersMissing {
+                path: src.display_path().to_owned(),
+                header,
+                message: crate::gpu::headers::missing_message(header),
+            });
+        }
+    }
+    let program = create_program(prepared, headers.is_some())?;
+    let mut flags = student_flags(opts);
+    flags.extend(include_flag(headers));
+    let outcome = program.compile(&c_strings(flags)?);
     let log = program.log()?;
     if let Err(failure) = outcome {
         return Err(explain_failure(failure, log, src));
@@ -333,7 +362,9 @@ pub fn compile_trusted(
         });
     }
     let program = Program::create(c_string(text)?, c_string(name)?, Vec::new())?;
-    if program.compile(&c_strings(opts.flags())?).is_err() {
+    let mut flags = opts.flags();
+    flags.extend(include_flag(crate::gpu::headers::current().found.as_ref()));
+    if program.compile(&c_strings(flags)?).is_err() {
         return Err(CompileError::InvalidOption {
             log: program.log()?,
         });
@@ -344,10 +375,23 @@ pub fn compile_trusted(
     })
 }
 
-fn create_program(prepared: PreparedSource) -> Result<Program, CompileError> {
+/// `-I` with the CUDA type headers' folder, when there is one.
+fn include_flag(headers: Option<&CudaHeaders>) -> Option<String> {
+    headers.map(|h| format!("-I{}", h.folder.display()))
+}
+
+/// The program with its stand-in headers; with `real_cuda_headers`, the
+/// stand-ins of [`CUDA_TYPE_HEADERS`] stay out, since NVRTC takes a header
+/// handed over in memory before its `-I` folder and the real `cuda_bf16.h`
+/// needs the real `cuda_fp16.h`.
+fn create_program(
+    prepared: PreparedSource,
+    real_cuda_headers: bool,
+) -> Result<Program, CompileError> {
     let headers = prepared
         .headers
         .iter()
+        .filter(|h| !(real_cuda_headers && CUDA_TYPE_HEADERS.contains(&h.name)))
         .map(|h| Ok((c_string(h.name)?, c_string(h.text)?)))
         .collect::<Result<Vec<_>, CompileError>>()?;
     Ok(Program::create(

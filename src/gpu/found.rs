@@ -237,7 +237,8 @@ impl Context {
         }
     }
 
-    fn var(&self, name: &str) -> Option<&OsString> {
+    /// A variable's value, unless unset or empty.
+    pub fn var(&self, name: &str) -> Option<&OsString> {
         self.vars
             .iter()
             .rev()

@@ -5,5 +5,6 @@ pub mod compile;
 pub mod cupti;
 pub mod device;
 pub mod found;
+pub mod headers;
 pub mod libraries;
 pub mod peaks;

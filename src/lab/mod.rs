@@ -11,6 +11,7 @@ pub mod geometry;
 pub mod npy;
 // The next labs' pure cores, not yet registered (issues 22 and 23).
 pub mod paged_decode;
+pub mod paged_prefill_fp8;
 pub mod registry;
 pub mod source;
 pub mod typed;

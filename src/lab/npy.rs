@@ -1,6 +1,6 @@
-//! Reading and writing NumPy `.npy` files of little-endian `f32` or `f64`
-//! in C order, the only kind the lab exchanges (golden cases, dumped
-//! outputs for a student to inspect in Python).
+//! Reading and writing NumPy `.npy` files of little-endian `f32`, `f64`,
+//! `i32` or bytes (`u8`: FP8 caches) in C order, the only kinds the labs
+//! exchange (golden cases, dumped outputs for a student to inspect in Python).
 //!
 //! The format is small enough to handle by hand: a magic string, a version,
 //! a header that is a Python dict literal, then the raw elements. Writing it
@@ -91,6 +91,18 @@ impl Element for i32 {
     }
 }
 
+impl Element for u8 {
+    /// NumPy writes single bytes with `|`: byte order does not apply.
+    const DESCR: &'static str = "|u1";
+    const SIZE: usize = 1;
+    fn from_le(bytes: &[u8]) -> Self {
+        bytes[0]
+    }
+    fn append_le(self, out: &mut Vec<u8>) {
+        out.push(self);
+    }
+}
+
 const MAGIC: &[u8] = b"\x93NUMPY";
 /// NumPy pads the header so that the elements start on this boundary.
 const ALIGNMENT: usize = 64;
@@ -147,6 +159,16 @@ pub fn decode_i32(bytes: &[u8]) -> Result<(Vec<usize>, Vec<i32>), NpyError> {
 
 /// The bytes of a `.npy` file (format 1.0) holding `i32` `data` with `shape`.
 pub fn encode_i32(shape: &[usize], data: &[i32]) -> Result<Vec<u8>, NpyError> {
+    encode(shape, data)
+}
+
+/// Parses the bytes of a `.npy` file of `uint8` (FP8 bytes).
+pub fn decode_u8(bytes: &[u8]) -> Result<(Vec<usize>, Vec<u8>), NpyError> {
+    decode(bytes)
+}
+
+/// The bytes of a `.npy` file (format 1.0) holding `uint8` `data` with `shape`.
+pub fn encode_u8(shape: &[usize], data: &[u8]) -> Result<Vec<u8>, NpyError> {
     encode(shape, data)
 }
 
@@ -422,6 +444,17 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn uint8_arrays_round_trip_as_numpy_writes_them() {
+        let data: Vec<u8> = (0..=255).collect();
+        let bytes = encode_u8(&[16, 16], &data).unwrap();
+        assert!(String::from_utf8_lossy(&bytes).contains("'descr': '|u1'"));
+        assert_eq!(bytes.len() % ALIGNMENT, 0);
+        assert_eq!(decode_u8(&bytes).unwrap(), (vec![16, 16], data));
+        let err = decode_f32(&bytes).unwrap_err().to_string();
+        assert!(err.contains("`|u1`, expected `<f4`"), "{err}");
     }
 
     #[test]

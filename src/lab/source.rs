@@ -23,7 +23,7 @@ use super::definition::LabRef;
 use super::geometry::{declared_lab, GeometryError, LaunchGeometry};
 
 pub use self::host::DroppedHostCode;
-pub use self::prelude::{StandInHeader, PRELUDE_FILE, STAND_IN_HEADERS};
+pub use self::prelude::{StandInHeader, CUDA_TYPE_HEADERS, PRELUDE_FILE, STAND_IN_HEADERS};
 
 /// Largest accepted source file. Real kernels are a few KiB; anything near
 /// this is a wrong file, and refusing it early keeps NVRTC from chewing on it.
@@ -130,6 +130,8 @@ pub struct StudentSource {
     device_text: String,
     /// What was blanked.
     dropped: Vec<DroppedHostCode>,
+    /// The [`CUDA_TYPE_HEADERS`] the file includes.
+    cuda_headers: Vec<&'static str>,
 }
 
 /// What NVRTC is given for one student file.
@@ -141,6 +143,9 @@ pub struct PreparedSource {
     pub program_name: String,
     /// Headers to hand NVRTC alongside the program.
     pub headers: &'static [StandInHeader],
+    /// The [`CUDA_TYPE_HEADERS`] the file includes: the compiler needs the
+    /// real ones for them (a stand-in only covers `cuda_fp16.h`).
+    pub cuda_headers: Vec<&'static str>,
     /// The symbol the compiled image must export.
     pub entry_point: &'static str,
 }
@@ -236,6 +241,7 @@ impl StudentSource {
             self_defined,
             device_text,
             dropped,
+            cuda_headers: includes::cuda_type_headers(&tokens),
         })
     }
 
@@ -295,6 +301,7 @@ impl StudentSource {
             text,
             program_name: self.display_path.clone(),
             headers: STAND_IN_HEADERS,
+            cuda_headers: self.cuda_headers.clone(),
             entry_point: self.lab.abi().entry_point,
         }
     }

@@ -287,7 +287,9 @@ impl Worker {
                     CompileError::Source(_) | CompileError::MissingEntryPoint { .. } => {
                         CompileProblemKind::BadSource
                     }
-                    CompileError::LibraryMissing { .. } => CompileProblemKind::CompilerMissing,
+                    CompileError::LibraryMissing { .. } | CompileError::HeadersMissing { .. } => {
+                        CompileProblemKind::CompilerMissing
+                    }
                     _ => CompileProblemKind::CompilerFailed,
                 };
                 outcome.problem = Some(CompileProblem {

@@ -319,6 +319,14 @@ fn readable_paths() -> Vec<PathBuf> {
     paths.extend(children(Path::new("/usr/local"), "cuda"));
     paths.extend(environment_library_folders());
     paths.extend(mapped_library_folders());
+    // NVRTC reads the CUDA type headers from their folder at compile time;
+    // the search (before confinement) allowed only a trusted one.
+    paths.extend(
+        crate::gpu::headers::current()
+            .found
+            .as_ref()
+            .map(|h| h.folder.clone()),
+    );
     paths.push("/sys".into());
     paths.extend(PROC_PATHS.iter().map(PathBuf::from));
     paths.retain(|p| is_narrow(p));
@@ -462,5 +470,9 @@ mod tests {
             assert!(!paths.iter().any(|p| Path::new(&home).starts_with(p)));
         }
         assert!(paths.iter().any(|p| p == Path::new("/sys")));
+        // The CUDA type headers NVRTC reads at compile time, where found.
+        if let Some(headers) = &crate::gpu::headers::current().found {
+            assert!(paths.contains(&headers.folder), "{paths:?}");
+        }
     }
 }

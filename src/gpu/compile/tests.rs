@@ -548,3 +548,48 @@ fn an_l2_evict_last_load_in_inline_asm_is_noted() {
         ["createpolicy", "L2::evict_last", "L2::cache_hint"]
     );
 }
+
+/// A flash-lab kernel that computes through bf16 and both FP8 formats.
+fn bf16_fp8_kernel() -> String {
+    "#include <cuda_bf16.h>\n#include <cuda_fp8.h>\n#include <cuda_fp16.h>\n".to_owned()
+        + ENTRY_SIGNATURE
+        + " {\n  const int i = threadIdx.x;\n  __nv_fp8_e4m3 a(q[i]);\n  __nv_fp8_e5m2 b(kCache[i]);\n\
+           __nv_bfloat16 x = __float2bfloat16_rn(float(a) * float(b));\n\
+           out[i] = __bfloat162float(__hmul(x, x)) + __half2float(__float2half(vCache[i]));\n}\n"
+}
+
+#[test]
+fn a_bf16_and_fp8_kernel_compiles_with_the_real_headers() {
+    let search = crate::gpu::headers::current();
+    let Some(headers) = &search.found else {
+        panic!(
+            "{} (refused: {:?}): scripts/test.sh fetches them",
+            crate::gpu::headers::missing_message("cuda_fp8.h"),
+            search.refused
+        );
+    };
+    let result = try_compile(&source("fp8.cu", &bf16_fp8_kernel()));
+    let kernel = result.unwrap_or_else(|e| panic!("{e}"));
+    assert!(kernel.diagnostics.is_empty(), "{}", kernel.log);
+    eprintln!("compiled against {headers}");
+}
+
+#[test]
+fn without_the_headers_fp16_keeps_its_stand_in_and_bf16_is_refused_with_the_fix() {
+    let opts = CompileOptions::default();
+    let fp16_only =
+        "#include <cuda_fp16.h>\n".to_owned() + ENTRY_SIGNATURE + " { out[0] = q[0]; }\n";
+    compile_with_headers(&source("fp32.cu", &fp16_only), &opts, None)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let refused = compile_with_headers(&source("fp8.cu", &bf16_fp8_kernel()), &opts, None)
+        .expect_err("no headers, no bf16");
+    let CompileError::HeadersMissing { path, header, .. } = &refused else {
+        panic!("{refused:?}");
+    };
+    assert_eq!((path.as_str(), *header), ("fp8.cu", "cuda_bf16.h"));
+    let message = refused.to_string();
+    assert!(
+        message.contains(crate::gpu::headers::HEADERS_FIX),
+        "{message}"
+    );
+}

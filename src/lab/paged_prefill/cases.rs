@@ -180,7 +180,7 @@ impl CaseSpec {
         }
     }
 
-    fn validate(&self) -> Result<(), PagedCaseError> {
+    pub(crate) fn validate(&self) -> Result<(), PagedCaseError> {
         let max_window = (MAX_CONTEXT + MAX_NEW) as i32;
         if self.window > max_window {
             return Err(self.invalid(format!(
@@ -308,7 +308,7 @@ impl CaseSpec {
     }
 
     /// The batch of the declared lengths, with the table still empty.
-    fn lengths_batch(&self) -> Batch {
+    pub(crate) fn lengths_batch(&self) -> Batch {
         let max_len = (0..self.context.len())
             .map(|s| self.context[s] + self.new[s])
             .max()
@@ -399,7 +399,7 @@ fn timing_inputs_or_batch(seed: u64, tensors: bool) -> Inputs {
 /// "table ignored" bug would compute for its position; block 0 is owned
 /// whenever that rule leaves room; entries past a context point at blocks
 /// the sequence does not own.
-fn block_table(
+pub(crate) fn block_table(
     batch: &Batch,
     share: Option<[usize; 2]>,
     rng: &mut ChaCha8Rng,
@@ -538,7 +538,7 @@ fn apply_plant(inputs: &mut Inputs, plant: &Plant) {
     }
 }
 
-fn resolve_rows(rows: &PlantRows, new: usize) -> Vec<usize> {
+pub(crate) fn resolve_rows(rows: &PlantRows, new: usize) -> Vec<usize> {
     match rows {
         PlantRows::List(list) => list.clone(),
         PlantRows::Named(NamedRows::All) => (0..new).collect(),
@@ -546,7 +546,7 @@ fn resolve_rows(rows: &PlantRows, new: usize) -> Vec<usize> {
     }
 }
 
-fn resolve_keys(keys: &PlantKeys, context: usize, new: usize) -> Vec<usize> {
+pub(crate) fn resolve_keys(keys: &PlantKeys, context: usize, new: usize) -> Vec<usize> {
     match keys {
         PlantKeys::List(list) => list.clone(),
         PlantKeys::Named(NamedKeys::LastCached) => context.checked_sub(1).into_iter().collect(),
@@ -561,7 +561,7 @@ fn random_tensor(rng: &mut ChaCha8Rng, len: usize) -> Vec<f32> {
 }
 
 /// FNV-1a: stable across Rust versions and platforms, unlike `DefaultHasher`.
-fn stable_hash(text: &str) -> u64 {
+pub(crate) fn stable_hash(text: &str) -> u64 {
     text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
     })

@@ -54,7 +54,7 @@ pub fn load_bytes(files: &[(&str, &[u8])], window: i32) -> Result<CaseInputs, Pa
     load_with(&get, &|name: &str| name.to_owned(), window)
 }
 
-type Lookup<'a> = &'a dyn Fn(&str) -> Result<Option<Vec<u8>>, PagedCaseError>;
+pub(crate) type Lookup<'a> = &'a dyn Fn(&str) -> Result<Option<Vec<u8>>, PagedCaseError>;
 
 fn load_with(
     get: Lookup,
@@ -80,8 +80,6 @@ fn load_with(
         }
         Ok((shape, data))
     };
-    let i32s = |name: &'static str| npy::decode_i32(&required(name)?).map_err(npy_err(name));
-
     let (q_shape, q) = f32s("q.npy")?;
     let total = match q_shape[..] {
         [t, HQ, DH] if t > 0 => t,
@@ -123,6 +121,61 @@ fn load_with(
         ));
     }
 
+    let batch = load_batch(get, label, total, num_blocks, window)?;
+    let alibi_slopes = load_alibi(get, label)?;
+    let expected = load_expected(get, label, [total, HQ, DH])?;
+    let batch = Batch {
+        alibi: alibi_slopes.is_some(),
+        ..batch
+    };
+    Ok(CaseInputs {
+        inputs: Inputs {
+            batch,
+            q,
+            k_new,
+            v_new,
+            k_cache,
+            v_cache,
+            alibi_slopes,
+        },
+        expected,
+    })
+}
+
+/// A refusal of file `name`, shown as `label` makes it.
+fn bad_file(label: &dyn Fn(&str) -> String, name: &str, message: String) -> PagedCaseError {
+    PagedCaseError::Tensor {
+        file: label(name),
+        message,
+    }
+}
+
+/// The bytes of file `name`, which must be there.
+fn required_file(
+    get: Lookup,
+    label: &dyn Fn(&str) -> String,
+    name: &str,
+) -> Result<Vec<u8>, PagedCaseError> {
+    get(name)?.ok_or_else(|| bad_file(label, name, "missing (a paged case needs this file)".into()))
+}
+
+/// The int32 arrays of a paged case (`block_table.npy`, `q_start.npy`,
+/// `seq_len.npy`), checked against each other, against `total` rows and
+/// `num_blocks` blocks: the batch, ALiBi off.
+pub(crate) fn load_batch(
+    get: Lookup,
+    label: &dyn Fn(&str) -> String,
+    total: usize,
+    num_blocks: usize,
+    window: i32,
+) -> Result<Batch, PagedCaseError> {
+    let bad = |name: &str, message: String| bad_file(label, name, message);
+    let required = |name: &str| required_file(get, label, name);
+    let npy_err = |name: &'static str| {
+        let bad = &bad;
+        move |e: npy::NpyError| bad(name, e.to_string())
+    };
+    let i32s = |name: &'static str| npy::decode_i32(&required(name)?).map_err(npy_err(name));
     let (table_shape, block_table) = i32s("block_table.npy")?;
     let (seqs, per_seq) = match table_shape[..] {
         [s, m] if s > 0 && m > 0 => (s, m),
@@ -211,7 +264,31 @@ fn load_with(
         ));
     }
 
-    let alibi_slopes = match bytes(OPTIONAL[0])? {
+    Ok(Batch {
+        context,
+        new,
+        sliding_window: window,
+        alibi: false,
+        max_blocks_per_seq: per_seq,
+        num_blocks,
+        block_table,
+        q_start,
+        seq_len,
+    })
+}
+
+/// `alibi_slopes.npy`, when present: 32 finite slopes.
+pub(crate) fn load_alibi(
+    get: Lookup,
+    label: &dyn Fn(&str) -> String,
+) -> Result<Option<Vec<f32>>, PagedCaseError> {
+    let bad = |name: &str, message: String| bad_file(label, name, message);
+    let npy_err = |name: &'static str| {
+        let bad = &bad;
+        move |e: npy::NpyError| bad(name, e.to_string())
+    };
+    let bytes = |name: &str| get(name);
+    Ok(match bytes(OPTIONAL[0])? {
         None => None,
         Some(b) => {
             let (shape, slopes) = npy::decode_f32(&b).map_err(npy_err(OPTIONAL[0]))?;
@@ -226,42 +303,34 @@ fn load_with(
             }
             Some(slopes)
         }
+    })
+}
+
+/// `expected.npy`, when present, of the given shape.
+pub(crate) fn load_expected(
+    get: Lookup,
+    label: &dyn Fn(&str) -> String,
+    shape: [usize; 3],
+) -> Result<Option<Vec<f64>>, PagedCaseError> {
+    let bad = |name: &str, message: String| bad_file(label, name, message);
+    let npy_err = |name: &'static str| {
+        let bad = &bad;
+        move |e: npy::NpyError| bad(name, e.to_string())
     };
-    let expected = match bytes(OPTIONAL[1])? {
+    let bytes = |name: &str| get(name);
+    let [total, heads, dims] = shape;
+    Ok(match bytes(OPTIONAL[1])? {
         None => None,
         Some(b) => {
             let (shape, e) = npy::decode_f64(&b).map_err(npy_err(OPTIONAL[1]))?;
-            if shape[..] != [total, HQ, DH] {
+            if shape[..] != [total, heads, dims] {
                 return Err(bad(
                     OPTIONAL[1],
-                    format!("shape {shape:?}, expected [{total}, {HQ}, {DH}] like q.npy"),
+                    format!("shape {shape:?}, expected [{total}, {heads}, {dims}] like q.npy"),
                 ));
             }
             Some(e)
         }
-    };
-    let batch = Batch {
-        context,
-        new,
-        sliding_window: window,
-        alibi: alibi_slopes.is_some(),
-        max_blocks_per_seq: per_seq,
-        num_blocks,
-        block_table,
-        q_start,
-        seq_len,
-    };
-    Ok(CaseInputs {
-        inputs: Inputs {
-            batch,
-            q,
-            k_new,
-            v_new,
-            k_cache,
-            v_cache,
-            alibi_slopes,
-        },
-        expected,
     })
 }
 

@@ -13,7 +13,7 @@
 //! attribute diagnostics to a file of the student's choosing. The worker's
 //! sandbox is the second wall behind this one (docs/SECURITY.md).
 
-use super::prelude::STAND_IN_HEADERS;
+use super::prelude::{CUDA_TYPE_HEADERS, STAND_IN_HEADERS};
 use super::scan::{Token, TokenKind};
 
 /// A directive or operator that names something the submission may not use.
@@ -239,11 +239,36 @@ fn header_name(operand: &str) -> Option<&str> {
 }
 
 fn is_provided(header: &str) -> bool {
-    STAND_IN_HEADERS.iter().any(|h| h.name == header)
+    STAND_IN_HEADERS.iter().any(|h| h.name == header) || CUDA_TYPE_HEADERS.contains(&header)
+}
+
+/// The CUDA type headers the tokens include, each once, in file order
+/// (the compiler needs the real folder for all but `cuda_fp16.h`).
+pub(super) fn cuda_type_headers(tokens: &[Token]) -> Vec<&'static str> {
+    let mut found: Vec<&'static str> = Vec::new();
+    for token in tokens.iter().filter(|t| t.kind == TokenKind::Directive) {
+        let logical = logical_text(token.text);
+        let Some(operand) = directive_body(&logical).and_then(|b| b.strip_prefix("include")) else {
+            continue;
+        };
+        let named =
+            header_name(operand.trim()).and_then(|h| CUDA_TYPE_HEADERS.iter().find(|&&c| c == h));
+        if let Some(&header) = named {
+            if !found.contains(&header) {
+                found.push(header);
+            }
+        }
+    }
+    found
 }
 
 fn provided_list() -> String {
-    let names: Vec<&str> = STAND_IN_HEADERS.iter().map(|h| h.name).collect();
+    let mut names: Vec<&str> = STAND_IN_HEADERS.iter().map(|h| h.name).collect();
+    for header in CUDA_TYPE_HEADERS {
+        if !names.contains(&header) {
+            names.push(header);
+        }
+    }
     format!("the headers flashprof provides ({})", names.join(", "))
 }
 
@@ -261,6 +286,34 @@ mod tests {
         let source = "#include <cuda_runtime.h>\n#include \"math.h\"\n#include  <stdint.h> // ok\n\
                       #if __has_include(<cuda_fp16.h>)\n#endif\n__global__ void k() {}\n";
         assert_eq!(refused(source), None);
+    }
+
+    #[test]
+    fn exactly_the_three_cuda_type_headers_of_the_cuda_folder_are_allowed() {
+        let source = "#include <cuda_bf16.h>\n#include \"cuda_fp8.h\"\n#include <cuda_fp16.h>\n\
+                      #include <cuda_bf16.h>\n#if __has_include(<cuda_fp8.h>)\n#endif\n";
+        let tokens = tokenize(source);
+        assert_eq!(first_refused(&tokens), None);
+        assert_eq!(
+            cuda_type_headers(&tokens),
+            ["cuda_bf16.h", "cuda_fp8.h", "cuda_fp16.h"]
+        );
+        assert!(cuda_type_headers(&tokenize("#include <math.h>\n")).is_empty());
+        // The folder they come from holds many more; none of those is named.
+        for other in [
+            "cuda_fp4.h",
+            "vector_types.h",
+            "cuda_runtime_api.h",
+            "cuda_fp8.hpp",
+        ] {
+            let found = refused(&format!("#include <{other}>\n"))
+                .unwrap_or_else(|| panic!("accepted {other}"));
+            assert!(
+                found.reason.contains("cuda_bf16.h, cuda_fp8.h"),
+                "{}",
+                found.reason
+            );
+        }
     }
 
     #[test]

@@ -24,9 +24,10 @@ pub struct StandInHeader {
 /// built-ins, so the stand-in only needs to exist.
 const BUILT_IN: &str = "// flashprof: NVRTC provides this header's device functions itself.\n";
 
-/// `__half` and friends are not available: the lab is fp32 throughout, and
-/// NVRTC 13 does not ship the real header. Including it is harmless; using
-/// `__half` is reported by the compiler at the student's line.
+/// `__half` and friends where the real header was not found (NVRTC does not
+/// ship it; [`CUDA_TYPE_HEADERS`]): the fp32 labs' files include it
+/// harmlessly, and using `__half` is reported by the compiler at the
+/// student's line.
 const NO_HALF: &str =
     "// flashprof: stand-in; the fp16 types are not available under NVRTC here.\n";
 
@@ -50,6 +51,14 @@ const HOST_ONLY: &str =
 
 /// `size_t` is built into NVRTC, but not its `std::` spelling.
 const STDDEF: &str = "#pragma once\nnamespace std { using ::size_t; }\n";
+
+/// The CUDA headers of the 16- and 8-bit float types. NVRTC ships none of
+/// them; where flashprof finds them (`gpu::headers`) the compiler reads the
+/// real ones from their folder, and they are the only headers of that folder
+/// a submission may name. `cuda_fp16.h` also has a stand-in for machines
+/// without them; the other two do not, and a file that includes one is
+/// refused there with the fix.
+pub const CUDA_TYPE_HEADERS: [&str; 3] = ["cuda_fp16.h", "cuda_bf16.h", "cuda_fp8.h"];
 
 /// Headers a kernel file may include, and what stands in for each.
 pub const STAND_IN_HEADERS: &[StandInHeader] = &[

@@ -1,0 +1,500 @@
+//! The FP8 lab's hazard cases: the second lab's recipes (lengths, window,
+//! ALiBi, shared prefix, plants) plus the cache's format, its two scales and
+//! whether bytes far outside `[-1, 1)` are placed.
+//!
+//! Memory is laid out as the contract says: the second lab's block table
+//! (shuffled, block 0 in use, entries past a context naming other blocks),
+//! and an FP8 NaN byte ([`FP8_NAN`]) in every cache slot no context covers,
+//! so a stray read shows as NaN. Real cache values are `U(-1, 1)` quantised
+//! with the case's scales; bf16 tensors are `U(-1, 1)` rounded to bf16.
+//! A plant sets `q` rows and keys to its value (cached keys as the byte
+//! nearest `value / kScale`); every plant of this lab scores past `expf`'s
+//! range (the smallest, 3, gives `3 * 3 * 128 * scale = 102`).
+
+use std::path::{Path, PathBuf};
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+use crate::lab::case_file::{read_case_tables, CaseTable};
+use crate::lab::definition::CaseError;
+use crate::lab::paged_prefill::cases::{self as paged_cases, PagedCaseError, Plant};
+
+use super::{
+    bf16, cache_elems, k_cache_index, kv_new_elems, kv_new_index, q_elems, q_index,
+    standard_alibi_slopes, v_cache_index, Batch, Inputs, KvFormat, BLOCK, DH, FP8_NAN, GROUP, HKV,
+};
+
+/// The cases shipped with flashprof.
+pub const EMBEDDED_CASES: &str = include_str!("../../../assets/paged-prefill-fp8-cases.toml");
+
+/// The dimension of K where wide cases put large bytes.
+pub const WIDE_DIM: usize = 77;
+/// A wide key's largest dequantised magnitude in [`WIDE_DIM`]: with `|q| < 1`
+/// it adds at most `96 * scale = 8.5` to a score, far from `expf`'s range.
+pub const WIDE_KEY_BOUND: f32 = 96.0;
+/// One value byte in this many is wide in a wide case.
+pub const WIDE_VALUE_EVERY: u32 = 16;
+
+fn default_k_scale() -> f32 {
+    0.5
+}
+
+fn default_v_scale() -> f32 {
+    2.0
+}
+
+/// One hazard case as written in the cases file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CaseSpec {
+    pub name: String,
+    pub summary: String,
+    #[serde(default)]
+    pub context: Vec<usize>,
+    #[serde(default)]
+    pub new: Vec<usize>,
+    #[serde(default)]
+    pub window: i32,
+    #[serde(default)]
+    pub alibi: bool,
+    #[serde(default)]
+    pub share_prefix: Option<[usize; 2]>,
+    #[serde(default)]
+    pub plant: Vec<Plant>,
+    /// The cache's format.
+    pub format: KvFormat,
+    #[serde(default = "default_k_scale")]
+    pub k_scale: f32,
+    #[serde(default = "default_v_scale")]
+    pub v_scale: f32,
+    /// Bytes near the format's top in V, large ones in [`WIDE_DIM`] of K and
+    /// (E5M2) subnormals E4M3 cannot hold in the next dimension.
+    #[serde(default)]
+    pub wide: bool,
+    /// A folder of the case's own tensors ([`super::tensors::load_dir`]).
+    #[serde(default)]
+    pub tensors: Option<PathBuf>,
+}
+
+impl CaseTable for CaseSpec {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn tensors_mut(&mut self) -> &mut Option<PathBuf> {
+        &mut self.tensors
+    }
+}
+
+/// Parses and validates a cases file; `base` resolves relative tensor folders.
+pub fn parse_cases(text: &str, file: &str, base: &Path) -> Result<Vec<CaseSpec>, PagedCaseError> {
+    let cases: Vec<CaseSpec> = read_case_tables(text, file, base).map_err(|e| match e {
+        CaseError::Parse { file, message } => PagedCaseError::Parse { file, message },
+        CaseError::Invalid { case, message } => PagedCaseError::Invalid { case, message },
+    })?;
+    for case in &cases {
+        case.validate()?;
+    }
+    Ok(cases)
+}
+
+/// The embedded cases; the tests validate them, so this cannot fail at run time.
+pub fn embedded_cases() -> Vec<CaseSpec> {
+    parse_cases(
+        EMBEDDED_CASES,
+        "assets/paged-prefill-fp8-cases.toml",
+        Path::new("."),
+    )
+    .expect("the embedded FP8 cases are checked by tests")
+}
+
+impl CaseSpec {
+    /// The second lab's recipe of the same lengths, for its checks and batch.
+    fn shape(&self) -> paged_cases::CaseSpec {
+        paged_cases::CaseSpec {
+            name: self.name.clone(),
+            summary: self.summary.clone(),
+            context: self.context.clone(),
+            new: self.new.clone(),
+            window: self.window,
+            alibi: self.alibi,
+            share_prefix: self.share_prefix,
+            plant: self.plant.clone(),
+            tensors: self.tensors.clone(),
+        }
+    }
+
+    fn validate(&self) -> Result<(), PagedCaseError> {
+        for (name, scale) in [("k_scale", self.k_scale), ("v_scale", self.v_scale)] {
+            if !scale.is_normal() || scale <= 0.0 || scale > 1e4 {
+                return Err(PagedCaseError::Invalid {
+                    case: self.name.clone(),
+                    message: format!(
+                        "{name} = {scale}: a scale is a positive normal float up to 1e4"
+                    ),
+                });
+            }
+        }
+        if self.tensors.is_some() && self.wide {
+            return Err(PagedCaseError::Invalid {
+                case: self.name.clone(),
+                message: "`wide` shapes generated bytes; a case with its own tensors has none"
+                    .into(),
+            });
+        }
+        self.shape().validate()
+    }
+
+    /// This case's inputs from the run's seed (or its own tensors).
+    pub fn generate(&self, seed: u64) -> Result<Inputs, PagedCaseError> {
+        if let Some(dir) = &self.tensors {
+            let scales = (self.k_scale, self.v_scale);
+            return super::tensors::load_dir(dir, self.window, self.format, scales)
+                .map(|c| c.inputs);
+        }
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ paged_cases::stable_hash(&self.name));
+        let mut inputs = self.lay_out(self.shape().lengths_batch(), &mut rng);
+        for plant in &self.plant {
+            apply_plant(&mut inputs, plant);
+        }
+        Ok(inputs)
+    }
+
+    fn lay_out(&self, batch: Batch, rng: &mut ChaCha8Rng) -> Inputs {
+        let (table, owned) = paged_cases::block_table(&batch, self.share_prefix, rng);
+        let batch = Batch {
+            block_table: table,
+            ..batch
+        };
+        let bf16s = |rng: &mut ChaCha8Rng, len| -> Vec<f32> {
+            (0..len)
+                .map(|_| bf16::round(rng.random_range(-1.0f32..1.0)))
+                .collect()
+        };
+        let q = bf16s(rng, q_elems(&batch));
+        let k_new = bf16s(rng, kv_new_elems(&batch));
+        let v_new = bf16s(rng, kv_new_elems(&batch));
+        let mut k_cache = vec![FP8_NAN; cache_elems(&batch)];
+        let mut v_cache = vec![FP8_NAN; cache_elems(&batch)];
+        let format = self.format;
+        let quantise = |rng: &mut ChaCha8Rng, scale: f32| {
+            format.encode(rng.random_range(-1.0f32..1.0) / scale)
+        };
+        let wide_key = largest_code_up_to(format, WIDE_KEY_BOUND / self.k_scale);
+        let mut filled = vec![false; batch.num_blocks];
+        for (s, blocks) in owned.iter().enumerate() {
+            for (k, &block) in blocks.iter().enumerate() {
+                if std::mem::replace(&mut filled[block], true) {
+                    continue; // a shared prefix block, filled by its first owner
+                }
+                let slots = (batch.context[s] - k * BLOCK).min(BLOCK);
+                for g in 0..HKV {
+                    for d in 0..DH {
+                        for o in 0..slots {
+                            let mut key = quantise(rng, self.k_scale);
+                            let mut value = quantise(rng, self.v_scale);
+                            if self.wide {
+                                let sign = if rng.random::<bool>() { 0x80 } else { 0 };
+                                if d == WIDE_DIM && rng.random::<bool>() {
+                                    key = wide_key | sign;
+                                }
+                                if d == WIDE_DIM + 1 && format == KvFormat::E5m2 {
+                                    key = rng.random_range(1u8..4) | sign; // 2^-16 .. 3 * 2^-16
+                                }
+                                if rng.random_range(0..WIDE_VALUE_EVERY) == 0 {
+                                    value = top_code(format, rng) | sign;
+                                }
+                            }
+                            k_cache[k_cache_index(block, g, d, o)] = key;
+                            v_cache[v_cache_index(block, g, d, o)] = value;
+                        }
+                    }
+                }
+            }
+        }
+        Inputs {
+            alibi_slopes: batch.alibi.then(standard_alibi_slopes),
+            format,
+            k_scale: self.k_scale,
+            v_scale: self.v_scale,
+            batch,
+            q,
+            k_new,
+            v_new,
+            k_cache,
+            v_cache,
+        }
+    }
+}
+
+/// The positive code of the largest value at most `bound`.
+fn largest_code_up_to(format: KvFormat, bound: f32) -> u8 {
+    (0u8..0x80)
+        .filter(|&c| format.decode(c) <= bound)
+        .max_by(|&a, &b| format.decode(a).total_cmp(&format.decode(b)))
+        .unwrap_or(0)
+}
+
+/// A positive code near the format's top: E4M3 256..448 (its last binade),
+/// E5M2 4096..57344 (far beyond anything E4M3 holds).
+fn top_code(format: KvFormat, rng: &mut ChaCha8Rng) -> u8 {
+    match format {
+        KvFormat::E4m3 => rng.random_range(0x78..=0x7E),
+        KvFormat::E5m2 => rng.random_range(0x6C..=0x7B),
+    }
+}
+
+fn apply_plant(inputs: &mut Inputs, plant: &Plant) {
+    let batch = &inputs.batch;
+    let (context, new) = (batch.context[plant.seq], batch.new[plant.seq]);
+    let start = batch.start(plant.seq);
+    let kv_head = plant.head / GROUP;
+    let key_byte = inputs.format.encode(plant.value / inputs.k_scale);
+    for t in paged_cases::resolve_rows(&plant.rows, new) {
+        for d in 0..DH {
+            inputs.q[q_index(start + t, plant.head, d)] = bf16::round(plant.value);
+        }
+    }
+    for pos in paged_cases::resolve_keys(&plant.keys, context, new) {
+        for d in 0..DH {
+            if pos < context {
+                let block = batch.block_of(plant.seq, pos);
+                inputs.k_cache[k_cache_index(block, kv_head, d, pos % BLOCK)] = key_byte;
+            } else {
+                inputs.k_new[kv_new_index(start + pos - context, kv_head, d)] =
+                    bf16::round(plant.value);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab::paged_prefill_fp8::SCALE;
+
+    fn generated() -> Vec<(CaseSpec, Inputs)> {
+        embedded_cases()
+            .into_iter()
+            .map(|c| {
+                let inputs = c.generate(7).unwrap();
+                (c, inputs)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_cases_cover_the_second_labs_families() {
+        let all = generated();
+        let any = |f: &dyn Fn(&Batch) -> bool| all.iter().any(|(_, i)| f(&i.batch));
+        for c in [0, 1, BLOCK - 1, BLOCK, BLOCK + 1, 1000] {
+            assert!(any(&|b| b.context.contains(&c)), "context {c}");
+        }
+        for n in [1, 17, 33, 65] {
+            assert!(any(&|b| b.new.contains(&n)), "new {n}");
+        }
+        for w in [1, BLOCK - 1, BLOCK, BLOCK + 1] {
+            assert!(any(&|b| b.window() == Some(w)), "window {w}");
+        }
+        assert!(any(&|b| b
+            .window()
+            .is_some_and(|w| (0..b.num_seqs()).any(|s| b.len_of(s) < w))));
+        assert!(any(&|b| (0..b.num_seqs()).any(|s| {
+            let ctx = b.context[s];
+            ctx > 0 && (0..b.new[s]).any(|t| b.first_visible(ctx + t) >= ctx)
+        })));
+        assert!(any(&|b| b.alibi && b.context.iter().all(|&c| c == 0)));
+        assert!(any(&|b| b.alibi && b.context.iter().any(|&c| c > 0)));
+        assert!(any(&|b| b.alibi && b.window().is_some()));
+        assert!(all.iter().any(|(c, _)| c.share_prefix.is_some()));
+        for (case, inputs) in &all {
+            assert!(inputs.batch.num_seqs() >= 2, "{}", case.name);
+        }
+    }
+
+    #[test]
+    fn the_cases_cover_the_fp8_hazards() {
+        let all = generated();
+        for format in KvFormat::ALL {
+            assert!(
+                all.iter().filter(|(c, _)| c.format == format).count() >= 6,
+                "{format:?}"
+            );
+            assert!(
+                all.iter().any(|(c, _)| c.format == format && c.wide),
+                "{format:?} wide"
+            );
+        }
+        for (case, inputs) in &all {
+            let (k, v) = (case.k_scale, case.v_scale);
+            assert!(
+                k != v && k != 1.0 && v != 1.0,
+                "{}: scales {k}, {v}",
+                case.name
+            );
+            assert!(inputs
+                .q
+                .iter()
+                .chain(&inputs.k_new)
+                .all(|&x| bf16::is_exact(x)));
+        }
+        let not_power_of_two = |s: f32| s.to_bits() & 0x007F_FFFF != 0;
+        assert!(all
+            .iter()
+            .any(|(c, _)| not_power_of_two(c.k_scale) && not_power_of_two(c.v_scale)));
+        assert!(all
+            .iter()
+            .any(|(c, _)| c.k_scale == 0.5 && c.v_scale == 2.0));
+        // Wide cases: E4M3 bytes in its last binade, E5M2 values E4M3 cannot hold.
+        let holds = |case: &str, byte: &dyn Fn(u8) -> bool| {
+            let (_, inputs) = all.iter().find(|(c, _)| c.name == case).unwrap();
+            inputs.v_cache.iter().any(|&b| byte(b)) || inputs.k_cache.iter().any(|&b| byte(b))
+        };
+        let wide = |f: KvFormat| {
+            all.iter()
+                .find(|(c, _)| c.wide && c.format == f)
+                .unwrap()
+                .0
+                .name
+                .clone()
+        };
+        assert!(holds(&wide(KvFormat::E4m3), &|b| (b & 0x7F) >= 0x78
+            && b & 0x7F != 0x7F));
+        assert!(holds(&wide(KvFormat::E5m2), &|b| KvFormat::E5m2
+            .decode(b)
+            .abs()
+            > 448.0
+            && KvFormat::E5m2.decode(b).is_finite()));
+        assert!(holds(&wide(KvFormat::E5m2), &|b| (1..4).contains(&(b & 0x7F))));
+        // Every plant scores past expf's range; no unplanted score comes near it.
+        for (case, inputs) in &all {
+            for plant in &case.plant {
+                let score = f64::from(plant.value).powi(2) * DH as f64 * SCALE;
+                assert!(score > 88.8, "{}: plant scores {score}", case.name);
+            }
+            if case.plant.is_empty() {
+                let worst = largest_score(inputs);
+                assert!(worst < 40.0, "{}: a score of {worst}", case.name);
+            }
+        }
+    }
+
+    /// The largest score any visible (row, head, key) of the case has.
+    fn largest_score(inputs: &Inputs) -> f64 {
+        let b = &inputs.batch;
+        let mut worst = 0f64;
+        for row in 0..b.total_new() {
+            let (s, i) = b.sequence_of_row(row);
+            for head in 0..crate::lab::paged_prefill_fp8::HQ {
+                for j in b.first_visible(i)..b.context[s] {
+                    let score: f64 = (0..DH)
+                        .map(|d| {
+                            f64::from(inputs.q[q_index(row, head, d)])
+                                * inputs.cached_key(s, j, head / GROUP, d)
+                        })
+                        .sum();
+                    worst = worst.max((score * SCALE).abs());
+                }
+            }
+        }
+        worst
+    }
+
+    #[test]
+    fn unused_slots_and_spare_blocks_hold_fp8_nan() {
+        for (case, inputs) in generated() {
+            let b = &inputs.batch;
+            let owned: std::collections::HashSet<usize> = (0..b.num_seqs())
+                .flat_map(|s| (0..b.context_blocks(s)).map(move |k| (s, k)))
+                .map(|(s, k)| b.block_of(s, k * BLOCK))
+                .collect();
+            for s in 0..b.num_seqs() {
+                let ctx = b.context[s];
+                if ctx % BLOCK != 0 {
+                    let block = b.block_of(s, ctx);
+                    for o in ctx % BLOCK..BLOCK {
+                        assert_eq!(
+                            inputs.k_cache[k_cache_index(block, 2, 100, o)],
+                            FP8_NAN,
+                            "{}",
+                            case.name
+                        );
+                        assert_eq!(
+                            inputs.v_cache[v_cache_index(block, 6, 3, o)],
+                            FP8_NAN,
+                            "{}",
+                            case.name
+                        );
+                    }
+                }
+            }
+            let spare = (0..b.num_blocks).find(|id| !owned.contains(id)).unwrap();
+            let region = spare * HKV * DH * BLOCK..(spare + 1) * HKV * DH * BLOCK;
+            assert!(
+                inputs.k_cache[region.clone()].iter().all(|&x| x == FP8_NAN),
+                "{}",
+                case.name
+            );
+            assert!(
+                inputs.v_cache[region].iter().all(|&x| x == FP8_NAN),
+                "{}",
+                case.name
+            );
+        }
+    }
+
+    #[test]
+    fn generation_is_deterministic_and_seeded() {
+        let spec = &embedded_cases()[0];
+        assert_eq!(spec.generate(42).unwrap(), spec.generate(42).unwrap());
+        assert_ne!(
+            spec.generate(42).unwrap().k_cache,
+            spec.generate(43).unwrap().k_cache
+        );
+    }
+
+    #[test]
+    fn bad_recipes_are_refused() {
+        let refused = |extra: &str| {
+            let text = format!(
+                "[[case]]\nname = \"x\"\nsummary = \"s\"\ncontext = [1]\nnew = [1]\nformat = \"e4m3\"\n{extra}"
+            );
+            parse_cases(&text, "t.toml", Path::new("."))
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(refused("k_scale = 0.0").contains("k_scale = 0"));
+        assert!(refused("v_scale = -2.0").contains("v_scale = -2"));
+        assert!(refused("colour = 1").contains("unknown field"));
+        assert!(refused("window = 99999").contains("at most 4608"));
+        let text = "[[case]]\nname = \"x\"\nsummary = \"s\"\ncontext = [1]\nnew = [1]\nformat = \"e6m1\"\n";
+        assert!(parse_cases(text, "t.toml", Path::new(".")).is_err());
+    }
+
+    /// Writes every case (seed 1) as a folder of `.npy` files with its recipe's
+    /// scalars in `meta.txt`, for the GPU check (scripts/fp8-kernels.sh):
+    /// `FP8_CASES_OUT=dir cargo test --lib dump_the_cases -- --ignored`.
+    #[test]
+    #[ignore = "writes files for the GPU check, run by hand"]
+    fn dump_the_cases() {
+        let out =
+            PathBuf::from(std::env::var("FP8_CASES_OUT").expect("FP8_CASES_OUT names a folder"));
+        for case in embedded_cases() {
+            let inputs = case.generate(1).unwrap();
+            let dir = out.join(&case.name);
+            std::fs::create_dir_all(&dir).unwrap();
+            for (name, bytes) in crate::lab::paged_prefill_fp8::tensors::encode(&inputs, None) {
+                std::fs::write(dir.join(name), bytes).unwrap();
+            }
+            let meta = format!(
+                "window {}\nformat {}\nk_scale {:e}\nv_scale {:e}\n",
+                case.window,
+                inputs.format.code(),
+                case.k_scale,
+                case.v_scale
+            );
+            std::fs::write(dir.join("meta.txt"), meta).unwrap();
+        }
+    }
+}

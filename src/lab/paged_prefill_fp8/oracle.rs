@@ -1,0 +1,382 @@
+//! The float64 oracle over the dequantised cache, and the same definition
+//! with one knob turned: each planted bug, and the seed's own arithmetic.
+//!
+//! For each sequence the keys and values are first laid out in position
+//! order, dequantised exactly (`decode(byte) * scale` is exact in f64), then
+//! every row does a two-pass softmax over the positions it sees. q and K are
+//! exact bf16 and FP8 values, so each product is exact in f64 and what is
+//! left is summation rounding far below the tolerance; the golden case
+//! proves it. A bug model differs from the oracle in the one line its bug is
+//! about ([`Model`]), so a case that catches a model catches that line.
+
+use rayon::prelude::*;
+
+use super::bugs::Bug;
+use super::{
+    bf16, cache_elems, k_cache_index, kv_new_elems, kv_new_index, q_elems, q_index, v_cache_index,
+    Inputs, KvFormat, BLOCK, DH, GROUP, HKV, HQ, SCALE, SCALE_F32, X,
+};
+
+/// How the attention is computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Model {
+    /// The definition, in f64.
+    Exact,
+    /// The definition with one planted bug.
+    Bug(Bug),
+    /// The seed kernel's arithmetic: K, V and the probabilities rounded to
+    /// bf16 before their products, fp32 sums, `out` rounded to bf16.
+    SeedLike,
+}
+
+/// Exact attention of the batch, laid out like `out` (`[T][32][128]`).
+pub fn attention(inputs: &Inputs) -> Vec<f64> {
+    evaluate(inputs, Model::Exact)
+}
+
+/// What `model` computes for every row (rows always have a writer here:
+/// none of this lab's bugs moves a row).
+pub fn evaluate(inputs: &Inputs, model: Model) -> Vec<f64> {
+    check_lengths(inputs);
+    let batch = &inputs.batch;
+    let mut out = vec![0.0; q_elems(batch)];
+    for seq in 0..batch.num_seqs() {
+        let kv = SequenceKv::gather(inputs, seq, model);
+        let start = batch.start(seq);
+        let rows = &mut out[q_index(start, 0, 0)..q_index(start + batch.new[seq], 0, 0)];
+        rows.par_chunks_mut(GROUP * DH).enumerate().for_each_init(
+            Vec::new,
+            |scratch, (task, group_out)| {
+                let (token, kv_head) = (task / HKV, task % HKV);
+                kv.row_group(inputs, start + token, token, kv_head, scratch, group_out);
+            },
+        );
+    }
+    out
+}
+
+/// The largest `|v|` each (row, head) sees, laid out `[T][32]`: what
+/// scales the absolute part of the tolerance ([`super::tolerance`]).
+pub fn value_scales(inputs: &Inputs) -> Vec<f64> {
+    check_lengths(inputs);
+    let batch = &inputs.batch;
+    let mut scales = vec![0.0; batch.total_new() * HQ];
+    for seq in 0..batch.num_seqs() {
+        let kv = SequenceKv::gather(inputs, seq, Model::Exact);
+        let start = batch.start(seq);
+        for token in 0..batch.new[seq] {
+            let i = kv.context + token;
+            for kv_head in 0..HKV {
+                let largest = kv
+                    .positions
+                    .iter()
+                    .filter(|p| p.pos <= i && kv.sees(batch.window(), i, p.pos))
+                    .flat_map(|p| &p.values[kv_head * DH..(kv_head + 1) * DH])
+                    .fold(0.0f64, |m, v| m.max(v.abs()));
+                let row = (start + token) * HQ + kv_head * GROUP;
+                scales[row..row + GROUP].fill(largest);
+            }
+        }
+    }
+    scales
+}
+
+fn check_lengths(inputs: &Inputs) {
+    let b = &inputs.batch;
+    assert_eq!(inputs.q.len(), q_elems(b), "q does not match the batch");
+    assert_eq!(inputs.k_new.len(), kv_new_elems(b), "kNew does not match");
+    assert_eq!(inputs.v_new.len(), kv_new_elems(b), "vNew does not match");
+    assert_eq!(
+        inputs.k_cache.len(),
+        cache_elems(b),
+        "kCache does not match"
+    );
+    assert_eq!(
+        inputs.v_cache.len(),
+        cache_elems(b),
+        "vCache does not match"
+    );
+    assert_eq!(
+        inputs.alibi_slopes.is_some(),
+        b.alibi,
+        "ALiBi slopes present exactly when the batch says so"
+    );
+}
+
+/// One key or value as the (possibly buggy) kernel sees it.
+struct Position {
+    pos: usize,
+    /// `[HKV][DH]` keys and values.
+    keys: Vec<f64>,
+    values: Vec<f64>,
+}
+
+/// One sequence's keys and values in the order the kernel walks them.
+struct SequenceKv {
+    context: usize,
+    model: Model,
+    /// The cached walk (positions below the context; one more under
+    /// [`Bug::OneKeyTooMany`]), then the new tokens.
+    positions: Vec<Position>,
+}
+
+impl SequenceKv {
+    fn gather(inputs: &Inputs, seq: usize, model: Model) -> SequenceKv {
+        let batch = &inputs.batch;
+        let context = batch.context[seq];
+        let bug = match model {
+            Model::Bug(bug) => Some(bug),
+            _ => None,
+        };
+        // The kernel's cache walk ends at the context; the bug reads one more.
+        let cached = match bug {
+            Some(Bug::OneKeyTooMany) => context + 1,
+            _ => context,
+        };
+        let format = match bug {
+            Some(Bug::FormatIgnored) => KvFormat::E5m2,
+            _ => inputs.format,
+        };
+        let (k_scale, v_scale) = match bug {
+            Some(Bug::KScaleIgnored) => (1.0, inputs.v_scale),
+            Some(Bug::ScalesSwapped) => (inputs.v_scale, inputs.k_scale),
+            _ => (inputs.k_scale, inputs.v_scale),
+        };
+        let round = |x: f64| match model {
+            Model::SeedLike => f64::from(bf16::round(x as f32)),
+            _ => x,
+        };
+        let dequantise =
+            |byte: u8, scale: f32| round(f64::from(format.decode(byte)) * f64::from(scale));
+        let mut positions = Vec::with_capacity(cached + batch.new[seq]);
+        for pos in 0..cached {
+            let block = batch.block_table[seq * batch.max_blocks_per_seq + pos / BLOCK] as usize;
+            let slot = pos % BLOCK;
+            let mut keys = vec![0.0; HKV * DH];
+            let mut values = vec![0.0; HKV * DH];
+            for g in 0..HKV {
+                for d in 0..DH {
+                    let k_at = match bug {
+                        Some(Bug::XAssumed8) => {
+                            const X8: usize = 8;
+                            (((block * HKV + g) * (DH / X8) + d / X8) * BLOCK + slot) * X8 + d % X8
+                        }
+                        _ => k_cache_index(block, g, d, slot),
+                    };
+                    debug_assert_eq!(X, 16);
+                    keys[g * DH + d] = dequantise(inputs.k_cache[k_at], k_scale);
+                    values[g * DH + d] =
+                        dequantise(inputs.v_cache[v_cache_index(block, g, d, slot)], v_scale);
+                }
+            }
+            positions.push(Position { pos, keys, values });
+        }
+        let start = batch.start(seq);
+        for token in 0..batch.new[seq] {
+            let row = start + token;
+            let read = |data: &[f32]| -> Vec<f64> {
+                data[kv_new_index(row, 0, 0)..kv_new_index(row + 1, 0, 0)]
+                    .iter()
+                    .map(|&x| f64::from(x))
+                    .collect()
+            };
+            positions.push(Position {
+                pos: context + token,
+                keys: read(&inputs.k_new),
+                values: read(&inputs.v_new),
+            });
+        }
+        SequenceKv {
+            context,
+            model,
+            positions,
+        }
+    }
+
+    /// Whether the row at position `i` sees position `j <= i`.
+    fn sees(&self, window: Option<usize>, i: usize, j: usize) -> bool {
+        match (window, self.model) {
+            (None, _) => true,
+            (Some(w), Model::Bug(Bug::WindowOffByOne)) => i - j <= w,
+            (Some(w), _) => i - j < w,
+        }
+    }
+
+    /// The four query heads of `kv_head` for the row at `row` (token `token`).
+    fn row_group(
+        &self,
+        inputs: &Inputs,
+        row: usize,
+        token: usize,
+        kv_head: usize,
+        scores: &mut Vec<(f64, usize)>,
+        out_group: &mut [f64],
+    ) {
+        let i = self.context + token;
+        let window = inputs.batch.window();
+        let seed_like = self.model == Model::SeedLike;
+        for (member, out_head) in out_group.chunks_exact_mut(DH).enumerate() {
+            let head = kv_head * GROUP + member;
+            let query = &inputs.q[q_index(row, head, 0)..q_index(row, head, DH)];
+            let slope = inputs.alibi_slopes.as_ref().map(|s| f64::from(s[head]));
+            scores.clear();
+            for (at, position) in self.positions.iter().enumerate() {
+                let j = position.pos;
+                if j > i || !self.sees(window, i, j) {
+                    continue;
+                }
+                let key = &position.keys[kv_head * DH..(kv_head + 1) * DH];
+                let mut score = if seed_like {
+                    let dot: f32 = query.iter().zip(key).map(|(&q, &k)| q * k as f32).sum();
+                    f64::from(dot * SCALE_F32)
+                } else {
+                    query
+                        .iter()
+                        .zip(key)
+                        .map(|(&q, &k)| f64::from(q) * k)
+                        .sum::<f64>()
+                        * SCALE
+                };
+                if let Some(slope) = slope {
+                    score += slope * (j as f64 - i as f64);
+                }
+                scores.push((score, at));
+            }
+            // NaN scores (stray NaN bytes) must reach the sums, as on a GPU.
+            let max = match self.model {
+                Model::Bug(Bug::MissingMaxSubtraction) => 0.0,
+                _ => scores.iter().map(|s| s.0).fold(f64::NEG_INFINITY, f64::max),
+            };
+            let mut denominator = 0.0;
+            out_head.fill(0.0);
+            for &(score, at) in scores.iter() {
+                let weight = match self.model {
+                    // The kernel's expf: past f32's range it is infinite.
+                    Model::Bug(Bug::MissingMaxSubtraction) => {
+                        f64::from(((score - max) as f32).exp())
+                    }
+                    Model::SeedLike => f64::from(((score - max) as f32).exp()),
+                    _ => (score - max).exp(),
+                };
+                denominator += weight;
+                let p = match seed_like {
+                    true => f64::from(bf16::round(weight as f32)),
+                    false => weight,
+                };
+                let value = &self.positions[at].values[kv_head * DH..(kv_head + 1) * DH];
+                for (o, &v) in out_head.iter_mut().zip(value) {
+                    *o = if seed_like {
+                        f64::from(*o as f32 + (p * v) as f32)
+                    } else {
+                        *o + p * v
+                    };
+                }
+            }
+            if self.model != Model::Bug(Bug::MissingDivision) {
+                out_head.iter_mut().for_each(|o| *o /= denominator);
+            }
+            if seed_like {
+                out_head
+                    .iter_mut()
+                    .for_each(|o| *o = f64::from(bf16::round(*o as f32)));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab::paged_prefill_fp8::{Batch, FP8_NAN};
+
+    /// Two sequences; every q and K zero (uniform softmax); each value holds
+    /// its position, the cached ones as FP8 bytes scaled by `vScale` = 0.5.
+    fn uniform(window: i32, format: KvFormat) -> Inputs {
+        let mut batch = Batch::from_lengths(vec![3, 0], vec![2, 2], window, false, 1, 3);
+        batch.block_table = vec![2, 0];
+        let mut v_cache = vec![FP8_NAN; cache_elems(&batch)];
+        let mut k_cache = v_cache.clone();
+        for pos in 0..3 {
+            for g in 0..HKV {
+                for d in 0..DH {
+                    v_cache[v_cache_index(2, g, d, pos)] = format.encode(2.0 * pos as f32);
+                    k_cache[k_cache_index(2, g, d, pos)] = 0;
+                }
+            }
+        }
+        let mut v_new = vec![0.0; kv_new_elems(&batch)];
+        for row in 0..batch.total_new() {
+            let (_, pos) = batch.sequence_of_row(row);
+            v_new[kv_new_index(row, 0, 0)..kv_new_index(row + 1, 0, 0)].fill(pos as f32);
+        }
+        Inputs {
+            format,
+            k_scale: 0.25,
+            v_scale: 0.5,
+            q: vec![0.0; q_elems(&batch)],
+            k_new: vec![0.0; kv_new_elems(&batch)],
+            v_new,
+            k_cache,
+            v_cache,
+            alibi_slopes: None,
+            batch,
+        }
+    }
+
+    fn at(out: &[f64], row: usize, head: usize) -> f64 {
+        out[q_index(row, head, 100)]
+    }
+
+    #[test]
+    fn uniform_scores_average_the_visible_dequantised_values() {
+        for format in KvFormat::ALL {
+            let out = attention(&uniform(0, format));
+            assert_eq!(at(&out, 0, 0), 1.5); // positions 0..=3
+            assert_eq!(at(&out, 1, 31), 2.0);
+            assert_eq!(at(&out, 2, 5), 0.0);
+            assert_eq!(at(&out, 3, 5), 0.5);
+            let out = attention(&uniform(2, format));
+            assert_eq!(at(&out, 0, 0), 2.5); // keys 2, 3
+        }
+    }
+
+    #[test]
+    fn the_extra_cached_key_reads_an_unused_slot() {
+        let mut inputs = uniform(0, KvFormat::E4m3);
+        // Sequence 1's (unused) table entry names sequence 0's block.
+        inputs.batch.block_table = vec![2, 2];
+        let out = evaluate(&inputs, Model::Bug(Bug::OneKeyTooMany));
+        // Position 3 of block 2 is unused: NaN. Sequence 1 reads its table
+        // entry 0 (block 2, sequence 0's), slot 0: a foreign but finite key.
+        assert!(at(&out, 0, 0).is_nan());
+        // Its row at position 1 then averages that key's value 0 with its own 0 and 1.
+        assert!(
+            (at(&out, 3, 0) - 1.0 / 3.0).abs() < 1e-12,
+            "{}",
+            at(&out, 3, 0)
+        );
+    }
+
+    #[test]
+    fn huge_scores_do_not_overflow_but_do_without_the_max() {
+        let mut inputs = uniform(0, KvFormat::E5m2);
+        inputs.q.iter_mut().for_each(|x| *x = 8.0);
+        inputs.k_new.iter_mut().for_each(|x| *x = 8.0);
+        let out = attention(&inputs);
+        // Row 3: both keys score 8 * 8 * 128 * scale = 724; average of 0 and 1.
+        assert_eq!(at(&out, 3, 0), 0.5);
+        let bad = evaluate(&inputs, Model::Bug(Bug::MissingMaxSubtraction));
+        assert!(!at(&bad, 3, 0).is_finite());
+    }
+
+    #[test]
+    fn the_seed_like_model_stays_close_and_rounds_to_bf16() {
+        let inputs = uniform(0, KvFormat::E4m3);
+        let exact = attention(&inputs);
+        let seed = evaluate(&inputs, Model::SeedLike);
+        assert!(seed.iter().all(|&x| bf16::is_exact(x as f32)));
+        for (s, e) in seed.iter().zip(&exact) {
+            assert!((s - e).abs() <= 1e-2 * e.abs() + 1e-6, "{s} {e}");
+        }
+    }
+}
