@@ -247,6 +247,24 @@ fn a_body_is_wrapped_and_renumbered() {
 }
 
 #[test]
+fn the_program_name_nvrtc_gets_is_safe_whatever_the_file_is_called() {
+    let source = StudentSource::from_bytes(
+        "class/q\"uote\n\u{1b}]0;t\u{7} ü.cu",
+        b"out[0] = 0.0f;",
+        crate::lab::flash_prefill::FLASH_PREFILL,
+    )
+    .expect("accepted");
+    let prepared = source.prepared();
+    assert_eq!(prepared.program_name, "class/q_uote___0_t___.cu");
+    // Diagnostics still name the exact path, escaped, through `#line`.
+    assert!(
+        prepared.text.contains("#line 1 \"class/q\\\"uote"),
+        "{}",
+        prepared.text
+    );
+}
+
+#[test]
 fn a_translation_unit_is_not_wrapped() {
     let prepared = accepted(&tu("out[0] = 0.0f;")).prepared();
     assert_eq!(prepared.text.matches("attention_prefill").count(), 1);
