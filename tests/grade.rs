@@ -786,7 +786,11 @@ fn an_out_folder_others_can_write_or_a_planted_journal_link_is_refused() {
     std::fs::write(shared.join("journal.jsonl"), forged).expect("plant");
     let run = grade(&shared);
     assert_eq!(run.status.code(), Some(2), "{}", text(&run));
-    assert!(text(&run).contains("writable by others"), "{}", text(&run));
+    assert!(
+        text(&run).contains("writable by group and others"),
+        "{}",
+        text(&run)
+    );
     assert!(!shared.join("gradebook.csv").exists());
 
     let out = root.path().join("out");

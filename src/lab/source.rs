@@ -139,10 +139,8 @@ pub struct StudentSource {
 pub struct PreparedSource {
     /// The full program text: prelude, `#line` markers and the student's text.
     pub text: String,
-    /// NVRTC's program name: the student's display path reduced to a safe
-    /// alphabet. NVRTC writes it into the PTX unescaped, so a `"` or a line
-    /// break in a file name would break the compile; diagnostics name the
-    /// exact path through the `#line` marker, not through this.
+    /// NVRTC's program name, the name in the `#line` marker too:
+    /// [`StudentSource::marker_name`].
     pub program_name: String,
     /// Headers to hand NVRTC alongside the program.
     pub headers: &'static [StandInHeader],
@@ -258,6 +256,22 @@ impl StudentSource {
         &self.display_path
     }
 
+    /// The name NVRTC is given for the file (program name and `#line`
+    /// marker): the display path with `"`, `\` and control characters as
+    /// `_`. NVRTC writes both into the PTX unescaped (`.file` with
+    /// `-lineinfo`), where a quote or a line break in a file name broke the
+    /// compile; diagnostics naming it are given back the display path.
+    pub fn marker_name(&self) -> String {
+        self.display_path
+            .chars()
+            .map(|c| match c {
+                '"' | '\\' => '_',
+                c if c.is_control() => '_',
+                c => c,
+            })
+            .collect()
+    }
+
     /// The student's text, without any byte-order mark.
     pub fn text(&self) -> &str {
         &self.text
@@ -292,7 +306,7 @@ impl StudentSource {
             text.push_str(self.lab.abi().signature);
             text.push_str(" {\n");
         }
-        text.push_str(&prelude::line_marker(1, &self.display_path));
+        text.push_str(&prelude::line_marker(1, &self.marker_name()));
         text.push_str(&self.device_text);
         if !self.device_text.ends_with('\n') {
             text.push('\n');
@@ -302,22 +316,12 @@ impl StudentSource {
         }
         PreparedSource {
             text,
-            program_name: program_name(&self.display_path),
+            program_name: self.marker_name(),
             headers: STAND_IN_HEADERS,
             cuda_headers: self.cuda_headers.clone(),
             entry_point: self.lab.abi().entry_point,
         }
     }
-}
-
-/// `path` with every character outside `A-Z a-z 0-9 . _ - /` as `_`.
-fn program_name(path: &str) -> String {
-    path.chars()
-        .map(|c| match c {
-            'a'..='z' | 'A'..='Z' | '0'..='9' | '.' | '_' | '-' | '/' => c,
-            _ => '_',
-        })
-        .collect()
 }
 
 /// Whether [`read_regular_file`] follows a symlink at the last component.

@@ -2,8 +2,9 @@
 //! synccheck, initcheck) over a submission on one small case.
 //!
 //! compute-sanitizer follows child processes, so each tool runs this very
-//! executable as `flashprof check FILE --case NAME --no-timing --no-counters`
-//! under `compute-sanitizer --tool T --target-processes all`; the worker that
+//! executable as `flashprof check COPY --case NAME --no-timing --no-counters`
+//! (COPY: the exact text that was checked, written into the pass's private
+//! folder) under `compute-sanitizer --tool T --target-processes all`; the worker that
 //! check starts (sandboxed as always) is the process it instruments. The four
 //! tools run side by side, each writing its text log into a private
 //! temporary folder; [`parse`] reads each log, and every report becomes a
@@ -473,24 +474,15 @@ fn finish(tool: SanitizerTool, exit: Exit, log: &Path, plan: &SanitizePlan) -> T
 }
 
 /// A fresh folder only this user can enter, for the tools' logs.
-/// Writes the checked text into `dir/source/`, under the student's file
-/// name (so a report's sites still name it), or `submission.cu`.
+/// Writes the checked text to `dir/submission.cu` (a name of flashprof's:
+/// the student's may hold characters NVRTC cannot carry, and the reports'
+/// sites are matched to the copy's path).
 fn copy_of_text(dir: &Path, plan: &SanitizePlan) -> Result<PathBuf, String> {
-    let source = dir.join("source");
-    let name = plan
-        .student
-        .names
-        .first()
-        .and_then(|shown| Path::new(shown).file_name())
-        .map_or_else(|| "submission.cu".into(), ToOwned::to_owned);
-    let copy = source.join(name);
-    std::fs::create_dir(&source)
-        .and_then(|()| {
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&copy)
-        })
+    let copy = dir.join("submission.cu");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&copy)
         .and_then(|mut file| std::io::Write::write_all(&mut file, plan.text.as_bytes()))
         .map(|()| copy.clone())
         .map_err(|e| format!("cannot write {}: {e}", copy.display()))
