@@ -187,8 +187,8 @@ pub fn run_batch(
                 writer.append(entry).map_err(io_error(&journal_path))?;
             }
             writer.sync().map_err(io_error(&journal_path))?;
+            // `runs/` is written once, from the journal, when the run ends.
             for entry in &together {
-                output::write_run_file(&plan.out_dir, entry).map_err(io_error(&plan.out_dir))?;
                 graded_now += 1;
                 errors += usize::from(entry.status == Verdict::Error);
                 on_event(BatchEvent::Finished { entry });

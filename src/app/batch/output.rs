@@ -97,7 +97,7 @@ pub fn sync_folder(folder: &Path) -> std::io::Result<()> {
 
 /// Writes one submission's entry under `runs/` (not synced: the journal
 /// holds the entry durably, and every run writes these files again).
-pub fn write_run_file(out_dir: &Path, entry: &JournalEntry) -> std::io::Result<()> {
+fn write_run_file(out_dir: &Path, entry: &JournalEntry) -> std::io::Result<()> {
     let runs = out_dir.join(RUNS_DIR);
     std::fs::create_dir_all(&runs)?;
     let text = serde_json::to_string_pretty(entry)
