@@ -11,6 +11,7 @@
 //! one to a screen's width.
 
 use std::borrow::Cow;
+use std::path::Path;
 
 /// Spaces a tab becomes.
 const TAB: &str = "    ";
@@ -56,6 +57,26 @@ pub fn line_for_display(text: &str) -> Cow<'_, str> {
     Cow::Owned(for_display(text).replace('\n', "^J"))
 }
 
+/// A path as a message quotes it, on any stream: a student's file or
+/// folder name may hold escape sequences or line breaks, so every message
+/// that names an outside path goes through here (bytes that are not UTF-8
+/// show as U+FFFD).
+pub fn path_for_display(path: &Path) -> String {
+    line_for_display(&path.to_string_lossy()).into_owned()
+}
+
+/// Outside text quoted inside a one-line message, cut to `max_chars`
+/// characters and `...`: a value a student wrote may be a megabyte long.
+pub fn quoted_short(text: &str, max_chars: usize) -> String {
+    let cut: String = text.chars().take(max_chars).collect();
+    let shown = line_for_display(&cut).into_owned();
+    if cut.len() < text.len() {
+        format!("{shown}...")
+    } else {
+        shown
+    }
+}
+
 /// The longest figure written out in full; no figure a GPU gives is longer.
 const MAX_PLAIN_FIGURE: usize = 12;
 
@@ -95,5 +116,19 @@ mod tests {
         assert_eq!(for_display("abc\u{202e}fed\u{2066}"), "abcfed");
         assert_eq!(line_for_display("two\nlines"), "two^Jlines");
         assert_eq!(for_display("ünïcödé"), "ünïcödé");
+    }
+
+    #[test]
+    fn paths_and_quoted_values_are_one_visible_line() {
+        use std::os::unix::ffi::OsStrExt;
+        let name = std::ffi::OsStr::from_bytes(b"a\x1b]52;c;eA==\x07\n\xffb.cu");
+        assert_eq!(
+            path_for_display(Path::new(name)),
+            "a^[]52;c;eA==^G^J\u{fffd}b.cu"
+        );
+        assert_eq!(quoted_short("short", 64), "short");
+        let long = "x".repeat(900_000);
+        assert_eq!(quoted_short(&long, 64), format!("{}...", "x".repeat(64)));
+        assert_eq!(quoted_short("\u{1b}[2J", 64), "^[[2J");
     }
 }

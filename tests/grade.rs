@@ -135,6 +135,7 @@ fn hostile_class(root: &Path) -> PathBuf {
     write(&class.join("ünïcödé.cu"), STARTER);
     write(&class.join("-rf.cu"), STARTER);
     write(&class.join("line\nbreak.cu"), STARTER);
+    write(&class.join("q\"uote.cu"), STARTER);
     write(&class.join("empty.cu"), "  // nothing here\n");
     write(&class.join("binary.cu"), b"\x7fELF\x00\x01\x02");
     write(
@@ -199,6 +200,7 @@ fn hostile_submissions_get_one_row_each_with_reasons_and_nothing_leaks() {
             "huge.cu",
             "latin1.cu",
             "line\nbreak.cu",
+            "q\"uote.cu",
             "stolen.cu",
             "syntax.cu",
             "with space.cu",
@@ -230,6 +232,7 @@ fn hostile_submissions_get_one_row_each_with_reasons_and_nothing_leaks() {
             "alice/prefill.cu",
             "bob/prefill.cu",
             "line\nbreak.cu",
+            "q\"uote.cu",
             "with space.cu",
             "ünïcödé.cu",
         ] {
@@ -481,7 +484,7 @@ fn graded_submissions_run_in_parallel_slots_and_a_hang_costs_one_case() {
             ..plan(&["first", "hang", "last"], Duration::from_millis(500))
         },
         sanitizer: None,
-        submissions: discover_dir(&class).expect("discover"),
+        submissions: discover_dir(&class).expect("discover").submissions,
         out_dir: root.path().join("out"),
         mode: GradeMode::Full,
         slots: vec![GpuSelection::Ordinal(0), GpuSelection::Ordinal(1)],
@@ -601,7 +604,7 @@ fn submissions_are_read_one_at_a_time_not_all_before_grading() {
             ..plan(&["first"], Duration::from_secs(20))
         },
         sanitizer: None,
-        submissions: discover_dir(&class).expect("discover"),
+        submissions: discover_dir(&class).expect("discover").submissions,
         out_dir: root.path().join("out"),
         mode: GradeMode::Full,
         slots: vec![GpuSelection::Ordinal(0)],
@@ -626,7 +629,7 @@ fn a_rerun_grades_again_what_failed_on_the_grader_side() {
             ..plan(&["first"], Duration::from_secs(20))
         },
         sanitizer: None,
-        submissions: discover_dir(&class).expect("discover"),
+        submissions: discover_dir(&class).expect("discover").submissions,
         out_dir: root.path().join("out"),
         mode: GradeMode::Full,
         slots: vec![GpuSelection::Ordinal(0)],
@@ -691,4 +694,165 @@ fn a_second_grade_on_the_same_out_is_refused_while_the_first_holds_it() {
         root.path(),
     );
     assert_finished(&third);
+}
+
+/// A reference solution of the TA's, with a secret a compile error would quote.
+fn ta_secret(root: &Path) -> PathBuf {
+    let secret = root.join("ta/reference.cu");
+    write(&secret, format!("{STARTER}\n#error TA_SECRET_7731\n"));
+    secret
+}
+
+#[test]
+fn named_files_that_leave_the_folder_they_were_named_in_are_refused_with_where_they_point() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let secret = ta_secret(root.path());
+    let class = root.path().join("class");
+    std::fs::create_dir_all(class.join("alice")).expect("mkdir");
+    std::os::unix::fs::symlink(&secret, class.join("alice/prefill.cu")).expect("symlink");
+    write(&class.join("bob/prefill.cu"), STARTER);
+    // A link to a file in its own folder is still followed.
+    write(&class.join("carol/mine.cu"), STARTER);
+    std::os::unix::fs::symlink("mine.cu", class.join("carol/prefill.cu")).expect("symlink");
+    // A student folder that is itself a link to the TA's folder.
+    std::os::unix::fs::symlink(secret.parent().expect("ta"), class.join("dave")).expect("symlink");
+    let out = root.path().join("out");
+    let named: Vec<String> = [
+        "alice/prefill.cu",
+        "bob/prefill.cu",
+        "carol/prefill.cu",
+        "dave/reference.cu",
+    ]
+    .iter()
+    .map(|f| class.join(f).to_str().expect("utf-8").to_owned())
+    .collect();
+    let mut args = vec!["grade"];
+    args.extend(named.iter().map(String::as_str));
+    args.extend(["--out", out.to_str().expect("utf-8"), "--compile-only"]);
+    let run = flashprof(&args, root.path());
+    assert_finished(&run);
+    let subs = submissions(&out);
+    let row = |name: &str| {
+        let id = subs.keys().find(|id| id.ends_with(name)).expect("a row");
+        subs[id].clone()
+    };
+    let alice = row("alice/prefill.cu");
+    assert_eq!(alice["status"], "rejected");
+    let reason = alice["error"].as_str().expect("reason");
+    assert!(
+        reason.contains("outside the folder it was named in"),
+        "{reason}"
+    );
+    assert!(reason.contains(secret.to_str().expect("utf-8")), "{reason}");
+    let dave = row("dave/reference.cu");
+    assert_eq!(dave["status"], "rejected");
+    assert!(
+        dave["error"].as_str().expect("reason").contains("symlink"),
+        "{dave}"
+    );
+    assert_ne!(row("bob/prefill.cu")["status"], "rejected");
+    assert_ne!(row("carol/prefill.cu")["status"], "rejected");
+    for file in ["gradebook.csv", "report.json", "journal.jsonl"] {
+        let written = std::fs::read_to_string(out.join(file)).expect("written");
+        assert!(
+            !written.contains("TA_SECRET_7731"),
+            "{file} holds the TA's secret"
+        );
+    }
+}
+
+#[test]
+fn an_out_folder_others_can_write_or_a_planted_journal_link_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = tempfile::tempdir().expect("tempdir");
+    write(&root.path().join("class/alice/prefill.cu"), STARTER);
+    let class = root.path().join("class");
+    let grade = |out: &Path| {
+        flashprof(
+            &[
+                "grade",
+                class.to_str().expect("utf-8"),
+                "--out",
+                out.to_str().expect("utf-8"),
+                "--compile-only",
+            ],
+            root.path(),
+        )
+    };
+    let shared = root.path().join("shared");
+    std::fs::create_dir_all(&shared).expect("mkdir");
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let forged = r#"{"id":"alice/prefill.cu","status":"passed"}"#;
+    std::fs::write(shared.join("journal.jsonl"), forged).expect("plant");
+    let run = grade(&shared);
+    assert_eq!(run.status.code(), Some(2), "{}", text(&run));
+    assert!(
+        text(&run).contains("writable by group and others"),
+        "{}",
+        text(&run)
+    );
+    assert!(!shared.join("gradebook.csv").exists());
+
+    let out = root.path().join("out");
+    std::fs::create_dir_all(&out).expect("mkdir");
+    let elsewhere = root.path().join("ta-notes.jsonl");
+    std::fs::write(&elsewhere, "").expect("write");
+    std::os::unix::fs::symlink(&elsewhere, out.join("journal.jsonl")).expect("symlink");
+    let run = grade(&out);
+    assert_ne!(run.status.code(), Some(0), "{}", text(&run));
+    assert!(text(&run).contains("symlink"), "{}", text(&run));
+    assert_eq!(std::fs::read_to_string(&elsewhere).expect("read"), "");
+}
+
+#[test]
+fn ten_thousand_empty_files_each_in_its_own_folder_grade_in_seconds() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let class = root.path().join("class");
+    for i in 0..10_000 {
+        write(&class.join(format!("s{i:05}/prefill.cu")), "");
+    }
+    let out = root.path().join("out");
+    let started = std::time::Instant::now();
+    let run = flashprof(
+        &[
+            "grade",
+            class.to_str().expect("utf-8"),
+            "--out",
+            out.to_str().expect("utf-8"),
+            "--compile-only",
+        ],
+        root.path(),
+    );
+    let took = started.elapsed();
+    assert_finished(&run);
+    assert_eq!(journal_lines(&out), 10_000);
+    // Four syncs per row took 50 s on the 2-core machine; the release
+    // build's figure is in docs/SECURITY.md. This bound leaves room for an
+    // unoptimised build on a busy machine.
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+}
+
+#[test]
+fn merge_warnings_quote_hostile_folder_names_without_their_escapes() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let shard = root.path().join("\u{1b}]52;c;ZWNobyBwd25lZA==\u{7}shard");
+    std::fs::create_dir_all(&shard).expect("mkdir");
+    let merged = root.path().join("merged");
+    let run = flashprof(
+        &[
+            "grade",
+            "--merge",
+            shard.to_str().expect("utf-8"),
+            "--out",
+            merged.to_str().expect("utf-8"),
+        ],
+        root.path(),
+    );
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(stderr.contains("no journal"), "{stderr}");
+    assert!(stderr.contains("^[]52;c;"), "{stderr}");
+    assert!(
+        !stderr.contains('\u{1b}') && !stderr.contains('\u{7}'),
+        "{stderr:?}"
+    );
 }

@@ -322,7 +322,7 @@ fn the_gradebook_fails_the_cheats_and_says_why_in_timing_integrity() {
     }
     let plan = BatchPlan {
         check: one_case_plan(),
-        submissions: discover_dir(&class).expect("discover"),
+        submissions: discover_dir(&class).expect("discover").submissions,
         out_dir: root.path().join("out"),
         mode: GradeMode::Full,
         slots: vec![GpuSelection::Ordinal(0)],

@@ -15,7 +15,8 @@
 mod diff;
 pub(crate) mod nofollow;
 
-use nofollow::{shown, Folder};
+use crate::display::path_for_display;
+use nofollow::Folder;
 
 pub use diff::{line_diff, DiffLine};
 
@@ -27,7 +28,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 use crate::grade::roofline::{Roofline, RooflinePoint};
-use crate::lab::source::{read_regular_file, FollowLinks, SourceError, MAX_SOURCE_BYTES};
+use crate::lab::source::{
+    read_regular_file, read_regular_file_tail, FollowLinks, SourceError, MAX_SOURCE_BYTES,
+};
 use crate::outcome::CheckReport;
 use crate::protocol::CaseStatus;
 
@@ -36,10 +39,11 @@ pub const STORE_DIR: &str = ".flashprof";
 /// The run log inside the store.
 pub const LOG_FILE: &str = "history.jsonl";
 
-/// The most of a history log that is read. A long session's reports,
-/// heatmaps included, stay far below it; a `.flashprof` folder that came
-/// with someone else's files (a submission, a replay) is hostile input.
-const MAX_LOG_BYTES: u64 = 1 << 30;
+/// The most of a history log that is read: its newest 64 MiB (over a
+/// thousand runs, heatmaps included). A `.flashprof` folder that came with
+/// someone else's files (a submission, a replay) is hostile input: a
+/// planted 1 GiB log, read whole, held 3.5 GB of records.
+const MAX_LOG_BYTES: u64 = 64 << 20;
 
 /// A file of the store, `name` in `folder`, read like any hostile file:
 /// never through a link, never blocking on a FIFO, never from a device,
@@ -50,16 +54,24 @@ fn read_store_file(folder: &Folder, name: &str, limit: u64) -> io::Result<Option
     match read_regular_file(&folder.at(name), FollowLinks::No, limit) {
         Ok(read) if read.bytes.len() as u64 > limit => Err(refused(format!(
             "{} is larger than {limit} bytes: not read",
-            shown(&path)
+            path_for_display(&path)
         ))),
         Ok(read) => Ok(Some(read.bytes)),
         Err(SourceError::Missing { .. }) => Ok(None),
-        Err(SourceError::NotRegular { kind, .. }) => Err(refused(format!(
-            "refused {}: it is {kind}, not a regular file: not read",
-            shown(&path)
-        ))),
-        Err(e) => Err(refused(format!("{}: {e}", shown(&path)))),
+        Err(e) => Err(store_read_error(&path, e)),
     }
+}
+
+/// Why a file of the store was not read, naming it.
+fn store_read_error(path: &Path, error: SourceError) -> io::Error {
+    let message = match error {
+        SourceError::NotRegular { kind, .. } => format!(
+            "refused {}: it is {kind}, not a regular file: not read",
+            path_for_display(path)
+        ),
+        e => format!("{}: {e}", path_for_display(path)),
+    };
+    io::Error::new(io::ErrorKind::InvalidData, message)
 }
 
 /// One line of the log.
@@ -153,6 +165,8 @@ impl HistoryRecord {
 pub struct History {
     pub records: Vec<HistoryRecord>,
     pub unreadable_lines: usize,
+    /// Bytes at the start of a log longer than the most that is read.
+    pub older_bytes_not_read: u64,
 }
 
 /// A `.flashprof/` folder.
@@ -251,7 +265,7 @@ impl HistoryStore {
         let store = self.folder(true)?.ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::NotFound,
-                format!("{} is missing", shown(&self.dir)),
+                format!("{} is missing", path_for_display(&self.dir)),
             )
         })?;
         self.save_source(&store, &record.source_hash, source)?;
@@ -272,7 +286,7 @@ impl HistoryStore {
         let folder = store.sub("sources", true, self.owned)?.ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::NotFound,
-                format!("{}/sources is missing", shown(&self.dir)),
+                format!("{}/sources is missing", path_for_display(&self.dir)),
             )
         })?;
         let name = format!("{hash}.cu");
@@ -302,10 +316,25 @@ impl HistoryStore {
         let Some(store) = self.folder(false)? else {
             return Ok(History::default());
         };
-        let Some(bytes) = read_store_file(&store, LOG_FILE, MAX_LOG_BYTES)? else {
-            return Ok(History::default());
+        let log = store.path.join(LOG_FILE);
+        let read = match read_regular_file_tail(&store.at(LOG_FILE), &log, MAX_LOG_BYTES) {
+            Ok(read) => read,
+            Err(SourceError::Missing { .. }) => return Ok(History::default()),
+            Err(e) => return Err(store_read_error(&log, e)),
         };
-        let mut history = History::default();
+        let mut history = History {
+            older_bytes_not_read: read.size.saturating_sub(read.bytes.len() as u64),
+            ..History::default()
+        };
+        let mut bytes = read.bytes.as_slice();
+        if history.older_bytes_not_read > 0 {
+            // The read began mid-line: that line's start is among the older bytes.
+            let first_end = bytes
+                .iter()
+                .position(|&b| b == b'\n')
+                .map_or(bytes.len(), |i| i + 1);
+            bytes = &bytes[first_end..];
+        }
         for line in bytes.split(|&b| b == b'\n') {
             if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
@@ -334,7 +363,7 @@ impl HistoryStore {
         let missing = || {
             io::Error::new(
                 io::ErrorKind::NotFound,
-                format!("{} is missing", shown(&path)),
+                format!("{} is missing", path_for_display(&path)),
             )
         };
         let folder = self
@@ -347,7 +376,7 @@ impl HistoryStore {
         String::from_utf8(bytes).map_err(|_| {
             io::Error::new(
                 io::ErrorKind::InvalidData,
-                format!("{} is not UTF-8 text", shown(&path)),
+                format!("{} is not UTF-8 text", path_for_display(&path)),
             )
         })
     }
@@ -367,7 +396,7 @@ impl HistoryStore {
             Ok(read) if read.bytes.len() as u64 > MAX_SOURCE_BYTES => {
                 return Err(io::Error::other(format!(
                     "{} is over {MAX_SOURCE_BYTES} bytes, so it cannot be recorded: not restored",
-                    file.display()
+                    path_for_display(file)
                 )))
             }
             Ok(read) => Some(String::from_utf8(read.bytes).map_err(io::Error::other)?),
@@ -375,7 +404,7 @@ impl HistoryStore {
             Err(SourceError::NotRegular { kind, .. }) => {
                 return Err(io::Error::other(format!(
                     "{} is {kind}, not a regular file: not restored",
-                    shown(file)
+                    path_for_display(file)
                 )))
             }
             Err(e) => return Err(io::Error::other(e.to_string())),
@@ -400,14 +429,14 @@ fn write_no_follow(file: &Path, text: &str) -> io::Result<()> {
         .map_err(|e| match e.raw_os_error() {
             Some(libc::ELOOP) => io::Error::other(format!(
                 "{} is a symlink: not restored through it",
-                shown(file)
+                path_for_display(file)
             )),
-            _ => io::Error::new(e.kind(), format!("{}: {e}", shown(file))),
+            _ => io::Error::new(e.kind(), format!("{}: {e}", path_for_display(file))),
         })?;
     if !out.metadata()?.is_file() {
         return Err(io::Error::other(format!(
             "{} is not a regular file: not restored",
-            shown(file)
+            path_for_display(file)
         )));
     }
     out.set_len(0)?;
@@ -471,6 +500,41 @@ mod tests {
         assert_eq!(history.unreadable_lines, 3);
         assert_eq!(history.records.len(), 2);
         assert_eq!(history.records[0].source_hash, kept.source_hash);
+    }
+
+    #[test]
+    fn a_planted_huge_log_is_read_only_as_far_as_its_newest_part() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = HistoryStore::locate(dir.path());
+        store.append_snapshot("out[0] = 0.0f;").expect("append");
+        // 80 MiB of junk lines, then one real record: only the newest 64 MiB is read.
+        let junk = format!("{{\"pad\": \"{}\"}}\n", "x".repeat(1 << 20));
+        let mut log = fs::OpenOptions::new()
+            .append(true)
+            .open(store.log_path())
+            .expect("log");
+        for _ in 0..80 {
+            std::io::Write::write_all(&mut log, junk.as_bytes()).expect("pad");
+        }
+        drop(log);
+        let newest = store.append_snapshot("out[0] = 1.0f;").expect("append");
+        let history = store.read().expect("read");
+        assert!(
+            history.older_bytes_not_read > 16 << 20,
+            "{}",
+            history.older_bytes_not_read
+        );
+        assert!(
+            history.unreadable_lines <= 64,
+            "{}",
+            history.unreadable_lines
+        );
+        assert_eq!(
+            history.records.len(),
+            1,
+            "the oldest record is among the bytes not read"
+        );
+        assert_eq!(history.records[0].source_hash, newest.source_hash);
     }
 
     #[test]

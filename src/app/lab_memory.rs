@@ -48,9 +48,13 @@ fn store_of(file: &Path, create: bool) -> std::io::Result<Option<Folder>> {
     )
 }
 
-/// The lab remembered for `file`, if any.
+/// The lab remembered for `file`, if any. The memory may be planted (a
+/// submission's folder, unpacked): a name that is no lab's is not
+/// remembered, so it can neither stop the TUI nor reach a message.
 pub fn recall(file: &Path) -> Option<String> {
-    read_all(file).remove(&key(file))
+    read_all(file)
+        .remove(&key(file))
+        .filter(|name| crate::lab::registry::find(name).is_some())
 }
 
 /// Remembers `lab` for `file`.
@@ -102,6 +106,23 @@ mod tests {
         assert!(error.to_string().contains("symlink"), "{error}");
         let kept = std::fs::read_to_string(elsewhere.join("labs.json")).expect("read");
         assert_eq!(kept, r#"{"k.cu":"paged-prefill"}"#);
+    }
+
+    #[test]
+    fn a_planted_memory_naming_no_lab_is_no_memory() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir_all(dir.path().join(".flashprof")).expect("mkdir");
+        let file = dir.path().join("k.cu");
+        for planted in [
+            r#"{"k.cu":"\u001b]52;c;ZWNobyBvd25lZA==\u0007"}"#,
+            r#"{"k.cu":"no-such-lab"}"#,
+            r#"{"k.cu":""}"#,
+        ] {
+            std::fs::write(memory_path(&file), planted).expect("plant");
+            assert_eq!(recall(&file), None, "{planted}");
+        }
+        std::fs::write(memory_path(&file), r#"{"k.cu":"paged-prefill"}"#).expect("write");
+        assert_eq!(recall(&file).as_deref(), Some("paged-prefill"));
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::facts::device::DeviceInfo;
-use crate::grade::roofline::{DevicePeaks, PeakSource};
+use crate::grade::roofline::{DevicePeaks, PeakSource, Roof};
 use crate::lab::source::{read_regular_file, FollowLinks, MAX_SOURCE_BYTES};
 
 /// The cache file, or `None` without a home folder.
@@ -45,7 +45,30 @@ fn load_from(path: &Path, gpu: &DeviceInfo) -> Option<DevicePeaks> {
         .remove(&key(gpu)?)
         .filter(|peaks| peaks.name == gpu.name)
         .filter(|peaks| peaks.has_every_roof_of(&gpu.attribute_peaks()))
+        .filter(is_usable)
 }
+
+/// Whether every roof of a cached entry is a rate a GPU can have: the file
+/// is only JSON on disk, and a roof of 0, -1 or 1e308 would be divided by
+/// and plotted. An unusable entry is measured again.
+fn is_usable(peaks: &DevicePeaks) -> bool {
+    let usable = |roof: &Roof| {
+        roof.per_s.is_finite()
+            && roof.per_s > 0.0
+            && roof.per_s < MAX_RATE
+            && roof.source == PeakSource::Measured
+            && roof
+                .pipe_pct_at_peak
+                .is_none_or(|pct| pct.is_finite() && pct > 0.0 && pct <= 100.0)
+    };
+    usable(&peaks.fp32_flops)
+        && usable(&peaks.dram_bytes)
+        && peaks.tensor_roofs().all(|(_, roof)| usable(roof))
+}
+
+/// No roof of any GPU is near this many FLOP or bytes a second (an H200's
+/// fastest is below 1e16).
+const MAX_RATE: f64 = 1e18;
 
 fn store_in(path: &Path, gpu: &DeviceInfo, peaks: &DevicePeaks) -> bool {
     let Some(key) = key(gpu) else {
@@ -59,9 +82,11 @@ fn store_in(path: &Path, gpu: &DeviceInfo, peaks: &DevicePeaks) -> bool {
     let Ok(text) = serde_json::to_string_pretty(&cache) else {
         return false;
     };
+    // Through a fresh temporary renamed into place: a link planted under
+    // the cache's name is replaced, never written through.
     path.parent()
         .is_some_and(|dir| std::fs::create_dir_all(dir).is_ok())
-        && std::fs::write(path, text).is_ok()
+        && crate::app::batch::output::write_atomically(path, &text).is_ok()
 }
 
 /// The cache, or an empty one when it is missing or unreadable.
@@ -76,7 +101,6 @@ fn read(path: &Path) -> BTreeMap<String, DevicePeaks> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::grade::roofline::Roof;
 
     fn gpu(uuid: &str) -> DeviceInfo {
         DeviceInfo {
@@ -169,5 +193,45 @@ mod tests {
             None,
             "a corrupt cache is ignored"
         );
+    }
+
+    #[test]
+    fn a_cached_entry_with_an_impossible_roof_is_measured_again() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("peaks.json");
+        let h200 = gpu("aa");
+        for bad in [0.0, -1.0, 1e308, f64::NAN] {
+            let mut peaks = measured(1e12);
+            peaks.dram_bytes.per_s = bad;
+            let mut cache = BTreeMap::new();
+            cache.insert(key(&h200).expect("key"), peaks);
+            let text = serde_json::to_string(&cache).expect("json");
+            std::fs::write(&path, text).expect("write");
+            assert_eq!(load_from(&path, &h200), None, "{bad}");
+        }
+        let mut odd_pipe = measured(1e12);
+        odd_pipe.fp32_flops.pipe_pct_at_peak = Some(1e9);
+        assert!(store_in(&path, &h200, &odd_pipe));
+        assert_eq!(load_from(&path, &h200), None);
+        assert!(store_in(&path, &h200, &measured(1e12)));
+        assert_eq!(load_from(&path, &h200), Some(measured(1e12)));
+    }
+
+    #[test]
+    fn the_cache_is_never_written_through_a_planted_link() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let elsewhere = dir.path().join("ta-notes");
+        std::fs::write(&elsewhere, "keep me").expect("write");
+        let path = dir.path().join("peaks.json");
+        std::os::unix::fs::symlink(&elsewhere, &path).expect("symlink");
+        assert!(store_in(&path, &gpu("aa"), &measured(1e12)));
+        assert_eq!(
+            std::fs::read_to_string(&elsewhere).expect("read"),
+            "keep me"
+        );
+        assert!(!std::fs::symlink_metadata(&path)
+            .expect("meta")
+            .file_type()
+            .is_symlink());
     }
 }

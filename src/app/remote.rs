@@ -153,14 +153,7 @@ impl Remote {
             }
             Self::Slurm(session) => {
                 let job = session.allocation()?;
-                let mut args: Vec<OsString> = vec![
-                    format!("--jobid={}", job.id).into(),
-                    "--ntasks=1".into(),
-                    "--nodes=1".into(),
-                    "--quiet".into(),
-                    flashprof.into(),
-                ];
-                args.extend(worker_args.iter().cloned());
+                let args = srun_args(&job.id, flashprof, worker_args);
                 // srun exports the caller's environment to the step by default.
                 Ok(Launch {
                     program: "srun".into(),
@@ -436,6 +429,26 @@ pub fn remote_command(
             .map(|a| shell_quote(&a.to_string_lossy())),
     );
     words.join(" ")
+}
+
+/// srun's arguments for one worker step: `--` ends srun's options, so a
+/// program path starting with `-` is never read as one, and a leading `~/`
+/// (which no shell expands here) is this user's home, as it is for ssh.
+fn srun_args(job: &str, flashprof: &str, worker_args: &[OsString]) -> Vec<OsString> {
+    let program: OsString = match (flashprof.strip_prefix("~/"), std::env::var_os("HOME")) {
+        (Some(rest), Some(home)) => std::path::Path::new(&home).join(rest).into(),
+        _ => flashprof.into(),
+    };
+    let mut args: Vec<OsString> = vec![
+        format!("--jobid={job}").into(),
+        "--ntasks=1".into(),
+        "--nodes=1".into(),
+        "--quiet".into(),
+        "--".into(),
+        program,
+    ];
+    args.extend(worker_args.iter().cloned());
+    args
 }
 
 /// A program path for the remote shell: a leading `~/` is left to the shell
@@ -804,6 +817,31 @@ mod tests {
             String::from_utf8_lossy(&out.stdout),
             "x'; echo pwned; '$HOME\n"
         );
+    }
+
+    #[test]
+    fn srun_never_reads_the_program_as_an_option_and_expands_home() {
+        let words = |program: &str| -> Vec<String> {
+            srun_args("42", program, &["__worker".into()])
+                .into_iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect()
+        };
+        assert_eq!(
+            words("--export=NONE"),
+            [
+                "--jobid=42",
+                "--ntasks=1",
+                "--nodes=1",
+                "--quiet",
+                "--",
+                "--export=NONE",
+                "__worker"
+            ]
+        );
+        let home = std::env::var("HOME").expect("HOME is set for the tests");
+        assert_eq!(words("~/bin/flashprof")[5], format!("{home}/bin/flashprof"));
+        assert_eq!(words("/opt/flashprof")[5], "/opt/flashprof");
     }
 
     #[test]

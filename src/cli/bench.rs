@@ -18,6 +18,7 @@ use super::plan::{fresh_seed, CountersChoice, RunOptions};
 use super::refusal::Refusal;
 use super::ExitCode;
 use crate::app::check::run_check;
+use crate::display::path_for_display;
 use crate::lab::source::{SourceForm, StudentSource};
 use crate::outcome::CheckReport;
 use crate::protocol::CounterTier;
@@ -147,7 +148,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, Refusal> {
         std::fs::write(path, &text).map_err(|e| {
             Refusal::new(
                 ExitCode::Environment,
-                format!("cannot write {}: {e}", path.display()),
+                format!("cannot write {}: {e}", path_for_display(path)),
             )
         })?;
     }
@@ -164,7 +165,7 @@ fn render(args: &BenchArgs, cold: &CheckReport, warm: &[CheckReport]) -> String 
     let _ = writeln!(
         out,
         "## Loop latency: `{}` on {device}\n",
-        args.file.display()
+        path_for_display(&args.file)
     );
     let _ = writeln!(
         out,

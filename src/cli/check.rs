@@ -199,7 +199,7 @@ fn sanitize(
     let sanitize_plan = SanitizePlan {
         sanitizer,
         exe,
-        file: args.file.clone(),
+        text: plan.source_text.clone(),
         lab: plan.lab.name().to_owned(),
         case: case.name.clone(),
         cases_file: args.cases.clone(),

@@ -20,6 +20,7 @@ use crate::app::batch::shard::Shard;
 use crate::app::batch::submissions::{discover_dir, from_files};
 use crate::app::batch::{run_batch, BatchError, BatchEvent, BatchPlan};
 use crate::app::gate::GateTable;
+use crate::display::{line_for_display, path_for_display};
 use crate::gpu::device;
 use crate::worker::GpuSelection;
 
@@ -69,12 +70,21 @@ pub fn run(args: GradeArgs) -> Result<ExitCode, Refusal> {
     let lab = args.lab.choose(None)?;
     let usage = |message: String| Refusal::new(ExitCode::Usage, message);
     let submissions = match args.inputs.as_slice() {
-        [dir] if dir.is_dir() => discover_dir(dir).map_err(|e| usage(e.to_string()))?,
+        [dir] if dir.is_dir() => {
+            let found = discover_dir(dir).map_err(|e| usage(e.to_string()))?;
+            if found.skipped_hidden > 0 {
+                eprintln!(
+                    "flashprof grade: skipped {} .cu files in hidden folders (.flashprof/ and others): not submissions",
+                    found.skipped_hidden
+                );
+            }
+            found.submissions
+        }
         files => {
             if let Some(dir) = files.iter().find(|f| f.is_dir()) {
                 return Err(usage(format!(
                     "{} is a folder; give one folder, or files only",
-                    dir.display()
+                    path_for_display(dir)
                 )));
             }
             from_files(files)
@@ -121,7 +131,7 @@ pub fn run(args: GradeArgs) -> Result<ExitCode, Refusal> {
                 s.graded_now,
                 s.skipped,
                 s.errors,
-                args.out.join(GRADEBOOK_CSV).display()
+                path_for_display(&args.out.join(GRADEBOOK_CSV))
             );
             Ok(if s.errors > 0 {
                 ExitCode::Environment
@@ -129,7 +139,9 @@ pub fn run(args: GradeArgs) -> Result<ExitCode, Refusal> {
                 ExitCode::Pass
             })
         }
-        Err(e @ BatchError::Locked(LockError::Busy { .. })) => Err(usage(e.to_string())),
+        Err(e @ (BatchError::Locked(LockError::Busy { .. }) | BatchError::UnsafeOut { .. })) => {
+            Err(usage(e.to_string()))
+        }
         Err(e) => Err(Refusal::new(ExitCode::Environment, e.to_string())),
     }
 }
@@ -197,7 +209,7 @@ fn merge(args: &GradeArgs) -> Result<ExitCode, Refusal> {
     let merged = merge_folders(&args.inputs)
         .map_err(|e| Refusal::new(ExitCode::Environment, e.to_string()))?;
     for warning in &merged.warnings {
-        eprintln!("warning: {warning}");
+        eprintln!("warning: {}", line_for_display(warning));
     }
     let lines: Result<Vec<String>, _> = merged.entries.iter().map(serde_json::to_string).collect();
     lines
@@ -212,14 +224,14 @@ fn merge(args: &GradeArgs) -> Result<ExitCode, Refusal> {
         .map_err(|e| {
             Refusal::new(
                 ExitCode::Environment,
-                format!("{}: {e}", args.out.display()),
+                format!("{}: {e}", path_for_display(&args.out)),
             )
         })?;
     println!(
         "merged {} submissions from {} folders; gradebook: {}",
         merged.entries.len(),
         args.inputs.len(),
-        args.out.join(GRADEBOOK_CSV).display()
+        path_for_display(&args.out.join(GRADEBOOK_CSV))
     );
     Ok(ExitCode::Pass)
 }
@@ -267,7 +279,7 @@ impl ProgressBar {
             }
             BatchEvent::Finished { entry } => {
                 self.done += 1;
-                format!("{} {}", entry.id.escape_debug(), entry.status.word())
+                format!("{} {}", line_for_display(&entry.id), entry.status.word())
             }
         };
         if !self.visible {

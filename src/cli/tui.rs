@@ -1,6 +1,6 @@
 //! `flashprof [FILE]` (the live TUI) and `flashprof replay PATH`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 
@@ -9,6 +9,8 @@ use super::refusal::Refusal;
 use super::ExitCode;
 use crate::app::history::HistoryStore;
 use crate::app::lab_memory;
+use crate::display::{line_for_display, path_for_display};
+use crate::lab::definition::LabRef;
 use crate::tui::{run_live, run_replay, LiveSetup};
 
 #[derive(Args, Debug)]
@@ -71,40 +73,20 @@ pub fn run(args: TuiArgs) -> Result<ExitCode, Refusal> {
             (lab, PathBuf::from(lab.default_file()))
         }
     };
-    if !file.exists() {
-        // A starter only for a kernel file: `flashprof notes.txt` must not
-        // leave a file behind (a bare word is refused earlier, in cli).
-        let is_kernel_file = file.extension().is_some_and(|e| e == "cu")
-            || file == std::path::Path::new(lab.default_file());
-        if !is_kernel_file {
-            return Err(Refusal::new(
-                ExitCode::BadSource,
-                format!(
-                    "{}: no such file (a starter kernel is written only for a path ending in .cu)",
-                    file.display()
-                ),
-            ));
-        }
-        // O_EXCL: a link planted under that name (even a dangling one) is never written through.
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&file)
-            .and_then(|mut out| std::io::Write::write_all(&mut out, lab.starter().text.as_bytes()))
-            .map_err(|e| {
-                Refusal::new(
-                    ExitCode::Environment,
-                    format!("cannot create {}: {e}", file.display()),
-                )
-            })?;
+    // A link in the file's place (dangling or not) is never written through.
+    if std::fs::symlink_metadata(&file).is_err() {
+        write_starter(&file, lab)?;
         eprintln!(
             "flashprof: created {} from the lab's starter kernel",
-            file.display()
+            path_for_display(&file)
         );
     }
     super::proven_oracle(lab)?;
     if let Err(e) = lab_memory::remember(&file, lab.name()) {
-        eprintln!("flashprof: cannot remember the lab for this file: {e}");
+        eprintln!(
+            "flashprof: cannot remember the lab for this file: {}",
+            line_for_display(&e.to_string())
+        );
     }
     let command = super::worker_command(&args.remote)?;
     let setup = LiveSetup {
@@ -135,7 +117,7 @@ pub fn replay(args: ReplayArgs) -> Result<ExitCode, Refusal> {
                     ExitCode::Environment,
                     format!(
                         "cannot unpack the recorded session into {}: {e}",
-                        dir.display()
+                        path_for_display(&dir)
                     ),
                 )
             })?
@@ -149,4 +131,63 @@ fn finish(result: anyhow::Result<()>) -> Result<ExitCode, Refusal> {
     result
         .map(|()| ExitCode::Pass)
         .map_err(|e| Refusal::new(ExitCode::Environment, format!("{e:#}")))
+}
+
+/// Writes `lab`'s starter kernel to `file`, which must not exist: created
+/// `O_EXCL | O_NOFOLLOW`, so a link planted in its place after the check is
+/// refused, never followed.
+fn write_starter(file: &Path, lab: LabRef) -> Result<(), Refusal> {
+    use std::os::unix::fs::OpenOptionsExt;
+    // A starter only for a kernel file: `flashprof notes.txt` must not
+    // leave a file behind (a bare word is refused earlier, in cli).
+    let is_kernel_file =
+        file.extension().is_some_and(|e| e == "cu") || file == Path::new(lab.default_file());
+    if !is_kernel_file {
+        return Err(Refusal::new(
+            ExitCode::BadSource,
+            format!(
+                "{}: no such file (a starter kernel is written only for a path ending in .cu)",
+                path_for_display(file)
+            ),
+        ));
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(file)
+        .and_then(|mut out| std::io::Write::write_all(&mut out, lab.starter().text.as_bytes()))
+        .map_err(|e| {
+            Refusal::new(
+                ExitCode::Environment,
+                format!("cannot create {}: {e}", path_for_display(file)),
+            )
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_starter_is_never_written_through_a_link_even_a_dangling_one() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let target = dir.path().join("ta-file");
+        let link = dir.path().join("prefill.cu");
+        std::os::unix::fs::symlink(&target, &link).expect("symlink");
+        let lab = LabRef(crate::lab::registry::default_lab());
+        let refusal = write_starter(&link, lab).expect_err("refused");
+        assert!(
+            refusal.message.contains("cannot create"),
+            "{}",
+            refusal.message
+        );
+        assert!(!target.exists(), "the starter went through the link");
+        let fresh = dir.path().join("fresh.cu");
+        write_starter(&fresh, lab).expect("written");
+        assert_eq!(
+            std::fs::read_to_string(&fresh).expect("read"),
+            lab.starter().text
+        );
+    }
 }

@@ -118,6 +118,7 @@ pub fn parse_log(log: &str, source: &StudentSource) -> Vec<Diagnostic> {
     let mut diagnostics: Vec<Diagnostic> = Vec::new();
     // Whether caret lines belong to the last diagnostic (not to a remark).
     let mut collecting = false;
+    let marker = source.marker_name();
     for text in log.lines() {
         if let Some(header) = parse_header(text) {
             collecting = false;
@@ -127,6 +128,10 @@ pub fn parse_log(log: &str, source: &StudentSource) -> Vec<Diagnostic> {
                     // text (a body's closing brace is flashprof's own).
                     let (file, line) = header
                         .location
+                        .map(|(file, line)| match file == marker {
+                            true => (source.display_path(), line),
+                            false => (file, line),
+                        })
                         .unwrap_or((source.display_path(), source.text().lines().count()));
                     let source_line = (file == source.display_path())
                         .then(|| source.line(line).map(str::to_owned))
@@ -225,6 +230,18 @@ At end of source: error: expected a \"}\"
 
 2 errors detected in the compilation of \"my (1)/k.cu\".
 ";
+
+    #[test]
+    fn a_diagnostic_naming_the_marker_name_is_the_students_file() {
+        let source =
+            StudentSource::from_bytes("class/q\"uote\nx.cu", b"out[0] = 0.0f;\n", FLASH_PREFILL)
+                .expect("valid body");
+        assert_eq!(source.marker_name(), "class/q_uote_x.cu");
+        let log = "class/q_uote_x.cu(1): error: identifier \"out\" is undefined\n";
+        let found = parse_log(log, &source);
+        assert_eq!(found[0].file, "class/q\"uote\nx.cu");
+        assert_eq!(found[0].source_line.as_deref(), Some("out[0] = 0.0f;"));
+    }
 
     #[test]
     fn splits_a_log_into_located_diagnostics() {

@@ -9,7 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::display::line_for_display;
+use crate::display::quoted_short;
 
 /// The marker that starts a geometry declaration inside a `.cu` file.
 pub const DIRECTIVE: &str = "@flashprof";
@@ -98,17 +98,17 @@ impl LaunchGeometry {
         for pair in body.split_whitespace() {
             let (key, value) = pair
                 .split_once('=')
-                .ok_or_else(|| format!("expected key=value, found `{pair}`"))?;
+                .ok_or_else(|| format!("expected key=value, found `{}`", shown(pair)))?;
             // Two values for one key (two labs, say) would leave the reader
             // guessing which one counts.
             if given.contains(&key) {
-                return Err(format!("`{key}` is given twice"));
+                return Err(format!("`{}` is given twice", shown(key)));
             }
             given.push(key);
             let number = || {
                 value
                     .parse::<u32>()
-                    .map_err(|_| format!("`{key}` needs a whole number, found `{value}`"))
+                    .map_err(|_| format!("`{key}` needs a whole number, found `{}`", shown(value)))
             };
             match key {
                 "rows_per_block" => geometry.rows_per_block = number()?,
@@ -121,13 +121,17 @@ impl LaunchGeometry {
                         "head" => GridY::QueryHead,
                         "kv_group" => GridY::KvGroup,
                         _ => {
-                            return Err(format!("`grid` is `head` or `kv_group`, found `{value}`"))
+                            return Err(format!(
+                                "`grid` is `head` or `kv_group`, found `{}`",
+                                shown(value)
+                            ))
                         }
                     }
                 }
                 _ => {
                     return Err(format!(
-                    "unknown key `{key}` (known: lab, rows_per_block, threads, dynamic_smem, grid)"
+                    "unknown key `{}` (known: lab, rows_per_block, threads, dynamic_smem, grid)",
+                    shown(key)
                 ))
                 }
             }
@@ -156,9 +160,14 @@ impl LaunchGeometry {
     }
 }
 
-/// The most of a declared lab name that messages quote; every lab's name
-/// is far shorter.
-const MAX_SHOWN_LAB_NAME: usize = 64;
+/// The most of a student's value (a lab name, a key, a number) that
+/// messages quote; every lab's name and every real value is far shorter.
+const MAX_SHOWN_VALUE: usize = 64;
+
+/// A key or value of the `@flashprof` line as refusals quote it: visible and short.
+fn shown(text: &str) -> String {
+    quoted_short(text, MAX_SHOWN_VALUE)
+}
 
 /// The lab a file declares with `lab=NAME` on its `@flashprof` line, with the
 /// line. The name is the student's text and is quoted in messages, so its
@@ -169,16 +178,8 @@ pub fn declared_lab(source: &str) -> Option<(usize, String)> {
         directive_body(text)?
             .split_whitespace()
             .find_map(|pair| pair.strip_prefix("lab="))
-            .map(|name| (index + 1, shown_lab_name(name)))
+            .map(|name| (index + 1, shown(name)))
     })
-}
-
-fn shown_lab_name(name: &str) -> String {
-    let shown = line_for_display(name);
-    match shown.char_indices().nth(MAX_SHOWN_LAB_NAME) {
-        Some((cut, _)) => format!("{}...", &shown[..cut]),
-        None => shown.into_owned(),
-    }
 }
 
 /// The text after the marker when `line` is a `//` comment holding a declaration.
@@ -261,6 +262,24 @@ mod tests {
             "{}",
             err.message
         );
+    }
+
+    #[test]
+    fn a_hostile_value_is_quoted_visible_and_short() {
+        for declaration in [
+            format!("threads={}", "9".repeat(900_000)),
+            format!("grid={}", "h".repeat(900_000)),
+            format!("{}=1", "k".repeat(900_000)),
+            "k".repeat(900_000),
+        ] {
+            let src = format!("// @flashprof {declaration}");
+            let err = LaunchGeometry::from_source(&src, DEFAULT).unwrap_err();
+            assert!(err.message.len() < 200, "{} bytes", err.message.len());
+            assert!(err.message.contains("..."), "{}", err.message);
+        }
+        let err =
+            LaunchGeometry::from_source("// @flashprof grid=\u{1b}]0;t\u{7}", DEFAULT).unwrap_err();
+        assert!(err.message.contains("^[]0;t^G"), "{}", err.message);
     }
 
     #[test]

@@ -22,5 +22,9 @@ pub fn find(name: &str) -> Option<&'static dyn Lab> {
 /// Why `name` is not a lab, listing the labs there are.
 pub fn unknown(name: &str) -> String {
     let names: Vec<&str> = labs().iter().map(|lab| lab.name()).collect();
-    format!("no lab named `{name}` (labs: {})", names.join(", "))
+    format!(
+        "no lab named `{}` (labs: {})",
+        crate::display::quoted_short(name, 64),
+        names.join(", ")
+    )
 }

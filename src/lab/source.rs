@@ -139,7 +139,8 @@ pub struct StudentSource {
 pub struct PreparedSource {
     /// The full program text: prelude, `#line` markers and the student's text.
     pub text: String,
-    /// NVRTC's program name: the student's display path.
+    /// NVRTC's program name, the name in the `#line` marker too:
+    /// [`StudentSource::marker_name`].
     pub program_name: String,
     /// Headers to hand NVRTC alongside the program.
     pub headers: &'static [StandInHeader],
@@ -255,6 +256,22 @@ impl StudentSource {
         &self.display_path
     }
 
+    /// The name NVRTC is given for the file (program name and `#line`
+    /// marker): the display path with `"`, `\` and control characters as
+    /// `_`. NVRTC writes both into the PTX unescaped (`.file` with
+    /// `-lineinfo`), where a quote or a line break in a file name broke the
+    /// compile; diagnostics naming it are given back the display path.
+    pub fn marker_name(&self) -> String {
+        self.display_path
+            .chars()
+            .map(|c| match c {
+                '"' | '\\' => '_',
+                c if c.is_control() => '_',
+                c => c,
+            })
+            .collect()
+    }
+
     /// The student's text, without any byte-order mark.
     pub fn text(&self) -> &str {
         &self.text
@@ -289,7 +306,7 @@ impl StudentSource {
             text.push_str(self.lab.abi().signature);
             text.push_str(" {\n");
         }
-        text.push_str(&prelude::line_marker(1, &self.display_path));
+        text.push_str(&prelude::line_marker(1, &self.marker_name()));
         text.push_str(&self.device_text);
         if !self.device_text.ends_with('\n') {
             text.push('\n');
@@ -299,7 +316,7 @@ impl StudentSource {
         }
         PreparedSource {
             text,
-            program_name: self.display_path.clone(),
+            program_name: self.marker_name(),
             headers: STAND_IN_HEADERS,
             cuda_headers: self.cuda_headers.clone(),
             entry_point: self.lab.abi().entry_point,
@@ -352,13 +369,62 @@ pub fn read_regular_file(
     follow: FollowLinks,
     limit: u64,
 ) -> Result<BoundedRead, SourceError> {
+    read_regular_file_named(path, path, follow, limit)
+}
+
+/// [`read_regular_file`] of `path`, its messages naming the file `name`
+/// (a path through an open folder, `/proc/self/fd/N/x.cu`, means nothing
+/// to the person reading them).
+pub fn read_regular_file_named(
+    path: &Path,
+    name: &Path,
+    follow: FollowLinks,
+    limit: u64,
+) -> Result<BoundedRead, SourceError> {
     use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let shown = path.display().to_string();
-    let unreadable = |error: std::io::Error| SourceError::Unreadable {
-        path: shown.clone(),
+    let (file, size) = open_regular(path, name, follow)?;
+    let mut bytes = Vec::new();
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|error| unreadable(name, error))?;
+    Ok(BoundedRead { bytes, size })
+}
+
+/// The last `limit` bytes of a hostile file (all of it when it is no
+/// longer), read as [`read_regular_file`] reads, never through a link: for
+/// a log whose newest lines are the ones worth keeping.
+pub fn read_regular_file_tail(
+    path: &Path,
+    name: &Path,
+    limit: u64,
+) -> Result<BoundedRead, SourceError> {
+    use std::io::{Read, Seek, SeekFrom};
+    let (mut file, size) = open_regular(path, name, FollowLinks::No)?;
+    file.seek(SeekFrom::Start(size.saturating_sub(limit)))
+        .map_err(|error| unreadable(name, error))?;
+    let mut bytes = Vec::new();
+    file.take(limit)
+        .read_to_end(&mut bytes)
+        .map_err(|error| unreadable(name, error))?;
+    Ok(BoundedRead { bytes, size })
+}
+
+fn unreadable(name: &Path, error: std::io::Error) -> SourceError {
+    SourceError::Unreadable {
+        path: name.display().to_string(),
         reason: error.to_string(),
-    };
+    }
+}
+
+/// `path` opened for reading, checked to be a regular file before and
+/// after opening, without blocking; with the size the open file reports.
+fn open_regular(
+    path: &Path,
+    name: &Path,
+    follow: FollowLinks,
+) -> Result<(std::fs::File, u64), SourceError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let shown = name.display().to_string();
     let not_regular = |file_type: std::fs::FileType| SourceError::NotRegular {
         path: shown.clone(),
         kind: kind_of(file_type),
@@ -371,7 +437,7 @@ pub fn read_regular_file(
         std::io::ErrorKind::NotFound => SourceError::Missing {
             path: shown.clone(),
         },
-        _ => unreadable(error),
+        _ => unreadable(name, error),
     })?;
     if metadata.file_type().is_dir() {
         return Err(SourceError::NotAFile { path: shown });
@@ -392,20 +458,13 @@ pub fn read_regular_file(
                 path: shown.clone(),
                 kind: "a symlink",
             },
-            _ => unreadable(error),
+            _ => unreadable(name, error),
         })?;
-    let opened = file.metadata().map_err(unreadable)?;
+    let opened = file.metadata().map_err(|error| unreadable(name, error))?;
     if !opened.file_type().is_file() {
         return Err(not_regular(opened.file_type()));
     }
-    let mut bytes = Vec::new();
-    file.take(limit.saturating_add(1))
-        .read_to_end(&mut bytes)
-        .map_err(unreadable)?;
-    Ok(BoundedRead {
-        bytes,
-        size: opened.len(),
-    })
+    Ok((file, opened.len()))
 }
 
 fn check_size(path: &str, size: u64) -> Result<(), SourceError> {

@@ -27,6 +27,7 @@ use super::view;
 use crate::app::check::CheckPlan;
 use crate::app::history::{line_diff, HistoryRecord, HistoryStore, RunSummary, LOG_FILE};
 use crate::app::worker_handle::WorkerCommand;
+use crate::display::{line_for_display, path_for_display};
 use crate::lab::source::{read_regular_file, FollowLinks, MAX_SOURCE_BYTES};
 use crate::outcome::CheckReport;
 
@@ -109,11 +110,11 @@ fn start_sanitizer(file: &Path, template: &CheckPlan, messages: &Sender<Msg>) {
                 let read = read_regular_file(&file, FollowLinks::No, MAX_SOURCE_BYTES)
                     .map_err(|e| e.to_string())?;
                 let text = String::from_utf8(read.bytes)
-                    .map_err(|_| format!("{} is not UTF-8 text", file.display()))?;
+                    .map_err(|_| format!("{} is not UTF-8 text", path_for_display(&file)))?;
                 let plan = SanitizePlan {
                     sanitizer,
                     exe,
-                    file: file.clone(),
+                    text: text.clone(),
                     lab: template.lab.name().to_owned(),
                     case: case.name.clone(),
                     cases_file: None,
@@ -138,15 +139,19 @@ fn start_sanitizer(file: &Path, template: &CheckPlan, messages: &Sender<Msg>) {
 
 /// Plays back the runs of a history store, in lecture mode when `present`.
 pub fn run_replay(store: HistoryStore, present: bool) -> anyhow::Result<()> {
-    let history = store
-        .read()
-        .with_context(|| format!("cannot read the history in {}", store.dir().display()))?;
+    let history = store.read().with_context(|| {
+        format!(
+            "cannot read the history in {}",
+            path_for_display(store.dir())
+        )
+    })?;
     let skipped = history.unreadable_lines;
+    let older = history.older_bytes_not_read;
     let (runs, summaries) = replayable(&store, history.records);
     anyhow::ensure!(
         !runs.is_empty(),
         "no completed runs in {}",
-        store.dir().display()
+        path_for_display(store.dir())
     );
     let label = runs[0].report.source_path.clone();
     let mut model = Model::new(&label, Vec::new(), Theme::from_env());
@@ -159,11 +164,17 @@ pub fn run_replay(store: HistoryStore, present: bool) -> anyhow::Result<()> {
         interval: REPLAY_START_INTERVAL,
     });
     show_replay_position(&mut model);
-    let skipped_note = (skipped > 0).then(|| {
-        format!(
-            "{skipped} lines of {} skipped (not UTF-8, unknown schema or a bad source hash)",
-            store.dir().join(LOG_FILE).display()
-        )
+    let skipped_note = (skipped > 0 || older > 0).then(|| {
+        let log = path_for_display(&store.dir().join(LOG_FILE));
+        let mut note = format!(
+            "{skipped} lines of {log} skipped (not UTF-8, unknown schema or a bad source hash)"
+        );
+        if older > 0 {
+            note.push_str(&format!(
+                "; its oldest {older} bytes not read (only the newest 64 MiB are)"
+            ));
+        }
+        note
     });
     if let Some(note) = &skipped_note {
         model.notice = Some(note.clone());
@@ -187,7 +198,7 @@ pub fn run_replay(store: HistoryStore, present: bool) -> anyhow::Result<()> {
     });
     // Said again once the screen is back, where it stays readable.
     if let Some(note) = skipped_note {
-        eprintln!("flashprof replay: {note}");
+        eprintln!("flashprof replay: {}", line_for_display(&note));
     }
     result
 }
@@ -310,7 +321,7 @@ fn run_disk_job(store: &HistoryStore, file: Option<&Path>, job: DiskJob) -> Msg 
             Ok(record) => Msg::Recorded(record.summary()),
             Err(e) => Msg::Notice(format!(
                 "could not write the history in {}: {e}",
-                store.dir().display()
+                path_for_display(store.dir())
             )),
         },
         DiskJob::Diff {

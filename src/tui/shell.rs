@@ -20,6 +20,7 @@ use super::model::CaseRow;
 use super::terminal::TerminalSession;
 use crate::app::check::CheckPlan;
 use crate::app::watch::{watch_file, FileWatcher, DEFAULT_DEBOUNCE};
+use crate::display::path_for_display;
 use crate::lab::definition::Problem;
 use crate::lab::source::{read_regular_file, FollowLinks, MAX_SOURCE_BYTES};
 
@@ -109,7 +110,7 @@ pub fn watch_into<M: Send + 'static>(
     // Never a link: the TUI compiles, shows and stores only the file itself.
     let initial = read_regular_file(file, FollowLinks::No, MAX_SOURCE_BYTES)
         .map(|read| read.bytes)
-        .with_context(|| format!("cannot read {}", file.display()))?;
+        .with_context(|| format!("cannot read {}", path_for_display(file)))?;
     let watcher_messages = messages.clone();
     let watcher = watch_file(file, DEFAULT_DEBOUNCE, move |bytes| {
         let _ = watcher_messages.send(wrap(bytes));

@@ -163,7 +163,12 @@ impl GradebookRow {
 /// One CSV cell: quoted when it holds a separator, quote or line break, and
 /// defused when a spreadsheet would read it as a formula.
 pub fn csv_cell(text: &str) -> Cow<'_, str> {
-    let formula = text.starts_with(['=', '+', '-', '@', '\t', '\r']);
+    // Spreadsheets skip blanks before a formula's `=`: a tab (shown as
+    // spaces), a no-break space or a byte-order mark must not hide it.
+    let formula = text.starts_with(['\t', '\r'])
+        || text
+            .trim_start_matches(|c: char| c.is_whitespace() || matches!(c, '\u{feff}' | '\u{200b}'))
+            .starts_with(['=', '+', '-', '@']);
     let needs_quotes = formula
         || text.contains([',', '"', '\n', '\r'])
         || text.starts_with(' ')
@@ -249,6 +254,21 @@ mod tests {
         assert_eq!(csv_cell("=HYPERLINK(1)"), "\"'=HYPERLINK(1)\"");
         assert_eq!(csv_cell("-rf.cu"), "\"'-rf.cu\"");
         assert_eq!(csv_cell("ünïcödé.cu"), "ünïcödé.cu");
+    }
+
+    #[test]
+    fn a_formula_behind_blanks_is_still_defused() {
+        for cell in [
+            "\t=cmd|' /C calc'!A0",
+            "\u{feff}=1+1",
+            "\u{a0}=1+1",
+            "  @SUM(A1)",
+            "\u{200b}+1",
+        ] {
+            let shown = csv_cell(&for_display(cell)).into_owned();
+            assert!(shown.starts_with("\"'"), "{cell:?} became {shown:?}");
+        }
+        assert_eq!(csv_cell("a = b"), "a = b");
     }
 
     #[test]

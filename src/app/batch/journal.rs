@@ -142,7 +142,7 @@ impl JournalContents {
 
 /// Reads a journal; a missing file is an empty one.
 pub fn read(path: &Path) -> std::io::Result<JournalContents> {
-    let file = match File::open(path) {
+    let file = match open_no_link(path, OpenOptions::new().read(true)) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(JournalContents::default()),
         Err(e) => return Err(e),
@@ -161,7 +161,31 @@ pub fn read(path: &Path) -> std::io::Result<JournalContents> {
     Ok(contents)
 }
 
-/// An open journal that appends one durable line per entry.
+/// `path` opened with no link followed and without blocking on a FIFO;
+/// anything but a regular file is refused. The journal decides which rows
+/// are reused, so one planted as a link must not be read or appended to.
+fn open_no_link(path: &Path, options: &mut OpenOptions) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = options
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "it is a symlink: not followed",
+            ),
+            _ => e,
+        })?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "not a regular file: not read",
+        ));
+    }
+    Ok(file)
+}
+
+/// An open journal that appends one line per entry.
 pub struct JournalWriter {
     file: File,
 }
@@ -169,11 +193,10 @@ pub struct JournalWriter {
 impl JournalWriter {
     /// Opens (or creates) the journal for appending, first ending a torn last line.
     pub fn open(path: &Path) -> std::io::Result<Self> {
-        let mut file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .open(path)?;
+        let mut file = open_no_link(
+            path,
+            OpenOptions::new().read(true).append(true).create(true),
+        )?;
         let length = file.metadata()?.len();
         if length > 0 {
             let mut last = [0u8; 1];
@@ -186,14 +209,19 @@ impl JournalWriter {
         Ok(Self { file })
     }
 
-    /// Appends one entry and waits until it is on disk.
+    /// Appends one entry; [`Self::sync`] makes it durable.
     pub fn append(&mut self, entry: &JournalEntry) -> std::io::Result<()> {
         let mut line = serde_json::to_vec(entry)
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
         line.push(b'\n');
         // One write call per line: a crash can tear only the last line.
         self.file.write_all(&line)?;
-        self.file.flush()?;
+        self.file.flush()
+    }
+
+    /// Waits until every line appended so far is on disk. The batch calls
+    /// it once for all the entries that finished together, not per entry.
+    pub fn sync(&mut self) -> std::io::Result<()> {
         self.file.sync_data()
     }
 }

@@ -96,6 +96,11 @@ pub enum BatchError {
         path: String,
         source: std::io::Error,
     },
+    #[error(
+        "{path}: {why}; whoever can write the output folder can forge its journal's rows: \
+         give a folder of yours that others cannot write (chmod go-w)"
+    )]
+    UnsafeOut { path: String, why: String },
     #[error("no worker slots: give at least one GPU or job")]
     NoSlots,
     #[error(transparent)]
@@ -119,7 +124,7 @@ pub fn run_batch(
     if plan.slots.is_empty() {
         return Err(BatchError::NoSlots);
     }
-    std::fs::create_dir_all(&plan.out_dir).map_err(io_error(&plan.out_dir))?;
+    prepare_out_folder(&plan.out_dir)?;
     // Held until this function returns: a second run on the same folder is refused.
     let _lock = lock::OutLock::acquire(&plan.out_dir)?;
     let journal_path = plan.out_dir.join(JOURNAL_FILE);
@@ -173,12 +178,21 @@ pub fn run_batch(
             });
         }
         drop(sender);
-        for entry in finished {
-            writer.append(&entry).map_err(io_error(&journal_path))?;
-            output::write_run_file(&plan.out_dir, &entry).map_err(io_error(&plan.out_dir))?;
-            graded_now += 1;
-            errors += usize::from(entry.status == Verdict::Error);
-            on_event(BatchEvent::Finished { entry: &entry });
+        while let Ok(first) = finished.recv() {
+            // Everything that finished meanwhile shares one sync: a class of
+            // refused files finishes faster than a disk syncs.
+            let together: Vec<JournalEntry> =
+                std::iter::once(first).chain(finished.try_iter()).collect();
+            for entry in &together {
+                writer.append(entry).map_err(io_error(&journal_path))?;
+            }
+            writer.sync().map_err(io_error(&journal_path))?;
+            // `runs/` is written once, from the journal, when the run ends.
+            for entry in &together {
+                graded_now += 1;
+                errors += usize::from(entry.status == Verdict::Error);
+                on_event(BatchEvent::Finished { entry });
+            }
         }
         Ok(())
     });
@@ -200,6 +214,31 @@ pub fn run_batch(
     })
 }
 
+/// Creates `--out` (0755 at most) or checks the one there: it must be this
+/// user's and writable by no one else, since a student who could write
+/// into it could plant `journal.jsonl` rows that the run would reuse as grades.
+fn prepare_out_folder(out: &std::path::Path) -> Result<(), BatchError> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(out)
+        .map_err(io_error(out))?;
+    let meta = std::fs::metadata(out).map_err(io_error(out))?;
+    let euid = crate::gpu::found::effective_uid().unwrap_or(u32::MAX);
+    let untrusted = match meta.uid() == euid {
+        false => Some(format!("owned by uid {}, not by you", meta.uid())),
+        true => crate::gpu::found::untrusted_because(meta.uid(), meta.mode(), true, true, euid),
+    };
+    match untrusted {
+        None => Ok(()),
+        Some(why) => Err(BatchError::UnsafeOut {
+            path: crate::display::path_for_display(out),
+            why,
+        }),
+    }
+}
+
 fn now_unix_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -207,12 +246,12 @@ fn now_unix_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// The sanitizer pass over one submission on the first case, on the
-/// worker's GPU; `None` where this executable cannot be found.
+/// The sanitizer pass on the first case, on the worker's GPU, over the
+/// exact text `check` graded (never the path read again); `None` where
+/// this executable cannot be found.
 fn sanitize_one(
     sanitizer: &std::path::Path,
     worker: &WorkerCommand,
-    submission: &Submission,
     check: &CheckPlan,
 ) -> Option<crate::app::sanitize::SanitizerOutcome> {
     use crate::app::sanitize::{run_pass, SanitizePlan, SanitizerTool, StudentFile};
@@ -220,7 +259,7 @@ fn sanitize_one(
     let sanitize = SanitizePlan {
         sanitizer: sanitizer.to_path_buf(),
         exe: worker.program.clone(),
-        file: submission.path.clone(),
+        text: check.source_text.clone(),
         lab: check.lab.name().to_owned(),
         case: case.name.clone(),
         cases_file: None,
@@ -283,7 +322,7 @@ fn grade_one(
             report.compile.image.clear();
             if let Some(sanitizer) = &plan.sanitizer {
                 if report.gpu.is_ok() && report.compile.ok {
-                    report.sanitizer = sanitize_one(sanitizer, &command, submission, &check);
+                    report.sanitizer = sanitize_one(sanitizer, &command, &check);
                 }
             }
             entry.status = Verdict::of(&report);

@@ -65,11 +65,9 @@ mod tests {
     #[test]
     fn shards_partition_the_submissions() {
         let all: Vec<Submission> = (0..10)
-            .map(|i| Submission {
-                id: format!("s{i:02}.cu"),
-                path: format!("s{i:02}.cu").into(),
-                refused: None,
-                follow_links: false,
+            .map(|i| {
+                let name = format!("s{i:02}.cu");
+                Submission::refused(name.clone(), name.into(), String::new())
             })
             .collect();
         let mut seen: Vec<String> = (1..=3)

@@ -8,12 +8,16 @@
 //! id that is unique even when two students chose the same file name.
 
 use std::collections::BTreeSet;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::app::history::content_hash;
+use crate::app::history::nofollow::Folder;
+use crate::display::path_for_display;
 use crate::lab::definition::LabRef;
 use crate::lab::source::{
-    read_regular_file, FollowLinks, SourceError, StudentSource, MAX_SOURCE_BYTES,
+    read_regular_file_named, BoundedRead, FollowLinks, SourceError, StudentSource, MAX_SOURCE_BYTES,
 };
 
 /// One file to grade.
@@ -22,15 +26,82 @@ pub struct Submission {
     /// Unique within one grading run: the path relative to the input folder,
     /// or the path as given on the command line.
     pub id: String,
-    /// Where to read it.
+    /// The file as the grader named it, for messages and the gradebook.
     pub path: PathBuf,
-    /// Known at discovery to be unusable (a symlink leaving the input folder, say).
-    pub refused: Option<String>,
-    /// Whether a symlink at `path` is followed when reading: true for a link
-    /// checked at discovery to stay inside the input folder and for files
-    /// named on the command line; false otherwise (`O_NOFOLLOW`, so a file
-    /// swapped for a link after discovery is not read).
-    pub follow_links: bool,
+    /// Where it is read, or why it is not (known at discovery to be
+    /// unusable: a symlink leaving its folder, say).
+    pub place: Result<Place, String>,
+}
+
+/// Where a submission's bytes are: a path inside a folder, walked one
+/// component at a time with no link followed (`O_NOFOLLOW` at every step),
+/// so a link retargeted or a folder swapped for a link after discovery
+/// is refused rather than read.
+#[derive(Debug, Clone)]
+pub struct Place {
+    base: Base,
+    /// Plain names only; for a link checked at discovery to stay inside,
+    /// the path of its target.
+    relative: PathBuf,
+}
+
+#[derive(Debug, Clone)]
+enum Base {
+    /// The input folder, held open from discovery to the last read.
+    Open(Arc<Folder>),
+    /// The folder a file was named in on the command line, opened again
+    /// (its last component with no link followed) for each read, so a
+    /// class of files named one by one holds no descriptors.
+    Named(PathBuf),
+}
+
+impl PartialEq for Place {
+    fn eq(&self, other: &Self) -> bool {
+        let base = |p: &Self| match &p.base {
+            Base::Open(folder) => folder.path.clone(),
+            Base::Named(path) => path.clone(),
+        };
+        base(self) == base(other) && self.relative == other.relative
+    }
+}
+
+impl Eq for Place {}
+
+impl Place {
+    /// Reads the file, never more than the size limit and never through a link.
+    fn read(&self, shown: &Path) -> Result<BoundedRead, SourceError> {
+        let unreadable = |e: std::io::Error| SourceError::Unreadable {
+            path: shown.display().to_string(),
+            reason: e.to_string(),
+        };
+        let missing = || SourceError::Missing {
+            path: shown.display().to_string(),
+        };
+        let named;
+        let base: &Folder = match &self.base {
+            Base::Open(folder) => folder,
+            Base::Named(path) => {
+                named = Folder::open(path, false, false)
+                    .map_err(unreadable)?
+                    .ok_or_else(missing)?;
+                &named
+            }
+        };
+        let mut parts: Vec<&OsStr> = self.relative.iter().collect();
+        let name = parts.pop().ok_or_else(missing)?;
+        let mut walked: Option<Folder> = None;
+        for part in parts {
+            let folder = walked.as_ref().unwrap_or(base);
+            walked = Some(
+                folder
+                    .sub(part, false, false)
+                    .map_err(unreadable)?
+                    .ok_or_else(missing)?,
+            );
+        }
+        let folder = walked.as_ref().unwrap_or(base);
+        read_regular_file_named(&folder.at(name), shown, FollowLinks::No, MAX_SOURCE_BYTES)
+    }
 }
 
 /// A submission's bytes, or why it cannot be graded.
@@ -49,87 +120,144 @@ pub enum DiscoveryError {
     Unreadable { path: String, reason: String },
 }
 
-/// Every `*.cu` under `dir`, recursively, sorted by id.
-pub fn discover_dir(dir: &Path) -> Result<Vec<Submission>, DiscoveryError> {
+/// What discovery found in a folder.
+#[derive(Debug)]
+pub struct Discovered {
+    pub submissions: Vec<Submission>,
+    /// `*.cu` files left out because they sit in a hidden folder
+    /// (`.flashprof/`, whose `sources/` keeps every save a student made in
+    /// the TUI, `.git/`, ...): never submissions.
+    pub skipped_hidden: usize,
+}
+
+/// A folder still to open: its parent (open), its name there, its path
+/// below the input folder, and whether it is inside a hidden folder.
+struct Pending {
+    parent: Arc<Folder>,
+    name: PathBuf,
+    relative: PathBuf,
+    hidden: bool,
+}
+
+/// Every `*.cu` under `dir`, recursively, sorted by id; hidden folders are
+/// skipped and their `*.cu` files counted. Every folder is opened beneath
+/// the one that listed it with no link followed.
+pub fn discover_dir(dir: &Path) -> Result<Discovered, DiscoveryError> {
     let unreadable = |path: &Path, e: std::io::Error| DiscoveryError::Unreadable {
-        path: path.display().to_string(),
+        path: path_for_display(path),
         reason: e.to_string(),
     };
     let root = dir.canonicalize().map_err(|e| unreadable(dir, e))?;
+    let root_folder = Arc::new(
+        Folder::open(&root, false, false)
+            .map_err(|e| unreadable(dir, e))?
+            .ok_or_else(|| unreadable(dir, std::io::ErrorKind::NotFound.into()))?,
+    );
     let mut found = Vec::new();
-    let mut pending = vec![root.clone()];
+    let mut skipped_hidden = 0;
     // A subfolder that cannot be read becomes one refused row (the rest of
     // the class is still graded); only an unreadable input folder is fatal.
-    let unreadable_folder = |folder: &Path, e: std::io::Error| {
-        let relative = folder.strip_prefix(&root).unwrap_or(folder);
-        Submission {
-            id: format!("{}/", relative_id(relative)),
-            path: dir.join(relative),
-            refused: Some(format!(
-                "a folder that cannot be read ({e}): the submissions in it were not graded"
-            )),
-            follow_links: false,
-        }
+    let unreadable_folder = |relative: &Path, e: std::io::Error| Submission {
+        id: format!("{}/", relative_id(relative)),
+        path: dir.join(relative),
+        place: Err(format!(
+            "a folder that cannot be read ({e}): the submissions in it were not graded"
+        )),
     };
-    while let Some(folder) = pending.pop() {
-        let entries = match read_folder(&folder) {
+    let mut pending: Vec<(Arc<Folder>, PathBuf, bool)> =
+        vec![(root_folder.clone(), PathBuf::new(), false)];
+    let mut to_open: Vec<Pending> = Vec::new();
+    loop {
+        let Some((folder, relative, hidden)) = pending.pop() else {
+            // Folders are opened only when their turn comes, so at most
+            // one chain of them is open at a time, whatever the class's width.
+            let Some(next) = to_open.pop() else {
+                break;
+            };
+            match next.parent.sub(&next.name, false, false) {
+                Ok(Some(opened)) => pending.push((Arc::new(opened), next.relative, next.hidden)),
+                Ok(None) => {}
+                Err(_) if next.hidden => {}
+                Err(e) => found.push(unreadable_folder(&next.relative, e)),
+            }
+            continue;
+        };
+        let entries = match read_folder(&folder, &root.join(&relative)) {
             Ok(entries) => entries,
-            Err(e) if folder == root => return Err(unreadable(&folder, e)),
+            Err(e) if relative.as_os_str().is_empty() => return Err(unreadable(dir, e)),
+            Err(_) if hidden => continue,
             Err(e) => {
-                found.push(unreadable_folder(&folder, e));
+                found.push(unreadable_folder(&relative, e));
                 continue;
             }
         };
         for entry in entries {
             let entry = match entry {
                 Ok(entry) => entry,
+                Err(_) if hidden => break,
                 Err(e) => {
-                    found.push(unreadable_folder(&folder, e));
+                    found.push(unreadable_folder(&relative, e));
                     break;
                 }
             };
-            let path = entry.path();
+            let name = entry.file_name();
+            let path = relative.join(&name);
             let kind = match entry.file_type() {
                 Ok(kind) => kind,
+                Err(_) if hidden => continue,
                 Err(e) => {
                     found.push(unreadable_folder(&path, e));
                     continue;
                 }
             };
             if kind.is_dir() {
-                pending.push(path);
+                to_open.push(Pending {
+                    parent: folder.clone(),
+                    name: name.clone().into(),
+                    relative: path,
+                    hidden: hidden || name.as_encoded_bytes().starts_with(b"."),
+                });
+            } else if is_cuda_file(&path) && hidden {
+                skipped_hidden += 1;
             } else if is_cuda_file(&path) {
-                let refused = if kind.is_symlink() {
-                    link_problem(&path, &root)
+                let place = if kind.is_symlink() {
+                    link_target(&folder.at(&name), &root, "the input folder")
                 } else {
-                    None
+                    Ok(path.clone())
                 };
-                let relative = path.strip_prefix(&root).unwrap_or(&path);
                 found.push(Submission {
-                    id: relative_id(relative),
+                    id: relative_id(&path),
                     // Shown as the grader named the folder, not canonicalised.
-                    path: dir.join(relative),
-                    refused,
-                    follow_links: kind.is_symlink(),
+                    path: dir.join(&path),
+                    place: place.map(|relative| Place {
+                        base: Base::Open(root_folder.clone()),
+                        relative,
+                    }),
                 });
             }
         }
     }
-    Ok(unique_sorted(found))
+    Ok(Discovered {
+        submissions: unique_sorted(found),
+        skipped_hidden,
+    })
 }
 
-/// `read_dir`, with a failure that tests can plant (the tests run as root,
-/// where permissions cannot make a folder unreadable).
-fn read_folder(folder: &Path) -> std::io::Result<std::fs::ReadDir> {
+/// The listing of an open folder, with a failure that tests can plant (the
+/// tests run as root, where permissions cannot make a folder unreadable).
+fn read_folder(folder: &Folder, logical: &Path) -> std::io::Result<std::fs::ReadDir> {
     #[cfg(test)]
-    if tests::UNREADABLE.with(|u| u.borrow().as_deref() == Some(folder)) {
+    if tests::UNREADABLE.with(|u| u.borrow().as_deref() == Some(logical)) {
         return Err(std::io::Error::from_raw_os_error(libc::EACCES));
     }
-    std::fs::read_dir(folder)
+    #[cfg(not(test))]
+    let _ = logical;
+    std::fs::read_dir(folder.at(""))
 }
 
-/// The files named on the command line, in id order. The grader asked for
-/// exactly these, so links among them are followed.
+/// The files named on the command line, in id order. Each is read beneath
+/// the folder it was named in; a link is followed only to a file inside
+/// that folder.
 pub fn from_files(files: &[PathBuf]) -> Vec<Submission> {
     let named: BTreeSet<&PathBuf> = files.iter().collect();
     let found = named
@@ -137,11 +265,35 @@ pub fn from_files(files: &[PathBuf]) -> Vec<Submission> {
         .map(|path| Submission {
             id: relative_id(path),
             path: path.clone(),
-            refused: None,
-            follow_links: true,
+            place: named_place(path),
         })
         .collect();
     unique_sorted(found)
+}
+
+/// Where a file named on the command line is read, or why it is refused.
+fn named_place(path: &Path) -> Result<Place, String> {
+    let within = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let name = path.file_name().ok_or("names no file")?;
+    let folder = Folder::open(within, false, false)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("{}: no such folder", path_for_display(within)))?;
+    let entry = folder.at(name);
+    let is_link = std::fs::symlink_metadata(&entry).is_ok_and(|m| m.file_type().is_symlink());
+    let relative = if is_link {
+        let real_folder = folder.resolved().map_err(|e| e.to_string())?;
+        let named_in = format!("the folder it was named in ({})", path_for_display(within));
+        link_target(&entry, &real_folder, &named_in)?
+    } else {
+        PathBuf::from(name)
+    };
+    Ok(Place {
+        base: Base::Named(within.to_path_buf()),
+        relative,
+    })
 }
 
 fn is_cuda_file(path: &Path) -> bool {
@@ -149,16 +301,23 @@ fn is_cuda_file(path: &Path) -> bool {
         .is_some_and(|e| e.eq_ignore_ascii_case("cu"))
 }
 
-/// Why a link inside the input folder cannot be followed, if it cannot.
-fn link_problem(link: &Path, root: &Path) -> Option<String> {
-    match link.canonicalize() {
-        Err(e) => Some(format!("a symlink whose target cannot be read ({e})")),
-        Ok(target) if !target.starts_with(root) => Some(format!(
-            "a symlink to {} outside the input folder: not followed",
-            target.display()
+/// The target of `link` below `root` (canonical), or why it is not
+/// followed; `root_named` is how the refusal names `root`.
+fn link_target(link: &Path, root: &Path, root_named: &str) -> Result<PathBuf, String> {
+    let target = link
+        .canonicalize()
+        .map_err(|e| format!("a symlink whose target cannot be read ({e})"))?;
+    match target.strip_prefix(root) {
+        Ok(inside) if !inside.as_os_str().is_empty() && target.is_file() => {
+            Ok(inside.to_path_buf())
+        }
+        Ok(inside) if !inside.as_os_str().is_empty() => {
+            Err("a symlink to something that is not a file".into())
+        }
+        _ => Err(format!(
+            "a symlink to {} outside {root_named}: not followed",
+            path_for_display(&target)
         )),
-        Ok(target) if !target.is_file() => Some("a symlink to something that is not a file".into()),
-        Ok(_) => None,
     }
 }
 
@@ -187,6 +346,15 @@ fn unique_sorted(mut found: Vec<Submission>) -> Vec<Submission> {
 }
 
 impl Submission {
+    /// A submission refused before reading, for `reason`.
+    pub fn refused(id: String, path: PathBuf, reason: String) -> Self {
+        Self {
+            id,
+            path,
+            place: Err(reason),
+        }
+    }
+
     /// Reads and checks the file for `lab`, never more than the size limit.
     pub fn load(&self, lab: LabRef) -> LoadedSubmission {
         let shown = self.path.display().to_string();
@@ -194,16 +362,12 @@ impl Submission {
             content_hash: content_hash(shown.as_bytes()),
             source: Err(reason),
         };
-        if let Some(reason) = &self.refused {
-            return unreadable(format!("{shown}: {reason}"));
-        }
-        let follow = if self.follow_links {
-            FollowLinks::Yes
-        } else {
-            FollowLinks::No
+        let place = match &self.place {
+            Ok(place) => place,
+            Err(reason) => return unreadable(format!("{shown}: {reason}")),
         };
         // Never blocks: a FIFO or device node is refused without reading it.
-        let (bytes, size) = match read_regular_file(&self.path, follow, MAX_SOURCE_BYTES) {
+        let (bytes, size) = match place.read(&self.path) {
             Ok(read) => (read.bytes, read.size),
             Err(e) => return unreadable(e.to_string()),
         };
@@ -250,28 +414,83 @@ mod tests {
             std::fs::write(&path, "out[0] = 0.0f;").expect("write");
         }
         UNREADABLE.with(|u| *u.borrow_mut() = Some(root.join("locked")));
-        let found = discover_dir(&root).expect("discovery goes on");
+        let found = discover_dir(&root).expect("discovery goes on").submissions;
         UNREADABLE.with(|u| *u.borrow_mut() = None);
         let ids: Vec<&str> = found.iter().map(|s| s.id.as_str()).collect();
         assert_eq!(ids, ["a.cu", "locked/", "open/c.cu"]);
-        let reason = found[1].refused.as_deref().expect("refused");
+        let reason = found[1].place.as_ref().expect_err("refused");
         assert!(reason.contains("cannot be read"), "{reason}");
         assert!(reason.contains("not graded"), "{reason}");
         assert!(found[1]
             .load(crate::lab::flash_prefill::FLASH_PREFILL)
             .source
             .is_err());
-        assert!(found[0].refused.is_none() && found[2].refused.is_none());
+        assert!(found[0].place.is_ok() && found[2].place.is_ok());
+    }
+
+    fn text_of(submission: &Submission) -> Result<String, String> {
+        submission
+            .load(crate::lab::flash_prefill::FLASH_PREFILL)
+            .source
+            .map(|s| s.text().to_owned())
+    }
+
+    fn write(path: &Path, text: &str) {
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, text).expect("write");
+    }
+
+    #[test]
+    fn a_link_retargeted_or_a_folder_swapped_after_discovery_is_not_followed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().join("class");
+        let secret = dir.path().join("ta");
+        write(&secret.join("prefill.cu"), "out[0] = 7.0f; // TA secret");
+        write(&root.join("alice/prefill.cu"), "out[0] = 1.0f;");
+        write(&root.join("bob/prefill.cu"), "out[0] = 2.0f;");
+        std::os::unix::fs::symlink("bob/prefill.cu", root.join("link.cu")).expect("symlink");
+        let found = discover_dir(&root).expect("discovered").submissions;
+        let by_id = |id: &str| found.iter().find(|s| s.id == id).expect(id).clone();
+        let (alice, link) = (by_id("alice/prefill.cu"), by_id("link.cu"));
+        assert_eq!(text_of(&alice).expect("read"), "out[0] = 1.0f;");
+        // After discovery: alice's folder becomes a link to the TA's, and
+        // the checked link is pointed at the TA's file.
+        std::fs::rename(root.join("alice"), dir.path().join("alice-moved")).expect("move");
+        std::os::unix::fs::symlink(&secret, root.join("alice")).expect("symlink");
+        std::fs::remove_file(root.join("link.cu")).expect("unlink");
+        std::os::unix::fs::symlink(secret.join("prefill.cu"), root.join("link.cu"))
+            .expect("symlink");
+        let refused = text_of(&alice).expect_err("a swapped folder is refused");
+        assert!(refused.contains("symlink"), "{refused}");
+        // The link is read where discovery checked it went, never where it points now.
+        assert_eq!(text_of(&link).expect("read"), "out[0] = 2.0f;");
+    }
+
+    #[test]
+    fn hidden_folders_are_skipped_and_their_files_counted() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        write(&root.join("alice/prefill.cu"), "out[0] = 1.0f;");
+        write(
+            &root.join("alice/.flashprof/sources/0123456789abcdef.cu"),
+            "x",
+        );
+        write(
+            &root.join("alice/.flashprof/sources/fedcba9876543210.cu"),
+            "x",
+        );
+        write(&root.join(".git/deep/er/old.cu"), "x");
+        write(&root.join(".git/notes.txt"), "x");
+        let found = discover_dir(root).expect("discovered");
+        let ids: Vec<&str> = found.submissions.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, ["alice/prefill.cu"]);
+        assert_eq!(found.skipped_hidden, 3);
     }
 
     #[test]
     fn ids_are_unique_and_sorted() {
-        let make = |id: &str, path: &str| Submission {
-            id: id.into(),
-            path: path.into(),
-            refused: None,
-            follow_links: false,
-        };
+        let make =
+            |id: &str, path: &str| Submission::refused(id.into(), path.into(), String::new());
         let out = unique_sorted(vec![
             make("b.cu", "x/b.cu"),
             make("a\u{fffd}.cu", "2"),

@@ -14,17 +14,12 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
-use crate::display::line_for_display;
-
-/// A path as messages show it (student-controlled names are neutralised).
-pub(crate) fn shown(path: &Path) -> String {
-    line_for_display(&path.display().to_string()).into_owned()
-}
+use crate::display::path_for_display;
 
 fn refused(path: &Path, why: &str) -> io::Error {
     io::Error::new(
         io::ErrorKind::InvalidData,
-        format!("refused {}: {why}", shown(path)),
+        format!("refused {}: {why}", path_for_display(path)),
     )
 }
 
@@ -46,7 +41,13 @@ impl Folder {
     }
 
     /// `name` inside this folder, opened the same way.
-    pub fn sub(&self, name: &str, create: bool, owned: bool) -> io::Result<Option<Self>> {
+    pub fn sub(
+        &self,
+        name: impl AsRef<Path>,
+        create: bool,
+        owned: bool,
+    ) -> io::Result<Option<Self>> {
+        let name = name.as_ref();
         Self::open_at(&self.at(name), &self.path.join(name), create, owned)
     }
 
@@ -56,7 +57,12 @@ impl Folder {
             match std::fs::create_dir(real) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", shown(logical)))),
+                Err(e) => {
+                    return Err(io::Error::new(
+                        e.kind(),
+                        format!("{}: {e}", path_for_display(logical)),
+                    ))
+                }
             }
         }
         let handle = match OpenOptions::new()
@@ -72,15 +78,17 @@ impl Folder {
                     || std::fs::symlink_metadata(real)
                         .is_ok_and(|m| m.file_type().is_symlink()) =>
             {
-                return Err(refused(
-                    logical,
-                    "it is a symlink; a store is never followed through a link",
-                ))
+                return Err(refused(logical, "it is a symlink: not followed"))
             }
             Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => {
                 return Err(refused(logical, "not a folder"))
             }
-            Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", shown(logical)))),
+            Err(e) => {
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("{}: {e}", path_for_display(logical)),
+                ))
+            }
         };
         if owned {
             let uid = handle.metadata()?.uid();
@@ -99,8 +107,13 @@ impl Folder {
     }
 
     /// `name` in this folder, reached through the open folder.
-    pub fn at(&self, name: &str) -> PathBuf {
-        PathBuf::from(format!("/proc/self/fd/{}/{name}", self.handle.as_raw_fd()))
+    pub fn at(&self, name: impl AsRef<Path>) -> PathBuf {
+        PathBuf::from(format!("/proc/self/fd/{}", self.handle.as_raw_fd())).join(name)
+    }
+
+    /// Where the open folder really is now (the kernel's name for it).
+    pub fn resolved(&self) -> io::Result<PathBuf> {
+        std::fs::read_link(format!("/proc/self/fd/{}", self.handle.as_raw_fd()))
     }
 
     /// Opens `name` for appending (created if absent), refusing a link or
@@ -115,7 +128,7 @@ impl Folder {
             .open(self.at(name))
             .map_err(|e| match e.raw_os_error() {
                 Some(libc::ELOOP) => refused(&logical, "it is a symlink: not written through"),
-                _ => io::Error::new(e.kind(), format!("{}: {e}", shown(&logical))),
+                _ => io::Error::new(e.kind(), format!("{}: {e}", path_for_display(&logical))),
             })?;
         if !file.metadata()?.is_file() {
             return Err(refused(&logical, "not a regular file: not written"));
@@ -130,7 +143,12 @@ impl Folder {
             .create_new(true)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(self.at(name))
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", shown(&self.path.join(name)))))
+            .map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("{}: {e}", path_for_display(&self.path.join(name))),
+                )
+            })
     }
 
     /// Whether `name` is a regular file here (a link is not).

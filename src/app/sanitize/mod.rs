@@ -2,8 +2,9 @@
 //! synccheck, initcheck) over a submission on one small case.
 //!
 //! compute-sanitizer follows child processes, so each tool runs this very
-//! executable as `flashprof check FILE --case NAME --no-timing --no-counters`
-//! under `compute-sanitizer --tool T --target-processes all`; the worker that
+//! executable as `flashprof check COPY --case NAME --no-timing --no-counters`
+//! (COPY: the exact text that was checked, written into the pass's private
+//! folder) under `compute-sanitizer --tool T --target-processes all`; the worker that
 //! check starts (sandboxed as always) is the process it instruments. The four
 //! tools run side by side, each writing its text log into a private
 //! temporary folder; [`parse`] reads each log, and every report becomes a
@@ -235,7 +236,9 @@ pub struct SanitizePlan {
     pub sanitizer: PathBuf,
     /// This executable (it re-enters as `check`).
     pub exe: PathBuf,
-    pub file: PathBuf,
+    /// The exact text that was checked: the tools run on a private copy of
+    /// it, never on the student's path, which may have changed since.
+    pub text: String,
     pub lab: String,
     pub case: String,
     /// The cases file the case comes from, when not the lab's embedded one.
@@ -250,8 +253,9 @@ pub struct SanitizePlan {
 }
 
 impl SanitizePlan {
-    /// The arguments of compute-sanitizer for `tool`, writing its log to `log`.
-    pub fn arguments(&self, tool: SanitizerTool, log: &Path) -> Vec<OsString> {
+    /// The arguments of compute-sanitizer for `tool`, checking the copy of
+    /// the text at `copy` and writing its log to `log`.
+    pub fn arguments(&self, tool: SanitizerTool, log: &Path, copy: &Path) -> Vec<OsString> {
         let mut args: Vec<OsString> = vec![
             "--tool".into(),
             tool.name().into(),
@@ -263,7 +267,7 @@ impl SanitizePlan {
             log.into(),
             self.exe.clone().into(),
             "check".into(),
-            self.file.clone().into(),
+            copy.into(),
             "--lab".into(),
             self.lab.clone().into(),
             "--case".into(),
@@ -289,16 +293,26 @@ impl SanitizePlan {
 pub fn run_pass(plan: &SanitizePlan) -> SanitizerOutcome {
     let started = Instant::now();
     let folder = private_folder();
+    let copy = folder
+        .as_ref()
+        .map_err(Clone::clone)
+        .and_then(|dir| copy_of_text(dir, plan));
+    // The tools name the copy in their reports; its lines are the student's.
+    let mut with_copy = plan.clone();
+    if let Ok(copy) = &copy {
+        with_copy.student.names.push(copy.display().to_string());
+    }
+    let plan = &with_copy;
     let mut running: Vec<(SanitizerTool, Result<Child, String>, PathBuf, Instant)> = Vec::new();
     for &tool in &plan.tools {
-        let (child, log) = match &folder {
-            Ok(dir) => {
+        let (child, log) = match (&folder, &copy) {
+            (Ok(dir), Ok(copy)) => {
                 let log = dir.join(format!("{}.log", tool.name()));
                 let stderr = std::fs::File::create(dir.join(format!("{}.stderr", tool.name())));
                 let child = stderr.map_err(|e| e.to_string()).and_then(|stderr| {
                     let mut command = Command::new(&plan.sanitizer);
                     command
-                        .args(plan.arguments(tool, &log))
+                        .args(plan.arguments(tool, &log, copy))
                         .envs(plan.env.iter().map(|(k, v)| (k, v)))
                         .stdin(Stdio::null())
                         .stdout(Stdio::null())
@@ -310,7 +324,7 @@ pub fn run_pass(plan: &SanitizePlan) -> SanitizerOutcome {
                 });
                 (child, log)
             }
-            Err(e) => (Err(e.clone()), PathBuf::new()),
+            (Err(e), _) | (_, Err(e)) => (Err(e.clone()), PathBuf::new()),
         };
         running.push((tool, child, log, Instant::now()));
     }
@@ -460,6 +474,20 @@ fn finish(tool: SanitizerTool, exit: Exit, log: &Path, plan: &SanitizePlan) -> T
 }
 
 /// A fresh folder only this user can enter, for the tools' logs.
+/// Writes the checked text to `dir/submission.cu` (a name of flashprof's:
+/// the student's may hold characters NVRTC cannot carry, and the reports'
+/// sites are matched to the copy's path).
+fn copy_of_text(dir: &Path, plan: &SanitizePlan) -> Result<PathBuf, String> {
+    let copy = dir.join("submission.cu");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&copy)
+        .and_then(|mut file| std::io::Write::write_all(&mut file, plan.text.as_bytes()))
+        .map(|()| copy.clone())
+        .map_err(|e| format!("cannot write {}: {e}", copy.display()))
+}
+
 fn private_folder() -> Result<PathBuf, String> {
     use std::os::unix::fs::DirBuilderExt;
     let nanos = std::time::SystemTime::now()

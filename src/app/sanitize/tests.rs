@@ -263,7 +263,7 @@ fn each_tool_reruns_this_check_on_one_case_under_the_sanitizer() {
     let plan = SanitizePlan {
         sanitizer: "/usr/local/cuda/bin/compute-sanitizer".into(),
         exe: "/bin/flashprof".into(),
-        file: "k.cu".into(),
+        text: String::new(),
         lab: "paged-prefill".into(),
         case: "mixed-lengths".into(),
         cases_file: Some("my.toml".into()),
@@ -274,14 +274,18 @@ fn each_tool_reruns_this_check_on_one_case_under_the_sanitizer() {
         env: Vec::new(),
     };
     let args: Vec<String> = plan
-        .arguments(SanitizerTool::Synccheck, Path::new("/tmp/s/synccheck.log"))
+        .arguments(
+            SanitizerTool::Synccheck,
+            Path::new("/tmp/s/synccheck.log"),
+            Path::new("/tmp/s/source/k.cu"),
+        )
         .into_iter()
         .map(|a| a.into_string().unwrap())
         .collect();
     assert_eq!(
         args.join(" "),
         "--tool synccheck --target-processes all --print-limit 100 --log-file /tmp/s/synccheck.log \
-/bin/flashprof check k.cu --lab paged-prefill --case mixed-lengths --seed 42 --no-timing --no-counters \
+/bin/flashprof check /tmp/s/source/k.cu --lab paged-prefill --case mixed-lengths --seed 42 --no-timing --no-counters \
 --case-timeout 300 --json --cases my.toml"
     );
 }
@@ -291,7 +295,7 @@ fn a_tool_that_cannot_start_leaves_the_pass_incomplete_not_clean() {
     let plan = SanitizePlan {
         sanitizer: "/nonexistent/compute-sanitizer".into(),
         exe: "/bin/true".into(),
-        file: "k.cu".into(),
+        text: String::new(),
         lab: "flash-prefill".into(),
         case: "random-small".into(),
         cases_file: None,
@@ -337,7 +341,7 @@ synccheck) echo 'no summary' >&2; exit 3;;\n\
     let plan = SanitizePlan {
         sanitizer: script,
         exe: "/bin/true".into(),
-        file: "kernels/flash-prefill/bugs/race.cu".into(),
+        text: race.clone(),
         lab: "flash-prefill".into(),
         case: "random-small".into(),
         cases_file: None,
@@ -385,4 +389,44 @@ synccheck) echo 'no summary' >&2; exit 3;;\n\
         "the stopped tool did not hold the pass"
     );
     assert!(outcome.has_hazards() && outcome.incomplete());
+}
+
+#[test]
+fn the_tools_judge_the_exact_text_that_was_checked_not_the_path_read_again() {
+    // A stand-in compute-sanitizer that keeps the file `check` was given.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let seen = dir.path().join("seen");
+    let script = dir.path().join("compute-sanitizer");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\ncp \"${{11}}\" '{}'\nexit 0\n", seen.display()),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // The student's path now holds other text than the one graded.
+    let student = dir.path().join("prefill.cu");
+    std::fs::write(&student, "// swapped after grading").unwrap();
+    let plan = SanitizePlan {
+        sanitizer: script,
+        exe: "/bin/true".into(),
+        text: "// the graded text\n".into(),
+        lab: "flash-prefill".into(),
+        case: "random-small".into(),
+        cases_file: None,
+        seed: 7,
+        tools: vec![SanitizerTool::Memcheck],
+        timeout: Duration::from_secs(10),
+        student: StudentFile::new(
+            &student.display().to_string(),
+            "// the graded text\n",
+            "attention_prefill",
+        ),
+        env: Vec::new(),
+    };
+    run_pass(&plan);
+    assert_eq!(
+        std::fs::read_to_string(&seen).expect("the tool was given a file"),
+        "// the graded text\n"
+    );
 }

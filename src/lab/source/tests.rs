@@ -247,6 +247,27 @@ fn a_body_is_wrapped_and_renumbered() {
 }
 
 #[test]
+fn the_program_name_nvrtc_gets_is_safe_whatever_the_file_is_called() {
+    let source = StudentSource::from_bytes(
+        "class/q\"uote\n\u{1b}]0;t\u{7} ü.cu",
+        b"out[0] = 0.0f;",
+        crate::lab::flash_prefill::FLASH_PREFILL,
+    )
+    .expect("accepted");
+    let prepared = source.prepared();
+    assert_eq!(prepared.program_name, "class/q_uote__]0;t_ ü.cu");
+    // The `#line` marker carries the same name (diagnostics naming it are
+    // given back the display path: `facts::diagnostics`).
+    assert!(
+        prepared
+            .text
+            .contains("#line 1 \"class/q_uote__]0;t_ ü.cu\"\n"),
+        "{}",
+        prepared.text
+    );
+}
+
+#[test]
 fn a_translation_unit_is_not_wrapped() {
     let prepared = accepted(&tu("out[0] = 0.0f;")).prepared();
     assert_eq!(prepared.text.matches("attention_prefill").count(), 1);
@@ -277,7 +298,7 @@ fn paths_with_quotes_and_backslashes_stay_one_line_marker() {
     assert!(source
         .prepared()
         .text
-        .contains("#line 1 \"C:\\\\lab\\\\\\\"x\\\".cu\"\n"));
+        .contains("#line 1 \"C:_lab__x_.cu\"\n"));
 }
 
 #[test]
