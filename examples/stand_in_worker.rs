@@ -22,8 +22,8 @@
 //! containing `slow-optimizer` 30 s; with
 //! `FLASHPROF_STAND_IN_MARKS=DIR` such a build first writes its process id
 //! to `DIR/optimizing`, so a test can see that a stale build was stopped.
-//! Started without a GPU (`FLASHPROF_GPU=none`, as the builder beside the
-//! GPU worker is), it refuses to build a text containing `builder-fails`.
+//! Started without a GPU (`FLASHPROF_GPU=none`, as the builders that
+//! compile for a GPU worker are), it refuses to build a text containing `builder-fails`.
 //!
 //! Timing: a source text holding `stand-in-timing: KIND` is timed on a
 //! small flash-prefill shape with CPU-computed launches, each audited by the

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use flashprof::app::check::{run_check, run_check_unless_stale, CheckError, CheckPlan};
 use flashprof::gpu::compile::{Build, QuickBuild};
 use flashprof::outcome::Progress;
-use flashprof::protocol::CaseStatus;
+use flashprof::protocol::{CaseStatus, CompileProblemKind};
 use stand_in_support::{case, stand_in};
 
 fn plan(source_text: &str, names: &[&str]) -> CheckPlan {
@@ -111,12 +111,14 @@ fn provisional_verdicts_come_from_the_quick_build_and_final_ones_from_the_optimi
 #[test]
 fn the_quick_build_stops_giving_verdicts_once_the_optimized_build_is_ready() {
     // Each case takes the stand-in half a second; its optimized build is
-    // ready as soon as its process has started, well inside the three
-    // seconds the six cases would take (a loaded machine included).
+    // ready 300 ms after its builder has started (both builds come from a
+    // builder without a GPU), well inside the three seconds the six cases
+    // would take (a loaded machine included).
     let names = ["slow-1", "slow-2", "slow-3", "slow-4", "slow-5", "slow-6"];
     let mut worker = None;
     let mut events = Vec::new();
-    let report = run_check(&plan("// kernel", &names), &stand_in(), &mut worker, |p| {
+    let text = "// kernel, optimizer-takes-300ms";
+    let report = run_check(&plan(text, &names), &stand_in(), &mut worker, |p| {
         events.push(p)
     })
     .expect("check ran");
@@ -138,7 +140,9 @@ fn the_quick_build_stops_giving_verdicts_once_the_optimized_build_is_ready() {
 }
 
 #[test]
-fn when_the_builder_fails_the_worker_makes_the_optimized_build_and_the_report_says_why() {
+fn when_the_builder_fails_the_gpu_worker_compiles_nothing_and_the_report_says_why() {
+    // The worker with a GPU cannot compile under the memory limit, so a
+    // builder that fails is the grader's failure, never a compile in it.
     let mut worker = None;
     let report = run_check(
         &plan("// builder-fails", &["first", "last"]),
@@ -148,14 +152,15 @@ fn when_the_builder_fails_the_worker_makes_the_optimized_build_and_the_report_sa
     )
     .expect("check ran");
     assert_eq!(report.compile.build, Build::Optimized);
-    assert!(report.compile.ok);
-    for outcome in &report.cases {
-        assert_eq!(
-            outcome.diagnosis, "stand-in, optimized image",
-            "{}",
-            outcome.name
-        );
-    }
+    assert!(!report.compile.ok);
+    let compile_problem = report.compile.problem.as_ref().expect("a problem");
+    assert_eq!(compile_problem.kind, CompileProblemKind::CompilerFailed);
+    assert!(
+        compile_problem.message.contains("simulated failure"),
+        "{}",
+        compile_problem.message
+    );
+    assert!(report.cases.iter().all(|c| c.status == CaseStatus::NotRun));
     let quick = report.quick_build.as_ref().expect("a quick build");
     let problem = quick
         .builder_problem

@@ -121,6 +121,33 @@ fn a_check_the_link_stopped_says_how_to_ask_again() {
 }
 
 #[test]
+fn a_check_that_could_not_run_says_why_in_the_header() {
+    let mut model = fresh();
+    let run = save(&mut model, "v1").expect("run");
+    let reason =
+        "no connection to the GPU node (ssh gpu17): Connection timed out during banner exchange";
+    update(
+        &mut model,
+        Msg::RunFinished {
+            run,
+            result: Err(CheckStopped {
+                message: reason.into(),
+                link: Some(LinkLoss::Connection),
+            }),
+        },
+    );
+    let text = screen(&model, 140, 40);
+    let header = text.lines().next().unwrap_or_default();
+    assert!(header.contains(&format!("NOT CHECKED: {reason}")), "{text}");
+
+    // The next check that finishes takes the header back.
+    complete(&mut model, "v2", all_pass(1.0, 40));
+    assert_eq!(model.stopped, None);
+    let text = screen(&model, 140, 40);
+    assert!(!text.contains("NOT CHECKED"), "{text}");
+}
+
+#[test]
 fn the_header_shows_what_the_link_adds() {
     let mut model = fresh();
     let run = save(&mut model, "v1").expect("run");

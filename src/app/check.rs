@@ -229,6 +229,9 @@ impl std::fmt::Display for NotRun {
             Self::Compile(CompileProblemKind::CompilerFailed) => {
                 f.write_str("not run: the compiler failed")
             }
+            Self::Compile(CompileProblemKind::OverLimit) => {
+                f.write_str("not run: the compile went past its limit")
+            }
             Self::DidNotCompile => f.write_str("not run: the kernel did not compile"),
             Self::NoGpu(problem) => write!(f, "not run: {}", problem.describe()),
         }
@@ -650,7 +653,12 @@ impl Run<'_> {
         counters
     }
 
-    /// Compiles the plan's text in the worker (which loads the result).
+    /// Compiles the plan's text under the compile memory limit, and loads
+    /// the result into the worker. A worker with a GPU cannot have that
+    /// limit (its CUDA context reserves address space of about twice the
+    /// GPU's memory), so it gets the image from a builder without a GPU,
+    /// started for this compile as the optimized build beside a quick one
+    /// is; a worker without one compiles itself, under its own limit.
     fn compile(
         &mut self,
         plan: &CheckPlan,
@@ -658,6 +666,49 @@ impl Run<'_> {
         target_arch: Option<String>,
         progress: &mut impl FnMut(Progress),
     ) -> CompileOutcome {
+        let gpu_arch = self
+            .worker
+            .as_ref()
+            .and_then(|w| w.gpu.as_ref().ok())
+            .map(DeviceInfo::arch);
+        let Some(arch) = gpu_arch else {
+            return self.compile_in_worker(plan, build, target_arch, progress);
+        };
+        let request = compile_request(plan, build, Some(arch));
+        let failed = |message: String| {
+            CompileOutcome::failed(Some(CompileProblem {
+                kind: CompileProblemKind::CompilerFailed,
+                message,
+            }))
+        };
+        match SideBuild::start(self.command, request, COMPILE_TIMEOUT).finish(&|| false) {
+            SideBuildEnd::Built(mut built) => {
+                if built.ok {
+                    self.load_into_worker(&mut built);
+                }
+                built
+            }
+            SideBuildEnd::Failed(reason) => {
+                failed(format!("the builder did not compile: {reason}"))
+            }
+            SideBuildEnd::Cancelled => failed("the build was cancelled".into()),
+        }
+    }
+
+    /// Compiles the plan's text in the worker, which has no GPU: its own
+    /// memory limit holds, and a compile past a limit is the submission's.
+    fn compile_in_worker(
+        &mut self,
+        plan: &CheckPlan,
+        build: Build,
+        target_arch: Option<String>,
+        progress: &mut impl FnMut(Progress),
+    ) -> CompileOutcome {
+        let memory_mb = self
+            .worker
+            .as_ref()
+            .and_then(|w| w.sandbox.as_ref())
+            .and_then(|s| s.compile_memory_mb);
         let failed = |message: String| {
             CompileOutcome::failed(Some(CompileProblem {
                 kind: CompileProblemKind::CompilerFailed,
@@ -671,6 +722,9 @@ impl Run<'_> {
         };
         match self.ask(&request, COMPILE_TIMEOUT, compiled) {
             Ok(outcome) => outcome,
+            Err(Unanswered::Lost(failure)) if failure.compile_over_limit(memory_mb).is_some() => {
+                CompileOutcome::failed(failure.compile_over_limit(memory_mb))
+            }
             // The link dropped under the compile: once more, on a new session.
             Err(Unanswered::Lost(failure)) if failure.is_transport() => {
                 progress(Progress::WorkerRestarted {

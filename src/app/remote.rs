@@ -28,6 +28,8 @@ pub const REMOTE_FLASHPROF_ENV: &str = "FLASHPROF_REMOTE_FLASHPROF";
 pub const SSH_CONFIG_ENV: &str = "FLASHPROF_SSH_CONFIG";
 /// The program name used on the node when neither the flag nor the variable is set.
 pub const DEFAULT_REMOTE_FLASHPROF: &str = "flashprof";
+/// Seconds ssh waits for a node to accept the connection and send its banner.
+pub const CONNECT_TIMEOUT_S: u64 = 10;
 /// How long the connection probe after a watchdog may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -223,13 +225,7 @@ impl Remote {
         match self {
             Self::Ssh { host } => {
                 let mut command = Command::new("ssh");
-                command
-                    .args(ssh_options())
-                    .arg("-o")
-                    .arg("ConnectTimeout=10")
-                    .arg("--")
-                    .arg(host)
-                    .arg("true");
+                command.args(ssh_options()).arg("--").arg(host).arg("true");
                 match run_limited(command, PROBE_TIMEOUT) {
                     Ok((Some(0), _, _)) => Ok(()),
                     Ok((_, _, stderr)) => Err(TransportProblem::Connection(last_words(&stderr))),
@@ -379,7 +375,10 @@ pub fn remove_ssh_log(log: &std::path::Path) {
 }
 
 /// ssh options every connection uses: never prompt, no terminal (the
-/// protocol is binary-safe only without one), notice a dead link; and the
+/// protocol is binary-safe only without one), give up on a node that does
+/// not answer within [`CONNECT_TIMEOUT_S`] (OpenSSH counts the banner
+/// exchange in it, so a node that accepts the connection and says nothing
+/// fails as fast as one that refuses it), notice a dead link; and the
 /// configuration file named by [`SSH_CONFIG_ENV`], when set (ssh reads
 /// `~/.ssh/config` from the account's home, whatever `$HOME` says, so this
 /// is the way to point it at another one).
@@ -396,6 +395,8 @@ fn ssh_options() -> Vec<OsString> {
     .into_iter()
     .map(Into::into)
     .collect();
+    options.push("-o".into());
+    options.push(format!("ConnectTimeout={CONNECT_TIMEOUT_S}").into());
     if let Some(config) = std::env::var_os(SSH_CONFIG_ENV).filter(|c| !c.is_empty()) {
         options.push("-F".into());
         options.push(config);
@@ -874,6 +875,11 @@ mod tests {
             "the log says how the session ended"
         );
         assert!(args.windows(2).any(|w| w == ["-o", "BatchMode=yes"]));
+        // A node that accepts and stays silent is given up on, not waited for.
+        assert!(args.windows(2).any(|w| w == ["-o", "ConnectTimeout=10"]));
+        assert!(args
+            .windows(2)
+            .any(|w| w == ["-o", "ServerAliveInterval=5"]));
         let host_at = args.iter().position(|a| a == "alice@node").expect("host");
         assert_eq!(args[host_at - 1], "--");
         assert_eq!(

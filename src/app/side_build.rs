@@ -10,7 +10,7 @@
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use super::worker_handle::{WorkerCommand, WorkerHandle};
+use super::worker_handle::{compile_timed_out, WorkerCommand, WorkerFailure, WorkerHandle};
 use crate::protocol::{CompileOutcome, Event, Request};
 use crate::worker::GpuSelection;
 
@@ -33,6 +33,8 @@ enum State {
 /// How a side build ended.
 #[derive(Debug)]
 pub enum SideBuildEnd {
+    /// The builder's answer; also a compile that went past the time or
+    /// memory limit, which is the submission's compile error.
     Built(CompileOutcome),
     /// The text it was building is stale: the builder was stopped.
     Cancelled,
@@ -74,7 +76,11 @@ impl SideBuild {
     pub fn poll(&mut self, wait: Duration) -> Option<SideBuildEnd> {
         if let State::Starting(handed) = &self.state {
             match handed.recv_timeout(wait) {
-                Ok(Ok(handle)) => self.state = State::Building(Box::new(handle)),
+                Ok(Ok(handle)) => {
+                    // The compile's own time starts now, not the builder's start-up.
+                    self.deadline = Instant::now() + self.timeout;
+                    self.state = State::Building(Box::new(handle));
+                }
                 Ok(Err(reason)) => return Some(SideBuildEnd::Failed(reason)),
                 Err(RecvTimeoutError::Disconnected) => {
                     return Some(SideBuildEnd::Failed("the builder thread ended".into()))
@@ -85,14 +91,26 @@ impl SideBuild {
         let State::Building(handle) = &mut self.state else {
             return None;
         };
+        let memory_mb = handle.sandbox.as_ref().and_then(|s| s.compile_memory_mb);
+        let over_limit = |failure: &WorkerFailure| {
+            failure
+                .compile_over_limit(memory_mb)
+                .map(|problem| SideBuildEnd::Built(CompileOutcome::failed(Some(problem))))
+        };
         let end = match handle.poll(wait) {
-            None => return self.overstayed(),
+            // Dropping the handle when the build ends stops the builder.
+            None if Instant::now() >= self.deadline => SideBuildEnd::Built(CompileOutcome::failed(
+                Some(compile_timed_out(self.timeout)),
+            )),
+            None => return None,
             Some(Ok(Event::Compiled(outcome))) => SideBuildEnd::Built(outcome),
             Some(Ok(Event::Failed { message, .. })) => SideBuildEnd::Failed(message),
             Some(Ok(other)) => {
                 SideBuildEnd::Failed(format!("unexpected answer to compile: {other:?}"))
             }
-            Some(Err(failure)) => SideBuildEnd::Failed(failure.to_string()),
+            Some(Err(failure)) => {
+                over_limit(&failure).unwrap_or_else(|| SideBuildEnd::Failed(failure.to_string()))
+            }
         };
         Some(end)
     }

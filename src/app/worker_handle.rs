@@ -18,7 +18,8 @@ use super::remote::{Remote, TransportProblem};
 use crate::facts::device::{DeviceInfo, GpuProblem};
 use crate::outcome::LinkLoss;
 use crate::protocol::{
-    read_message, write_message, Event, FramingError, Request, SandboxReport, PROTOCOL_VERSION,
+    read_message, write_message, CompileProblem, CompileProblemKind, Event, FramingError, Request,
+    SandboxReport, PROTOCOL_VERSION,
 };
 
 /// Lines of worker stderr kept for error reports.
@@ -138,6 +139,59 @@ impl WorkerFailure {
     /// True when the transport to a remote worker failed, not the worker or the kernel.
     pub fn is_transport(&self) -> bool {
         self.link_loss().is_some()
+    }
+
+    /// When a compile got this instead of an answer because the submission
+    /// went past a limit every submission has, the student's compile error:
+    /// the compile timeout, or death by the memory limit (`memory_mb`, the
+    /// worker's `RLIMIT_AS`): NVRTC's allocator then aborts with "LLVM
+    /// ERROR: out of memory" or `std::bad_alloc`, Rust's with "memory
+    /// allocation of N bytes failed". No student text reaches the worker's
+    /// stderr during a compile (NVRTC's diagnostics go to its log), so these
+    /// words are the compiler's. Any other death stays the grader's.
+    pub fn compile_over_limit(&self, memory_mb: Option<u64>) -> Option<CompileProblem> {
+        const OUT_OF_MEMORY: [&str; 3] = ["out of memory", "bad_alloc", "memory allocation of"];
+        let message = match (self, memory_mb) {
+            (Self::Timeout(limit), _) => return Some(compile_timed_out(*limit)),
+            (Self::Died { stderr, .. }, Some(mb))
+                if stderr
+                    .iter()
+                    .any(|line| OUT_OF_MEMORY.iter().any(|mark| line.contains(mark))) =>
+            {
+                format!(
+                    "the compiler used more than {}, the memory limit for every submission \
+                     (a huge initialised array, a macro that expands without end, \
+                     thousands of diagnostics?)",
+                    memory_words(mb)
+                )
+            }
+            _ => return None,
+        };
+        Some(CompileProblem {
+            kind: CompileProblemKind::OverLimit,
+            message,
+        })
+    }
+}
+
+/// A compile that ran past `limit`: the submission's compile error.
+pub fn compile_timed_out(limit: Duration) -> CompileProblem {
+    CompileProblem {
+        kind: CompileProblemKind::OverLimit,
+        message: format!(
+            "the compile took longer than {} s, the limit for every submission \
+             (a huge initialised array, a macro that expands without end?)",
+            limit.as_secs()
+        ),
+    }
+}
+
+/// A limit in MiB as people say it: `4 GB`, `1.5 GB`, `512 MB`.
+fn memory_words(mb: u64) -> String {
+    match mb {
+        mb if mb % 1024 == 0 => format!("{} GB", mb / 1024),
+        mb if mb >= 1024 => format!("{:.1} GB", mb as f64 / 1024.0),
+        mb => format!("{mb} MB"),
     }
 }
 

@@ -41,7 +41,9 @@ pub struct GradeArgs {
     /// Join the journals of the given output folders (shards) into --out.
     #[arg(long, conflicts_with_all = ["shard", "compile_only", "jobs", "gpus", "seed"])]
     pub merge: bool,
-    /// Workers running at once (default: one per GPU; the CPU count with --compile-only).
+    /// Workers running at once (default: one per GPU; with --compile-only one
+    /// per CPU, at most as many as the available memory holds at
+    /// FLASHPROF_COMPILE_MEMORY_MB each).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=256))]
     pub jobs: Option<u32>,
     /// GPU ordinals to use, comma-separated (default: every GPU found).
@@ -152,6 +154,28 @@ fn journal_seed(args: &GradeArgs) -> Option<u64> {
     contents.entries.last().map(|e| e.seed)
 }
 
+/// Compile-only workers running at once by default: one per CPU, but no
+/// more than the memory available now holds at each compile's limit, so a
+/// class of compile bombs cannot exhaust the host (at least one).
+fn compile_jobs(cpus: usize) -> usize {
+    let limit_kb = crate::worker::sandbox::compile_memory_mb() << 10;
+    let available_kb = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find_map(|l| l.strip_prefix("MemAvailable:"))
+                .and_then(|rest| {
+                    rest.trim()
+                        .trim_end_matches("kB")
+                        .trim()
+                        .parse::<u64>()
+                        .ok()
+                })
+        });
+    let fit = available_kb.map_or(1, |kb| (kb / limit_kb).max(1));
+    cpus.min(usize::try_from(fit).unwrap_or(usize::MAX))
+}
+
 /// The mode and one GPU choice per concurrent worker.
 fn worker_slots(args: &GradeArgs) -> Result<(GradeMode, Vec<GpuSelection>), String> {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -159,7 +183,7 @@ fn worker_slots(args: &GradeArgs) -> Result<(GradeMode, Vec<GpuSelection>), Stri
         if let Some(why) = why {
             eprintln!("flashprof grade: {why}; compiling only");
         }
-        let jobs = args.jobs.map_or(cpus, |j| j as usize);
+        let jobs = args.jobs.map_or_else(|| compile_jobs(cpus), |j| j as usize);
         (GradeMode::CompileOnly, vec![GpuSelection::Disabled; jobs])
     };
     if args.compile_only {

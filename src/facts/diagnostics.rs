@@ -112,10 +112,35 @@ pub fn unplaced_failure(log: &str, source: &StudentSource) -> Diagnostic {
     }
 }
 
-/// Every error and warning in `log`, in order; notes join the diagnostic
-/// they follow.
+/// Most diagnostics kept from one compile: a student fixes the first few,
+/// and 8,192 warnings on one long line must not become 8,192 copies of it.
+pub const MAX_DIAGNOSTICS: usize = 100;
+
+/// Longest message (notes included) and source line kept in a diagnostic,
+/// in bytes; a longer one is cut at a character boundary and ends in `...`.
+pub const MAX_DIAGNOSTIC_LINE_BYTES: usize = 400;
+
+/// `text` cut to [`MAX_DIAGNOSTIC_LINE_BYTES`].
+fn capped(text: &str) -> String {
+    if text.len() <= MAX_DIAGNOSTIC_LINE_BYTES {
+        return text.to_owned();
+    }
+    let mut cut = MAX_DIAGNOSTIC_LINE_BYTES;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}...", &text[..cut])
+}
+
+/// The first [`MAX_DIAGNOSTICS`] errors and warnings in `log`, in order,
+/// each line of them capped; notes join the diagnostic they follow. The
+/// errors past the cap are counted in a last note, so a failed compile
+/// always keeps its first error.
 pub fn parse_log(log: &str, source: &StudentSource) -> Vec<Diagnostic> {
     let mut diagnostics: Vec<Diagnostic> = Vec::new();
+    let mut left_out = 0usize;
+    // Whether notes belong to the last kept diagnostic (not to one left out).
+    let mut kept_last = true;
     // Whether caret lines belong to the last diagnostic (not to a remark).
     let mut collecting = false;
     let marker = source.marker_name();
@@ -123,6 +148,24 @@ pub fn parse_log(log: &str, source: &StudentSource) -> Vec<Diagnostic> {
         if let Some(header) = parse_header(text) {
             collecting = false;
             match header.kind {
+                Kind::Severity(severity) if diagnostics.len() == MAX_DIAGNOSTICS => {
+                    left_out += 1;
+                    kept_last = false;
+                    // A first error after a hundred warnings takes the last place.
+                    if severity == Severity::Error
+                        && !diagnostics.iter().any(|d| d.severity == Severity::Error)
+                    {
+                        diagnostics.pop();
+                        diagnostics.push(Diagnostic {
+                            severity,
+                            file: capped(header.location.map_or(source.display_path(), |l| l.0)),
+                            line: header.location.map_or(0, |l| l.1),
+                            column: None,
+                            message: capped(header.message),
+                            source_line: None,
+                        });
+                    }
+                }
                 Kind::Severity(severity) => {
                     // The end of the program is the end of the student's
                     // text (a body's closing brace is flashprof's own).
@@ -134,22 +177,24 @@ pub fn parse_log(log: &str, source: &StudentSource) -> Vec<Diagnostic> {
                         })
                         .unwrap_or((source.display_path(), source.text().lines().count()));
                     let source_line = (file == source.display_path())
-                        .then(|| source.line(line).map(str::to_owned))
+                        .then(|| source.line(line).map(capped))
                         .flatten();
                     diagnostics.push(Diagnostic {
                         severity,
-                        file: file.to_owned(),
+                        file: capped(file),
                         line,
                         column: None,
-                        message: header.message.to_owned(),
+                        message: capped(header.message),
                         source_line,
                     });
                     collecting = true;
+                    kept_last = true;
                 }
                 Kind::Note => {
-                    if let Some(last) = diagnostics.last_mut() {
+                    let room = |d: &&mut Diagnostic| d.message.len() < MAX_DIAGNOSTIC_LINE_BYTES;
+                    if let Some(last) = diagnostics.last_mut().filter(room).filter(|_| kept_last) {
                         last.message.push_str("\nnote: ");
-                        last.message.push_str(header.message);
+                        last.message.push_str(&capped(header.message));
                     }
                 }
                 Kind::Remark => {}
@@ -159,6 +204,11 @@ pub fn parse_log(log: &str, source: &StudentSource) -> Vec<Diagnostic> {
                 last.column = caret_column(text);
             }
         }
+    }
+    if let Some(last) = diagnostics.last_mut().filter(|_| left_out > 0) {
+        last.message.push_str(&format!(
+            "\nnote: {left_out} more error(s) and warning(s) not kept (at most {MAX_DIAGNOSTICS})"
+        ));
     }
     diagnostics
 }
@@ -241,6 +291,39 @@ At end of source: error: expected a \"}\"
         let found = parse_log(log, &source);
         assert_eq!(found[0].file, "class/q\"uote\nx.cu");
         assert_eq!(found[0].source_line.as_deref(), Some("out[0] = 0.0f;"));
+    }
+
+    #[test]
+    fn a_flood_of_diagnostics_on_a_long_line_is_capped_and_keeps_its_first_error() {
+        let long_line = format!("int w = 1 << 40; /*{}*/", "x".repeat(500_000));
+        let text = format!("a;\n{long_line}\n");
+        let source =
+            StudentSource::from_bytes("k.cu", text.as_bytes(), FLASH_PREFILL).expect("valid body");
+        let mut log = String::new();
+        for _ in 0..8192 {
+            log.push_str(&format!(
+                "k.cu(2): warning #63-D: shift count is too large {}\n  int w\n  ^\n",
+                "y".repeat(1000)
+            ));
+            log.push_str("k.cu(2): note: a note of a left-out warning\n");
+        }
+        log.push_str("k.cu(2): error: the first error\n");
+        let found = parse_log(&log, &source);
+        assert_eq!(found.len(), MAX_DIAGNOSTICS);
+        let bound = MAX_DIAGNOSTIC_LINE_BYTES + 3;
+        for d in &found[..MAX_DIAGNOSTICS - 1] {
+            assert!(d.message.len() <= 2 * bound + 8, "{}", d.message.len());
+            assert!(d.source_line.as_ref().is_some_and(|l| l.len() <= bound));
+        }
+        let last = found.last().expect("a last diagnostic");
+        assert_eq!(last.severity, Severity::Error, "{}", last.message);
+        assert!(last.message.starts_with("the first error"));
+        assert!(
+            last.message
+                .ends_with("8093 more error(s) and warning(s) not kept (at most 100)"),
+            "{}",
+            last.message
+        );
     }
 
     #[test]

@@ -52,6 +52,8 @@ impl Verdict {
         if let Some(problem) = &report.compile.problem {
             return match problem.kind {
                 CompileProblemKind::BadSource => Self::Rejected,
+                // The student's compile bomb, not the grader's failure.
+                CompileProblemKind::OverLimit => Self::CompileError,
                 CompileProblemKind::CompilerMissing | CompileProblemKind::CompilerFailed => {
                     Self::Error
                 }

@@ -189,6 +189,10 @@ pub struct SandboxReport {
     pub level: SandboxLevel,
     /// One line for people: what is enforced, or why not.
     pub notice: String,
+    /// The address-space limit (MiB) the worker's compiles run under; only
+    /// a worker without a GPU has one (absent from older workers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compile_memory_mb: Option<u64>,
 }
 
 /// Whether the worker's Landlock sandbox holds.
@@ -271,6 +275,10 @@ pub enum CompileProblemKind {
     CompilerMissing,
     /// NVRTC hung, crashed or failed without diagnostics.
     CompilerFailed,
+    /// The submission's compile went past a limit every submission has:
+    /// the compile timeout, or the compile memory limit. The student's
+    /// result (`compile_error`), kept like any other.
+    OverLimit,
 }
 
 /// Verdict of one hazard case.

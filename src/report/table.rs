@@ -126,7 +126,7 @@ fn render_raw_table(report: &CheckReport) -> String {
     let environment = report.compile.problem.as_ref().and_then(|p| match p.kind {
         CompileProblemKind::CompilerMissing => Some("NVRTC missing"),
         CompileProblemKind::CompilerFailed => Some("the compiler failed"),
-        CompileProblemKind::BadSource => None,
+        CompileProblemKind::BadSource | CompileProblemKind::OverLimit => None,
     });
     if nothing_ran && (report.compile.ok || environment.is_some()) {
         // Nothing graded: no FAIL for a kernel that never ran, and nothing

@@ -322,6 +322,9 @@ pub struct Model {
     pub selected: usize,
     pub overlay: Option<Overlay>,
     pub notice: Option<String>,
+    /// Why the latest check could not run (a node that never answered, a
+    /// worker that would not start), for the header until a check finishes.
+    pub stopped: Option<String>,
     /// Where the worker runs when it is remote (docs/REMOTE.md), for the header.
     pub worker_place: Option<String>,
     /// What the link to a remote worker added to the last compile (`ssh 12 ms`).
@@ -354,6 +357,7 @@ impl Model {
             selected: 0,
             overlay: None,
             notice: None,
+            stopped: None,
             worker_place: None,
             link: None,
             replay: None,

@@ -179,6 +179,7 @@ fn on_run_finished(
     };
     let mut effects = Vec::new();
     let stopped = result.as_ref().err().cloned();
+    model.stopped = stopped.as_ref().map(|s| s.message.clone());
     match result {
         Ok(report) => {
             // Where the provisional verdicts were wrong, the footer says so:

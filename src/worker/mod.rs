@@ -45,10 +45,24 @@ pub fn main() -> anyhow::Result<()> {
     stdio::exit_when_caller_hangs_up();
     let mut input = BufReader::new(std::io::stdin().lock());
     // Before the GPU is opened, so the driver's threads are confined too.
-    let sandbox = sandbox::confine(&[std::os::fd::AsRawFd::as_raw_fd(&protocol_out)]);
+    let mut sandbox = sandbox::confine(&[std::os::fd::AsRawFd::as_raw_fd(&protocol_out)]);
     let gpu = GpuSelection::from_env()
         .map_err(|detail| crate::facts::device::GpuProblem::DriverError { detail })
         .and_then(|selection| selection.open().map_err(|p| sandbox::explain(p, &sandbox)));
+    if gpu.is_err() {
+        // No CUDA context reserves address space here (none was asked for,
+        // or none could be made): the students' compiles run under the
+        // memory limit (a failure to set it is said).
+        let limited = match sandbox::limit_compile_memory() {
+            Ok(mb) => {
+                sandbox.compile_memory_mb = Some(mb);
+                format!("address space at most {mb} MiB")
+            }
+            Err(e) => format!("WARNING: {e}"),
+        };
+        eprintln!("flashprof worker: {limited}");
+        sandbox.notice.push_str(&format!("; {limited}"));
+    }
     let ready = Event::Ready {
         protocol: PROTOCOL_VERSION,
         gpu: gpu.as_ref().map(|g| g.info.clone()).map_err(Clone::clone),

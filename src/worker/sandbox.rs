@@ -40,6 +40,14 @@ pub const DISABLE_ENV: &str = "FLASHPROF_NO_SANDBOX";
 /// installed somewhere unusual.
 pub const EXTRA_READ_ENV: &str = "FLASHPROF_SANDBOX_READ";
 
+/// The most address space, in MiB, a worker without a GPU may map (its
+/// compiles' memory limit); unset: [`DEFAULT_COMPILE_MEMORY_MB`].
+pub const COMPILE_MEMORY_ENV: &str = "FLASHPROF_COMPILE_MEMORY_MB";
+
+/// 4 GiB: the heaviest lab kernels compile in well under 1 GiB with NVRTC
+/// 13.0, while a compile bomb reaches 8-10 GB (docs/SECURITY.md).
+pub const DEFAULT_COMPILE_MEMORY_MB: u64 = 4096;
+
 /// The Landlock ABI whose rights flashprof asks for (tested on Linux 6.18).
 const TARGET_ABI: ABI = ABI::V7;
 
@@ -89,6 +97,7 @@ pub fn confine(written_fds: &[RawFd]) -> SandboxReport {
     let report = if disabled() {
         SandboxReport {
             level: SandboxLevel::Disabled,
+            compile_memory_mb: None,
             notice: format!(
                 "SANDBOX OFF ({DISABLE_ENV} is set): student code can read every file this user can"
             ),
@@ -126,7 +135,11 @@ pub fn confine(written_fds: &[RawFd]) -> SandboxReport {
                 threads - 1
             ));
         }
-        SandboxReport { level, notice }
+        SandboxReport {
+            level,
+            notice,
+            compile_memory_mb: None,
+        }
     };
     eprintln!("flashprof worker: {}", report.notice);
     report
@@ -380,6 +393,66 @@ fn nvidia_devices() -> Vec<PathBuf> {
     children(Path::new("/dev"), "nvidia")
 }
 
+/// The compile memory limit this process's environment asks for, in MiB;
+/// a value that is not a number of at least 256 (below that NVRTC cannot
+/// load its builtins) is said on stderr and the default holds, so a typo
+/// never lifts the limit.
+pub fn compile_memory_mb() -> u64 {
+    let Some(text) = std::env::var_os(COMPILE_MEMORY_ENV) else {
+        return DEFAULT_COMPILE_MEMORY_MB;
+    };
+    match text.to_str().and_then(|t| t.trim().parse::<u64>().ok()) {
+        Some(mb) if mb >= 256 => mb,
+        _ => {
+            eprintln!(
+                "flashprof: {COMPILE_MEMORY_ENV} must be a number of MiB of at least 256, found `{}`; \
+                 using {DEFAULT_COMPILE_MEMORY_MB}",
+                crate::display::line_for_display(&text.to_string_lossy())
+            );
+            DEFAULT_COMPILE_MEMORY_MB
+        }
+    }
+}
+
+/// Caps this process's address space at [`compile_memory_mb`] (`RLIMIT_AS`,
+/// soft and hard), for a worker that compiles and opens no GPU: the CUDA
+/// driver reserves address space of about twice the GPU's memory, so a
+/// worker with a context cannot have this limit, and hands its students'
+/// compiles to a builder without a GPU instead (docs/ARCHITECTURE.md,
+/// "Compile memory"). Says what holds.
+pub fn limit_compile_memory() -> Result<u64, String> {
+    let mb = compile_memory_mb();
+    // A driver that got as far as reserving its address space before it
+    // failed would make every compile fail under the limit.
+    let mapped_mb = mapped_mb().unwrap_or(0);
+    if mapped_mb > mb / 2 {
+        return Err(format!(
+            "the compile memory limit ({mb} MiB) was not set: {mapped_mb} MiB are already mapped"
+        ));
+    }
+    match set_limit(libc::RLIMIT_AS, mb << 20) {
+        true => Ok(mb),
+        false => Err(format!(
+            "the compile memory limit ({mb} MiB) could not be set: {}",
+            std::io::Error::last_os_error()
+        )),
+    }
+}
+
+/// This process's mapped address space (`VmSize`), MiB.
+fn mapped_mb() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmSize:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb >> 10)
+}
+
 /// Sets the resource limits and says what holds.
 fn limit_resources(written_fds: &[RawFd]) -> String {
     let mut done = Vec::new();
@@ -447,6 +520,7 @@ mod tests {
     fn a_driver_failure_inside_the_sandbox_says_how_to_rule_it_out() {
         let report = |level| SandboxReport {
             level,
+            compile_memory_mb: None,
             notice: String::new(),
         };
         let failed = || GpuProblem::DriverError {

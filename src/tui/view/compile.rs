@@ -105,6 +105,7 @@ pub(super) fn outcome_lines(
             CompileProblemKind::BadSource => "unusable file",
             CompileProblemKind::CompilerMissing => "NVRTC missing",
             CompileProblemKind::CompilerFailed => "compiler failed",
+            CompileProblemKind::OverLimit => "compile over its limit",
         };
         lines.push(Line::from(vec![
             Span::styled(format!("✗ {what}: "), theme.bad()),

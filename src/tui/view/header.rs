@@ -6,6 +6,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
+use crate::display::line_for_display;
 use crate::facts::device::{DeviceInfo, GpuProblem};
 use crate::outcome::CheckReport;
 use crate::tui::model::{CaseRow, Model, Phase};
@@ -47,6 +48,14 @@ fn activity(model: &Model) -> Vec<Span<'static>> {
             spans.push(Span::raw(" (a newer save waits)"));
         }
         return spans;
+    }
+    // The reason comes first, where it is never cut: the footer is one
+    // line under a wide hint and loses the end of a long one.
+    if let Some(reason) = &model.stopped {
+        return vec![Span::styled(
+            format!("NOT CHECKED: {}", line_for_display(reason)),
+            theme.bad(),
+        )];
     }
     let Some(last) = &model.last else {
         return vec![Span::raw("waiting for the first check")];
