@@ -211,8 +211,29 @@ enum Command {
     SandboxProbe { paths: Vec<std::path::PathBuf> },
 }
 
+/// A reader that stops early (`flashprof doctor | head -1`) closes stdout;
+/// the next `println!` then panics inside std. That is the reader's choice,
+/// not a failure: the process ends at once, silently, with success. Any
+/// other panic goes to the hook that was there before.
+fn end_quietly_when_stdout_closes() {
+    let broken_pipe = std::io::Error::from_raw_os_error(libc::EPIPE).to_string();
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .unwrap_or_default();
+        if message.starts_with("failed printing to stdout") && message.ends_with(&broken_pipe) {
+            std::process::exit(ExitCode::Pass as i32);
+        }
+        previous(info);
+    }));
+}
+
 /// Runs the command line and returns the process exit code.
 pub fn main() -> u8 {
+    end_quietly_when_stdout_closes();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
