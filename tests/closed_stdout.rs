@@ -12,7 +12,6 @@ fn pipe() -> (OwnedFd, OwnedFd) {
     let mut ends = [0; 2];
     // SAFETY: `ends` has room for the two descriptors pipe(2) writes, and
     // each is owned by exactly one OwnedFd from here on.
-    #[allow(unsafe_code)]
     unsafe {
         assert_eq!(libc::pipe(ends.as_mut_ptr()), 0, "pipe(2)");
         (OwnedFd::from_raw_fd(ends[0]), OwnedFd::from_raw_fd(ends[1]))

@@ -1,6 +1,6 @@
 //! `flashprof [FILE]` (the live TUI) and `flashprof replay PATH`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 
@@ -9,14 +9,20 @@ use super::refusal::Refusal;
 use super::ExitCode;
 use crate::app::history::HistoryStore;
 use crate::app::lab_memory;
+use crate::lab::definition::LabRef;
 use crate::tui::{run_live, run_replay, LiveSetup};
 
 #[derive(Args, Debug)]
 pub struct TuiArgs {
-    /// The kernel file to watch; created from the lab's starter kernel if it
-    /// does not exist. Default: the lab's own file (`prefill.cu` for
-    /// flash-prefill, `paged_prefill.cu` for paged-prefill).
+    /// The kernel file to watch. Default: the lab's own file (`prefill.cu`
+    /// for flash-prefill, `paged_prefill.cu` for paged-prefill), written
+    /// from the lab's starter kernel when it does not exist; any other
+    /// missing file is refused (with the nearest name) unless --new is given.
     pub file: Option<PathBuf>,
+    /// Start FILE (which must not exist, and must end in .cu) from the lab's
+    /// starter kernel, then watch it.
+    #[arg(long = "new", requires = "file")]
+    pub new: bool,
     #[command(flatten)]
     pub lab: super::LabArg,
     #[command(flatten)]
@@ -71,36 +77,12 @@ pub fn run(args: TuiArgs) -> Result<ExitCode, Refusal> {
             (lab, PathBuf::from(lab.default_file()))
         }
     };
-    if !file.exists() {
-        // A starter only for a kernel file: `flashprof notes.txt` must not
-        // leave a file behind (a bare word is refused earlier, in cli).
-        let is_kernel_file = file.extension().is_some_and(|e| e == "cu")
-            || file == std::path::Path::new(lab.default_file());
-        if !is_kernel_file {
-            return Err(Refusal::new(
-                ExitCode::BadSource,
-                format!(
-                    "{}: no such file (a starter kernel is written only for a path ending in .cu)",
-                    file.display()
-                ),
-            ));
-        }
-        // O_EXCL: a link planted under that name (even a dangling one) is never written through.
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&file)
-            .and_then(|mut out| std::io::Write::write_all(&mut out, lab.starter().text.as_bytes()))
-            .map_err(|e| {
-                Refusal::new(
-                    ExitCode::Environment,
-                    format!("cannot create {}: {e}", file.display()),
-                )
-            })?;
-        eprintln!(
-            "flashprof: created {} from the lab's starter kernel",
-            file.display()
-        );
+    let is_default_file = file.file_name() == Some(std::ffi::OsStr::new(lab.default_file()));
+    let default_file_absent = is_default_file && std::fs::symlink_metadata(&file).is_err();
+    if args.new || default_file_absent {
+        write_starter(&file, lab)?;
+    } else {
+        super::refuse_missing(&file)?;
     }
     super::proven_oracle(lab)?;
     if let Err(e) = lab_memory::remember(&file, lab.name()) {
@@ -117,6 +99,43 @@ pub fn run(args: TuiArgs) -> Result<ExitCode, Refusal> {
         present: args.present,
     };
     finish(run_live(setup))
+}
+
+/// `file` written from the lab's starter kernel: only a new `.cu` file.
+fn write_starter(file: &Path, lab: LabRef) -> Result<(), Refusal> {
+    // `--new notes.txt` must not leave a file behind that is no kernel.
+    if file.extension().is_none_or(|e| e != "cu") {
+        return Err(Refusal::new(
+            ExitCode::Usage,
+            format!(
+                "--new {}: a starter kernel is written only for a path ending in .cu",
+                file.display()
+            ),
+        ));
+    }
+    // O_EXCL: an existing file is never overwritten, and a link planted
+    // under that name (even a dangling one) is never written through.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(file)
+        .and_then(|mut out| std::io::Write::write_all(&mut out, lab.starter().text.as_bytes()))
+        .map_err(|e| {
+            let mut refusal = Refusal::new(
+                ExitCode::Environment,
+                format!("cannot create {}: {e}", file.display()),
+            );
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                refusal.code = ExitCode::Usage;
+                refusal.fix = Some(format!("`flashprof {}` opens it", file.display()));
+            }
+            refusal
+        })?;
+    eprintln!(
+        "flashprof: created {} from the lab's starter kernel",
+        file.display()
+    );
+    Ok(())
 }
 
 pub fn replay(args: ReplayArgs) -> Result<ExitCode, Refusal> {
