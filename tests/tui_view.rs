@@ -66,7 +66,7 @@ fn a_compile_error() {
         compile_error_report("    const flaot* qRow = q;"),
     );
     let text = snapshot("compile_error", &mut model);
-    assert!(text.contains("line 19:5"), "{text}");
+    assert!(text.contains("prefill.cu:19:5: error: "), "{text}");
     assert!(text.contains("COMPILE ERROR"), "{text}");
 }
 
@@ -520,7 +520,7 @@ fn colour_is_part_of_the_main_states() {
     );
     let error = colour_snapshot("compile_error", &mut model);
     assert!(
-        error.contains("⟦fg:red bold⟧✗ error line 19:5: ⟦/⟧"),
+        error.contains("⟦fg:red bold⟧✗ prefill.cu:19:5: error: ⟦/⟧"),
         "{error}"
     );
 

@@ -151,7 +151,12 @@ fn checked(args: &CheckArgs, context: &mut ErrorContext) -> Result<ExitCode, Ref
         if show_progress_line {
             eprint!("\r\x1b[2K");
         }
-        print!("{}", render_table(&report));
+        let table = render_table(&report);
+        if wants_colour() {
+            print!("{}", coloured(&table));
+        } else {
+            print!("{table}");
+        }
         if plan.counters.is_none() && report.gpu.is_ok() && report.compile.ok {
             println!(
                 "counters: off (--counters adds each unit's load, DRAM bytes and the roofline verdict)"
@@ -162,6 +167,44 @@ fn checked(args: &CheckArgs, context: &mut ErrorContext) -> Result<ExitCode, Ref
         }
     }
     Ok(Verdict::of(&report).exit_code())
+}
+
+/// Colour only for a person at a terminal who has not asked for none
+/// (<https://no-color.org>: `NO_COLOR` set to anything but empty).
+fn wants_colour() -> bool {
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// The table with each diagnostic's severity and caret in colour (red
+/// errors, yellow warnings), the rest untouched.
+fn coloured(table: &str) -> String {
+    const RED: &str = "\x1b[1;31m";
+    const YELLOW: &str = "\x1b[1;33m";
+    const RESET: &str = "\x1b[0m";
+    let mut out = String::with_capacity(table.len() + 64);
+    let mut caret_colour = RED;
+    for line in table.split_inclusive('\n') {
+        let severity = [(": error: ", RED), (": warning: ", YELLOW)]
+            .into_iter()
+            .find_map(|(word, colour)| line.find(word).map(|at| (at, word, colour)));
+        if let Some((at, word, colour)) = severity {
+            caret_colour = colour;
+            let name = &word[2..word.len() - 2];
+            out.push_str(&line[..at + 2]);
+            out.push_str(&format!("{colour}{name}{RESET}"));
+            out.push_str(&line[at + word.len() - 2..]);
+        } else if line.trim() == "^" {
+            let at = line.find('^').unwrap_or(0);
+            out.push_str(&format!(
+                "{}{caret_colour}^{RESET}{}",
+                &line[..at],
+                &line[at + 1..]
+            ));
+        } else {
+            out.push_str(line);
+        }
+    }
+    out
 }
 
 /// Runs the sanitizer pass on the plan's first case and adds it to the
@@ -249,4 +292,33 @@ fn show_progress(progress: &Progress, total: usize) {
     };
     eprint!("\r\x1b[2K{line}");
     let _ = std::io::stderr().flush();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::coloured;
+
+    #[test]
+    fn errors_and_warnings_are_coloured_and_nothing_else_changes() {
+        let table =
+            "k.cu:3:5: error: bad\n    3 |     x;\n            ^\nk.cu:4: warning: odd\nPASS\n";
+        let shown = coloured(table);
+        assert!(
+            shown.contains("k.cu:3:5: \x1b[1;31merror\x1b[0m: bad\n"),
+            "{shown:?}"
+        );
+        assert!(
+            shown.contains("            \x1b[1;31m^\x1b[0m\n"),
+            "{shown:?}"
+        );
+        assert!(
+            shown.contains("k.cu:4: \x1b[1;33mwarning\x1b[0m: odd\n"),
+            "{shown:?}"
+        );
+        let plain = shown
+            .replace("\x1b[1;31m", "")
+            .replace("\x1b[1;33m", "")
+            .replace("\x1b[0m", "");
+        assert_eq!(plain, table);
+    }
 }

@@ -148,27 +148,18 @@ pub(super) fn outcome_lines(
 
 fn diagnostic_lines(d: &Diagnostic, theme: Theme) -> Vec<Line<'static>> {
     let (mark, style) = match d.severity {
-        Severity::Error => ("✗ error", theme.bad()),
-        Severity::Warning => ("! warning", theme.warn()),
-    };
-    let place = match d.column {
-        Some(column) => format!("line {}:{column}", d.line),
-        None => format!("line {}", d.line),
+        Severity::Error => ("✗", theme.bad()),
+        Severity::Warning => ("!", theme.warn()),
     };
     // Notes and a raw compiler log (a ptxas error) span several lines.
     let mut message = d.message.lines();
     let mut lines = vec![Line::from(vec![
-        Span::styled(format!("{mark} {place}: "), style),
+        Span::styled(format!("{mark} {}", line_for_display(&d.place())), style),
         Span::raw(line_for_display(message.next().unwrap_or_default()).into_owned()),
     ])];
     lines.extend(message.map(|more| Line::raw(format!("  {}", line_for_display(more)))));
-    if let Some(text) = &d.source_line {
-        let gutter = format!("{:>5} │ ", d.line);
-        lines.push(Line::raw(format!("{gutter}{}", line_for_display(text))));
-        if let Some(column) = d.column {
-            let pad = " ".repeat(gutter.chars().count() + column.saturating_sub(1));
-            lines.push(Line::styled(format!("{pad}^"), style));
-        }
-    }
+    let mut excerpt = d.excerpt().into_iter();
+    lines.extend(excerpt.next().map(Line::raw));
+    lines.extend(excerpt.next().map(|caret| Line::styled(caret, style)));
     lines
 }
