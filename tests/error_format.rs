@@ -57,3 +57,33 @@ fn an_include_refusal_is_a_located_error_with_a_caret() {
     );
     assert!(caret_under(&shown, "#include"), "{shown}");
 }
+
+#[test]
+fn the_reproduce_line_keeps_every_option_that_chose_the_inputs_and_quotes_the_path() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let broken = STARTER.replacen("const float*", "const flaot*", 1);
+    std::fs::write(dir.path().join("my kernel.cu"), broken).expect("write");
+    let run = flashprof_without_gpu(
+        &[
+            "check",
+            "my kernel.cu",
+            "--lab",
+            "flash-prefill",
+            "--case",
+            "chunk-of-1",
+            "--timing-shape",
+            "chunk=1024,prefix=512",
+            "--seed",
+            "7",
+        ],
+        dir.path(),
+    );
+    let shown = text(&run);
+    assert!(
+        shown.contains(
+            "reproduce with: flashprof check 'my kernel.cu' --lab flash-prefill \
+             --case chunk-of-1 --timing-shape chunk=1024,prefix=512 --seed 7\n"
+        ),
+        "{shown}"
+    );
+}

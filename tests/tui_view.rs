@@ -383,7 +383,7 @@ fn the_check_table_shows_hostile_text_with_its_escapes_neutralised() {
     let mut report = compile_error_report("    x = 1; /* \u{1b}]0;owned\u{7} \u{1b}[2J */");
     report.compile.diagnostics[0].message = "#error \u{1b}[31mred\u{1b}[0m \u{202e}txt".into();
     report.source_path = "evil\u{1b}[8m.cu".into();
-    let table = flashprof::report::render_table(&report);
+    let table = flashprof::report::render_table(&report, None);
     assert!(
         !table.contains(|c: char| (c.is_control() && c != '\n') || c == '\u{202e}'),
         "{table:?}"
