@@ -67,6 +67,7 @@ fn a_compile_error() {
     );
     let text = snapshot("compile_error", &mut model);
     assert!(text.contains("prefill.cu:19:5: error: "), "{text}");
+    assert!(text.contains("┌ prefill.cu · 1 error "), "{text}");
     assert!(text.contains("COMPILE ERROR"), "{text}");
 }
 

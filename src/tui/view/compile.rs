@@ -30,7 +30,7 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
         return;
     }
     let body = Paragraph::new(lines)
-        .block(panel(&model.file_label, stale, theme))
+        .block(panel(&title(model), stale, theme))
         .wrap(Wrap { trim: false });
     frame.render_widget(body, area);
 }
@@ -49,6 +49,35 @@ pub(super) fn height(model: &Model, width: u16) -> u16 {
     let inner = usize::from(width.saturating_sub(2)).max(1);
     let wrapped: usize = lines.iter().map(|l| l.width().div_ceil(inner).max(1)).sum();
     u16::try_from(wrapped + 2).unwrap_or(u16::MAX)
+}
+
+/// The file's name, and how many errors and warnings the compiler gave,
+/// so a long list that does not fit is known to be longer.
+fn title(model: &Model) -> String {
+    let Some(shown) = model.compile() else {
+        return model.file_label.clone();
+    };
+    let count = |severity| {
+        let diagnostics = shown.value.diagnostics.iter();
+        diagnostics.filter(|d| d.severity == severity).count()
+    };
+    let plural = |n: usize, word: &str| match n {
+        0 => None,
+        1 => Some(format!("1 {word}")),
+        n => Some(format!("{n} {word}s")),
+    };
+    let counts: Vec<String> = [
+        plural(count(Severity::Error), "error"),
+        plural(count(Severity::Warning), "warning"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if counts.is_empty() {
+        model.file_label.clone()
+    } else {
+        format!("{} · {}", model.file_label, counts.join(", "))
+    }
 }
 
 /// What the panel shows, and whether any of it is from an earlier save.
