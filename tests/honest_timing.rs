@@ -187,7 +187,7 @@ fn the_honest_kernel_is_audited_and_gets_its_speedup() {
 fn the_table_prints_the_withheld_sentence_with_the_audit_and_floor_lines() {
     for cheat in &CHEATS {
         let report = check(cheat.kind);
-        let table = render_table(&report);
+        let table = render_table(&report, None);
         let speedup_line = format!("  SPEEDUP  withheld: {}\n", withheld(&report));
         assert!(table.contains(&speedup_line), "{}:\n{table}", cheat.kind);
         assert!(
@@ -205,12 +205,12 @@ fn the_table_prints_the_withheld_sentence_with_the_audit_and_floor_lines() {
         );
     }
     // The impossible median is said to be below the floor, by how much.
-    let too_fast = render_table(&check("too-fast"));
+    let too_fast = render_table(&check("too-fast"), None);
     assert!(
         too_fast.contains("student median 50.0x below it"),
         "{too_fast}"
     );
-    let honest = render_table(&check("honest"));
+    let honest = render_table(&check("honest"), None);
     assert!(honest.contains("  SPEEDUP  2.00x"), "{honest}");
     assert!(honest.contains("x above it"), "{honest}");
     assert!(!honest.contains("withheld"), "{honest}");
@@ -462,7 +462,7 @@ fn a_timing_saved_before_the_rules_had_a_version_loads_as_rules_1() {
     assert!(old.speedup.is_some() && old.withheld().is_none());
     let mut report = check("honest").clone();
     report.timing = Some(old);
-    let table = render_table(&report);
+    let table = render_table(&report, None);
     assert!(
         table.contains("timed under earlier rules (v1): timed launches were not audited"),
         "{table}"

@@ -130,7 +130,16 @@ fn a_bare_word_is_not_a_file_and_names_the_command() {
     assert!(!dir.path().join("chek").exists());
     let run = flashprof(&["notes.txt"], dir.path());
     assert_eq!(run.status.code(), Some(3), "{}", text(&run));
-    assert!(text(&run).contains("ending in .cu"), "{}", text(&run));
+    assert!(
+        text(&run).contains("notes.txt: no such file"),
+        "{}",
+        text(&run)
+    );
+    assert!(
+        text(&run).contains("flashprof --new notes.txt"),
+        "{}",
+        text(&run)
+    );
     assert!(!dir.path().join("notes.txt").exists());
 }
 

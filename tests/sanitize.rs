@@ -155,7 +155,7 @@ fn a_hazard_fails_a_kernel_whose_cases_pass_and_an_unfinished_pass_is_the_grader
     assert!(!report.all_passed());
     assert_eq!(Verdict::of(&report), Verdict::Failed);
     assert_eq!(Verdict::of(&report).exit_code(), ExitCode::CasesFailed);
-    let table = flashprof::report::render_table(&report);
+    let table = flashprof::report::render_table(&report, None);
     assert!(table.contains("sanitizer racecheck"), "{table}");
     assert!(
         table.contains("  shared memory read at line 41 races with the write at line 37"),

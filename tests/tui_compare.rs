@@ -228,7 +228,7 @@ fn compile_error_on_one_side() {
     // The panels sit side by side: B's error is in the right half of the row under its title.
     let under = lines[b_panel + 1];
     let at = under
-        .find("error line 19:5")
+        .find(":19:5: error: ")
         .map(|byte| under[..byte].chars().count());
     assert!(at.is_some_and(|c| c > 40), "{small}");
     assert!(small.contains("const flaot* q_row"), "{small}");

@@ -66,7 +66,7 @@ fn an_error_saved_into_b_shows_under_b_only_and_its_fix_compiles_both() {
         &starter_with(19, |l| l.replacen("const float*", "const flaot*", 1)),
     );
     let broken = session.wait_for("B's error on line 19", |s| {
-        settled(s) && s.contains("error line 19:") && s.contains("\"flaot\"")
+        settled(s) && s.contains(":19:11: error: ") && s.contains("\"flaot\"")
     });
     assert!(broken.contains("B: b.cu COMPILE ERROR"), "{broken}");
     assert!(!broken.contains("A: a.cu COMPILE ERROR"), "{broken}");

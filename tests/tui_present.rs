@@ -85,7 +85,7 @@ fn a_compile_error_fills_the_panel_with_the_error() {
         compile_error_report("    const flaot* q;"),
     );
     let text = snapshot("compile_error", &mut model);
-    assert!(text.contains("line 19:5"), "{text}");
+    assert!(text.contains("prefill.cu:19:5: error: "), "{text}");
     assert!(text.contains("compile error"), "{text}");
 }
 

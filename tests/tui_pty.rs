@@ -32,7 +32,7 @@ fn settled(screen: &str) -> bool {
 fn compile_error_on(screen: &str, line: usize, identifier: &str) -> bool {
     settled(screen)
         && header(screen).contains("COMPILE ERROR")
-        && screen.contains(&format!("error line {line}:"))
+        && screen.contains(&format!("prefill.cu:{line}:"))
         && screen.contains(&format!("identifier \"{identifier}\" is undefined"))
 }
 

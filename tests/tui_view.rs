@@ -66,7 +66,8 @@ fn a_compile_error() {
         compile_error_report("    const flaot* qRow = q;"),
     );
     let text = snapshot("compile_error", &mut model);
-    assert!(text.contains("line 19:5"), "{text}");
+    assert!(text.contains("prefill.cu:19:5: error: "), "{text}");
+    assert!(text.contains("┌ prefill.cu · 1 error "), "{text}");
     assert!(text.contains("COMPILE ERROR"), "{text}");
 }
 
@@ -383,7 +384,7 @@ fn the_check_table_shows_hostile_text_with_its_escapes_neutralised() {
     let mut report = compile_error_report("    x = 1; /* \u{1b}]0;owned\u{7} \u{1b}[2J */");
     report.compile.diagnostics[0].message = "#error \u{1b}[31mred\u{1b}[0m \u{202e}txt".into();
     report.source_path = "evil\u{1b}[8m.cu".into();
-    let table = flashprof::report::render_table(&report);
+    let table = flashprof::report::render_table(&report, None);
     assert!(
         !table.contains(|c: char| (c.is_control() && c != '\n') || c == '\u{202e}'),
         "{table:?}"
@@ -520,7 +521,7 @@ fn colour_is_part_of_the_main_states() {
     );
     let error = colour_snapshot("compile_error", &mut model);
     assert!(
-        error.contains("⟦fg:red bold⟧✗ error line 19:5: ⟦/⟧"),
+        error.contains("⟦fg:red bold⟧✗ prefill.cu:19:5: error: ⟦/⟧"),
         "{error}"
     );
 

@@ -151,7 +151,12 @@ fn checked(args: &CheckArgs, context: &mut ErrorContext) -> Result<ExitCode, Ref
         if show_progress_line {
             eprint!("\r\x1b[2K");
         }
-        print!("{}", render_table(&report));
+        let table = render_table(&report, Some(&reproduce_command(args, &plan)));
+        if wants_colour() {
+            print!("{}", coloured(&table));
+        } else {
+            print!("{table}");
+        }
         if plan.counters.is_none() && report.gpu.is_ok() && report.compile.ok {
             println!(
                 "counters: off (--counters adds each unit's load, DRAM bytes and the roofline verdict)"
@@ -162,6 +167,83 @@ fn checked(args: &CheckArgs, context: &mut ErrorContext) -> Result<ExitCode, Ref
         }
     }
     Ok(Verdict::of(&report).exit_code())
+}
+
+/// `flashprof check` with every option that chose the inputs this check
+/// ran on (lab, cases, case, timing shape, seed), each word quoted for a
+/// POSIX shell, so pasting it reruns the same check.
+fn reproduce_command(args: &CheckArgs, plan: &CheckPlan) -> String {
+    let mut words = vec![
+        "flashprof".to_owned(),
+        "check".to_owned(),
+        args.file.display().to_string(),
+        "--lab".to_owned(),
+        plan.lab.name().to_owned(),
+    ];
+    if let Some(cases) = &args.cases {
+        words.extend(["--cases".to_owned(), cases.display().to_string()]);
+    }
+    if let Some(case) = &args.case {
+        words.extend(["--case".to_owned(), case.clone()]);
+    }
+    if !args.timing_shape.is_empty() {
+        words.extend(["--timing-shape".to_owned(), args.timing_shape.join(",")]);
+    }
+    words.extend(["--seed".to_owned(), plan.seed.to_string()]);
+    words
+        .iter()
+        .map(|w| shell_quoted(w))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `word` as one POSIX shell word: bare when it holds only characters no
+/// shell treats specially, else in single quotes (a `'` inside as `'\''`).
+fn shell_quoted(word: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_-./=,:@%+".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
+/// Colour only for a person at a terminal who has not asked for none
+/// (<https://no-color.org>: `NO_COLOR` set to anything but empty).
+fn wants_colour() -> bool {
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// The table with each diagnostic's severity and caret in colour (red
+/// errors, yellow warnings), the rest untouched.
+fn coloured(table: &str) -> String {
+    const RED: &str = "\x1b[1;31m";
+    const YELLOW: &str = "\x1b[1;33m";
+    const RESET: &str = "\x1b[0m";
+    let mut out = String::with_capacity(table.len() + 64);
+    let mut caret_colour = RED;
+    for line in table.split_inclusive('\n') {
+        let severity = [(": error: ", RED), (": warning: ", YELLOW)]
+            .into_iter()
+            .find_map(|(word, colour)| line.find(word).map(|at| (at, word, colour)));
+        if let Some((at, word, colour)) = severity {
+            caret_colour = colour;
+            let name = &word[2..word.len() - 2];
+            out.push_str(&line[..at + 2]);
+            out.push_str(&format!("{colour}{name}{RESET}"));
+            out.push_str(&line[at + word.len() - 2..]);
+        } else if line.trim() == "^" {
+            let at = line.find('^').unwrap_or(0);
+            out.push_str(&format!(
+                "{}{caret_colour}^{RESET}{}",
+                &line[..at],
+                &line[at + 1..]
+            ));
+        } else {
+            out.push_str(line);
+        }
+    }
+    out
 }
 
 /// Runs the sanitizer pass on the plan's first case and adds it to the
@@ -249,4 +331,45 @@ fn show_progress(progress: &Progress, total: usize) {
     };
     eprint!("\r\x1b[2K{line}");
     let _ = std::io::stderr().flush();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{coloured, shell_quoted};
+
+    #[test]
+    fn a_word_a_shell_would_split_or_expand_is_quoted() {
+        assert_eq!(shell_quoted("k.cu"), "k.cu");
+        assert_eq!(
+            shell_quoted("chunk=1024,prefix=512"),
+            "chunk=1024,prefix=512"
+        );
+        assert_eq!(shell_quoted("my kernel.cu"), "'my kernel.cu'");
+        assert_eq!(shell_quoted("it's$HOME.cu"), "'it'\\''s$HOME.cu'");
+        assert_eq!(shell_quoted(""), "''");
+    }
+
+    #[test]
+    fn errors_and_warnings_are_coloured_and_nothing_else_changes() {
+        let table =
+            "k.cu:3:5: error: bad\n    3 |     x;\n            ^\nk.cu:4: warning: odd\nPASS\n";
+        let shown = coloured(table);
+        assert!(
+            shown.contains("k.cu:3:5: \x1b[1;31merror\x1b[0m: bad\n"),
+            "{shown:?}"
+        );
+        assert!(
+            shown.contains("            \x1b[1;31m^\x1b[0m\n"),
+            "{shown:?}"
+        );
+        assert!(
+            shown.contains("k.cu:4: \x1b[1;33mwarning\x1b[0m: odd\n"),
+            "{shown:?}"
+        );
+        let plain = shown
+            .replace("\x1b[1;31m", "")
+            .replace("\x1b[1;33m", "")
+            .replace("\x1b[0m", "");
+        assert_eq!(plain, table);
+    }
 }

@@ -69,6 +69,7 @@ fn compared(args: &CompareArgs, context: &mut ErrorContext) -> Result<ExitCode, 
     let mut sources = Vec::with_capacity(2);
     for path in [&args.a, &args.b] {
         context.source_path = Some(path.display().to_string());
+        super::refuse_missing(path)?;
         let source = StudentSource::from_path(path, lab)
             .map_err(|e| Refusal::new(ExitCode::BadSource, for_display(&e.to_string())))?;
         sources.push((path.display().to_string(), source));
@@ -138,6 +139,7 @@ impl CompareArgs {
 /// `--watch`: the compare screen, until the user quits.
 fn watch(args: CompareArgs) -> Result<ExitCode, Refusal> {
     let lab = args.lab.for_file(&args.a)?;
+    super::refuse_missing(&args.b)?;
     super::proven_oracle(lab)?;
     let command = super::worker_command(&args.remote)?.on_gpu(GpuSelection::Ordinal(args.gpu));
     let setup = CompareSetup {

@@ -99,7 +99,9 @@ impl LabArg {
     }
 
     /// The lab for checking `file`: `--lab`, else what the file declares.
+    /// A missing file is refused here, before any lab is chosen for it.
     fn for_file(&self, file: &Path) -> Result<LabRef, Refusal> {
+        refuse_missing(file)?;
         self.choose(declared_lab_of(file).as_deref())
     }
 }
@@ -113,12 +115,10 @@ fn declared_lab_of(file: &Path) -> Option<String> {
 }
 
 /// `flashprof WORD` where WORD is neither a file nor a command (`flashprof
-/// chek`): refused with the nearest command, exit 2, and no file is written.
-fn unknown_word(args: &tui::TuiArgs) -> Result<(), Refusal> {
-    let Some(word) = args.file.as_ref().and_then(|f| f.to_str()) else {
-        return Ok(());
-    };
-    let bare = !word.is_empty() && !word.contains(['/', '.']);
+/// chek`, `flashprof chek prefill.cu`): refused with the nearest command,
+/// exit 2, and no file is written.
+fn unknown_word(word: &str) -> Result<(), Refusal> {
+    let bare = !word.is_empty() && !word.starts_with('-') && !word.contains(['/', '.']);
     if !bare || Path::new(word).exists() {
         return Ok(());
     }
@@ -129,6 +129,9 @@ fn unknown_word(args: &tui::TuiArgs) -> Result<(), Refusal> {
         .filter(|c| !c.is_hide_set())
         .map(|c| c.get_name())
         .collect();
+    if names.contains(&word) {
+        return Ok(());
+    }
     let hint = match refusal::closest(word, &names) {
         Some(name) => format!("did you mean `{name}`?"),
         None => format!(
@@ -140,6 +143,48 @@ fn unknown_word(args: &tui::TuiArgs) -> Result<(), Refusal> {
         ExitCode::Usage,
         format!("`{word}`: no such command or file; {hint}"),
     ))
+}
+
+/// The most names of a folder a typo is compared with: a student's folder
+/// can hold anything, and a suggestion is not worth a long listing.
+const MOST_NAMES_COMPARED: usize = 4096;
+
+/// A student file that is not there, refused: a typo never becomes a new
+/// file or an empty check. The refusal names the folder's nearest file (by
+/// edit distance) and the explicit way to start a new file.
+fn refuse_missing(file: &Path) -> Result<(), Refusal> {
+    match std::fs::symlink_metadata(file) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        _ => return Ok(()),
+    }
+    let folder = match file.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    let names: Vec<String> = std::fs::read_dir(folder)
+        .into_iter()
+        .flatten()
+        .take(MOST_NAMES_COMPARED)
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .collect();
+    let typed = file
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
+    let suggestion = match refusal::closest(&typed, &candidates) {
+        Some(name) => format!("; did you mean `{}`?", file.with_file_name(name).display()),
+        None => String::new(),
+    };
+    let mut refusal = Refusal::new(
+        ExitCode::BadSource,
+        format!("{}: no such file{suggestion}", file.display()),
+    );
+    refusal.fix = Some(format!(
+        "`flashprof --new {}` starts a new file from the lab's starter kernel",
+        file.display()
+    ));
+    Err(refusal)
 }
 
 /// `flashprof labs`: one line per lab.
@@ -211,25 +256,52 @@ enum Command {
     SandboxProbe { paths: Vec<std::path::PathBuf> },
 }
 
+/// A reader that stops early (`flashprof doctor | head -1`) closes stdout;
+/// the next `println!` then panics inside std. That is the reader's choice,
+/// not a failure: the process ends at once, silently, with success. Any
+/// other panic goes to the hook that was there before.
+fn end_quietly_when_stdout_closes() {
+    let broken_pipe = std::io::Error::from_raw_os_error(libc::EPIPE).to_string();
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .unwrap_or_default();
+        if message.starts_with("failed printing to stdout") && message.ends_with(&broken_pipe) {
+            std::process::exit(ExitCode::Pass as i32);
+        }
+        previous(info);
+    }));
+}
+
 /// Runs the command line and returns the process exit code.
 pub fn main() -> u8 {
+    end_quietly_when_stdout_closes();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
-            if e.use_stderr() {
-                // Under --json, a bad command line is a JSON document too.
-                let args: Vec<String> = std::env::args().skip(1).collect();
-                if args.iter().any(|a| a == "--json") {
-                    let context = refusal::ErrorContext {
-                        command: args.first().cloned().unwrap_or_default(),
-                        ..Default::default()
-                    };
-                    let rendered = e.render().to_string();
-                    let first = rendered.lines().next().unwrap_or_default();
-                    let message = first.strip_prefix("error: ").unwrap_or(first).to_owned();
-                    let refusal = Refusal::new(ExitCode::Usage, message);
-                    println!("{}", refusal.json(&context));
-                }
+            let args: Vec<String> = std::env::args().skip(1).collect();
+            // Under --json, a bad command line is a JSON document too.
+            let context = args
+                .iter()
+                .any(|a| a == "--json")
+                .then(|| refusal::ErrorContext {
+                    command: args.first().cloned().unwrap_or_default(),
+                    ..Default::default()
+                });
+            // `flashprof chek prefill.cu`: a mistyped command, said as such
+            // rather than as clap's complaint about two positionals.
+            if let Some(Err(refusal)) = args.first().map(|word| unknown_word(word)) {
+                return refusal.with_json(context).report("flashprof") as u8;
+            }
+            if let (true, Some(context)) = (e.use_stderr(), &context) {
+                let rendered = e.render().to_string();
+                let first = rendered.lines().next().unwrap_or_default();
+                let message = first.strip_prefix("error: ").unwrap_or(first).to_owned();
+                let refusal = Refusal::new(ExitCode::Usage, message);
+                println!("{}", refusal.json(context));
             }
             let _ = e.print();
             return if e.use_stderr() {
@@ -241,7 +313,13 @@ pub fn main() -> u8 {
     };
     let program = cli.command.as_ref().map_or("flashprof", Command::program);
     let ran = match cli.command {
-        None => unknown_word(&cli.tui).and_then(|()| tui::run(cli.tui)),
+        None => cli
+            .tui
+            .file
+            .as_deref()
+            .and_then(Path::to_str)
+            .map_or(Ok(()), unknown_word)
+            .and_then(|()| tui::run(cli.tui)),
         Some(Command::Doctor(args)) => Ok(doctor::run(args)),
         Some(Command::Check(args)) => check::run(args),
         Some(Command::Calibrate(args)) => calibrate::run(args),

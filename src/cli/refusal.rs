@@ -51,7 +51,18 @@ impl Refusal {
         if let Some(context) = &self.json_context {
             println!("{}", self.json(context));
         }
-        eprintln!("{program}: {}", for_display(&self.message));
+        // A message that is itself a located error (`k.cu:3:1: error: ...`)
+        // starts the line, where an editor's error matcher looks for it.
+        let located = self
+            .message
+            .lines()
+            .next()
+            .is_some_and(|first| first.contains(": error: "));
+        if located {
+            eprintln!("{}", for_display(&self.message));
+        } else {
+            eprintln!("{program}: {}", for_display(&self.message));
+        }
         if let Some(fix) = &self.fix {
             eprintln!("{program}: fix: {}", for_display(fix));
         }

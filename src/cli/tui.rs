@@ -15,10 +15,15 @@ use crate::tui::{run_live, run_replay, LiveSetup};
 
 #[derive(Args, Debug)]
 pub struct TuiArgs {
-    /// The kernel file to watch; created from the lab's starter kernel if it
-    /// does not exist. Default: the lab's own file (`prefill.cu` for
-    /// flash-prefill, `paged_prefill.cu` for paged-prefill).
+    /// The kernel file to watch. Default: the lab's own file (`prefill.cu`
+    /// for flash-prefill, `paged_prefill.cu` for paged-prefill), written
+    /// from the lab's starter kernel when it does not exist; any other
+    /// missing file is refused (with the nearest name) unless --new is given.
     pub file: Option<PathBuf>,
+    /// Start FILE (which must not exist, and must end in .cu) from the lab's
+    /// starter kernel, then watch it.
+    #[arg(long = "new", requires = "file")]
+    pub new: bool,
     #[command(flatten)]
     pub lab: super::LabArg,
     #[command(flatten)]
@@ -73,13 +78,12 @@ pub fn run(args: TuiArgs) -> Result<ExitCode, Refusal> {
             (lab, PathBuf::from(lab.default_file()))
         }
     };
-    // A link in the file's place (dangling or not) is never written through.
-    if std::fs::symlink_metadata(&file).is_err() {
+    let is_default_file = file.file_name() == Some(std::ffi::OsStr::new(lab.default_file()));
+    let default_file_absent = is_default_file && std::fs::symlink_metadata(&file).is_err();
+    if args.new || default_file_absent {
         write_starter(&file, lab)?;
-        eprintln!(
-            "flashprof: created {} from the lab's starter kernel",
-            path_for_display(&file)
-        );
+    } else {
+        super::refuse_missing(&file)?;
     }
     super::proven_oracle(lab)?;
     if let Err(e) = lab_memory::remember(&file, lab.name()) {
@@ -99,6 +103,45 @@ pub fn run(args: TuiArgs) -> Result<ExitCode, Refusal> {
         present: args.present,
     };
     finish(run_live(setup))
+}
+
+/// `file` written from the lab's starter kernel: only a new `.cu` file,
+/// created `O_EXCL | O_NOFOLLOW`, so a link planted in its place (even a
+/// dangling one, even after the check) is refused, never followed.
+fn write_starter(file: &Path, lab: LabRef) -> Result<(), Refusal> {
+    use std::os::unix::fs::OpenOptionsExt;
+    // `--new notes.txt` must not leave a file behind that is no kernel.
+    if file.extension().is_none_or(|e| e != "cu") {
+        return Err(Refusal::new(
+            ExitCode::Usage,
+            format!(
+                "--new {}: a starter kernel is written only for a path ending in .cu",
+                path_for_display(file)
+            ),
+        ));
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(file)
+        .and_then(|mut out| std::io::Write::write_all(&mut out, lab.starter().text.as_bytes()))
+        .map_err(|e| {
+            let mut refusal = Refusal::new(
+                ExitCode::Environment,
+                format!("cannot create {}: {e}", path_for_display(file)),
+            );
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                refusal.code = ExitCode::Usage;
+                refusal.fix = Some(format!("`flashprof {}` opens it", path_for_display(file)));
+            }
+            refusal
+        })?;
+    eprintln!(
+        "flashprof: created {} from the lab's starter kernel",
+        path_for_display(file)
+    );
+    Ok(())
 }
 
 pub fn replay(args: ReplayArgs) -> Result<ExitCode, Refusal> {
@@ -131,38 +174,6 @@ fn finish(result: anyhow::Result<()>) -> Result<ExitCode, Refusal> {
     result
         .map(|()| ExitCode::Pass)
         .map_err(|e| Refusal::new(ExitCode::Environment, format!("{e:#}")))
-}
-
-/// Writes `lab`'s starter kernel to `file`, which must not exist: created
-/// `O_EXCL | O_NOFOLLOW`, so a link planted in its place after the check is
-/// refused, never followed.
-fn write_starter(file: &Path, lab: LabRef) -> Result<(), Refusal> {
-    use std::os::unix::fs::OpenOptionsExt;
-    // A starter only for a kernel file: `flashprof notes.txt` must not
-    // leave a file behind (a bare word is refused earlier, in cli).
-    let is_kernel_file =
-        file.extension().is_some_and(|e| e == "cu") || file == Path::new(lab.default_file());
-    if !is_kernel_file {
-        return Err(Refusal::new(
-            ExitCode::BadSource,
-            format!(
-                "{}: no such file (a starter kernel is written only for a path ending in .cu)",
-                path_for_display(file)
-            ),
-        ));
-    }
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(file)
-        .and_then(|mut out| std::io::Write::write_all(&mut out, lab.starter().text.as_bytes()))
-        .map_err(|e| {
-            Refusal::new(
-                ExitCode::Environment,
-                format!("cannot create {}: {e}", path_for_display(file)),
-            )
-        })
 }
 
 #[cfg(test)]

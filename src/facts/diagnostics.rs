@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::lab::source::StudentSource;
+use crate::lab::source::{excerpt, StudentSource};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -34,29 +34,37 @@ pub struct Diagnostic {
     pub source_line: Option<String>,
 }
 
-/// Compiler style, `file(line): error: message`, then the student's line
-/// with a caret under the column when the compiler gave one.
-impl std::fmt::Display for Diagnostic {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl Diagnostic {
+    /// `file:line:col: error: ` (the column and line only when known), the
+    /// start that vim's, Emacs's and VS Code's matchers jump to.
+    pub fn place(&self) -> String {
         let severity = match self.severity {
             Severity::Error => "error",
             Severity::Warning => "warning",
         };
-        write!(
-            f,
-            "{}({}): {severity}: {}",
-            self.file, self.line, self.message
-        )?;
-        if let Some(text) = &self.source_line {
-            let gutter = format!("{:>5} | ", self.line);
-            write!(f, "\n{gutter}{text}")?;
-            if let Some(column) = self.column {
-                write!(
-                    f,
-                    "\n{}^",
-                    " ".repeat(gutter.len() + column.saturating_sub(1))
-                )?;
-            }
+        match (self.line, self.column) {
+            (0, _) => format!("{}: {severity}: ", self.file),
+            (line, None) => format!("{}:{line}: {severity}: ", self.file),
+            (line, Some(column)) => format!("{}:{line}:{column}: {severity}: ", self.file),
+        }
+    }
+
+    /// The student's line and a caret under the column, when known.
+    pub fn excerpt(&self) -> Vec<String> {
+        self.source_line
+            .as_deref()
+            .map(|text| excerpt(self.line, text, self.column))
+            .unwrap_or_default()
+    }
+}
+
+/// `file:line:col: error: message`, then the student's line with a caret
+/// under the column when the compiler gave one.
+impl std::fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}{}", self.place(), self.message)?;
+        for line in self.excerpt() {
+            write!(f, "\n{line}")?;
         }
         Ok(())
     }
@@ -251,11 +259,13 @@ fn is_number(text: &str) -> bool {
     !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit())
 }
 
-/// The column a caret line points at: a line of spaces ending in `^`.
+/// The 1-based column a caret line points at: blanks ending in `^`. NVRTC
+/// copies the source line's tabs into the caret line, so a tab before the
+/// caret counts as the one character it is in the source.
 fn caret_column(text: &str) -> Option<usize> {
     let caret = text.trim_end();
     let at = caret.len().checked_sub(1)?;
-    let is_caret = caret.ends_with('^') && caret[..at].bytes().all(|b| b == b' ');
+    let is_caret = caret.ends_with('^') && caret[..at].bytes().all(|b| b == b' ' || b == b'\t');
     (is_caret && at >= ECHO_INDENT).then(|| at - ECHO_INDENT + 1)
 }
 
@@ -324,6 +334,37 @@ At end of source: error: expected a \"}\"
             "{}",
             last.message
         );
+    }
+
+    #[test]
+    fn a_tab_indented_line_keeps_its_column_and_caret() {
+        // NVRTC copies the line's tabs into its caret line.
+        let log =
+            "k.cu(2): error: identifier \"y\" is undefined\n  \t  \to[0]=y;\n  \t  \t     ^\n";
+        let source = StudentSource::from_bytes("k.cu", b"a;\n\t  \to[0]=y;\n", FLASH_PREFILL)
+            .expect("valid body");
+        let found = parse_log(log, &source);
+        assert_eq!(found[0].column, Some(10));
+        let shown = found[0].to_string();
+        let lines: Vec<&str> = shown.lines().collect();
+        assert_eq!(lines[0], "k.cu:2:10: error: identifier \"y\" is undefined");
+        assert_eq!(lines[1], "    2 |           o[0]=y;");
+        assert_eq!(lines[2].find('^'), lines[1].find('y'), "{shown}");
+    }
+
+    #[test]
+    fn a_diagnostic_without_a_column_or_a_line_says_what_it_knows() {
+        let mut d = Diagnostic {
+            severity: Severity::Warning,
+            file: "k.cu".into(),
+            line: 4,
+            column: None,
+            message: "m".into(),
+            source_line: None,
+        };
+        assert_eq!(d.to_string(), "k.cu:4: warning: m");
+        d.line = 0;
+        assert_eq!(d.to_string(), "k.cu: warning: m");
     }
 
     #[test]

@@ -16,6 +16,7 @@ mod includes;
 mod prelude;
 mod scan;
 
+use crate::display::line_for_display;
 use std::path::Path;
 
 use self::scan::{find_kernels, tokenize, KernelDecl, Token, TokenKind};
@@ -97,12 +98,15 @@ pub enum SourceError {
         declared: String,
         chosen: &'static str,
     },
-    #[error("{path}:{line}: `{text}` is refused: {reason}")]
+    #[error("{path}:{line}:{column}: error: `{text}` is refused: {reason}\n{excerpt}")]
     RefusedInclude {
         path: String,
         line: usize,
+        column: usize,
         text: String,
         reason: String,
+        /// The refused line and a caret under it ([`excerpt`]).
+        excerpt: String,
     },
     /// Host code flashprof cannot leave out (see [`host`]).
     #[error("{path}:{line}: {message}")]
@@ -113,6 +117,32 @@ pub enum SourceError {
     },
     #[error("{path}: {source}")]
     Geometry { path: String, source: GeometryError },
+}
+
+/// The 1-based column where `refused` (a directive, on one logical line)
+/// starts in `line`: its first word, else the line's first non-blank.
+fn column_of(line: &str, refused: &str) -> usize {
+    let first_word = refused.split_whitespace().next().unwrap_or(refused);
+    let at = line
+        .find(first_word)
+        .or_else(|| line.find(|c: char| !c.is_whitespace()))
+        .unwrap_or(0);
+    line[..at].chars().count() + 1
+}
+
+/// Line `number` of a file as every error shows it (`   26 | text`, made
+/// safe for a terminal), then a caret under the 1-based char `column`. The
+/// caret's indent is measured on the shown text, so a tab (shown as spaces)
+/// or a control character (shown as `^[`) before it never moves it off.
+pub fn excerpt(number: usize, text: &str, column: Option<usize>) -> Vec<String> {
+    let gutter = format!("{number:>5} | ");
+    let mut lines = vec![format!("{gutter}{}", line_for_display(text))];
+    if let Some(column) = column {
+        let before: String = text.chars().take(column.saturating_sub(1)).collect();
+        let indent = gutter.len() + line_for_display(&before).chars().count();
+        lines.push(format!("{}^", " ".repeat(indent)));
+    }
+    lines
 }
 
 /// A validated kernel source.
@@ -187,9 +217,16 @@ impl StudentSource {
             return Err(SourceError::Empty { path });
         }
         if let Some(refused) = includes::first_refused(&tokens) {
+            let shown = text
+                .lines()
+                .nth(refused.line.saturating_sub(1))
+                .unwrap_or("");
+            let column = column_of(shown, &refused.text);
             return Err(SourceError::RefusedInclude {
+                excerpt: excerpt(refused.line, shown, Some(column)).join("\n"),
                 path,
                 line: refused.line,
+                column,
                 text: refused.text,
                 reason: refused.reason,
             });

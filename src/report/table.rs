@@ -50,14 +50,16 @@ fn counts(case: &CaseOutcome) -> String {
     }
 }
 
-/// Renders the whole report as text.
-pub fn render_table(report: &CheckReport) -> String {
+/// Renders the whole report as text; a graded report ends on `reproduce`,
+/// the command line that reruns it (the caller knows its options; `None`
+/// leaves the line out).
+pub fn render_table(report: &CheckReport, reproduce: Option<&str>) -> String {
     // Source lines, file names and compiler text come from the student:
     // no control character of theirs reaches the terminal.
-    crate::display::for_display(&render_raw_table(report)).into_owned()
+    crate::display::for_display(&render_raw_table(report, reproduce)).into_owned()
 }
 
-fn render_raw_table(report: &CheckReport) -> String {
+fn render_raw_table(report: &CheckReport, reproduce: Option<&str>) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -174,11 +176,9 @@ fn render_raw_table(report: &CheckReport) -> String {
     if let (false, Some(line)) = (report.all_passed(), failing_cases_line(report)) {
         let _ = writeln!(out, "diagnosis: {line}");
     }
-    let _ = writeln!(
-        out,
-        "reproduce with: flashprof check {} --seed {}",
-        report.source_path, report.seed
-    );
+    if let Some(command) = reproduce {
+        let _ = writeln!(out, "reproduce with: {command}");
+    }
     out
 }
 

@@ -30,7 +30,7 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
         return;
     }
     let body = Paragraph::new(lines)
-        .block(panel(&model.file_label, stale, theme))
+        .block(panel(&title(model), stale, theme))
         .wrap(Wrap { trim: false });
     frame.render_widget(body, area);
 }
@@ -49,6 +49,35 @@ pub(super) fn height(model: &Model, width: u16) -> u16 {
     let inner = usize::from(width.saturating_sub(2)).max(1);
     let wrapped: usize = lines.iter().map(|l| l.width().div_ceil(inner).max(1)).sum();
     u16::try_from(wrapped + 2).unwrap_or(u16::MAX)
+}
+
+/// The file's name, and how many errors and warnings the compiler gave,
+/// so a long list that does not fit is known to be longer.
+fn title(model: &Model) -> String {
+    let Some(shown) = model.compile() else {
+        return model.file_label.clone();
+    };
+    let count = |severity| {
+        let diagnostics = shown.value.diagnostics.iter();
+        diagnostics.filter(|d| d.severity == severity).count()
+    };
+    let plural = |n: usize, word: &str| match n {
+        0 => None,
+        1 => Some(format!("1 {word}")),
+        n => Some(format!("{n} {word}s")),
+    };
+    let counts: Vec<String> = [
+        plural(count(Severity::Error), "error"),
+        plural(count(Severity::Warning), "warning"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if counts.is_empty() {
+        model.file_label.clone()
+    } else {
+        format!("{} · {}", model.file_label, counts.join(", "))
+    }
 }
 
 /// What the panel shows, and whether any of it is from an earlier save.
@@ -149,27 +178,18 @@ pub(super) fn outcome_lines(
 
 fn diagnostic_lines(d: &Diagnostic, theme: Theme) -> Vec<Line<'static>> {
     let (mark, style) = match d.severity {
-        Severity::Error => ("✗ error", theme.bad()),
-        Severity::Warning => ("! warning", theme.warn()),
-    };
-    let place = match d.column {
-        Some(column) => format!("line {}:{column}", d.line),
-        None => format!("line {}", d.line),
+        Severity::Error => ("✗", theme.bad()),
+        Severity::Warning => ("!", theme.warn()),
     };
     // Notes and a raw compiler log (a ptxas error) span several lines.
     let mut message = d.message.lines();
     let mut lines = vec![Line::from(vec![
-        Span::styled(format!("{mark} {place}: "), style),
+        Span::styled(format!("{mark} {}", line_for_display(&d.place())), style),
         Span::raw(line_for_display(message.next().unwrap_or_default()).into_owned()),
     ])];
     lines.extend(message.map(|more| Line::raw(format!("  {}", line_for_display(more)))));
-    if let Some(text) = &d.source_line {
-        let gutter = format!("{:>5} │ ", d.line);
-        lines.push(Line::raw(format!("{gutter}{}", line_for_display(text))));
-        if let Some(column) = d.column {
-            let pad = " ".repeat(gutter.chars().count() + column.saturating_sub(1));
-            lines.push(Line::styled(format!("{pad}^"), style));
-        }
-    }
+    let mut excerpt = d.excerpt().into_iter();
+    lines.extend(excerpt.next().map(Line::raw));
+    lines.extend(excerpt.next().map(|caret| Line::styled(caret, style)));
     lines
 }
