@@ -72,6 +72,8 @@ mod toy_kinds;
 
 const OPTIMIZED_IMAGE: &[u8] = b"stand-in image";
 const QUICK_IMAGE: &[u8] = b"stand-in quick image";
+/// What a source text says to choose how the stand-in times it.
+const TIMING_MARK: &str = "stand-in-timing: ";
 
 fn main() {
     flashprof::worker::exit_when_caller_hangs_up();
@@ -141,14 +143,18 @@ fn main() {
                     std::thread::sleep(std::time::Duration::from_millis(300));
                 }
                 loaded = Some(image.to_vec());
-                timing_kind = source_text
-                    .split_once("stand-in-timing: ")
-                    .map(|(_, rest)| {
-                        rest.split_whitespace()
-                            .next()
-                            .unwrap_or_default()
-                            .to_string()
-                    });
+                timing_kind = source_text.split_once(TIMING_MARK).map(|(_, rest)| {
+                    rest.split_whitespace()
+                        .next()
+                        .unwrap_or_default()
+                        .to_string()
+                });
+                // A builder's image reaches the GPU worker only through
+                // `Load`, so the image carries how it is to be timed.
+                let mut image = image.to_vec();
+                if let Some(kind) = &timing_kind {
+                    image.extend_from_slice(format!("{TIMING_MARK}{kind}").as_bytes());
+                }
                 Event::Compiled(CompileOutcome {
                     build,
                     ok: true,
@@ -158,15 +164,22 @@ fn main() {
                     occupancy: None,
                     geometry: Some(FLASH_PREFILL.default_geometry()),
                     kernel_facts: Box::default(),
-                    image: image.to_vec(),
+                    image,
                     compile_ms: 0.0,
                     load_ms: Some(0.0),
                 })
             }
-            Request::Load { image, .. } => {
+            Request::Load { image, lab, .. } => {
+                lab_name = lab.name;
+                let text = String::from_utf8_lossy(&image).into_owned();
+                let (base, kind) = match text.split_once(TIMING_MARK) {
+                    Some((base, kind)) => (base.as_bytes().to_vec(), Some(kind.to_owned())),
+                    None => (image, None),
+                };
+                timing_kind = kind;
                 loaded = [QUICK_IMAGE, OPTIMIZED_IMAGE]
-                    .contains(&image.as_slice())
-                    .then_some(image);
+                    .contains(&base.as_slice())
+                    .then_some(base);
                 Event::Loaded { load_ms: 0.0 }
             }
             Request::RunCase { case, seed } if lab_name == toy_kinds::KINDS.name() => {

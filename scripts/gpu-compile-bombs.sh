@@ -43,7 +43,8 @@ run() { # name, file: check with the GPU, the largest RSS of the tree, wall time
     "$BIN" check "$file" --json --no-timing --no-counters \
     >"$OUT/reports/$name.json" 2>>"$LOG"
   local rc=$?
-  read -r rss_kb wall <"$OUT/$name.time"
+  # GNU time writes "Command exited with non-zero status N" first.
+  read -r rss_kb wall < <(tail -n 1 "$OUT/$name.time")
   echo "$name $rc $rss_kb $wall" >>"$OUT/runs.txt"
   echo "$name rc=$rc maxrss_kb=$rss_kb wall_s=$wall" >>"$LOG"
 }

@@ -107,26 +107,25 @@ fn checked(name: &str, text: &str) -> Value {
     problem
 }
 
-#[test]
-fn a_huge_initialised_array_is_a_compile_error_under_the_memory_limit() {
-    let problem = checked("big.cu", &huge_array());
+/// `text` checked is over the memory limit, with every child under it.
+fn assert_over_the_memory_limit(name: &str, text: &str) {
+    let problem = checked(name, text);
     let message = problem["message"].as_str().expect("message");
     assert!(
         message.starts_with("the compiler used more than 2 GB"),
         "{message}"
     );
-    assert_under_the_limit("huge array");
+    assert_under_the_limit(name);
+}
+
+#[test]
+fn a_huge_initialised_array_is_a_compile_error_under_the_memory_limit() {
+    assert_over_the_memory_limit("big.cu", &huge_array());
 }
 
 #[test]
 fn thousands_of_warnings_on_a_long_line_stay_under_the_memory_limit() {
-    let problem = checked("warn.cu", &warnings_on_a_long_line());
-    let message = problem["message"].as_str().expect("message");
-    assert!(
-        message.starts_with("the compiler used more than 2 GB"),
-        "{message}"
-    );
-    assert_under_the_limit("warnings on a long line");
+    assert_over_the_memory_limit("warn.cu", &warnings_on_a_long_line());
 }
 
 #[test]

@@ -315,6 +315,14 @@ fn not_run(lab: LabRef, case: &LabCase, reason: String) -> CaseOutcome {
     }
 }
 
+/// A compile with no answer that is the grader's failure, not the submission's.
+fn compiler_failed(message: String) -> CompileOutcome {
+    CompileOutcome::failed(Some(CompileProblem {
+        kind: CompileProblemKind::CompilerFailed,
+        message,
+    }))
+}
+
 fn compile_request(plan: &CheckPlan, build: Build, target_arch: Option<String>) -> Request {
     Request::Compile {
         lab: LabId::of(plan.lab),
@@ -675,12 +683,6 @@ impl Run<'_> {
             return self.compile_in_worker(plan, build, target_arch, progress);
         };
         let request = compile_request(plan, build, Some(arch));
-        let failed = |message: String| {
-            CompileOutcome::failed(Some(CompileProblem {
-                kind: CompileProblemKind::CompilerFailed,
-                message,
-            }))
-        };
         match SideBuild::start(self.command, request, COMPILE_TIMEOUT).finish(&|| false) {
             SideBuildEnd::Built(mut built) => {
                 if built.ok {
@@ -689,9 +691,9 @@ impl Run<'_> {
                 built
             }
             SideBuildEnd::Failed(reason) => {
-                failed(format!("the builder did not compile: {reason}"))
+                compiler_failed(format!("the builder did not compile: {reason}"))
             }
-            SideBuildEnd::Cancelled => failed("the build was cancelled".into()),
+            SideBuildEnd::Cancelled => compiler_failed("the build was cancelled".into()),
         }
     }
 
@@ -709,12 +711,6 @@ impl Run<'_> {
             .as_ref()
             .and_then(|w| w.sandbox.as_ref())
             .and_then(|s| s.compile_memory_mb);
-        let failed = |message: String| {
-            CompileOutcome::failed(Some(CompileProblem {
-                kind: CompileProblemKind::CompilerFailed,
-                message,
-            }))
-        };
         let request = compile_request(plan, build, target_arch);
         let compiled = |event| match event {
             Event::Compiled(outcome) => Ok(outcome),
@@ -735,16 +731,16 @@ impl Run<'_> {
                         *self.worker = Some(handle);
                         self.ask(&request, COMPILE_TIMEOUT, compiled)
                             .unwrap_or_else(|unanswered| {
-                                failed(unanswered.message(
+                                compiler_failed(unanswered.message(
                                     "unexpected answer to compile",
                                     Some("the compiler did not finish"),
                                 ))
                             })
                     }
-                    Err(e) => failed(format!("the compiler did not finish: {e}")),
+                    Err(e) => compiler_failed(format!("the compiler did not finish: {e}")),
                 }
             }
-            Err(unanswered) => failed(unanswered.message(
+            Err(unanswered) => compiler_failed(unanswered.message(
                 "unexpected answer to compile",
                 Some("the compiler did not finish"),
             )),
