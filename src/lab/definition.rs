@@ -13,7 +13,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::geometry::LaunchGeometry;
+use super::geometry::{GeometryError, LaunchGeometry};
 use crate::grade::compare::{Comparison, OutputShape, Tolerance};
 use crate::grade::experiment::Experiments;
 use crate::grade::integrity::Integrity;
@@ -317,6 +317,9 @@ pub trait Lab: Send + Sync {
     fn body_constants(&self) -> Vec<(&'static str, String)>;
     /// The launch a file gets when it declares none.
     fn default_geometry(&self) -> LaunchGeometry;
+    /// The launch `source` declares on its `@flashprof` line, in the lab's
+    /// keys, or the default when it declares none.
+    fn declared_geometry(&self, source: &str) -> Result<LaunchGeometry, GeometryError>;
     /// The grid for `geometry` on `problem`.
     fn grid(&self, geometry: &LaunchGeometry, problem: &Problem) -> (u32, u32, u32);
     /// What the float64 reference kernel is launched with for `problem`.

@@ -21,7 +21,7 @@ use super::definition::{
     int_constants, Abi, CaseData, CaseError, CaseSummary, Diagnosis, Graded, KernelFile, Lab,
     LabCase, Problem, SupportKernels,
 };
-use super::geometry::LaunchGeometry;
+use super::geometry::{GeometryError, LaunchGeometry};
 use crate::grade::compare::Tolerance;
 
 /// A lab's case type: what one `[[case]]` of its cases file becomes, and what
@@ -210,6 +210,11 @@ pub trait TypedLab: Send + Sync + 'static {
     fn problem(case: &Self::Case) -> Result<Problem, CaseError> {
         Self::generate(case, 0).map(|made| Self::problem_of(&made.inputs))
     }
+    /// The launch `source` declares: the shared keys (`rows_per_block`,
+    /// `threads`, `dynamic_smem`, `grid`) unless the lab reads its own.
+    fn declared_geometry(source: &str) -> Result<LaunchGeometry, GeometryError> {
+        LaunchGeometry::from_source(source, Self::DEFAULT_GEOMETRY)
+    }
     /// The grid for `geometry` on `problem`.
     fn grid(geometry: &LaunchGeometry, problem: &Problem) -> (u32, u32, u32);
     /// The float64 answer over the whole output, or only `rows` one after another.
@@ -297,6 +302,9 @@ impl<L: TypedLab> Lab for L {
     }
     fn default_geometry(&self) -> LaunchGeometry {
         L::DEFAULT_GEOMETRY
+    }
+    fn declared_geometry(&self, source: &str) -> Result<LaunchGeometry, GeometryError> {
+        L::declared_geometry(source)
     }
     fn grid(&self, geometry: &LaunchGeometry, problem: &Problem) -> (u32, u32, u32) {
         L::grid(geometry, problem)
