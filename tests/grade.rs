@@ -298,7 +298,9 @@ fn the_gradebook_s_last_column_says_what_a_kernel_keeps_between_launches() {
             "error",
             "integrity",
             "timing_integrity",
-            "kept_state"
+            "kept_state",
+            "bandwidth_gb_s",
+            "bandwidth_share"
         ]
     );
     let kept: BTreeMap<&str, &str> = rows[1..]

@@ -294,7 +294,11 @@ mod tests {
     #[test]
     fn shipped_table_holds_the_h200_for_each_lab() {
         let table = GateTable::parse(SHIPPED_GATES, "shipped").unwrap();
-        for (lab, threshold) in [("flash-prefill", 9.0), ("paged-prefill", 12.0)] {
+        for (lab, threshold) in [
+            ("flash-prefill", 9.0),
+            ("paged-prefill", 12.0),
+            ("paged-decode", 6.0),
+        ] {
             let h200 = table.lookup(lab, " nvidia h200").expect("H200 gate");
             assert_eq!(h200.threshold, threshold, "{lab}");
             assert_eq!(

@@ -191,6 +191,12 @@ pub trait TypedLab: Send + Sync + 'static {
     const BODY_CONSTANTS: &'static [(&'static str, usize)];
     /// The launch a file gets when it declares none.
     const DEFAULT_GEOMETRY: LaunchGeometry;
+    /// Whether the lab is graded on bytes (see [`Lab::graded_on_bytes`]).
+    const GRADED_ON_BYTES: bool = false;
+    /// See [`Lab::reread_cause`].
+    fn reread_cause(_reads_over_floor: f64) -> Option<String> {
+        None
+    }
     const TOLERANCE: Tolerance;
     /// The embedded cases file (TOML).
     const CASES: &'static str;
@@ -302,6 +308,12 @@ impl<L: TypedLab> Lab for L {
     }
     fn default_geometry(&self) -> LaunchGeometry {
         L::DEFAULT_GEOMETRY
+    }
+    fn graded_on_bytes(&self) -> bool {
+        L::GRADED_ON_BYTES
+    }
+    fn reread_cause(&self, reads_over_floor: f64) -> Option<String> {
+        L::reread_cause(reads_over_floor)
     }
     fn declared_geometry(&self, source: &str) -> Result<LaunchGeometry, GeometryError> {
         L::declared_geometry(source)

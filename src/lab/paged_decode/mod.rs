@@ -93,6 +93,8 @@ impl TypedLab for PagedDecode {
         grid_y: GridY::QueryHead,
         splits: 1,
     };
+    // About 2 flops a byte at best: the kernel is judged by the bytes it moves.
+    const GRADED_ON_BYTES: bool = true;
     const TOLERANCE: Tolerance = Tolerance {
         abs: ABS_TOL,
         rel: REL_TOL,
@@ -151,6 +153,18 @@ impl TypedLab for PagedDecode {
             Recipe::Timing { .. } => Ok(problem_of(&cases::timing_batch(0))),
             Recipe::Case(_) => Self::generate(case, 0).map(|made| problem_of(&made.inputs.batch)),
         }
+    }
+
+    /// The cache is nearly all of the inputs: reading it N times is each
+    /// KV head read by N of its query heads' blocks.
+    fn reread_cause(reads_over_floor: f64) -> Option<String> {
+        let times = reads_over_floor.round();
+        (times >= 2.0).then(|| {
+            format!(
+                "each KV head is read about {times:.0} times from DRAM: one block per KV group \
+                 (`grid=kv_group`) reads it once for its {GROUP} query heads"
+            )
+        })
     }
 
     fn declared_geometry(source: &str) -> Result<LaunchGeometry, GeometryError> {
@@ -340,6 +354,15 @@ mod tests {
             .timing_case(&[("splits".into(), "4".into())])
             .expect_err("no keys");
         assert!(refused.contains("`splits`"), "{refused}");
+    }
+
+    #[test]
+    fn reading_the_cache_four_times_is_each_kv_head_read_by_each_query_head() {
+        let cause = PAGED_DECODE.reread_cause(3.8).expect("a cause");
+        assert!(cause.starts_with("each KV head is read about 4 times"), "{cause}");
+        assert!(cause.contains("one block per KV group"), "{cause}");
+        assert_eq!(PAGED_DECODE.reread_cause(1.2), None);
+        assert!(PAGED_DECODE.graded_on_bytes());
     }
 
     #[test]
