@@ -244,7 +244,7 @@ fn hostile_submissions_get_one_row_each_with_reasons_and_nothing_leaks() {
     let rows = parse_csv(&csv);
     assert_eq!(rows[0][0], "id");
     assert_eq!(rows.len(), 1 + subs.len());
-    assert!(rows.iter().all(|r| r.len() == 15), "{rows:?}");
+    assert!(rows.iter().all(|r| r.len() == 17), "{rows:?}");
     assert!(
         rows[1..].iter().all(|r| r[2] == "flash-prefill"),
         "{rows:?}"
