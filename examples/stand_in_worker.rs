@@ -401,5 +401,6 @@ fn cpu_timing(kind: &str, seed: u64, config: TimingConfig) -> TimingOutcome {
         audited_launches: launches,
         phases: None,
         profile_refused: None,
+        bandwidth: None,
     }
 }

@@ -334,7 +334,7 @@ def main():
     warps = dev.seqs * HQ
     oracle_fn(((warps * 32 + 127) // 128,), (128,),
               (dev.q, dev.k, dev.v, dev.table, dev.lens, np.int32(dev.seqs), np.int32(dev.per_seq),
-               np.uint64(0), ref, np.uint64(0), np.int32(0)))
+               np.uint64(0), dev.workspace, dev.semaphores, ref, np.uint64(0), np.int32(0)))
     ref_host = cp.asnumpy(ref)
     timed = ["starter", "reference"] + [n for n in kernels if n.startswith("walk/")]
     for name in timed:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU acceptance for flashprof, in one call on a machine with an NVIDIA GPU.
 #
-# Runs `flashprof check` on every shipped kernel of both labs, checks each verdict
+# Runs `flashprof check` on every shipped kernel of the three registered labs, checks each verdict
 # against what the kernel is meant to produce (starter and reference pass;
 # each planted bug fails its intended case in the intended way), and prints
 # a short table last. Full JSON reports and logs go to $OUT (or ./acceptance-out).
@@ -90,6 +90,10 @@ done
 
 python3 scripts/acceptance_table.py "$OUT" >"$OUT/table.txt"
 status=$?
+# The fourth lab, paged-decode, graded on bytes: starter and reference pass,
+# each planted bug fails exactly its listed cases with its name, the
+# reference's speedup and its bandwidth share (scripts/gpu-decode.sh).
+OUT="$OUT/decode" scripts/gpu-decode.sh "$BIN" >"$OUT/decode-table.txt" 2>>"$LOG" || status=1
 # The Rust tests that need a GPU (ignored on CI), when their programs were
 # carried (scripts/gpu-tests.sh build).
 if [ -d target/gpu-tests ]; then
@@ -131,5 +135,5 @@ for book in sorted(pathlib.Path(sys.argv[1]).glob("gradebook-*.csv")):
 PY
 tar czf "$OUT/raw.tgz" -C "$OUT" reports runs.txt $(cd "$OUT" && ls ncu-*.csv gradebook-*.csv 2>/dev/null) && rm -rf "$OUT/reports" "$OUT"/ncu-*.csv "$OUT/runs.txt" "$OUT"/gradebook-*.csv
 grep -E "^counters|fix:|^PASS|^FAIL|^exit" "$OUT/counters-under-ncu.txt"
-cat "$OUT/bench.md" "$OUT/fidelity.txt" "$OUT/gradebooks.txt" "$OUT/table.txt"
+cat "$OUT/bench.md" "$OUT/fidelity.txt" "$OUT/gradebooks.txt" "$OUT/decode-table.txt" "$OUT/table.txt"
 exit "$status"

@@ -2,7 +2,7 @@
 //! own `lab=` key and their precedence (compile-free paths, no GPU needed).
 
 mod cli_support;
-use cli_support::{flashprof, text};
+use cli_support::{flashprof, flashprof_without_gpu, text};
 
 const STARTER: &str = include_str!("../kernels/flash-prefill/starter.cu");
 
@@ -15,6 +15,39 @@ fn labs_lists_one_line_per_lab_with_the_first_lab_first() {
     let first = stdout.lines().next().expect("a line");
     assert!(first.starts_with("flash-prefill"), "{stdout}");
     assert!(first.contains("attention-v1"), "{stdout}");
+    let decode = stdout
+        .lines()
+        .find(|line| line.starts_with("paged-decode"))
+        .unwrap_or_else(|| panic!("no paged-decode line: {stdout}"));
+    assert!(decode.contains("paged-decode-v1"), "{stdout}");
+}
+
+/// The decode lab's starter, chosen by its own `lab=` key, compiles on a
+/// machine without a GPU (exit 5: nothing graded) and `--json` names the
+/// lab and the contract.
+#[test]
+fn the_decode_starter_compiles_without_a_gpu_and_json_names_the_lab() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("starter.cu"),
+        include_str!("../kernels/paged-decode/starter.cu"),
+    )
+    .expect("write");
+    let run = flashprof_without_gpu(&["check", "starter.cu", "--no-timing"], dir.path());
+    assert_eq!(run.status.code(), Some(5), "{}", text(&run));
+    let shown = text(&run);
+    assert!(shown.contains("32 threads"), "{shown}");
+
+    let run = flashprof_without_gpu(
+        &["check", "starter.cu", "--json", "--no-timing"],
+        dir.path(),
+    );
+    assert_eq!(run.status.code(), Some(5), "{}", text(&run));
+    let value: serde_json::Value = serde_json::from_slice(&run.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", text(&run)));
+    assert_eq!(value["lab"], "paged-decode", "{value}");
+    assert_eq!(value["compile"]["ok"], true, "{value}");
+    assert_eq!(value["compile"]["geometry"]["threads"], 32, "{value}");
 }
 
 #[test]

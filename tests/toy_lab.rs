@@ -111,6 +111,7 @@ impl TypedLab for ToyLab {
         threads: DIM as u32,
         dynamic_smem_bytes: 0,
         grid_y: GridY::QueryHead,
+        splits: 1,
     };
     const TOLERANCE: Tolerance = Tolerance {
         abs: 1e-4,

@@ -171,6 +171,22 @@ fn a_failing_case_and_its_heatmap() {
 }
 
 #[test]
+fn a_lab_graded_on_bytes_leads_its_timing_panel_with_bandwidth() {
+    let mut model = fresh();
+    let mut report = all_pass(12.0, 128);
+    let timing = report.timing.as_mut().expect("timed");
+    // The H200's decode reference: 932 MB in 0.2664 ms against a 4235 GB/s copy.
+    timing.bandwidth =
+        flashprof::grade::roofline::Bandwidth::of(932_249_600, 0.2664, 4.235e12, 4.042e12);
+    complete(&mut model, "v1", report);
+    let text = snapshot("graded_on_bytes", &mut model);
+    assert!(text.contains("3499 GB/s 82.6%"), "{text}");
+    assert!(text.contains("of 4235 GB/s roof"), "{text}");
+    let first = text.find("GB/s 82.6%").expect("bandwidth");
+    assert!(first < text.find("student").expect("medians"), "{text}");
+}
+
+#[test]
 fn a_timed_out_case() {
     let mut model = fresh();
     let mut report = all_pass(1.0, 40);

@@ -5,8 +5,9 @@
 // GPU, for the timing shape (64 sequences up to 8192 keys), where the CPU
 // oracle is too slow to check every timed launch; like the other labs' GPU
 // oracles it is proven against the CPU oracle on the hazard cases before any
-// speedup is reported. It takes paged_decode's inputs in the same order (no
-// workspace or semaphores) and writes doubles.
+// speedup is reported. It takes paged_decode's arguments in the same order,
+// the workspace and semaphores included (the engine passes every argument;
+// this kernel never touches them), with doubles for the output.
 //
 // Launch: one warp per (listed sequence, query head), any block size that is
 // a multiple of 32, at least rowCount * 32 warps (extra warps return). A row
@@ -49,7 +50,8 @@ __device__ double oracleScore(const float* kCache, const int* row, int g, int j,
 
 extern "C" __global__ void paged_decode_oracle_f64(const float* q, const float* kCache, const float* vCache,
                                                    const int* blockTable, const int* seqLen, int numSeqs,
-                                                   int maxBlocksPerSeq, const float* alibiSlopes, double* out,
+                                                   int maxBlocksPerSeq, const float* alibiSlopes,
+                                                   float* workspace, unsigned* semaphores, double* out,
                                                    const int* rowList, int rowCount)
 {
     const long long warpId = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;

@@ -294,7 +294,11 @@ mod tests {
     #[test]
     fn shipped_table_holds_the_h200_for_each_lab() {
         let table = GateTable::parse(SHIPPED_GATES, "shipped").unwrap();
-        for (lab, threshold) in [("flash-prefill", 9.0), ("paged-prefill", 12.0)] {
+        for (lab, threshold) in [
+            ("flash-prefill", 9.0),
+            ("paged-prefill", 12.0),
+            ("paged-decode", 6.0),
+        ] {
             let h200 = table.lookup(lab, " nvidia h200").expect("H200 gate");
             assert_eq!(h200.threshold, threshold, "{lab}");
             assert_eq!(
@@ -312,6 +316,7 @@ mod tests {
     #[test]
     fn upsert_replaces_by_name_and_save_round_trips() {
         let mut table = GateTable::parse(SHIPPED_GATES, "shipped").unwrap();
+        let shipped = table.gpus.len();
         let faster = GpuGate {
             lab: "flash-prefill".into(),
             name: "NVIDIA H200".into(),
@@ -324,7 +329,8 @@ mod tests {
             name: "NVIDIA L4".into(),
             ..faster
         });
-        assert_eq!(table.gpus.len(), 3);
+        // The H200's flash-prefill entry replaced, the L4 added.
+        assert_eq!(table.gpus.len(), shipped + 1);
         assert_eq!(
             table
                 .lookup("flash-prefill", "NVIDIA H200")

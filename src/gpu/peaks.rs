@@ -166,9 +166,48 @@ impl<'a> ProbeLaunch<'a> {
     }
 }
 
+/// The two streaming roofs a bandwidth-bound lab is graded against, bytes a
+/// second: a copy (`stream_copy`, bytes read plus written) and a read-only
+/// stream (`l2_sweep`, which only reads), each over buffers four times L2.
+pub fn stream_rates(gpu: &Gpu, probes: &[u8]) -> GpuResult<(f64, f64)> {
+    let copy = gpu.load_support(probes, "stream_copy")?;
+    let sweep = gpu.load_support(probes, "l2_sweep")?;
+    Ok((copy_rate(gpu, &copy)?, read_rate(gpu, &sweep)?))
+}
+
+/// Bytes of each buffer a streaming probe moves: four times L2, at least 64 MiB.
+fn stream_bytes(gpu: &Gpu) -> usize {
+    (gpu.info.l2_bytes.max(0) as usize * 4).max(64 << 20)
+}
+
+/// Reads a buffer four times the size of L2 (zeros: the sweep never stores).
+fn read_rate(gpu: &Gpu, sweep: &CudaFunction) -> GpuResult<f64> {
+    let bytes = stream_bytes(gpu);
+    let count = (bytes / 16) as u64;
+    let input = gpu
+        .stream()
+        .alloc_zeros::<f32>(bytes / 4)
+        .map_err(gpu_err("cuMemAlloc"))?;
+    let mut sink = gpu
+        .stream()
+        .alloc_zeros::<f32>(1)
+        .map_err(gpu_err("cuMemAlloc"))?;
+    let blocks = gpu.info.sm_count.max(1) as u32 * 8;
+    let mut launch = || {
+        let mut builder = gpu.stream().launch_builder(sweep);
+        builder.arg(&input).arg(&count).arg(&mut sink);
+        // SAFETY: `l2_sweep` takes (const float4*, unsigned long long,
+        // float*); the input holds `count` float4s and the sink one float.
+        unsafe { builder.launch(config(blocks)) }
+            .map(drop)
+            .map_err(gpu_err("cuLaunchKernel"))
+    };
+    fastest(gpu, &mut launch).map(|ms| bytes as f64 / (ms * 1e-3))
+}
+
 /// Copies a buffer four times the size of L2 (at least 64 MiB) each way.
 fn copy_rate(gpu: &Gpu, copy: &CudaFunction) -> GpuResult<f64> {
-    let bytes = (gpu.info.l2_bytes.max(0) as usize * 4).max(64 << 20);
+    let bytes = stream_bytes(gpu);
     let count = (bytes / 16) as u64;
     let input = gpu
         .stream()

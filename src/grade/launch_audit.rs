@@ -102,6 +102,8 @@ pub enum FindingKind {
     },
     /// The launch changed an input (checked against what was handed to it).
     InputChanged { input: String, elements: u64 },
+    /// The launch wrote into the guard bands around `out` or a scratch buffer.
+    WroteOutside { elements: usize },
 }
 
 impl fmt::Display for LaunchFinding {
@@ -138,6 +140,10 @@ impl fmt::Display for LaunchFinding {
             FindingKind::InputChanged { input, elements } => write!(
                 f,
                 "{launch} changed {elements} elements of its input `{input}`"
+            ),
+            FindingKind::WroteOutside { elements } => write!(
+                f,
+                "{launch} wrote {elements} elements into the guard bands around out or its scratch"
             ),
         }
     }

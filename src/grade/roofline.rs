@@ -451,6 +451,66 @@ pub enum RooflineError {
     BadByteCount,
 }
 
+/// What a bandwidth-bound lab grades first: the compulsory bytes over the
+/// median timed launch (L2 evicted before each), against the faster of two
+/// streaming probes timed in the same run, a device-to-device copy (bytes
+/// read plus written) and a read-only stream (a decode kernel mostly reads).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Bandwidth {
+    pub compulsory_bytes: u64,
+    pub median_ms: f64,
+    pub achieved_bytes_per_s: f64,
+    pub copy_bytes_per_s: f64,
+    pub read_bytes_per_s: f64,
+}
+
+impl Bandwidth {
+    /// `None` when the median or both probes are not positive and finite
+    /// (a launch that took no time has no bandwidth to show).
+    pub fn of(
+        compulsory_bytes: u64,
+        median_ms: f64,
+        copy_bytes_per_s: f64,
+        read_bytes_per_s: f64,
+    ) -> Option<Self> {
+        let positive = |x: f64| x.is_finite() && x > 0.0;
+        if !positive(median_ms) || !(positive(copy_bytes_per_s) || positive(read_bytes_per_s)) {
+            return None;
+        }
+        Some(Self {
+            compulsory_bytes,
+            median_ms,
+            achieved_bytes_per_s: compulsory_bytes as f64 / (median_ms * 1e-3),
+            copy_bytes_per_s,
+            read_bytes_per_s,
+        })
+    }
+
+    /// The roof the share is of: the faster probe.
+    pub fn roof_bytes_per_s(&self) -> f64 {
+        self.copy_bytes_per_s.max(self.read_bytes_per_s)
+    }
+
+    /// Achieved bandwidth as a share of [`Bandwidth::roof_bytes_per_s`] (1.0 = at the roof).
+    pub fn share(&self) -> f64 {
+        self.achieved_bytes_per_s / self.roof_bytes_per_s()
+    }
+
+    /// One line: achieved, its share and the two probes.
+    pub fn line(&self) -> String {
+        format!(
+            "{:.0} GB/s = {:.1}% of {:.0} GB/s ({:.1} MB compulsory in {:.4} ms; copy {:.0} GB/s, read-only {:.0} GB/s)",
+            self.achieved_bytes_per_s / 1e9,
+            self.share() * 100.0,
+            self.roof_bytes_per_s() / 1e9,
+            self.compulsory_bytes as f64 / 1e6,
+            self.median_ms,
+            self.copy_bytes_per_s / 1e9,
+            self.read_bytes_per_s / 1e9
+        )
+    }
+}
+
 /// The work a launch must do, from the lab's model of one problem size.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Work {
@@ -516,7 +576,7 @@ pub fn analyze(
             .tf32_flops
             .map(|roof| 100.0 * flops_per_s / roof.per_s),
         dram_bandwidth_pct,
-        verdict: verdict(measured, &units),
+        verdict: rereads(verdict(measured, &units), work, &dram, peaks.ridge_point()),
         units,
         levels: memory_levels(work.flops, &measured.levels),
     })
@@ -630,6 +690,27 @@ fn verdict(measured: &Measured, units: &[UnitLoad]) -> Verdict {
     }
 }
 
+/// DRAM reads over the inputs from which a bandwidth-bound kernel's
+/// re-reads are its cause, whatever unit looks busiest.
+pub const REREAD_FACTOR: f64 = 1.5;
+
+/// The verdict of a kernel whose work is bandwidth-bound (below the ridge
+/// even when every input byte is read once) and that reads its inputs from
+/// DRAM [`REREAD_FACTOR`] times or more: the bytes it reads again are what
+/// to remove, so that is the advice.
+fn rereads(mut verdict: Verdict, work: Work, dram: &DramTraffic, ridge: f64) -> Verdict {
+    let best_intensity = work.flops / work.compulsory_bytes.max(1) as f64;
+    if best_intensity < ridge && dram.reads_over_floor >= REREAD_FACTOR {
+        verdict.next_step = format!(
+            "the work is bandwidth-bound ({best_intensity:.1} flop/B with every input byte read \
+             once, below the ridge at {ridge:.1}) and DRAM reads are {:.1}x the inputs: read \
+             each input byte once, sharing what one block loads with every head that uses it",
+            dram.reads_over_floor
+        );
+    }
+    verdict
+}
+
 /// Share of its peak (percent) from which a compute pipe counts as the one
 /// doing a latency-bound kernel's work.
 const LEADING_PIPE_PCT: f64 = 30.0;
@@ -637,6 +718,65 @@ const LEADING_PIPE_PCT: f64 = 30.0;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bandwidth_bound_kernel_reading_its_inputs_again_is_told_to_read_them_once() {
+        // The decode timing shape: 0.93 GB, 2 flops a byte at best.
+        let work = Work {
+            flops: 1.86e9,
+            compulsory_bytes: 932_249_600,
+            output_bytes: 524_288,
+        };
+        let dram = |reads_over_floor| DramTraffic {
+            read_bytes: 0.0,
+            write_bytes: 0.0,
+            read_floor_bytes: 0,
+            write_floor_bytes: 0,
+            reads_over_floor,
+            writes_over_floor: 1.0,
+        };
+        let plain = Verdict {
+            bound: Bound::Neither,
+            busiest: None,
+            reason: "no unit near its peak".into(),
+            next_step: "latency".into(),
+        };
+        let advised = rereads(plain.clone(), work, &dram(3.9), 15.0);
+        assert!(
+            advised.next_step.contains("DRAM reads are 3.9x the inputs"),
+            "{}",
+            advised.next_step
+        );
+        assert!(
+            advised.next_step.contains("below the ridge at 15.0"),
+            "{}",
+            advised.next_step
+        );
+        // Read once, or compute-bound work: the verdict stands.
+        assert_eq!(rereads(plain.clone(), work, &dram(1.1), 15.0), plain);
+        assert_eq!(rereads(plain.clone(), work, &dram(3.9), 1.0), plain);
+    }
+
+    #[test]
+    fn bandwidth_is_the_compulsory_bytes_over_the_median_against_the_faster_probe() {
+        // The decode reference on the H200: 932 MB in 0.2664 ms.
+        let b = Bandwidth::of(932_249_600, 0.2664, 4.235e12, 4.042e12).expect("timed");
+        assert!((b.achieved_bytes_per_s / 1e9 - 3499.4).abs() < 0.1);
+        assert_eq!(b.roof_bytes_per_s(), 4.235e12);
+        assert!((b.share() - 0.8263).abs() < 1e-4);
+        // A read-only probe faster than the copy is the roof instead.
+        let read = Bandwidth::of(932_249_600, 0.2664, 3.0e12, 4.0e12).expect("timed");
+        assert_eq!(read.roof_bytes_per_s(), 4.0e12);
+        assert_eq!(
+            b.line(),
+            "3499 GB/s = 82.6% of 4235 GB/s (932.2 MB compulsory in 0.2664 ms; copy 4235 GB/s, read-only 4042 GB/s)"
+        );
+        // No time, or no probe, is no bandwidth to show.
+        assert_eq!(Bandwidth::of(1, 0.0, 1e12, 1e12), None);
+        assert_eq!(Bandwidth::of(1, f64::NAN, 1e12, 1e12), None);
+        assert_eq!(Bandwidth::of(1, 1.0, 0.0, f64::NAN), None);
+        assert!(Bandwidth::of(1, 1.0, 0.0, 1e9).is_some());
+    }
 
     /// The first lab's timing shape (C = P = 2048): 48 MiB, 8 MiB of it the output.
     const TIMING_WORK: Work = Work {

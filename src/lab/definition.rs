@@ -13,7 +13,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::geometry::LaunchGeometry;
+use super::geometry::{GeometryError, LaunchGeometry};
 use crate::grade::compare::{Comparison, OutputShape, Tolerance};
 use crate::grade::experiment::Experiments;
 use crate::grade::integrity::Integrity;
@@ -317,6 +317,17 @@ pub trait Lab: Send + Sync {
     fn body_constants(&self) -> Vec<(&'static str, String)>;
     /// The launch a file gets when it declares none.
     fn default_geometry(&self) -> LaunchGeometry;
+    /// Whether the lab is graded on bytes (a bandwidth-bound kernel): its
+    /// timing then measures the streaming probes and every report leads
+    /// with achieved bandwidth ([`crate::grade::roofline::Bandwidth`]).
+    fn graded_on_bytes(&self) -> bool;
+    /// Why a kernel of this lab reads its inputs `reads_over_floor` times
+    /// from DRAM, in the lab's words, when the lab knows (prefixed to the
+    /// roofline's advice once that is about re-reads).
+    fn reread_cause(&self, reads_over_floor: f64) -> Option<String>;
+    /// The launch `source` declares on its `@flashprof` line, in the lab's
+    /// keys, or the default when it declares none.
+    fn declared_geometry(&self, source: &str) -> Result<LaunchGeometry, GeometryError>;
     /// The grid for `geometry` on `problem`.
     fn grid(&self, geometry: &LaunchGeometry, problem: &Problem) -> (u32, u32, u32);
     /// What the float64 reference kernel is launched with for `problem`.

@@ -10,12 +10,13 @@
 //! show: NaN or Inf, elements still holding the poison, or two runs that
 //! differ; each probe is a bounded number of launches.
 
-use super::definition::{ArgValue, CaseData, Lab};
+use super::definition::{ArgValue, CaseData, Diagnosis, Graded, Lab};
 use crate::grade::compare::{compare, Comparison, Footprint, POISON_BITS};
 use crate::grade::experiment::{
     repeat_trial, Change, ExpectedFileCheck, Experiments, GuardSide, NonFiniteFinding,
     NonFiniteTrial, UnwrittenTrial,
 };
+use crate::grade::integrity::integrity_problem;
 
 /// What `out` starts at in the finite-output rerun: a small finite value no
 /// kernel plausibly computes, so an element holding it afterwards was not written.
@@ -482,6 +483,69 @@ pub fn heads(mask: u32, count: usize) -> String {
         "heads"
     };
     format!("{noun} {}", runs.join(", "))
+}
+
+/// What every lab's case diagnosis reads before its own bug models, in this
+/// order: a write outside `out`, a touched input, runs that differ, a pass,
+/// a wrong expected file, values read back from `out`. `place` names a
+/// footprint in the lab's words; `None` when none of them speaks (the lab's
+/// models then read the values).
+pub fn shared_reading(
+    graded: &Graded<'_>,
+    place: &dyn Fn(&Footprint) -> String,
+) -> Option<Diagnosis> {
+    use super::verdict::cause;
+    let integrity = graded.integrity;
+    let experiments = graded.experiments;
+    if integrity.out_of_bounds_writes > 0 {
+        let line = integrity_problem(integrity).unwrap_or_default();
+        return Some(Diagnosis::new(line, cause::OUT_OF_BOUNDS_WRITE));
+    }
+    if !integrity.inputs_modified.is_empty() {
+        let line = integrity_problem(integrity).unwrap_or_default();
+        return Some(Diagnosis::new(line, cause::INPUT_WRITTEN));
+    }
+    if integrity.runs_differ {
+        return Some(match &experiments.repeats {
+            Some(trial) => explain_repeats(trial, place),
+            None => Diagnosis::new(
+                integrity_problem(integrity).unwrap_or_default(),
+                cause::RACE,
+            ),
+        });
+    }
+    let cmp = graded.comparison;
+    if cmp.passed {
+        return Some(Diagnosis::plain(format!(
+            "correct: all {} elements within tolerance (worst at {:.2} of the allowance)",
+            cmp.elements, cmp.worst_ratio
+        )));
+    }
+    if let Some(said) = experiments
+        .expected_file
+        .as_ref()
+        .and_then(|check| explain_expected_file(check, place))
+    {
+        return Some(said);
+    }
+    experiments
+        .unwritten
+        .as_ref()
+        .and_then(|trial| explain_copied_from_out(trial, place))
+}
+
+/// The non-finite trial's reading, when the output holds NaN or Inf and the
+/// trial ran (read after a lab's models, which name a planted NaN exactly).
+pub fn non_finite_reading(
+    graded: &Graded<'_>,
+    place: &dyn Fn(&Footprint) -> String,
+) -> Option<Diagnosis> {
+    let cmp = graded.comparison;
+    if cmp.nan + cmp.inf == 0 {
+        return None;
+    }
+    let trial = graded.experiments.non_finite.as_ref()?;
+    Some(explain_non_finite(non_finite_kind(cmp), trial, place))
 }
 
 #[cfg(test)]

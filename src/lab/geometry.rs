@@ -45,6 +45,15 @@ pub struct LaunchGeometry {
     pub dynamic_smem_bytes: u32,
     /// What `blockIdx.y` enumerates.
     pub grid_y: GridY,
+    /// Partitions a block's work is split into along grid z (the decode
+    /// lab's `splits=N`); 1 for the labs that have no such key. A recording
+    /// made before the key existed reads as 1.
+    #[serde(default = "one_split")]
+    pub splits: u32,
+}
+
+fn one_split() -> u32 {
+    1
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -201,6 +210,7 @@ mod tests {
         threads: 256,
         dynamic_smem_bytes: 0,
         grid_y: GridY::QueryHead,
+        splits: 1,
     };
 
     #[test]

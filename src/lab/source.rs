@@ -258,12 +258,11 @@ impl StudentSource {
                 })?
             }
         };
-        let geometry =
-            LaunchGeometry::from_source(text, lab.default_geometry()).map_err(|source| {
-                SourceError::Geometry {
-                    path: path.clone(),
-                    source,
-                }
+        let geometry = lab
+            .declared_geometry(text)
+            .map_err(|source| SourceError::Geometry {
+                path: path.clone(),
+                source,
             })?;
         let self_defined = prelude::definitions(lab)
             .into_iter()

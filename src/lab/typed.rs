@@ -21,7 +21,7 @@ use super::definition::{
     int_constants, Abi, CaseData, CaseError, CaseSummary, Diagnosis, Graded, KernelFile, Lab,
     LabCase, Problem, SupportKernels,
 };
-use super::geometry::LaunchGeometry;
+use super::geometry::{GeometryError, LaunchGeometry};
 use crate::grade::compare::Tolerance;
 
 /// A lab's case type: what one `[[case]]` of its cases file becomes, and what
@@ -191,6 +191,12 @@ pub trait TypedLab: Send + Sync + 'static {
     const BODY_CONSTANTS: &'static [(&'static str, usize)];
     /// The launch a file gets when it declares none.
     const DEFAULT_GEOMETRY: LaunchGeometry;
+    /// Whether the lab is graded on bytes (see [`Lab::graded_on_bytes`]).
+    const GRADED_ON_BYTES: bool = false;
+    /// See [`Lab::reread_cause`].
+    fn reread_cause(_reads_over_floor: f64) -> Option<String> {
+        None
+    }
     const TOLERANCE: Tolerance;
     /// The embedded cases file (TOML).
     const CASES: &'static str;
@@ -209,6 +215,11 @@ pub trait TypedLab: Send + Sync + 'static {
     /// The case's size without making its tensors, where that is cheaper.
     fn problem(case: &Self::Case) -> Result<Problem, CaseError> {
         Self::generate(case, 0).map(|made| Self::problem_of(&made.inputs))
+    }
+    /// The launch `source` declares: the shared keys (`rows_per_block`,
+    /// `threads`, `dynamic_smem`, `grid`) unless the lab reads its own.
+    fn declared_geometry(source: &str) -> Result<LaunchGeometry, GeometryError> {
+        LaunchGeometry::from_source(source, Self::DEFAULT_GEOMETRY)
     }
     /// The grid for `geometry` on `problem`.
     fn grid(geometry: &LaunchGeometry, problem: &Problem) -> (u32, u32, u32);
@@ -297,6 +308,15 @@ impl<L: TypedLab> Lab for L {
     }
     fn default_geometry(&self) -> LaunchGeometry {
         L::DEFAULT_GEOMETRY
+    }
+    fn graded_on_bytes(&self) -> bool {
+        L::GRADED_ON_BYTES
+    }
+    fn reread_cause(&self, reads_over_floor: f64) -> Option<String> {
+        L::reread_cause(reads_over_floor)
+    }
+    fn declared_geometry(&self, source: &str) -> Result<LaunchGeometry, GeometryError> {
+        L::declared_geometry(source)
     }
     fn grid(&self, geometry: &LaunchGeometry, problem: &Problem) -> (u32, u32, u32) {
         L::grid(geometry, problem)

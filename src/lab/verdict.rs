@@ -158,6 +158,57 @@ pub fn in_cases(hit: &[&CaseSummary<'_>], all: &[CaseSummary<'_>]) -> String {
     line
 }
 
+/// The verdict of a lab whose diagnosis replays planted bugs' models: what
+/// stops grading first, then the bug that [`confirmed`] names, then the
+/// cause most failing cases share; `None` when no case ran.
+pub fn with_planted(cases: &[CaseSummary<'_>], planted: &[(&str, &str)]) -> Option<String> {
+    if let Some(line) = settled(cases) {
+        return line;
+    }
+    if let Some(line) = severe(cases) {
+        return Some(line);
+    }
+    Some(confirmed(cases, planted).unwrap_or_else(|| by_cause(cases)))
+}
+
+/// The planted bug whose model reproduces most failing cases, when it
+/// reproduces at least half of them: `planted` lists each bug's cause word
+/// (what a case's diagnosis names when the model matched) and its defect.
+pub fn confirmed(cases: &[CaseSummary<'_>], planted: &[(&str, &str)]) -> Option<String> {
+    let failing = select(cases, |c| c.state == CaseState::Fail);
+    let mut best: Option<(&str, Vec<&CaseSummary<'_>>)> = None;
+    for &(name, defect) in planted {
+        let hit: Vec<&CaseSummary<'_>> = failing
+            .iter()
+            .copied()
+            .filter(|c| c.cause == Some(name))
+            .collect();
+        if hit.len() > best.as_ref().map_or(0, |(_, b)| b.len()) {
+            best = Some((defect, hit));
+        }
+    }
+    let (defect, hit) = best?;
+    if hit.len() * 2 < failing.len() {
+        return None;
+    }
+    let passing = select(cases, |c| c.state == CaseState::Pass);
+    let passes = match passing.len() {
+        0 => String::new(),
+        n if n <= 3 => format!(
+            "; {} pass{}",
+            names(&passing),
+            if n == 1 { "es" } else { "" }
+        ),
+        n => format!("; {n} other cases pass"),
+    };
+    Some(format!(
+        "{defect}: its model reproduces the output of {} of {} failing cases ({}){passes}",
+        hit.len(),
+        failing.len(),
+        names(&hit)
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -367,6 +367,10 @@ pub struct TimingOutcome {
     /// compute its output, or read too little from DRAM): no speedup either.
     #[serde(default)]
     pub profile_refused: Option<String>,
+    /// For a lab graded on bytes: achieved bandwidth against the run's
+    /// streaming probes (absent for the other labs and in older reports).
+    #[serde(default)]
+    pub bandwidth: Option<crate::grade::roofline::Bandwidth>,
 }
 
 fn first_timing_rules() -> u32 {
@@ -408,6 +412,7 @@ impl TimingOutcome {
                     FindingKind::Stale { .. } => "stale output",
                     FindingKind::Wrong { .. } => "output wrong",
                     FindingKind::InputChanged { .. } => "inputs changed",
+                    FindingKind::WroteOutside { .. } => "wrote outside",
                 },
                 (None, Some(_), _) => "impossibly fast",
                 (None, None, Some(_)) => "profile refused",

@@ -354,6 +354,10 @@ fn render_timing(out: &mut String, report: &CheckReport) {
             "warm, inputs warm from their generator"
         }
     );
+    // A lab graded on bytes reads achieved bandwidth first.
+    if let Some(bandwidth) = &t.bandwidth {
+        let _ = writeln!(out, "  BANDWIDTH {}", bandwidth.line());
+    }
     for (label, s) in [("student", &t.student), ("starter", &t.starter)] {
         let _ = writeln!(
             out,

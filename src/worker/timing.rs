@@ -24,6 +24,7 @@ use crate::gpu::device::{Draw, Gpu, GpuError, Kernel, Workspace};
 use crate::grade::compare::{compare, POISON_BITS};
 use crate::grade::floor::{Ceilings, Floor};
 use crate::grade::launch_audit::{FindingKind, LaunchAudit, LaunchFinding, LaunchId, LaunchPhase};
+use crate::grade::roofline::Bandwidth;
 use crate::grade::stats::{speedup, summarize, Speedup};
 use crate::lab::definition::{CaseData, LabCase, LabRef};
 use crate::protocol::{ReferenceCheck, TimingConfig, TimingOutcome, TimingPhases, TIMING_RULES};
@@ -114,6 +115,18 @@ pub fn time(
 
     let summary = |samples: &[f64]| summarize(samples).map_err(GpuError::message);
     let student_summary = summary(&student_ms)?;
+    let bandwidth = match lab.graded_on_bytes() {
+        true => {
+            let (copy, read) = crate::gpu::peaks::stream_rates(gpu, &bench.baselines.probes)?;
+            Bandwidth::of(
+                data.problem.work.compulsory_bytes,
+                student_summary.median,
+                copy,
+                read,
+            )
+        }
+        false => None,
+    };
     let floor = bench.floor(data.problem.work)?;
     let impossible = floor.judge(student_summary.median);
     let correct = output_check.passed
@@ -150,6 +163,7 @@ pub fn time(
             audits_ms: bench.audits_ms,
         }),
         profile_refused: None,
+        bandwidth,
     })
 }
 
@@ -300,10 +314,16 @@ impl<'a> Bench<'a> {
         let verdict = match self.changed_inputs(launch)? {
             Some(finding) => Err(finding),
             None => {
-                let output = self.gpu.read_output(&self.ws)?.output;
+                let read = self.gpu.read_output(&self.ws)?;
+                let (output, outside) = (read.output, read.out_of_bounds_writes);
                 // Rows chosen now, from the operating system's entropy: no
                 // seed the kernel could know decides them.
                 match audit.plan(launch, &output, &mut rand::rng()) {
+                    // Guards are restored before every launch: any write there is this one's.
+                    _ if outside > 0 => Err(LaunchFinding {
+                        launch,
+                        kind: FindingKind::WroteOutside { elements: outside },
+                    }),
                     Err(finding) => Err(finding),
                     Ok(plan) => {
                         let reference = self.gpu.reference_f64(

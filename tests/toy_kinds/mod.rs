@@ -84,6 +84,7 @@ impl TypedLab for KindsLab {
         threads: 128,
         dynamic_smem_bytes: 0,
         grid_y: GridY::QueryHead,
+        splits: 1,
     };
     // bf16 keeps 8 bits of mantissa: half an ulp is 2^-9 of the value.
     const TOLERANCE: Tolerance = Tolerance {

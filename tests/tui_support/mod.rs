@@ -223,6 +223,7 @@ pub fn timing(starter_ms: f64, ratio: f64) -> TimingOutcome {
         audited_launches: 32,
         phases: None,
         profile_refused: None,
+        bandwidth: None,
     }
 }
 

@@ -21,7 +21,7 @@ use crate::protocol::CaseStatus;
 pub const GRADEBOOK_SCHEMA: &str = "flashprof.gradebook/1";
 
 /// The CSV header, in column order.
-pub const CSV_COLUMNS: [&str; 15] = [
+pub const CSV_COLUMNS: [&str; 17] = [
     "id",
     "file",
     "lab",
@@ -37,6 +37,8 @@ pub const CSV_COLUMNS: [&str; 15] = [
     "integrity",
     "timing_integrity",
     "kept_state",
+    "bandwidth_gb_s",
+    "bandwidth_share",
 ];
 
 /// One gradebook row, computed from a journal entry.
@@ -66,6 +68,10 @@ pub struct GradebookRow {
     /// What the kernel keeps between launches and what its code reads
     /// (facts::kept_state), as one line; empty when there is nothing to say.
     pub kept_state: String,
+    /// For a lab graded on bytes: achieved bandwidth of the timed median, GB/s.
+    pub bandwidth_gb_s: Option<f64>,
+    /// ... and its share of the faster streaming probe (1.0 = at the roof).
+    pub bandwidth_share: Option<f64>,
 }
 
 impl GradebookRow {
@@ -96,6 +102,9 @@ impl GradebookRow {
             (d, s) => d.or(s).unwrap_or_default(),
         };
         let any_ran = cases.iter().any(|c| c.status != CaseStatus::NotRun);
+        let bandwidth = report
+            .and_then(|r| r.timing.as_ref())
+            .and_then(|t| t.bandwidth);
         Self {
             id: entry.id.clone(),
             file: entry.file.clone(),
@@ -133,10 +142,12 @@ impl GradebookRow {
             kept_state: report
                 .and_then(|r| r.compile.kernel_facts.summary())
                 .unwrap_or_default(),
+            bandwidth_gb_s: bandwidth.map(|b| b.achieved_bytes_per_s / 1e9),
+            bandwidth_share: bandwidth.map(|b| b.share()),
         }
     }
 
-    fn csv_cells(&self) -> [String; 15] {
+    fn csv_cells(&self) -> [String; 17] {
         [
             self.id.clone(),
             self.file.clone(),
@@ -156,6 +167,12 @@ impl GradebookRow {
             self.integrity.clone(),
             self.timing_integrity.clone(),
             self.kept_state.clone(),
+            self.bandwidth_gb_s
+                .map(|b| format!("{b:.0}"))
+                .unwrap_or_default(),
+            self.bandwidth_share
+                .map(|s| format!("{s:.3}"))
+                .unwrap_or_default(),
         ]
     }
 }

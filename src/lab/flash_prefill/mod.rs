@@ -58,6 +58,7 @@ impl TypedLab for FlashPrefill {
         threads: 256,
         dynamic_smem_bytes: 0,
         grid_y: GridY::QueryHead,
+        splits: 1,
     };
     const TOLERANCE: Tolerance = contract::TOLERANCE;
     const CASES: &'static str = EMBEDDED_CASES;

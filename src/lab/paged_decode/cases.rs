@@ -13,11 +13,16 @@
 //! Generation is deterministic in `(seed, case name)`, and each case draws
 //! from its own stream, so adding a case changes no other.
 
+use std::path::{Path, PathBuf};
+
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
 
 use super::{alibi_slope, Batch, Inputs, BLOCK, DH, GROUP, HKV, HQ};
+use crate::lab::case_file::{read_case_tables, CaseTable};
+use crate::lab::definition::CaseError as LabCaseError;
 
 /// Most sequences in one launch (the timing shape has this many).
 pub const MAX_SEQS: usize = 64;
@@ -37,18 +42,30 @@ pub const TIMING_SEQ_LEN: [usize; 64] = [
     511, 1000, 700, 6656, 7936, 3800, 1500, 2900, 3456, 255, 4608, 6400,
 ];
 
-/// Which keys of its sequence a plant sets.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The embedded hazard cases (`assets/paged-decode-cases.toml`).
+pub const EMBEDDED_CASES: &str = include_str!("../../../assets/paged-decode-cases.toml");
+
+/// Which keys of its sequence a plant sets: positions, or `"last"`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
 pub enum PlantKeys {
     /// Positions in the sequence.
     List(Vec<usize>),
+    Named(NamedKeys),
+}
+
+/// A key a plant names by its role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NamedKeys {
     /// The sequence's last key: the token's own.
     Last,
 }
 
 /// A high score: query head `head` of sequence `seq` and the listed keys of
 /// its KV head set to `value` in every dimension (score `value^2 * 64 / 8`).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Plant {
     pub seq: usize,
     pub head: usize,
@@ -56,17 +73,25 @@ pub struct Plant {
     pub value: f32,
 }
 
-/// One hazard case.
-#[derive(Debug, Clone, PartialEq)]
+/// One hazard case as written in the cases file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CaseSpec {
     pub name: String,
     pub summary: String,
     /// Keys of each sequence, its token's own included.
     pub seq_len: Vec<usize>,
+    #[serde(default)]
     pub alibi: bool,
     /// Two sequences whose first block is the same physical block.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub share_prefix: Option<[usize; 2]>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub plant: Vec<Plant>,
+    /// A folder of the case's own tensors: not taken by this lab yet (its
+    /// cases are recipes), refused by name rather than as an unknown key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tensors: Option<PathBuf>,
 }
 
 /// A recipe that cannot be laid out.
@@ -77,103 +102,33 @@ pub struct CaseError {
     pub message: String,
 }
 
-fn case(name: &str, summary: &str, seq_len: &[usize]) -> CaseSpec {
-    CaseSpec {
-        name: name.into(),
-        summary: summary.into(),
-        seq_len: seq_len.to_vec(),
-        alibi: false,
-        share_prefix: None,
-        plant: Vec::new(),
+impl CaseTable for CaseSpec {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn tensors_mut(&mut self) -> &mut Option<PathBuf> {
+        &mut self.tensors
     }
 }
 
-fn plant(seq: usize, head: usize, keys: PlantKeys, value: f32) -> Plant {
-    Plant {
-        seq,
-        head,
-        keys,
-        value,
+/// Parses and checks a cases file of this lab (shown as `file`).
+pub fn parse_cases(text: &str, file: &str) -> Result<Vec<CaseSpec>, LabCaseError> {
+    let cases: Vec<CaseSpec> = read_case_tables(text, file, Path::new("."))?;
+    for case in &cases {
+        case.validate().map_err(|e| LabCaseError::Invalid {
+            case: e.case,
+            message: e.message,
+        })?;
     }
+    Ok(cases)
 }
 
 /// The lab's hazard cases, in order. Every case batches a sequence of 2 to
 /// B keys beside its others, so a kernel that ignores K, drops the token's
 /// own key or leaves the softmax unnormalised fails every case.
 pub fn hazard_cases() -> Vec<CaseSpec> {
-    vec![
-        CaseSpec {
-            share_prefix: Some([2, 3]),
-            ..case(
-                "block-edges",
-                "seqLen 1, B-1, B, B+1 and 2; the B and B+1 sequences share their first block",
-                &[1, 15, 16, 17, 2],
-            )
-        },
-        case(
-            "partition-edges",
-            "seqLen 511, 512 and 513 (one partition, one partition, two) beside 5",
-            &[511, 512, 513, 5],
-        ),
-        case(
-            "longest-sequence",
-            "8192 keys (16 partitions of 512) beside a sequence of 3",
-            &[8192, 3],
-        ),
-        CaseSpec {
-            plant: vec![plant(0, 5, PlantKeys::List(vec![1000]), 4.0)],
-            ..case(
-                "overflow-in-far-block",
-                "head 5 of the long sequence scores 128 against key 1000, 62 blocks down its table",
-                &[1200, 9],
-            )
-        },
-        CaseSpec {
-            plant: vec![
-                plant(0, 9, PlantKeys::Last, 3.0),
-                plant(1, 30, PlantKeys::Last, 3.0),
-            ],
-            ..case(
-                "last-key-is-max",
-                "the token's own key scores 72 for head 9 of 700 keys and head 30 of 14",
-                &[700, 14],
-            )
-        },
-        CaseSpec {
-            alibi: true,
-            ..case(
-                "alibi",
-                "ALiBi over 1, 16, 600 (two partitions), 40 and 7 keys, biased from each token's position",
-                &[1, 16, 600, 40, 7],
-            )
-        },
-        CaseSpec {
-            plant: vec![
-                plant(0, 0, PlantKeys::List(vec![3]), 2.0),
-                plant(0, 13, PlantKeys::List(vec![150]), 2.0),
-                plant(0, 22, PlantKeys::List(vec![299]), 2.0),
-                plant(1, 31, PlantKeys::List(vec![4]), 2.0),
-            ],
-            ..case(
-                "gqa-heads",
-                "scores of 32 planted on query heads of KV heads 0, 3, 5 and 7, each at its own key",
-                &[300, 12],
-            )
-        },
-        CaseSpec {
-            share_prefix: Some([0, 1]),
-            ..case(
-                "shared-prefix",
-                "two sequences of 40 and 33 keys reading one physical first block, beside 8",
-                &[40, 33, 8],
-            )
-        },
-        case(
-            "many-sequences",
-            "16 sequences from 1 to 1100 keys in one launch",
-            &[1, 2, 3, 5, 8, 13, 16, 17, 31, 32, 33, 64, 100, 255, 256, 1100],
-        ),
-    ]
+    parse_cases(EMBEDDED_CASES, "assets/paged-decode-cases.toml")
+        .expect("the embedded decode cases are checked by tests")
 }
 
 impl CaseSpec {
@@ -199,6 +154,11 @@ impl CaseSpec {
             return Err(self.invalid(format!(
                 "sequence {s} has seqLen {len} (1 to {MAX_SEQ_LEN})"
             )));
+        }
+        if self.tensors.is_some() {
+            return Err(self.invalid(
+                "this lab's cases are recipes (seq_len, alibi, share_prefix, plant); it takes no tensor folder",
+            ));
         }
         if let Some([a, b]) = self.share_prefix {
             if a == b || a >= seqs || b >= seqs {
@@ -278,7 +238,7 @@ impl CaseSpec {
 fn plant_keys(p: &Plant, len: usize) -> Vec<usize> {
     match &p.keys {
         PlantKeys::List(list) => list.clone(),
-        PlantKeys::Last => vec![len - 1],
+        PlantKeys::Named(NamedKeys::Last) => vec![len - 1],
     }
 }
 
@@ -457,6 +417,17 @@ mod tests {
     use crate::lab::paged_decode::partitions;
     use std::collections::HashSet;
 
+    const LAST: PlantKeys = PlantKeys::Named(NamedKeys::Last);
+
+    fn plant(seq: usize, head: usize, keys: PlantKeys, value: f32) -> Plant {
+        Plant {
+            seq,
+            head,
+            keys,
+            value,
+        }
+    }
+
     fn generated() -> Vec<(CaseSpec, Inputs)> {
         hazard_cases()
             .into_iter()
@@ -491,7 +462,7 @@ mod tests {
         ));
         assert!(all
             .iter()
-            .any(|(c, _)| c.plant.iter().any(|p| p.keys == PlantKeys::Last)));
+            .any(|(c, _)| c.plant.iter().any(|p| p.keys == LAST)));
         // ALiBi over sequences of one partition and of several.
         assert!(all.iter().any(|(c, _)| c.alibi
             && c.seq_len.iter().any(|&l| partitions(l, 16) > 1)
@@ -608,13 +579,13 @@ mod tests {
         assert!(bad(&|c| c.share_prefix = Some([0, 2])).contains("shorter than a block"));
         assert!(bad(&|c| c.share_prefix = Some([2, 2])).contains("two different"));
         assert!(
-            bad(&|c| c.plant = vec![plant(0, 32, PlantKeys::Last, 1.0)]).contains("out of range")
+            bad(&|c| c.plant = vec![plant(0, 32, LAST, 1.0)]).contains("out of range")
         );
         assert!(
             bad(&|c| c.plant = vec![plant(1, 0, PlantKeys::List(vec![15]), 1.0)]).contains("past")
         );
         assert!(
-            bad(&|c| c.plant = vec![plant(1, 0, PlantKeys::Last, f32::NAN)]).contains("finite")
+            bad(&|c| c.plant = vec![plant(1, 0, LAST, f32::NAN)]).contains("finite")
         );
     }
 
@@ -667,5 +638,20 @@ mod tests {
         let owned: HashSet<usize> = owned_blocks(&b).into_iter().flatten().collect();
         assert_eq!(owned.len(), b.total_blocks());
         assert!(!b.alibi);
+    }
+
+    #[test]
+    fn a_cases_file_is_read_with_the_labs_bounds_and_keys() {
+        let refused = |text: &str| parse_cases(text, "ta.toml").unwrap_err().to_string();
+        let one = "[[case]]\nname = \"a\"\nsummary = \"s\"\nseq_len = [3, 2]\n";
+        assert_eq!(parse_cases(one, "ta.toml").unwrap()[0].seq_len, vec![3, 2]);
+        assert!(refused(&format!("{one}window = 4\n")).contains("window"));
+        assert!(refused(&format!("{one}tensors = \"t\"\n")).contains("no tensor folder"));
+        assert!(refused("[[case]]\nname = \"a\"\nsummary = \"s\"\nseq_len = [9000]\n")
+            .contains("1 to 8192"));
+        let planted = format!("{one}[[case.plant]]\nseq = 1\nhead = 3\nkeys = \"last\"\nvalue = 2.0\n");
+        assert_eq!(parse_cases(&planted, "ta.toml").unwrap()[0].plant[0].keys, LAST);
+        assert!(refused(&format!("{one}[[case.plant]]\nseq = 1\nhead = 3\nkeys = \"first\"\nvalue = 2.0\n"))
+            .contains("ta.toml"));
     }
 }

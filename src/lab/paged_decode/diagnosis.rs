@@ -16,7 +16,9 @@
 use super::bugs::Bug;
 use super::oracle::{self, REFERENCE_SPLITS};
 use super::{partitions, passes, Batch, Inputs, DH, HQ};
-use crate::grade::compare::common_factor;
+use crate::grade::compare::{common_factor, Footprint};
+use crate::lab::definition::{Diagnosis, Graded};
+use crate::lab::experiment::{non_finite_reading, shared_reading};
 
 /// Most failing sequences a suspect is replayed on (shortest first, so a
 /// replay costs little even at the timing shape).
@@ -83,6 +85,45 @@ pub fn explain(inputs: &Inputs, out: &[f32], reference: &[f64]) -> Option<(Strin
         }
     }
     Some((facts.likely(batch), None))
+}
+
+/// The likeliest cause of one case's output, in the lab's words: the
+/// readings every lab shares first (stray writes, touched inputs, races, a
+/// pass), then the planted bugs' models replayed on the failing sequences,
+/// then what the non-finite trial showed, then the failing pattern.
+pub fn case_diagnosis(inputs: &Inputs, graded: &Graded<'_>) -> Diagnosis {
+    let place = |at: &Footprint| place(&inputs.batch, at);
+    if let Some(said) = shared_reading(graded, &place) {
+        return said;
+    }
+    let explained = explain(inputs, graded.out, graded.reference);
+    if let Some((line, Some(bug))) = &explained {
+        return Diagnosis::new(line.clone(), bug.name());
+    }
+    if let Some(said) = non_finite_reading(graded, &place) {
+        return said;
+    }
+    match explained {
+        Some((line, _)) => Diagnosis::plain(line),
+        None => Diagnosis::plain(format!(
+            "{} of {} elements wrong",
+            graded.comparison.failing, graded.comparison.elements
+        )),
+    }
+}
+
+/// Sequences (an output row is one sequence's token) and heads of a footprint.
+fn place(batch: &Batch, at: &Footprint) -> String {
+    let Some(span) = at.rows else {
+        return "no element".into();
+    };
+    let seqs = if span.first == span.last {
+        format!("sequence {} ({} keys)", span.first, batch.len_of(span.first))
+    } else {
+        format!("sequences {} to {}", span.first, span.last)
+    };
+    let heads = at.heads.count_ones();
+    format!("{seqs}, {heads} of {HQ} heads")
 }
 
 /// What the failing elements say, per sequence.

@@ -1,317 +1,454 @@
-//! The fourth lab, "paged-decode-v1": one new token per sequence against a
-//! paged KV cache, vLLM's `paged_attention_v1` / `v2` in fp32.
-//!
-//! This module is the lab with no GPU and no engine: its contract, its
-//! float64 oracle (which is also the CPU model of every planted bug), its
-//! hazard cases and timing shape, the `@flashprof` keys it accepts and the
-//! diagnosis that names a planted bug. It is plain data and functions, so
-//! that the lab interface can wrap it without this module knowing that
-//! interface; nothing here is registered yet.
-//!
-//! Decode is bandwidth-bound: every cached K/V byte is used by 4 query
-//! heads for 2 flops each, so the lab is graded on bytes as much as on time
-//! ([`Batch::compulsory_bytes`] is what achieved bandwidth is computed
-//! from). The split-K kernels it invites (a sequence cut into partitions
-//! whose partial softmaxes are combined) follow one partition rule, fixed
-//! here ([`partition_len`]), which the reference and the models of the two
-//! combine bugs share.
+//! The fourth lab, `paged-decode` ("paged-decode-v1"): one new token per
+//! sequence against a paged KV cache, vLLM's `paged_attention_v1` / `v2` in
+//! fp32, as the engine takes it. The contract, its argument table and the
+//! `Batch`/`Inputs` types are in [`contract`]; the float64 oracle (also the
+//! CPU model of every planted bug), the hazard cases and timing shape, the
+//! `@flashprof` keys and the diagnosis in the files beside it.
 
 pub mod bugs;
 pub mod cases;
+pub mod contract;
 pub mod diagnosis;
 pub mod directive;
 pub mod golden;
 pub mod oracle;
 
-/// The contract's name, as a submission declares it.
-pub const CONTRACT: &str = "paged-decode-v1";
-/// The lab's name, as `@flashprof lab=` names it and its kernels' folder is called.
-pub const LAB_NAME: &str = "paged-decode";
-/// Query heads.
-pub const HQ: usize = 32;
-/// Key/value heads.
-pub const HKV: usize = 8;
-/// Head dimension.
-pub const DH: usize = 64;
-/// Query heads per KV head: query head `h` reads KV head `h / GROUP`.
-pub const GROUP: usize = HQ / HKV;
-/// Score scale, exactly `1/sqrt(DH)` (a power of two, so exact in any float).
-pub const SCALE: f64 = 0.125;
-/// Tokens per cache block.
-pub const BLOCK: usize = 16;
-/// Floats packed together along the head dimension of the K cache (16 bytes of fp32).
-pub const X: usize = 4;
-/// Most partitions a launch may split a sequence into (grid z, `splits=N`).
-pub const MAX_SPLITS: usize = 16;
-/// Floats of one workspace slot: 64 partial outputs, then the max, then the sum.
-pub const SLOT_FLOATS: usize = DH + 2;
-/// The shortest partition the lab's split rule makes (vLLM v2's partition size).
-pub const MIN_PARTITION: usize = 512;
-/// Absolute part of the tolerance.
-pub const ABS_TOL: f64 = 1e-4;
-/// Relative part of the tolerance.
-pub const REL_TOL: f64 = 1e-3;
-/// Default threads per block.
-pub const DEFAULT_THREADS: u32 = 128;
+pub use self::contract::*;
 
-/// The kernel's name.
-pub const ENTRY_POINT: &str = "paged_decode";
-/// The kernel's signature, verbatim from the contract.
-pub const ENTRY_SIGNATURE: &str = "extern \"C\" __global__ void paged_decode(
-    const float* q, const float* kCache, const float* vCache,
-    const int* blockTable, const int* seqLen, int numSeqs, int maxBlocksPerSeq,
-    const float* alibiSlopes, float* workspace, unsigned* semaphores, float* out)";
+use std::path::Path;
 
-/// How far `out` may be from the reference `r`: `1e-4 + 1e-3 |r|`.
-pub fn tolerance(reference: f64) -> f64 {
-    ABS_TOL + REL_TOL * reference.abs()
+use serde::{Deserialize, Serialize};
+
+use self::cases::{CaseSpec, EMBEDDED_CASES};
+use self::directive::GridX;
+use crate::grade::compare::{OutputShape, Tolerance};
+use crate::grade::roofline::Work;
+use crate::lab::definition::{
+    shipped_kernel, CaseData, CaseError, CaseSummary, Diagnosis, Graded, LabRef, Problem,
+    SupportKernels,
+};
+use crate::lab::geometry::{GeometryError, GridY, LaunchGeometry};
+use crate::lab::typed::{self, Arg, Made, Shipped, TypedLab};
+
+/// A case of this lab: a recipe of the cases file, or the contract's timing
+/// batch (which no cases file spells out: its block table comes from the seed).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Recipe {
+    Timing {
+        timing_shape: String,
+        summary: String,
+    },
+    Case(CaseSpec),
 }
 
-/// Whether one output element passes: finite and within [`tolerance`].
-pub fn passes(out: f64, reference: f64) -> bool {
-    out.is_finite() && (out - reference).abs() <= tolerance(reference)
-}
-
-/// How many tolerances `out` misses `reference` by (infinite for NaN/Inf):
-/// what "fails by at least 10x the tolerance" is measured in.
-pub fn miss_factor(out: f64, reference: f64) -> f64 {
-    if out.is_finite() {
-        (out - reference).abs() / tolerance(reference)
-    } else {
-        f64::INFINITY
+impl typed::Recipe for Recipe {
+    fn name(&self) -> &str {
+        match self {
+            Recipe::Timing { .. } => "timing",
+            Recipe::Case(spec) => &spec.name,
+        }
+    }
+    fn summary(&self) -> &str {
+        match self {
+            Recipe::Timing { summary, .. } => summary,
+            Recipe::Case(spec) => &spec.summary,
+        }
     }
 }
 
-/// The standard ALiBi slope of query head `h` for 32 heads, `2^(-(h+1)/4)`,
-/// rounded once to f32 (computed in f64 so every platform agrees).
-pub fn alibi_slope(head: usize) -> f32 {
-    (2f64).powf(-((head + 1) as f64) / 4.0) as f32
+/// The `paged-decode` lab.
+pub struct PagedDecode;
+
+/// The fourth lab, as the engine takes it.
+pub const PAGED_DECODE: LabRef = LabRef(&PagedDecode);
+
+impl TypedLab for PagedDecode {
+    type Case = Recipe;
+    type Inputs = Inputs;
+
+    const NAME: &'static str = LAB_NAME;
+    const CONTRACT: &'static str = CONTRACT;
+    const DESCRIPTION: &'static str = "vLLM's paged decode: one new token per sequence against an x-packed paged K/V cache, split-K scratch, graded on bytes";
+    const DEFAULT_FILE: &'static str = "paged_decode.cu";
+    const ENTRY_POINT: &'static str = ENTRY_POINT;
+    const SIGNATURE: &'static str = ENTRY_SIGNATURE;
+    const ARGS: &'static [Arg<Inputs>] = ARGS;
+    const BODY_CONSTANTS: &'static [(&'static str, usize)] = &[
+        ("HQ", HQ),
+        ("HKV", HKV),
+        ("DH", DH),
+        ("GROUP", GROUP),
+        ("BLOCK", BLOCK),
+        ("X", X),
+        ("MAX_SPLITS", MAX_SPLITS),
+        ("SLOT_FLOATS", SLOT_FLOATS),
+    ];
+    // One token a sequence: a block serves one (head or KV group, sequence,
+    // partition), so `rows_per_block` is 1 and means nothing more.
+    const DEFAULT_GEOMETRY: LaunchGeometry = LaunchGeometry {
+        rows_per_block: 1,
+        threads: DEFAULT_THREADS,
+        dynamic_smem_bytes: 0,
+        grid_y: GridY::QueryHead,
+        splits: 1,
+    };
+    // About 2 flops a byte at best: the kernel is judged by the bytes it moves.
+    const GRADED_ON_BYTES: bool = true;
+    const TOLERANCE: Tolerance = Tolerance {
+        abs: ABS_TOL,
+        rel: REL_TOL,
+    };
+    const CASES: &'static str = EMBEDDED_CASES;
+    // `q` and the owned cache slots are drawn from it; the NaN slots past a
+    // sequence's end and in spare blocks lie outside it and stay NaN.
+    const TIMING_DRAW: std::ops::Range<f32> = -1.0..1.0;
+    const KERNELS: Shipped = Shipped {
+        starter: shipped_kernel!("kernels/paged-decode/starter.cu"),
+        reference: shipped_kernel!("kernels/paged-decode/reference.cu"),
+        support: SupportKernels {
+            file: shipped_kernel!("kernels/paged-decode/support.cu"),
+            oracle_f64: "paged_decode_oracle_f64",
+            oracle_threads: 128,
+        },
+    };
+
+    fn parse_cases(text: &str, file: &str, _base: &Path) -> Result<Vec<Recipe>, CaseError> {
+        Ok(cases::parse_cases(text, file)?
+            .into_iter()
+            .map(Recipe::Case)
+            .collect())
+    }
+
+    fn generate(case: &Recipe, seed: u64) -> Result<Made<Inputs>, CaseError> {
+        match case {
+            Recipe::Timing { timing_shape, .. } if timing_shape == CONTRACT => {
+                Ok(Made::plain(cases::timing_inputs(seed)))
+            }
+            Recipe::Timing { timing_shape, .. } => Err(CaseError::Invalid {
+                case: "timing".into(),
+                message: format!("unknown timing shape `{timing_shape}` (this lab has `{CONTRACT}`)"),
+            }),
+            Recipe::Case(spec) => {
+                let inputs = spec.generate(seed).map_err(|e| CaseError::Invalid {
+                    case: e.case,
+                    message: e.message,
+                })?;
+                Ok(Made {
+                    inputs,
+                    expected: None,
+                    planted_heads: spec.planted_heads(),
+                })
+            }
+        }
+    }
+
+    fn problem_of(inputs: &Inputs) -> Problem {
+        problem_of(&inputs.batch)
+    }
+
+    fn problem(case: &Recipe) -> Result<Problem, CaseError> {
+        match case {
+            // The timing batch's size is known without its 0.93 GB of cache.
+            Recipe::Timing { .. } => Ok(problem_of(&cases::timing_batch(0))),
+            Recipe::Case(_) => Self::generate(case, 0).map(|made| problem_of(&made.inputs.batch)),
+        }
+    }
+
+    /// The cache is nearly all of the inputs: reading it N times is each
+    /// KV head read by N of its query heads' blocks.
+    fn reread_cause(reads_over_floor: f64) -> Option<String> {
+        let times = reads_over_floor.round();
+        (times >= 2.0).then(|| {
+            format!(
+                "each KV head is read about {times:.0} times from DRAM: one block per KV group \
+                 (`grid=kv_group`) reads it once for its {GROUP} query heads"
+            )
+        })
+    }
+
+    fn declared_geometry(source: &str) -> Result<LaunchGeometry, GeometryError> {
+        let declared = directive::from_source(source)?;
+        Ok(LaunchGeometry {
+            threads: declared.threads,
+            grid_y: match declared.grid_x {
+                GridX::QueryHead => GridY::QueryHead,
+                GridX::KvGroup => GridY::KvGroup,
+            },
+            splits: declared.splits,
+            ..Self::DEFAULT_GEOMETRY
+        })
+    }
+
+    /// Grid `(32 or 8, numSeqs, splits)`: what a block serves is named by
+    /// `grid_y` (query head or KV group) but it runs along grid x here.
+    fn grid(geometry: &LaunchGeometry, problem: &Problem) -> (u32, u32, u32) {
+        let x = geometry.grid_y.blocks(HQ, HKV);
+        (x, problem.output.rows.max(1) as u32, geometry.splits.max(1))
+    }
+
+    fn oracle(inputs: &Inputs, rows: Option<&[usize]>) -> Vec<f64> {
+        let full = oracle::attention(inputs, rows);
+        match rows {
+            None => full,
+            Some(rows) => {
+                let row_len = HQ * DH;
+                rows.iter()
+                    .flat_map(|&row| full[row * row_len..(row + 1) * row_len].iter().copied())
+                    .collect()
+            }
+        }
+    }
+
+    fn diagnose(inputs: &Inputs, _: &CaseData, graded: &Graded<'_>) -> Diagnosis {
+        diagnosis::case_diagnosis(inputs, graded)
+    }
+
+    /// Scores are `q . k / 8` plus the ALiBi bias: shrinking `q` and the
+    /// slopes shrinks every score by the same factor.
+    fn scores_shrunk(inputs: &Inputs, factor: f32) -> Option<Inputs> {
+        let mut shrunk = inputs.clone();
+        shrunk.q.iter_mut().for_each(|x| *x *= factor);
+        if let Some(slopes) = &mut shrunk.alibi_slopes {
+            slopes.iter_mut().for_each(|x| *x *= factor);
+        }
+        Some(shrunk)
+    }
+
+    fn verdict(cases: &[CaseSummary<'_>]) -> Option<String> {
+        crate::lab::verdict::with_planted(
+            cases,
+            &bugs::Bug::ALL.map(|bug| (bug.name(), bug.defect())),
+        )
+    }
+
+    fn timing_case(overrides: &[(String, String)]) -> Result<Recipe, String> {
+        if let Some((key, _)) = overrides.first() {
+            return Err(format!(
+                "the {} lab's timing shape is the contract's fixed batch; it has no key `{key}`",
+                Self::NAME
+            ));
+        }
+        Ok(Recipe::Timing {
+            timing_shape: CONTRACT.into(),
+            summary: format!("the timing shape, {}", problem_of(&cases::timing_batch(0)).detail),
+        })
+    }
+
+    fn prove_oracle() -> Result<String, String> {
+        golden::prove_oracle()
+            .map(|proof| format!("{proof:?}"))
+            .map_err(|e| e.to_string())
+    }
 }
 
-/// Keys per partition when a launch with `splits` partitions serves a
-/// sequence of `len` keys: at least [`MIN_PARTITION`], and long enough that
-/// `splits` partitions cover the sequence, in whole cache blocks. The
-/// reference kernel and the combine-bug models follow this rule.
-pub fn partition_len(len: usize, splits: usize) -> usize {
-    let splits = splits.clamp(1, MAX_SPLITS);
-    len.div_ceil(splits)
-        .div_ceil(BLOCK)
-        .saturating_mul(BLOCK)
-        .max(MIN_PARTITION)
-}
-
-/// Partitions a sequence of `len` keys is cut into under [`partition_len`].
-pub fn partitions(len: usize, splits: usize) -> usize {
-    len.div_ceil(partition_len(len, splits)).max(1)
-}
-
-/// The shape of one launch: which sequences, how long, which blocks.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Batch {
-    /// `[numSeqs]` keys visible to each sequence's token, itself included (>= 1).
-    pub seq_len: Vec<i32>,
-    pub max_blocks_per_seq: usize,
-    pub num_blocks: usize,
-    /// `[numSeqs][maxBlocksPerSeq]` physical block ids.
-    pub block_table: Vec<i32>,
-    /// Whether the launch passes ALiBi slopes.
-    pub alibi: bool,
-}
-
-impl Batch {
-    pub fn num_seqs(&self) -> usize {
-        self.seq_len.len()
+/// The engine's view of a batch: an output row is one sequence's token.
+fn problem_of(batch: &Batch) -> Problem {
+    let seqs = batch.num_seqs();
+    let longest = (0..seqs).map(|s| batch.len_of(s)).max().unwrap_or(0);
+    let mut detail = format!(
+        "{seqs} sequences, {} keys, up to {longest} a sequence",
+        batch.total_keys()
+    );
+    if batch.alibi {
+        detail.push_str(", ALiBi");
     }
-
-    /// Keys of sequence `seq` (its token's position plus one).
-    pub fn len_of(&self, seq: usize) -> usize {
-        self.seq_len[seq] as usize
-    }
-
-    /// Cache blocks sequence `seq` occupies.
-    pub fn blocks_of(&self, seq: usize) -> usize {
-        self.len_of(seq).div_ceil(BLOCK)
-    }
-
-    /// Physical block holding position `pos` of sequence `seq`.
-    pub fn block_of(&self, seq: usize, pos: usize) -> usize {
-        self.block_table[seq * self.max_blocks_per_seq + pos / BLOCK] as usize
-    }
-
-    /// Index into `q` or `out` (`[numSeqs][32][64]`).
-    pub fn q_index(seq: usize, head: usize, dim: usize) -> usize {
-        (seq * HQ + head) * DH + dim
-    }
-
-    /// Index into the x-packed `kCache` (`[numBlocks][8][64/X][B][X]`).
-    pub fn k_cache_index(block: usize, kv_head: usize, dim: usize, slot: usize) -> usize {
-        (((block * HKV + kv_head) * (DH / X) + dim / X) * BLOCK + slot) * X + dim % X
-    }
-
-    /// Index into `vCache` (`[numBlocks][8][64][B]`).
-    pub fn v_cache_index(block: usize, kv_head: usize, dim: usize, slot: usize) -> usize {
-        ((block * HKV + kv_head) * DH + dim) * BLOCK + slot
-    }
-
-    /// Index into `workspace` (`[numSeqs][32][16][66]`).
-    pub fn workspace_index(seq: usize, head: usize, partition: usize, at: usize) -> usize {
-        ((seq * HQ + head) * MAX_SPLITS + partition) * SLOT_FLOATS + at
-    }
-
-    /// Elements of `q` and `out`.
-    pub fn q_elems(&self) -> usize {
-        self.num_seqs() * HQ * DH
-    }
-
-    /// Elements of `kCache` and of `vCache`.
-    pub fn cache_elems(&self) -> usize {
-        self.num_blocks * HKV * DH * BLOCK
-    }
-
-    /// Floats of `workspace`.
-    pub fn workspace_elems(&self) -> usize {
-        self.num_seqs() * HQ * MAX_SPLITS * SLOT_FLOATS
-    }
-
-    /// Entries of `semaphores`.
-    pub fn semaphore_elems(&self) -> usize {
-        self.num_seqs() * HQ
-    }
-
-    /// Cache blocks the sequences occupy, counted per sequence (a shared
-    /// block counts for each of its sequences: each reads it).
-    pub fn total_blocks(&self) -> usize {
-        (0..self.num_seqs()).map(|s| self.blocks_of(s)).sum()
-    }
-
-    /// Keys of all sequences together.
-    pub fn total_keys(&self) -> usize {
-        (0..self.num_seqs()).map(|s| self.len_of(s)).sum()
-    }
-
-    /// Bytes any kernel must move at least once: `q`, `out`, and the K and
-    /// V of every block a sequence occupies (whole blocks, as the second
-    /// lab counts them: a partial block's slots are interleaved with its
-    /// unused ones, so DRAM serves it by block). The int32 arrays are left
-    /// out (under 0.02% at the timing shape). Achieved bandwidth is this
-    /// over the median timed launch.
-    pub fn compulsory_bytes(&self) -> u64 {
-        let floats = 2 * self.q_elems() + 2 * self.total_blocks() * HKV * DH * BLOCK;
-        floats as u64 * 4
-    }
-
-    /// Useful floating-point work: two `DH`-long dot products (QK and PV),
-    /// a multiply and an add each, per key and query head.
-    pub fn flops(&self) -> f64 {
-        self.total_keys() as f64 * HQ as f64 * DH as f64 * 4.0
-    }
-
-    /// The most partitions any sequence is cut into under `splits`.
-    pub fn max_partitions(&self, splits: usize) -> usize {
-        (0..self.num_seqs())
-            .map(|s| partitions(self.len_of(s), splits))
-            .max()
-            .unwrap_or(1)
-    }
-}
-
-/// Everything a launch reads besides the scratch buffers (the workspace is
-/// NaN and the semaphores zero before every launch: nothing to carry).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Inputs {
-    pub batch: Batch,
-    /// `[numSeqs][32][64]`.
-    pub q: Vec<f32>,
-    /// `[numBlocks][8][64/X][B][X]`.
-    pub k_cache: Vec<f32>,
-    /// `[numBlocks][8][64][B]`.
-    pub v_cache: Vec<f32>,
-    /// `[32]`, present exactly when `batch.alibi`.
-    pub alibi_slopes: Option<Vec<f32>>,
-}
-
-impl Inputs {
-    /// Element `dim` of the key at position `pos` of sequence `seq`, KV head `kv_head`.
-    pub fn key(&self, seq: usize, pos: usize, kv_head: usize, dim: usize) -> f32 {
-        let block = self.batch.block_of(seq, pos);
-        self.k_cache[Batch::k_cache_index(block, kv_head, dim, pos % BLOCK)]
-    }
-
-    /// Element `dim` of the value at position `pos` of sequence `seq`.
-    pub fn value(&self, seq: usize, pos: usize, kv_head: usize, dim: usize) -> f32 {
-        let block = self.batch.block_of(seq, pos);
-        self.v_cache[Batch::v_cache_index(block, kv_head, dim, pos % BLOCK)]
+    Problem {
+        label: format!("{seqs}s/{}k", batch.total_keys()),
+        detail,
+        row_hint: "rows are sequences, one new token each".into(),
+        output: OutputShape {
+            rows: seqs,
+            heads: HQ,
+            dim: DH,
+        },
+        head_group: GROUP,
+        sequence_starts: (0..seqs).collect(),
+        max_sequence_rows: 1,
+        work: Work {
+            flops: batch.flops(),
+            compulsory_bytes: batch.compulsory_bytes(),
+            output_bytes: batch.q_elems() as u64 * 4,
+        },
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::bugs::{model, Bug};
     use super::*;
+    use crate::grade::compare::{compare, Comparison, POISON_BITS};
+    use crate::grade::integrity::Integrity;
+    use crate::lab::args::ArgValue;
+    use crate::lab::definition::{CaseState, LabCase};
+
+    fn embedded() -> Vec<LabCase> {
+        PAGED_DECODE
+            .parse_cases(EMBEDDED_CASES, "assets/paged-decode-cases.toml", Path::new("."))
+            .expect("the embedded cases parse")
+    }
 
     #[test]
-    fn the_partition_rule_cuts_long_sequences_into_at_most_the_splits() {
-        assert_eq!(partition_len(1, 16), 512);
-        assert_eq!(partitions(512, 16), 1);
-        assert_eq!(partitions(513, 16), 2);
-        assert_eq!(partitions(8192, 16), 16);
-        assert_eq!(partitions(8192, 4), 4);
-        assert_eq!(partition_len(8192, 4), 2048);
-        // Whole blocks, and never more partitions than the launch has.
-        assert_eq!(partition_len(8000, 15), 544);
-        for len in [1, 15, 16, 17, 511, 512, 513, 4097, 8191, 8192] {
-            for splits in 1..=16 {
-                let (p, n) = (partition_len(len, splits), partitions(len, splits));
-                assert!(
-                    n <= splits && p % BLOCK == 0 && n * p >= len,
-                    "{len} {splits}"
-                );
-                assert!((n - 1) * p < len, "{len} {splits}: an empty partition");
+    fn the_argument_table_is_the_contracts_signature() {
+        typed::check_args_against_signature(&PagedDecode).expect("table and signature agree");
+    }
+
+    #[test]
+    fn every_case_becomes_the_contracts_argument_list_with_its_scratch() {
+        let abi = PAGED_DECODE.abi();
+        for case in embedded() {
+            let data = PAGED_DECODE.generate(&case, 7).expect("generates");
+            let args = PAGED_DECODE.args(&data);
+            assert_eq!(args.len(), abi.args.len(), "{}", case.name);
+            for (spec, value) in abi.args.iter().zip(&args) {
+                assert!(value.fits(spec.kind), "{}: {} is {value:?}", case.name, spec.name);
             }
+            let inputs = typed::inputs_of::<PagedDecode>(&data);
+            let seqs = inputs.batch.num_seqs();
+            assert_eq!(args[7] == ArgValue::Null, !inputs.batch.alibi, "{}", case.name);
+            assert_eq!(args[8], ArgValue::Scratch(seqs * 32 * 16 * 66));
+            assert_eq!(args[9], ArgValue::Scratch(seqs * 32));
+            assert_eq!(data.problem.output.rows, seqs);
+            assert_eq!(PAGED_DECODE.problem(&case).expect("problem"), data.problem);
         }
-        assert_eq!(partitions(8192, 0), 1);
     }
 
     #[test]
-    fn indices_follow_the_contract() {
-        let (b, g, d, o) = (3, 5, 37, 11);
-        assert_eq!(
-            Batch::k_cache_index(b, g, d, o),
-            (((b * 8 + g) * 16 + d / 4) * 16 + o) * 4 + d % 4
-        );
-        assert_eq!(
-            Batch::v_cache_index(b, g, d, o),
-            ((b * 8 + g) * 64 + d) * 16 + o
-        );
-        assert_eq!(
-            Batch::workspace_index(2, 31, 15, 65) + 1,
-            3 * 32 * 16 * 66,
-            "the last float of sequence 2"
-        );
+    fn the_declared_launch_shapes_the_grid() {
+        let problem = PAGED_DECODE.problem(&embedded()[0]).expect("problem");
+        let default = PAGED_DECODE.default_geometry();
+        assert_eq!(PAGED_DECODE.grid(&default, &problem), (32, 5, 1));
+        let starter = PAGED_DECODE
+            .declared_geometry(PAGED_DECODE.starter().text)
+            .expect("the starter declares a launch");
+        assert_eq!((starter.threads, PAGED_DECODE.grid(&starter, &problem)), (32, (32, 5, 1)));
+        let reference = PAGED_DECODE
+            .declared_geometry(PAGED_DECODE.reference().text)
+            .expect("the reference declares a launch");
+        assert_eq!(PAGED_DECODE.grid(&reference, &problem), (8, 5, 16));
+        // The other labs' keys are refused by name, with their line.
+        let refused = PAGED_DECODE
+            .declared_geometry("\n// @flashprof rows_per_block=64")
+            .expect_err("not a decode key");
+        assert_eq!(refused.line, 2);
+        assert!(refused.message.contains("not a key of the paged-decode lab"));
     }
 
     #[test]
-    fn tolerance_and_miss_factor() {
-        assert!(passes(1.0, 1.0 + 1.1e-3 - 1e-9));
-        assert!(!passes(1.0, 1.0 + 1.2e-3));
-        assert!(!passes(f64::NAN, 0.0));
-        assert!((miss_factor(1e-3, 0.0) - 10.0).abs() < 1e-9);
-        assert_eq!(miss_factor(f64::NAN, 0.0), f64::INFINITY);
-        assert_eq!(alibi_slope(3), 0.5);
+    fn sampled_rows_of_the_oracle_are_whole_sequences() {
+        let data = PAGED_DECODE.generate(&embedded()[0], 3).expect("generates");
+        let whole = PAGED_DECODE.oracle(&data, None);
+        let sampled = PAGED_DECODE.oracle(&data, Some(&[4, 1]));
+        let row = HQ * DH;
+        assert_eq!(sampled[..row], whole[4 * row..5 * row]);
+        assert_eq!(sampled[row..], whole[row..2 * row]);
     }
 
     #[test]
-    fn the_signature_matches_the_entry_point() {
-        assert!(ENTRY_SIGNATURE.contains(&format!("void {ENTRY_POINT}(")));
-        assert_eq!(ENTRY_SIGNATURE.matches("const float*").count(), 4);
-        assert_eq!(ENTRY_SIGNATURE.matches("const int*").count(), 2);
-        // The kernels are written against the same parameter list (a
-        // kernel may put `__launch_bounds__` before the name).
-        let squashed = |t: &str| t.split_whitespace().collect::<String>();
-        let params = squashed(&ENTRY_SIGNATURE[ENTRY_SIGNATURE.find("paged_decode(").unwrap()..]);
-        for file in ["starter.cu", "reference.cu"] {
-            let path = format!("{}/kernels/paged-decode/{file}", env!("CARGO_MANIFEST_DIR"));
-            let text = std::fs::read_to_string(&path).unwrap();
-            assert!(squashed(&text).contains(&params), "{path}");
+    fn the_timing_case_is_the_contracts_batch_and_takes_no_keys() {
+        let case = PAGED_DECODE.timing_case(&[]).expect("timing case");
+        let problem = PAGED_DECODE.problem(&case).expect("problem");
+        assert_eq!(problem.output.rows, 64);
+        assert_eq!(problem.work.compulsory_bytes, 932_249_600);
+        let refused = PAGED_DECODE
+            .timing_case(&[("splits".into(), "4".into())])
+            .expect_err("no keys");
+        assert!(refused.contains("`splits`"), "{refused}");
+    }
+
+    #[test]
+    fn reading_the_cache_four_times_is_each_kv_head_read_by_each_query_head() {
+        let cause = PAGED_DECODE.reread_cause(3.8).expect("a cause");
+        assert!(cause.starts_with("each KV head is read about 4 times"), "{cause}");
+        assert!(cause.contains("one block per KV group"), "{cause}");
+        assert_eq!(PAGED_DECODE.reread_cause(1.2), None);
+        assert!(PAGED_DECODE.graded_on_bytes());
+    }
+
+    #[test]
+    fn the_oracle_is_proven_on_its_golden_case() {
+        PAGED_DECODE.prove_oracle().expect("the golden proof holds");
+    }
+
+    /// What a kernel with `bug` leaves in `out` (NaN as the grader's poison).
+    fn kernel_output(data: &CaseData, bug: Bug) -> Vec<f32> {
+        model(typed::inputs_of::<PagedDecode>(data), bug)
+            .iter()
+            .map(|&x| {
+                if x.is_nan() {
+                    f32::from_bits(POISON_BITS)
+                } else {
+                    x as f32
+                }
+            })
+            .collect()
+    }
+
+    fn diagnosed(data: &CaseData, out: &[f32]) -> (Comparison, Diagnosis) {
+        let reference = PAGED_DECODE.oracle(data, None);
+        let comparison = compare(data.problem.output, PAGED_DECODE.tolerance(), out, &reference);
+        let said = PAGED_DECODE.diagnose(
+            data,
+            &Graded {
+                out,
+                reference: &reference,
+                comparison: &comparison,
+                integrity: &Integrity::default(),
+                experiments: &Default::default(),
+            },
+        );
+        (comparison, said)
+    }
+
+    /// Every planted bug, run on every case through the engine's view:
+    /// exactly its cases fail, each naming the bug, and the check's line
+    /// names its defect.
+    #[test]
+    fn each_planted_bug_fails_its_cases_and_the_verdict_names_it() {
+        let cases = embedded();
+        let data: Vec<CaseData> = cases
+            .iter()
+            .map(|c| PAGED_DECODE.generate(c, 3).expect("generates"))
+            .collect();
+        for bug in Bug::ALL {
+            let ran: Vec<(Comparison, Diagnosis)> = data
+                .iter()
+                .map(|d| diagnosed(d, &kernel_output(d, bug)))
+                .collect();
+            let summaries: Vec<CaseSummary<'_>> = cases
+                .iter()
+                .zip(&ran)
+                .map(|(case, (comparison, said))| CaseSummary {
+                    name: &case.name,
+                    state: if comparison.passed {
+                        CaseState::Pass
+                    } else {
+                        CaseState::Fail
+                    },
+                    comparison: Some(comparison),
+                    integrity: None,
+                    diagnosis: &said.line,
+                    cause: said.cause,
+                })
+                .collect();
+            for ((case, d), (comparison, said)) in cases.iter().zip(&data).zip(&ran) {
+                let batch = &typed::inputs_of::<PagedDecode>(d).batch;
+                assert_eq!(!comparison.passed, bug.must_fail(batch), "{bug:?} on {}", case.name);
+                if !comparison.passed {
+                    assert_eq!(said.cause, Some(bug.name()), "{bug:?} on {}: {said:?}", case.name);
+                }
+            }
+            let line = PAGED_DECODE.verdict(&summaries).expect("cases ran");
+            assert!(line.starts_with(bug.defect()), "{bug:?}: {line}");
         }
+    }
+
+    #[test]
+    fn a_correct_output_reads_correct() {
+        let data = PAGED_DECODE.generate(&embedded()[1], 2).expect("generates");
+        let exact: Vec<f32> = PAGED_DECODE.oracle(&data, None).iter().map(|&x| x as f32).collect();
+        let (comparison, said) = diagnosed(&data, &exact);
+        assert!(comparison.passed);
+        assert!(said.line.starts_with("correct"), "{said:?}");
     }
 }

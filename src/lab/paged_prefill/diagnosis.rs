@@ -21,13 +21,8 @@ use super::bugs::Bug;
 use super::oracle;
 use super::contract::{passes, Batch, Inputs, BLOCK, DH, HQ};
 use crate::grade::compare::common_factor;
-use crate::grade::integrity::integrity_problem;
 use crate::lab::definition::{Diagnosis, Graded};
-use crate::lab::experiment::{
-    explain_copied_from_out, explain_expected_file, explain_non_finite, explain_repeats,
-    non_finite_kind,
-};
-use crate::lab::verdict::cause;
+use crate::lab::experiment::{non_finite_reading, shared_reading};
 
 /// Most failing rows replayed per suspect.
 const REPLAY_ROWS: usize = 6;
@@ -366,7 +361,6 @@ fn confirmed(bug: Bug, inputs: &Inputs, facts: &Facts) -> String {
 /// bug models' replays say, in that order of certainty.
 pub fn case_diagnosis(inputs: &Inputs, graded: &Graded<'_>) -> Diagnosis {
     let integrity = graded.integrity;
-    let experiments = graded.experiments;
     let place = |at: &crate::grade::compare::Footprint| place(&inputs.batch, at);
     if integrity.out_of_bounds_writes > 0 {
         // Shifted sequence starts store the last sequence's rows past
@@ -382,41 +376,8 @@ pub fn case_diagnosis(inputs: &Inputs, graded: &Graded<'_>) -> Diagnosis {
                 bug.name(),
             );
         }
-        let line = integrity_problem(integrity).unwrap_or_default();
-        return Diagnosis::new(line, cause::OUT_OF_BOUNDS_WRITE);
     }
-    if !integrity.inputs_modified.is_empty() {
-        let line = integrity_problem(integrity).unwrap_or_default();
-        return Diagnosis::new(line, cause::INPUT_WRITTEN);
-    }
-    if integrity.runs_differ {
-        return match &experiments.repeats {
-            Some(trial) => explain_repeats(trial, &place),
-            None => Diagnosis::new(
-                integrity_problem(integrity).unwrap_or_default(),
-                cause::RACE,
-            ),
-        };
-    }
-    let cmp = graded.comparison;
-    if cmp.passed {
-        return Diagnosis::plain(format!(
-            "correct: all {} elements within tolerance (worst at {:.2} of the allowance)",
-            cmp.elements, cmp.worst_ratio
-        ));
-    }
-    if let Some(said) = experiments
-        .expected_file
-        .as_ref()
-        .and_then(|check| explain_expected_file(check, &place))
-    {
-        return said;
-    }
-    if let Some(said) = experiments
-        .unwritten
-        .as_ref()
-        .and_then(|trial| explain_copied_from_out(trial, &place))
-    {
+    if let Some(said) = shared_reading(graded, &place) {
         return said;
     }
     // A planted bug's model that reproduces the output names the cause
@@ -425,14 +386,13 @@ pub fn case_diagnosis(inputs: &Inputs, graded: &Graded<'_>) -> Diagnosis {
     if let Some((line, Some(bug))) = &explained {
         return Diagnosis::new(line.clone(), bug.name());
     }
-    if cmp.nan + cmp.inf > 0 {
-        if let Some(trial) = &experiments.non_finite {
-            return explain_non_finite(non_finite_kind(cmp), trial, &place);
-        }
+    if let Some(said) = non_finite_reading(graded, &place) {
+        return said;
     }
     if let Some((line, None)) = explained {
         return Diagnosis::plain(line);
     }
+    let cmp = graded.comparison;
     Diagnosis::plain(match &cmp.worst {
         Some(e) => {
             let (seq, position) = inputs.batch.sequence_of_row(e.row);

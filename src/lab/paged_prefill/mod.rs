@@ -107,6 +107,7 @@ impl TypedLab for PagedPrefill {
         threads: 128,
         dynamic_smem_bytes: 0,
         grid_y: GridY::QueryHead,
+        splits: 1,
     };
     const TOLERANCE: Tolerance = Tolerance {
         abs: ABS_TOL,

@@ -1,4 +1,5 @@
-//! The timing panel: both medians, the speedup with its interval, and
+//! The timing panel: for a lab graded on bytes its achieved bandwidth
+//! first, then both medians, the speedup with its interval, and
 //! under them the trend over the file's saves (speedup, registers, max
 //! error), one plot each.
 
@@ -30,10 +31,25 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
         Some(TimingCell::Running) => sentence("timing against the starter...", theme.warn()),
         Some(TimingCell::Failed(reason)) => sentence(reason, theme.warn()),
         Some(TimingCell::Timed(t)) => {
-            let mut lines = vec![
-                Line::raw(format!("student {:>9.3} ms", t.student.median)),
-                Line::raw(format!("starter {:>9.3} ms", t.starter.median)),
-            ];
+            let mut lines = Vec::new();
+            // A lab graded on bytes: achieved bandwidth and its share first
+            // (short lines: the panel is a third of an 80-column screen).
+            if let Some(b) = &t.bandwidth {
+                lines.push(Line::styled(
+                    format!(
+                        "{:.0} GB/s {:.1}%",
+                        b.achieved_bytes_per_s / 1e9,
+                        b.share() * 100.0
+                    ),
+                    theme.accent(),
+                ));
+                lines.push(Line::raw(format!(
+                    "of {:.0} GB/s roof",
+                    b.roof_bytes_per_s() / 1e9
+                )));
+            }
+            lines.push(Line::raw(format!("student {:>9.3} ms", t.student.median)));
+            lines.push(Line::raw(format!("starter {:>9.3} ms", t.starter.median)));
             match &t.speedup {
                 Some(s) => {
                     lines.push(Line::from(vec![
