@@ -1,22 +1,42 @@
 #!/usr/bin/env bash
-# Records the lecture session that walks up the kernel ladder: the live TUI in
-# lecture mode under tmux on a GPU machine, with the starter, then each rung of
-# kernels/flash-prefill/ladder/ saved over the watched file in turn, and plain TF32 (the top
-# rung without its split, fast and failing) saved just before the top rung.
-# Each save waits for its check to land in the history store; the screen is
-# captured after each. The store is what ships in assets/recorded-session-ladder
-# (packed as $OUT/ladder-session.tgz) for `flashprof replay --ladder --present`.
+# Records a lecture session that walks a lab's kernels from the starter up:
+# the live TUI in lecture mode under tmux on a GPU machine, each kernel saved
+# over the watched file in turn. Each save waits for its check to land in the
+# history store; the screen is captured after each. The store is what ships in
+# assets/ for `flashprof replay`, packed as $OUT/<walk>-session.tgz.
 #
-# Usage: scripts/gpu-ladder-session.sh [path/to/flashprof]   (captures go to $OUT)
+#   prefill (default): the flash-prefill ladder, the starter then each rung of
+#     kernels/flash-prefill/ladder/, plain TF32 (the top rung without its
+#     split, fast and failing) saved just before the top rung; ships in
+#     assets/recorded-session-ladder (`replay --ladder`).
+#   decode: the paged-decode walk, the starter, each step of
+#     kernels/paged-decode/walk/, then the reference; ships in
+#     assets/recorded-session-decode-walk (`replay --decode-walk`).
+#
+# Usage: scripts/gpu-ladder-session.sh [path/to/flashprof] [prefill|decode]   (captures go to $OUT)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=$(realpath "${1:-target/release/flashprof}")
+WALK=${2:-prefill}
 OUT=${OUT:-ladder-session-out}
 mkdir -p "$OUT/screens"
 REPO=$PWD
 WORK=$(mktemp -d)
 HISTORY="$WORK/.flashprof/history.jsonl"
-cp kernels/flash-prefill/starter.cu "$WORK/prefill.cu"
+case $WALK in
+  prefill)
+    WATCHED=prefill.cu
+    STARTER=kernels/flash-prefill/starter.cu
+    STEPS=(kernels/flash-prefill/ladder/*.cu)
+    ;;
+  decode)
+    WATCHED=decode.cu
+    STARTER=kernels/paged-decode/starter.cu
+    STEPS=(kernels/paged-decode/walk/*.cu kernels/paged-decode/reference.cu)
+    ;;
+  *) echo "usage: $0 [flashprof] [prefill|decode]" >&2; exit 2 ;;
+esac
+cp "$STARTER" "$WORK/$WATCHED"
 
 checks_done() {
   [ -f "$HISTORY" ] && wc -l <"$HISTORY" || echo 0
@@ -29,16 +49,20 @@ wait_and_capture() {
   tmux capture-pane -p -t ladder >"$OUT/screens/$2.txt"
 }
 save() { # kernel file: replaces the watched file the way editors that rename do
-  cp "$1" "$WORK/prefill.cu.tmp" && mv "$WORK/prefill.cu.tmp" "$WORK/prefill.cu"
+  cp "$1" "$WORK/$WATCHED.tmp" && mv "$WORK/$WATCHED.tmp" "$WORK/$WATCHED"
 }
 
-top=$(ls kernels/flash-prefill/ladder/*.cu | tail -n 1)
-sed 's/kSplitPrecision = true;/kSplitPrecision = false;/' "$top" >"$WORK/plain-tf32.cu"
+# Only the prefill ladder has the failing plain-TF32 step before its top rung.
+top=none
+if [ "$WALK" = prefill ]; then
+  top=${STEPS[-1]}
+  sed 's/kSplitPrecision = true;/kSplitPrecision = false;/' "$top" >"$WORK/plain-tf32.cu"
+fi
 
-tmux new-session -d -s ladder -x 120 -y 40 "cd $WORK && $BIN --present prefill.cu 2>$OUT/tui-stderr.log"
+tmux new-session -d -s ladder -x 120 -y 40 "cd $WORK && $BIN --present $WATCHED 2>$OUT/tui-stderr.log"
 step=1
 wait_and_capture $step 00-starter
-for rung in kernels/flash-prefill/ladder/*.cu; do
+for rung in "${STEPS[@]}"; do
   if [ "$rung" = "$top" ]; then
     save "$WORK/plain-tf32.cu"
     step=$((step + 1))
@@ -51,5 +75,5 @@ done
 tmux send-keys -t ladder q
 sleep 2
 tmux kill-session -t ladder 2>/dev/null
-tar czf "$OUT/ladder-session.tgz" -C "$WORK" .flashprof
+tar czf "$OUT/$WALK-session.tgz" -C "$WORK" .flashprof
 echo "recorded $(checks_done) checks"
