@@ -9,9 +9,8 @@ pub mod definition;
 pub mod experiment;
 pub mod geometry;
 pub mod npy;
-// The next labs' pure cores, not yet registered (issues 22 and 23).
+// The next lab's pure core, not yet registered (issue 23).
 pub mod paged_decode;
-pub mod paged_prefill_fp8;
 pub mod registry;
 pub mod source;
 pub mod typed;
@@ -30,4 +29,5 @@ macro_rules! labs {
 labs! {
     flash_prefill::FLASH_PREFILL,
     paged_prefill::PAGED_PREFILL,
+    paged_prefill_fp8::PAGED_PREFILL_FP8,
 }

@@ -25,7 +25,7 @@ use crate::facts::arch::parse_arch;
 use crate::facts::resources::{theoretical_occupancy, SmLimits, DEFAULT_TARGET};
 use crate::gpu::compile::{self, Build, CompileError, CompileOptions};
 use crate::gpu::device::{FreshKernels, Gpu, GpuError, Kernel, L2Flusher, PROBES_SOURCE};
-use crate::grade::compare::{compare, POISON_BITS};
+use crate::grade::compare::{compare_scaled, POISON_BITS};
 use crate::grade::experiment::{Experiments, GuardSide};
 use crate::grade::integrity::Integrity;
 use crate::lab::definition::{CaseData, Graded, LabCase, LabRef};
@@ -451,9 +451,10 @@ impl Worker {
                 (Event::Case(outcome), e.sticky)
             }
             Ok(runs) => {
-                let comparison = compare(
+                let comparison = compare_scaled(
                     inputs.problem.output,
                     lab.tolerance(),
+                    lab.tolerance_scales(&inputs).as_deref(),
                     &runs.first,
                     &reference,
                 );

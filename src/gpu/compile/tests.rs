@@ -593,3 +593,51 @@ fn without_the_headers_fp16_keeps_its_stand_in_and_bf16_is_refused_with_the_fix(
         "{message}"
     );
 }
+
+#[test]
+fn the_fp8_labs_kernels_compile_with_the_headers_and_are_refused_with_the_fix_without() {
+    use crate::lab::paged_prefill::PAGED_PREFILL;
+    use crate::lab::paged_prefill_fp8::PAGED_PREFILL_FP8;
+    let opts = CompileOptions::default();
+    let shipped = |lab: crate::lab::definition::LabRef, file: &str, text: &str| {
+        StudentSource::from_bytes(file, text.as_bytes(), lab).expect("valid source")
+    };
+    let starter = shipped(
+        PAGED_PREFILL_FP8,
+        "starter.cu",
+        include_str!("../../../kernels/paged-prefill-fp8/starter.cu"),
+    );
+    let reference = shipped(
+        PAGED_PREFILL_FP8,
+        "reference.cu",
+        include_str!("../../../kernels/paged-prefill-fp8/reference.cu"),
+    );
+    for kernel in [&starter, &reference] {
+        try_compile(kernel).unwrap_or_else(|e| panic!("{}: {e}", kernel.display_path()));
+        let refused = compile_with_headers(kernel, &opts, None).expect_err("no headers");
+        assert!(
+            matches!(refused, CompileError::HeadersMissing { .. }),
+            "{refused:?}"
+        );
+        assert!(
+            refused
+                .to_string()
+                .contains(crate::gpu::headers::HEADERS_FIX),
+            "{refused}"
+        );
+    }
+    // The fp32 labs' shipped kernels need no header this machine lacks.
+    for (lab, text) in [
+        (
+            PAGED_PREFILL,
+            include_str!("../../../kernels/paged-prefill/starter.cu"),
+        ),
+        (
+            FLASH_PREFILL,
+            include_str!("../../../kernels/flash-prefill/starter.cu"),
+        ),
+    ] {
+        compile_with_headers(&shipped(lab, "starter.cu", text), &opts, None)
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+}

@@ -20,7 +20,7 @@
 use super::bugs::Bug;
 use super::oracle;
 use super::contract::{passes, Batch, Inputs, BLOCK, DH, HQ};
-use crate::grade::compare::common_factor;
+use crate::grade::compare::{common_factor, Comparison, Footprint};
 use crate::grade::integrity::integrity_problem;
 use crate::lab::definition::{Diagnosis, Graded};
 use crate::lab::experiment::{
@@ -366,8 +366,6 @@ fn confirmed(bug: Bug, inputs: &Inputs, facts: &Facts) -> String {
 /// bug models' replays say, in that order of certainty.
 pub fn case_diagnosis(inputs: &Inputs, graded: &Graded<'_>) -> Diagnosis {
     let integrity = graded.integrity;
-    let experiments = graded.experiments;
-    let place = |at: &crate::grade::compare::Footprint| place(&inputs.batch, at);
     if integrity.out_of_bounds_writes > 0 {
         // Shifted sequence starts store the last sequence's rows past
         // the end: when the values are that bug's, name the bug.
@@ -382,41 +380,9 @@ pub fn case_diagnosis(inputs: &Inputs, graded: &Graded<'_>) -> Diagnosis {
                 bug.name(),
             );
         }
-        let line = integrity_problem(integrity).unwrap_or_default();
-        return Diagnosis::new(line, cause::OUT_OF_BOUNDS_WRITE);
     }
-    if !integrity.inputs_modified.is_empty() {
-        let line = integrity_problem(integrity).unwrap_or_default();
-        return Diagnosis::new(line, cause::INPUT_WRITTEN);
-    }
-    if integrity.runs_differ {
-        return match &experiments.repeats {
-            Some(trial) => explain_repeats(trial, &place),
-            None => Diagnosis::new(
-                integrity_problem(integrity).unwrap_or_default(),
-                cause::RACE,
-            ),
-        };
-    }
-    let cmp = graded.comparison;
-    if cmp.passed {
-        return Diagnosis::plain(format!(
-            "correct: all {} elements within tolerance (worst at {:.2} of the allowance)",
-            cmp.elements, cmp.worst_ratio
-        ));
-    }
-    if let Some(said) = experiments
-        .expected_file
-        .as_ref()
-        .and_then(|check| explain_expected_file(check, &place))
-    {
-        return said;
-    }
-    if let Some(said) = experiments
-        .unwritten
-        .as_ref()
-        .and_then(|trial| explain_copied_from_out(trial, &place))
-    {
+    let place = |at: &Footprint| place(&inputs.batch, at);
+    if let Some(said) = launch_diagnosis(graded, &place) {
         return said;
     }
     // A planted bug's model that reproduces the output names the cause
@@ -425,17 +391,102 @@ pub fn case_diagnosis(inputs: &Inputs, graded: &Graded<'_>) -> Diagnosis {
     if let Some((line, Some(bug))) = &explained {
         return Diagnosis::new(line.clone(), bug.name());
     }
-    if cmp.nan + cmp.inf > 0 {
-        if let Some(trial) = &experiments.non_finite {
-            return explain_non_finite(non_finite_kind(cmp), trial, &place);
-        }
+    if let Some(said) = output_diagnosis(&inputs.batch, graded, &place) {
+        return said;
     }
     if let Some((line, None)) = explained {
         return Diagnosis::plain(line);
     }
+    worst_element(&inputs.batch, graded.comparison)
+}
+
+/// What a paged launch says before any model is replayed, in order of
+/// certainty: stray writes, edited inputs, runs that differ, a pass, the
+/// case's own expected file, rows that hold what `out` held before.
+pub fn launch_diagnosis(graded: &Graded<'_>, place: &dyn Fn(&Footprint) -> String) -> Option<Diagnosis> {
+    let integrity = graded.integrity;
+    let experiments = graded.experiments;
+    if integrity.out_of_bounds_writes > 0 {
+        let line = integrity_problem(integrity).unwrap_or_default();
+        return Some(Diagnosis::new(line, cause::OUT_OF_BOUNDS_WRITE));
+    }
+    if !integrity.inputs_modified.is_empty() {
+        let line = integrity_problem(integrity).unwrap_or_default();
+        return Some(Diagnosis::new(line, cause::INPUT_WRITTEN));
+    }
+    if integrity.runs_differ {
+        return Some(match &experiments.repeats {
+            Some(trial) => explain_repeats(trial, place),
+            None => Diagnosis::new(
+                integrity_problem(integrity).unwrap_or_default(),
+                cause::RACE,
+            ),
+        });
+    }
+    let cmp = graded.comparison;
+    if cmp.passed {
+        return Some(Diagnosis::plain(format!(
+            "correct: all {} elements within tolerance (worst at {:.2} of the allowance)",
+            cmp.elements, cmp.worst_ratio
+        )));
+    }
+    if let Some(said) = experiments
+        .expected_file
+        .as_ref()
+        .and_then(|check| explain_expected_file(check, place))
+    {
+        return Some(said);
+    }
+    experiments
+        .unwritten
+        .as_ref()
+        .and_then(|trial| explain_copied_from_out(trial, place))
+}
+
+/// What the output itself says when no planted bug's model reproduced it:
+/// rows the kernel never wrote (told as unwritten, whatever else they
+/// hold), then NaN or Inf it computed, as the non-finite experiment read them.
+pub fn output_diagnosis(
+    batch: &Batch,
+    graded: &Graded<'_>,
+    place: &dyn Fn(&Footprint) -> String,
+) -> Option<Diagnosis> {
+    let cmp = graded.comparison;
+    if cmp.unwritten > 0 {
+        return Some(unwritten(batch, cmp, place));
+    }
+    if cmp.nan + cmp.inf > 0 {
+        if let Some(trial) = &graded.experiments.non_finite {
+            return Some(explain_non_finite(non_finite_kind(cmp), trial, place));
+        }
+    }
+    None
+}
+
+/// Elements the kernel left holding the poison: no thread stored there.
+fn unwritten(batch: &Batch, cmp: &Comparison, place: &dyn Fn(&Footprint) -> String) -> Diagnosis {
+    let where_ = place(&cmp.where_unwritten);
+    let rows = cmp.where_unwritten.rows.map_or(0, |span| span.last + 1 - span.first);
+    let hint = if rows > 0 && cmp.unwritten == batch.total_new().min(rows) * HQ * DH {
+        "whole rows: check that the grid covers every sequence's new tokens (blockIdx.z * \
+         rows per block up to qStart[s+1] - qStart[s]) and that each row is stored"
+    } else {
+        "check the store's index and the guard that skips rows or heads"
+    };
+    Diagnosis::new(
+        format!(
+            "{} of {} elements were never written (they still hold the poison), {where_}: {hint}",
+            cmp.unwritten, cmp.elements
+        ),
+        cause::NEVER_WRITTEN,
+    )
+}
+
+/// The last word: how many elements are wrong and the worst of them.
+pub fn worst_element(batch: &Batch, cmp: &Comparison) -> Diagnosis {
     Diagnosis::plain(match &cmp.worst {
         Some(e) => {
-            let (seq, position) = inputs.batch.sequence_of_row(e.row);
+            let (seq, position) = batch.sequence_of_row(e.row);
             format!(
                 "{} of {} elements wrong; worst at new token {} (sequence {seq}, \
                  position {position}), head {}: got {:.6e}, expected {:.6e}",
@@ -447,7 +498,7 @@ pub fn case_diagnosis(inputs: &Inputs, graded: &Graded<'_>) -> Diagnosis {
 }
 
 /// Rows (new tokens, with their sequences) and heads of a footprint.
-fn place(batch: &Batch, at: &crate::grade::compare::Footprint) -> String {
+pub fn place(batch: &Batch, at: &Footprint) -> String {
     let Some(span) = at.rows else {
         return "no element".into();
     };

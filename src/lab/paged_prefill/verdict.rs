@@ -14,31 +14,41 @@ use crate::lab::verdict::{self, names, select};
 
 /// The line for a paged-prefill check, `None` when no case ran.
 pub fn verdict(cases: &[CaseSummary<'_>]) -> Option<String> {
+    let bugs: Vec<PlantedBug> = Bug::ALL.iter().map(|b| (b.name(), b.defect())).collect();
+    verdict_over(cases, &bugs)
+}
+
+/// A planted bug as the verdict names it: its cause name and its defect.
+pub type PlantedBug = (&'static str, &'static str);
+
+/// The line for a check of a paged lab whose planted bugs are `bugs`
+/// (both paged labs read their cases the same way).
+pub fn verdict_over(cases: &[CaseSummary<'_>], bugs: &[PlantedBug]) -> Option<String> {
     if let Some(line) = verdict::settled(cases) {
         return line;
     }
     if let Some(line) = verdict::severe(cases) {
         return Some(line);
     }
-    Some(confirmed(cases).unwrap_or_else(|| verdict::by_cause(cases)))
+    Some(confirmed(cases, bugs).unwrap_or_else(|| verdict::by_cause(cases)))
 }
 
 /// The planted bug whose model reproduces most failing cases, when it
 /// reproduces at least half of them.
-fn confirmed(cases: &[CaseSummary<'_>]) -> Option<String> {
+fn confirmed(cases: &[CaseSummary<'_>], bugs: &[PlantedBug]) -> Option<String> {
     let failing = select(cases, |c| c.state == CaseState::Fail);
-    let mut best: Option<(Bug, Vec<&CaseSummary<'_>>)> = None;
-    for bug in Bug::ALL {
+    let mut best: Option<(&str, Vec<&CaseSummary<'_>>)> = None;
+    for &(name, defect) in bugs {
         let hit: Vec<&CaseSummary<'_>> = failing
             .iter()
             .copied()
-            .filter(|c| c.cause == Some(bug.name()))
+            .filter(|c| c.cause == Some(name))
             .collect();
         if hit.len() > best.as_ref().map_or(0, |(_, b)| b.len()) {
-            best = Some((bug, hit));
+            best = Some((defect, hit));
         }
     }
-    let (bug, hit) = best?;
+    let (defect, hit) = best?;
     if hit.len() * 2 < failing.len() {
         return None;
     }
@@ -53,8 +63,7 @@ fn confirmed(cases: &[CaseSummary<'_>]) -> Option<String> {
         n => format!("; {n} other cases pass"),
     };
     Some(format!(
-        "{}: its model reproduces the output of {} of {} failing cases ({}){passes}",
-        bug.defect(),
+        "{defect}: its model reproduces the output of {} of {} failing cases ({}){passes}",
         hit.len(),
         failing.len(),
         names(&hit)
