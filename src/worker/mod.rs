@@ -399,10 +399,7 @@ impl Worker {
             oracle_f64: gpu.load_support(&oracle_image, support.oracle_f64)?,
             clock_probe: gpu.load_support(&probes, "clock_probe")?,
             l2_flusher: gpu.l2_flusher(&l2_sweep)?,
-            fresh: FreshKernels {
-                fill: gpu.load_support(&probes, "fresh_inputs")?,
-                changed: gpu.load_support(&probes, "fresh_inputs_changed")?,
-            },
+            fresh: FreshKernels::load(gpu, &probes)?,
             empty: gpu.load_support(&probes, "empty_launch")?,
             probes,
         });

@@ -335,7 +335,15 @@ fn every_shipped_kernel_compiles() {
             &options,
         )
         .unwrap_or_else(|e| panic!("the probes compile for {arch}: {e}"));
-        for entry in ["fma_peak", "tf32_peak", "bf16_peak", "stream_copy"] {
+        for entry in [
+            "fma_peak",
+            "tf32_peak",
+            "bf16_peak",
+            "stream_copy",
+            "fresh_inputs_changed",
+            "fresh_bf16_changed",
+            "fresh_fp8_changed",
+        ] {
             assert!(image::defines_function(&image, entry), "{entry} for {arch}");
         }
     }
@@ -626,6 +634,11 @@ fn the_fp8_labs_kernels_compile_with_the_headers_and_are_refused_with_the_fix_wi
             "{refused}"
         );
     }
+    // Its float64 reference includes no header, so it compiles either way.
+    let support = PAGED_PREFILL_FP8.support();
+    let oracle = compile_trusted(support.file.path, support.file.text, &opts)
+        .expect("the FP8 lab's float64 reference compiles");
+    assert!(image::defines_function(&oracle, support.oracle_f64));
     // The fp32 labs' shipped kernels need no header this machine lacks.
     for (lab, text) in [
         (
