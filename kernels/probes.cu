@@ -209,10 +209,10 @@ __device__ __forceinline__ unsigned short fresh_bf16_bits(const unsigned short* 
 
 __device__ __forceinline__ unsigned char fresh_fp8_byte(const unsigned char* pristine, unsigned long long i,
                                                         unsigned long long begin, unsigned long long end,
-                                                        unsigned long long seed)
+                                                        unsigned long long seed, bool draws)
 {
     const unsigned char byte = pristine[i];
-    if (i < begin || i >= end || (byte & 0x7F) >= 0x7C) return byte;
+    if (!draws || i < begin || i >= end || (byte & 0x7F) >= 0x7C) return byte;
     const unsigned fresh = (unsigned)(mix64(seed ^ mix64(i)) >> 61);  // 3 bits: sign, 2 mantissa
     return (unsigned char)((byte & 0x7C) | ((fresh & 4u) << 5) | (fresh & 3u));
 }
@@ -241,26 +241,27 @@ extern "C" __global__ void fresh_bf16_changed(const unsigned short* pristine, co
     if (mine != 0) atomicAdd(changed, mine);
 }
 
-// `low` and `high` are unused: FP8 bytes are drawn by their own rule (above).
+// FP8 bytes are drawn by their own rule (above); the range only says whether
+// to draw at all: an empty one (the checked launch's copy) copies every byte.
 extern "C" __global__ void fresh_fp8(const unsigned char* pristine, unsigned char* launched,
                                      unsigned long long count, unsigned long long begin,
-                                     unsigned long long end, unsigned long long seed, float, float)
+                                     unsigned long long end, unsigned long long seed, float low, float high)
 {
     for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < count;
          i += (unsigned long long)gridDim.x * blockDim.x) {
-        launched[i] = fresh_fp8_byte(pristine, i, begin, end, seed);
+        launched[i] = fresh_fp8_byte(pristine, i, begin, end, seed, low < high);
     }
 }
 
 extern "C" __global__ void fresh_fp8_changed(const unsigned char* pristine, const unsigned char* launched,
                                              unsigned long long count, unsigned long long begin,
-                                             unsigned long long end, unsigned long long seed, float, float,
-                                             unsigned long long* changed)
+                                             unsigned long long end, unsigned long long seed, float low,
+                                             float high, unsigned long long* changed)
 {
     unsigned long long mine = 0;
     for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < count;
          i += (unsigned long long)gridDim.x * blockDim.x) {
-        mine += launched[i] != fresh_fp8_byte(pristine, i, begin, end, seed);
+        mine += launched[i] != fresh_fp8_byte(pristine, i, begin, end, seed, low < high);
     }
     if (mine != 0) atomicAdd(changed, mine);
 }

@@ -374,6 +374,42 @@ mod tests {
         assert!(said.line.starts_with("E4M3 bytes decoded as E5M2"), "{said:?}");
     }
 
+    /// The check's one line when every shipped case runs `bug`'s CPU model.
+    fn verdict_for(bug: Bug) -> String {
+        let ran: Vec<(String, Comparison, Diagnosis)> = embedded()
+            .into_iter()
+            .map(|case| {
+                let data = PAGED_PREFILL_FP8.generate(&case, 3).expect("generates");
+                let (comparison, said) = diagnosed(&data, &kernel_output(&data, bug));
+                (case.name, comparison, said)
+            })
+            .collect();
+        let summaries: Vec<crate::lab::definition::CaseSummary<'_>> = ran
+            .iter()
+            .map(|(name, comparison, said)| crate::lab::definition::CaseSummary {
+                name,
+                state: if comparison.passed {
+                    CaseState::Pass
+                } else {
+                    CaseState::Fail
+                },
+                comparison: Some(comparison),
+                integrity: None,
+                diagnosis: &said.line,
+                cause: said.cause,
+            })
+            .collect();
+        PAGED_PREFILL_FP8.verdict(&summaries).expect("cases ran")
+    }
+
+    #[test]
+    fn the_verdict_names_each_planted_bug() {
+        for bug in Bug::ALL {
+            let line = verdict_for(bug);
+            assert!(line.starts_with(bug.defect()), "{bug:?}: {line}");
+        }
+    }
+
     #[test]
     fn rows_left_unwritten_are_told_as_unwritten() {
         let data = case("mixed-lengths-e4m3");
