@@ -177,5 +177,94 @@ extern "C" __global__ void fresh_inputs_changed(const unsigned* pristine, const 
     if (mine != 0) atomicAdd(changed, mine);
 }
 
+// The same for 2- and 1-byte elements, with the same arguments.
+//
+// bf16 (16-bit patterns, the top half of a float's bits): an element whose
+// value lies inside [low, high) is drawn again over the range, then cut to
+// bf16 toward zero, so it is exactly a bf16 value and, the range holding
+// zero, still inside it (a drawn value that would leave it keeps the
+// pristine one). Everything else is copied.
+//
+// FP8 bytes (E4M3 or E5M2, one rule for both, so no format is passed): a byte
+// whose magnitude code is below 0x7C, finite in both formats, gets a fresh
+// sign and fresh two lowest mantissa bits: its magnitude stays in its binade
+// (within a factor of 2 of the pristine value), so no score leaves the range
+// the case was built for, and never becomes a NaN or an infinity. The NaN
+// byte 0x7F (the guard bands and every slot a kernel must not read), E5M2's
+// infinities and NaNs and E4M3's top codes are copied.
+namespace {
+__device__ __forceinline__ unsigned short fresh_bf16_bits(const unsigned short* pristine,
+                                                          unsigned long long i, unsigned long long begin,
+                                                          unsigned long long end, unsigned long long seed,
+                                                          float low, float high)
+{
+    const unsigned short bits = pristine[i];
+    const float value = __uint_as_float((unsigned)bits << 16);
+    if (i < begin || i >= end || !(value >= low && value < high)) return bits;
+    const float unit = (float)(mix64(seed ^ mix64(i)) >> 40) * (1.0f / 16777216.0f);
+    const unsigned short drawn = (unsigned short)(__float_as_uint(fmaf(high - low, unit, low)) >> 16);
+    const float back = __uint_as_float((unsigned)drawn << 16);
+    return back >= low && back < high ? drawn : bits;
+}
+
+__device__ __forceinline__ unsigned char fresh_fp8_byte(const unsigned char* pristine, unsigned long long i,
+                                                        unsigned long long begin, unsigned long long end,
+                                                        unsigned long long seed, bool draws)
+{
+    const unsigned char byte = pristine[i];
+    if (!draws || i < begin || i >= end || (byte & 0x7F) >= 0x7C) return byte;
+    const unsigned fresh = (unsigned)(mix64(seed ^ mix64(i)) >> 61);  // 3 bits: sign, 2 mantissa
+    return (unsigned char)((byte & 0x7C) | ((fresh & 4u) << 5) | (fresh & 3u));
+}
+}  // namespace
+
+extern "C" __global__ void fresh_bf16(const unsigned short* pristine, unsigned short* launched,
+                                      unsigned long long count, unsigned long long begin,
+                                      unsigned long long end, unsigned long long seed, float low, float high)
+{
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < count;
+         i += (unsigned long long)gridDim.x * blockDim.x) {
+        launched[i] = fresh_bf16_bits(pristine, i, begin, end, seed, low, high);
+    }
+}
+
+extern "C" __global__ void fresh_bf16_changed(const unsigned short* pristine, const unsigned short* launched,
+                                              unsigned long long count, unsigned long long begin,
+                                              unsigned long long end, unsigned long long seed, float low,
+                                              float high, unsigned long long* changed)
+{
+    unsigned long long mine = 0;
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < count;
+         i += (unsigned long long)gridDim.x * blockDim.x) {
+        mine += launched[i] != fresh_bf16_bits(pristine, i, begin, end, seed, low, high);
+    }
+    if (mine != 0) atomicAdd(changed, mine);
+}
+
+// FP8 bytes are drawn by their own rule (above); the range only says whether
+// to draw at all: an empty one (the checked launch's copy) copies every byte.
+extern "C" __global__ void fresh_fp8(const unsigned char* pristine, unsigned char* launched,
+                                     unsigned long long count, unsigned long long begin,
+                                     unsigned long long end, unsigned long long seed, float low, float high)
+{
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < count;
+         i += (unsigned long long)gridDim.x * blockDim.x) {
+        launched[i] = fresh_fp8_byte(pristine, i, begin, end, seed, low < high);
+    }
+}
+
+extern "C" __global__ void fresh_fp8_changed(const unsigned char* pristine, const unsigned char* launched,
+                                             unsigned long long count, unsigned long long begin,
+                                             unsigned long long end, unsigned long long seed, float low,
+                                             float high, unsigned long long* changed)
+{
+    unsigned long long mine = 0;
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < count;
+         i += (unsigned long long)gridDim.x * blockDim.x) {
+        mine += launched[i] != fresh_fp8_byte(pristine, i, begin, end, seed, low < high);
+    }
+    if (mine != 0) atomicAdd(changed, mine);
+}
+
 // The shortest launch there is: what no kernel's median can be below.
 extern "C" __global__ void empty_launch() {}

@@ -1,12 +1,13 @@
 """Checks flashprof's JSON reports against each kernel's expected verdict and prints a table.
 
-Both labs: flash-prefill (kernels/, reports named starter, reference,
-bug-*) and paged-prefill (kernels/paged-prefill/, reports named paged-*).
+Every lab: flash-prefill (kernels/flash-prefill/, reports named starter,
+reference, bug-*), paged-prefill (kernels/paged-prefill/, reports named
+paged-*) and paged-prefill-fp8 (kernels/paged-prefill-fp8/, reports named fp8-*).
 
 A flash-prefill planted bug's first line says what must happen:
     // flashprof-expect: <case-name> <kind>
 kind: fail, nan, unwritten, race, oob-write, input-mutated, timeout, crash.
-A paged-prefill planted bug's first line lists every case it must fail, and
+A planted bug of either paged lab lists on its first line every case it must fail, and
 every other case must pass (CI checks the list against the CPU bug models):
     // flashprof-expect-fail: <case-name> ...
 Exit status 0 only when every expectation holds.
@@ -69,7 +70,7 @@ def counters_problem(report):
 
 rows = []
 ok_all = True
-for name in ["starter", "reference", "paged-starter", "paged-reference"]:
+for name in ["starter", "reference", "paged-starter", "paged-reference", "fp8-starter", "fp8-reference"]:
     report = load(name)
     rc, wall = runs.get(name, (-1, 0.0))
     timing = report.get("timing") or {}
@@ -101,23 +102,26 @@ for path in sorted(pathlib.Path("kernels/flash-prefill/bugs").glob("*.cu")):
     seen = "missing" if case is None else f"{case['status']}: {case['diagnosis'][:70]}"
     rows.append((path.stem, f"{case_name} {kind}", seen, "ok" if ok else "WRONG"))
 
-for path in sorted(pathlib.Path("kernels/paged-prefill/bugs").glob("*.cu")):
-    first = path.read_text().splitlines()[0]
-    must_fail = set(first.split("flashprof-expect-fail:", 1)[1].split())
-    name = f"paged-bug-{path.stem}"
-    report = load(name)
-    rc, wall = runs.get(name, (-1, 0.0))
-    cases = report.get("cases", [])
-    failed = {c["name"] for c in cases if c["status"] != "pass"}
-    ran = {c["name"] for c in cases}
-    ok = bool(cases) and failed == must_fail and rc != 0
-    ok_all &= ok
-    extra, missed = sorted(failed - must_fail), sorted(must_fail - failed)
-    seen = f"fails {len(failed)}/{len(ran)}" + (f", also {extra}" if extra else "") + (f", not {missed}" if missed else "")
-    example = next((c for c in cases if c["name"] in failed), None)
-    if example is not None:
-        seen += f": {example['diagnosis'][:60]}"
-    rows.append((f"paged/{path.stem}", f"fails exactly {len(must_fail)} listed", seen, "ok" if ok else "WRONG"))
+# A paged bug fails exactly its listed cases, and the check's one line names
+# its defect (the report's `diagnosis` names the bug whose model reproduces
+# the failing cases; each case's `cause` is that bug's name where it is sure).
+for short, prefix, folder in [("paged", "paged-bug", "kernels/paged-prefill/bugs"), ("fp8", "fp8-bug", "kernels/paged-prefill-fp8/bugs")]:
+    for path in sorted(pathlib.Path(folder).glob("*.cu")):
+        first = path.read_text().splitlines()[0]
+        must_fail = set(first.split("flashprof-expect-fail:", 1)[1].split())
+        name = f"{prefix}-{path.stem}"
+        report = load(name)
+        rc, wall = runs.get(name, (-1, 0.0))
+        cases = report.get("cases", [])
+        failed = {c["name"] for c in cases if c["status"] != "pass"}
+        ran = {c["name"] for c in cases}
+        named = sum(c.get("cause") == path.stem for c in cases if c["name"] in failed)
+        ok = bool(cases) and failed == must_fail and rc != 0 and named > 0
+        ok_all &= ok
+        extra, missed = sorted(failed - must_fail), sorted(must_fail - failed)
+        seen = f"fails {len(failed)}/{len(ran)}, {named} named {path.stem}" + (f", also {extra}" if extra else "") + (f", not {missed}" if missed else "")
+        seen += f": {(report.get('diagnosis') or '')[:60]}"
+        rows.append((f"{short}/{path.stem}", f"fails exactly {len(must_fail)} listed", seen, "ok" if ok else "WRONG"))
 
 # Honest timing: a cheat either has its speedup withheld with the launch and
 # the reason, or shows the starter's own speed, 1.0x within 3% (the trick

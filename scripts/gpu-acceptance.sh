@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU acceptance for flashprof, in one call on a machine with an NVIDIA GPU.
 #
-# Runs `flashprof check` on every shipped kernel of the three registered labs, checks each verdict
+# Runs `flashprof check` on every shipped kernel of every lab, checks each verdict
 # against what the kernel is meant to produce (starter and reference pass;
 # each planted bug fails its intended case in the intended way), and prints
 # a short table last. Full JSON reports and logs go to $OUT (or ./acceptance-out).
@@ -46,6 +46,13 @@ for bug in kernels/paged-prefill/bugs/*.cu; do
   run "paged-bug-$(basename "$bug" .cu)" check "$bug" --lab paged-prefill --no-timing --case-timeout 4
 done
 
+# The third lab, paged-prefill-fp8 (bf16 queries, FP8 cache): its kernels the same way.
+run fp8-starter check kernels/paged-prefill-fp8/starter.cu --lab paged-prefill-fp8 --counters
+run fp8-reference check kernels/paged-prefill-fp8/reference.cu --lab paged-prefill-fp8 --counters
+for bug in kernels/paged-prefill-fp8/bugs/*.cu; do
+  run "fp8-bug-$(basename "$bug" .cu)" check "$bug" --lab paged-prefill-fp8 --no-timing --case-timeout 4
+done
+
 # Honest timing (docs/INTEGRITY.md): every planted cheat of both labs, timed.
 for cheat in kernels/flash-prefill/cheats/*.cu; do
   run "cheat-$(basename "$cheat" .cu)" check "$cheat" --case-timeout 4
@@ -83,6 +90,7 @@ done
 for kernel in starter reference; do
   "$BIN" check "kernels/flash-prefill/$kernel.cu" --counters >>"$OUT/summary.txt" 2>>"$LOG"
   "$BIN" check "kernels/paged-prefill/$kernel.cu" --lab paged-prefill --counters >>"$OUT/summary.txt" 2>>"$LOG"
+  "$BIN" check "kernels/paged-prefill-fp8/$kernel.cu" --lab paged-prefill-fp8 --counters >>"$OUT/summary.txt" 2>>"$LOG"
 done
 
 # Loop latency, phase by phase.

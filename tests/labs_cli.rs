@@ -278,3 +278,33 @@ fn a_byte_order_mark_before_the_lab_key_still_chooses_the_lab() {
     assert_eq!(report["lab"], "paged-prefill", "{}", text(&run));
     assert_ne!(run.status.code(), Some(3), "{}", text(&run));
 }
+
+#[test]
+fn the_fp8_lab_is_listed_and_its_starter_compiles_without_a_gpu() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let listed = flashprof(&["labs"], dir.path());
+    let stdout = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("paged-prefill-fp8") && l.contains("paged-prefill-fp8-v1")),
+        "{stdout}"
+    );
+    // The starter in the lab's kernel folder, as docs/LABS.md lays it out.
+    let folder = dir.path().join("kernels/paged-prefill-fp8");
+    std::fs::create_dir_all(&folder).expect("mkdir");
+    std::fs::write(
+        folder.join("starter.cu"),
+        include_str!("../kernels/paged-prefill-fp8/starter.cu"),
+    )
+    .expect("write");
+    let run = flashprof_without_gpu(
+        &["check", "kernels/paged-prefill-fp8/starter.cu", "--json"],
+        dir.path(),
+    );
+    // 5: compiled, nothing ran (no GPU); a missing header would be a compile problem.
+    assert_eq!(run.status.code(), Some(5), "{}", text(&run));
+    let report: serde_json::Value =
+        serde_json::from_slice(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&run)));
+    assert_eq!(report["lab"], "paged-prefill-fp8", "{}", text(&run));
+}

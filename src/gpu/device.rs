@@ -206,10 +206,37 @@ impl Draw {
     };
 }
 
-/// flashprof's kernels that make and verify fresh inputs (kernels/probes.cu).
+/// flashprof's kernels that make and verify fresh inputs (kernels/probes.cu),
+/// one pair per element size.
 pub struct FreshKernels {
+    /// 4-byte words: float and int tensors.
+    pub words: FreshPair,
+    pub bf16: FreshPair,
+    pub fp8: FreshPair,
+}
+
+/// The kernel that draws a tensor's fresh copy, and the one that counts
+/// where a launch's copy differs from that draw.
+pub struct FreshPair {
     pub fill: CudaFunction,
     pub changed: CudaFunction,
+}
+
+impl FreshKernels {
+    /// The kernels of kernels/probes.cu, from its compiled image `probes`.
+    pub fn load(gpu: &Gpu, probes: &[u8]) -> GpuResult<FreshKernels> {
+        let pair = |fill: &str, changed: &str| -> GpuResult<FreshPair> {
+            Ok(FreshPair {
+                fill: gpu.load_support(probes, fill)?,
+                changed: gpu.load_support(probes, changed)?,
+            })
+        };
+        Ok(FreshKernels {
+            words: pair("fresh_inputs", "fresh_inputs_changed")?,
+            bf16: pair("fresh_bf16", "fresh_bf16_changed")?,
+            fp8: pair("fresh_fp8", "fresh_fp8_changed")?,
+        })
+    }
 }
 
 /// A buffer argument's device view, by element type.
@@ -516,7 +543,7 @@ impl Gpu {
         draw: Draw,
     ) -> GpuResult<()> {
         ws.drawn = draw;
-        self.fresh_passes(ws, &kernels.fill, None)
+        self.fresh_passes(ws, kernels, |pair| &pair.fill, None)
     }
 
     /// The inputs the last launch changed, with how many elements of each:
@@ -530,7 +557,7 @@ impl Gpu {
             .stream
             .alloc_zeros::<u64>(ws.args.len())
             .map_err(gpu_err("cuMemAlloc"))?;
-        self.fresh_passes(ws, &kernels.changed, Some(&mut counts))?;
+        self.fresh_passes(ws, kernels, |pair| &pair.changed, Some(&mut counts))?;
         let counts = self
             .stream
             .clone_dtoh(&counts)
@@ -544,27 +571,32 @@ impl Gpu {
             .collect())
     }
 
-    /// `function` over every input tensor under the workspace's last draw
-    /// (float tensors each from their own stream of it, int tensors copied),
-    /// counting into `counts[argument]` when counts are asked for.
+    /// The `which` kernel of each element size's pair over every input
+    /// tensor under the workspace's last draw (float, bf16 and FP8 tensors
+    /// each from their own stream of it, int tensors copied), counting into
+    /// `counts[argument]` when counts are asked for.
     fn fresh_passes(
         &self,
         ws: &mut Workspace,
-        function: &CudaFunction,
+        kernels: &FreshKernels,
+        which: fn(&FreshPair) -> &CudaFunction,
         mut counts: Option<&mut CudaSlice<u64>>,
     ) -> GpuResult<()> {
         let draw = ws.drawn;
         for (index, (_, arg)) in ws.args.iter_mut().enumerate() {
             let mut count = counts.as_mut().map(|c| c.slice_mut(index..index + 1));
+            let own = tensor_draw(draw, index);
             match arg {
                 DeviceArg::F32(t) => {
-                    self.fresh_pass(t, function, tensor_draw(draw, index), count.as_mut())?
+                    self.fresh_pass(t, which(&kernels.words), own, count.as_mut())?
                 }
-                DeviceArg::I32(t) => self.fresh_pass(t, function, Draw::COPY, count.as_mut())?,
-                // Elements of 2 and 1 bytes are not the 4-byte words the
-                // probes' kernels take: they are copied, and checked on the host.
-                DeviceArg::Bf16(t) => self.narrow_fresh_pass(t, count.as_mut())?,
-                DeviceArg::U8(t) => self.narrow_fresh_pass(t, count.as_mut())?,
+                DeviceArg::I32(t) => {
+                    self.fresh_pass(t, which(&kernels.words), Draw::COPY, count.as_mut())?
+                }
+                DeviceArg::Bf16(t) => {
+                    self.fresh_pass(t, which(&kernels.bf16), own, count.as_mut())?
+                }
+                DeviceArg::U8(t) => self.fresh_pass(t, which(&kernels.fp8), own, count.as_mut())?,
                 DeviceArg::Scalar(_)
                 | DeviceArg::F32Scalar(_)
                 | DeviceArg::Null
@@ -604,42 +636,14 @@ impl Gpu {
         if let Some(changed) = changed {
             launch.arg(changed);
         }
-        // SAFETY: `fresh_inputs` and `fresh_inputs_changed` in kernels/probes.cu
-        // take (const unsigned*, unsigned*, 4 x unsigned long long, 2 x float)
-        // and the latter a trailing unsigned long long*; both buffers hold
-        // `count` 4-byte elements (f32 and i32 alike are handled as bits).
+        // SAFETY: every fresh kernel of kernels/probes.cu takes (const T*, T*,
+        // 4 x unsigned long long, 2 x float), the counting ones a trailing
+        // unsigned long long*, with T the element of its size (unsigned for
+        // f32 and i32 bits, unsigned short for bf16, unsigned char for FP8);
+        // `fresh_passes` picks the pair of this tensor's element size, and
+        // both buffers hold `count` such elements.
         unsafe { launch.launch(grid_stride(blocks)) }.map_err(gpu_err("cuLaunchKernel"))?;
         Ok(())
-    }
-
-    /// [`Self::fresh_pass`] for a tensor of bf16 or bytes: with no count
-    /// asked, the pristine copy (guards included) copied into the buffer;
-    /// with one, the elements (guards included) that differ from it added
-    /// to `changed`.
-    fn narrow_fresh_pass<T: cudarc::driver::DeviceRepr + Copy + PartialEq + Default>(
-        &self,
-        tensor: &mut Guarded<T>,
-        changed: Option<&mut cudarc::driver::CudaViewMut<'_, u64>>,
-    ) -> GpuResult<()> {
-        let pristine = tensor
-            .pristine
-            .as_ref()
-            .ok_or_else(|| GpuError::message("fresh inputs need a pristine copy"))?;
-        let Some(changed) = changed else {
-            return self
-                .stream
-                .memcpy_dtod(pristine, &mut tensor.buffer)
-                .map_err(gpu_err("cuMemcpyDtoD"));
-        };
-        let read = |buffer: &CudaSlice<T>| {
-            self.stream
-                .clone_dtoh(buffer)
-                .map_err(gpu_err("cuMemcpyDtoH"))
-        };
-        let differing = args::differing(&read(pristine)?, &read(&tensor.buffer)?) as u64;
-        self.stream
-            .memcpy_htod(&[differing], changed)
-            .map_err(gpu_err("cuMemcpyHtoD"))
     }
 
     /// Drops persisting L2 lines, a host call that acts at once: make it

@@ -42,7 +42,14 @@ pub struct Tolerance {
 impl Tolerance {
     /// Allowed absolute error for an element whose exact value is `reference`.
     pub fn allowed(self, reference: f64) -> f64 {
-        self.abs + self.rel * reference.abs()
+        self.allowed_scaled(reference, 1.0)
+    }
+
+    /// [`Self::allowed`] with the absolute part multiplied by `abs_scale`
+    /// when it is above 1: for a (row, head) whose values reach that
+    /// magnitude, where reduced-precision probabilities err in proportion.
+    pub fn allowed_scaled(self, reference: f64, abs_scale: f64) -> f64 {
+        self.abs * abs_scale.max(1.0) + self.rel * reference.abs()
     }
 }
 
@@ -278,6 +285,25 @@ pub fn compare(
     out: &[f32],
     reference: &[f64],
 ) -> Comparison {
+    compare_scaled(shape, tolerance, None, out, reference)
+}
+
+/// [`compare`] with the tolerance's absolute part scaled per (row, head) by
+/// `abs_scales` (laid out `[rows][heads]`, see [`Tolerance::allowed_scaled`]).
+pub fn compare_scaled(
+    shape: OutputShape,
+    tolerance: Tolerance,
+    abs_scales: Option<&[f64]>,
+    out: &[f32],
+    reference: &[f64],
+) -> Comparison {
+    if let Some(scales) = abs_scales {
+        assert_eq!(
+            scales.len(),
+            shape.rows * shape.heads,
+            "one scale per (row, head)"
+        );
+    }
     assert_eq!(out.len(), shape.elements(), "out does not match {shape:?}");
     assert_eq!(
         reference.len(),
@@ -303,7 +329,8 @@ pub fn compare(
     };
     for (index, (&got, &expected)) in out.iter().zip(reference).enumerate() {
         let (row, head, dim) = (index / (heads * dims), index / dims % heads, index % dims);
-        let allowed = tolerance.allowed(expected);
+        let abs_scale = abs_scales.map_or(1.0, |scales| scales[index / dims]);
+        let allowed = tolerance.allowed_scaled(expected, abs_scale);
         let finite = got.is_finite() && expected.is_finite();
         let abs_err = if finite {
             (f64::from(got) - expected).abs()

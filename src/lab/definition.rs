@@ -333,6 +333,12 @@ pub trait Lab: Send + Sync {
     /// What the float64 reference kernel is launched with for `problem`.
     fn oracle_f64_grid(&self, problem: &Problem) -> (u32, u32, u32);
     fn tolerance(&self) -> Tolerance;
+    /// Per (row, head) of `data`'s output, what the tolerance's absolute
+    /// part is multiplied by (see [`Tolerance::allowed_scaled`]); `None`
+    /// when it is the same everywhere.
+    fn tolerance_scales(&self, _data: &CaseData) -> Option<Vec<f64>> {
+        None
+    }
     /// The embedded cases file (TOML).
     fn embedded_cases(&self) -> &'static str;
     /// Parses and checks a cases file; `base` resolves relative tensor folders.

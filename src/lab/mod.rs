@@ -9,8 +9,6 @@ pub mod definition;
 pub mod experiment;
 pub mod geometry;
 pub mod npy;
-// The next lab's pure core, not yet registered (issue 22).
-pub mod paged_prefill_fp8;
 pub mod registry;
 pub mod source;
 pub mod typed;
@@ -29,5 +27,6 @@ macro_rules! labs {
 labs! {
     flash_prefill::FLASH_PREFILL,
     paged_prefill::PAGED_PREFILL,
+    paged_prefill_fp8::PAGED_PREFILL_FP8,
     paged_decode::PAGED_DECODE,
 }

@@ -225,6 +225,11 @@ pub trait TypedLab: Send + Sync + 'static {
     fn grid(geometry: &LaunchGeometry, problem: &Problem) -> (u32, u32, u32);
     /// The float64 answer over the whole output, or only `rows` one after another.
     fn oracle(inputs: &Self::Inputs, rows: Option<&[usize]>) -> Vec<f64>;
+    /// Per (row, head), what scales the tolerance's absolute part (see
+    /// [`Lab::tolerance_scales`]); `None` when nothing does.
+    fn tolerance_scales(_inputs: &Self::Inputs) -> Option<Vec<f64>> {
+        None
+    }
     /// The likeliest cause of what a launch produced, in one line of the lab's language.
     fn diagnose(inputs: &Self::Inputs, data: &CaseData, graded: &Graded<'_>) -> Diagnosis;
     /// The inputs with every score multiplied by about `factor`, if the lab can.
@@ -329,6 +334,9 @@ impl<L: TypedLab> Lab for L {
     }
     fn tolerance(&self) -> Tolerance {
         L::TOLERANCE
+    }
+    fn tolerance_scales(&self, data: &CaseData) -> Option<Vec<f64>> {
+        L::tolerance_scales(inputs_of::<L>(data))
     }
     fn embedded_cases(&self) -> &'static str {
         L::CASES

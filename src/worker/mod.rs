@@ -25,7 +25,7 @@ use crate::facts::arch::parse_arch;
 use crate::facts::resources::{theoretical_occupancy, SmLimits, DEFAULT_TARGET};
 use crate::gpu::compile::{self, Build, CompileError, CompileOptions};
 use crate::gpu::device::{FreshKernels, Gpu, GpuError, Kernel, L2Flusher, PROBES_SOURCE};
-use crate::grade::compare::{compare, POISON_BITS};
+use crate::grade::compare::{compare_scaled, POISON_BITS};
 use crate::grade::experiment::{Experiments, GuardSide};
 use crate::grade::integrity::Integrity;
 use crate::lab::definition::{CaseData, Graded, LabCase, LabRef};
@@ -414,10 +414,7 @@ impl Worker {
             oracle_f64: gpu.load_support(&oracle_image, support.oracle_f64)?,
             clock_probe: gpu.load_support(&probes, "clock_probe")?,
             l2_flusher: gpu.l2_flusher(&l2_sweep)?,
-            fresh: FreshKernels {
-                fill: gpu.load_support(&probes, "fresh_inputs")?,
-                changed: gpu.load_support(&probes, "fresh_inputs_changed")?,
-            },
+            fresh: FreshKernels::load(gpu, &probes)?,
             empty: gpu.load_support(&probes, "empty_launch")?,
             probes,
         });
@@ -466,9 +463,10 @@ impl Worker {
                 (Event::Case(outcome), e.sticky)
             }
             Ok(runs) => {
-                let comparison = compare(
+                let comparison = compare_scaled(
                     inputs.problem.output,
                     lab.tolerance(),
+                    lab.tolerance_scales(&inputs).as_deref(),
                     &runs.first,
                     &reference,
                 );

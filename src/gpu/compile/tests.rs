@@ -335,7 +335,15 @@ fn every_shipped_kernel_compiles() {
             &options,
         )
         .unwrap_or_else(|e| panic!("the probes compile for {arch}: {e}"));
-        for entry in ["fma_peak", "tf32_peak", "bf16_peak", "stream_copy"] {
+        for entry in [
+            "fma_peak",
+            "tf32_peak",
+            "bf16_peak",
+            "stream_copy",
+            "fresh_inputs_changed",
+            "fresh_bf16_changed",
+            "fresh_fp8_changed",
+        ] {
             assert!(image::defines_function(&image, entry), "{entry} for {arch}");
         }
     }
@@ -592,4 +600,57 @@ fn without_the_headers_fp16_keeps_its_stand_in_and_bf16_is_refused_with_the_fix(
         message.contains(crate::gpu::headers::HEADERS_FIX),
         "{message}"
     );
+}
+
+#[test]
+fn the_fp8_labs_kernels_compile_with_the_headers_and_are_refused_with_the_fix_without() {
+    use crate::lab::paged_prefill::PAGED_PREFILL;
+    use crate::lab::paged_prefill_fp8::PAGED_PREFILL_FP8;
+    let opts = CompileOptions::default();
+    let shipped = |lab: crate::lab::definition::LabRef, file: &str, text: &str| {
+        StudentSource::from_bytes(file, text.as_bytes(), lab).expect("valid source")
+    };
+    let starter = shipped(
+        PAGED_PREFILL_FP8,
+        "starter.cu",
+        include_str!("../../../kernels/paged-prefill-fp8/starter.cu"),
+    );
+    let reference = shipped(
+        PAGED_PREFILL_FP8,
+        "reference.cu",
+        include_str!("../../../kernels/paged-prefill-fp8/reference.cu"),
+    );
+    for kernel in [&starter, &reference] {
+        try_compile(kernel).unwrap_or_else(|e| panic!("{}: {e}", kernel.display_path()));
+        let refused = compile_with_headers(kernel, &opts, None).expect_err("no headers");
+        assert!(
+            matches!(refused, CompileError::HeadersMissing { .. }),
+            "{refused:?}"
+        );
+        assert!(
+            refused
+                .to_string()
+                .contains(crate::gpu::headers::HEADERS_FIX),
+            "{refused}"
+        );
+    }
+    // Its float64 reference includes no header, so it compiles either way.
+    let support = PAGED_PREFILL_FP8.support();
+    let oracle = compile_trusted(support.file.path, support.file.text, &opts)
+        .expect("the FP8 lab's float64 reference compiles");
+    assert!(image::defines_function(&oracle, support.oracle_f64));
+    // The fp32 labs' shipped kernels need no header this machine lacks.
+    for (lab, text) in [
+        (
+            PAGED_PREFILL,
+            include_str!("../../../kernels/paged-prefill/starter.cu"),
+        ),
+        (
+            FLASH_PREFILL,
+            include_str!("../../../kernels/flash-prefill/starter.cu"),
+        ),
+    ] {
+        compile_with_headers(&shipped(lab, "starter.cu", text), &opts, None)
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
 }

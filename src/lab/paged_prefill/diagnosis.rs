@@ -20,9 +20,10 @@
 use super::bugs::Bug;
 use super::oracle;
 use super::contract::{passes, Batch, Inputs, BLOCK, DH, HQ};
-use crate::grade::compare::common_factor;
+use crate::grade::compare::{common_factor, Comparison, Footprint};
 use crate::lab::definition::{Diagnosis, Graded};
 use crate::lab::experiment::{non_finite_reading, shared_reading};
+use crate::lab::verdict::cause;
 
 /// Most failing rows replayed per suspect.
 const REPLAY_ROWS: usize = 6;
@@ -361,7 +362,6 @@ fn confirmed(bug: Bug, inputs: &Inputs, facts: &Facts) -> String {
 /// bug models' replays say, in that order of certainty.
 pub fn case_diagnosis(inputs: &Inputs, graded: &Graded<'_>) -> Diagnosis {
     let integrity = graded.integrity;
-    let place = |at: &crate::grade::compare::Footprint| place(&inputs.batch, at);
     if integrity.out_of_bounds_writes > 0 {
         // Shifted sequence starts store the last sequence's rows past
         // the end: when the values are that bug's, name the bug.
@@ -377,6 +377,7 @@ pub fn case_diagnosis(inputs: &Inputs, graded: &Graded<'_>) -> Diagnosis {
             );
         }
     }
+    let place = |at: &Footprint| place(&inputs.batch, at);
     if let Some(said) = shared_reading(graded, &place) {
         return said;
     }
@@ -386,16 +387,54 @@ pub fn case_diagnosis(inputs: &Inputs, graded: &Graded<'_>) -> Diagnosis {
     if let Some((line, Some(bug))) = &explained {
         return Diagnosis::new(line.clone(), bug.name());
     }
-    if let Some(said) = non_finite_reading(graded, &place) {
+    if let Some(said) = output_diagnosis(&inputs.batch, graded, &place) {
         return said;
     }
     if let Some((line, None)) = explained {
         return Diagnosis::plain(line);
     }
+    worst_element(&inputs.batch, graded.comparison)
+}
+
+/// What the output itself says when no planted bug's model reproduced it:
+/// rows the kernel never wrote (told as unwritten, whatever else they
+/// hold), then NaN or Inf it computed, as the non-finite experiment read them.
+pub fn output_diagnosis(
+    batch: &Batch,
+    graded: &Graded<'_>,
+    place: &dyn Fn(&Footprint) -> String,
+) -> Option<Diagnosis> {
     let cmp = graded.comparison;
+    if cmp.unwritten > 0 {
+        return Some(unwritten(batch, cmp, place));
+    }
+    non_finite_reading(graded, place)
+}
+
+/// Elements the kernel left holding the poison: no thread stored there.
+fn unwritten(batch: &Batch, cmp: &Comparison, place: &dyn Fn(&Footprint) -> String) -> Diagnosis {
+    let where_ = place(&cmp.where_unwritten);
+    let rows = cmp.where_unwritten.rows.map_or(0, |span| span.last + 1 - span.first);
+    let hint = if rows > 0 && cmp.unwritten == batch.total_new().min(rows) * HQ * DH {
+        "whole rows: check that the grid covers every sequence's new tokens (blockIdx.z * \
+         rows per block up to qStart[s+1] - qStart[s]) and that each row is stored"
+    } else {
+        "check the store's index and the guard that skips rows or heads"
+    };
+    Diagnosis::new(
+        format!(
+            "{} of {} elements were never written (they still hold the poison), {where_}: {hint}",
+            cmp.unwritten, cmp.elements
+        ),
+        cause::NEVER_WRITTEN,
+    )
+}
+
+/// The last word: how many elements are wrong and the worst of them.
+pub fn worst_element(batch: &Batch, cmp: &Comparison) -> Diagnosis {
     Diagnosis::plain(match &cmp.worst {
         Some(e) => {
-            let (seq, position) = inputs.batch.sequence_of_row(e.row);
+            let (seq, position) = batch.sequence_of_row(e.row);
             format!(
                 "{} of {} elements wrong; worst at new token {} (sequence {seq}, \
                  position {position}), head {}: got {:.6e}, expected {:.6e}",
@@ -407,7 +446,7 @@ pub fn case_diagnosis(inputs: &Inputs, graded: &Graded<'_>) -> Diagnosis {
 }
 
 /// Rows (new tokens, with their sequences) and heads of a footprint.
-fn place(batch: &Batch, at: &crate::grade::compare::Footprint) -> String {
+pub fn place(batch: &Batch, at: &Footprint) -> String {
     let Some(span) = at.rows else {
         return "no element".into();
     };

@@ -178,26 +178,11 @@ impl TypedLab for PagedPrefill {
     }
 
     fn grid(geometry: &LaunchGeometry, problem: &Problem) -> (u32, u32, u32) {
-        let x = problem.sequence_starts.len().max(1) as u32;
-        let y = geometry.grid_y.blocks(HQ, HKV);
-        let z = problem
-            .max_sequence_rows
-            .div_ceil(geometry.rows_per_block as usize)
-            .max(1) as u32;
-        (x, y, z)
+        paged_grid(geometry, problem)
     }
 
     fn oracle(inputs: &Inputs, rows: Option<&[usize]>) -> Vec<f64> {
-        let full = oracle::attention(inputs, rows);
-        match rows {
-            None => full,
-            Some(rows) => {
-                let row_len = HQ * DH;
-                rows.iter()
-                    .flat_map(|&row| full[row * row_len..(row + 1) * row_len].iter().copied())
-                    .collect()
-            }
-        }
+        listed_rows(oracle::attention(inputs, rows), rows, HQ * DH)
     }
 
     fn diagnose(inputs: &Inputs, _: &CaseData, graded: &Graded<'_>) -> Diagnosis {
@@ -241,6 +226,45 @@ impl TypedLab for PagedPrefill {
 }
 
 fn problem_of(batch: &Batch) -> Problem {
+    paged_problem(
+        batch,
+        DH,
+        Work {
+            flops: batch.flops(),
+            compulsory_bytes: batch.compulsory_bytes(),
+            output_bytes: batch.q_elems() as u64 * 4,
+        },
+    )
+}
+
+/// The grid of a paged lab's launch: one block per (sequence, `grid_y`
+/// unit, `rows_per_block` new tokens), for both paged labs.
+pub fn paged_grid(geometry: &LaunchGeometry, problem: &Problem) -> (u32, u32, u32) {
+    let x = problem.sequence_starts.len().max(1) as u32;
+    let y = geometry.grid_y.blocks(HQ, HKV);
+    let z = problem
+        .max_sequence_rows
+        .div_ceil(geometry.rows_per_block as usize)
+        .max(1) as u32;
+    (x, y, z)
+}
+
+/// The oracle's answer for `rows` one after another, from an answer `full`
+/// over every row (each `row_len` long); all of it when `rows` is `None`.
+pub fn listed_rows(full: Vec<f64>, rows: Option<&[usize]>, row_len: usize) -> Vec<f64> {
+    match rows {
+        None => full,
+        Some(rows) => rows
+            .iter()
+            .flat_map(|&row| full[row * row_len..(row + 1) * row_len].iter().copied())
+            .collect(),
+    }
+}
+
+/// The engine's view of a paged batch of head dimension `dim` doing `work`
+/// (both paged labs: the sequence structure is the same, the head dimension
+/// and element sizes not).
+pub fn paged_problem(batch: &Batch, dim: usize, work: Work) -> Problem {
     let rows = batch.total_new();
     let seqs = batch.num_seqs();
     let longest = batch.context.iter().max().copied().unwrap_or(0);
@@ -258,16 +282,12 @@ fn problem_of(batch: &Batch) -> Problem {
         output: OutputShape {
             rows,
             heads: HQ,
-            dim: DH,
+            dim,
         },
         head_group: GROUP,
         sequence_starts: (0..seqs).map(|s| batch.start(s)).collect(),
         max_sequence_rows: batch.new.iter().max().copied().unwrap_or(0),
-        work: Work {
-            flops: batch.flops(),
-            compulsory_bytes: batch.compulsory_bytes(),
-            output_bytes: batch.q_elems() as u64 * 4,
-        },
+        work,
     }
 }
 

@@ -21,6 +21,8 @@ use crate::lab::case_file::{read_case_tables, CaseTable};
 use crate::lab::definition::CaseError;
 use crate::lab::paged_prefill::cases::{self as paged_cases, PagedCaseError, Plant};
 
+use super::tensors::CaseInputs;
+
 use super::{
     bf16, cache_elems, k_cache_index, kv_new_elems, kv_new_index, q_elems, q_index,
     standard_alibi_slopes, v_cache_index, Batch, Inputs, KvFormat, BLOCK, DH, FP8_NAN, GROUP, HKV,
@@ -148,17 +150,35 @@ impl CaseSpec {
 
     /// This case's inputs from the run's seed (or its own tensors).
     pub fn generate(&self, seed: u64) -> Result<Inputs, PagedCaseError> {
+        self.generate_with_expected(seed).map(|made| made.inputs)
+    }
+
+    /// [`Self::generate`], with the expected output a case's own tensors bring.
+    pub fn generate_with_expected(&self, seed: u64) -> Result<CaseInputs, PagedCaseError> {
         if let Some(dir) = &self.tensors {
             let scales = (self.k_scale, self.v_scale);
-            return super::tensors::load_dir(dir, self.window, self.format, scales)
-                .map(|c| c.inputs);
+            return super::tensors::load_dir(dir, self.window, self.format, scales);
         }
         let mut rng = ChaCha8Rng::seed_from_u64(seed ^ paged_cases::stable_hash(&self.name));
-        let mut inputs = self.lay_out(self.shape().lengths_batch(), &mut rng);
+        let mut inputs = self.lay_out(self.lengths(), &mut rng);
         for plant in &self.plant {
             apply_plant(&mut inputs, plant);
         }
-        Ok(inputs)
+        Ok(CaseInputs {
+            inputs,
+            expected: None,
+        })
+    }
+
+    /// The batch of the declared lengths (its block table not yet drawn):
+    /// what the case's size follows from.
+    pub fn lengths(&self) -> Batch {
+        self.shape().lengths_batch()
+    }
+
+    /// Query heads (bit `h` for head `h`) where the case plants large scores.
+    pub fn planted_heads(&self) -> u32 {
+        self.shape().planted_heads()
     }
 
     fn lay_out(&self, batch: Batch, rng: &mut ChaCha8Rng) -> Inputs {
@@ -226,6 +246,29 @@ impl CaseSpec {
             v_cache,
         }
     }
+}
+
+/// The timing shape: the second lab's timing batch (16 sequences, contexts
+/// 512 to 4096, 3930 new tokens) at head dim 128, E4M3, kScale 0.5, vScale
+/// 2.0, window and ALiBi off; `summary` says its size from its lengths.
+pub fn timing_spec(summary: impl Fn(&Batch) -> String) -> CaseSpec {
+    let mut spec = CaseSpec {
+        name: "timing".into(),
+        summary: String::new(),
+        context: paged_cases::TIMING_CONTEXT.to_vec(),
+        new: paged_cases::TIMING_NEW.to_vec(),
+        window: 0,
+        alibi: false,
+        share_prefix: None,
+        plant: Vec::new(),
+        format: KvFormat::E4m3,
+        k_scale: default_k_scale(),
+        v_scale: default_v_scale(),
+        wide: false,
+        tensors: None,
+    };
+    spec.summary = format!("the timing shape, {}", summary(&spec.lengths()));
+    spec
 }
 
 /// The positive code of the largest value at most `bound`.

@@ -1,225 +1,452 @@
-//! The third lab, "paged-prefill-fp8-v1": paged prefix prefill as vLLM
-//! serves it, with bf16 queries and an FP8 KV cache (E4M3 or E5M2 bytes,
-//! dequantised with a per-tensor `kScale` and `vScale`).
-//!
-//! This module is the lab with no GPU and no engine interface yet: its
-//! contract, exact FP8 and bf16 arithmetic, the float64 oracle over the
-//! dequantised cache, the golden case, `.npy` case rules, the hazard cases
-//! and a CPU model of each planted bug. The sequence structure (lengths,
-//! block table, windows) is the second lab's [`Batch`], reused as it is:
-//! only the element types, the head dimension and the K packing differ,
-//! and those are spelled out here once ([`q_index`], [`k_cache_index`],
-//! [`v_cache_index`]).
+//! The third lab, `paged-prefill-fp8` ("paged-prefill-fp8-v1"): paged
+//! prefix prefill as vLLM serves it, with bf16 queries and an FP8 KV cache
+//! (E4M3 or E5M2 bytes, dequantised with a per-tensor `kScale` and
+//! `vScale`). The contract, its argument table and the inputs are in
+//! [`contract`]; exact FP8 and bf16 arithmetic, the float64 oracle over the
+//! dequantised cache, the golden case, `.npy` rules, the hazard cases, the
+//! bug models and the diagnosis in the files beside it.
 
 pub mod bf16;
 pub mod bugs;
 pub mod cases;
+pub mod contract;
+pub mod diagnosis;
 pub mod fp8;
 pub mod golden;
 pub mod oracle;
 pub mod tensors;
+pub mod verdict;
 
-pub use self::fp8::{KvFormat, FP8_NAN};
-pub use crate::lab::paged_prefill::contract::{alibi_slope, standard_alibi_slopes, Batch};
+use std::path::Path;
 
-/// The contract's name, as a submission declares it.
-pub const CONTRACT: &str = "paged-prefill-fp8-v1";
-/// The lab's name (and its kernels' folder).
-pub const NAME: &str = "paged-prefill-fp8";
-/// Query heads.
-pub const HQ: usize = 32;
-/// Key/value heads.
-pub const HKV: usize = 8;
-/// Head dimension (Llama-3-8B's).
-pub const DH: usize = 128;
-/// Query heads per KV head.
-pub const GROUP: usize = HQ / HKV;
-/// Tokens per cache block.
-pub const BLOCK: usize = 16;
-/// FP8 bytes packed together along the head dimension of the K cache (16 bytes).
-pub const X: usize = 16;
-/// The score scale: the float nearest `1/sqrt(128)`, `0x1.6a09e6p-4`. Kernels
-/// and the oracle use exactly this value.
-pub const SCALE_F32: f32 = f32::from_bits(0x3DB5_04F3);
-/// [`SCALE_F32`] as the oracle multiplies by it.
-pub const SCALE: f64 = SCALE_F32 as f64;
-/// Absolute part of the tolerance.
-pub const ABS_TOL: f64 = 4e-3;
-/// Relative part of the tolerance.
-pub const REL_TOL: f64 = 2e-2;
+pub use self::contract::*;
+use self::cases::CaseSpec;
+use crate::grade::compare::Tolerance;
+use crate::grade::roofline::Work;
+use crate::lab::definition::{
+    shipped_kernel, CaseData, CaseError, CaseSummary, Diagnosis, Graded, LabRef, Problem,
+    SupportKernels,
+};
+use crate::lab::geometry::{GridY, LaunchGeometry};
+use crate::lab::paged_prefill::cases::PagedCaseError;
+use crate::lab::paged_prefill::{listed_rows, paged_grid, paged_problem};
+use crate::lab::typed::{self, Arg, Made, Shipped, TypedLab};
 
-/// The kernel's name.
-pub const ENTRY_POINT: &str = "paged_prefill_fp8";
-/// The kernel's signature, verbatim from the contract.
-pub const ENTRY_SIGNATURE: &str = "extern \"C\" __global__ void paged_prefill_fp8(
-    const __nv_bfloat16* q, const __nv_bfloat16* kNew, const __nv_bfloat16* vNew,
-    const uint8_t* kCache, const uint8_t* vCache,
-    const int* blockTable, const int* qStart, const int* seqLen,
-    int numSeqs, int maxBlocksPerSeq, int slidingWindow, const float* alibiSlopes,
-    float kScale, float vScale, int kvFormat, __nv_bfloat16* out)";
-
-/// How far `out` may be from the reference `r` of a row whose visible
-/// values reach `value_scale` in magnitude: `4e-3 max(1, value_scale) + 2e-2 |r|`.
-///
-/// The absolute part follows the values because a kernel that rounds its
-/// probabilities to bf16 (as vLLM's does) errs by up to `2^-9 max |v|` in a
-/// row whatever that row's result: with E4M3 values near 448 x vScale in the
-/// cache the contract's plain `4e-3` is missed 70 to 900 times by the seed's
-/// own arithmetic (measured on this lab's wide cases, docs/labs/paged-prefill-fp8.md),
-/// while on values of magnitude 1 the two agree.
-pub fn tolerance(reference: f64, value_scale: f64) -> f64 {
-    ABS_TOL * value_scale.max(1.0) + REL_TOL * reference.abs()
-}
-
-/// Whether one output element passes: finite and within [`tolerance`].
-pub fn passes(out: f64, reference: f64, value_scale: f64) -> bool {
-    out.is_finite() && (out - reference).abs() <= tolerance(reference, value_scale)
-}
-
-/// How many tolerances an element misses by (infinite for NaN or Inf).
-pub fn miss_factor(out: f64, reference: f64, value_scale: f64) -> f64 {
-    match out.is_finite() {
-        true => (out - reference).abs() / tolerance(reference, value_scale),
-        false => f64::INFINITY,
+impl typed::Recipe for CaseSpec {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn summary(&self) -> &str {
+        &self.summary
+    }
+    fn own_tensors(&self) -> Option<&Path> {
+        self.tensors.as_deref()
     }
 }
 
-/// Index into `q` or `out` (`[T][32][128]`).
-pub fn q_index(row: usize, head: usize, dim: usize) -> usize {
-    (row * HQ + head) * DH + dim
+/// The `paged-prefill-fp8` lab.
+pub struct PagedPrefillFp8;
+
+/// The third lab, as the engine takes it.
+pub const PAGED_PREFILL_FP8: LabRef = LabRef(&PagedPrefillFp8);
+
+fn case_error(name: &str, error: PagedCaseError) -> CaseError {
+    match error {
+        PagedCaseError::Parse { file, message } => CaseError::Parse { file, message },
+        PagedCaseError::Invalid { case, message } => CaseError::Invalid { case, message },
+        PagedCaseError::Tensor { file, message } => CaseError::Invalid {
+            case: name.to_owned(),
+            message: format!("{file}: {message}"),
+        },
+    }
 }
 
-/// Index into `kNew` or `vNew` (`[T][8][128]`).
-pub fn kv_new_index(row: usize, kv_head: usize, dim: usize) -> usize {
-    (row * HKV + kv_head) * DH + dim
-}
+impl TypedLab for PagedPrefillFp8 {
+    type Case = CaseSpec;
+    type Inputs = LaunchInputs;
 
-/// Index into the x-packed `kCache` (`[numBlocks][8][128/16][16][16]`).
-pub fn k_cache_index(block: usize, kv_head: usize, dim: usize, slot: usize) -> usize {
-    (((block * HKV + kv_head) * (DH / X) + dim / X) * BLOCK + slot) * X + dim % X
-}
+    const NAME: &'static str = NAME;
+    const CONTRACT: &'static str = CONTRACT;
+    const DESCRIPTION: &'static str = "vLLM's paged prefix prefill as served: bf16 queries, an FP8 (E4M3/E5M2) x-packed KV cache with kScale/vScale, head dim 128";
+    const DEFAULT_FILE: &'static str = "paged_prefill_fp8.cu";
+    const ENTRY_POINT: &'static str = ENTRY_POINT;
+    const SIGNATURE: &'static str = ENTRY_SIGNATURE;
+    const ARGS: &'static [Arg<LaunchInputs>] = ARGS;
+    const BODY_CONSTANTS: &'static [(&'static str, usize)] = &[
+        ("HQ", HQ),
+        ("HKV", HKV),
+        ("DH", DH),
+        ("GROUP", GROUP),
+        ("BLOCK", BLOCK),
+        ("X", X),
+    ];
+    const DEFAULT_GEOMETRY: LaunchGeometry = LaunchGeometry {
+        rows_per_block: 64,
+        threads: 128,
+        dynamic_smem_bytes: 0,
+        grid_y: GridY::QueryHead,
+        splits: 1,
+    };
+    // The absolute part grows with the values a row sees ([`Self::tolerance_scales`]).
+    const TOLERANCE: Tolerance = Tolerance {
+        abs: ABS_TOL,
+        rel: REL_TOL,
+    };
+    const CASES: &'static str = cases::EMBEDDED_CASES;
+    // The bf16 tensors' range; FP8 bytes are drawn by their own rule
+    // (kernels/probes.cu, `fresh_fp8`), which needs no range.
+    const TIMING_DRAW: std::ops::Range<f32> = -1.0..1.0;
+    const KERNELS: Shipped = Shipped {
+        starter: shipped_kernel!("kernels/paged-prefill-fp8/starter.cu"),
+        reference: shipped_kernel!("kernels/paged-prefill-fp8/reference.cu"),
+        support: SupportKernels {
+            file: shipped_kernel!("kernels/paged-prefill-fp8/support.cu"),
+            oracle_f64: "paged_fp8_oracle_f64",
+            oracle_threads: 256,
+        },
+    };
 
-/// Index into `vCache` (`[numBlocks][8][128][16]`).
-pub fn v_cache_index(block: usize, kv_head: usize, dim: usize, slot: usize) -> usize {
-    ((block * HKV + kv_head) * DH + dim) * BLOCK + slot
-}
-
-/// Elements of `q` and `out`.
-pub fn q_elems(batch: &Batch) -> usize {
-    batch.total_new() * HQ * DH
-}
-
-/// Elements of `kNew` and `vNew`.
-pub fn kv_new_elems(batch: &Batch) -> usize {
-    batch.total_new() * HKV * DH
-}
-
-/// Bytes of `kCache` and of `vCache`.
-pub fn cache_elems(batch: &Batch) -> usize {
-    batch.num_blocks * HKV * DH * BLOCK
-}
-
-/// Useful work: two 128-long dot products per visible pair and head.
-pub fn flops(batch: &Batch) -> f64 {
-    batch.visible_pairs_per_head() as f64 * HQ as f64 * DH as f64 * 4.0
-}
-
-/// Bytes any kernel must move once: `q`, `kNew`, `vNew` and `out` as bf16,
-/// the context's cache blocks as bytes.
-pub fn compulsory_bytes(batch: &Batch) -> u64 {
-    let bf16 = 2 * q_elems(batch) + 2 * kv_new_elems(batch);
-    let cache = 2 * batch.total_context_blocks() * HKV * DH * BLOCK;
-    (bf16 * 2 + cache) as u64
-}
-
-/// Everything a launch reads. The bf16 tensors hold f32 values that are
-/// exactly bf16 ([`bf16::is_exact`]); the caches hold FP8 bytes of `format`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Inputs {
-    pub batch: Batch,
-    pub format: KvFormat,
-    pub k_scale: f32,
-    pub v_scale: f32,
-    /// `[T][32][128]`.
-    pub q: Vec<f32>,
-    /// `[T][8][128]`.
-    pub k_new: Vec<f32>,
-    /// `[T][8][128]`.
-    pub v_new: Vec<f32>,
-    /// `[numBlocks][8][128/16][16][16]` FP8 bytes.
-    pub k_cache: Vec<u8>,
-    /// `[numBlocks][8][128][16]` FP8 bytes.
-    pub v_cache: Vec<u8>,
-    /// `[32]`, present exactly when `batch.alibi`.
-    pub alibi_slopes: Option<Vec<f32>>,
-}
-
-impl Inputs {
-    /// The cached key at context position `pos` of `seq`, dequantised exactly.
-    pub fn cached_key(&self, seq: usize, pos: usize, kv_head: usize, dim: usize) -> f64 {
-        let block = self.batch.block_of(seq, pos);
-        let byte = self.k_cache[k_cache_index(block, kv_head, dim, pos % BLOCK)];
-        f64::from(self.format.decode(byte)) * f64::from(self.k_scale)
+    fn parse_cases(text: &str, file: &str, base: &Path) -> Result<Vec<CaseSpec>, CaseError> {
+        cases::parse_cases(text, file, base).map_err(|e| match e {
+            PagedCaseError::Tensor {
+                file: path,
+                message,
+            } => CaseError::Parse {
+                file: file.to_owned(),
+                message: format!("{path}: {message}"),
+            },
+            other => case_error("", other),
+        })
     }
 
-    /// The cached value at context position `pos` of `seq`, dequantised exactly.
-    pub fn cached_value(&self, seq: usize, pos: usize, kv_head: usize, dim: usize) -> f64 {
-        let block = self.batch.block_of(seq, pos);
-        let byte = self.v_cache[v_cache_index(block, kv_head, dim, pos % BLOCK)];
-        f64::from(self.format.decode(byte)) * f64::from(self.v_scale)
+    fn generate(case: &CaseSpec, seed: u64) -> Result<Made<LaunchInputs>, CaseError> {
+        let made = case
+            .generate_with_expected(seed)
+            .map_err(|e| case_error(&case.name, e))?;
+        made.inputs.batch.check_int_arguments(&case.name)?;
+        Ok(Made {
+            inputs: LaunchInputs::new(made.inputs),
+            expected: made.expected,
+            planted_heads: case.planted_heads(),
+        })
     }
+
+    fn problem_of(inputs: &LaunchInputs) -> Problem {
+        problem_of(&inputs.inputs.batch)
+    }
+
+    fn problem(case: &CaseSpec) -> Result<Problem, CaseError> {
+        match case.tensors {
+            // A generated case's size follows from its lengths, without its cache.
+            None => Ok(problem_of(&case.lengths())),
+            Some(_) => Self::generate(case, 0).map(|made| Self::problem_of(&made.inputs)),
+        }
+    }
+
+    fn grid(geometry: &LaunchGeometry, problem: &Problem) -> (u32, u32, u32) {
+        paged_grid(geometry, problem)
+    }
+
+    fn oracle(launch: &LaunchInputs, rows: Option<&[usize]>) -> Vec<f64> {
+        listed_rows(oracle::attention(&launch.inputs), rows, HQ * DH)
+    }
+
+    fn tolerance_scales(launch: &LaunchInputs) -> Option<Vec<f64>> {
+        Some(oracle::value_scales(&launch.inputs))
+    }
+
+    fn diagnose(launch: &LaunchInputs, _: &CaseData, graded: &Graded<'_>) -> Diagnosis {
+        diagnosis::case_diagnosis(&launch.inputs, graded)
+    }
+
+    fn verdict(cases: &[CaseSummary<'_>]) -> Option<String> {
+        verdict::verdict(cases)
+    }
+
+    fn timing_case(overrides: &[(String, String)]) -> Result<CaseSpec, String> {
+        if let Some((key, _)) = overrides.first() {
+            return Err(format!(
+                "the {NAME} lab's timing shape is the contract's fixed batch; it has no key `{key}`"
+            ));
+        }
+        Ok(cases::timing_spec(|batch| problem_of(batch).detail))
+    }
+
+    fn prove_oracle() -> Result<String, String> {
+        golden::prove_oracle()
+            .map(|proof| format!("{proof:?}"))
+            .map_err(|e| e.to_string())
+    }
+}
+
+fn problem_of(batch: &Batch) -> Problem {
+    paged_problem(
+        batch,
+        DH,
+        Work {
+            flops: flops(batch),
+            compulsory_bytes: compulsory_bytes(batch),
+            output_bytes: q_elems(batch) as u64 * 2,
+        },
+    )
 }
 
 #[cfg(test)]
 mod tests {
+    use super::bugs::Bug;
     use super::*;
+    use crate::grade::compare::{compare_scaled, Comparison, POISON_BITS};
+    use crate::grade::integrity::Integrity;
+    use crate::lab::args::ArgValue;
+    use crate::lab::definition::{CaseState, LabCase};
 
-    #[test]
-    // The literal is the contract's exact decimal expansion of the float.
-    #[allow(clippy::excessive_precision)]
-    fn the_scale_is_the_float_nearest_one_over_sqrt_128() {
-        assert_eq!(SCALE, 0.088388346135616302490234375);
-        let exact = 1.0 / 128f64.sqrt();
-        let below = f64::from(f32::from_bits(SCALE_F32.to_bits() - 1));
-        let above = f64::from(f32::from_bits(SCALE_F32.to_bits() + 1));
-        assert!((SCALE - exact).abs() < (below - exact).abs());
-        assert!((SCALE - exact).abs() < (above - exact).abs());
+    fn embedded() -> Vec<LabCase> {
+        PAGED_PREFILL_FP8
+            .parse_cases(cases::EMBEDDED_CASES, "assets/paged-prefill-fp8-cases.toml", Path::new("."))
+            .expect("the embedded cases parse")
+    }
+
+    fn case(name: &str) -> CaseData {
+        let case = embedded()
+            .into_iter()
+            .find(|c| c.name == name)
+            .expect("the case exists");
+        PAGED_PREFILL_FP8.generate(&case, 5).expect("generates")
     }
 
     #[test]
-    fn cache_indices_follow_the_contract_and_tile_a_block() {
-        let (b, g, d, o) = (3, 5, 77, 11);
-        assert_eq!(
-            k_cache_index(b, g, d, o),
-            (((b * 8 + g) * 8 + d / 16) * 16 + o) * 16 + d % 16
+    fn the_argument_table_is_the_contracts_signature() {
+        typed::check_args_against_signature(&PagedPrefillFp8).expect("table and signature agree");
+    }
+
+    #[test]
+    fn every_case_becomes_the_contracts_argument_list() {
+        let abi = PAGED_PREFILL_FP8.abi();
+        for case in embedded() {
+            let data = PAGED_PREFILL_FP8.generate(&case, 7).expect("generates");
+            let args = PAGED_PREFILL_FP8.args(&data);
+            assert_eq!(args.len(), abi.args.len(), "{}", case.name);
+            for (spec, value) in abi.args.iter().zip(&args) {
+                assert!(value.fits(spec.kind), "{}: {} is {value:?}", case.name, spec.name);
+            }
+            let launch = typed::inputs_of::<PagedPrefillFp8>(&data);
+            let inputs = &launch.inputs;
+            // The kernel gets the very values the oracle reads, as bf16 bits.
+            let ArgValue::Bf16(q) = args[0] else {
+                panic!("q is bf16")
+            };
+            assert!(q
+                .iter()
+                .zip(&inputs.q)
+                .all(|(&bits, &x)| f32::from_bits(u32::from(bits) << 16) == x));
+            assert_eq!(args[11] == ArgValue::Null, !inputs.batch.alibi, "{}", case.name);
+            assert_eq!(args[12], ArgValue::F32Scalar(inputs.k_scale));
+            assert_eq!(args[13], ArgValue::F32Scalar(inputs.v_scale));
+            assert_eq!(args[14], ArgValue::Scalar(inputs.format.code()));
+            assert_eq!(
+                PAGED_PREFILL_FP8.problem(&case).expect("problem"),
+                data.problem,
+                "{}",
+                case.name
+            );
+        }
+    }
+
+    #[test]
+    fn the_timing_case_is_the_contracts_batch_and_takes_no_keys() {
+        let case = PAGED_PREFILL_FP8.timing_case(&[]).expect("timing case");
+        let problem = PAGED_PREFILL_FP8.problem(&case).expect("problem");
+        assert_eq!(problem.output.rows, 3930);
+        assert_eq!(problem.output.dim, 128);
+        // The spec's figures: about 140 GFLOP and 150 MB of compulsory bytes.
+        assert!((problem.work.flops / 1e9 - 139.8).abs() < 0.5, "{:?}", problem.work);
+        let mb = problem.work.compulsory_bytes as f64 / 1e6;
+        assert!((140.0..160.0).contains(&mb), "{mb} MB");
+        let refused = PAGED_PREFILL_FP8
+            .timing_case(&[("chunk".into(), "64".into())])
+            .expect_err("no keys");
+        assert!(refused.contains("`chunk`"), "{refused}");
+    }
+
+    #[test]
+    fn the_oracle_is_proven_on_its_golden_case() {
+        PAGED_PREFILL_FP8.prove_oracle().expect("the golden proof holds");
+    }
+
+    #[test]
+    fn the_tolerance_follows_the_values_a_row_sees() {
+        let data = case("mixed-lengths-e4m3");
+        let reference = PAGED_PREFILL_FP8.oracle(&data, None);
+        let scales = PAGED_PREFILL_FP8.tolerance_scales(&data).expect("scales");
+        assert_eq!(scales.len(), data.problem.output.rows * HQ);
+        let widest = (0..scales.len())
+            .max_by(|&a, &b| scales[a].total_cmp(&scales[b]))
+            .expect("rows");
+        assert!(scales[widest] > 100.0, "the wide case has wide values");
+        // That (row, head) off by 0.9 of its scaled absolute allowance.
+        let mut out: Vec<f64> = reference.clone();
+        for x in &mut out[widest * DH..(widest + 1) * DH] {
+            *x += 0.9 * ABS_TOL * scales[widest];
+        }
+        let out: Vec<f32> = out.iter().map(|&x| x as f32).collect();
+        let judged = |scales: Option<&[f64]>| {
+            compare_scaled(
+                data.problem.output,
+                PAGED_PREFILL_FP8.tolerance(),
+                scales,
+                &out,
+                &reference,
+            )
+            .passed
+        };
+        assert!(judged(Some(&scales)));
+        assert!(!judged(None));
+    }
+
+    /// What a kernel with `bug` writes, as the grader reads a bf16 output.
+    fn kernel_output(data: &CaseData, bug: Bug) -> Vec<f32> {
+        bugs::model(&typed::inputs_of::<PagedPrefillFp8>(data).inputs, bug)
+            .iter()
+            .map(|&x| bf16::round(x as f32))
+            .collect()
+    }
+
+    fn diagnosed(data: &CaseData, out: &[f32]) -> (Comparison, Diagnosis) {
+        let reference = PAGED_PREFILL_FP8.oracle(data, None);
+        let scales = PAGED_PREFILL_FP8.tolerance_scales(data);
+        let comparison = compare_scaled(
+            data.problem.output,
+            PAGED_PREFILL_FP8.tolerance(),
+            scales.as_deref(),
+            out,
+            &reference,
         );
-        assert_eq!(v_cache_index(b, g, d, o), ((b * 8 + g) * 128 + d) * 16 + o);
-        let mut seen_k = vec![false; HKV * DH * BLOCK];
-        let mut seen_v = seen_k.clone();
-        for g in 0..HKV {
-            for d in 0..DH {
-                for o in 0..BLOCK {
-                    seen_k[k_cache_index(0, g, d, o)] = true;
-                    seen_v[v_cache_index(0, g, d, o)] = true;
+        let said = PAGED_PREFILL_FP8.diagnose(
+            data,
+            &Graded {
+                out,
+                reference: &reference,
+                comparison: &comparison,
+                integrity: &Integrity::default(),
+                experiments: &Default::default(),
+            },
+        );
+        (comparison, said)
+    }
+
+    #[test]
+    fn each_planted_bug_is_named_by_its_diagnosis() {
+        // Where two bugs' models write the same output on a case (both read
+        // only NaN bytes, say), either name is right; each bug is named on
+        // most of the cases it fails.
+        let all: Vec<(String, CaseData)> = embedded()
+            .into_iter()
+            .map(|c| {
+                let data = PAGED_PREFILL_FP8.generate(&c, 5).expect("generates");
+                (c.name, data)
+            })
+            .collect();
+        for bug in Bug::ALL {
+            let mut named = Vec::new();
+            let mut failed = 0;
+            for (name, data) in &all {
+                let (comparison, said) = diagnosed(data, &kernel_output(data, bug));
+                if comparison.passed {
+                    continue;
+                }
+                failed += 1;
+                if said.cause == Some(bug.name()) || said.line.contains(bug.defect()) {
+                    named.push(name.as_str());
+                } else {
+                    eprintln!("{bug:?} on {name}: {said:?}");
                 }
             }
+            assert!(named.len() * 2 > failed, "{bug:?}: named on {named:?} of {failed}");
         }
-        assert!(seen_k.iter().all(|&s| s) && seen_v.iter().all(|&s| s));
-        // Sixteen consecutive dims of one key are sixteen consecutive bytes.
-        assert_eq!(k_cache_index(1, 0, 15, 2) + 1, k_cache_index(1, 0, 0, 3));
-        assert_eq!(k_cache_index(1, 0, 16, 2), k_cache_index(1, 0, 0, 2) + 256);
+        let data = case("mixed-lengths-e4m3");
+        let (_, said) = diagnosed(&data, &kernel_output(&data, Bug::KScaleIgnored));
+        assert!(
+            said.line.starts_with(
+                "cached keys are read without kScale (0.5): their scores are 2.000x too large"
+            ),
+            "{said:?}"
+        );
+        let (_, said) = diagnosed(&data, &kernel_output(&data, Bug::FormatIgnored));
+        assert!(said.line.starts_with("E4M3 bytes decoded as E5M2"), "{said:?}");
+    }
+
+    /// The check's one line when every shipped case runs `bug`'s CPU model.
+    fn verdict_for(bug: Bug) -> String {
+        let ran: Vec<(String, Comparison, Diagnosis)> = embedded()
+            .into_iter()
+            .map(|case| {
+                let data = PAGED_PREFILL_FP8.generate(&case, 3).expect("generates");
+                let (comparison, said) = diagnosed(&data, &kernel_output(&data, bug));
+                (case.name, comparison, said)
+            })
+            .collect();
+        let summaries: Vec<crate::lab::definition::CaseSummary<'_>> = ran
+            .iter()
+            .map(|(name, comparison, said)| crate::lab::definition::CaseSummary {
+                name,
+                state: if comparison.passed {
+                    CaseState::Pass
+                } else {
+                    CaseState::Fail
+                },
+                comparison: Some(comparison),
+                integrity: None,
+                diagnosis: &said.line,
+                cause: said.cause,
+            })
+            .collect();
+        PAGED_PREFILL_FP8.verdict(&summaries).expect("cases ran")
     }
 
     #[test]
-    fn tolerance_miss_factor_and_signature() {
-        assert!(passes(1.0, 1.0 + 0.0239, 0.5) && !passes(1.0, 1.0 + 0.0245, 1.0));
-        assert!(!passes(f64::NAN, 0.0, 1.0) && !passes(f64::INFINITY, 1.0, 1.0));
-        assert!((miss_factor(0.04, 0.0, 1.0) - 10.0).abs() < 1e-12);
-        // Rows that see values of 896 get 896 times the absolute part.
-        assert!(passes(0.0, 3.5, 896.0) && !passes(0.0, 3.7, 896.0));
-        assert_eq!(miss_factor(f64::NAN, 0.0, 1.0), f64::INFINITY);
-        assert!(ENTRY_SIGNATURE.contains(&format!("void {ENTRY_POINT}(")));
-        assert_eq!(ENTRY_SIGNATURE.matches("__nv_bfloat16*").count(), 4);
-        assert_eq!(ENTRY_SIGNATURE.matches("const uint8_t*").count(), 2);
+    fn the_verdict_names_each_planted_bug() {
+        for bug in Bug::ALL {
+            let line = verdict_for(bug);
+            assert!(line.starts_with(bug.defect()), "{bug:?}: {line}");
+        }
+    }
+
+    #[test]
+    fn rows_left_unwritten_are_told_as_unwritten() {
+        let data = case("mixed-lengths-e4m3");
+        let mut out: Vec<f32> = PAGED_PREFILL_FP8
+            .oracle(&data, None)
+            .iter()
+            .map(|&x| bf16::round(x as f32))
+            .collect();
+        let row_len = HQ * DH;
+        out[..3 * row_len].fill(f32::from_bits(POISON_BITS));
+        let (comparison, said) = diagnosed(&data, &out);
+        assert_eq!(comparison.unwritten, 3 * row_len);
+        assert_eq!(said.cause, Some(crate::lab::verdict::cause::NEVER_WRITTEN), "{said:?}");
+        assert!(said.line.contains("never written"), "{said:?}");
+        assert!(!said.line.contains("NaN"), "{said:?}");
+    }
+
+    #[test]
+    fn a_correct_output_passes_and_the_verdict_says_so() {
+        let data = case("alibi-and-window");
+        let out: Vec<f32> = PAGED_PREFILL_FP8
+            .oracle(&data, None)
+            .iter()
+            .map(|&x| bf16::round(x as f32))
+            .collect();
+        let (comparison, said) = diagnosed(&data, &out);
+        assert!(comparison.passed && said.line.starts_with("correct"), "{said:?}");
+        let summaries = [crate::lab::definition::CaseSummary {
+            name: "alibi-and-window",
+            state: CaseState::Pass,
+            comparison: Some(&comparison),
+            integrity: None,
+            diagnosis: &said.line,
+            cause: None,
+        }];
+        let line = PAGED_PREFILL_FP8.verdict(&summaries).expect("a case ran");
+        assert!(line.starts_with("all 1 case"), "{line}");
     }
 }

@@ -1,0 +1,102 @@
+//! A one-line verdict in the FP8 lab's terms: scales, formats, the X = 16
+//! packing, the walk over cached keys.
+//!
+//! The launch's own evidence comes first, as in the second lab (stray
+//! writes, edited inputs, races, the experiments; shared through
+//! [`crate::lab::paged_prefill::diagnosis`]). Then each planted bug's CPU
+//! model ([`super::bugs`]) is run on the case and compared with what the
+//! kernel wrote: a model that reproduces the output
+//! names the cause with certainty (NaN for NaN, as a stray read of an FP8
+//! NaN byte gives both; where several models agree, all are named). Failing that, rows left unwritten are told as
+//! unwritten, and last the worst element is shown.
+
+use super::bugs::{model, Bug};
+use super::oracle::value_scales;
+use super::{bf16, passes, Inputs, DH};
+use crate::grade::compare::{Footprint, POISON_BITS};
+use crate::lab::definition::{Diagnosis, Graded};
+use crate::lab::experiment::shared_reading;
+use crate::lab::paged_prefill::diagnosis::{output_diagnosis, place, worst_element};
+
+/// A case's diagnosis: the launch's evidence, then the bug models, then the output.
+pub fn case_diagnosis(inputs: &Inputs, graded: &Graded<'_>) -> Diagnosis {
+    let batch = &inputs.batch;
+    let place = |at: &Footprint| place(batch, at);
+    if let Some(said) = shared_reading(graded, &place) {
+        return said;
+    }
+    let bugs = reproducing_bugs(inputs, graded.out, graded.reference);
+    if let Some((&bug, others)) = bugs.split_first() {
+        let cmp = graded.comparison;
+        // Two defects can write the same output on a case (both reading
+        // only FP8 NaN bytes, say): the line names every one that does.
+        let also: String = others
+            .iter()
+            .map(|&other| format!("; or: {}", bug_line(other, inputs)))
+            .collect();
+        return Diagnosis::new(
+            format!(
+                "{}: {} of {} elements wrong, {}{also}",
+                bug_line(bug, inputs),
+                cmp.failing,
+                cmp.elements,
+                place(&cmp.where_failing)
+            ),
+            bug.name(),
+        );
+    }
+    output_diagnosis(batch, graded, &place)
+        .unwrap_or_else(|| worst_element(batch, graded.comparison))
+}
+
+/// The planted bugs whose models agree with `out` on every element, where
+/// `out` fails somewhere. An element the kernel never wrote agrees with no
+/// model (every model writes every row); a NaN or Inf agrees with what the
+/// model's value is as a bf16 output (a NaN, or past bf16's range).
+pub fn reproducing_bugs(inputs: &Inputs, out: &[f32], reference: &[f64]) -> Vec<Bug> {
+    let scales = value_scales(inputs);
+    let agrees = |at: usize, want: f64| {
+        let got = out[at];
+        match got.is_finite() {
+            _ if got.to_bits() == POISON_BITS => false,
+            true => passes(f64::from(got), want, scales[at / DH]),
+            false => {
+                let as_output = bf16::round(want as f32);
+                (got.is_nan() && as_output.is_nan()) || got == as_output
+            }
+        }
+    };
+    if (0..out.len()).all(|at| agrees(at, reference[at])) {
+        return Vec::new();
+    }
+    Bug::ALL
+        .into_iter()
+        .filter(|&bug| {
+            let modelled = model(inputs, bug);
+            (0..out.len()).all(|at| agrees(at, modelled[at]))
+        })
+        .collect()
+}
+
+/// The cause in this case's numbers.
+fn bug_line(bug: Bug, inputs: &Inputs) -> String {
+    let (k, v) = (inputs.k_scale, inputs.v_scale);
+    match bug {
+        Bug::KScaleIgnored => format!(
+            "cached keys are read without kScale ({k}): their scores are {:.3}x too large; \
+             multiply each decoded key byte by kScale",
+            1.0 / k
+        ),
+        Bug::ScalesSwapped => format!(
+            "kScale and vScale are swapped: cached keys are scaled by {v} instead of {k}, values \
+             by {k} instead of {v}"
+        ),
+        Bug::FormatIgnored => format!(
+            "E4M3 bytes decoded as E5M2: this case's cache is {:?} (kvFormat = {}); decode with \
+             the format kvFormat names",
+            inputs.format,
+            inputs.format.code()
+        ),
+        _ => bug.defect().to_owned(),
+    }
+}
