@@ -435,6 +435,9 @@ pub fn remote_command(
 /// srun's arguments for one worker step: `--` ends srun's options, so a
 /// program path starting with `-` is never read as one, and a leading `~/`
 /// (which no shell expands here) is this user's home, as it is for ssh.
+/// `--overlap` lets steps of the session share the allocation: the GPU
+/// worker's step holds its CPUs while a GPU-less builder compiles beside
+/// it, and without it the builder's step would wait for the worker to end.
 fn srun_args(job: &str, flashprof: &str, worker_args: &[OsString]) -> Vec<OsString> {
     let program: OsString = match (flashprof.strip_prefix("~/"), std::env::var_os("HOME")) {
         (Some(rest), Some(home)) => std::path::Path::new(&home).join(rest).into(),
@@ -444,6 +447,7 @@ fn srun_args(job: &str, flashprof: &str, worker_args: &[OsString]) -> Vec<OsStri
         format!("--jobid={job}").into(),
         "--ntasks=1".into(),
         "--nodes=1".into(),
+        "--overlap".into(),
         "--quiet".into(),
         "--".into(),
         program,
@@ -834,6 +838,7 @@ mod tests {
                 "--jobid=42",
                 "--ntasks=1",
                 "--nodes=1",
+                "--overlap",
                 "--quiet",
                 "--",
                 "--export=NONE",
