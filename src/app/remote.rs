@@ -846,8 +846,13 @@ mod tests {
             ]
         );
         let home = std::env::var("HOME").expect("HOME is set for the tests");
-        assert_eq!(words("~/bin/flashprof")[5], format!("{home}/bin/flashprof"));
-        assert_eq!(words("/opt/flashprof")[5], "/opt/flashprof");
+        let program =
+            |args: Vec<String>| args[args.iter().position(|a| a == "--").unwrap() + 1].clone();
+        assert_eq!(
+            program(words("~/bin/flashprof")),
+            format!("{home}/bin/flashprof")
+        );
+        assert_eq!(program(words("/opt/flashprof")), "/opt/flashprof");
     }
 
     #[test]
