@@ -1,5 +1,5 @@
 //! Embeds the sessions recorded on the H200 that `flashprof replay` plays
-//! when given no path (and with `--ladder`), so an installed binary carries
+//! when given no path (and with `--ladder` or `--decode-walk`), so an installed binary carries
 //! them. (The starter, reference and support kernels and the cases are
 //! single files, embedded with `include_str!` where they are used.)
 //!
@@ -53,6 +53,7 @@ fn main() {
     for (name, dir) in [
         ("RECORDED_SESSION", "assets/recorded-session"),
         ("LADDER_SESSION", "assets/recorded-session-ladder"),
+        ("DECODE_WALK_SESSION", "assets/recorded-session-decode-walk"),
     ] {
         code.push_str(&table(name, &root, dir));
         println!("cargo:rerun-if-changed={dir}");

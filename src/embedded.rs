@@ -24,6 +24,13 @@ pub static LADDER: RecordedSession = RecordedSession {
     files: LADDER_SESSION,
 };
 
+/// The paged-decode walk, starter to reference along the memory roof, for
+/// lectures after the ladder (docs/LADDER.md).
+pub static DECODE_WALK: RecordedSession = RecordedSession {
+    folder: "assets/recorded-session-decode-walk/",
+    files: DECODE_WALK_SESSION,
+};
+
 impl RecordedSession {
     /// Writes the session into `dir` and returns its `history.jsonl`.
     pub fn unpack(&self, dir: &Path) -> std::io::Result<PathBuf> {
@@ -90,5 +97,40 @@ mod tests {
             );
         }
         assert!(median(6) < median(4), "the top rung is the fastest");
+    }
+
+    #[test]
+    fn the_decode_walk_reads_less_time_at_every_step_and_every_save_passes_and_was_profiled() {
+        let read = records(&DECODE_WALK);
+        // The starter, the walk's three steps, the reference.
+        assert_eq!(read.len(), 5, "{} runs recorded", read.len());
+        let reports: Vec<_> = read
+            .iter()
+            .map(|record| record.report.as_ref().expect("every save was checked"))
+            .collect();
+        for (index, report) in reports.iter().enumerate() {
+            assert_eq!(report.lab, "paged-decode", "save {}", index + 1);
+            assert!(
+                report
+                    .cases
+                    .iter()
+                    .all(|c| c.status == crate::protocol::CaseStatus::Pass),
+                "save {} passes every case",
+                index + 1
+            );
+            assert!(
+                !report.counters.is_empty(),
+                "save {} has counters",
+                index + 1
+            );
+        }
+        let medians: Vec<f64> = reports
+            .iter()
+            .map(|r| r.timing.as_ref().expect("timed").student.median)
+            .collect();
+        assert!(
+            medians.windows(2).all(|pair| pair[1] < pair[0]),
+            "each step is faster than the one before: {medians:?}"
+        );
     }
 }

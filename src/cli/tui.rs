@@ -50,6 +50,11 @@ pub struct ReplayArgs {
     /// each rung of kernels/flash-prefill/ladder/ (docs/LADDER.md).
     #[arg(long, conflicts_with = "path")]
     pub ladder: bool,
+    /// Play the paged-decode walk recorded on an H200 instead: the starter,
+    /// each step of kernels/paged-decode/walk/, the reference, along the
+    /// memory roof (docs/LADDER.md).
+    #[arg(long, conflicts_with_all = ["path", "ladder"])]
+    pub decode_walk: bool,
     /// Lecture mode: the speedup and the pass count in large digits, the heatmap large.
     #[arg(long)]
     pub present: bool,
@@ -152,6 +157,8 @@ pub fn replay(args: ReplayArgs) -> Result<ExitCode, Refusal> {
                 std::env::temp_dir().join(format!("flashprof-recorded-{}", std::process::id()));
             let session = if args.ladder {
                 &crate::embedded::LADDER
+            } else if args.decode_walk {
+                &crate::embedded::DECODE_WALK
             } else {
                 &crate::embedded::WALKTHROUGH
             };
