@@ -247,7 +247,7 @@ fn hostile_submissions_get_one_row_each_with_reasons_and_nothing_leaks() {
     let rows = parse_csv(&csv);
     assert_eq!(rows[0][0], "id");
     assert_eq!(rows.len(), 1 + subs.len());
-    assert!(rows.iter().all(|r| r.len() == 17), "{rows:?}");
+    assert!(rows.iter().all(|r| r.len() == 22), "{rows:?}");
     assert!(
         rows[1..].iter().all(|r| r[2] == "flash-prefill"),
         "{rows:?}"
@@ -256,9 +256,10 @@ fn hostile_submissions_get_one_row_each_with_reasons_and_nothing_leaks() {
     assert!(csv_ids.contains(&"line\nbreak.cu"));
     // A cell a spreadsheet would run as a formula is defused with an apostrophe.
     assert!(csv_ids.contains(&"'-rf.cu"));
+    // Each submission's JSON entry and its feedback for the student.
     assert_eq!(
         std::fs::read_dir(out.join("runs")).expect("runs").count(),
-        subs.len()
+        2 * subs.len()
     );
 }
 
@@ -303,7 +304,12 @@ fn the_gradebook_s_last_column_says_what_a_kernel_keeps_between_launches() {
             "timing_integrity",
             "kept_state",
             "bandwidth_gb_s",
-            "bandwidth_share"
+            "bandwidth_share",
+            "registers",
+            "spill_bytes",
+            "smem_bytes",
+            "occupancy",
+            "occupancy_limiter"
         ]
     );
     let kept: BTreeMap<&str, &str> = rows[1..]
@@ -857,4 +863,246 @@ fn merge_warnings_quote_hostile_folder_names_without_their_escapes() {
         !stderr.contains('\u{1b}') && !stderr.contains('\u{7}'),
         "{stderr:?}"
     );
+}
+
+/// `grade ARGS --out OUT --compile-only` in `root`.
+fn grade_compile_only(inputs: &[&Path], out: &Path, root: &Path) -> Output {
+    let mut args = vec!["grade"];
+    args.extend(inputs.iter().map(|p| p.to_str().expect("utf-8")));
+    args.extend(["--out", out.to_str().expect("utf-8"), "--compile-only"]);
+    flashprof(&args, root)
+}
+
+#[test]
+fn a_missing_class_folder_or_one_without_submissions_is_nothing_to_grade() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let out = root.path().join("out");
+    let missing = root.path().join("no/such/folder");
+    // A class folder holding no submission: notes, and a TUI history's saves.
+    let empty = root.path().join("empty-class");
+    write(&empty.join("README.txt"), "nothing handed in");
+    write(&empty.join("alice/.flashprof/sources/1.cu"), STARTER);
+    let named = root.path().join("typo.cu");
+    for (inputs, names) in [
+        (vec![missing.as_path()], "no/such/folder"),
+        (vec![empty.as_path()], "no *.cu submission"),
+        // A glob that matched nothing reaches grade as the pattern itself.
+        (vec![named.as_path()], "typo.cu"),
+    ] {
+        let run = grade_compile_only(&inputs, &out, root.path());
+        assert_eq!(run.status.code(), Some(8), "{inputs:?}: {}", text(&run));
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert!(
+            stderr.contains(names) && stderr.contains("nothing was graded"),
+            "{stderr}"
+        );
+        assert!(!out.exists(), "{inputs:?}: no output folder is made");
+    }
+}
+
+#[test]
+fn the_end_of_a_run_counts_the_gradebook_by_status_on_stderr() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let class = root.path().join("class");
+    write(&class.join("starter.cu"), STARTER);
+    write(
+        &class.join("syntax.cu"),
+        STARTER.replacen('{', "{ int x = ;", 1),
+    );
+    write(&class.join("empty.cu"), "");
+    write(&class.join("binary.cu"), b"\x7fELF\x00");
+    let out = root.path().join("out");
+    let run = grade_compile_only(&[&class], &out, root.path());
+    assert_finished(&run);
+    let expected = if nvrtc_available(&submissions(&out), "starter.cu") {
+        "summary: 4 submissions: 1 compiled, 1 compile_error, 2 rejected"
+    } else {
+        "summary: 4 submissions: 2 rejected, 2 error"
+    };
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(
+        stderr
+            .lines()
+            .filter(|l| l.starts_with("summary:"))
+            .collect::<Vec<_>>(),
+        [expected],
+        "{stderr}"
+    );
+    // Merging says the same of the gradebook it writes.
+    let merged = root.path().join("merged");
+    let run = flashprof(
+        &[
+            "grade",
+            "--merge",
+            out.to_str().expect("utf-8"),
+            "--out",
+            merged.to_str().expect("utf-8"),
+        ],
+        root.path(),
+    );
+    assert_finished(&run);
+    assert!(
+        String::from_utf8_lossy(&run.stderr).contains(expected),
+        "{}",
+        text(&run)
+    );
+}
+
+/// The feedback file written for submission `id` under `out`.
+fn feedback(out: &Path, id: &str) -> String {
+    let name = flashprof::app::batch::output::feedback_file_name(id);
+    std::fs::read_to_string(out.join("runs").join(name)).expect("a feedback file")
+}
+
+#[test]
+fn each_submission_gets_a_feedback_file_a_student_can_read() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let class = root.path().join("class");
+    // A compile error on a line that holds an escape sequence.
+    let syntax = STARTER.replacen('{', "{ int x = ; // \u{1b}[2J\n", 1);
+    let error_line = 1 + syntax
+        .lines()
+        .position(|l| l.contains("int x = ;"))
+        .expect("the error's line");
+    write(&class.join("syntax.cu"), &syntax);
+    // Written for another lab, under a name that would retitle a terminal.
+    let paged = include_str!("../kernels/paged-prefill/starter.cu");
+    let hostile_id = "other\u{1b}]0;owned\u{7}.cu";
+    write(&class.join(hostile_id), paged);
+    let out = root.path().join("out");
+    assert_finished(&grade_compile_only(&[&class], &out, root.path()));
+
+    let rejected = feedback(&out, hostile_id);
+    assert!(
+        rejected.starts_with("flashprof feedback: other^[]0;owned^G.cu\n"),
+        "{rejected}"
+    );
+    assert!(
+        rejected.contains("verdict: rejected: the file cannot be graded as a kernel source"),
+        "{rejected}"
+    );
+    assert!(
+        rejected.contains(
+            "the file declares lab `paged-prefill`, but it is being checked as `flash-prefill`"
+        ),
+        "{rejected}"
+    );
+    // No --lab was given, so the reason names no flag to drop.
+    assert!(!rejected.contains("--lab or"), "{rejected}");
+    assert!(!rejected.contains("cases:"), "{rejected}");
+
+    let subs = submissions(&out);
+    if !nvrtc_available(&subs, "syntax.cu") {
+        return;
+    }
+    let compile_error = feedback(&out, "syntax.cu");
+    assert!(
+        compile_error.contains("verdict: compile_error: the kernel does not compile"),
+        "{compile_error}"
+    );
+    let file = subs["syntax.cu"]["file"].as_str().expect("file");
+    let place = format!("{file}:{error_line}:");
+    let located = compile_error
+        .lines()
+        .find(|l| l.starts_with(&place))
+        .unwrap_or_else(|| panic!("no `{place}COL: error:` line:\n{compile_error}"));
+    let column = located[place.len()..].split(':').next().expect("column");
+    assert!(column.parse::<usize>().is_ok(), "{located}");
+    assert!(located.contains(": error: "), "{located}");
+    // The student's line is quoted with its escape made visible.
+    assert!(compile_error.contains("// ^[[2J"), "{compile_error}");
+    for text in [&rejected, &compile_error] {
+        assert!(
+            !text.contains(|c: char| c.is_control() && c != '\n'),
+            "{text:?}"
+        );
+    }
+}
+
+#[test]
+fn a_compile_only_gradebook_leaves_case_counts_empty_and_fills_in_the_build() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let class = root.path().join("class");
+    write(&class.join("starter.cu"), STARTER);
+    write(&class.join("empty.cu"), "");
+    let out = root.path().join("out");
+    assert_finished(&grade_compile_only(&[&class], &out, root.path()));
+    let rows = parse_csv(&std::fs::read_to_string(out.join("gradebook.csv")).expect("csv"));
+    let column = |name: &str| {
+        rows[0]
+            .iter()
+            .position(|c| c == name)
+            .unwrap_or_else(|| panic!("no column {name}: {:?}", rows[0]))
+    };
+    let cell = |id: &str, name: &str| {
+        let row = rows.iter().find(|r| r[0] == id).expect("a row");
+        row[column(name)].clone()
+    };
+    for id in ["starter.cu", "empty.cu"] {
+        // Never run: no count, rather than 0 of 14 passed.
+        assert_eq!(cell(id, "cases_passed"), "", "{id}");
+        assert_eq!(cell(id, "cases_total"), "", "{id}");
+    }
+    for name in [
+        "registers",
+        "spill_bytes",
+        "smem_bytes",
+        "occupancy",
+        "occupancy_limiter",
+    ] {
+        assert_eq!(cell("empty.cu", name), "", "nothing compiled: {name}");
+    }
+    if !nvrtc_available(&submissions(&out), "starter.cu") {
+        return;
+    }
+    let registers: u32 = cell("starter.cu", "registers").parse().expect("registers");
+    assert!(registers > 0);
+    let spills: u32 = cell("starter.cu", "spill_bytes").parse().expect("spills");
+    let smem: u32 = cell("starter.cu", "smem_bytes").parse().expect("smem");
+    let occupancy: f64 = cell("starter.cu", "occupancy").parse().expect("occupancy");
+    assert!(occupancy > 0.0 && occupancy <= 1.0, "{occupancy}");
+    assert!(
+        ["registers", "shared_memory", "threads", "blocks"]
+            .contains(&cell("starter.cu", "occupancy_limiter").as_str()),
+        "{}",
+        cell("starter.cu", "occupancy_limiter")
+    );
+    // The same figures as the report's build.
+    let compile = &submissions(&out)["starter.cu"]["report"]["compile"];
+    assert_eq!(compile["resources"]["registers"], registers);
+    let resources = &compile["resources"];
+    assert_eq!(
+        resources["spill_store_bytes"].as_u64().expect("stores")
+            + resources["spill_load_bytes"].as_u64().expect("loads"),
+        u64::from(spills)
+    );
+    assert_eq!(
+        resources["static_smem_bytes"].as_u64().expect("static")
+            + compile["geometry"]["dynamic_smem_bytes"]
+                .as_u64()
+                .expect("dynamic"),
+        u64::from(smem)
+    );
+}
+
+#[test]
+fn grade_s_help_says_what_grade_does_with_lab_and_gpu_host() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let run = flashprof(&["grade", "--help"], root.path());
+    assert_eq!(run.status.code(), Some(0));
+    // Help wraps to the terminal: compare with line breaks as spaces.
+    let help = String::from_utf8_lossy(&run.stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        help.contains("A file's own `lab=` key never changes it"),
+        "{help}"
+    );
+    assert!(!help.contains("decides"), "{help}");
+    assert!(
+        help.contains("the journal and gradebook written, here"),
+        "{help}"
+    );
+    assert!(!help.contains("file watching"), "{help}");
 }

@@ -22,6 +22,31 @@ fn labs_lists_one_line_per_lab_with_the_first_lab_first() {
     assert!(decode.contains("paged-decode-v1"), "{stdout}");
 }
 
+#[test]
+fn the_top_level_help_names_every_lab_with_its_own_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let listed = flashprof(&["labs"], dir.path());
+    let names: Vec<String> = String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .filter_map(|line| line.split_whitespace().next().map(str::to_owned))
+        .collect();
+    assert_eq!(names.len(), 4, "{names:?}");
+    let run = flashprof(&["--help"], dir.path());
+    assert_eq!(run.status.code(), Some(0));
+    let help = String::from_utf8_lossy(&run.stdout);
+    for (name, lab) in names.iter().zip(flashprof::lab::registry::labs()) {
+        assert_eq!(name, lab.name());
+        assert!(
+            help.lines().any(|line| {
+                let words: Vec<&str> = line.split_whitespace().collect();
+                words.starts_with(&[lab.name(), lab.default_file()])
+            }),
+            "{name} is not listed with {}:\n{help}",
+            lab.default_file()
+        );
+    }
+}
+
 /// The decode lab's starter, chosen by its own `lab=` key, compiles on a
 /// machine without a GPU (exit 5: nothing graded) and `--json` names the
 /// lab and the contract.

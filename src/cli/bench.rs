@@ -83,8 +83,8 @@ fn median(values: &mut [f64]) -> f64 {
 
 pub fn run(args: BenchArgs) -> Result<ExitCode, Refusal> {
     let lab = args.lab.for_file(&args.file)?;
-    let source = StudentSource::from_path(&args.file, lab)
-        .map_err(|e| Refusal::new(ExitCode::BadSource, e.to_string()))?;
+    let source =
+        StudentSource::from_path(&args.file, lab).map_err(|e| args.lab.refuse_source(e))?;
     let command = super::worker_command(&args.remote)?;
     // The cold check is a whole one, timing and counters included.
     let options = RunOptions {

@@ -11,7 +11,6 @@ use super::refusal::{ErrorContext, Refusal};
 use super::ExitCode;
 use crate::app::check::{run_check, CheckPlan};
 use crate::app::gate::{GateTable, SpeedGate};
-use crate::display::for_display;
 use crate::lab::source::StudentSource;
 use crate::outcome::Progress;
 use crate::outcome::Verdict;
@@ -106,10 +105,8 @@ impl CheckArgs {
 fn checked(args: &CheckArgs, context: &mut ErrorContext) -> Result<ExitCode, Refusal> {
     let lab = args.lab.for_file(&args.file)?;
     context.lab = Some(lab.name().to_owned());
-    let source = StudentSource::from_path(&args.file, lab).map_err(|e| {
-        // The message quotes the file's name and text: shown neutralised.
-        Refusal::new(ExitCode::BadSource, for_display(&e.to_string()))
-    })?;
+    let source =
+        StudentSource::from_path(&args.file, lab).map_err(|e| args.lab.refuse_source(e))?;
     super::proven_oracle(lab)?;
     let sanitizer = args
         .sanitize

@@ -16,7 +16,6 @@ use super::refusal::{ErrorContext, Refusal};
 use super::ExitCode;
 use crate::app::check::run_check_alone;
 use crate::app::gate::{GateTable, SpeedGate};
-use crate::display::for_display;
 use crate::lab::source::StudentSource;
 use crate::outcome::CheckReport;
 use crate::report::compare::{render_compare_json, render_compare_table, Palette, Side};
@@ -70,8 +69,7 @@ fn compared(args: &CompareArgs, context: &mut ErrorContext) -> Result<ExitCode, 
     for path in [&args.a, &args.b] {
         context.source_path = Some(path.display().to_string());
         super::refuse_missing(path)?;
-        let source = StudentSource::from_path(path, lab)
-            .map_err(|e| Refusal::new(ExitCode::BadSource, for_display(&e.to_string())))?;
+        let source = StudentSource::from_path(path, lab).map_err(|e| args.lab.refuse_source(e))?;
         sources.push((path.display().to_string(), source));
     }
     context.source_path = None;

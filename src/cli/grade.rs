@@ -12,6 +12,7 @@ use clap::Args;
 
 use super::refusal::Refusal;
 use super::ExitCode;
+use crate::app::batch::gradebook::count_by_status;
 use crate::app::batch::journal::{self, GradeMode, JOURNAL_FILE};
 use crate::app::batch::lock::{LockError, OutLock};
 use crate::app::batch::merge::{is_among, merge_folders};
@@ -22,15 +23,27 @@ use crate::app::batch::{run_batch, BatchError, BatchEvent, BatchPlan};
 use crate::app::gate::GateTable;
 use crate::display::{line_for_display, path_for_display};
 use crate::gpu::device;
+use crate::outcome::Verdict;
 use crate::worker::GpuSelection;
 
+/// What `--lab` does in `grade`, unlike the commands that check one file.
+const LAB_HELP: &str = "The lab the whole class is graded against (`flashprof labs` lists \
+     them; default: the first lab). A file's own `lab=` key never changes it: a file \
+     declaring another lab is a rejected row";
+
+/// What `--gpu-host` moves in `grade`: the workers, nothing of the class's files.
+const GPU_HOST_HELP: &str = "Run each submission's worker (compile, cases, timing) on \
+     another machine through the system's ssh, e.g. `user@node`, on the node's GPU 0 or \
+     those --gpus names; the submissions are read, and the journal and gradebook \
+     written, here (docs/REMOTE.md)";
+
 #[derive(Args, Debug)]
+#[command(mut_arg("lab", |arg| arg.help(LAB_HELP)))]
+#[command(mut_arg("gpu_host", |arg| arg.help(GPU_HOST_HELP)))]
 pub struct GradeArgs {
     /// A folder (every *.cu in it, recursively) or the submission files; with --merge, the output folders to join.
     #[arg(required = true, value_name = "DIR|FILES")]
     pub inputs: Vec<PathBuf>,
-    /// The lab the whole class is graded against (default: the first lab). A
-    /// file's own `lab=` key never changes it: a file declaring another lab is rejected.
     #[command(flatten)]
     pub lab: super::LabArg,
     #[command(flatten)]
@@ -46,7 +59,8 @@ pub struct GradeArgs {
     /// FLASHPROF_COMPILE_MEMORY_MB each).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=256))]
     pub jobs: Option<u32>,
-    /// GPU ordinals to use, comma-separated (default: every GPU found).
+    /// GPU ordinals to use, comma-separated (default: every GPU found; with
+    /// --gpu-host or --gpu-slurm, the node's GPU 0).
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     pub gpus: Vec<usize>,
     /// Grade only shard K of N (1-based): submission i of the sorted list when i % N == K-1.
@@ -71,6 +85,17 @@ pub fn run(args: GradeArgs) -> Result<ExitCode, Refusal> {
     // The class is graded against the lab the TA names, never a file's choice.
     let lab = args.lab.choose(None)?;
     let usage = |message: String| Refusal::new(ExitCode::Usage, message);
+    let nothing = |message: String| Refusal::new(ExitCode::NothingToGrade, message);
+    // A name that is not there is the TA's typo or a glob that matched
+    // nothing, not a student's missing work: no gradebook is made of it.
+    for input in &args.inputs {
+        if let Err(e) = std::fs::symlink_metadata(input) {
+            return Err(nothing(format!(
+                "{}: {e}; nothing was graded",
+                path_for_display(input)
+            )));
+        }
+    }
     let submissions = match args.inputs.as_slice() {
         [dir] if dir.is_dir() => {
             let found = discover_dir(dir).map_err(|e| usage(e.to_string()))?;
@@ -79,6 +104,12 @@ pub fn run(args: GradeArgs) -> Result<ExitCode, Refusal> {
                     "flashprof grade: skipped {} .cu files in hidden folders (.flashprof/ and others): not submissions",
                     found.skipped_hidden
                 );
+            }
+            if found.submissions.is_empty() {
+                return Err(nothing(format!(
+                    "{}: no *.cu submission in this folder or below it; nothing was graded",
+                    path_for_display(dir)
+                )));
             }
             found.submissions
         }
@@ -135,6 +166,7 @@ pub fn run(args: GradeArgs) -> Result<ExitCode, Refusal> {
                 s.errors,
                 path_for_display(&args.out.join(GRADEBOOK_CSV))
             );
+            print_summary(&s.by_status);
             Ok(if s.errors > 0 {
                 ExitCode::Environment
             } else {
@@ -189,21 +221,30 @@ fn worker_slots(args: &GradeArgs) -> Result<(GradeMode, Vec<GpuSelection>), Stri
     if args.compile_only {
         return Ok(compile_only(None));
     }
-    let found = match device::count() {
-        Ok(0) => return Ok(compile_only(Some("no CUDA GPU found".into()))),
-        Ok(n) => n,
-        Err(problem) => return Ok(compile_only(Some(problem.describe()))),
-    };
-    let gpus: Vec<usize> = if args.gpus.is_empty() {
-        (0..found).collect()
+    let gpus: Vec<usize> = if args.remote.is_remote() {
+        // The workers open the node's GPUs, which cannot be counted from
+        // here (this machine may have none): the ones --gpus names, else
+        // the node's first. A worker that finds none says so in its row.
+        match args.gpus.is_empty() {
+            true => vec![0],
+            false => args.gpus.clone(),
+        }
     } else {
-        args.gpus.clone()
+        let found = match device::count() {
+            Ok(0) => return Ok(compile_only(Some("no CUDA GPU found".into()))),
+            Ok(n) => n,
+            Err(problem) => return Ok(compile_only(Some(problem.describe()))),
+        };
+        if let Some(missing) = args.gpus.iter().find(|&&g| g >= found) {
+            return Err(format!(
+                "--gpus names GPU {missing}, but {found} are present"
+            ));
+        }
+        match args.gpus.is_empty() {
+            true => (0..found).collect(),
+            false => args.gpus.clone(),
+        }
     };
-    if let Some(missing) = gpus.iter().find(|&&g| g >= found) {
-        return Err(format!(
-            "--gpus names GPU {missing}, but {found} are present"
-        ));
-    }
     let jobs = args.jobs.map_or(gpus.len(), |j| j as usize);
     if jobs > gpus.len() {
         eprintln!("flashprof grade: {jobs} workers on {} GPUs share devices, so timings disturb each other", gpus.len());
@@ -257,7 +298,22 @@ fn merge(args: &GradeArgs) -> Result<ExitCode, Refusal> {
         args.inputs.len(),
         path_for_display(&args.out.join(GRADEBOOK_CSV))
     );
+    print_summary(&count_by_status(&merged.entries));
     Ok(ExitCode::Pass)
+}
+
+/// The gradebook's rows by status, on stderr in one short line:
+/// `summary: 14 submissions: 8 compiled, 1 compile_error, 5 rejected`.
+fn print_summary(by_status: &[(Verdict, usize)]) {
+    let total: usize = by_status.iter().map(|&(_, count)| count).sum();
+    let counts: Vec<String> = by_status
+        .iter()
+        .map(|(verdict, count)| format!("{count} {}", verdict.word()))
+        .collect();
+    match counts.is_empty() {
+        true => eprintln!("summary: no submissions"),
+        false => eprintln!("summary: {total} submissions: {}", counts.join(", ")),
+    }
 }
 
 /// A one-line progress bar with an ETA on stderr; silent when stderr is not a terminal.
@@ -332,5 +388,57 @@ impl ProgressBar {
         if self.visible {
             eprint!("\r\x1b[2K");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Command {
+        #[command(flatten)]
+        grade: GradeArgs,
+    }
+
+    fn slots(extra: &[&str]) -> (GradeMode, Vec<GpuSelection>) {
+        let mut words = vec!["grade", "class", "--out", "out"];
+        words.extend(extra);
+        let args = Command::try_parse_from(words)
+            .expect("valid arguments")
+            .grade;
+        worker_slots(&args).expect("slots")
+    }
+
+    #[test]
+    fn remote_workers_open_the_node_s_gpus_whatever_this_machine_has() {
+        // This machine's GPUs (none, on a login node) say nothing of the node's.
+        assert_eq!(
+            slots(&["--gpu-host", "alice@node"]),
+            (GradeMode::Full, vec![GpuSelection::Ordinal(0)])
+        );
+        assert_eq!(
+            slots(&[
+                "--gpu-slurm",
+                "--gres=gpu:2",
+                "--gpus",
+                "6,7",
+                "--jobs",
+                "3"
+            ]),
+            (
+                GradeMode::Full,
+                vec![
+                    GpuSelection::Ordinal(6),
+                    GpuSelection::Ordinal(7),
+                    GpuSelection::Ordinal(6)
+                ]
+            )
+        );
+        assert_eq!(
+            slots(&["--gpu-host", "alice@node", "--compile-only", "--jobs", "2"]).0,
+            GradeMode::CompileOnly
+        );
     }
 }

@@ -18,13 +18,14 @@ use refusal::Refusal;
 
 use std::path::Path;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
+use crate::display::for_display;
 use crate::gpu::compile::QuickBuild;
 use crate::lab::definition::LabRef;
 use crate::lab::geometry;
 use crate::lab::registry;
-use crate::lab::source::{read_regular_file, FollowLinks, MAX_SOURCE_BYTES};
+use crate::lab::source::{read_regular_file, FollowLinks, SourceError, MAX_SOURCE_BYTES};
 
 pub use crate::outcome::ExitCode;
 
@@ -98,6 +99,21 @@ impl LabArg {
         }
     }
 
+    /// A student file the source checks refused (exit 3). Only a file
+    /// declaring another lab than `--lab` named is told to drop the flag:
+    /// without one, that advice would name a flag nobody gave.
+    fn refuse_source(&self, error: SourceError) -> Refusal {
+        let wrong_lab = matches!(error, SourceError::WrongLab { .. });
+        // The message quotes the file's name and text: shown neutralised.
+        let mut refusal = Refusal::new(ExitCode::BadSource, for_display(&error.to_string()));
+        if wrong_lab && self.lab.is_some() {
+            refusal.fix = Some(
+                "drop --lab (the file's own `lab=` key then decides) or change that key".into(),
+            );
+        }
+        refusal
+    }
+
     /// The lab for checking `file`: `--lab`, else what the file declares.
     /// A missing file is refused here, before any lab is chosen for it.
     fn for_file(&self, file: &Path) -> Result<LabRef, Refusal> {
@@ -122,7 +138,6 @@ fn unknown_word(word: &str) -> Result<(), Refusal> {
     if !bare || Path::new(word).exists() {
         return Ok(());
     }
-    use clap::CommandFactory;
     let command = Cli::command();
     let names: Vec<&str> = command
         .get_subcommands()
@@ -198,6 +213,24 @@ fn list_labs() -> Result<ExitCode, Refusal> {
         );
     }
     Ok(ExitCode::Pass)
+}
+
+/// The labs, under the top-level help: read from the registry, so the list
+/// is always the labs this build hosts, each with the file the TUI watches
+/// for it when no FILE is given.
+fn labs_help() -> String {
+    let lines: Vec<String> = registry::labs()
+        .iter()
+        .enumerate()
+        .map(|(i, lab)| {
+            let default = if i == 0 { "  (the default lab)" } else { "" };
+            format!("  {:<20} {}{default}", lab.name(), lab.default_file())
+        })
+        .collect();
+    format!(
+        "Labs (--lab NAME; `flashprof labs` describes each), with each lab's own file:\n{}",
+        lines.join("\n")
+    )
 }
 
 /// This executable re-entered as a worker (or, with `--gpu-host` /
@@ -279,7 +312,11 @@ fn end_quietly_when_stdout_closes() {
 /// Runs the command line and returns the process exit code.
 pub fn main() -> u8 {
     end_quietly_when_stdout_closes();
-    let cli = match Cli::try_parse() {
+    let parsed = Cli::command()
+        .after_help(labs_help())
+        .try_get_matches()
+        .and_then(|matches| Cli::from_arg_matches(&matches));
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(e) => {
             let args: Vec<String> = std::env::args().skip(1).collect();

@@ -119,6 +119,7 @@ pub fn kind(code: ExitCode) -> &'static str {
         ExitCode::NoGpu => "no_gpu",
         ExitCode::Environment => "environment",
         ExitCode::OracleUnproven => "oracle_unproven",
+        ExitCode::NothingToGrade => "nothing_to_grade",
     }
 }
 

@@ -26,6 +26,11 @@ pub struct RemoteArgs {
 }
 
 impl RemoteArgs {
+    /// Whether the workers run on another machine.
+    pub fn is_remote(&self) -> bool {
+        self.gpu_host.is_some() || self.gpu_slurm.is_some()
+    }
+
     /// The worker command for these flags, or `local` when none was given.
     pub fn apply(&self, local: WorkerCommand) -> Result<WorkerCommand, Refusal> {
         let flashprof = remote_flashprof(self.gpu_host_flashprof.as_deref());

@@ -15,10 +15,10 @@ use crate::tui::{run_live, run_replay, LiveSetup};
 
 #[derive(Args, Debug)]
 pub struct TuiArgs {
-    /// The kernel file to watch. Default: the lab's own file (`prefill.cu`
-    /// for flash-prefill, `paged_prefill.cu` for paged-prefill), written
-    /// from the lab's starter kernel when it does not exist; any other
-    /// missing file is refused (with the nearest name) unless --new is given.
+    /// The kernel file to watch. Default: the lab's own file (each lab's is
+    /// listed below), written from the lab's starter kernel when it does not
+    /// exist; any other missing file is refused (with the nearest name)
+    /// unless --new is given.
     pub file: Option<PathBuf>,
     /// Start FILE (which must not exist, and must end in .cu) from the lab's
     /// starter kernel, then watch it.

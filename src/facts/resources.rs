@@ -239,6 +239,19 @@ pub enum Limiter {
     ThreadsPerBlock,
 }
 
+impl Limiter {
+    /// The word gradebooks and JSON use (the serialized name).
+    pub fn word(self) -> &'static str {
+        match self {
+            Self::Registers => "registers",
+            Self::SharedMemory => "shared_memory",
+            Self::Threads => "threads",
+            Self::Blocks => "blocks",
+            Self::ThreadsPerBlock => "threads_per_block",
+        }
+    }
+}
+
 /// How full one SM can be with this kernel, ignoring the grid's size.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Occupancy {

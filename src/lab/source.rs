@@ -88,9 +88,10 @@ pub enum SourceError {
         found: String,
         expected: &'static str,
     },
+    /// Only the caller knows whether `--lab` chose `chosen` (and so
+    /// whether dropping it is the fix): the message states the facts.
     #[error(
-        "{path}:{line}: the file declares lab `{declared}`, but it is being checked as `{chosen}`; \
-         drop --lab or change the file's `lab=` key"
+        "{path}:{line}: the file declares lab `{declared}`, but it is being checked as `{chosen}`"
     )]
     WrongLab {
         path: String,

@@ -26,6 +26,10 @@ pub enum ExitCode {
     Environment = 6,
     /// The oracle failed its golden proof: flashprof refuses to grade.
     OracleUnproven = 7,
+    /// `grade` found nothing to grade: a class folder or named file that
+    /// does not exist, or a folder without one `*.cu` submission (a typo, or
+    /// a glob that matched nothing, must not pass as an empty gradebook).
+    NothingToGrade = 8,
 }
 
 /// What became of one submission. The words are the gradebook's statuses.
@@ -47,6 +51,16 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// Every verdict, in the order a summary lists them.
+    pub const ALL: [Self; 6] = [
+        Self::Passed,
+        Self::Failed,
+        Self::Compiled,
+        Self::CompileError,
+        Self::Rejected,
+        Self::Error,
+    ];
+
     /// Classifies a finished check.
     pub fn of(report: &CheckReport) -> Self {
         if let Some(problem) = &report.compile.problem {

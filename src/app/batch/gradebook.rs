@@ -14,14 +14,14 @@ use crate::app::batch::journal::JournalEntry;
 use crate::app::gate::SpeedGate;
 use crate::display::for_display;
 use crate::facts::diagnostics::Severity;
-use crate::outcome::IntegrityBadges;
+use crate::outcome::{IntegrityBadges, Verdict};
 use crate::protocol::CaseStatus;
 
 /// The JSON schema of `report.json`.
 pub const GRADEBOOK_SCHEMA: &str = "flashprof.gradebook/1";
 
 /// The CSV header, in column order.
-pub const CSV_COLUMNS: [&str; 17] = [
+pub const CSV_COLUMNS: [&str; 22] = [
     "id",
     "file",
     "lab",
@@ -39,6 +39,11 @@ pub const CSV_COLUMNS: [&str; 17] = [
     "kept_state",
     "bandwidth_gb_s",
     "bandwidth_share",
+    "registers",
+    "spill_bytes",
+    "smem_bytes",
+    "occupancy",
+    "occupancy_limiter",
 ];
 
 /// One gradebook row, computed from a journal entry.
@@ -49,8 +54,10 @@ pub struct GradebookRow {
     /// The lab the class was graded against.
     pub lab: String,
     pub status: &'static str,
-    pub cases_passed: usize,
-    pub cases_total: usize,
+    /// Both empty when no case ran (compile-only, a compile error, a
+    /// rejected file): a count of 0 would read as every case failed.
+    pub cases_passed: Option<usize>,
+    pub cases_total: Option<usize>,
     pub failing_cases: Vec<String>,
     pub speedup: Option<f64>,
     pub gate: Option<SpeedGate>,
@@ -72,6 +79,16 @@ pub struct GradebookRow {
     pub bandwidth_gb_s: Option<f64>,
     /// ... and its share of the faster streaming probe (1.0 = at the roof).
     pub bandwidth_share: Option<f64>,
+    /// What the build alone tells, so filled in compile-only grading too:
+    /// registers per thread, ...
+    pub registers: Option<u32>,
+    /// ... bytes spilled to local memory (stores and loads), ...
+    pub spill_bytes: Option<u32>,
+    /// ... shared memory per block (static and the declared dynamic bytes), ...
+    pub smem_bytes: Option<u32>,
+    /// ... and theoretical occupancy, 0..=1, with what limits it.
+    pub occupancy: Option<f64>,
+    pub occupancy_limiter: Option<&'static str>,
 }
 
 impl GradebookRow {
@@ -105,13 +122,21 @@ impl GradebookRow {
         let bandwidth = report
             .and_then(|r| r.timing.as_ref())
             .and_then(|t| t.bandwidth);
+        let compile = report.map(|r| &r.compile);
+        let resources = compile.and_then(|c| c.resources.as_ref());
+        let occupancy = compile.and_then(|c| c.occupancy.as_ref());
+        let dynamic_smem = compile
+            .and_then(|c| c.geometry.as_ref())
+            .map_or(0, |g| g.dynamic_smem_bytes);
         Self {
             id: entry.id.clone(),
             file: entry.file.clone(),
             lab: entry.lab.clone(),
             status: entry.status.word(),
-            cases_passed: report.map_or(0, crate::outcome::CheckReport::cases_passed),
-            cases_total: cases.len(),
+            cases_passed: report
+                .filter(|_| any_ran)
+                .map(crate::outcome::CheckReport::cases_passed),
+            cases_total: any_ran.then_some(cases.len()),
             failing_cases: cases
                 .iter()
                 .filter(failed)
@@ -144,17 +169,22 @@ impl GradebookRow {
                 .unwrap_or_default(),
             bandwidth_gb_s: bandwidth.map(|b| b.achieved_bytes_per_s / 1e9),
             bandwidth_share: bandwidth.map(|b| b.share()),
+            registers: resources.map(|r| r.registers),
+            spill_bytes: resources.map(|r| r.spill_store_bytes + r.spill_load_bytes),
+            smem_bytes: resources.map(|r| r.static_smem_bytes + dynamic_smem),
+            occupancy: occupancy.map(|o| o.fraction),
+            occupancy_limiter: occupancy.map(|o| o.limiter.word()),
         }
     }
 
-    fn csv_cells(&self) -> [String; 17] {
+    fn csv_cells(&self) -> [String; 22] {
         [
             self.id.clone(),
             self.file.clone(),
             self.lab.clone(),
             self.status.to_string(),
-            self.cases_passed.to_string(),
-            self.cases_total.to_string(),
+            optional(self.cases_passed),
+            optional(self.cases_total),
             self.failing_cases.join(";"),
             self.speedup.map(|s| format!("{s:.2}")).unwrap_or_default(),
             self.gate
@@ -173,8 +203,35 @@ impl GradebookRow {
             self.bandwidth_share
                 .map(|s| format!("{s:.3}"))
                 .unwrap_or_default(),
+            optional(self.registers),
+            optional(self.spill_bytes),
+            optional(self.smem_bytes),
+            self.occupancy
+                .map(|o| format!("{o:.3}"))
+                .unwrap_or_default(),
+            self.occupancy_limiter.unwrap_or_default().to_owned(),
         ]
     }
+}
+
+/// A count's cell: empty when there is no count.
+fn optional(count: Option<impl ToString>) -> String {
+    count.map(|c| c.to_string()).unwrap_or_default()
+}
+
+/// How many rows have each status, in [`Verdict::ALL`]'s order, leaving
+/// out the statuses no row has.
+pub fn count_by_status(entries: &[JournalEntry]) -> Vec<(Verdict, usize)> {
+    Verdict::ALL
+        .into_iter()
+        .map(|verdict| {
+            (
+                verdict,
+                entries.iter().filter(|e| e.status == verdict).count(),
+            )
+        })
+        .filter(|&(_, count)| count > 0)
+        .collect()
 }
 
 /// One CSV cell: quoted when it holds a separator, quote or line break, and
@@ -291,7 +348,6 @@ mod tests {
     #[test]
     fn control_characters_in_cells_are_made_visible() {
         use crate::app::batch::journal::GradeMode;
-        use crate::outcome::Verdict;
         let entry = JournalEntry {
             id: "\u{1b}]0;owned\u{7}x.cu".into(),
             file: "in/\u{202e}uc.txt".into(),

@@ -7,6 +7,7 @@
 //! A fresh worker per submission means one student's sticky fault or
 //! leaked GPU memory cannot touch the next student's grade.
 
+pub mod feedback;
 pub mod gradebook;
 pub mod journal;
 pub mod lock;
@@ -86,6 +87,8 @@ pub struct BatchSummary {
     pub errors: usize,
     /// Journal lines that could not be read.
     pub unreadable_lines: usize,
+    /// The gradebook's rows by status (this run's and the journal's before it).
+    pub by_status: Vec<(Verdict, usize)>,
 }
 
 /// Why a run could not proceed.
@@ -204,13 +207,14 @@ pub fn run_batch(
             "{JOURNAL_FILE}: {n} unreadable lines skipped (a run was cut off mid-write)"
         )],
     };
-    output::write_outputs(&plan.out_dir, &contents.latest_per_id(), &warnings)
-        .map_err(io_error(&plan.out_dir))?;
+    let gradebook = contents.latest_per_id();
+    output::write_outputs(&plan.out_dir, &gradebook, &warnings).map_err(io_error(&plan.out_dir))?;
     Ok(BatchSummary {
         graded_now,
         skipped,
         errors,
         unreadable_lines: contents.unreadable_lines,
+        by_status: gradebook::count_by_status(&gradebook),
     })
 }
 

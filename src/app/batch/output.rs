@@ -1,5 +1,7 @@
 //! The files a grading run leaves in its output folder, all regenerated
-//! from the journal: `gradebook.csv`, `report.json` and `runs/<id>.json`.
+//! from the journal: `gradebook.csv`, `report.json`, and under `runs/` each
+//! submission's entry (`<id>.json`) and its feedback for the student
+//! (`<id>.feedback.txt`).
 //!
 //! Each file is written to a temporary name and renamed into place, so a
 //! reader (or a crash) never sees half a gradebook. File names under `runs/`
@@ -8,6 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
+use super::feedback;
 use super::journal::JournalEntry;
 use crate::app::batch::gradebook::{render_csv, render_json};
 use crate::app::history::content_hash;
@@ -21,6 +24,17 @@ const NAME_CHARS: usize = 80;
 
 /// `runs/<safe id>-<hash>.json` for an id.
 pub fn run_file_name(id: &str) -> String {
+    format!("{}.json", run_file_stem(id))
+}
+
+/// `runs/<safe id>-<hash>.feedback.txt`, beside the id's run file.
+pub fn feedback_file_name(id: &str) -> String {
+    format!("{}.feedback.txt", run_file_stem(id))
+}
+
+/// `<safe id>-<hash>`: the id in a safe alphabet, and a hash of it that
+/// keeps apart the ids that share a safe form.
+fn run_file_stem(id: &str) -> String {
     let safe: String = id
         .chars()
         .map(|c| match c {
@@ -30,7 +44,7 @@ pub fn run_file_name(id: &str) -> String {
         .take(NAME_CHARS)
         .collect();
     let safe = safe.trim_start_matches(['.', '-']);
-    format!("{safe}-{}.json", &content_hash(id.as_bytes())[..8])
+    format!("{safe}-{}", &content_hash(id.as_bytes())[..8])
 }
 
 /// Writes `text` to `path` durably: to a temporary file of a unique name in
@@ -95,9 +109,10 @@ pub fn sync_folder(folder: &Path) -> std::io::Result<()> {
     std::fs::File::open(folder)?.sync_all()
 }
 
-/// Writes one submission's entry under `runs/` (not synced: the journal
-/// holds the entry durably, and every run writes these files again).
-fn write_run_file(out_dir: &Path, entry: &JournalEntry) -> std::io::Result<()> {
+/// Writes one submission's entry and its feedback under `runs/` (not
+/// synced: the journal holds the entry durably, and every run writes these
+/// files again).
+fn write_run_files(out_dir: &Path, entry: &JournalEntry) -> std::io::Result<()> {
     let runs = out_dir.join(RUNS_DIR);
     std::fs::create_dir_all(&runs)?;
     let text = serde_json::to_string_pretty(entry)
@@ -105,6 +120,11 @@ fn write_run_file(out_dir: &Path, entry: &JournalEntry) -> std::io::Result<()> {
     write_replacing(
         &runs.join(run_file_name(&entry.id)),
         &text,
+        Durability::Regenerated,
+    )?;
+    write_replacing(
+        &runs.join(feedback_file_name(&entry.id)),
+        &feedback::render(entry),
         Durability::Regenerated,
     )
 }
@@ -116,7 +136,7 @@ pub fn write_outputs(
     warnings: &[String],
 ) -> std::io::Result<()> {
     for entry in entries {
-        write_run_file(out_dir, entry)?;
+        write_run_files(out_dir, entry)?;
     }
     if !entries.is_empty() {
         sync_folder(&out_dir.join(RUNS_DIR))?;
@@ -173,5 +193,11 @@ mod tests {
         // `a/b.cu` and `a_b.cu` share a safe form; the hash keeps them apart.
         assert_ne!(names[1], names[2]);
         assert!(names[0].ends_with(".json") && names[0].contains("etc_passwd-"));
+        // The feedback lies beside the run file, named the same way.
+        let id = "a/b.cu";
+        assert_eq!(
+            feedback_file_name(id).strip_suffix(".feedback.txt"),
+            run_file_name(id).strip_suffix(".json")
+        );
     }
 }
