@@ -125,3 +125,59 @@ fn the_paged_lab_without_a_file_opens_its_own_starter_and_leaves_the_first_labs_
         "{remembered}"
     );
 }
+
+#[test]
+fn y_copies_the_reproduce_command_and_a_deleted_file_is_said_until_it_comes_back() {
+    assert!(
+        flashprof::gpu::libraries::preload_nvrtc(),
+        "NVRTC (libnvrtc.so.13) cannot be loaded: run the tests through scripts/test.sh"
+    );
+    let folder = tempfile::tempdir().expect("temp folder");
+    let kernel: PathBuf = folder.path().join("prefill.cu");
+    save_in_place(&kernel, STARTER);
+    let mut session = Session::start(
+        folder.path(),
+        &[
+            "prefill.cu",
+            "--seed",
+            "100",
+            "--no-timing",
+            "--no-counters",
+        ],
+    );
+    session.wait_for("the starter to compile", |s| {
+        settled(s) && s.contains("compiled in")
+    });
+
+    // The first check draws from the session's seed plus its run number.
+    session.press("y");
+    let command = "flashprof check prefill.cu --lab flash-prefill --no-timing --seed 101";
+    let words = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    session.wait_for("the command in the footer", |s| words(s).contains(command));
+    let clipboard = flashprof::tui::terminal::clipboard_sequence(command);
+    assert!(
+        session.wrote(clipboard.as_bytes()),
+        "no OSC 52 sequence with {command}"
+    );
+
+    std::fs::remove_file(&kernel).expect("delete the kernel");
+    let gone = session.wait_for("the deletion in the header", |s| {
+        header(s).contains("prefill.cu was deleted; waiting for it to come back")
+    });
+    assert!(
+        gone.contains("compiled in"),
+        "the last results stay:\n{gone}"
+    );
+
+    save_in_place(
+        &kernel,
+        &starter_with(19, |l| l.replacen("const float*", "const flaot*", 1)),
+    );
+    session.wait_for("the error of the file that came back", |s| {
+        compile_error_on(s, 19, "flaot")
+    });
+    session.press("q");
+    let status = session.finish();
+    assert!(status.success(), "flashprof exited with {status:?}");
+    assert_terminal_restored(&session);
+}

@@ -11,7 +11,7 @@ use flashprof::tui::model::{Completed, Overlay, Replay};
 use flashprof::tui::msg::{Effect, Msg};
 use flashprof::tui::update::{show_replay_position, update};
 use flashprof::tui::view::layout::Areas;
-use tui_support::drive::{complete, finish, fresh, key, progress, save};
+use tui_support::drive::{complete, finish, fresh, key, progress, save, screen};
 use tui_support::*;
 
 #[test]
@@ -305,4 +305,134 @@ fn c_opens_and_closes_the_counters_overlay() {
     key(&mut model, KeyCode::Char('c'));
     key(&mut model, KeyCode::Esc);
     assert_eq!(model.overlay, None);
+}
+
+#[test]
+fn page_keys_home_and_end_move_through_the_cases_the_history_and_a_diff() {
+    use flashprof::app::history::DiffLine;
+    let mut model = fresh();
+    for run in 0..30 {
+        complete(&mut model, &format!("v{run}"), all_pass(1.0, 40));
+    }
+    // 80x24: seven cases show at once.
+    key(&mut model, KeyCode::PageDown);
+    assert_eq!(model.selected, 7);
+    key(&mut model, KeyCode::PageDown);
+    assert_eq!(model.selected, 13, "stops at the last case");
+    key(&mut model, KeyCode::PageUp);
+    assert_eq!(model.selected, 6);
+    key(&mut model, KeyCode::Home);
+    assert_eq!(model.selected, 0);
+    key(&mut model, KeyCode::Char('G'));
+    assert_eq!(model.selected, 13);
+    key(&mut model, KeyCode::Char('g'));
+    assert_eq!(model.selected, 0);
+    key(&mut model, KeyCode::End);
+    assert_eq!(model.selected, 13);
+
+    // The history overlay lists 20 runs at a time of the 30.
+    key(&mut model, KeyCode::Char('h'));
+    key(&mut model, KeyCode::End);
+    assert_eq!(model.overlay, Some(Overlay::History { selected: 29 }));
+    key(&mut model, KeyCode::PageUp);
+    assert_eq!(model.overlay, Some(Overlay::History { selected: 9 }));
+    key(&mut model, KeyCode::Char('g'));
+    assert_eq!(model.overlay, Some(Overlay::History { selected: 0 }));
+    key(&mut model, KeyCode::PageDown);
+    assert_eq!(model.overlay, Some(Overlay::History { selected: 20 }));
+
+    // A diff of 100 lines ends with its last line on the overlay's last row.
+    let lines: Vec<DiffLine> = (0..100).map(|i| DiffLine::Added(format!("{i}"))).collect();
+    update(
+        &mut model,
+        Msg::DiffReady {
+            title: "t".into(),
+            lines,
+        },
+    );
+    let scroll = |model: &flashprof::tui::model::Model| match &model.overlay {
+        Some(Overlay::Diff { scroll, .. }) => *scroll,
+        other => panic!("the diff is open: {other:?}"),
+    };
+    key(&mut model, KeyCode::End);
+    assert_eq!(scroll(&model), 80);
+    key(&mut model, KeyCode::Down);
+    assert_eq!(scroll(&model), 80);
+    key(&mut model, KeyCode::PageUp);
+    assert_eq!(scroll(&model), 60);
+    key(&mut model, KeyCode::Home);
+    assert_eq!(scroll(&model), 0);
+    key(&mut model, KeyCode::PageDown);
+    assert_eq!(scroll(&model), 20);
+}
+
+#[test]
+fn y_copies_the_command_that_reruns_the_check_on_screen_with_its_seed() {
+    use flashprof::report::ReproduceCommand;
+    let mut model = fresh();
+    model.reproduce =
+        Some(ReproduceCommand::new("my kernel.cu", "flash-prefill").with("--counters", None));
+    assert!(key(&mut model, KeyCode::Char('y')).is_empty());
+    assert!(
+        model
+            .notice
+            .as_deref()
+            .is_some_and(|n| n.contains("no check has finished")),
+        "{:?}",
+        model.notice
+    );
+    let mut report = all_pass(1.5, 40);
+    report.seed = 1234;
+    complete(&mut model, "v1", report);
+    let command = "flashprof check 'my kernel.cu' --lab flash-prefill --counters --seed 1234";
+    assert_eq!(
+        key(&mut model, KeyCode::Char('y')),
+        vec![Effect::Copy(command.into())]
+    );
+    let text = screen(&model, 80, 24);
+    assert!(
+        text.contains("of 14) · seed 1234, y copies the command"),
+        "{text}"
+    );
+    // Not every terminal lets a program set its clipboard: the footer shows
+    // the whole command, on a second line where one is too short.
+    let footer: Vec<&str> = text.lines().rev().take(2).collect();
+    let shown = footer
+        .iter()
+        .rev()
+        .map(|line| line.trim_matches('"'))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let shown = shown.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(shown.contains(command), "{text}");
+    assert!(text.lines().count() == 24, "{text}");
+}
+
+#[test]
+fn a_deleted_file_is_said_in_the_header_and_its_last_results_stay() {
+    let mut model = fresh();
+    complete(&mut model, "v1", all_pass(2.0, 40));
+    assert!(update(&mut model, Msg::FileGone).is_empty());
+    let text = screen(&model, 80, 24);
+    let header = text.lines().next().unwrap_or_default();
+    assert!(
+        header.contains("prefill.cu was deleted; waiting for it to come back"),
+        "{text}"
+    );
+    assert!(text.contains("✓ pass  random-small"), "{text}");
+    assert!(text.contains("speedup 2.00x"), "{text}");
+    // Back with the text it had: checked already, so nothing runs.
+    assert_eq!(save(&mut model, "v1"), None);
+    let header = screen(&model, 80, 24);
+    assert!(
+        header
+            .lines()
+            .next()
+            .is_some_and(|h| h.contains("PASS 14/14")),
+        "{header}"
+    );
+    // Gone again and back with new text: that text is checked.
+    update(&mut model, Msg::FileGone);
+    assert!(save(&mut model, "v2").is_some());
+    assert!(!model.file_gone);
 }

@@ -69,6 +69,68 @@ fn a_compile_error() {
     assert!(text.contains("prefill.cu:19:5: error: "), "{text}");
     assert!(text.contains("┌ prefill.cu · 1 error "), "{text}");
     assert!(text.contains("COMPILE ERROR"), "{text}");
+    // No case ran: one line says so instead of fourteen rows.
+    assert!(
+        text.contains("\"14 cases not run: the file does not compile "),
+        "{text}"
+    );
+    assert!(!text.contains("random-small"), "{text}");
+}
+
+/// A compile stopped by `count` errors, on lines 19, 20, ... of the file.
+fn many_errors_report(count: usize) -> flashprof::outcome::CheckReport {
+    let mut report = compile_error_report("    const flaot* qRow = q;");
+    let first = report.compile.diagnostics[0].clone();
+    report.compile.diagnostics = (0..count)
+        .map(|i| flashprof::facts::diagnostics::Diagnostic {
+            line: 19 + i,
+            message: format!("identifier \"flaot{i}\" is undefined"),
+            ..first.clone()
+        })
+        .collect();
+    report
+}
+
+#[test]
+fn every_compile_error_is_reachable_by_scrolling_the_compile_panel() {
+    let mut model = fresh();
+    complete(&mut model, "v1", many_errors_report(12));
+    let text = snapshot("compile_errors_scroll", &mut model);
+    assert!(text.contains("┌ prefill.cu · 12 errors "), "{text}");
+    assert!(text.contains("flaot0\""), "{text}");
+    assert!(!text.contains("flaot11\""), "{text}");
+    // Three rows an error, 36 in all; the panel has all the screen but the
+    // header, the cases' line and the footer, so its bottom says where it is.
+    assert!(
+        text.contains("rows 1-19 of 36: ↑↓ PgUp PgDn Home End scroll"),
+        "{text}"
+    );
+    model.width = 80;
+    model.height = 24;
+    key(&mut model, KeyCode::End);
+    let end = screen(&model, 80, 24);
+    assert!(end.contains("flaot11\" is undefined"), "{end}");
+    assert!(!end.contains("flaot0\""), "{end}");
+    assert!(end.contains("rows 18-36 of 36"), "{end}");
+    assert_eq!(model.selected, 0, "the arrows scroll; no case is selected");
+    key(&mut model, KeyCode::Char('g'));
+    assert_eq!(model.compile_scroll, 0);
+    key(&mut model, KeyCode::PageDown);
+    assert_eq!(
+        model.compile_scroll, 17,
+        "a page of 19 rows, stopped at the end"
+    );
+    key(&mut model, KeyCode::Up);
+    assert_eq!(model.compile_scroll, 16);
+    key(&mut model, KeyCode::Home);
+    assert_eq!(model.compile_scroll, 0);
+    key(&mut model, KeyCode::Char('G'));
+    assert_eq!(model.compile_scroll, 17);
+    // A fix brings the table back, and the next list of errors starts at its top.
+    complete(&mut model, "v2", all_pass(1.5, 40));
+    assert!(screen(&model, 80, 24).contains("cases (7 of 14)"));
+    complete(&mut model, "v3", many_errors_report(3));
+    assert_eq!(model.compile_scroll, 0);
 }
 
 #[test]
@@ -239,21 +301,27 @@ fn counters_collected() {
             "roofs"
         ]
     );
-    let text = snapshot("counters_collected", &mut model);
-    // At 80x24 the panel shows its compact lines, every one whole.
+    snapshot("counters_collected", &mut model);
+    // At both sizes a full line would be cut (the verdict's reason, the
+    // advice): the panel shows its compact lines, every one whole (at
+    // 120x40 the plot has the row of the last, the `c` key's hint).
     assert_eq!(compact.len(), 7, "{compact:?}");
-    for (label, value) in &compact {
-        let line = format!("{label} {value}");
-        assert!(text.contains(line.trim_end()), "{line}:\n{text}");
+    for (width, height) in SIZES {
+        let text = screen(&model, width, height);
+        let plotted = text.contains("●DRAM");
+        for (label, value) in compact.iter().filter(|(label, _)| !plotted || label != "c") {
+            let line = format!("{label} {value}");
+            assert!(text.contains(line.trim_end()), "{line}:\n{text}");
+        }
+        assert!(text.contains("busiest FP32 FMA pipe 42%"), "{text}");
     }
-    assert!(text.contains("busiest FP32 FMA pipe 42%"), "{text}");
     let value = |label: &str| {
         lines
             .iter()
             .find(|(l, _)| l == label)
             .map(|(_, v)| v.as_str())
     };
-    assert_eq!(value("set"), Some("Full, 9 passes, GH100"));
+    assert_eq!(value("set"), Some("full, 9 passes, GH100"));
     // 51.5 GFLOP over 40 x 105 MB of shared-memory traffic and 8 x 105 MB of L2's.
     assert_eq!(
         value("levels"),
@@ -264,7 +332,14 @@ fn counters_collected() {
         Some("FP32 FMA pipe 42%, L2 28%, DRAM 0%"),
         "busiest first"
     );
-    let wide = screen(&model, 120, 40);
+    // A screen wide enough for every full line shows them (the panel has
+    // four tenths of it, less its borders).
+    let longest = lines
+        .iter()
+        .map(|(label, value)| label.chars().count() + 1 + value.chars().count())
+        .max()
+        .expect("lines");
+    let wide = screen(&model, ((longest + 2) * 10 / 4 + 4) as u16, 40);
     assert!(
         wide.contains("latency-bound no unit near its peak (busiest:"),
         "{wide}"
@@ -357,6 +432,11 @@ fn help_and_history_overlays() {
     key(&mut model, KeyCode::Char('?'));
     let help = snapshot("help", &mut model);
     assert!(help.contains("ctrl-c"), "{help}");
+    // The keys of this screen, the list keys among them, and no replay's.
+    for keys in ["PgUp", "PgDn", "Home / g", "End / G", "y "] {
+        assert!(help.contains(keys), "{keys}:\n{help}");
+    }
+    assert!(!help.contains("replay:"), "{help}");
     key(&mut model, KeyCode::Esc);
     key(&mut model, KeyCode::Char('h'));
     let history = snapshot("history", &mut model);
@@ -392,6 +472,29 @@ fn hostile_text_reaches_the_screen_with_its_escapes_neutralised() {
             "{text:?}"
         );
         assert!(text.contains("^[[31mred"), "{text}");
+    }
+}
+
+#[test]
+fn the_report_and_the_screen_name_limits_layouts_and_counter_sets_in_words() {
+    let mut report = all_pass(2.5, 40);
+    report.counters = vec![Ok(counters_full())];
+    let table = flashprof::report::render_table(&report, None);
+    for words in [
+        "(6 blocks/SM, limited by registers)",
+        "grid.y = query head",
+        "hardware counters (full set, 9 replay passes",
+    ] {
+        assert!(table.contains(words), "{words}:\n{table}");
+    }
+    let mut model = fresh();
+    complete(&mut model, "v1", report);
+    key(&mut model, KeyCode::Char('c'));
+    let overlay = screen(&model, 120, 40);
+    assert!(overlay.contains("set full, 9 passes"), "{overlay}");
+    for code_name in ["Registers", "QueryHead", "Full"] {
+        assert!(!table.contains(code_name), "{code_name}:\n{table}");
+        assert!(!overlay.contains(code_name), "{code_name}:\n{overlay}");
     }
 }
 

@@ -9,7 +9,9 @@
 //! look: after a quiet spell the file is read once, and its content is
 //! handed on only when it differs from what was last handed on. That makes
 //! one save one callback, a burst of saves one callback with the final text,
-//! and a `touch` or our own read nothing at all.
+//! and a `touch` or our own read nothing at all. A file still missing once
+//! a burst settles was deleted (or moved away) and is reported once, so a
+//! screen can say so; its next content is reported whatever it is.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -40,21 +42,30 @@ pub enum WatchError {
     },
 }
 
+/// What became of the watched file once a burst of events settled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Watched {
+    /// It holds these bytes, which differ from the last ones reported.
+    Content(Vec<u8>),
+    /// It no longer exists.
+    Gone,
+}
+
 /// A running watch; dropping it stops the watch and its thread.
 pub struct FileWatcher {
     _watcher: RecommendedWatcher,
 }
 
 /// Watches `path` and calls `on_change` with the file's bytes each time its
-/// content settles on something new. The content present when the watch
-/// starts counts as already seen.
+/// content settles on something new, and once when it is found gone. The
+/// content present when the watch starts counts as already seen.
 pub fn watch_file<F>(
     path: &Path,
     debounce: Duration,
     on_change: F,
 ) -> Result<FileWatcher, WatchError>
 where
-    F: FnMut(Vec<u8>) + Send + 'static,
+    F: FnMut(Watched) + Send + 'static,
 {
     let name = path
         .file_name()
@@ -110,7 +121,8 @@ fn concerns(event: &Event, name: &OsString) -> bool {
             .any(|p| p.file_name() == Some(name.as_os_str()))
 }
 
-/// The debounce loop: one read per burst of signals, one call per new content.
+/// The debounce loop: one read per burst of signals, one call per new
+/// content or disappearance.
 fn deliver_settled<F>(
     signals: &Receiver<()>,
     debounce: Duration,
@@ -118,7 +130,7 @@ fn deliver_settled<F>(
     mut seen: Option<Vec<u8>>,
     mut on_change: F,
 ) where
-    F: FnMut(Vec<u8>),
+    F: FnMut(Watched),
 {
     while signals.recv().is_ok() {
         let burst_started = Instant::now();
@@ -129,14 +141,20 @@ fn deliver_settled<F>(
                 Err(RecvTimeoutError::Disconnected) => return,
             }
         }
-        // A missing file is the middle of a delete-and-re-create; the
-        // create's own event brings the new content.
+        // A delete and re-create within one burst (an editor's save) is
+        // read as the new content; a file still missing now is gone, said
+        // once, and whatever comes back is new.
         let Some(content) = read_bounded(file) else {
+            let missing = std::fs::symlink_metadata(file)
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound);
+            if missing && seen.take().is_some() {
+                on_change(Watched::Gone);
+            }
             continue;
         };
         if seen.as_ref() != Some(&content) {
             seen = Some(content.clone());
-            on_change(content);
+            on_change(Watched::Content(content));
         }
     }
 }
@@ -159,7 +177,7 @@ mod tests {
     /// Long enough for inotify and the debounce on a loaded CI machine.
     const SETTLE: Duration = Duration::from_millis(600);
 
-    fn watched(initial: &str) -> (tempfile::TempDir, PathBuf, FileWatcher, Receiver<Vec<u8>>) {
+    fn watched(initial: &str) -> (tempfile::TempDir, PathBuf, FileWatcher, Receiver<Watched>) {
         let dir = tempfile::tempdir().expect("temp dir");
         let file = dir.path().join("prefill.cu");
         fs::write(&file, initial).expect("write initial");
@@ -171,13 +189,15 @@ mod tests {
         (dir, file, watcher, rx)
     }
 
-    fn next(rx: &Receiver<Vec<u8>>) -> Option<String> {
-        rx.recv_timeout(SETTLE * 4)
-            .ok()
-            .map(|b| String::from_utf8(b).expect("utf8"))
+    /// The next content reported, as text; `gone` when the file was.
+    fn next(rx: &Receiver<Watched>) -> Option<String> {
+        rx.recv_timeout(SETTLE * 4).ok().map(|change| match change {
+            Watched::Content(bytes) => String::from_utf8(bytes).expect("utf8"),
+            Watched::Gone => "gone".to_owned(),
+        })
     }
 
-    fn nothing_more(rx: &Receiver<Vec<u8>>) {
+    fn nothing_more(rx: &Receiver<Watched>) {
         assert_eq!(rx.recv_timeout(SETTLE).ok(), None);
     }
 
@@ -218,10 +238,22 @@ mod tests {
     }
 
     #[test]
-    fn delete_then_recreate_delivers_the_new_text() {
+    fn a_deleted_file_is_gone_once_and_what_comes_back_is_new_even_the_same_text() {
+        let (dir, file, _w, rx) = watched("one");
+        fs::remove_file(&file).expect("delete");
+        assert_eq!(next(&rx).as_deref(), Some("gone"));
+        // Other files in the folder say nothing more about it.
+        fs::write(dir.path().join("other.cu"), "x").expect("other");
+        nothing_more(&rx);
+        fs::write(&file, "one").expect("recreate");
+        assert_eq!(next(&rx).as_deref(), Some("one"));
+        nothing_more(&rx);
+    }
+
+    #[test]
+    fn a_delete_and_re_create_in_one_burst_is_one_save() {
         let (_dir, file, _w, rx) = watched("one");
         fs::remove_file(&file).expect("delete");
-        std::thread::sleep(SETTLE);
         fs::write(&file, "two").expect("recreate");
         assert_eq!(next(&rx).as_deref(), Some("two"));
         nothing_more(&rx);

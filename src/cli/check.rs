@@ -148,7 +148,8 @@ fn checked(args: &CheckArgs, context: &mut ErrorContext) -> Result<ExitCode, Ref
         if show_progress_line {
             eprint!("\r\x1b[2K");
         }
-        let table = render_table(&report, Some(&reproduce_command(args, &plan)));
+        let reproduce = args.options().reproduce(&args.file, plan.lab);
+        let table = render_table(&report, Some(&reproduce.for_seed(plan.seed)));
         if wants_colour() {
             print!("{}", coloured(&table));
         } else {
@@ -164,45 +165,6 @@ fn checked(args: &CheckArgs, context: &mut ErrorContext) -> Result<ExitCode, Ref
         }
     }
     Ok(Verdict::of(&report).exit_code())
-}
-
-/// `flashprof check` with every option that chose the inputs this check
-/// ran on (lab, cases, case, timing shape, seed), each word quoted for a
-/// POSIX shell, so pasting it reruns the same check.
-fn reproduce_command(args: &CheckArgs, plan: &CheckPlan) -> String {
-    let mut words = vec![
-        "flashprof".to_owned(),
-        "check".to_owned(),
-        args.file.display().to_string(),
-        "--lab".to_owned(),
-        plan.lab.name().to_owned(),
-    ];
-    if let Some(cases) = &args.cases {
-        words.extend(["--cases".to_owned(), cases.display().to_string()]);
-    }
-    if let Some(case) = &args.case {
-        words.extend(["--case".to_owned(), case.clone()]);
-    }
-    if !args.timing_shape.is_empty() {
-        words.extend(["--timing-shape".to_owned(), args.timing_shape.join(",")]);
-    }
-    words.extend(["--seed".to_owned(), plan.seed.to_string()]);
-    words
-        .iter()
-        .map(|w| shell_quoted(w))
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-/// `word` as one POSIX shell word: bare when it holds only characters no
-/// shell treats specially, else in single quotes (a `'` inside as `'\''`).
-fn shell_quoted(word: &str) -> String {
-    let plain = |c: char| c.is_ascii_alphanumeric() || "_-./=,:@%+".contains(c);
-    if !word.is_empty() && word.chars().all(plain) {
-        word.to_owned()
-    } else {
-        format!("'{}'", word.replace('\'', "'\\''"))
-    }
 }
 
 /// Colour only for a person at a terminal who has not asked for none
@@ -332,19 +294,7 @@ fn show_progress(progress: &Progress, total: usize) {
 
 #[cfg(test)]
 mod tests {
-    use super::{coloured, shell_quoted};
-
-    #[test]
-    fn a_word_a_shell_would_split_or_expand_is_quoted() {
-        assert_eq!(shell_quoted("k.cu"), "k.cu");
-        assert_eq!(
-            shell_quoted("chunk=1024,prefix=512"),
-            "chunk=1024,prefix=512"
-        );
-        assert_eq!(shell_quoted("my kernel.cu"), "'my kernel.cu'");
-        assert_eq!(shell_quoted("it's$HOME.cu"), "'it'\\''s$HOME.cu'");
-        assert_eq!(shell_quoted(""), "''");
-    }
+    use super::coloured;
 
     #[test]
     fn errors_and_warnings_are_coloured_and_nothing_else_changes() {

@@ -18,6 +18,7 @@ use crate::app::check::{CheckPlan, CountersPlan, TimingPlan};
 use crate::gpu::compile::QuickBuild;
 use crate::lab::definition::{LabCase, LabRef};
 use crate::protocol::TimingConfig;
+use crate::report::ReproduceCommand;
 
 /// The default watchdog for one case (two launches and the checks), in seconds.
 pub const CASE_TIMEOUT_S: f64 = 5.0;
@@ -139,6 +140,53 @@ impl RunArgs {
 }
 
 impl RunOptions {
+    /// `flashprof check` on `file` with every one of these options that
+    /// changed the run (the seed is added per check), so pasting it reruns
+    /// the same check on the same inputs, whichever command ran it first.
+    pub fn reproduce(&self, file: &Path, lab: LabRef) -> ReproduceCommand {
+        let defaults = RunOptions::default();
+        let mut command = ReproduceCommand::new(&file.display().to_string(), lab.name());
+        if let Some(cases) = &self.cases_file {
+            command = command.with("--cases", Some(&cases.display().to_string()));
+        }
+        if let CaseChoice::Only(name) = &self.cases {
+            command = command.with("--case", Some(name));
+        }
+        if !self.timing_shape.is_empty() {
+            command = command.with("--timing-shape", Some(&self.timing_shape.join(",")));
+        }
+        if self.case_timeout != defaults.case_timeout {
+            let seconds = self.case_timeout.as_secs_f64().to_string();
+            command = command.with("--case-timeout", Some(&seconds));
+        }
+        match self.timing {
+            None => command = command.with("--no-timing", None),
+            Some(config) => {
+                let usual = TimingConfig::default();
+                if config.repetitions != usual.repetitions {
+                    let repetitions = config.repetitions.to_string();
+                    command = command.with("--repetitions", Some(&repetitions));
+                }
+                if !config.cold_l2 {
+                    command = command.with("--warm-l2", None);
+                }
+            }
+        }
+        // `check` collects no counters unless asked; each of these asks.
+        let counters = &self.counters;
+        if counters.on {
+            command = match (&counters.case, counters.metrics.is_empty()) {
+                (Some(case), _) => command.with("--counters-case", Some(case)),
+                (None, true) => command.with("--counters", None),
+                (None, false) => command,
+            };
+            if !counters.metrics.is_empty() {
+                command = command.with("--metrics", Some(&counters.metrics.join(",")));
+            }
+        }
+        command
+    }
+
     /// The plan for `lab` with no file yet, or why these options cannot run on it.
     pub fn plan(&self, lab: LabRef) -> Result<CheckPlan, Refusal> {
         let mut cases = match self.cases {
@@ -245,17 +293,66 @@ mod tests {
         Cli::try_parse_from(std::iter::once("flashprof").chain(args.iter().copied()))
     }
 
-    /// The plan `args` give on flash-prefill, or why not.
-    fn plan_of(args: &[&str]) -> Result<CheckPlan, Refusal> {
+    /// The run options `args` give.
+    fn options_of(args: &[&str]) -> RunOptions {
         let cli = parse(args).expect("a valid command line");
-        let options = match cli.command {
+        match cli.command {
             None => cli.tui.options(),
             Some(Command::Check(check)) => check.options(),
             Some(Command::Compare(compare)) => compare.options(),
             Some(Command::Grade(grade)) => grade.run.options(false),
             _ => panic!("{args:?} runs no check"),
+        }
+    }
+
+    /// The plan `args` give on flash-prefill, or why not.
+    fn plan_of(args: &[&str]) -> Result<CheckPlan, Refusal> {
+        options_of(args).plan(FLASH_PREFILL)
+    }
+
+    #[test]
+    fn the_reproduce_command_keeps_every_option_that_changed_the_run() {
+        let command = |args: &[&str]| {
+            let options = options_of(args);
+            options
+                .reproduce(Path::new(args[args.len() - 1]), FLASH_PREFILL)
+                .for_seed(3)
         };
-        options.plan(FLASH_PREFILL)
+        // A plain check: the file, its lab and the seed are all it needs.
+        assert_eq!(
+            command(&["check", "k.cu"]),
+            "flashprof check k.cu --lab flash-prefill --seed 3"
+        );
+        // The TUI collects counters, which a check does only when asked.
+        assert_eq!(
+            command(&["k.cu"]),
+            "flashprof check k.cu --lab flash-prefill --counters --seed 3"
+        );
+        assert_eq!(
+            command(&[
+                "--no-counters",
+                "--no-timing",
+                "--case-timeout",
+                "2.5",
+                "k.cu"
+            ]),
+            "flashprof check k.cu --lab flash-prefill --case-timeout 2.5 --no-timing --seed 3"
+        );
+        assert_eq!(
+            command(&[
+                "check",
+                "--repetitions",
+                "30",
+                "--warm-l2",
+                "--counters-case",
+                "chunk-of-1",
+                "--metrics",
+                "a,b",
+                "my k.cu",
+            ]),
+            "flashprof check 'my k.cu' --lab flash-prefill --repetitions 30 --warm-l2 \
+             --counters-case chunk-of-1 --metrics a,b --seed 3"
+        );
     }
 
     fn embedded_case_count() -> usize {

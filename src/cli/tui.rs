@@ -98,11 +98,12 @@ pub fn run(args: TuiArgs) -> Result<ExitCode, Refusal> {
         );
     }
     let command = super::worker_command(&args.remote)?;
+    let options = args.options();
     let setup = LiveSetup {
-        plan: args
-            .options()
+        plan: options
             .plan(lab)?
             .of_source(file.display().to_string(), String::new()),
+        reproduce: options.reproduce(&file, lab),
         file,
         command,
         present: args.present,

@@ -252,6 +252,19 @@ impl Limiter {
     }
 }
 
+/// The limiter as a sentence names it: `limited by registers`.
+impl std::fmt::Display for Limiter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Limiter::Registers => "registers",
+            Limiter::SharedMemory => "shared memory",
+            Limiter::Threads => "threads per SM",
+            Limiter::Blocks => "blocks per SM",
+            Limiter::ThreadsPerBlock => "the block size",
+        })
+    }
+}
+
 /// How full one SM can be with this kernel, ignoring the grid's size.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Occupancy {

@@ -24,6 +24,16 @@ pub enum GridY {
     KvGroup,
 }
 
+/// What a block's `blockIdx.y` is, as a sentence names it: `grid.y = query head`.
+impl std::fmt::Display for GridY {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            GridY::QueryHead => "query head",
+            GridY::KvGroup => "KV group",
+        })
+    }
+}
+
 /// Grid and block shape for one launch of `attention_prefill`.
 impl GridY {
     /// Blocks along grid y: one per query head, or one per KV group.

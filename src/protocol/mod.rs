@@ -467,6 +467,17 @@ pub enum CounterTier {
     Custom,
 }
 
+/// The set's name as the report and the TUI say it: `full set, 9 passes`.
+impl std::fmt::Display for CounterTier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            CounterTier::Quick => "quick",
+            CounterTier::Full => "full",
+            CounterTier::Custom => "custom",
+        })
+    }
+}
+
 /// Hardware counters of the student's kernel and the starter on one shape.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CountersOutcome {

@@ -278,7 +278,7 @@ fn render_counters(out: &mut String, a: &CheckReport, b: &CheckReport) {
         return;
     };
     let (ka, kb) = (counters_cells(&ca.student), counters_cells(&cb.student));
-    let _ = writeln!(out, "\nhardware counters ({:?} set):", ca.tier);
+    let _ = writeln!(out, "\nhardware counters ({} set):", ca.tier);
     for (i, label) in ["DRAM bytes", "SM throughput", "GFLOP/s", "bound"]
         .iter()
         .enumerate()

@@ -3,8 +3,10 @@
 
 pub mod compare;
 
+mod reproduce;
 mod table;
 
+pub use reproduce::ReproduceCommand;
 pub use table::render_table;
 
 use serde::Serialize;

@@ -219,7 +219,7 @@ fn render_compile(out: &mut String, compile: &CompileOutcome) {
         if let Some(o) = &compile.occupancy {
             let _ = write!(
                 out,
-                ", occupancy {:.0}% ({} blocks/SM, limited by {:?})",
+                ", occupancy {:.0}% ({} blocks/SM, limited by {})",
                 o.fraction * 100.0,
                 o.blocks_per_sm,
                 o.limiter
@@ -228,7 +228,7 @@ fn render_compile(out: &mut String, compile: &CompileOutcome) {
         if let Some(g) = &compile.geometry {
             let _ = write!(
                 out,
-                "; launch {} rows/block, {} threads, {} B dynamic smem, grid.y = {:?}",
+                "; launch {} rows/block, {} threads, {} B dynamic smem, grid.y = {}",
                 g.rows_per_block, g.threads, g.dynamic_smem_bytes, g.grid_y
             );
         }
@@ -289,7 +289,7 @@ fn render_counters(out: &mut String, report: &CheckReport) {
     };
     let _ = writeln!(
         out,
-        "\nhardware counters ({:?} set, {} replay passes on {}):",
+        "\nhardware counters ({} set, {} replay passes on {}):",
         outcome.tier, outcome.passes, outcome.chip
     );
     if let Some(peaks) = &outcome.peaks {

@@ -15,6 +15,10 @@ pub enum Action {
     Help,
     Up,
     Down,
+    PageUp,
+    PageDown,
+    First,
+    Last,
     NextFailing,
     Open,
     Close,
@@ -27,22 +31,36 @@ pub enum Action {
     Slower,
     Sanitize,
     Counters,
+    CopyReproduce,
+}
+
+/// Which screen a key works on: watching a file, replaying a history, or both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Both,
+    Live,
+    Replay,
 }
 
 impl Action {
     /// Every action, in the order the help lists them.
-    pub const ALL: [Action; 17] = [
+    pub const ALL: [Action; 22] = [
         Action::Quit,
         Action::Rerun,
         Action::Help,
         Action::Up,
         Action::Down,
+        Action::PageUp,
+        Action::PageDown,
+        Action::First,
+        Action::Last,
         Action::NextFailing,
         Action::Open,
         Action::Close,
         Action::Counters,
         Action::History,
         Action::RestoreBest,
+        Action::CopyReproduce,
         Action::Pause,
         Action::StepForward,
         Action::StepBack,
@@ -56,20 +74,51 @@ impl Action {
             Action::Quit => "quit",
             Action::Rerun => "check the file again now",
             Action::Help => "show or hide this help",
-            Action::Up => "select the case above (scroll in lists)",
-            Action::Down => "select the case below (scroll in lists)",
+            Action::Up => "the case above; scroll up the errors, history, a diff",
+            Action::Down => "the case below; scroll down the errors, history, a diff",
+            Action::PageUp => "a page up (cases, errors, history, a diff)",
+            Action::PageDown => "a page down (cases, errors, history, a diff)",
+            Action::First => "to the first case, error, run or line",
+            Action::Last => "to the last case, error, run or line",
             Action::NextFailing => "jump to the next case that did not pass",
             Action::Open => "heatmap of the selected case; in history, diff that run",
             Action::Close => "close the overlay",
             Action::Counters => "every counter line whole, and the roofline plot large",
             Action::History => "past runs of this file",
             Action::RestoreBest => "in history: restore the best passing version",
+            Action::CopyReproduce => "copy the command that reruns this check (its seed too)",
             Action::Pause => "replay: pause or resume",
             Action::StepForward => "replay: next run",
             Action::StepBack => "replay: previous run",
             Action::Faster => "replay: faster",
             Action::Slower => "replay: slower",
             Action::Sanitize => "compute-sanitizer over the file on one small case",
+        }
+    }
+
+    /// The screen the action works on: a replay checks, writes and copies
+    /// nothing, and a watched file has no runs to step through.
+    fn mode(self) -> Mode {
+        match self {
+            Action::Rerun | Action::RestoreBest | Action::Sanitize | Action::CopyReproduce => {
+                Mode::Live
+            }
+            Action::Pause
+            | Action::StepForward
+            | Action::StepBack
+            | Action::Faster
+            | Action::Slower => Mode::Replay,
+            _ => Mode::Both,
+        }
+    }
+
+    /// Whether the action does anything on a replay (`replay`) or on a
+    /// watched file.
+    pub fn works_in(self, replay: bool) -> bool {
+        match self.mode() {
+            Mode::Both => true,
+            Mode::Live => !replay,
+            Mode::Replay => replay,
         }
     }
 }
@@ -108,6 +157,12 @@ const BINDINGS: &[Binding<Action>] = &[
     key(KeyCode::Char('k'), Action::Up),
     key(KeyCode::Down, Action::Down),
     key(KeyCode::Char('j'), Action::Down),
+    key(KeyCode::PageUp, Action::PageUp),
+    key(KeyCode::PageDown, Action::PageDown),
+    key(KeyCode::Home, Action::First),
+    key(KeyCode::Char('g'), Action::First),
+    key(KeyCode::End, Action::Last),
+    key(KeyCode::Char('G'), Action::Last),
     key(KeyCode::Tab, Action::NextFailing),
     key(KeyCode::Enter, Action::Open),
     key(KeyCode::Esc, Action::Close),
@@ -123,6 +178,7 @@ const BINDINGS: &[Binding<Action>] = &[
     key(KeyCode::Char('='), Action::Faster),
     key(KeyCode::Char('-'), Action::Slower),
     key(KeyCode::Char('s'), Action::Sanitize),
+    key(KeyCode::Char('y'), Action::CopyReproduce),
 ];
 
 /// The action bound to `event`, if any.
@@ -151,7 +207,10 @@ fn label<A>(binding: &Binding<A>) -> String {
         KeyCode::Tab => "tab".into(),
         KeyCode::Enter => "enter".into(),
         KeyCode::Esc => "esc".into(),
-        other => format!("{other:?}"),
+        KeyCode::PageUp => "PgUp".into(),
+        KeyCode::PageDown => "PgDn".into(),
+        // crossterm's own name: `Home`, `End`, `F1`...
+        other => other.to_string(),
     };
     if binding.ctrl {
         format!("ctrl-{name}")
@@ -160,9 +219,14 @@ fn label<A>(binding: &Binding<A>) -> String {
     }
 }
 
-/// One row per action: its keys, then what it does.
-pub fn help_rows() -> Vec<(String, &'static str)> {
-    help_table(&Action::ALL, BINDINGS, Action::describe)
+/// One row per action that works on this screen (a replay, or a watched
+/// file): its keys, then what it does.
+pub fn help_rows(replay: bool) -> Vec<(String, &'static str)> {
+    let actions: Vec<Action> = Action::ALL
+        .into_iter()
+        .filter(|action| action.works_in(replay))
+        .collect();
+    help_table(&actions, BINDINGS, Action::describe)
 }
 
 /// One row per action of `actions`, in that order: every key `bindings`
@@ -190,10 +254,39 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_action_has_a_key_and_a_help_row() {
-        let rows = help_rows();
-        assert_eq!(rows.len(), Action::ALL.len());
-        assert!(rows.iter().all(|(keys, _)| !keys.is_empty()), "{rows:?}");
+    fn every_action_has_a_key_and_a_help_row_on_the_screen_it_works_on() {
+        let (live, replay) = (help_rows(false), help_rows(true));
+        let shared = Action::ALL
+            .iter()
+            .filter(|a| a.works_in(false) && a.works_in(true));
+        assert_eq!(
+            live.len() + replay.len() - shared.count(),
+            Action::ALL.len()
+        );
+        assert!(live.iter().chain(&replay).all(|(keys, _)| !keys.is_empty()));
+    }
+
+    #[test]
+    fn each_screen_s_help_leaves_out_the_other_s_keys() {
+        let said = |replay| -> Vec<&str> {
+            help_rows(replay)
+                .into_iter()
+                .map(|(_, what)| what)
+                .collect()
+        };
+        let live = said(false);
+        assert!(live.contains(&"check the file again now"), "{live:?}");
+        assert!(!live.contains(&"replay: pause or resume"), "{live:?}");
+        let replay = said(true);
+        assert!(replay.contains(&"replay: pause or resume"), "{replay:?}");
+        for missing in [
+            Action::Rerun,
+            Action::Sanitize,
+            Action::RestoreBest,
+            Action::CopyReproduce,
+        ] {
+            assert!(!replay.contains(&missing.describe()), "{replay:?}");
+        }
     }
 
     #[test]

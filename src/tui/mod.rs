@@ -18,7 +18,7 @@ pub mod msg;
 pub mod plot;
 mod runtime;
 mod shell;
-mod terminal;
+pub mod terminal;
 pub mod theme;
 pub mod update;
 pub mod view;

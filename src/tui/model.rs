@@ -18,7 +18,8 @@ use crate::facts::device::{DeviceInfo, GpuProblem};
 use crate::facts::resources::ResourceUsage;
 use crate::lab::definition::Problem;
 use crate::outcome::CheckReport;
-use crate::protocol::{CaseOutcome, CaseStatus, CompileOutcome, TimingOutcome};
+use crate::protocol::{CaseOutcome, CaseStatus, CompileOutcome, CompileProblemKind, TimingOutcome};
+use crate::report::ReproduceCommand;
 
 use super::msg::RunId;
 use super::plot::RooflinePlot;
@@ -152,7 +153,7 @@ impl CountersView {
         lines.push((
             "set".into(),
             format!(
-                "{:?}, {} passes, {}",
+                "{}, {} passes, {}",
                 outcome.tier, outcome.passes, outcome.chip
             ),
         ));
@@ -320,6 +321,9 @@ pub struct Model {
     /// The roofline plot of the same counters, when the launch was placed.
     pub roofline: Option<RooflinePlot>,
     pub selected: usize,
+    /// The first row of the compile panel drawn, when its errors are more
+    /// than it shows.
+    pub compile_scroll: usize,
     pub overlay: Option<Overlay>,
     pub notice: Option<String>,
     /// Why the latest check could not run (a node that never answered, a
@@ -330,6 +334,12 @@ pub struct Model {
     /// What the link to a remote worker added to the last compile (`ssh 12 ms`).
     pub link: Option<String>,
     pub replay: Option<Replay>,
+    /// The watched file is gone (deleted or moved away); the last results
+    /// stay on screen until it comes back.
+    pub file_gone: bool,
+    /// The `flashprof check` command that reruns a check of this session,
+    /// but for its seed (`y` copies it); `None` in a replay.
+    pub reproduce: Option<ReproduceCommand>,
     /// Lecture mode: large digits and one large panel (`--present`).
     pub present: bool,
     pub quitting: bool,
@@ -355,12 +365,15 @@ impl Model {
             counters: None,
             roofline: None,
             selected: 0,
+            compile_scroll: 0,
             overlay: None,
             notice: None,
             stopped: None,
             worker_place: None,
             link: None,
             replay: None,
+            file_gone: false,
+            reproduce: None,
             present: false,
             quitting: false,
             next_run: 1,
@@ -379,6 +392,35 @@ impl Model {
             value: &c.report.compile,
             stale: self.last_is_stale(),
         })
+    }
+
+    /// Why no case can run while the file on screen does not build (`the
+    /// file does not compile`), or `None` when one has run or may: the
+    /// cases table then gives its rows to the errors.
+    pub fn not_built(&self) -> Option<&'static str> {
+        let compile = self.compile()?.value;
+        if compile.ok {
+            return None;
+        }
+        let unrun = |i| match self.case(i) {
+            CaseCell::Waiting => true,
+            CaseCell::Done(shown) => shown.value.status == CaseStatus::NotRun,
+            CaseCell::Running | CaseCell::Provisional(_) => false,
+        };
+        if !(0..self.cases.len()).all(unrun) {
+            return None;
+        }
+        Some(match compile.problem.as_ref().map(|p| p.kind) {
+            Some(CompileProblemKind::CompilerMissing) => "NVRTC is missing",
+            Some(CompileProblemKind::CompilerFailed) => "the compiler failed",
+            _ => "the file does not compile",
+        })
+    }
+
+    /// The command that reruns the check on screen, seed and all.
+    pub fn reproduce_command(&self) -> Option<String> {
+        let seed = self.last.as_ref()?.report.seed;
+        Some(self.reproduce.as_ref()?.for_seed(seed))
     }
 
     /// The last complete check is stale while a newer save is being checked

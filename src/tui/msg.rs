@@ -28,6 +28,8 @@ pub enum Msg {
     },
     /// The watched file settled on new content.
     FileChanged(Vec<u8>),
+    /// The watched file was deleted or moved away.
+    FileGone,
     // Boxed because these two are far larger than every other message.
     Progress {
         run: RunId,
@@ -81,5 +83,7 @@ pub enum Effect {
     SetTickInterval(Duration),
     /// Run compute-sanitizer over the watched file (`s`).
     Sanitize,
+    /// Put `text` on the terminal's clipboard (OSC 52).
+    Copy(String),
     Quit,
 }

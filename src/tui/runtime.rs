@@ -21,15 +21,18 @@ use super::engine::Engine;
 use super::model::{Completed, Model, Replay};
 use super::msg::{Effect, Msg};
 use super::shell::{display_name, event_loop, planned_rows, watch_into, Flow, Program};
+use super::terminal;
 use super::theme::Theme;
 use super::update::{show_replay_position, update};
 use super::view;
 use crate::app::check::CheckPlan;
 use crate::app::history::{line_diff, HistoryRecord, HistoryStore, RunSummary, LOG_FILE};
+use crate::app::watch::Watched;
 use crate::app::worker_handle::WorkerCommand;
 use crate::display::{line_for_display, path_for_display};
 use crate::lab::source::{read_regular_file, FollowLinks, MAX_SOURCE_BYTES};
 use crate::outcome::CheckReport;
+use crate::report::ReproduceCommand;
 
 /// What a live session needs: the file, the check to run on each save, and
 /// how to start a worker.
@@ -39,6 +42,8 @@ pub struct LiveSetup {
     pub command: WorkerCommand,
     /// Lecture mode.
     pub present: bool,
+    /// `flashprof check` with the options of this session, for `y`.
+    pub reproduce: ReproduceCommand,
 }
 
 /// Seconds per run when a replay starts.
@@ -64,6 +69,7 @@ pub fn run_live(setup: LiveSetup) -> anyhow::Result<()> {
     let rows = planned_rows(&setup.plan);
     let mut model = Model::new(&file_label, rows, Theme::from_env());
     model.present = setup.present;
+    model.reproduce = Some(setup.reproduce);
     let (messages, inbox) = mpsc::channel();
     let store = HistoryStore::beside(&setup.file);
     let disk = start_disk_thread(store, Some(setup.file.clone()), messages.clone())?;
@@ -73,7 +79,12 @@ pub fn run_live(setup: LiveSetup) -> anyhow::Result<()> {
     // The engine thread is not waited for at quit: what it holds on a cluster is released here.
     let remote = setup.command.remote.clone();
     let engine = Engine::start(setup.plan, setup.command, messages.clone())?;
-    let _watcher = watch_into(&setup.file, &messages, Msg::FileChanged)?;
+    let _watcher = watch_into(&setup.file, &messages, |change| {
+        Some(match change {
+            Watched::Content(bytes) => Msg::FileChanged(bytes),
+            Watched::Gone => Msg::FileGone,
+        })
+    })?;
     let result = event_loop(model, messages, &inbox, |effect, model| {
         match effect {
             Effect::Quit => return Flow::Quit,
@@ -83,6 +94,7 @@ pub fn run_live(setup: LiveSetup) -> anyhow::Result<()> {
             Effect::Sanitize => {
                 start_sanitizer(&setup_file, &sanitize_template, &sanitizer_messages)
             }
+            Effect::Copy(text) => terminal::copy_to_clipboard(&text),
             other => send_disk_job(&disk, other, model),
         }
         Flow::Continue
@@ -191,7 +203,8 @@ pub fn run_replay(store: HistoryStore, present: bool) -> anyhow::Result<()> {
             Effect::StartRun { .. }
             | Effect::SupersedeRun(_)
             | Effect::RestoreBest
-            | Effect::RecordRun { .. } => {}
+            | Effect::RecordRun { .. }
+            | Effect::Copy(_) => {}
             other => send_disk_job(&disk, other, model),
         }
         Flow::Continue
@@ -279,6 +292,7 @@ fn send_disk_job(disk: &Sender<DiskJob>, effect: Effect, model: &Model) {
         | Effect::SupersedeRun(_)
         | Effect::SetTickInterval(_)
         | Effect::Sanitize
+        | Effect::Copy(_)
         | Effect::Quit => return,
     };
     let _ = disk.send(job);

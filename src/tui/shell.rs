@@ -19,7 +19,7 @@ use ratatui::Frame;
 use super::model::CaseRow;
 use super::terminal::TerminalSession;
 use crate::app::check::CheckPlan;
-use crate::app::watch::{watch_file, FileWatcher, DEFAULT_DEBOUNCE};
+use crate::app::watch::{watch_file, FileWatcher, Watched, DEFAULT_DEBOUNCE};
 use crate::display::path_for_display;
 use crate::lab::definition::Problem;
 use crate::lab::source::{read_regular_file, FollowLinks, MAX_SOURCE_BYTES};
@@ -98,13 +98,13 @@ fn start_terminal_reader<P: Program>(messages: Sender<P::Msg>) -> std::io::Resul
     Ok(())
 }
 
-/// Watches `file` and sends `wrap(content)` for its current content and
-/// then for every save that changes it. The watch lasts as long as the
-/// returned handle.
+/// Watches `file` and sends `wrap` of its current content and then of
+/// every save that changes it, and of its disappearance (`wrap` may send
+/// nothing for that). The watch lasts as long as the returned handle.
 pub fn watch_into<M: Send + 'static>(
     file: &Path,
     messages: &Sender<M>,
-    wrap: fn(Vec<u8>) -> M,
+    wrap: fn(Watched) -> Option<M>,
 ) -> anyhow::Result<FileWatcher> {
     // Never blocks on a FIFO or device node, and never reads past the size limit.
     // Never a link: the TUI compiles, shows and stores only the file itself.
@@ -112,10 +112,14 @@ pub fn watch_into<M: Send + 'static>(
         .map(|read| read.bytes)
         .with_context(|| format!("cannot read {}", path_for_display(file)))?;
     let watcher_messages = messages.clone();
-    let watcher = watch_file(file, DEFAULT_DEBOUNCE, move |bytes| {
-        let _ = watcher_messages.send(wrap(bytes));
+    let watcher = watch_file(file, DEFAULT_DEBOUNCE, move |change| {
+        if let Some(msg) = wrap(change) {
+            let _ = watcher_messages.send(msg);
+        }
     })?;
-    let _ = messages.send(wrap(initial));
+    if let Some(msg) = wrap(Watched::Content(initial)) {
+        let _ = messages.send(msg);
+    }
     Ok(watcher)
 }
 

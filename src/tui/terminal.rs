@@ -2,8 +2,11 @@
 //! ends: normal return, error, or panic (a hook restores it before the
 //! panic message prints, so the message is readable). Ctrl-C needs no
 //! signal handler: in raw mode it arrives as a key, which quits.
+//!
+//! It also writes the one sequence the screen's frames do not carry: text
+//! for the terminal's clipboard (OSC 52).
 
-use std::io::{self, Stdout};
+use std::io::{self, Stdout, Write};
 use std::sync::Once;
 
 use crossterm::cursor::{Hide, Show};
@@ -65,4 +68,73 @@ fn install_panic_hook() {
             previous(info);
         }));
     });
+}
+
+/// Puts `text` on the clipboard of the terminal the TUI draws on, when the
+/// terminal honours OSC 52 (tmux passes it on with `set-clipboard`); none
+/// answers whether it did, so the screen shows the text as well.
+pub fn copy_to_clipboard(text: &str) {
+    let mut out = io::stdout();
+    let _ = out
+        .write_all(clipboard_sequence(text).as_bytes())
+        .and_then(|()| out.flush());
+}
+
+/// The OSC 52 sequence that sets the clipboard to `text`. Base64 keeps any
+/// byte of it from reaching the terminal as a control.
+pub fn clipboard_sequence(text: &str) -> String {
+    format!("\x1b]52;c;{}\x07", base64(text.as_bytes()))
+}
+
+/// RFC 4648 base64, padded.
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        // Three bytes are four 6-bit digits; a short chunk pads with `=`.
+        let bits = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |bits, (i, &b)| bits | u32::from(b) << (16 - 8 * i));
+        for digit in 0..4 {
+            if digit <= chunk.len() {
+                let index = (bits >> (18 - 6 * digit)) & 63;
+                out.push(char::from(ALPHABET[index as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_follows_the_rfc_test_vectors() {
+        let vectors = [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ];
+        for (text, encoded) in vectors {
+            assert_eq!(base64(text.as_bytes()), encoded, "{text}");
+        }
+    }
+
+    #[test]
+    fn the_clipboard_sequence_carries_no_control_but_its_frame() {
+        let sequence = clipboard_sequence("flashprof check 'a\x1b]0;x\x07.cu'");
+        let body = &sequence["\x1b]52;c;".len()..sequence.len() - 1];
+        assert!(sequence.starts_with("\x1b]52;c;") && sequence.ends_with('\x07'));
+        assert!(body
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "+/=".contains(c)));
+    }
 }

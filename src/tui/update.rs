@@ -17,7 +17,8 @@ use super::keys::{action_for, Action};
 use super::model::{CaseRow, Completed, CountersView, LiveRun, Model, Overlay, Phase};
 use super::msg::{Effect, Msg, RunId};
 use super::plot::RooflinePlot;
-use super::view::layout::{case_at, Areas};
+use super::view::layout::{case_at, compile_scroll_limit, overlay_rows, visible_case_rows, Areas};
+use crate::display::line_for_display;
 use crate::outcome::{CheckReport, CheckStopped, CountersResult, LinkLoss, Progress};
 
 /// Replay speeds a user can step through, as seconds per run.
@@ -36,6 +37,10 @@ pub fn update(model: &mut Model, msg: Msg) -> Vec<Effect> {
             Vec::new()
         }
         Msg::FileChanged(bytes) => on_file_changed(model, bytes),
+        Msg::FileGone => {
+            model.file_gone = true;
+            Vec::new()
+        }
         Msg::Progress { run, progress } => {
             on_progress(model, run, *progress);
             Vec::new()
@@ -84,6 +89,11 @@ pub fn update(model: &mut Model, msg: Msg) -> Vec<Effect> {
 }
 
 fn on_file_changed(model: &mut Model, bytes: Vec<u8>) -> Vec<Effect> {
+    // A file back with the text it had when it went is checked already.
+    let back = std::mem::take(&mut model.file_gone);
+    if back && bytes == model.source.as_bytes() {
+        return Vec::new();
+    }
     match String::from_utf8(bytes) {
         Ok(text) => {
             model.source = text.clone();
@@ -154,7 +164,10 @@ fn on_progress(model: &mut Model, run: RunId, progress: Progress) {
                 *slot = Some(outcome);
             }
         }
-        Progress::Compiled(outcome) => live.compile = Some(outcome),
+        Progress::Compiled(outcome) => {
+            live.compile = Some(outcome);
+            model.compile_scroll = 0;
+        }
         Progress::CaseStarted { index } => live.phase = Phase::Case(index),
         Progress::CaseFinished { index, outcome } => {
             if let Some(slot) = live.cases.get_mut(index) {
@@ -257,6 +270,11 @@ fn show_completed(model: &mut Model, completed: Completed) {
         .as_ref()
         .and_then(|c| c.report.compile.resources.clone());
     model.gpu = Some(completed.report.gpu.clone());
+    // A new list of errors is read from its top; the same list keeps its place.
+    let errors = model.compile().map(|shown| &shown.value.diagnostics);
+    if errors != Some(&completed.report.compile.diagnostics) {
+        model.compile_scroll = 0;
+    }
     // A run that stopped short of counters (compile error, no GPU) clears
     // the panel rather than leave another version's figures under this one.
     show_counters(model, completed.report.counters.last());
@@ -287,12 +305,16 @@ fn on_key(model: &mut Model, key: KeyEvent) -> Vec<Effect> {
 }
 
 fn on_panel_key(model: &mut Model, action: Action) -> Vec<Effect> {
-    let last_case = model.cases.len().saturating_sub(1);
     match action {
         Action::Rerun => return request_run(model, model.source.clone()),
         Action::Help => model.overlay = Some(Overlay::Help),
-        Action::Up => model.selected = model.selected.saturating_sub(1),
-        Action::Down => model.selected = (model.selected + 1).min(last_case),
+        Action::Up
+        | Action::Down
+        | Action::PageUp
+        | Action::PageDown
+        | Action::First
+        | Action::Last => move_in_panels(model, action),
+        Action::CopyReproduce if model.replay.is_none() => return copy_reproduce(model),
         Action::NextFailing => {
             if let Some(next) = model.next_failing(model.selected) {
                 model.selected = next;
@@ -327,9 +349,70 @@ fn on_panel_key(model: &mut Model, action: Action) -> Vec<Effect> {
             );
             return vec![Effect::Sanitize];
         }
-        Action::Close | Action::RestoreBest | Action::Quit | Action::Sanitize => {}
+        Action::Close
+        | Action::RestoreBest
+        | Action::Quit
+        | Action::Sanitize
+        | Action::CopyReproduce => {}
     }
     Vec::new()
+}
+
+/// The arrows and the page keys move the case selection, or scroll the
+/// errors while the file does not build (no case has run to select then).
+fn move_in_panels(model: &mut Model, action: Action) {
+    let areas = Areas::for_model(model, model.width, model.height);
+    if model.not_built().is_some() {
+        let page = usize::from(areas.compile.height.saturating_sub(2));
+        let last = compile_scroll_limit(model, &areas);
+        model.compile_scroll = moved(model.compile_scroll, action, page, last);
+    } else {
+        let last = model.cases.len().saturating_sub(1);
+        model.selected = moved(model.selected, action, visible_case_rows(areas.cases), last);
+    }
+}
+
+/// Whether `action` moves through a list.
+fn scrolls(action: Action) -> bool {
+    matches!(
+        action,
+        Action::Up
+            | Action::Down
+            | Action::PageUp
+            | Action::PageDown
+            | Action::First
+            | Action::Last
+    )
+}
+
+/// Where `action` takes `position` in a list that shows `page` entries at
+/// a time and can go up to `last`.
+fn moved(position: usize, action: Action, page: usize, last: usize) -> usize {
+    let page = page.max(1);
+    let target = match action {
+        Action::Up => position.saturating_sub(1),
+        Action::Down => position.saturating_add(1),
+        Action::PageUp => position.saturating_sub(page),
+        Action::PageDown => position.saturating_add(page),
+        Action::First => 0,
+        Action::Last => last,
+        _ => position,
+    };
+    target.min(last)
+}
+
+/// The command that reruns the check on screen, on the clipboard and in
+/// the footer (not every terminal lets a program set its clipboard).
+fn copy_reproduce(model: &mut Model) -> Vec<Effect> {
+    let Some(command) = model.reproduce_command() else {
+        model.notice = Some("no check has finished yet, so there is nothing to rerun".into());
+        return Vec::new();
+    };
+    model.notice = Some(format!(
+        "copied (where the terminal allows): {}",
+        line_for_display(&command)
+    ));
+    vec![Effect::Copy(command)]
 }
 
 /// Shows a sanitizer pass: its first hazard (or that it is clean) in the
@@ -379,12 +462,12 @@ fn on_overlay_key(model: &mut Model, overlay: Overlay, action: Action) -> Vec<Ef
         (Overlay::Counters, Action::Counters) => None,
         (Overlay::Heatmap { .. }, Action::Open) => None,
         (Overlay::History { .. }, Action::History) => None,
-        (Overlay::History { selected }, Action::Up) => Some(Overlay::History {
-            selected: selected.saturating_sub(1),
-        }),
-        (Overlay::History { selected }, Action::Down) => Some(Overlay::History {
-            selected: (selected + 1).min(model.history.len().saturating_sub(1)),
-        }),
+        (Overlay::History { selected }, action) if scrolls(action) => {
+            let (rows, last) = (overlay_rows(model.height), model.history.len());
+            Some(Overlay::History {
+                selected: moved(selected, action, rows, last.saturating_sub(1)),
+            })
+        }
         (Overlay::History { selected }, Action::Open) => {
             if let Some(run) = model.history.iter().rev().nth(selected) {
                 effects.push(Effect::LoadDiff {
@@ -406,21 +489,11 @@ fn on_overlay_key(model: &mut Model, overlay: Overlay, action: Action) -> Vec<Ef
                 lines,
                 scroll,
             },
-            Action::Up,
-        ) => Some(Overlay::Diff {
-            title,
-            lines,
-            scroll: scroll.saturating_sub(1),
-        }),
-        (
-            Overlay::Diff {
-                title,
-                lines,
-                scroll,
-            },
-            Action::Down,
-        ) => {
-            let scroll = (scroll + 1).min(lines.len().saturating_sub(1));
+            action,
+        ) if scrolls(action) => {
+            // Scrolled to its end, the diff's last line is the overlay's last.
+            let rows = overlay_rows(model.height);
+            let scroll = moved(scroll, action, rows, lines.len().saturating_sub(rows));
             Some(Overlay::Diff {
                 title,
                 lines,
@@ -445,10 +518,8 @@ fn on_mouse(model: &mut Model, mouse: MouseEvent) {
                 model.selected = index;
             }
         }
-        MouseEventKind::ScrollUp => model.selected = model.selected.saturating_sub(1),
-        MouseEventKind::ScrollDown => {
-            model.selected = (model.selected + 1).min(model.cases.len().saturating_sub(1));
-        }
+        MouseEventKind::ScrollUp => move_in_panels(model, Action::Up),
+        MouseEventKind::ScrollDown => move_in_panels(model, Action::Down),
         _ => {}
     }
 }
@@ -512,6 +583,7 @@ pub fn show_replay_position(model: &mut Model) {
         })
         .collect();
     model.selected = model.selected.min(model.cases.len().saturating_sub(1));
+    model.compile_scroll = 0;
     model.source = run.source.clone();
     model.gpu = Some(run.report.gpu.clone());
     show_counters(model, run.report.counters.last());

@@ -138,6 +138,13 @@ impl Session {
         }
     }
 
+    /// Whether the binary has written `bytes` to the terminal, escape
+    /// sequences included (the screen shows only their effect).
+    pub fn wrote(&self, bytes: &[u8]) -> bool {
+        let output = self.output.lock().expect("log");
+        output.windows(bytes.len()).any(|w| w == bytes)
+    }
+
     pub fn press(&mut self, key: &str) {
         self.keys.write_all(key.as_bytes()).expect("send a key");
         self.keys.flush().expect("flush the key");

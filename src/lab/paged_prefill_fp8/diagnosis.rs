@@ -92,7 +92,7 @@ fn bug_line(bug: Bug, inputs: &Inputs) -> String {
              by {k} instead of {v}"
         ),
         Bug::FormatIgnored => format!(
-            "E4M3 bytes decoded as E5M2: this case's cache is {:?} (kvFormat = {}); decode with \
+            "E4M3 bytes decoded as E5M2: this case's cache is {} (kvFormat = {}); decode with \
              the format kvFormat names",
             inputs.format,
             inputs.format.code()

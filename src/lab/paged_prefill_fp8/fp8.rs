@@ -23,6 +23,16 @@ pub enum KvFormat {
 /// The byte every cache slot no context covers holds: NaN in both formats.
 pub const FP8_NAN: u8 = 0x7F;
 
+/// The format's usual name, `E4M3` or `E5M2`.
+impl std::fmt::Display for KvFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            KvFormat::E4m3 => "E4M3",
+            KvFormat::E5m2 => "E5M2",
+        })
+    }
+}
+
 impl KvFormat {
     pub const ALL: [KvFormat; 2] = [KvFormat::E4m3, KvFormat::E5m2];
 

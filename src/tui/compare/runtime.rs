@@ -13,6 +13,7 @@ use super::model::{Column, CompareModel, Pair};
 use super::msg::{CompareEffect, CompareMsg};
 use super::update::update;
 use crate::app::check::CheckPlan;
+use crate::app::watch::Watched;
 use crate::app::worker_handle::WorkerCommand;
 use crate::tui::shell::{display_name, event_loop, planned_rows, watch_into, Flow, Program};
 use crate::tui::theme::Theme;
@@ -66,14 +67,8 @@ pub fn run_compare(setup: CompareSetup) -> anyhow::Result<()> {
     // The engine thread is not waited for at quit: what it holds on a cluster is released here.
     let remote = setup.command.remote.clone();
     let engine = CompareEngine::start(setup.plan, paths, setup.command, messages.clone())?;
-    let _watch_a = watch_into(&file_a, &messages, |bytes| CompareMsg::FileChanged {
-        column: Column::A,
-        bytes,
-    })?;
-    let _watch_b = watch_into(&file_b, &messages, |bytes| CompareMsg::FileChanged {
-        column: Column::B,
-        bytes,
-    })?;
+    let _watch_a = watch_into(&file_a, &messages, |change| saved(Column::A, change))?;
+    let _watch_b = watch_into(&file_b, &messages, |change| saved(Column::B, change))?;
     let result = event_loop(model, messages, &inbox, |effect, _| match effect {
         CompareEffect::Quit => Flow::Quit,
         CompareEffect::StartComparison { run, sources } => {
@@ -85,4 +80,13 @@ pub fn run_compare(setup: CompareSetup) -> anyhow::Result<()> {
         remote.release();
     }
     result
+}
+
+/// A save of one file as a message; a file deleted meanwhile keeps its last
+/// text on screen, and the comparison waits for its next save.
+fn saved(column: Column, change: Watched) -> Option<CompareMsg> {
+    match change {
+        Watched::Content(bytes) => Some(CompareMsg::FileChanged { column, bytes }),
+        Watched::Gone => None,
+    }
 }

@@ -15,6 +15,12 @@ use crate::tui::theme::Theme;
 
 pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
     let theme = model.theme;
+    if let Some(why) = model.not_built() {
+        // No case ran: one line says so, and the errors get the rows.
+        let line = format!("{} cases not run: {why}", model.cases.len());
+        frame.render_widget(Paragraph::new(line), area);
+        return;
+    }
     let stale =
         (0..model.cases.len()).any(|i| matches!(model.case(i), CaseCell::Done(s) if s.stale));
     let visible = visible_case_rows(area);
@@ -62,10 +68,11 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
     let provisional =
         (0..model.cases.len()).any(|i| matches!(model.case(i), CaseCell::Provisional(_)));
     let title = format!(
-        "cases ({} of {}){}",
+        "cases ({} of {}){}{}",
         model.cases.len().min(visible),
         model.cases.len(),
-        if provisional { ", ~ quick build" } else { "" }
+        if provisional { ", ~ quick build" } else { "" },
+        seed_words(model)
     );
     let table = Table::new(
         rows,
@@ -81,6 +88,20 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
     .header(header)
     .block(panel(&title, stale, theme));
     frame.render_widget(table, area);
+}
+
+/// The seed the cases on screen drew their inputs from, and the key that
+/// copies the command to draw them again (not in a replay, which has no
+/// session options to copy).
+fn seed_words(model: &Model) -> String {
+    let Some(last) = &model.last else {
+        return String::new();
+    };
+    let copy = match model.reproduce {
+        Some(_) => ", y copies the command",
+        None => "",
+    };
+    format!(" · seed {}{copy}", last.report.seed)
 }
 
 /// The selected case's whole diagnosis, wrapped under the table: the

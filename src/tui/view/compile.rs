@@ -1,5 +1,8 @@
 //! The file and compile panel: did it compile, and if not, where and why,
-//! with the offending source line and a caret under the column.
+//! with the offending source line and a caret under the column. A list of
+//! errors longer than the panel scrolls (the arrows and page keys while
+//! the file does not build), and its bottom border says how much is out
+//! of sight.
 
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
@@ -29,9 +32,26 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
         frame.render_widget(Paragraph::new(Line::from(spans)), area);
         return;
     }
+    let total = wrapped_rows(lines.clone(), area.width);
+    let shown = usize::from(area.height.saturating_sub(2));
+    let scroll = model.compile_scroll.min(total.saturating_sub(shown));
+    let mut block = panel(&title(model), stale, theme);
+    if total > shown {
+        // The keys scroll here only while no case can be selected.
+        let keys = match model.not_built() {
+            Some(_) => ": ↑↓ PgUp PgDn Home End scroll",
+            None => "",
+        };
+        block = block.title_bottom(format!(
+            " rows {}-{} of {total}{keys} ",
+            scroll + 1,
+            (scroll + shown).min(total)
+        ));
+    }
     let body = Paragraph::new(lines)
-        .block(panel(&title(model), stale, theme))
-        .wrap(Wrap { trim: false });
+        .block(block)
+        .wrap(Wrap { trim: false })
+        .scroll((u16::try_from(scroll).unwrap_or(u16::MAX), 0));
     frame.render_widget(body, area);
 }
 
@@ -46,9 +66,25 @@ pub(super) fn height(model: &Model, width: u16) -> u16 {
             return 1;
         }
     }
-    let inner = usize::from(width.saturating_sub(2)).max(1);
-    let wrapped: usize = lines.iter().map(|l| l.width().div_ceil(inner).max(1)).sum();
-    u16::try_from(wrapped + 2).unwrap_or(u16::MAX)
+    u16::try_from(wrapped_rows(lines, width) + 2).unwrap_or(u16::MAX)
+}
+
+/// Rows of the panel's text out of sight in `area` when it shows its top.
+pub(super) fn hidden_rows(model: &Model, area: Rect) -> usize {
+    if area.height <= 1 {
+        return 0;
+    }
+    let shown = usize::from(area.height - 2);
+    wrapped_rows(body(model).lines, area.width).saturating_sub(shown)
+}
+
+/// Rows `lines` take inside a bordered panel `width` columns wide, wrapped
+/// as the panel wraps them.
+fn wrapped_rows(lines: Vec<Line<'static>>, width: u16) -> usize {
+    let inner = width.saturating_sub(2).max(1);
+    Paragraph::new(lines)
+        .wrap(Wrap { trim: false })
+        .line_count(inner)
 }
 
 /// The file's name, and how many errors and warnings the compiler gave,

@@ -2,10 +2,10 @@
 //! they arrive the panel says so, and without a GPU it says why not.
 //!
 //! Collected values are one line each and never wrap: the panel is small,
-//! so a long line loses its tail rather than pushing the lines after it
-//! out of sight, and the model lists the most telling line first. A panel
-//! under 40 columns (an 80-column terminal) shows the compact lines
-//! instead, each whole. Under them, when the panel has the rows, the
+//! so a line must fit rather than push the lines after it out of sight.
+//! When every full line fits, the panel shows them; when any would be cut
+//! (its tail may be the busiest unit or the advice), it shows the compact
+//! lines instead, each whole. Under them, when the panel has the rows, the
 //! roofline plot. The counters overlay (`c`) shows every line whole,
 //! wrapped, beside a large plot.
 
@@ -18,9 +18,6 @@ use super::roofline;
 use super::text::{full_overlay, panel, wrap_words};
 use crate::tui::model::{CountersView, Model};
 
-/// Inner width under which the panel shows the compact lines: the full
-/// ones would be cut within their first words.
-const COMPACT_BELOW: u16 = 40;
 /// Text lines the panel keeps above the plot when it must choose.
 const LINES_OVER_PLOT: u16 = 6;
 
@@ -28,7 +25,7 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
     let block = panel("counters", false, model.theme);
     let inner = block.inner(area);
     frame.render_widget(block, area);
-    let compact = inner.width < COMPACT_BELOW;
+    let compact = full_lines_cut(model, inner.width);
     let body = body(model, compact);
     let Some(plot) = model.roofline_plot() else {
         frame.render_widget(body, inner);
@@ -53,6 +50,18 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
         Layout::vertical([Constraint::Fill(1), Constraint::Length(plot_rows)]).areas(inner);
     frame.render_widget(body, text_area);
     roofline::draw(frame, plot_area, &plot, model.theme);
+}
+
+/// Whether a full line of the collected counters (its label, a space and
+/// its value) is wider than `width`.
+fn full_lines_cut(model: &Model, width: u16) -> bool {
+    let Some(CountersView::Collected { lines, .. }) = &model.counters else {
+        return false;
+    };
+    let width = usize::from(width);
+    lines
+        .iter()
+        .any(|(label, value)| Line::raw(format!("{label} {value}")).width() > width)
 }
 
 /// The overlay: every line whole on the left, the plot on the right (under

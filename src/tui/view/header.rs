@@ -12,6 +12,8 @@ use crate::outcome::CheckReport;
 use crate::tui::model::{CaseRow, Model, Phase};
 use crate::tui::theme::Theme;
 
+use super::layout::footer_lines;
+
 pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
     let theme = model.theme;
     let mut spans = vec![
@@ -36,6 +38,16 @@ fn activity(model: &Model) -> Vec<Span<'static>> {
                 replay.interval.as_secs_f64()
             ),
             theme.warn(),
+        )];
+    }
+    // Said before what is running: no save can come until the file does.
+    if model.file_gone {
+        return vec![Span::styled(
+            format!(
+                "{} was deleted; waiting for it to come back",
+                model.file_label
+            ),
+            theme.bad(),
         )];
     }
     let mut spans = Vec::new();
@@ -124,14 +136,17 @@ pub(super) fn gpu_span(
 }
 
 pub fn draw_footer(frame: &mut Frame, area: Rect, model: &Model) {
-    let line = match &model.notice {
-        Some(notice) => Line::from(Span::styled(notice.clone(), model.theme.warn())),
-        None if model.replay.is_some() => {
-            Line::from("q quit  space pause  ←/→ step  +/- speed  enter heatmap  h history  ? help")
-        }
-        None => Line::from(
+    let lines = match &model.notice {
+        Some(notice) => footer_lines(notice, area.width)
+            .into_iter()
+            .map(|line| Line::styled(line, model.theme.warn()))
+            .collect(),
+        None if model.replay.is_some() => vec![Line::from(
+            "q quit  space pause  ←/→ step  +/- speed  enter heatmap  h history  ? help",
+        )],
+        None => vec![Line::from(
             "q quit  r rerun  ↑↓/tab select  enter heatmap  c counters  h history  ? help",
-        ),
+        )],
     };
-    frame.render_widget(Paragraph::new(line), area);
+    frame.render_widget(Paragraph::new(lines), area);
 }

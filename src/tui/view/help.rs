@@ -1,4 +1,5 @@
-//! The help overlay, drawn from a key map itself.
+//! The help overlay, drawn from a key map itself: only the keys of the
+//! screen in use (watching a file, or a replay).
 
 use ratatui::layout::{Constraint, Rect};
 use ratatui::text::Span;
@@ -11,7 +12,7 @@ use crate::tui::model::Model;
 use crate::tui::theme::Theme;
 
 pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
-    draw_rows(frame, area, help_rows(), model.theme);
+    draw_rows(frame, area, help_rows(model.replay.is_some()), model.theme);
 }
 
 /// A popup listing `rows` (keys, what they do), sized to fit them.
