@@ -172,7 +172,7 @@ fn roofline_panel(screen: &str) -> Vec<String> {
         .expect("the panel's corner");
     lines[top + 1..]
         .iter()
-        .take_while(|l| !l.chars().nth(column).is_some_and(|c| c == '┗'))
+        .take_while(|l| l.chars().nth(column) != Some('┗'))
         .map(|l| l.chars().skip(column + 1).collect())
         .collect()
 }

@@ -772,4 +772,78 @@ mod tests {
         p.points.remove(0);
         assert_eq!(text(&p, 30), "kernel ◆L2 ○starter");
     }
+
+    /// `plot` drawn at `width` x `height`, one string a row.
+    fn drawn(plot: &RooflinePlot, width: u16, height: u16) -> Vec<String> {
+        use ratatui::backend::TestBackend;
+        use ratatui::Terminal;
+        let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("terminal");
+        terminal
+            .draw(|frame| draw(frame, frame.area(), plot, Theme { color: false }))
+            .expect("draw");
+        let text = terminal.backend().to_string();
+        text.lines()
+            .map(|l| l.trim_matches('"').to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn no_memory_roof_name_sits_on_a_flat_roofs_row_at_any_size() {
+        // The recorded top rung's roofs: three flat, three rising.
+        let roof = |name: &str, kind| PlotRoof {
+            name: name.into(),
+            kind,
+        };
+        let compute = |name, flops_per_s| roof(name, RoofKind::Compute { flops_per_s });
+        let memory = |name, bytes_per_s| roof(name, RoofKind::Memory { bytes_per_s });
+        let flat = vec![
+            compute("BF16", 643e12),
+            compute("TF32", 322e12),
+            compute("FP32", 66.5e12),
+        ];
+        let mut p = plot(vec![PlotPoint {
+            name: "DRAM",
+            mark: "●",
+            role: PointRole::Kernel,
+            flop_per_byte: 1344.0,
+            flops_per_s: 56e12,
+        }]);
+        p.roofs = flat.clone();
+        p.roofs.extend([
+            memory("smem", 30.5e12),
+            memory("L2", 15.4e12),
+            memory("DRAM", 3.68e12),
+        ]);
+        // The flat roofs alone on the same axes, each drawn from the left edge.
+        let flat_only = RooflinePlot {
+            roofs: flat,
+            points: Vec::new(),
+            fixed_axes: p.fitted_axes(),
+        };
+        let mut named = 0;
+        for width in (30..=90).step_by(6) {
+            for height in 7..=26 {
+                let full = drawn(&p, width, height);
+                let flat_rows = drawn(&flat_only, width, height);
+                for (row, line) in full.iter().enumerate() {
+                    if !line.contains("TB/s") {
+                        continue;
+                    }
+                    named += 1;
+                    // Past the rate labels (four columns here), nothing flat on that row.
+                    let flat_there: String = flat_rows[row].chars().skip(4).collect();
+                    assert!(
+                        flat_there.trim().is_empty(),
+                        "{width}x{height}:\n{}\n{}",
+                        full.join("\n"),
+                        flat_rows.join("\n")
+                    );
+                }
+            }
+        }
+        assert!(
+            named > 100,
+            "the memory roofs are named on most sizes: {named}"
+        );
+    }
 }
