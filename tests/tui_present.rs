@@ -109,13 +109,7 @@ fn replay_of(reports: Vec<flashprof::outcome::CheckReport>) -> Model {
         .collect();
     let mut model = Model::new(FILE, Vec::new(), Theme { color: false });
     model.present = true;
-    model.replay = Some(Replay {
-        runs,
-        summaries,
-        position: 0,
-        paused: false,
-        interval: Duration::from_secs(1),
-    });
+    model.replay = Some(Replay::new(runs, summaries, Duration::from_secs(1)));
     show_replay_position(&mut model);
     model
 }
@@ -127,11 +121,10 @@ fn a_replay_steps_through_runs_and_lists_its_keys() {
     failing_run.cases[3] = failing("last-key-of-sequence", shape, 0);
     failing_run.timing = None;
     let mut model = replay_of(vec![failing_run, all_pass(1.4, 40), all_pass(3.1, 56)]);
-    key(&mut model, KeyCode::Char(' '));
     key(&mut model, KeyCode::Char('n'));
     key(&mut model, KeyCode::Char('+'));
     let text = snapshot("replay", &mut model);
-    assert!(text.contains("replay 2/3 paused, 0.50 s per run"), "{text}");
+    assert!(text.contains("replay 2/3 paused, 0.5 s/run"), "{text}");
     assert!(text.contains("space pause"), "{text}");
     key(&mut model, KeyCode::Char('p'));
     let first = screen(&model, 120, 40);
@@ -223,4 +216,54 @@ fn a_replay_of_a_climbing_kernel_shows_its_earlier_saves_under_every_roof() {
     key(&mut model, KeyCode::Char('p'));
     let back = screen(&model, 120, 40);
     assert!(back.contains("saves 1-2"), "{back}");
+}
+
+/// The lecture sizes: the smallest terminal, a laptop's and a projector's.
+const LECTURE_SIZES: [(u16, u16); 3] = [(80, 24), (120, 40), (200, 60)];
+
+/// The rows of the speedup panel, the left half of the number panels.
+fn speedup_panel(screen: &str) -> Vec<String> {
+    screen
+        .lines()
+        .skip_while(|l| !l.contains("SPEEDUP"))
+        .take_while(|l| !l.trim_start_matches('"').starts_with('┗'))
+        .map(|l| {
+            let half = l.chars().count() / 2;
+            l.chars().take(half).collect()
+        })
+        .collect()
+}
+
+#[test]
+fn a_failing_run_says_how_many_fail_and_never_draws_its_speedup_in_blocks() {
+    let mut report = all_pass(3.0, 40);
+    let shape = case_shapes()[3].1;
+    report.cases[3] = failing("last-key-of-sequence", shape, 0);
+    let mut model = presenting();
+    complete(&mut model, "v1", report);
+    for (width, height) in LECTURE_SIZES {
+        let text = screen(&model, width, height);
+        insta::assert_snapshot!(format!("present_fails_timed_{width}x{height}"), text);
+        let speedup = speedup_panel(&text).join("\n");
+        assert!(speedup.contains("fails 1 of 14"), "{text}");
+        assert!(!speedup.contains('█'), "no speedup in blocks:\n{text}");
+        // The pass count is still a number worth blocks.
+        let digit_rows = text.lines().filter(|l| l.contains("██")).count();
+        assert!(digit_rows >= 5, "{text}");
+    }
+    let wide = screen(&model, 200, 60);
+    assert!(wide.contains("3.00x when timed, not counted"), "{wide}");
+}
+
+#[test]
+fn without_a_gpu_nothing_ran_and_no_number_is_drawn_in_blocks() {
+    let mut model = presenting();
+    complete(&mut model, "v1", compile_only());
+    for (width, height) in LECTURE_SIZES {
+        let text = screen(&model, width, height);
+        insta::assert_snapshot!(format!("present_no_gpu_{width}x{height}"), text);
+        assert_eq!(block_rows(&text), 0, "no 0/14 in blocks:\n{text}");
+        assert!(text.contains("not run: no GPU"), "{text}");
+        assert!(text.contains("not timed: no GPU"), "{text}");
+    }
 }

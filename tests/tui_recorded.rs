@@ -98,3 +98,139 @@ fn the_recorded_ladder_climbs_the_roofline_to_the_top_rung_at_every_memory_level
     assert!(smem.flop_per_byte < l2.flop_per_byte && l2.flop_per_byte < dram.flop_per_byte);
     assert_eq!(smem.flops_per_s, dram.flops_per_s);
 }
+
+/// The lecture sizes: the smallest terminal, a laptop's and a projector's.
+const LECTURE_SIZES: [(u16, u16); 3] = [(80, 24), (120, 40), (200, 60)];
+
+/// Where plain TF32 is in the recording: fast, and failing six cases.
+const PLAIN_TF32: usize = 5;
+
+#[test]
+fn the_lecture_replay_names_each_rung_and_its_verdict_at_every_size() {
+    let rungs = [
+        (0, "starter", "PASS 14/14  The lab's starter kernel"),
+        (1, "rung_1", "PASS 14/14  Ladder rung 1: tile the rows."),
+        (PLAIN_TF32, "plain_tf32", "FAIL 8/14  Ladder rung 5"),
+        (TOP_RUNG, "top_rung", "PASS 14/14  Ladder rung 5"),
+    ];
+    for (position, name, said) in rungs {
+        let mut model = ladder_at(position);
+        model.present = true;
+        for (width, height) in LECTURE_SIZES {
+            let text = screen(&model, width, height);
+            insta::assert_snapshot!(format!("ladder_present_{name}_{width}x{height}"), text);
+            let header = text.lines().next().unwrap_or_default();
+            assert!(
+                header.starts_with(&format!("\"flashprof replay {}/7 paused", position + 1)),
+                "{text}"
+            );
+            assert!(header.contains(said), "{name}: {text}");
+        }
+    }
+}
+
+#[test]
+fn plain_tf32_says_it_fails_instead_of_showing_the_fastest_speedup_of_the_walk() {
+    let mut model = ladder_at(PLAIN_TF32);
+    model.present = true;
+    for (width, height) in LECTURE_SIZES {
+        let text = screen(&model, width, height);
+        let speedup: Vec<&str> = text
+            .lines()
+            .skip_while(|l| !l.contains("SPEEDUP"))
+            .take_while(|l| !l.trim_start_matches('"').starts_with('┗'))
+            .collect();
+        let half = |l: &&str| l.chars().take(l.chars().count() / 2).collect::<String>();
+        assert!(
+            speedup.iter().any(|l| half(l).contains("fails 6 of 14")),
+            "{text}"
+        );
+        assert!(
+            speedup.iter().all(|l| !half(l).contains('█')),
+            "the speedup in blocks:\n{text}"
+        );
+    }
+}
+
+/// The roofline panel's rows of `screen`, from its left border on: the
+/// rate labels lead each row, the intensity labels are the row over the
+/// caption.
+fn roofline_panel(screen: &str) -> Vec<String> {
+    let lines: Vec<&str> = screen.lines().collect();
+    let top = lines
+        .iter()
+        .position(|l| l.contains("┏ roofline"))
+        .expect("a roofline panel");
+    let chars: Vec<char> = lines[top].chars().collect();
+    let column = (0..chars.len())
+        .find(|&i| {
+            chars[i..]
+                .iter()
+                .collect::<String>()
+                .starts_with("┏ roofline")
+        })
+        .expect("the panel's corner");
+    lines[top + 1..]
+        .iter()
+        .take_while(|l| l.chars().nth(column) != Some('┗'))
+        .map(|l| l.chars().skip(column + 1).collect())
+        .collect()
+}
+
+/// The labels of both axes: the first three columns of every row of the
+/// plot (the rate axis, `0.1` to `1k` here) and the row of intensities
+/// under it.
+fn axis_labels(panel: &[String]) -> (Vec<String>, String) {
+    let caption = panel
+        .iter()
+        .position(|l| l.starts_with("kernel"))
+        .expect("the caption");
+    let rates = panel[..caption - 1]
+        .iter()
+        .map(|l| l.chars().take(3).collect())
+        .collect();
+    (rates, panel[caption - 1].clone())
+}
+
+#[test]
+fn the_roofline_keeps_its_axes_and_labels_its_decades_through_the_replay() {
+    let frames: Vec<_> = [1, TOP_RUNG]
+        .into_iter()
+        .map(|position| {
+            let mut model = ladder_at(position);
+            model.present = true;
+            screen(&model, 120, 40)
+        })
+        .collect();
+    let axes: Vec<_> = frames
+        .iter()
+        .map(|frame| axis_labels(&roofline_panel(frame)))
+        .collect();
+    assert_eq!(axes[0], axes[1], "{}\n{}", frames[0], frames[1]);
+    // Decades on both axes: TFLOP/s up, flop per byte across.
+    let (rates, intensities) = &axes[0];
+    let rates: Vec<&str> = rates
+        .iter()
+        .map(|r| r.trim())
+        .filter(|r| !r.is_empty())
+        .collect();
+    assert_eq!(rates, ["1k", "100", "10", "1"], "{}", frames[0]);
+    let intensities: Vec<&str> = intensities.split_whitespace().collect();
+    assert!(
+        intensities.windows(3).any(|w| w == ["1", "10", "100"]),
+        "{}",
+        frames[0]
+    );
+    assert!(frames[0].contains("flop/B →, TFLOP/s ↑"), "{}", frames[0]);
+    // The plot itself is fitted to the whole walk, not to one run.
+    let plots: Vec<_> = [0, TOP_RUNG]
+        .map(|p| ladder_at(p).roofline_plot().expect("counters"))
+        .into_iter()
+        .collect();
+    assert_eq!(plots[0].axes(), plots[1].axes());
+    assert_ne!(
+        plots[0].fitted_axes(),
+        plots[1].fitted_axes(),
+        "a walk the axes must span"
+    );
+}

@@ -259,16 +259,13 @@ fn replay_ticks_pauses_steps_and_changes_speed() {
             outcome: Some(flashprof::app::history::RunOutcome::of(&c.report)),
         })
         .collect();
-    model.replay = Some(Replay {
-        runs,
-        summaries,
-        position: 0,
-        paused: false,
-        interval: Duration::from_secs(1),
-    });
+    model.replay = Some(Replay::new(runs, summaries, Duration::from_secs(1)));
     show_replay_position(&mut model);
     assert_eq!(model.source, "v0");
     assert_eq!(model.trend(|o| o.speedup).len(), 1);
+    update(&mut model, Msg::Tick);
+    assert_eq!(model.source, "v0", "a replay waits on its first run");
+    key(&mut model, KeyCode::Char(' '));
     update(&mut model, Msg::Tick);
     assert_eq!(model.source, "v1");
     assert_eq!(

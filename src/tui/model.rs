@@ -22,7 +22,7 @@ use crate::protocol::{CaseOutcome, CaseStatus, CompileOutcome, CompileProblemKin
 use crate::report::ReproduceCommand;
 
 use super::msg::RunId;
-use super::plot::RooflinePlot;
+use super::plot::{Axes, RooflinePlot};
 use super::theme::Theme;
 
 /// A hazard case as the table lists it before any result exists.
@@ -271,6 +271,27 @@ pub struct Replay {
     pub position: usize,
     pub paused: bool,
     pub interval: Duration,
+    /// One span of the roofline's axes for every run, so that stepping
+    /// moves the points and never the scale.
+    pub axes: Option<Axes>,
+}
+
+impl Replay {
+    /// A replay of `runs`, paused on the first: the lecturer starts it
+    /// (`space`) or steps it, once the projector shows it.
+    pub fn new(runs: Vec<Completed>, summaries: Vec<RunSummary>, interval: Duration) -> Self {
+        let axes = Axes::spanning(runs.iter().filter_map(|run| {
+            RooflinePlot::from_result(run.report.counters.last()?)?.fitted_axes()
+        }));
+        Self {
+            runs,
+            summaries,
+            position: 0,
+            paused: true,
+            interval,
+            axes,
+        }
+    }
 }
 
 /// One panel's content and whether it comes from an earlier save.
@@ -502,14 +523,16 @@ impl Model {
     }
 
     /// The roofline plot with the kernel's earlier saves (the history the
-    /// trend reads, up to the replayed run in a replay) as its trail.
+    /// trend reads, up to the replayed run in a replay) as its trail, on
+    /// the replay's axes in a replay.
     pub fn roofline_plot(&self) -> Option<RooflinePlot> {
         let earlier: Vec<RooflinePoint> = self
             .history
             .iter()
             .filter_map(|s| s.outcome.as_ref()?.roofline)
             .collect();
-        Some(self.roofline.clone()?.with_trail(&earlier))
+        let axes = self.replay.as_ref().and_then(|r| r.axes);
+        Some(self.roofline.clone()?.with_trail(&earlier).on_axes(axes))
     }
 
     /// Index of the next case after `from` (wrapping) that ran and did not pass.

@@ -3,7 +3,8 @@
 //! whose line rises with intensity: shared memory, L2 and DRAM), the
 //! kernel as a point at each memory level it was measured at (the same
 //! useful rate over that level's bytes), the starter, and the kernel's
-//! earlier saves as a trail. Plain numbers, so the view only scales and draws.
+//! earlier saves as a trail, and the axes' span. Plain numbers, so the
+//! view only scales and draws.
 
 use crate::grade::roofline::{DevicePeaks, Roofline, RooflinePoint, Unit};
 use crate::outcome::CountersResult;
@@ -80,12 +81,33 @@ const DRAM: &str = "DRAM";
 /// the newest.
 const TRAIL_MARKS: [&str; 9] = ["1", "2", "3", "4", "5", "6", "7", "8", "9"];
 
+/// The span of a roofline plot's axes, as powers of ten: intensity
+/// (flop per byte) across, FLOP/s up.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Axes {
+    pub x: [f64; 2],
+    pub y: [f64; 2],
+}
+
+impl Axes {
+    /// The smallest axes that hold every one of `spans`; `None` for none.
+    pub fn spanning(spans: impl IntoIterator<Item = Axes>) -> Option<Axes> {
+        spans.into_iter().reduce(|a, b| Axes {
+            x: [a.x[0].min(b.x[0]), a.x[1].max(b.x[1])],
+            y: [a.y[0].min(b.y[0]), a.y[1].max(b.y[1])],
+        })
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct RooflinePlot {
     pub roofs: Vec<PlotRoof>,
     /// The kernel's earlier saves, then the starter, then the kernel at
     /// each level (DRAM last, so it is drawn on top).
     pub points: Vec<PlotPoint>,
+    /// Axes fixed from outside: a replay's frames share one span so that
+    /// stepping moves the points, not the scale. `None`: fitted to this plot.
+    pub fixed_axes: Option<Axes>,
 }
 
 impl RooflinePlot {
@@ -130,7 +152,77 @@ impl RooflinePlot {
             .dram_point()
             .map(|at| PlotPoint::new(DRAM, "●", PointRole::Kernel, at));
         let points = starter.into_iter().chain(levels).chain(dram).collect();
-        Some(Self { roofs, points })
+        Some(Self {
+            roofs,
+            points,
+            fixed_axes: None,
+        })
+    }
+
+    /// The axes to draw: the fixed ones, else those fitted to this plot.
+    pub fn axes(&self) -> Option<Axes> {
+        self.fixed_axes.or_else(|| self.fitted_axes())
+    }
+
+    /// Whole decades around every ridge and point, a little headroom above
+    /// the highest roof, and at least two decades down (more for a slower
+    /// kernel). `None` without a compute and a memory roof, or when nothing
+    /// meets on the plot (no point, and every ridge out of range).
+    pub fn fitted_axes(&self) -> Option<Axes> {
+        let top = self.highest_compute()?;
+        let bandwidth = self.highest_memory()?;
+        let ridges = self.roofs.iter().map(|r| match r.kind {
+            RoofKind::Compute { flops_per_s } => flops_per_s / bandwidth,
+            RoofKind::Memory { bytes_per_s } => top / bytes_per_s,
+        });
+        let xs: Vec<f64> = ridges
+            .chain(self.points.iter().map(|p| p.flop_per_byte))
+            .filter(|&x| is_rate(x))
+            .map(f64::log10)
+            .collect();
+        let x_lo = xs.iter().copied().fold(f64::INFINITY, f64::min).floor() - 1.0;
+        let x_hi = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max).ceil() + 1.0;
+        let y_hi = top.log10() + 0.4;
+        let slowest = self
+            .points
+            .iter()
+            .map(|p| p.flops_per_s.log10())
+            .fold(y_hi - 2.0, |lowest, y| lowest.min(y - 0.3));
+        [x_lo, x_hi, slowest, y_hi]
+            .iter()
+            .all(|x| x.is_finite())
+            .then_some(Axes {
+                x: [x_lo, x_hi],
+                y: [slowest, y_hi],
+            })
+    }
+
+    /// The plot drawn on `axes` (`None`: on axes fitted to it).
+    pub fn on_axes(mut self, axes: Option<Axes>) -> Self {
+        self.fixed_axes = axes;
+        self
+    }
+
+    /// The highest compute roof, FLOP/s.
+    pub fn highest_compute(&self) -> Option<f64> {
+        self.roofs
+            .iter()
+            .filter_map(|r| match r.kind {
+                RoofKind::Compute { flops_per_s } => Some(flops_per_s),
+                RoofKind::Memory { .. } => None,
+            })
+            .reduce(f64::max)
+    }
+
+    /// The highest memory roof, bytes/s.
+    pub fn highest_memory(&self) -> Option<f64> {
+        self.roofs
+            .iter()
+            .filter_map(|r| match r.kind {
+                RoofKind::Memory { bytes_per_s } => Some(bytes_per_s),
+                RoofKind::Compute { .. } => None,
+            })
+            .reduce(f64::max)
     }
 
     /// The plot with the kernel's earlier saves (`history`, oldest first) as
@@ -223,6 +315,7 @@ mod tests {
         RooflinePlot {
             roofs: Vec::new(),
             points: vec![PlotPoint::new(DRAM, "●", PointRole::Kernel, now)],
+            fixed_axes: None,
         }
     }
 

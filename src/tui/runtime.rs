@@ -168,13 +168,7 @@ pub fn run_replay(store: HistoryStore, present: bool) -> anyhow::Result<()> {
     let label = runs[0].report.source_path.clone();
     let mut model = Model::new(&label, Vec::new(), Theme::from_env());
     model.present = present;
-    model.replay = Some(Replay {
-        runs,
-        summaries,
-        position: 0,
-        paused: false,
-        interval: REPLAY_START_INTERVAL,
-    });
+    model.replay = Some(Replay::new(runs, summaries, REPLAY_START_INTERVAL));
     show_replay_position(&mut model);
     let skipped_note = (skipped > 0 || older > 0).then(|| {
         let log = path_for_display(&store.dir().join(LOG_FILE));

@@ -619,13 +619,9 @@ pub mod replay {
             .unzip();
         let label = runs[0].report.source_path.clone();
         let mut model = Model::new(&label, Vec::new(), Theme { color: false });
-        model.replay = Some(Replay {
-            runs,
-            summaries,
-            position,
-            paused: true,
-            interval: Duration::from_secs(1),
-        });
+        let mut replay = Replay::new(runs, summaries, Duration::from_secs(1));
+        replay.position = position;
+        model.replay = Some(replay);
         show_replay_position(&mut model);
         model
     }

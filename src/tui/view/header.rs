@@ -16,10 +16,11 @@ use super::layout::footer_lines;
 
 pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
     let theme = model.theme;
-    let mut spans = vec![
-        Span::styled("flashprof ", theme.accent()),
-        Span::raw(format!("{}  ", model.file_label)),
-    ];
+    let mut spans = vec![Span::styled("flashprof ", theme.accent())];
+    // A replay names each run's kernel after its verdict instead.
+    if model.replay.is_none() {
+        spans.push(Span::raw(format!("{}  ", model.file_label)));
+    }
     spans.extend(activity(model));
     spans.push(Span::raw("  "));
     spans.push(gpu(model));
@@ -30,15 +31,25 @@ fn activity(model: &Model) -> Vec<Span<'static>> {
     let theme = model.theme;
     if let Some(replay) = &model.replay {
         let state = if replay.paused { "paused" } else { "playing" };
-        return vec![Span::styled(
+        let mut spans = vec![Span::styled(
             format!(
-                "replay {}/{} {state}, {:.2} s per run",
+                "replay {}/{} {state}, {} s/run",
                 replay.position + 1,
                 replay.runs.len(),
                 replay.interval.as_secs_f64()
             ),
             theme.warn(),
         )];
+        // The verdict before the name: a narrow header cuts from the right.
+        if let Some(run) = &model.last {
+            spans.push(Span::raw("  "));
+            spans.push(verdict(&run.report, theme));
+            spans.push(Span::raw(format!(
+                "  {}",
+                kernel_name(&run.source, &model.file_label)
+            )));
+        }
+        return spans;
     }
     // Said before what is running: no save can come until the file does.
     if model.file_gone {
@@ -77,6 +88,29 @@ fn activity(model: &Model) -> Vec<Span<'static>> {
         spans.push(Span::styled(" (previous save)", theme.stale()));
     }
     spans
+}
+
+/// What a lecture calls a replayed kernel: the first line of its leading
+/// comment (a ladder rung's says which rung and what it adds), else the
+/// file's name. The text is the student's, so it is shown made harmless.
+fn kernel_name(source: &str, file_label: &str) -> String {
+    let first_words = source
+        .lines()
+        .map(str::trim)
+        .skip_while(|line| line.is_empty())
+        .take_while(|line| {
+            line.starts_with("//") || line.starts_with("/*") || line.starts_with('*')
+        })
+        .map(|line| {
+            line.trim_start_matches(['/', '*', '!'])
+                .trim_end_matches("*/")
+                .trim()
+        })
+        .find(|words| !words.is_empty());
+    match first_words {
+        Some(words) => line_for_display(words).into_owned(),
+        None => file_label.to_owned(),
+    }
 }
 
 /// What a running check is doing, ending in "..." while it does it.
@@ -149,4 +183,27 @@ pub fn draw_footer(frame: &mut Frame, area: Rect, model: &Model) {
         )],
     };
     frame.render_widget(Paragraph::new(lines), area);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::kernel_name;
+
+    #[test]
+    fn a_kernel_is_named_by_its_first_comment_line_else_by_its_file() {
+        let rung = "\n// Ladder rung 1: tile the rows.\n//\n// more\n__global__ void k() {}\n";
+        assert_eq!(
+            kernel_name(rung, "prefill.cu"),
+            "Ladder rung 1: tile the rows."
+        );
+        let block = "/*\n * Split precision\n */\n";
+        assert_eq!(kernel_name(block, "prefill.cu"), "Split precision");
+        assert_eq!(
+            kernel_name("__global__ void k() {}", "prefill.cu"),
+            "prefill.cu"
+        );
+        // A student's comment reaches the terminal only made harmless.
+        let hostile = "// rung \u{1b}[2J\u{202e}one\n";
+        assert_eq!(kernel_name(hostile, "prefill.cu"), "rung ^[[2Jone");
+    }
 }

@@ -1,5 +1,7 @@
 //! Lecture mode: the same model drawn for a projector. Two numbers in
-//! block digits (the speedup over the starter and the cases passed), and
+//! block digits (the speedup over the starter and the cases passed; in
+//! words instead where the number would mislead: `fails 6 of 14` for a
+//! wrong kernel's speed, `not run: no GPU` for cases that never ran), and
 //! one large panel under them that shows whatever explains those numbers
 //! best: the compile error, the heatmap of a failing case, or every case
 //! at a glance beside the roofline plot (or the trend over the saves). Thick borders and bold text survive a washed-out beamer.
@@ -8,7 +10,7 @@
 //! the usual keys still work (tab to the next failing case, `?` for help,
 //! and in a replay space, n/p and +/-).
 
-use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::layout::{Alignment, Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Paragraph, Wrap};
@@ -61,24 +63,51 @@ fn check_diagnosis(model: &Model) -> Option<String> {
 }
 
 fn framed(title: &str, caption: String, style: Style) -> Block<'static> {
-    Block::bordered()
+    let block = Block::bordered()
         .border_type(BorderType::Thick)
         .border_style(style)
-        .title(Span::styled(format!(" {title} "), style))
-        .title_bottom(Span::styled(format!(" {caption} "), style))
+        .title(Span::styled(format!(" {title} "), style));
+    if caption.is_empty() {
+        return block;
+    }
+    block.title_bottom(Span::styled(format!(" {caption} "), style))
 }
 
 fn bold(style: Style) -> Style {
     style.add_modifier(Modifier::BOLD)
 }
 
-/// `text` in the largest block digits that fit `area`, centred in it.
-fn draw_digits(frame: &mut Frame, area: Rect, text: &str, style: Style) {
-    let Some(scale) = bigtext::fitting_scale(text, area.width, area.height) else {
-        // Too small for digits: the plain number still says it.
-        frame.render_widget(Paragraph::new(Span::styled(text.to_owned(), style)), area);
-        return;
+/// What a number panel shows: a figure worth block digits, or, when there
+/// is no figure to trust, words saying why, at the size of text.
+enum Figure {
+    Digits(String),
+    Words(String),
+}
+
+/// `figure` centred in `area`: digits in the largest blocks that fit.
+fn draw_figure(frame: &mut Frame, area: Rect, figure: &Figure, style: Style) {
+    let text = match figure {
+        Figure::Digits(text) => match bigtext::fitting_scale(text, area.width, area.height) {
+            Some(scale) => return draw_digits(frame, area, text, scale, style),
+            // Too small for digits: the plain number still says it.
+            None => text,
+        },
+        Figure::Words(text) => text,
     };
+    let middle = Rect::new(
+        area.x,
+        area.y + area.height / 2,
+        area.width,
+        1.min(area.height),
+    );
+    frame.render_widget(
+        Paragraph::new(Span::styled(text.clone(), style)).alignment(Alignment::Center),
+        middle,
+    );
+}
+
+/// `text` in block digits at `scale`, centred in `area`.
+fn draw_digits(frame: &mut Frame, area: Rect, text: &str, scale: u16, style: Style) {
     let (width, height) = bigtext::size(text, scale);
     let centred = Rect::new(
         area.x + (area.width - width) / 2,
@@ -93,10 +122,53 @@ fn draw_digits(frame: &mut Frame, area: Rect, text: &str, style: Style) {
     frame.render_widget(Paragraph::new(rows), centred);
 }
 
+/// The cases on screen (the running check's, else the last one's) by verdict.
+struct Tally {
+    total: usize,
+    passed: usize,
+    /// Failed, hung or crashed.
+    failed: usize,
+}
+
+impl Tally {
+    fn of(model: &Model) -> Self {
+        let statuses: Vec<CaseStatus> = (0..model.cases.len())
+            .filter_map(|i| model.case_outcome(i).map(|c| c.status))
+            .collect();
+        let count =
+            |wanted: fn(CaseStatus) -> bool| statuses.iter().filter(|&&s| wanted(s)).count();
+        Self {
+            total: model.cases.len(),
+            passed: count(|s| s == CaseStatus::Pass),
+            failed: count(|s| !matches!(s, CaseStatus::Pass | CaseStatus::NotRun)),
+        }
+    }
+
+    fn ran(&self) -> usize {
+        self.passed + self.failed
+    }
+}
+
+/// The speedup in digits only for a kernel whose every case that ran
+/// passed: a wrong kernel's speed is no result, however fast.
 fn draw_speedup(frame: &mut Frame, area: Rect, model: &Model) {
     let theme = model.theme;
     let shown = model.timing();
-    let (number, caption, style) = match shown.map(|s| s.value) {
+    let tally = Tally::of(model);
+    let words = |text: &str| Figure::Words(text.to_owned());
+    let (figure, caption, style) = match shown.map(|s| s.value) {
+        // The time a wrong kernel took goes in the caption, in small print.
+        timing if tally.failed > 0 => {
+            let caption = match timing {
+                Some(TimingCell::Timed(t)) => t.speedup.as_ref().map_or(String::new(), |s| {
+                    format!("{:.2}x when timed, not counted", s.point)
+                }),
+                Some(TimingCell::Failed(reason)) => reason.to_owned(),
+                Some(TimingCell::Running) | None => String::new(),
+            };
+            let fails = format!("fails {} of {}", tally.failed, tally.total);
+            (Figure::Words(fails), caption, theme.bad())
+        }
         Some(TimingCell::Timed(t)) => match &t.speedup {
             Some(s) => {
                 let noisy = if s.noisy { ", noisy" } else { "" };
@@ -106,23 +178,26 @@ fn draw_speedup(frame: &mut Frame, area: Rect, model: &Model) {
                     theme.bad()
                 };
                 (
-                    format!("{:.2}x", s.point),
+                    Figure::Digits(format!("{:.2}x", s.point)),
                     format!("interval {:.2}-{:.2}{noisy}", s.ci_low, s.ci_high),
                     style,
                 )
             }
             None => (
-                "-".into(),
-                format!("withheld: {}", t.withheld_word().unwrap_or_default()),
+                Figure::Words(format!(
+                    "withheld: {}",
+                    t.withheld_word().unwrap_or_default()
+                )),
+                String::new(),
                 theme.bad(),
             ),
         },
-        Some(TimingCell::Running) => ("-".into(), "timing...".into(), theme.warn()),
-        Some(TimingCell::Failed(reason)) => ("-".into(), reason.to_owned(), theme.warn()),
+        Some(TimingCell::Running) => (words("timing..."), String::new(), theme.warn()),
+        Some(TimingCell::Failed(reason)) => (words(reason), String::new(), theme.warn()),
         None if model.gpu.as_ref().is_some_and(|g| g.is_err()) => {
-            ("-".into(), "not timed: no GPU".into(), theme.warn())
+            (words("not timed: no GPU"), String::new(), theme.warn())
         }
-        None => ("-".into(), "not timed yet".into(), Style::new()),
+        None => (words("not timed yet"), String::new(), Style::new()),
     };
     let stale = if shown.is_some_and(|s| s.stale) {
         " (previous save)"
@@ -136,37 +211,40 @@ fn draw_speedup(frame: &mut Frame, area: Rect, model: &Model) {
     );
     let inner = block.inner(area);
     frame.render_widget(block, area);
-    draw_digits(frame, inner, &number, bold(style));
+    draw_figure(frame, inner, &figure, bold(style));
 }
 
+/// The pass count in digits once a case has run; before that (or when none
+/// can run), why not, in words.
 fn draw_passed(frame: &mut Frame, area: Rect, model: &Model) {
     let theme = model.theme;
-    let total = model.cases.len();
-    let passed = (0..total)
-        .filter(|&i| {
-            model
-                .case_outcome(i)
-                .is_some_and(|c| c.status == CaseStatus::Pass)
-        })
-        .count();
+    let tally = Tally::of(model);
     let compiled = model.compile().map(|c| c.value.ok);
     let (caption, style) = if model.live.is_some() {
         ("checking...", theme.warn())
     } else if compiled == Some(false) {
-        ("compile error", theme.bad())
+        ("not run: compile error", theme.bad())
     } else if model.gpu.as_ref().is_some_and(|g| g.is_err()) {
-        ("not graded: no GPU", theme.warn())
-    } else if passed == total && total > 0 {
+        ("not run: no GPU", theme.warn())
+    } else if tally.passed == tally.total && tally.total > 0 {
         ("all pass", theme.good())
     } else if compiled.is_none() {
         ("waiting for the first check", Style::new())
+    } else if tally.failed == 0 {
+        ("not run", theme.warn())
     } else {
         ("some fail", theme.bad())
     };
-    let block = framed("CASES PASSED", caption.into(), bold(style));
+    let (figure, caption) = if tally.ran() > 0 {
+        let count = format!("{}/{}", tally.passed, tally.total);
+        (Figure::Digits(count), caption.to_owned())
+    } else {
+        (Figure::Words(caption.to_owned()), String::new())
+    };
+    let block = framed("CASES PASSED", caption, bold(style));
     let inner = block.inner(area);
     frame.render_widget(block, area);
-    draw_digits(frame, inner, &format!("{passed}/{total}"), bold(style));
+    draw_figure(frame, inner, &figure, bold(style));
 }
 
 /// The panel that explains the numbers.

@@ -20,58 +20,119 @@ use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
 use crate::display::figure;
-use crate::tui::plot::{PlotPoint, PlotRoof, PointRole, RoofKind, RooflinePlot};
+use crate::tui::plot::{Axes, PlotPoint, PlotRoof, PointRole, RoofKind, RooflinePlot};
 use crate::tui::theme::Theme;
 
 /// Rows under which the plot says nothing useful.
 pub const MIN_HEIGHT: u16 = 5;
 
-/// Log-scale bounds of the plot.
-struct Bounds {
-    x: [f64; 2],
-    y: [f64; 2],
+/// The canvas's cells over the axes, and where a value lands on them: the
+/// canvas places text and braille dots by different roundings, and a name
+/// must land on its own line's row.
+#[derive(Clone, Copy)]
+struct Grid {
+    axes: Axes,
+    columns: u16,
+    rows: u16,
 }
 
-impl Bounds {
+impl Grid {
+    /// One cell's width and height in plot units: the canvas spreads the
+    /// axes over one cell fewer than it has when placing text.
+    fn cell(&self) -> (f64, f64) {
+        let [x, y] = [self.axes.x, self.axes.y];
+        let cells = |n: u16| f64::from(n.max(2) - 1);
+        (
+            (x[1] - x[0]) / cells(self.columns),
+            (y[1] - y[0]) / cells(self.rows),
+        )
+    }
+
     /// Where `point`'s mark goes in plot units: a rate off the plot's
     /// scale is held at its edge. The labels keep clear of the same spot.
     fn place(&self, point: &PlotPoint) -> (f64, f64) {
         (
             point.flop_per_byte.log10(),
-            point.flops_per_s.log10().clamp(self.y[0], self.y[1]),
+            point
+                .flops_per_s
+                .log10()
+                .clamp(self.axes.y[0], self.axes.y[1]),
         )
+    }
+
+    /// The row, from the top, that text printed at height `y` lands on.
+    fn text_row(&self, y: f64) -> i64 {
+        ((self.axes.y[1] - y) / self.cell().1).floor() as i64
+    }
+
+    /// The height at which printed text lands on `row`.
+    fn text_at_row(&self, row: i64) -> f64 {
+        self.axes.y[1] - (row as f64 + 0.5) * self.cell().1
+    }
+
+    /// The row a flat line at height `y` is drawn on (four dots a row).
+    fn line_row(&self, y: f64) -> i64 {
+        let [lo, hi] = self.axes.y;
+        let dots = 4.0 * f64::from(self.rows) - 1.0;
+        (((hi - y) * dots / (hi - lo)).floor() as i64).div_euclid(4)
+    }
+
+    /// The column, from the left, that text printed at `x` starts on.
+    fn text_column(&self, x: f64) -> i64 {
+        ((x - self.axes.x[0]) / self.cell().0).floor() as i64
     }
 }
 
-/// Draws `plot` into `area`: the plot, then a caption line naming the marks.
+/// Draws `plot` into `area`: the plot with its decades labelled, FLOP/s
+/// left of it and intensity under it, then a caption line naming the marks.
 pub fn draw(frame: &mut Frame, area: Rect, plot: &RooflinePlot, theme: Theme) {
     if area.height < MIN_HEIGHT || area.width < 12 {
         return;
     }
-    let [plot_area, caption_area] =
-        Layout::vertical([Constraint::Fill(1), Constraint::Length(1)]).areas(area);
-    let Some(bounds) = bounds(plot) else {
+    let Some(axes) = plot.axes() else {
         frame.render_widget(Paragraph::new("no roofs to plot"), area);
         return;
     };
-    let caption = caption(plot, &bounds, caption_area.width, theme);
+    let unit = RateUnit::of(&axes);
+    let rate_ticks: Vec<(f64, String)> = decades(axes.y)
+        .map(|e| (e, power_of_ten(e - unit.exponent)))
+        .collect();
+    let gutter = rate_ticks.iter().map(|(_, t)| t.len()).max().unwrap_or(0) as u16 + 1;
+    let [body, intensity_row, caption_area] = Layout::vertical([
+        Constraint::Fill(1),
+        Constraint::Length(1),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    let columns = [Constraint::Length(gutter), Constraint::Fill(1)];
+    let [rate_axis, plot_area] = Layout::horizontal(columns).areas(body);
+    let [_, intensity_axis] = Layout::horizontal(columns).areas(intensity_row);
+    let grid = Grid {
+        axes,
+        columns: plot_area.width,
+        rows: plot_area.height,
+    };
+    frame.render_widget(
+        Paragraph::new(rate_labels(&grid, &rate_ticks)).style(theme.stale()),
+        rate_axis,
+    );
+    frame.render_widget(
+        Paragraph::new(intensity_labels(&grid)).style(theme.stale()),
+        intensity_axis,
+    );
+    let caption = caption(plot, unit, caption_area.width, theme);
     frame.render_widget(Paragraph::new(caption), caption_area);
-    // One cell's size in plot units, to place labels by cells: the canvas
-    // spreads the bounds over one cell fewer than it has when placing text.
-    let cell_x = (bounds.x[1] - bounds.x[0]) / f64::from(plot_area.width.max(2) - 1);
-    let cell_y = (bounds.y[1] - bounds.y[0]) / f64::from(plot_area.height.max(2) - 1);
     let canvas = Canvas::default()
         .marker(Marker::Braille)
-        .x_bounds(bounds.x)
-        .y_bounds(bounds.y)
+        .x_bounds(axes.x)
+        .y_bounds(axes.y)
         .paint(|ctx| {
             for roof in &plot.roofs {
-                draw_roof(ctx, roof, plot, &bounds, theme);
+                draw_roof(ctx, roof, plot, &axes, theme);
             }
-            let labels = compute_labels(plot, &bounds, (cell_x, cell_y))
-                .into_iter()
-                .chain(memory_labels(plot, &bounds, (cell_x, cell_y)));
-            for (x, y, text) in labels {
+            let flat = compute_labels(plot, &grid);
+            let slopes = memory_labels(plot, &grid, &flat);
+            for (x, y, text) in flat.into_iter().chain(slopes) {
                 ctx.print(x, y, Span::styled(text, theme.stale()));
             }
             ctx.layer();
@@ -81,17 +142,86 @@ pub fn draw(frame: &mut Frame, area: Rect, plot: &RooflinePlot, theme: Theme) {
                     PointRole::Starter => Style::new(),
                     PointRole::Earlier => theme.stale(),
                 };
-                let (x, y) = bounds.place(point);
+                let (x, y) = grid.place(point);
                 ctx.print(x, y, Span::styled(point.mark, style));
             }
         });
     frame.render_widget(canvas, plot_area);
 }
 
-/// The marks' names and the axes, each part only when it fits whole, in
-/// the order they matter: the kernel's levels, the starter, the trail, the
-/// span of intensities, the axes' names.
-fn caption(plot: &RooflinePlot, bounds: &Bounds, width: u16, theme: Theme) -> Line<'static> {
+/// The whole powers of ten within `span` (exponents, lowest first).
+fn decades(span: [f64; 2]) -> impl Iterator<Item = f64> {
+    let (lo, hi) = (span[0].ceil(), span[1].floor());
+    // A stored report's absurd rates span hundreds of decades; no plot has the rows.
+    let count = if hi >= lo { (hi - lo) as usize + 1 } else { 0 };
+    (0..count.min(64)).map(move |i| lo + i as f64)
+}
+
+/// The unit the FLOP/s axis counts in, so that its labels stay short.
+#[derive(Clone, Copy)]
+struct RateUnit {
+    exponent: f64,
+    name: &'static str,
+}
+
+impl RateUnit {
+    /// TFLOP/s on a GPU's scale, GFLOP/s or FLOP/s on a slower one.
+    fn of(axes: &Axes) -> Self {
+        let top = axes.y[1].floor();
+        let (exponent, name) = if top >= 12.0 {
+            (12.0, "TFLOP/s")
+        } else if top >= 9.0 {
+            (9.0, "GFLOP/s")
+        } else {
+            (0.0, "FLOP/s")
+        };
+        Self { exponent, name }
+    }
+}
+
+/// The rate axis: each decade's label right-aligned on the row its height
+/// lands on (where a mark at that rate is printed), the lower one of two
+/// that land on one row left out.
+fn rate_labels(grid: &Grid, ticks: &[(f64, String)]) -> Vec<Line<'static>> {
+    let width = ticks.iter().map(|(_, t)| t.len()).max().unwrap_or(0);
+    let mut rows = vec![Line::default(); usize::from(grid.rows)];
+    for (exponent, text) in ticks.iter().rev() {
+        let row = grid.text_row(*exponent);
+        if let Some(line) = usize::try_from(row).ok().and_then(|r| rows.get_mut(r)) {
+            if line.spans.is_empty() {
+                *line = Line::from(format!("{text:>width$}"));
+            }
+        }
+    }
+    rows
+}
+
+/// The intensity axis: each decade's label centred under its column, left
+/// out where it would touch the one before.
+fn intensity_labels(grid: &Grid) -> Line<'static> {
+    let mut line = String::new();
+    let mut used = 0i64;
+    for exponent in decades(grid.axes.x) {
+        let text = power_of_ten(exponent);
+        let len = text.len() as i64;
+        let start = (grid.text_column(exponent) - (len - 1) / 2)
+            .min(i64::from(grid.columns) - len)
+            .max(0);
+        // A space at least between two labels (none before the first).
+        if start < used + i64::from(used > 0) {
+            continue;
+        }
+        line.push_str(&" ".repeat((start - used) as usize));
+        line.push_str(&text);
+        used = start + len;
+    }
+    Line::from(line)
+}
+
+/// The marks' names and the axes' units, each part only when it fits
+/// whole, in the order they matter: the kernel's levels, the starter, the
+/// trail, the axes.
+fn caption(plot: &RooflinePlot, unit: RateUnit, width: u16, theme: Theme) -> Line<'static> {
     let kernel: Vec<String> = plot
         .points
         .iter()
@@ -122,13 +252,10 @@ fn caption(plot: &RooflinePlot, bounds: &Bounds, width: u16, theme: Theme) -> Li
         };
         parts.push(Span::styled(marks, theme.stale()));
     }
-    let span = format!(
-        "{}..{} flop/B",
-        power_of_ten(bounds.x[0]),
-        power_of_ten(bounds.x[1])
-    );
-    parts.push(Span::styled(span, theme.stale()));
-    parts.push(Span::styled("→, FLOP/s ↑", theme.stale()));
+    parts.push(Span::styled(
+        format!("flop/B →, {} ↑", unit.name),
+        theme.stale(),
+    ));
     let mut line = Line::default();
     let mut left = usize::from(width);
     for part in parts {
@@ -145,28 +272,31 @@ fn caption(plot: &RooflinePlot, bounds: &Bounds, width: u16, theme: Theme) -> Li
     line
 }
 
-fn draw_roof(
-    ctx: &mut Context,
-    roof: &PlotRoof,
-    plot: &RooflinePlot,
-    bounds: &Bounds,
-    theme: Theme,
-) {
-    let [x_lo, x_hi] = bounds.x;
+/// Where a compute roof at `log_rate` starts: where the highest memory
+/// roof meets it (the plot's left edge without one, or left of it).
+fn flat_start(plot: &RooflinePlot, axes: &Axes, log_rate: f64) -> f64 {
+    plot.highest_memory()
+        .map_or(axes.x[0], |bw| log_rate - bw.log10())
+        .max(axes.x[0])
+}
+
+fn draw_roof(ctx: &mut Context, roof: &PlotRoof, plot: &RooflinePlot, axes: &Axes, theme: Theme) {
+    let [_, x_hi] = axes.x;
     match roof.kind {
         RoofKind::Compute { flops_per_s } => {
             let y = flops_per_s.log10();
-            let start = highest(plot, Memory).map_or(x_lo, |bw| (flops_per_s / bw).log10());
             let color = theme.plot(Color::Red);
-            ctx.draw(&Segment::new(start.max(x_lo), y, x_hi, y, color));
+            ctx.draw(&Segment::new(flat_start(plot, axes, y), y, x_hi, y, color));
         }
         RoofKind::Memory { bytes_per_s } => {
             let slope_at = |x: f64| bytes_per_s.log10() + x;
-            let end = highest(plot, Compute).map_or(x_hi, |peak| (peak / bytes_per_s).log10());
+            let end = plot
+                .highest_compute()
+                .map_or(x_hi, |peak| (peak / bytes_per_s).log10());
             let end = end.min(x_hi);
             // From where it enters the plot: the canvas draws no line with
             // an end outside it, and a slow level's roof enters from below.
-            let start = x_lo.max(bounds.y[0] - bytes_per_s.log10());
+            let start = axes.x[0].max(axes.y[0] - bytes_per_s.log10());
             let color = theme.plot(Color::Blue);
             ctx.draw(&Segment::new(
                 start,
@@ -179,30 +309,31 @@ fn draw_roof(
     }
 }
 
-/// Where each compute roof's name goes: on its own line, at the right end,
-/// so roofs a row apart keep their names apart. A roof less than a row
-/// under a higher one (BF16 is twice TF32: one row or none on a small
-/// plot) puts its name left of that one's, on its row, rather than over it.
-fn compute_labels(
-    plot: &RooflinePlot,
-    bounds: &Bounds,
-    (cell_x, cell_y): (f64, f64),
-) -> Vec<(f64, f64, String)> {
-    let mut labels: Vec<(f64, f64, String)> = Vec::new();
+/// Where each compute roof's name goes: on its line's row, at the right
+/// end, so roofs a row apart keep their names apart. A roof whose line
+/// lands on the row of a higher one's (BF16 is twice TF32: one row or none
+/// on a small plot) puts its name left of that one's, on that row.
+fn compute_labels(plot: &RooflinePlot, grid: &Grid) -> Vec<(f64, f64, String)> {
+    let mut labels: Vec<(i64, String)> = Vec::new();
     for (roof, y) in ranked(plot, Compute) {
         let text = roof_label(roof);
+        let row = grid.line_row(y);
         match labels.last_mut() {
-            Some((_, higher_y, higher)) if *higher_y - y < cell_y => {
+            Some((higher_row, higher)) if *higher_row >= row => {
                 *higher = format!("{text} {higher}");
             }
-            _ => labels.push((0.0, y, text)),
+            _ => labels.push((row, text)),
         }
     }
     // Each name (or row of names) ends at the right edge.
-    for (x, _, text) in &mut labels {
-        *x = bounds.x[1] - text.chars().count() as f64 * cell_x;
-    }
+    let cell_x = grid.cell().0;
     labels
+        .into_iter()
+        .map(|(row, text)| {
+            let x = grid.axes.x[1] - text.chars().count() as f64 * cell_x;
+            (x, grid.text_at_row(row), text)
+        })
+        .collect()
 }
 
 /// Where each memory roof's name goes: from the left edge, ending a cell
@@ -212,23 +343,35 @@ fn compute_labels(
 /// parallel and a few cells apart, so no name fits between two; this way
 /// each name leads into its line, and a name crosses only the lines of
 /// faster levels. Names go top to bottom, fastest level first, a row apart
-/// at least, and a name that would sit on a point moves down a row until it
-/// is clear (the marks are drawn last and would cut it).
+/// at least, and a name that would sit on a point or on a compute roof's
+/// row (its line or `flat`, the compute roofs' names) moves down a row
+/// until it is clear; one that finds no clear row is left out, for a
+/// name on a flat roof's row reads as that roof's.
 fn memory_labels(
     plot: &RooflinePlot,
-    bounds: &Bounds,
-    (cell_x, cell_y): (f64, f64),
+    grid: &Grid,
+    flat: &[(f64, f64, String)],
 ) -> Vec<(f64, f64, String)> {
-    let [x_lo, _] = bounds.x;
-    let top = highest(plot, Compute).map_or(bounds.y[1], f64::log10);
+    let axes = grid.axes;
+    let [x_lo, _] = axes.x;
+    let (cell_x, cell_y) = grid.cell();
+    let top = plot.highest_compute().map_or(axes.y[1], f64::log10);
     // A row clear of the highest compute roof, whose line may round either way.
     let mut below = top - cell_y;
     let covers_a_point = |x: f64, y: f64, width: f64| {
         plot.points.iter().any(|point| {
-            let (px, py) = bounds.place(point);
+            let (px, py) = grid.place(point);
             (py - y).abs() < cell_y / 2.0 && px > x - cell_x && px < x + width
         })
     };
+    // The rows of the flat roofs' lines and names: a name anywhere on one
+    // reads as that roof's (the name ends where the flat line starts).
+    let flat_rows: Vec<i64> = ranked(plot, Compute)
+        .into_iter()
+        .map(|(_, y)| grid.line_row(y))
+        .chain(flat.iter().map(|(_, y, _)| grid.text_row(*y)))
+        .collect();
+    let on_a_flat_roof = |y: f64| flat_rows.contains(&grid.text_row(y));
     ranked(plot, Memory)
         .into_iter()
         .filter_map(|(roof, log_bandwidth)| {
@@ -247,12 +390,16 @@ fn memory_labels(
             // The bottom row at the lowest, for a line that leaves the plot
             // too far left for its name: the name then goes right of the
             // line. A plot too short for a row each leaves the rest unnamed.
-            let mut y = fits.min(below - cell_y).max(bounds.y[0]);
+            let mut y = fits.min(below - cell_y).max(axes.y[0]);
             if y >= below {
                 return None;
             }
-            while covers_a_point(x_at(y), y, width) && y - cell_y >= bounds.y[0] {
+            let blocked = |y: f64| covers_a_point(x_at(y), y, width) || on_a_flat_roof(y);
+            while blocked(y) && y - cell_y >= axes.y[0] {
                 y -= cell_y;
+            }
+            if on_a_flat_roof(y) {
+                return None;
             }
             below = y;
             Some((x_at(y), y, text))
@@ -285,21 +432,13 @@ fn three_figures(x: f64) -> String {
     figure(x, decimals)
 }
 
-/// Which kind of roof [`highest`] looks for.
+/// Which kind of roof [`ranked`] looks for.
 #[derive(Clone, Copy)]
 enum Kind {
     Compute,
     Memory,
 }
 use Kind::{Compute, Memory};
-
-/// The highest roof of a kind: its FLOP/s or bytes/s.
-fn highest(plot: &RooflinePlot, kind: Kind) -> Option<f64> {
-    plot.roofs
-        .iter()
-        .filter_map(|r| rate(r, kind))
-        .reduce(f64::max)
-}
 
 /// A roof's FLOP/s or bytes/s, when it is of `kind`.
 fn rate(roof: &PlotRoof, kind: Kind) -> Option<f64> {
@@ -321,44 +460,11 @@ fn ranked(plot: &RooflinePlot, kind: Kind) -> Vec<(&PlotRoof, f64)> {
     roofs
 }
 
-/// Whole decades around every ridge and point, a little headroom above the
-/// highest roof, and at least two decades down (more for a slower kernel).
-/// `None` without a compute and a memory roof, or when nothing meets on
-/// the plot (no point, and every ridge out of range).
-fn bounds(plot: &RooflinePlot) -> Option<Bounds> {
-    let top = highest(plot, Compute)?;
-    let bandwidth = highest(plot, Memory)?;
-    let ridges = plot.roofs.iter().map(|r| match r.kind {
-        RoofKind::Compute { flops_per_s } => flops_per_s / bandwidth,
-        RoofKind::Memory { bytes_per_s } => top / bytes_per_s,
-    });
-    let xs: Vec<f64> = ridges
-        .chain(plot.points.iter().map(|p| p.flop_per_byte))
-        .filter(|x| x.is_finite() && *x > 0.0)
-        .map(f64::log10)
-        .collect();
-    let x_lo = xs.iter().copied().fold(f64::INFINITY, f64::min).floor() - 1.0;
-    let x_hi = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max).ceil() + 1.0;
-    let y_hi = top.log10() + 0.4;
-    let slowest = plot
-        .points
-        .iter()
-        .map(|p| p.flops_per_s.log10())
-        .fold(y_hi - 2.0, |lowest, y| lowest.min(y - 0.3));
-    [x_lo, x_hi, slowest, y_hi]
-        .iter()
-        .all(|x| x.is_finite())
-        .then_some(Bounds {
-            x: [x_lo, x_hi],
-            y: [slowest, y_hi],
-        })
-}
-
 /// `10^e` as a short number: `0.1`, `1`, `100`, `10k`.
 fn power_of_ten(exponent: f64) -> String {
     let e = exponent.round() as i32;
     match e {
-        ..=-1 => format!("{}", 10f64.powi(e)),
+        -3..=-1 => format!("{}", 10f64.powi(e)),
         0..=2 => format!("{}", 10i64.pow(e as u32)),
         3..=5 => format!("{}k", 10i64.pow(e as u32 - 3)),
         _ => format!("1e{e}"),
@@ -384,6 +490,7 @@ mod tests {
                 },
             ],
             points,
+            fixed_axes: None,
         }
     }
 
@@ -396,7 +503,7 @@ mod tests {
             flop_per_byte: 491.0,
             flops_per_s: 3.2e12,
         };
-        let b = bounds(&plot(vec![kernel])).expect("bounds");
+        let b = plot(vec![kernel]).fitted_axes().expect("bounds");
         // The ridge at 14 flop/B and the kernel at 491: 10^0 .. 10^4.
         assert_eq!(b.x, [0.0, 4.0]);
         assert!(b.y[1] > 67e12f64.log10() && b.y[0] < 3.2e12f64.log10());
@@ -454,8 +561,9 @@ mod tests {
                 },
             ],
             points: Vec::new(),
+            fixed_axes: None,
         };
-        assert!(bounds(&p).is_none());
+        assert!(p.axes().is_none());
         use ratatui::backend::TestBackend;
         use ratatui::Terminal;
         let mut terminal = Terminal::new(TestBackend::new(30, 6)).expect("terminal");
@@ -491,7 +599,11 @@ mod tests {
             prop::collection::vec(roof, 1..6),
             prop::collection::vec(point, 0..14),
         )
-            .prop_map(|(roofs, points)| RooflinePlot { roofs, points })
+            .prop_map(|(roofs, points)| RooflinePlot {
+                roofs,
+                points,
+                fixed_axes: None,
+            })
     }
 
     use proptest::prelude::*;
@@ -508,11 +620,11 @@ mod tests {
             width in 1u16..100,
             height in 1u16..40,
         ) {
-            if let Some(b) = bounds(&p) {
+            if let Some(b) = p.fitted_axes() {
                 prop_assert!(b.x[0] < b.x[1] && b.y[0] < b.y[1]);
-                let cells = |n: u16| f64::from(n.max(2) - 1);
-                let cell = ((b.x[1] - b.x[0]) / cells(width), (b.y[1] - b.y[0]) / cells(height));
-                for (x, y, _) in memory_labels(&p, &b, cell) {
+                let grid = Grid { axes: b, columns: width, rows: height };
+                let flat = compute_labels(&p, &grid);
+                for (x, y, _) in memory_labels(&p, &grid, &flat) {
                     prop_assert!(x.is_finite() && y >= b.y[0] && y <= b.y[1], "{x} {y}");
                 }
             }
@@ -527,11 +639,11 @@ mod tests {
 
     #[test]
     fn decades_read_as_short_numbers() {
-        let shown: Vec<String> = [-1.0, 0.0, 2.0, 4.0, 7.0]
+        let shown: Vec<String> = [-5.0, -1.0, 0.0, 2.0, 4.0, 7.0]
             .iter()
             .map(|&e| power_of_ten(e))
             .collect();
-        assert_eq!(shown, ["0.1", "1", "100", "10k", "1e7"]);
+        assert_eq!(shown, ["1e-5", "0.1", "1", "100", "10k", "1e7"]);
     }
 
     #[test]
@@ -570,8 +682,8 @@ mod tests {
             "fastest first:\n{text}"
         );
         // The L2 and DRAM roofs start below the plot's floor: still drawn,
-        // down to the bottom row above the caption.
-        let bottom = text.lines().rev().nth(1).expect("a plot row");
+        // down to the bottom row above the intensities and the caption.
+        let bottom = text.lines().rev().nth(2).expect("a plot row");
         assert!(
             bottom
                 .chars()
@@ -648,16 +760,90 @@ mod tests {
                 flops_per_s: 3e12,
             },
         ]);
-        let bounds = bounds(&p).expect("bounds");
+        let unit = RateUnit::of(&p.fitted_axes().expect("bounds"));
         let text = |plot: &RooflinePlot, width| {
-            caption(plot, &bounds, width, Theme { color: false }).to_string()
+            caption(plot, unit, width, Theme { color: false }).to_string()
         };
         assert_eq!(
             text(&p, 80),
-            "kernel ◆L2 ○starter save 1 1..10k flop/B →, FLOP/s ↑"
+            "kernel ◆L2 ○starter save 1 flop/B →, TFLOP/s ↑"
         );
         assert_eq!(text(&p, 30), "kernel ◆L2 ○starter save 1");
         p.points.remove(0);
         assert_eq!(text(&p, 30), "kernel ◆L2 ○starter");
+    }
+
+    /// `plot` drawn at `width` x `height`, one string a row.
+    fn drawn(plot: &RooflinePlot, width: u16, height: u16) -> Vec<String> {
+        use ratatui::backend::TestBackend;
+        use ratatui::Terminal;
+        let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("terminal");
+        terminal
+            .draw(|frame| draw(frame, frame.area(), plot, Theme { color: false }))
+            .expect("draw");
+        let text = terminal.backend().to_string();
+        text.lines()
+            .map(|l| l.trim_matches('"').to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn no_memory_roof_name_sits_on_a_flat_roofs_row_at_any_size() {
+        // The recorded top rung's roofs: three flat, three rising.
+        let roof = |name: &str, kind| PlotRoof {
+            name: name.into(),
+            kind,
+        };
+        let compute = |name, flops_per_s| roof(name, RoofKind::Compute { flops_per_s });
+        let memory = |name, bytes_per_s| roof(name, RoofKind::Memory { bytes_per_s });
+        let flat = vec![
+            compute("BF16", 643e12),
+            compute("TF32", 322e12),
+            compute("FP32", 66.5e12),
+        ];
+        let mut p = plot(vec![PlotPoint {
+            name: "DRAM",
+            mark: "●",
+            role: PointRole::Kernel,
+            flop_per_byte: 1344.0,
+            flops_per_s: 56e12,
+        }]);
+        p.roofs = flat.clone();
+        p.roofs.extend([
+            memory("smem", 30.5e12),
+            memory("L2", 15.4e12),
+            memory("DRAM", 3.68e12),
+        ]);
+        // The flat roofs alone on the same axes, each drawn from the left edge.
+        let flat_only = RooflinePlot {
+            roofs: flat,
+            points: Vec::new(),
+            fixed_axes: p.fitted_axes(),
+        };
+        let mut named = 0;
+        for width in (30..=90).step_by(6) {
+            for height in 7..=26 {
+                let full = drawn(&p, width, height);
+                let flat_rows = drawn(&flat_only, width, height);
+                for (row, line) in full.iter().enumerate() {
+                    if !line.contains("TB/s") {
+                        continue;
+                    }
+                    named += 1;
+                    // Past the rate labels (four columns here), nothing flat on that row.
+                    let flat_there: String = flat_rows[row].chars().skip(4).collect();
+                    assert!(
+                        flat_there.trim().is_empty(),
+                        "{width}x{height}:\n{}\n{}",
+                        full.join("\n"),
+                        flat_rows.join("\n")
+                    );
+                }
+            }
+        }
+        assert!(
+            named > 100,
+            "the memory roofs are named on most sizes: {named}"
+        );
     }
 }
