@@ -27,11 +27,12 @@ pub enum Action {
     Slower,
     Sanitize,
     Counters,
+    FetchCuda,
 }
 
 impl Action {
     /// Every action, in the order the help lists them.
-    pub const ALL: [Action; 17] = [
+    pub const ALL: [Action; 18] = [
         Action::Quit,
         Action::Rerun,
         Action::Help,
@@ -49,12 +50,13 @@ impl Action {
         Action::Faster,
         Action::Slower,
         Action::Sanitize,
+        Action::FetchCuda,
     ];
 
     pub fn describe(self) -> &'static str {
         match self {
             Action::Quit => "quit",
-            Action::Rerun => "check the file again now",
+            Action::Rerun => "check the file again now (NVRTC missing: look for it again)",
             Action::Help => "show or hide this help",
             Action::Up => "select the case above (scroll in lists)",
             Action::Down => "select the case below (scroll in lists)",
@@ -70,6 +72,9 @@ impl Action {
             Action::Faster => "replay: faster",
             Action::Slower => "replay: slower",
             Action::Sanitize => "compute-sanitizer over the file on one small case",
+            Action::FetchCuda => {
+                "NVRTC missing: fetch it with pip into flashprof's cache (as flashprof fetch-cuda)"
+            }
         }
     }
 }
@@ -123,6 +128,7 @@ const BINDINGS: &[Binding<Action>] = &[
     key(KeyCode::Char('='), Action::Faster),
     key(KeyCode::Char('-'), Action::Slower),
     key(KeyCode::Char('s'), Action::Sanitize),
+    key(KeyCode::Char('f'), Action::FetchCuda),
 ];
 
 /// The action bound to `event`, if any.

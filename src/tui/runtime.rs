@@ -18,8 +18,8 @@ use crossterm::event::Event;
 use ratatui::Frame;
 
 use super::engine::Engine;
-use super::model::{Completed, Model, Replay};
-use super::msg::{Effect, Msg};
+use super::model::{Completed, Model, NvrtcMissing, Replay};
+use super::msg::{Effect, LibrarySearch, Msg};
 use super::shell::{display_name, event_loop, planned_rows, watch_into, Flow, Program};
 use super::theme::Theme;
 use super::update::{show_replay_position, update};
@@ -28,6 +28,7 @@ use crate::app::check::CheckPlan;
 use crate::app::history::{line_diff, HistoryRecord, HistoryStore, RunSummary, LOG_FILE};
 use crate::app::worker_handle::WorkerCommand;
 use crate::display::{line_for_display, path_for_display};
+use crate::gpu::found;
 use crate::lab::source::{read_regular_file, FollowLinks, MAX_SOURCE_BYTES};
 use crate::outcome::CheckReport;
 
@@ -64,12 +65,19 @@ pub fn run_live(setup: LiveSetup) -> anyhow::Result<()> {
     let rows = planned_rows(&setup.plan);
     let mut model = Model::new(&file_label, rows, Theme::from_env());
     model.present = setup.present;
+    // A worker on this machine compiles with this machine's NVRTC; without
+    // one the screen says so and offers the fetch instead of a check.
+    if setup.command.remote.is_none() {
+        let search = LibrarySearch::of(&found::current(), &found::Context::current());
+        model.nvrtc_missing = NvrtcMissing::after(&search, None);
+    }
     let (messages, inbox) = mpsc::channel();
     let store = HistoryStore::beside(&setup.file);
     let disk = start_disk_thread(store, Some(setup.file.clone()), messages.clone())?;
     let sanitize_template = setup.plan.clone();
     let setup_file = setup.file.clone();
     let sanitizer_messages = messages.clone();
+    let fetch_messages = messages.clone();
     // The engine thread is not waited for at quit: what it holds on a cluster is released here.
     let remote = setup.command.remote.clone();
     let engine = Engine::start(setup.plan, setup.command, messages.clone())?;
@@ -83,6 +91,8 @@ pub fn run_live(setup: LiveSetup) -> anyhow::Result<()> {
             Effect::Sanitize => {
                 start_sanitizer(&setup_file, &sanitize_template, &sanitizer_messages)
             }
+            Effect::SearchLibraries => engine.search_libraries(),
+            Effect::FetchCuda => start_fetch(&fetch_messages),
             other => send_disk_job(&disk, other, model),
         }
         Flow::Continue
@@ -134,6 +144,24 @@ fn start_sanitizer(file: &Path, template: &CheckPlan, messages: &Sender<Msg>) {
         });
     if let Err(e) = spawned {
         let _ = messages.send(Msg::Sanitized(Err(format!("cannot start its thread: {e}"))));
+    }
+}
+
+/// Fetches NVIDIA's wheels (`f`) on a thread of its own, each line of
+/// pip's output a [`Msg::FetchProgress`], the end a [`Msg::Fetched`].
+fn start_fetch(messages: &Sender<Msg>) {
+    let replies = messages.clone();
+    let spawned = std::thread::Builder::new()
+        .name("flashprof-fetch".into())
+        .spawn(move || {
+            let mut progress = |line: &str| {
+                let _ = replies.send(Msg::FetchProgress(line.to_owned()));
+            };
+            let result = crate::gpu::fetch::fetch(&found::Context::current(), &mut progress);
+            let _ = replies.send(Msg::Fetched(result.map(|f| path_for_display(&f))));
+        });
+    if let Err(e) = spawned {
+        let _ = messages.send(Msg::Fetched(Err(format!("cannot start its thread: {e}"))));
     }
 }
 
@@ -191,7 +219,9 @@ pub fn run_replay(store: HistoryStore, present: bool) -> anyhow::Result<()> {
             Effect::StartRun { .. }
             | Effect::SupersedeRun(_)
             | Effect::RestoreBest
-            | Effect::RecordRun { .. } => {}
+            | Effect::RecordRun { .. }
+            | Effect::SearchLibraries
+            | Effect::FetchCuda => {}
             other => send_disk_job(&disk, other, model),
         }
         Flow::Continue
@@ -279,6 +309,8 @@ fn send_disk_job(disk: &Sender<DiskJob>, effect: Effect, model: &Model) {
         | Effect::SupersedeRun(_)
         | Effect::SetTickInterval(_)
         | Effect::Sanitize
+        | Effect::SearchLibraries
+        | Effect::FetchCuda
         | Effect::Quit => return,
     };
     let _ = disk.send(job);

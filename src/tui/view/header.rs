@@ -9,7 +9,7 @@ use ratatui::Frame;
 use crate::display::line_for_display;
 use crate::facts::device::{DeviceInfo, GpuProblem};
 use crate::outcome::CheckReport;
-use crate::tui::model::{CaseRow, Model, Phase};
+use crate::tui::model::{CaseRow, Model, NvrtcMissing, Phase, Remedy};
 use crate::tui::theme::Theme;
 
 pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
@@ -38,6 +38,9 @@ fn activity(model: &Model) -> Vec<Span<'static>> {
             theme.warn(),
         )];
     }
+    if let Some(missing) = &model.nvrtc_missing {
+        return vec![nvrtc_missing(missing, theme)];
+    }
     let mut spans = Vec::new();
     if let Some(live) = &model.live {
         spans.push(Span::styled(
@@ -65,6 +68,19 @@ fn activity(model: &Model) -> Vec<Span<'static>> {
         spans.push(Span::styled(" (previous save)", theme.stale()));
     }
     spans
+}
+
+/// A machine without NVRTC, said as what it is (nothing of the file is
+/// judged), with what is under way or the two keys that help.
+fn nvrtc_missing(missing: &NvrtcMissing, theme: Theme) -> Span<'static> {
+    let text = match &missing.remedy {
+        Some(Remedy::Searching) => "NO NVRTC on this machine: looking again...".into(),
+        Some(Remedy::Fetching { last_line }) => {
+            format!("NO NVRTC: fetching... {}", line_for_display(last_line))
+        }
+        None => "NO NVRTC on this machine (f fetch, r look again)".into(),
+    };
+    Span::styled(text, theme.warn())
 }
 
 /// What a running check is doing, ending in "..." while it does it.
@@ -126,6 +142,9 @@ pub(super) fn gpu_span(
 pub fn draw_footer(frame: &mut Frame, area: Rect, model: &Model) {
     let line = match &model.notice {
         Some(notice) => Line::from(Span::styled(notice.clone(), model.theme.warn())),
+        None if model.nvrtc_missing.is_some() => {
+            Line::from("q quit  f fetch NVRTC  r look for it again  h history  ? help")
+        }
         None if model.replay.is_some() => {
             Line::from("q quit  space pause  ←/→ step  +/- speed  enter heatmap  h history  ? help")
         }
