@@ -56,7 +56,7 @@ impl Action {
     pub fn describe(self) -> &'static str {
         match self {
             Action::Quit => "quit",
-            Action::Rerun => "check the file again now (NVRTC missing: look for it again)",
+            Action::Rerun => "check the file again now (no NVRTC: look again)",
             Action::Help => "show or hide this help",
             Action::Up => "select the case above (scroll in lists)",
             Action::Down => "select the case below (scroll in lists)",
@@ -72,9 +72,7 @@ impl Action {
             Action::Faster => "replay: faster",
             Action::Slower => "replay: slower",
             Action::Sanitize => "compute-sanitizer over the file on one small case",
-            Action::FetchCuda => {
-                "NVRTC missing: fetch it with pip into flashprof's cache (as flashprof fetch-cuda)"
-            }
+            Action::FetchCuda => "no NVRTC: fetch it with pip (as flashprof fetch-cuda)",
         }
     }
 }
