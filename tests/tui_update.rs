@@ -433,3 +433,137 @@ fn a_deleted_file_is_said_in_the_header_and_its_last_results_stay() {
     assert!(save(&mut model, "v2").is_some());
     assert!(!model.file_gone);
 }
+
+#[test]
+fn without_nvrtc_saves_wait_and_r_looks_again_until_nvrtc_is_found_then_the_newest_text_runs() {
+    use flashprof::tui::model::Remedy;
+    use tui_support::drive::{searched, without_nvrtc};
+    let mut model = without_nvrtc();
+    assert_eq!(save(&mut model, "v1"), None, "nothing to compile with");
+    assert_eq!(
+        key(&mut model, KeyCode::Char('r')),
+        vec![Effect::SearchLibraries]
+    );
+    let missing = model.nvrtc_missing.as_ref().expect("still missing");
+    assert_eq!(missing.remedy, Some(Remedy::Searching));
+    assert!(
+        key(&mut model, KeyCode::Char('r')).is_empty(),
+        "one search at a time"
+    );
+    // Nothing installed yet: the offer stays, and r can look again.
+    assert!(update(&mut model, Msg::LibrariesSearched(searched(None))).is_empty());
+    assert_eq!(
+        model.nvrtc_missing.as_ref().and_then(|m| m.remedy.clone()),
+        None
+    );
+    assert!(
+        model
+            .notice
+            .as_deref()
+            .is_some_and(|n| n.contains("still no NVRTC")),
+        "{:?}",
+        model.notice
+    );
+    assert_eq!(save(&mut model, "v2"), None);
+    assert_eq!(
+        key(&mut model, KeyCode::Char('r')),
+        vec![Effect::SearchLibraries]
+    );
+    // A `pip install` in another terminal: the search finds it and the newest text is checked.
+    let effects = update(
+        &mut model,
+        Msg::LibrariesSearched(searched(Some(
+            "/site/nvidia/cu13/lib/libnvrtc.so.13 (via Python site-packages)",
+        ))),
+    );
+    assert_eq!(model.nvrtc_missing, None);
+    assert!(
+        matches!(effects.as_slice(), [Effect::StartRun { source, .. }] if source == "v2"),
+        "{effects:?}"
+    );
+    assert!(model
+        .notice
+        .as_deref()
+        .is_some_and(|n| n.starts_with("NVRTC found: /site/")));
+}
+
+#[test]
+fn f_fetches_shows_pip_s_progress_says_a_failure_and_searches_after_a_fetch() {
+    use flashprof::tui::model::Remedy;
+    use tui_support::drive::{searched, without_nvrtc, FETCH_FOLDER};
+    let mut model = without_nvrtc();
+    save(&mut model, "v1");
+    assert_eq!(key(&mut model, KeyCode::Char('f')), vec![Effect::FetchCuda]);
+    update(
+        &mut model,
+        Msg::FetchProgress("Collecting nvidia-cuda-nvrtc==13.0.88".into()),
+    );
+    let remedy = model.nvrtc_missing.as_ref().and_then(|m| m.remedy.clone());
+    assert_eq!(
+        remedy,
+        Some(Remedy::Fetching {
+            last_line: "Collecting nvidia-cuda-nvrtc==13.0.88".into()
+        })
+    );
+    assert!(
+        key(&mut model, KeyCode::Char('f')).is_empty(),
+        "one fetch at a time"
+    );
+    assert!(
+        key(&mut model, KeyCode::Char('r')).is_empty(),
+        "nor a search beside it"
+    );
+    assert!(update(
+        &mut model,
+        Msg::Fetched(Err("pip could not install NVIDIA's wheels".into()))
+    )
+    .is_empty());
+    let missing = model.nvrtc_missing.clone().expect("still missing");
+    assert_eq!(missing.remedy, None);
+    assert_eq!(
+        missing.fetch_failed.as_deref(),
+        Some("pip could not install NVIDIA's wheels")
+    );
+    // Pressed again: the failure is cleared for the new attempt, which lands and is looked for.
+    assert_eq!(key(&mut model, KeyCode::Char('f')), vec![Effect::FetchCuda]);
+    assert_eq!(
+        model
+            .nvrtc_missing
+            .as_ref()
+            .and_then(|m| m.fetch_failed.clone()),
+        None
+    );
+    let effects = update(&mut model, Msg::Fetched(Ok(FETCH_FOLDER.into())));
+    assert_eq!(effects, vec![Effect::SearchLibraries]);
+    let effects = update(
+        &mut model,
+        Msg::LibrariesSearched(searched(Some(
+            "libnvrtc.so.13 (via flashprof fetch-cuda's folder)",
+        ))),
+    );
+    assert!(
+        matches!(effects.as_slice(), [Effect::StartRun { source, .. }] if source == "v1"),
+        "{effects:?}"
+    );
+}
+
+#[test]
+fn with_nvrtc_found_r_reruns_and_f_fetches_nothing() {
+    let mut model = fresh();
+    let run = save(&mut model, "v1").expect("run");
+    finish(&mut model, run, all_pass(1.5, 40));
+    assert!(key(&mut model, KeyCode::Char('f')).is_empty());
+    assert!(
+        model
+            .notice
+            .as_deref()
+            .is_some_and(|n| n.contains("already found")),
+        "{:?}",
+        model.notice
+    );
+    let effects = key(&mut model, KeyCode::Char('r'));
+    assert!(
+        matches!(effects.as_slice(), [Effect::StartRun { source, .. }] if source == "v1"),
+        "{effects:?}"
+    );
+}

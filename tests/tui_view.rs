@@ -821,3 +821,39 @@ fn small_terminals_draw_every_state_without_panicking() {
         }
     }
 }
+
+#[test]
+fn without_nvrtc_the_screen_says_so_and_offers_the_fetch_not_a_compile_error() {
+    use flashprof::tui::model::Remedy;
+    use tui_support::drive::without_nvrtc;
+    let mut model = without_nvrtc();
+    save(&mut model, "v1");
+    let text = snapshot("nvrtc_missing", &mut model);
+    assert!(
+        text.contains("NO NVRTC on this machine (f fetch, r look again)"),
+        "{text}"
+    );
+    assert!(!text.contains("COMPILE ERROR"), "{text}");
+    assert!(text.contains("not compiled: NVRTC"), "{text}");
+    assert!(
+        text.contains("f: fetch NVRTC, CUPTI and the CUDA headers 13.0 with pip into"),
+        "{text}"
+    );
+    assert!(text.contains("flashprof fetch-cuda"), "{text}");
+    assert!(text.contains("f fetch NVRTC"), "the footer: {text}");
+
+    model.nvrtc_missing.as_mut().expect("missing").remedy = Some(Remedy::Fetching {
+        last_line: "Downloading nvidia_cuda_nvrtc-13.0.88-py3-none-manylinux.whl (90.1 MB)".into(),
+    });
+    let text = snapshot("nvrtc_fetching", &mut model);
+    assert!(text.contains("NO NVRTC: fetching... Downloading"), "{text}");
+
+    let missing = model.nvrtc_missing.as_mut().expect("missing");
+    missing.remedy = None;
+    missing.fetch_failed = Some("pip could not install NVIDIA's wheels (exit status: 1); it said: ERROR: No matching distribution found".into());
+    let text = snapshot("nvrtc_fetch_failed", &mut model);
+    assert!(
+        text.contains("✗ the fetch failed: pip could not install"),
+        "{text}"
+    );
+}

@@ -22,6 +22,22 @@ use crate::protocol::{
     SandboxReport, PROTOCOL_VERSION,
 };
 
+/// The variables [`library_env`] may set.
+const LIBRARY_VARIABLES: [&str; 3] = [
+    crate::gpu::found::NVRTC_VARIABLE,
+    crate::gpu::cupti::PATH_VARIABLE,
+    crate::gpu::headers::INCLUDE_VARIABLE,
+];
+
+/// What tells a worker where this process found NVRTC, CUPTI and the CUDA
+/// type headers, for each not already set in this process's environment.
+fn library_env() -> Vec<(OsString, OsString)> {
+    let context = crate::gpu::found::Context::current();
+    let mut env = crate::gpu::found::current().worker_env(&context);
+    env.extend(crate::gpu::headers::current().worker_env(&context));
+    env
+}
+
 /// Lines of worker stderr kept for error reports.
 const STDERR_LINES_KEPT: usize = 40;
 
@@ -43,15 +59,23 @@ impl WorkerCommand {
     /// found NVRTC, CUPTI and the CUDA type headers (so the worker uses the
     /// same ones, and its sandbox may read their folders).
     pub fn current_exe() -> std::io::Result<Self> {
-        let context = crate::gpu::found::Context::current();
-        let mut env = crate::gpu::found::current().worker_env(&context);
-        env.extend(crate::gpu::headers::current().worker_env(&context));
         Ok(Self {
             program: std::env::current_exe()?,
             args: vec!["__worker".into()],
-            env,
+            env: library_env(),
             remote: None,
         })
+    }
+
+    /// Searches for NVRTC, CUPTI and the CUDA type headers again (the
+    /// headers beside the libraries found now), and tells the workers
+    /// started from now on what was found instead of what was found before.
+    pub fn search_libraries_again(&mut self) {
+        crate::gpu::found::search_again();
+        crate::gpu::headers::search_again();
+        self.env
+            .retain(|(name, _)| !LIBRARY_VARIABLES.iter().any(|v| name == *v));
+        self.env.extend(library_env());
     }
 
     /// `flashprof __worker` started through `remote`, `flashprof` being

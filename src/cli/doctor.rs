@@ -84,13 +84,7 @@ pub fn run(args: DoctorArgs) -> ExitCode {
             serde_json::to_string_pretty(&document).expect("plain data serializes")
         );
     } else {
-        for finding in &findings {
-            let mark = if finding.ok { "ok     " } else { "MISSING" };
-            println!("{mark} {:<18} {}", finding.item, finding.found);
-            if let Some(fix) = &finding.fix {
-                println!("        {:<18} fix: {fix}", "");
-            }
-        }
+        print_findings(&findings);
         let existing: Vec<String> = libraries
             .searched
             .iter()
@@ -120,6 +114,17 @@ pub fn run(args: DoctorArgs) -> ExitCode {
         ExitCode::Pass
     } else {
         ExitCode::Environment
+    }
+}
+
+/// The findings as doctor prints them: one line each, its fix under it.
+pub fn print_findings(findings: &[Finding]) {
+    for finding in findings {
+        let mark = if finding.ok { "ok     " } else { "MISSING" };
+        println!("{mark} {:<18} {}", finding.item, finding.found);
+        if let Some(fix) = &finding.fix {
+            println!("        {:<18} fix: {fix}", "");
+        }
     }
 }
 
@@ -162,7 +167,6 @@ fn describe(found: &Found) -> String {
 
 /// Everything doctor reports, in order.
 pub fn diagnose() -> Vec<Finding> {
-    let libraries = found::current();
     let mut findings = Vec::new();
     // The driver and the GPU.
     match crate::gpu::device::open(0) {
@@ -212,7 +216,26 @@ pub fn diagnose() -> Vec<Finding> {
             ));
         }
     }
-    // NVRTC.
+    findings.extend(library_findings());
+    // compute-sanitizer.
+    findings.push(match compute_sanitizer() {
+        Some(path) => Finding::ok("compute_sanitizer", path.display().to_string()),
+        None => Finding::missing(
+            "compute_sanitizer",
+            "not on PATH nor in a CUDA toolkit".into(),
+            "install the CUDA toolkit (it ships compute-sanitizer) and put its bin folder on PATH",
+        ),
+    });
+    // Profiling permission.
+    findings.push(profiling_permission());
+    findings
+}
+
+/// What the last library search found: NVRTC (loaded, to read its
+/// version), the CUDA type headers, CUPTI.
+pub fn library_findings() -> Vec<Finding> {
+    let libraries = found::current();
+    let mut findings = Vec::new();
     findings.push(match &libraries.nvrtc {
         Some(nvrtc) => match crate::gpu::compile::nvrtc_version() {
             Some((major, minor)) => Finding::ok(
@@ -242,7 +265,7 @@ pub fn diagnose() -> Vec<Finding> {
         },
     });
     findings.push(headers_finding(
-        crate::gpu::headers::current(),
+        &crate::gpu::headers::current(),
         libraries.nvrtc.as_ref().map(|n| n.major),
     ));
     // CUPTI.
@@ -273,17 +296,6 @@ pub fn diagnose() -> Vec<Finding> {
             CUPTI_FIX,
         ),
     });
-    // compute-sanitizer.
-    findings.push(match compute_sanitizer() {
-        Some(path) => Finding::ok("compute_sanitizer", path.display().to_string()),
-        None => Finding::missing(
-            "compute_sanitizer",
-            "not on PATH nor in a CUDA toolkit".into(),
-            "install the CUDA toolkit (it ships compute-sanitizer) and put its bin folder on PATH",
-        ),
-    });
-    // Profiling permission.
-    findings.push(profiling_permission());
     findings
 }
 

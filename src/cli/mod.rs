@@ -8,6 +8,7 @@ mod calibrate;
 mod check;
 mod compare;
 mod doctor;
+mod fetch;
 mod grade;
 mod plan;
 mod refusal;
@@ -281,6 +282,11 @@ enum Command {
     /// Say what flashprof found where (driver, GPU, NVRTC, CUPTI, compute-sanitizer,
     /// profiling permission) and how to fix what is missing.
     Doctor(doctor::DoctorArgs),
+    /// Install NVIDIA's NVRTC, CUPTI and CUDA headers (13.0) into flashprof's own
+    /// folder of your cache (~/.cache/flashprof/cuda-13.0) with pip, then say what
+    /// is found: for a machine without CUDA. Running it is the consent; it asks nothing.
+    #[command(name = "fetch-cuda")]
+    FetchCuda,
     /// Internal: the worker process that runs kernels (started by flashprof itself).
     #[command(name = "__worker", hide = true)]
     Worker,
@@ -358,6 +364,7 @@ pub fn main() -> u8 {
             .map_or(Ok(()), unknown_word)
             .and_then(|()| tui::run(cli.tui)),
         Some(Command::Doctor(args)) => Ok(doctor::run(args)),
+        Some(Command::FetchCuda) => fetch::run(),
         Some(Command::Check(args)) => check::run(args),
         Some(Command::Calibrate(args)) => calibrate::run(args),
         Some(Command::Compare(args)) => compare::run(args),
@@ -391,6 +398,7 @@ impl Command {
             Self::Calibrate(_) => "flashprof calibrate",
             Self::Bench(_) => "flashprof bench",
             Self::Worker => "flashprof worker",
+            Self::FetchCuda => "flashprof fetch-cuda",
             _ => "flashprof",
         }
     }

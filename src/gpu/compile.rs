@@ -32,9 +32,11 @@ const BUILTINS_LIBRARY: &str = "libnvrtc-builtins.so";
 
 /// What a person does about a missing NVRTC: one command.
 fn library_hint() -> String {
+    use crate::gpu::found::{NVRTC_FIX, NVRTC_PIP};
     format!(
-        "fix: {}  (or set FLASHPROF_CUDA_LIB to the folder holding it; `flashprof doctor` lists where flashprof looked)",
-        crate::gpu::found::NVRTC_FIX
+        "fix: {NVRTC_FIX} (it installs NVIDIA's wheels with pip into flashprof's own folder; \
+         or by hand: {NVRTC_PIP}; or set FLASHPROF_CUDA_LIB to the folder holding it; \
+         `flashprof doctor` lists where flashprof looked)"
     )
 }
 

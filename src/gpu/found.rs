@@ -4,16 +4,18 @@
 //! In order: flashprof's and CUDA's own variables (`FLASHPROF_CUDA_LIB`,
 //! `FLASHPROF_CUPTI_PATH`, `CUDA_HOME`, `CUDA_PATH`), `LD_LIBRARY_PATH`, a
 //! checkout's `.cuda-wheels/` (beside the binary, never the working folder:
-//! a TA works inside students' folders),
-//! Python's site-packages (`PYTHONPATH`, the active virtualenv or conda
+//! a TA works inside students' folders), the folder `flashprof fetch-cuda`
+//! installs into ([`fetched_folder`], in the user's cache), Python's site-packages (`PYTHONPATH`, the active virtualenv or conda
 //! environment, the user's site, pyenv, the system's), conda installs, CUDA
 //! toolkits, and WSL2's driver folder. Each site-packages is searched in both
 //! wheel layouts: `nvidia/cu13/lib` (the 13.x wheels) and
 //! `nvidia/cuda_nvrtc/lib`, `nvidia/cuda_cupti/lib` (the 12.x wheels).
 //!
 //! Only when none of those holds NVRTC is Python asked for its own paths,
-//! once per process, under a timeout. The answer is kept for the process.
-//! Nothing here loads a library; [`crate::gpu::libraries`] does.
+//! under a timeout. The answer is kept for the process ([`current`]) until
+//! [`search_again`] replaces it (the TUI's `r`, after a fetch or a `pip
+//! install` in another terminal). Nothing here loads a library;
+//! [`crate::gpu::libraries`] does.
 //!
 //! A library is only ever chosen when it is trusted ([`trust`]): the file
 //! and every folder from it up to `/` belong to this process's user or to
@@ -24,13 +26,19 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-/// The one step that gives a machine with Python but no CUDA a compiler.
-pub const NVRTC_FIX: &str = "python3 -m pip install --user 'nvidia-cuda-nvrtc==13.0.*'";
+/// The one step that gives a machine with Python but no CUDA a compiler:
+/// flashprof's own fetch ([`crate::gpu::fetch`]).
+pub const NVRTC_FIX: &str = crate::gpu::fetch::COMMAND;
+/// The same done by hand with pip, into the user's site-packages.
+pub const NVRTC_PIP: &str = "python3 -m pip install --user 'nvidia-cuda-nvrtc==13.0.*'";
 /// The same for the hardware counters.
 pub const CUPTI_FIX: &str = "python3 -m pip install --user 'nvidia-cuda-cupti==13.0.*'";
+
+/// The variable naming NVRTC's folder (searched first; how a worker is told).
+pub const NVRTC_VARIABLE: &str = "FLASHPROF_CUDA_LIB";
 
 /// How long Python may take to name its paths.
 const PYTHON_TIMEOUT: Duration = Duration::from_secs(3);
@@ -47,6 +55,8 @@ pub enum Origin {
     LoaderPath,
     /// A checkout's `.cuda-wheels/` (what `scripts/test.sh` installs).
     Checkout,
+    /// The folder `flashprof fetch-cuda` installs into ([`fetched_folder`]).
+    Fetched,
     /// A Python site-packages (pip wheels).
     Python,
     /// A conda environment.
@@ -65,6 +75,7 @@ impl std::fmt::Display for Origin {
             Self::Variable(name) => write!(f, "${name}"),
             Self::LoaderPath => f.write_str("LD_LIBRARY_PATH"),
             Self::Checkout => f.write_str("the checkout's .cuda-wheels"),
+            Self::Fetched => f.write_str("flashprof fetch-cuda's folder"),
             Self::Python => f.write_str("Python site-packages"),
             Self::Conda => f.write_str("conda"),
             Self::Toolkit => f.write_str("CUDA toolkit"),
@@ -346,9 +357,9 @@ impl Libraries {
     /// already set.
     pub fn worker_env(&self, context: &Context) -> Vec<(OsString, OsString)> {
         let mut env = Vec::new();
-        if context.var("FLASHPROF_CUDA_LIB").is_none() {
+        if context.var(NVRTC_VARIABLE).is_none() {
             if let Some(nvrtc) = &self.nvrtc {
-                env.push(("FLASHPROF_CUDA_LIB".into(), nvrtc.folder().into()));
+                env.push((NVRTC_VARIABLE.into(), nvrtc.folder().into()));
             }
         }
         let cupti_var = crate::gpu::cupti::PATH_VARIABLE;
@@ -361,17 +372,77 @@ impl Libraries {
     }
 }
 
-/// This process's libraries, searched once.
-pub fn current() -> &'static Libraries {
-    static FOUND: OnceLock<Libraries> = OnceLock::new();
-    FOUND.get_or_init(|| Libraries::search(&Context::current()))
+/// A process-wide search: made at first use, kept, and made again only
+/// when asked ([`Self::again`]). Holders of an earlier answer keep it whole:
+/// a search is replaced, never changed in place.
+pub struct Searched<T> {
+    slot: Mutex<Option<Arc<T>>>,
+    search: fn() -> T,
+}
+
+impl<T> Searched<T> {
+    pub const fn new(search: fn() -> T) -> Self {
+        Self {
+            slot: Mutex::new(None),
+            search,
+        }
+    }
+
+    /// The kept answer, searching first if there is none. The lock is held
+    /// through a search, so callers racing at first use search once.
+    pub fn get(&self) -> Arc<T> {
+        let mut slot = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(slot.get_or_insert_with(|| Arc::new((self.search)())))
+    }
+
+    /// A new search, kept from now on.
+    pub fn again(&self) -> Arc<T> {
+        let mut slot = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
+        let fresh = Arc::new((self.search)());
+        *slot = Some(Arc::clone(&fresh));
+        fresh
+    }
+}
+
+static CURRENT: Searched<Libraries> = Searched::new(|| Libraries::search(&Context::current()));
+
+/// This process's libraries: the last search (the first call makes it).
+pub fn current() -> Arc<Libraries> {
+    CURRENT.get()
+}
+
+/// Searches this process's context again and keeps the answer, so what was
+/// installed since (a fetch, a `pip install` in another terminal) is found.
+/// A library this process already loaded stays loaded: the new answer is
+/// for what it starts next (a worker, told by [`Libraries::worker_env`]).
+pub fn search_again() -> Arc<Libraries> {
+    CURRENT.again()
 }
 
 /// The one-line message for a machine without NVRTC, with the command that fixes it.
 pub fn nvrtc_missing_message() -> String {
     format!(
-        "NVRTC (libnvrtc.so.13 or .12) was not found. Fix: {NVRTC_FIX}  \
-         (or set FLASHPROF_CUDA_LIB to the folder holding it; `flashprof doctor` lists where flashprof looked and what it refused)"
+        "NVRTC (libnvrtc.so.13 or .12) was not found. Fix: {NVRTC_FIX} (it installs NVIDIA's \
+         wheels with pip into flashprof's own folder; or by hand: {NVRTC_PIP}; or set \
+         FLASHPROF_CUDA_LIB to the folder holding it; `flashprof doctor` lists where flashprof \
+         looked and what it refused)"
+    )
+}
+
+/// Where `flashprof fetch-cuda` installs NVIDIA's wheels: `cuda-13.0` in
+/// flashprof's folder of the user's cache (`$XDG_CACHE_HOME`, else
+/// `~/.cache`); `None` without an absolute cache folder or a home. Its
+/// libraries are used only when trusted, like any other.
+pub fn fetched_folder(context: &Context) -> Option<PathBuf> {
+    // The XDG rule: a relative value is ignored.
+    let cache = match context.var("XDG_CACHE_HOME").map(PathBuf::from) {
+        Some(cache) if cache.is_absolute() => cache,
+        _ => context.home().filter(|h| h.is_absolute())?.join(".cache"),
+    };
+    Some(
+        cache
+            .join("flashprof")
+            .join(format!("cuda-{}", crate::gpu::fetch::SERIES)),
     )
 }
 
@@ -384,7 +455,7 @@ pub fn places(context: &Context) -> Vec<Place> {
             places.push(place);
         }
     };
-    for var in ["FLASHPROF_CUDA_LIB", "CUDA_HOME", "CUDA_PATH"] {
+    for var in [NVRTC_VARIABLE, "CUDA_HOME", "CUDA_PATH"] {
         if let Some(value) = context.var(var) {
             for folder in toolkit_folders(Path::new(value)) {
                 add(folder, Origin::Variable(var));
@@ -418,6 +489,11 @@ pub fn places(context: &Context) -> Vec<Place> {
                     add(place.folder, place.origin);
                 }
             }
+        }
+    }
+    if let Some(fetched) = fetched_folder(context) {
+        for place in wheel_folders(&fetched, Origin::Fetched) {
+            add(place.folder, place.origin);
         }
     }
     for site in site_packages(context) {
@@ -1034,10 +1110,96 @@ mod tests {
         assert_eq!(Libraries::search(&told).worker_env(&told).len(), 1);
     }
 
+    /// A fetch's folder under `cache` as `flashprof fetch-cuda` leaves it
+    /// (flashprof's folder private), holding NVRTC; returns its lib folder.
+    fn fetched_under(cache: &Path) -> PathBuf {
+        let lib = cache.join("flashprof/cuda-13.0/nvidia/cu13/lib");
+        touch(&lib.join("libnvrtc.so.13"));
+        touch(&lib.join("libnvrtc-builtins.so.13.0"));
+        chmod(&cache.join("flashprof"), 0o700);
+        lib
+    }
+
+    #[test]
+    fn the_fetched_folder_in_the_user_s_cache_is_searched_and_trusted_when_private() {
+        let home = tempfile::tempdir().unwrap();
+        let lib = fetched_under(&home.path().join(".cache"));
+        let ctx = context(&[("HOME", home.path())]);
+        assert_eq!(
+            fetched_folder(&ctx),
+            Some(home.path().join(".cache/flashprof/cuda-13.0"))
+        );
+        let nvrtc = Libraries::search(&ctx).nvrtc.expect("found in the cache");
+        assert_eq!(nvrtc.origin, Origin::Fetched);
+        assert_eq!(nvrtc.folder(), std::fs::canonicalize(&lib).unwrap());
+        assert_eq!(nvrtc.origin.to_string(), "flashprof fetch-cuda's folder");
+        // XDG_CACHE_HOME, when absolute, is the cache; a relative one is ignored.
+        let xdg = tempfile::tempdir().unwrap();
+        let lib = fetched_under(xdg.path());
+        let ctx = context(&[("HOME", home.path()), ("XDG_CACHE_HOME", xdg.path())]);
+        let nvrtc = Libraries::search(&ctx)
+            .nvrtc
+            .expect("found in XDG_CACHE_HOME");
+        assert_eq!(nvrtc.folder(), std::fs::canonicalize(&lib).unwrap());
+        let ctx = context(&[
+            ("HOME", home.path()),
+            ("XDG_CACHE_HOME", Path::new("cache")),
+        ]);
+        assert_eq!(
+            fetched_folder(&ctx),
+            Some(home.path().join(".cache/flashprof/cuda-13.0"))
+        );
+        assert_eq!(
+            fetched_folder(&Context::default()),
+            None,
+            "no home, no cache"
+        );
+    }
+
+    #[test]
+    fn a_fetched_folder_others_can_write_is_refused() {
+        let home = tempfile::tempdir().unwrap();
+        let lib = fetched_under(&home.path().join(".cache"));
+        let ctx = context(&[("HOME", home.path())]);
+        let flashprof = home.path().join(".cache/flashprof");
+        for (mode, why) in [(0o770, "writable by group"), (0o707, "writable by others")] {
+            chmod(&flashprof, mode);
+            let found = Libraries::search(&ctx);
+            assert!(found.nvrtc.is_none(), "{mode:o}: {:?}", found.nvrtc);
+            let refusal = found
+                .refused
+                .iter()
+                .find(|r| r.library.ends_with("libnvrtc.so.13"))
+                .unwrap_or_else(|| panic!("{mode:o}: {:?}", found.refused));
+            assert_eq!(refusal.origin, Origin::Fetched);
+            assert_eq!(refusal.reason, format!("{}: {why}", flashprof.display()));
+        }
+        chmod(&flashprof, 0o700);
+        chmod(&lib, 0o775);
+        assert!(
+            Libraries::search(&ctx).nvrtc.is_none(),
+            "its lib folder too"
+        );
+    }
+
+    #[test]
+    fn a_search_made_again_sees_what_was_installed_since() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static SEARCHES: AtomicUsize = AtomicUsize::new(0);
+        static KEPT: Searched<usize> = Searched::new(|| SEARCHES.fetch_add(1, Ordering::SeqCst));
+        assert_eq!(*KEPT.get(), 0);
+        assert_eq!(*KEPT.get(), 0, "kept, not searched again");
+        let earlier = KEPT.get();
+        assert_eq!(*KEPT.again(), 1);
+        assert_eq!(*KEPT.get(), 1, "the new answer is kept");
+        assert_eq!(*earlier, 0, "a holder of the old answer keeps it whole");
+    }
+
     #[test]
     fn nothing_found_says_the_command_that_fixes_it() {
         let message = nvrtc_missing_message();
-        assert!(message.contains(NVRTC_FIX), "{message}");
+        assert!(message.contains("Fix: flashprof fetch-cuda"), "{message}");
+        assert!(message.contains(NVRTC_PIP), "{message}");
         assert!(message.contains("flashprof doctor"));
     }
 }

@@ -18,9 +18,9 @@
 //! `cuda_bf16.h` or `cuda_fp8.h` is refused with [`HEADERS_FIX`].
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::Arc;
 
-use super::found::{self, Context, Origin, Place, Refused};
+use super::found::{self, Context, Origin, Place, Refused, Searched};
 pub use crate::lab::source::CUDA_TYPE_HEADERS;
 
 /// The one step that gives a machine the headers (the 13.0 line, as NVRTC).
@@ -217,10 +217,17 @@ impl HeaderSearch {
     }
 }
 
-/// This process's headers, searched once.
-pub fn current() -> &'static HeaderSearch {
-    static FOUND: OnceLock<HeaderSearch> = OnceLock::new();
-    FOUND.get_or_init(HeaderSearch::for_process)
+static CURRENT: Searched<HeaderSearch> = Searched::new(HeaderSearch::for_process);
+
+/// This process's headers: the last search (the first call makes it).
+pub fn current() -> Arc<HeaderSearch> {
+    CURRENT.get()
+}
+
+/// Searches again beside the libraries of [`found::current`] (so after
+/// [`found::search_again`]) and keeps the answer.
+pub fn search_again() -> Arc<HeaderSearch> {
+    CURRENT.again()
 }
 
 /// Why a file that includes `header` cannot be compiled here, with the fix.

@@ -57,8 +57,10 @@ pub fn nvrtc_by_name_blocked() -> bool {
 }
 
 /// The refusal that forbids opening the driver by name, if any.
-pub fn driver_by_name_blocked() -> Option<&'static super::found::Refused> {
-    super::found::current().by_name_blocked(&super::found::DRIVER_NAMES)
+pub fn driver_by_name_blocked() -> Option<super::found::Refused> {
+    super::found::current()
+        .by_name_blocked(&super::found::DRIVER_NAMES)
+        .cloned()
 }
 
 /// Makes the driver library loadable by name if it sits in a known folder

@@ -4,6 +4,7 @@
 pub mod compile;
 pub mod cupti;
 pub mod device;
+pub mod fetch;
 pub mod found;
 pub mod headers;
 pub mod libraries;

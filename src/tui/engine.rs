@@ -4,19 +4,29 @@
 //! The worker is kept between checks (starting one costs CUDA
 //! initialisation), and only this thread touches it, so no lock is needed.
 //! Scheduling (which save runs next) is decided in `update`; this thread
-//! just works through what it is sent, in order.
+//! just works through what it is sent, in order. A search for NVIDIA's
+//! libraries runs here too, between checks, because its answer changes how
+//! the next worker is started.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 
 use crate::app::check::{run_check_unless_stale, CheckError, CheckPlan};
-use crate::app::worker_handle::WorkerCommand;
+use crate::app::worker_handle::{WorkerCommand, WorkerHandle};
+use crate::gpu::found;
 
-use super::msg::{Msg, RunId};
+use super::msg::{LibrarySearch, Msg, RunId};
+
+/// What the engine thread is asked to do.
+enum Job {
+    Check(RunId, String),
+    /// Look for the libraries again; the next worker starts with what is found.
+    SearchLibraries,
+}
 
 pub struct Engine {
-    requests: Sender<(RunId, String)>,
+    requests: Sender<Job>,
     /// The newest run whose text is stale (0: none).
     superseded: Arc<AtomicU64>,
 }
@@ -35,7 +45,7 @@ impl Engine {
         let stale_up_to = Arc::clone(&superseded);
         std::thread::Builder::new()
             .name("flashprof-engine".into())
-            .spawn(move || serve(&plan, &command, &inbox, &stale_up_to, &messages))?;
+            .spawn(move || serve(&plan, command, &inbox, &stale_up_to, &messages))?;
         Ok(Self {
             requests,
             superseded,
@@ -51,26 +61,46 @@ impl Engine {
     /// Queues a check of `source`; its messages carry `run`.
     pub fn check(&self, run: RunId, source: String) {
         // A closed channel means the thread ended with the UI; nothing to do.
-        let _ = self.requests.send((run, source));
+        let _ = self.requests.send(Job::Check(run, source));
+    }
+
+    /// Queues a search for NVIDIA's libraries, answered by [`Msg::LibrariesSearched`].
+    pub fn search_libraries(&self) {
+        let _ = self.requests.send(Job::SearchLibraries);
     }
 }
 
 fn serve(
     template: &CheckPlan,
-    command: &WorkerCommand,
-    inbox: &Receiver<(RunId, String)>,
+    mut command: WorkerCommand,
+    inbox: &Receiver<Job>,
     superseded: &AtomicU64,
     messages: &Sender<Msg>,
 ) {
-    let mut worker = None;
-    while let Ok((run, source)) = inbox.recv() {
+    let mut worker: Option<WorkerHandle> = None;
+    while let Ok(job) = inbox.recv() {
+        let (run, source) = match job {
+            Job::Check(run, source) => (run, source),
+            Job::SearchLibraries => {
+                command.search_libraries_again();
+                // A worker started before the search knows only the old answer.
+                if let Some(old) = worker.take() {
+                    old.shutdown();
+                }
+                let search = LibrarySearch::of(&found::current(), &found::Context::current());
+                if messages.send(Msg::LibrariesSearched(search)).is_err() {
+                    break;
+                }
+                continue;
+            }
+        };
         let plan = CheckPlan {
             source_text: source,
             seed: template.seed.wrapping_add(run),
             ..template.clone()
         };
         let stale = || superseded.load(Ordering::SeqCst) >= run;
-        let result = run_check_unless_stale(&plan, command, &mut worker, &stale, |progress| {
+        let result = run_check_unless_stale(&plan, &command, &mut worker, &stale, |progress| {
             let _ = messages.send(Msg::Progress {
                 run,
                 progress: Box::new(progress),

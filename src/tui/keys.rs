@@ -32,6 +32,7 @@ pub enum Action {
     Sanitize,
     Counters,
     CopyReproduce,
+    FetchCuda,
 }
 
 /// Which screen a key works on: watching a file, replaying a history, or both.
@@ -44,7 +45,7 @@ enum Mode {
 
 impl Action {
     /// Every action, in the order the help lists them.
-    pub const ALL: [Action; 22] = [
+    pub const ALL: [Action; 23] = [
         Action::Quit,
         Action::Rerun,
         Action::Help,
@@ -67,12 +68,13 @@ impl Action {
         Action::Faster,
         Action::Slower,
         Action::Sanitize,
+        Action::FetchCuda,
     ];
 
     pub fn describe(self) -> &'static str {
         match self {
             Action::Quit => "quit",
-            Action::Rerun => "check the file again now",
+            Action::Rerun => "check the file again now (no NVRTC: look again)",
             Action::Help => "show or hide this help",
             Action::Up => "the case above; scroll up the errors, history, a diff",
             Action::Down => "the case below; scroll down the errors, history, a diff",
@@ -93,6 +95,7 @@ impl Action {
             Action::Faster => "replay: faster",
             Action::Slower => "replay: slower",
             Action::Sanitize => "compute-sanitizer over the file on one small case",
+            Action::FetchCuda => "no NVRTC: fetch it with pip (as flashprof fetch-cuda)",
         }
     }
 
@@ -100,9 +103,11 @@ impl Action {
     /// nothing, and a watched file has no runs to step through.
     fn mode(self) -> Mode {
         match self {
-            Action::Rerun | Action::RestoreBest | Action::Sanitize | Action::CopyReproduce => {
-                Mode::Live
-            }
+            Action::Rerun
+            | Action::RestoreBest
+            | Action::Sanitize
+            | Action::CopyReproduce
+            | Action::FetchCuda => Mode::Live,
             Action::Pause
             | Action::StepForward
             | Action::StepBack
@@ -179,6 +184,7 @@ const BINDINGS: &[Binding<Action>] = &[
     key(KeyCode::Char('-'), Action::Slower),
     key(KeyCode::Char('s'), Action::Sanitize),
     key(KeyCode::Char('y'), Action::CopyReproduce),
+    key(KeyCode::Char('f'), Action::FetchCuda),
 ];
 
 /// The action bound to `event`, if any.

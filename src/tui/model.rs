@@ -21,7 +21,7 @@ use crate::outcome::CheckReport;
 use crate::protocol::{CaseOutcome, CaseStatus, CompileOutcome, CompileProblemKind, TimingOutcome};
 use crate::report::ReproduceCommand;
 
-use super::msg::RunId;
+use super::msg::{LibrarySearch, RunId};
 use super::plot::{Axes, RooflinePlot};
 use super::theme::Theme;
 
@@ -242,6 +242,40 @@ fn compact_lines(outcome: &CountersOutcome) -> Vec<(String, String)> {
     lines
 }
 
+/// This machine has no NVRTC, so nothing is compiled: a state of the
+/// environment, not a fault of the file. Only ever set for a worker on this
+/// machine (a remote one compiles with the node's NVRTC).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NvrtcMissing {
+    /// Where `f` installs NVIDIA's wheels, for the offer.
+    pub fetch_folder: Option<String>,
+    /// What is under way about it.
+    pub remedy: Option<Remedy>,
+    /// Why the last fetch failed, until another starts.
+    pub fetch_failed: Option<String>,
+}
+
+impl NvrtcMissing {
+    /// The state after `search`: `None` when it found NVRTC. A failed
+    /// fetch stays said across a search that still finds nothing.
+    pub fn after(search: &LibrarySearch, before: Option<&Self>) -> Option<Self> {
+        search.nvrtc.is_none().then(|| Self {
+            fetch_folder: search.fetch_folder.clone(),
+            remedy: None,
+            fetch_failed: before.and_then(|b| b.fetch_failed.clone()),
+        })
+    }
+}
+
+/// What is being done about a missing NVRTC.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Remedy {
+    /// Looking for the libraries again.
+    Searching,
+    /// `f`'s fetch, with pip's latest line.
+    Fetching { last_line: String },
+}
+
 /// A window drawn over the panels.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Overlay {
@@ -363,6 +397,8 @@ pub struct Model {
     pub reproduce: Option<ReproduceCommand>,
     /// Lecture mode: large digits and one large panel (`--present`).
     pub present: bool,
+    /// Set while this machine has no NVRTC: no check starts until it does.
+    pub nvrtc_missing: Option<NvrtcMissing>,
     pub quitting: bool,
     pub(super) next_run: RunId,
 }
@@ -396,6 +432,7 @@ impl Model {
             file_gone: false,
             reproduce: None,
             present: false,
+            nvrtc_missing: None,
             quitting: false,
             next_run: 1,
         }

@@ -12,6 +12,8 @@ use std::time::Duration;
 use crossterm::event::{KeyEvent, MouseEvent};
 
 use crate::app::history::{DiffLine, RunSummary};
+use crate::display::path_for_display;
+use crate::gpu::found::{fetched_folder, Context, Libraries};
 use crate::outcome::{CheckReport, CheckStopped, Progress};
 
 /// Numbers the checks of one session, so late progress from an old check
@@ -55,6 +57,37 @@ pub enum Msg {
     Tick,
     /// The sanitizer pass asked for with `s` finished (or could not run).
     Sanitized(Result<Box<crate::app::sanitize::SanitizerOutcome>, String>),
+    /// A search for NVIDIA's libraries finished (`r` while NVRTC is missing, or after a fetch).
+    LibrariesSearched(LibrarySearch),
+    /// A line of `f`'s fetch (pip's output) as it runs.
+    FetchProgress(String),
+    /// `f`'s fetch ended: the folder it installed into, or why it failed.
+    Fetched(Result<String, String>),
+}
+
+/// What a search for NVIDIA's libraries found, as the screen needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LibrarySearch {
+    /// The NVRTC chosen, in words (its file and how it was found), if any.
+    pub nvrtc: Option<String>,
+    /// Where `flashprof fetch-cuda` (and `f`) installs, when there is such a folder.
+    pub fetch_folder: Option<String>,
+}
+
+impl LibrarySearch {
+    /// The words for `libraries`, searched in `context`.
+    pub fn of(libraries: &Libraries, context: &Context) -> Self {
+        Self {
+            nvrtc: libraries.nvrtc.as_ref().map(|nvrtc| {
+                format!(
+                    "{} (via {})",
+                    path_for_display(&nvrtc.library),
+                    nvrtc.origin
+                )
+            }),
+            fetch_folder: fetched_folder(context).map(|f| path_for_display(&f)),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -85,5 +118,11 @@ pub enum Effect {
     Sanitize,
     /// Put `text` on the terminal's clipboard (OSC 52).
     Copy(String),
+    /// Search for NVIDIA's libraries again and start the next worker with
+    /// what is found; answered by [`Msg::LibrariesSearched`].
+    SearchLibraries,
+    /// Fetch NVIDIA's wheels into flashprof's cache folder (`f`, the
+    /// user's consent); answered by [`Msg::FetchProgress`] and [`Msg::Fetched`].
+    FetchCuda,
     Quit,
 }

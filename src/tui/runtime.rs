@@ -18,8 +18,8 @@ use crossterm::event::Event;
 use ratatui::Frame;
 
 use super::engine::Engine;
-use super::model::{Completed, Model, Replay};
-use super::msg::{Effect, Msg};
+use super::model::{Completed, Model, NvrtcMissing, Replay};
+use super::msg::{Effect, LibrarySearch, Msg};
 use super::shell::{display_name, event_loop, planned_rows, watch_into, Flow, Program};
 use super::terminal;
 use super::theme::Theme;
@@ -30,6 +30,7 @@ use crate::app::history::{line_diff, HistoryRecord, HistoryStore, RunSummary, LO
 use crate::app::watch::Watched;
 use crate::app::worker_handle::WorkerCommand;
 use crate::display::{line_for_display, path_for_display};
+use crate::gpu::found;
 use crate::lab::source::{read_regular_file, FollowLinks, MAX_SOURCE_BYTES};
 use crate::outcome::CheckReport;
 use crate::report::ReproduceCommand;
@@ -70,12 +71,19 @@ pub fn run_live(setup: LiveSetup) -> anyhow::Result<()> {
     let mut model = Model::new(&file_label, rows, Theme::from_env());
     model.present = setup.present;
     model.reproduce = Some(setup.reproduce);
+    // A worker on this machine compiles with this machine's NVRTC; without
+    // one the screen says so and offers the fetch instead of a check.
+    if setup.command.remote.is_none() {
+        let search = LibrarySearch::of(&found::current(), &found::Context::current());
+        model.nvrtc_missing = NvrtcMissing::after(&search, None);
+    }
     let (messages, inbox) = mpsc::channel();
     let store = HistoryStore::beside(&setup.file);
     let disk = start_disk_thread(store, Some(setup.file.clone()), messages.clone())?;
     let sanitize_template = setup.plan.clone();
     let setup_file = setup.file.clone();
     let sanitizer_messages = messages.clone();
+    let fetch_messages = messages.clone();
     // The engine thread is not waited for at quit: what it holds on a cluster is released here.
     let remote = setup.command.remote.clone();
     let engine = Engine::start(setup.plan, setup.command, messages.clone())?;
@@ -95,6 +103,8 @@ pub fn run_live(setup: LiveSetup) -> anyhow::Result<()> {
                 start_sanitizer(&setup_file, &sanitize_template, &sanitizer_messages)
             }
             Effect::Copy(text) => terminal::copy_to_clipboard(&text),
+            Effect::SearchLibraries => engine.search_libraries(),
+            Effect::FetchCuda => start_fetch(&fetch_messages),
             other => send_disk_job(&disk, other, model),
         }
         Flow::Continue
@@ -149,6 +159,24 @@ fn start_sanitizer(file: &Path, template: &CheckPlan, messages: &Sender<Msg>) {
     }
 }
 
+/// Fetches NVIDIA's wheels (`f`) on a thread of its own, each line of
+/// pip's output a [`Msg::FetchProgress`], the end a [`Msg::Fetched`].
+fn start_fetch(messages: &Sender<Msg>) {
+    let replies = messages.clone();
+    let spawned = std::thread::Builder::new()
+        .name("flashprof-fetch".into())
+        .spawn(move || {
+            let mut progress = |line: &str| {
+                let _ = replies.send(Msg::FetchProgress(line.to_owned()));
+            };
+            let result = crate::gpu::fetch::fetch(&found::Context::current(), &mut progress);
+            let _ = replies.send(Msg::Fetched(result.map(|f| path_for_display(&f))));
+        });
+    if let Err(e) = spawned {
+        let _ = messages.send(Msg::Fetched(Err(format!("cannot start its thread: {e}"))));
+    }
+}
+
 /// Plays back the runs of a history store, in lecture mode when `present`.
 pub fn run_replay(store: HistoryStore, present: bool) -> anyhow::Result<()> {
     let history = store.read().with_context(|| {
@@ -198,7 +226,9 @@ pub fn run_replay(store: HistoryStore, present: bool) -> anyhow::Result<()> {
             | Effect::SupersedeRun(_)
             | Effect::RestoreBest
             | Effect::RecordRun { .. }
-            | Effect::Copy(_) => {}
+            | Effect::Copy(_)
+            | Effect::SearchLibraries
+            | Effect::FetchCuda => {}
             other => send_disk_job(&disk, other, model),
         }
         Flow::Continue
@@ -287,6 +317,8 @@ fn send_disk_job(disk: &Sender<DiskJob>, effect: Effect, model: &Model) {
         | Effect::SetTickInterval(_)
         | Effect::Sanitize
         | Effect::Copy(_)
+        | Effect::SearchLibraries
+        | Effect::FetchCuda
         | Effect::Quit => return,
     };
     let _ = disk.send(job);

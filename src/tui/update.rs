@@ -14,8 +14,10 @@ use std::time::Duration;
 use crossterm::event::{KeyEvent, KeyEventKind, MouseButton, MouseEvent, MouseEventKind};
 
 use super::keys::{action_for, Action};
-use super::model::{CaseRow, Completed, CountersView, LiveRun, Model, Overlay, Phase};
-use super::msg::{Effect, Msg, RunId};
+use super::model::{
+    CaseRow, Completed, CountersView, LiveRun, Model, NvrtcMissing, Overlay, Phase, Remedy,
+};
+use super::msg::{Effect, LibrarySearch, Msg, RunId};
 use super::plot::RooflinePlot;
 use super::view::layout::{case_at, compile_scroll_limit, overlay_rows, visible_case_rows, Areas};
 use crate::display::line_for_display;
@@ -79,6 +81,16 @@ pub fn update(model: &mut Model, msg: Msg) -> Vec<Effect> {
             on_sanitized(model, result);
             Vec::new()
         }
+        Msg::LibrariesSearched(search) => on_libraries_searched(model, &search),
+        Msg::FetchProgress(line) => {
+            if let Some(Remedy::Fetching { last_line }) =
+                model.nvrtc_missing.as_mut().and_then(|m| m.remedy.as_mut())
+            {
+                *last_line = line;
+            }
+            Vec::new()
+        }
+        Msg::Fetched(result) => on_fetched(model, result),
         Msg::Tick => {
             if model.replay.as_ref().is_some_and(|r| !r.paused) {
                 step_replay(model, 1);
@@ -111,8 +123,10 @@ fn on_file_changed(model: &mut Model, bytes: Vec<u8>) -> Vec<Effect> {
 }
 
 /// Starts a check of `source` now, or parks it behind the running one.
+/// Without NVRTC nothing starts: the newest text waits in `model.source`
+/// for the search that finds it.
 fn request_run(model: &mut Model, source: String) -> Vec<Effect> {
-    if model.replay.is_some() {
+    if model.replay.is_some() || model.nvrtc_missing.is_some() {
         return Vec::new();
     }
     if let Some(live) = &model.live {
@@ -139,6 +153,59 @@ fn request_run(model: &mut Model, source: String) -> Vec<Effect> {
         restarts: 0,
     });
     vec![Effect::StartRun { run: id, source }]
+}
+
+/// `r` or `f` while NVRTC is missing: starts `remedy` unless one is under way.
+fn remedy_nvrtc(model: &mut Model, remedy: Remedy, effect: Effect) -> Vec<Effect> {
+    let Some(missing) = model.nvrtc_missing.as_mut() else {
+        model.notice = Some("NVRTC is already found (`flashprof doctor` says where)".into());
+        return Vec::new();
+    };
+    if missing.remedy.is_some() {
+        return Vec::new();
+    }
+    if matches!(remedy, Remedy::Fetching { .. }) {
+        missing.fetch_failed = None;
+    }
+    missing.remedy = Some(remedy);
+    vec![effect]
+}
+
+/// A library search's answer: with NVRTC found, the waiting text is checked.
+fn on_libraries_searched(model: &mut Model, search: &LibrarySearch) -> Vec<Effect> {
+    model.nvrtc_missing = NvrtcMissing::after(search, model.nvrtc_missing.as_ref());
+    match &search.nvrtc {
+        Some(nvrtc) => {
+            model.notice = Some(format!("NVRTC found: {nvrtc}"));
+            request_run(model, model.source.clone())
+        }
+        None => {
+            model.notice = Some(
+                "looked again: still no NVRTC (`flashprof doctor` says where it looked and what it refused)"
+                    .into(),
+            );
+            Vec::new()
+        }
+    }
+}
+
+/// `f`'s fetch ended: look for what it installed, or say why it failed.
+fn on_fetched(model: &mut Model, result: Result<String, String>) -> Vec<Effect> {
+    let Some(missing) = model.nvrtc_missing.as_mut() else {
+        return Vec::new();
+    };
+    match result {
+        Ok(folder) => {
+            missing.remedy = Some(Remedy::Searching);
+            model.notice = Some(format!("fetched into {folder}; looking for NVRTC there"));
+            vec![Effect::SearchLibraries]
+        }
+        Err(reason) => {
+            missing.remedy = None;
+            missing.fetch_failed = Some(reason);
+            Vec::new()
+        }
+    }
 }
 
 fn on_progress(model: &mut Model, run: RunId, progress: Progress) {
@@ -306,7 +373,16 @@ fn on_key(model: &mut Model, key: KeyEvent) -> Vec<Effect> {
 
 fn on_panel_key(model: &mut Model, action: Action) -> Vec<Effect> {
     match action {
+        Action::Rerun if model.nvrtc_missing.is_some() => {
+            return remedy_nvrtc(model, Remedy::Searching, Effect::SearchLibraries)
+        }
         Action::Rerun => return request_run(model, model.source.clone()),
+        Action::FetchCuda if model.replay.is_none() => {
+            let started = Remedy::Fetching {
+                last_line: "starting pip...".into(),
+            };
+            return remedy_nvrtc(model, started, Effect::FetchCuda);
+        }
         Action::Help => model.overlay = Some(Overlay::Help),
         Action::Up
         | Action::Down
@@ -353,7 +429,8 @@ fn on_panel_key(model: &mut Model, action: Action) -> Vec<Effect> {
         | Action::RestoreBest
         | Action::Quit
         | Action::Sanitize
-        | Action::CopyReproduce => {}
+        | Action::CopyReproduce
+        | Action::FetchCuda => {}
     }
     Vec::new()
 }

@@ -371,8 +371,8 @@ pub mod drive {
 
     use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
     use flashprof::outcome::{CheckReport, Progress};
-    use flashprof::tui::model::{CaseRow, Model};
-    use flashprof::tui::msg::{Effect, Msg, RunId};
+    use flashprof::tui::model::{CaseRow, Model, NvrtcMissing};
+    use flashprof::tui::msg::{Effect, LibrarySearch, Msg, RunId};
     use flashprof::tui::theme::Theme;
     use flashprof::tui::update::update;
     use flashprof::tui::view::draw;
@@ -512,6 +512,24 @@ pub mod drive {
 
     pub fn key(model: &mut Model, code: KeyCode) -> Vec<Effect> {
         update(model, Msg::Key(KeyEvent::new(code, KeyModifiers::NONE)))
+    }
+
+    /// Where the screens say a fetch installs.
+    pub const FETCH_FOLDER: &str = "/home/student/.cache/flashprof/cuda-13.0";
+
+    /// A library search's answer: NVRTC at `nvrtc` (in words), or none.
+    pub fn searched(nvrtc: Option<&str>) -> LibrarySearch {
+        LibrarySearch {
+            nvrtc: nvrtc.map(str::to_owned),
+            fetch_folder: Some(FETCH_FOLDER.into()),
+        }
+    }
+
+    /// A fresh model on a machine whose library search found no NVRTC, as the runtime starts it.
+    pub fn without_nvrtc() -> Model {
+        let mut model = fresh();
+        model.nvrtc_missing = NvrtcMissing::after(&searched(None), None);
+        model
     }
 }
 

@@ -654,3 +654,12 @@ fn the_fp8_labs_kernels_compile_with_the_headers_and_are_refused_with_the_fix_wi
             .unwrap_or_else(|e| panic!("{e}"));
     }
 }
+
+#[test]
+fn a_missing_nvrtc_is_told_the_fetch_command_first_and_the_pip_line_second() {
+    let hint = library_hint();
+    let fetch = hint.find("fix: flashprof fetch-cuda").expect(&hint);
+    let pip = hint.find(crate::gpu::found::NVRTC_PIP).expect(&hint);
+    assert!(fetch < pip, "{hint}");
+    assert!(hint.contains("flashprof doctor"), "{hint}");
+}

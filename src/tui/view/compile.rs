@@ -13,7 +13,7 @@ use super::text::panel;
 use crate::display::{for_display, line_for_display};
 use crate::facts::diagnostics::{Diagnostic, Severity};
 use crate::protocol::{CompileOutcome, CompileProblemKind};
-use crate::tui::model::Model;
+use crate::tui::model::{Model, NvrtcMissing, Remedy};
 use crate::tui::theme::Theme;
 
 pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
@@ -127,6 +127,12 @@ struct Body {
 /// an earlier error stays (marked) until the new build replaces it.
 fn body(model: &Model) -> Body {
     let theme = model.theme;
+    if let Some(missing) = &model.nvrtc_missing {
+        return Body {
+            lines: nvrtc_missing_lines(missing, theme),
+            stale: false,
+        };
+    }
     let mut lines = Vec::new();
     if let Some(live) = model.live.as_ref().filter(|l| l.compile.is_none()) {
         let status = match &live.quick {
@@ -155,6 +161,42 @@ fn body(model: &Model) -> Body {
         lines,
         stale: shown.is_some_and(|s| s.stale),
     }
+}
+
+/// Why nothing is compiled on a machine without NVRTC, what is under way,
+/// and the two ways to get it: the key, and the command that does the same.
+fn nvrtc_missing_lines(missing: &NvrtcMissing, theme: Theme) -> Vec<Line<'static>> {
+    let mut lines = vec![Line::styled(
+        "not compiled: NVRTC, NVIDIA's compiler library, is not on this machine (no fault of the file)",
+        theme.warn(),
+    )];
+    if let Some(reason) = &missing.fetch_failed {
+        lines.push(Line::from(vec![
+            Span::styled("✗ the fetch failed: ", theme.bad()),
+            Span::raw(line_for_display(reason).into_owned()),
+        ]));
+    }
+    let place = missing
+        .fetch_folder
+        .as_deref()
+        .map(|folder| format!(" into {}", line_for_display(folder)))
+        .unwrap_or_default();
+    lines.push(match &missing.remedy {
+        Some(Remedy::Fetching { last_line }) => Line::styled(
+            format!("fetching{place}: {}", line_for_display(last_line)),
+            theme.warn(),
+        ),
+        Some(Remedy::Searching) => Line::styled("looking for it again...", theme.warn()),
+        None => Line::raw(format!(
+            "f: fetch NVRTC, CUPTI and the CUDA headers {} with pip{place}, then compile",
+            crate::gpu::fetch::SERIES
+        )),
+    });
+    lines.push(Line::raw(format!(
+        "the same from a shell: {}; r looks again after an install elsewhere",
+        crate::gpu::fetch::COMMAND
+    )));
+    lines
 }
 
 /// What the compiler said: the verdict, then errors, then warnings. With

@@ -9,7 +9,7 @@ use ratatui::Frame;
 use crate::display::line_for_display;
 use crate::facts::device::{DeviceInfo, GpuProblem};
 use crate::outcome::CheckReport;
-use crate::tui::model::{CaseRow, Model, Phase};
+use crate::tui::model::{CaseRow, Model, NvrtcMissing, Phase, Remedy};
 use crate::tui::theme::Theme;
 
 use super::layout::footer_lines;
@@ -61,6 +61,9 @@ fn activity(model: &Model) -> Vec<Span<'static>> {
             theme.bad(),
         )];
     }
+    if let Some(missing) = &model.nvrtc_missing {
+        return vec![nvrtc_missing(missing, theme)];
+    }
     let mut spans = Vec::new();
     if let Some(live) = &model.live {
         spans.push(Span::styled(
@@ -111,6 +114,19 @@ fn kernel_name(source: &str, file_label: &str) -> String {
         Some(words) => line_for_display(words).into_owned(),
         None => file_label.to_owned(),
     }
+}
+
+/// A machine without NVRTC, said as what it is (nothing of the file is
+/// judged), with what is under way or the two keys that help.
+fn nvrtc_missing(missing: &NvrtcMissing, theme: Theme) -> Span<'static> {
+    let text = match &missing.remedy {
+        Some(Remedy::Searching) => "NO NVRTC on this machine: looking again...".into(),
+        Some(Remedy::Fetching { last_line }) => {
+            format!("NO NVRTC: fetching... {}", line_for_display(last_line))
+        }
+        None => "NO NVRTC on this machine (f fetch, r look again)".into(),
+    };
+    Span::styled(text, theme.warn())
 }
 
 /// What a running check is doing, ending in "..." while it does it.
@@ -175,6 +191,9 @@ pub fn draw_footer(frame: &mut Frame, area: Rect, model: &Model) {
             .into_iter()
             .map(|line| Line::styled(line, model.theme.warn()))
             .collect(),
+        None if model.nvrtc_missing.is_some() => vec![Line::from(
+            "q quit  f fetch NVRTC  r look for it again  h history  ? help",
+        )],
         None if model.replay.is_some() => vec![Line::from(
             "q quit  space pause  ←/→ step  +/- speed  enter heatmap  h history  ? help",
         )],
