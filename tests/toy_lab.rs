@@ -186,6 +186,7 @@ impl TypedLab for ToyLab {
                 flops: pairs * (HEADS * DIM * 4) as f64,
                 compulsory_bytes: (4 * len * 4) as u64,
                 output_bytes: (len * 4) as u64,
+                tensor_roof: None,
             },
         }
     }

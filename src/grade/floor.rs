@@ -149,6 +149,7 @@ mod tests {
         flops: 5.0e10,
         compulsory_bytes: 40_000_000,
         output_bytes: 16_000_000,
+        tensor_roof: None,
     };
 
     fn h200() -> Ceilings {

@@ -80,6 +80,14 @@ impl DevicePeaks {
         self.fp32_flops.per_s / self.dram_bytes.per_s
     }
 
+    /// The roof of `kind`, where the GPU has it.
+    pub fn tensor_roof(&self, kind: TensorRoof) -> Option<&Roof> {
+        match kind {
+            TensorRoof::Tf32 => self.tf32_flops.as_ref(),
+            TensorRoof::Bf16 => self.bf16_flops.as_ref(),
+        }
+    }
+
     /// The tensor-core roofs the GPU has, each with its name, slowest first.
     pub fn tensor_roofs(&self) -> impl Iterator<Item = (&'static str, &Roof)> {
         [("TF32", &self.tf32_flops), ("BF16", &self.bf16_flops)]
@@ -127,6 +135,66 @@ impl DevicePeaks {
             self.dram_bytes.per_s / 1e12,
             source(&self.dram_bytes)
         )
+    }
+}
+
+/// The tensor-core roof a lab's arithmetic is read against: the operand
+/// type its contract's matrix products can run on the tensor cores in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TensorRoof {
+    Tf32,
+    Bf16,
+}
+
+impl TensorRoof {
+    /// `BF16`, as the roofs are named.
+    pub fn name(self) -> &'static str {
+        match self {
+            TensorRoof::Tf32 => "TF32",
+            TensorRoof::Bf16 => "BF16",
+        }
+    }
+}
+
+/// Below this load (percent) the tensor pipe counts as unused.
+pub const TENSOR_IDLE_PCT: f64 = 5.0;
+
+/// How a launch used the tensor cores its lab's arithmetic is read against.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct TensorUse {
+    pub roof: TensorRoof,
+    /// The roof, in FLOP/s.
+    pub roof_flops_per_s: f64,
+    /// The useful rate (the algorithm's flops over the time) as a share of the roof.
+    pub peak_pct: f64,
+    /// How busy CUPTI read the tensor pipe; `None` when not measured.
+    pub pipe_pct: Option<f64>,
+}
+
+impl TensorUse {
+    /// Whether the tensor pipe was measured and found (nearly) idle.
+    pub fn unused(&self) -> bool {
+        self.pipe_pct.is_some_and(|pct| pct < TENSOR_IDLE_PCT)
+    }
+
+    /// The tensor cores' use in one clause.
+    pub fn describe(&self, achieved_gflops: f64) -> String {
+        let name = self.roof.name();
+        let rate = format!(
+            "{:.1} TFLOP/s useful = {:.1}% of the {name} tensor roof ({:.0} TFLOP/s)",
+            achieved_gflops / 1e3,
+            self.peak_pct,
+            self.roof_flops_per_s / 1e12
+        );
+        match self.pipe_pct {
+            Some(pct) if pct < TENSOR_IDLE_PCT => format!(
+                "{name} tensor cores unused: the tensor pipe is {pct:.0}% busy, so the dot \
+                 products run on the CUDA cores; {rate}"
+            ),
+            Some(pct) => format!("{name} tensor cores in use: tensor pipe {pct:.0}% busy, {rate}"),
+            None => format!("{name} tensor cores: tensor pipe not measured, {rate}"),
+        }
     }
 }
 
@@ -401,6 +469,10 @@ pub struct Roofline {
     /// The same useful rate against the TF32 tensor roof, where the GPU has one.
     #[serde(default)]
     pub tf32_peak_pct: Option<f64>,
+    /// The tensor cores against the roof the lab's arithmetic is read
+    /// against ([`Work::tensor_roof`]), where the lab names one and the GPU has it.
+    #[serde(default)]
+    pub tensor: Option<TensorUse>,
     pub dram_bandwidth_pct: f64,
     /// Every measured unit, busiest first.
     #[serde(default)]
@@ -430,6 +502,42 @@ impl Roofline {
     /// The launch at `level`'s intensity, when that level was measured.
     pub fn level_point(&self, level: &MemoryLevel) -> Option<RooflinePoint> {
         RooflinePoint::placed(level.flop_per_byte, self.achieved_gflops * 1e9)
+    }
+
+    /// The useful rate against the tensor roof to show: the lab's own
+    /// ([`Roofline::tensor`]), else TF32's; with the roof's name in lower case.
+    pub fn tensor_share(&self) -> Option<(String, f64)> {
+        match &self.tensor {
+            Some(tensor) => Some((tensor.roof.name().to_lowercase(), tensor.peak_pct)),
+            None => self.tf32_peak_pct.map(|pct| ("tf32".to_owned(), pct)),
+        }
+    }
+
+    /// Puts the DRAM reads against the compulsory reads into the verdict's
+    /// reason, after the tensor cores' use and before the busiest unit;
+    /// `inputs` names what a kernel must read once, in a lab's words.
+    pub fn say_reads(&mut self, inputs: &str) {
+        let Some(dram) = &self.dram else {
+            return;
+        };
+        let clause = format!(
+            "DRAM reads {:.1} MB = {:.2}x {inputs} read once ({:.1} MB)",
+            dram.read_bytes / 1e6,
+            dram.reads_over_floor,
+            dram.read_floor_bytes as f64 / 1e6
+        );
+        let lead = self.tensor.map(|t| t.describe(self.achieved_gflops));
+        let reason = &self.verdict.reason;
+        self.verdict.reason = match lead {
+            Some(lead) => match reason
+                .strip_prefix(&lead)
+                .and_then(|r| r.strip_prefix("; "))
+            {
+                Some(rest) => format!("{lead}; {clause}; {rest}"),
+                None => format!("{clause}; {reason}"),
+            },
+            None => format!("{clause}; {reason}"),
+        };
     }
 
     /// The measured units, busiest first, as `tensor pipe 71%, L2 40%, ...`.
@@ -521,6 +629,11 @@ pub struct Work {
     /// The output's share of `compulsory_bytes` (the rest is inputs).
     #[serde(default)]
     pub output_bytes: u64,
+    /// The tensor-core roof the work is read against besides FP32 (a lab
+    /// whose products take bf16 operands: BF16); `None` reads it against
+    /// FP32 and TF32 only.
+    #[serde(default)]
+    pub tensor_roof: Option<TensorRoof>,
 }
 
 /// Places one launch doing `work` on `peaks`' roofline.
@@ -560,6 +673,30 @@ pub fn analyze(
         writes_over_floor: over(measured.dram_bytes_write, work.output_bytes),
     };
     let units = unit_loads(measured, fp32_peak_pct, dram_bandwidth_pct);
+    let tensor = work.tensor_roof.and_then(|kind| {
+        let roof = peaks.tensor_roof(kind)?;
+        Some(TensorUse {
+            roof: kind,
+            roof_flops_per_s: roof.per_s,
+            peak_pct: 100.0 * flops_per_s / roof.per_s,
+            pipe_pct: units
+                .iter()
+                .find(|u| u.unit == Unit::TensorPipe)
+                .map(|u| u.pct_of_peak),
+        })
+    });
+    let mut verdict = rereads(verdict(measured, &units), work, &dram, peaks.ridge_point());
+    if let Some(tensor) = &tensor {
+        verdict.reason = format!("{}; {}", tensor.describe(flops_per_s / 1e9), verdict.reason);
+        if tensor.unused() {
+            verdict.next_step = format!(
+                "no tensor-core work: put QK^T and PV on the tensor cores (mma.sync with {} \
+                 operands and fp32 accumulators); {}",
+                tensor.roof.name().to_lowercase(),
+                verdict.next_step
+            );
+        }
+    }
     Ok(Roofline {
         dram_bytes,
         dram: Some(dram),
@@ -575,8 +712,9 @@ pub fn analyze(
         tf32_peak_pct: peaks
             .tf32_flops
             .map(|roof| 100.0 * flops_per_s / roof.per_s),
+        tensor,
         dram_bandwidth_pct,
-        verdict: rereads(verdict(measured, &units), work, &dram, peaks.ridge_point()),
+        verdict,
         units,
         levels: memory_levels(work.flops, &measured.levels),
     })
@@ -726,6 +864,7 @@ mod tests {
             flops: 1.86e9,
             compulsory_bytes: 932_249_600,
             output_bytes: 524_288,
+            tensor_roof: None,
         };
         let dram = |reads_over_floor| DramTraffic {
             read_bytes: 0.0,
@@ -783,6 +922,7 @@ mod tests {
         flops: 51_547_996_160.0,
         compulsory_bytes: 48 << 20,
         output_bytes: 8 << 20,
+        tensor_roof: None,
     };
 
     const MIB: f64 = 1024.0 * 1024.0;

@@ -17,7 +17,7 @@ use super::geometry::{GeometryError, LaunchGeometry};
 use crate::grade::compare::{Comparison, OutputShape, Tolerance};
 use crate::grade::experiment::Experiments;
 use crate::grade::integrity::Integrity;
-use crate::grade::roofline::Work;
+use crate::grade::roofline::{Roofline, Work, REREAD_FACTOR};
 
 pub use super::args::{ArgKind, ArgSpec, ArgValue};
 
@@ -127,6 +127,7 @@ impl Problem {
                 flops: 0.0,
                 compulsory_bytes: 0,
                 output_bytes: 0,
+                tensor_roof: None,
             },
         }
     }
@@ -325,6 +326,24 @@ pub trait Lab: Send + Sync {
     /// from DRAM, in the lab's words, when the lab knows (prefixed to the
     /// roofline's advice once that is about re-reads).
     fn reread_cause(&self, reads_over_floor: f64) -> Option<String>;
+    /// What a kernel of this lab must read once, in the lab's words (`the
+    /// FP8 cache blocks and the bf16 q, kNew and vNew`), when the roofline's
+    /// verdict is to say the DRAM reads against it; `None` leaves it out.
+    fn compulsory_reads(&self) -> Option<&'static str>;
+    /// A launch's roofline read in this lab's terms: the DRAM reads against
+    /// [`Lab::compulsory_reads`], and [`Lab::reread_cause`] before the advice
+    /// once that advice is about re-reads.
+    fn read_roofline(&self, roofline: &mut Roofline) {
+        if let Some(inputs) = self.compulsory_reads() {
+            roofline.say_reads(inputs);
+        }
+        let over = roofline.dram.as_ref().map_or(0.0, |d| d.reads_over_floor);
+        if over >= REREAD_FACTOR {
+            if let Some(cause) = self.reread_cause(over) {
+                roofline.verdict.next_step = format!("{cause}; {}", roofline.verdict.next_step);
+            }
+        }
+    }
     /// The launch `source` declares on its `@flashprof` line, in the lab's
     /// keys, or the default when it declares none.
     fn declared_geometry(&self, source: &str) -> Result<LaunchGeometry, GeometryError>;

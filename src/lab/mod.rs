@@ -1,7 +1,9 @@
 //! The labs, with no GPU and no screen: what a lab is ([`typed::TypedLab`],
 //! which a lab implements; [`definition::Lab`], which the engine sees),
 //! the labs themselves (one folder each), and what every lab shares: launch
-//! geometry declared in a file, student source files, `.npy` tensors.
+//! geometry declared in a file, student source files, `.npy` tensors; and
+//! what the three paged labs share, their cache layout and its misreadings
+//! ([`paged`]).
 
 pub mod args;
 pub mod case_file;
@@ -9,6 +11,7 @@ pub mod definition;
 pub mod experiment;
 pub mod geometry;
 pub mod npy;
+pub mod paged;
 pub mod registry;
 pub mod source;
 pub mod typed;

@@ -197,6 +197,8 @@ pub trait TypedLab: Send + Sync + 'static {
     fn reread_cause(_reads_over_floor: f64) -> Option<String> {
         None
     }
+    /// See [`Lab::compulsory_reads`].
+    const COMPULSORY_READS: Option<&'static str> = None;
     const TOLERANCE: Tolerance;
     /// The embedded cases file (TOML).
     const CASES: &'static str;
@@ -319,6 +321,9 @@ impl<L: TypedLab> Lab for L {
     }
     fn reread_cause(&self, reads_over_floor: f64) -> Option<String> {
         L::reread_cause(reads_over_floor)
+    }
+    fn compulsory_reads(&self) -> Option<&'static str> {
+        L::COMPULSORY_READS
     }
     fn declared_geometry(&self, source: &str) -> Result<LaunchGeometry, GeometryError> {
         L::declared_geometry(source)

@@ -309,8 +309,8 @@ fn render_counters(out: &mut String, report: &CheckReport) {
             .map(|v| format!("SM throughput {v:.1}%, "))
             .unwrap_or_default();
         let tensor = roofline
-            .tf32_peak_pct
-            .map(|pct| format!(", {pct:.1}% of tf32 tensor peak"))
+            .tensor_share()
+            .map(|(roof, pct)| format!(", {pct:.1}% of {roof} tensor peak"))
             .unwrap_or_default();
         let _ = writeln!(
             out,

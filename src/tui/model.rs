@@ -131,8 +131,8 @@ impl CountersView {
                 }
                 let intensity = intensity_words(r);
                 let tensor = r
-                    .tf32_peak_pct
-                    .map(|pct| format!(", {pct:.0}% of tf32"))
+                    .tensor_share()
+                    .map(|(roof, pct)| format!(", {pct:.0}% of {roof}"))
                     .unwrap_or_default();
                 let rate = format!(
                     "{:.1} TFLOP/s = {:.0}%{tensor}",
@@ -231,8 +231,8 @@ fn compact_lines(outcome: &CountersOutcome) -> Vec<(String, String)> {
     }
     lines.push(("AI".into(), intensity_words(r)));
     let tensor = r
-        .tf32_peak_pct
-        .map(|pct| format!(", {pct:.0}% tf32"))
+        .tensor_share()
+        .map(|(roof, pct)| format!(", {pct:.0}% {roof}"))
         .unwrap_or_default();
     lines.push((
         "peak".into(),

@@ -30,7 +30,7 @@ use crate::grade::floor::too_few_dram_reads;
 use crate::grade::launch_audit::{LaunchAudit, LaunchId, LaunchPhase};
 use crate::grade::roofline::{
     analyze, DevicePeaks, LevelTraffic, Measured, PeakSource, Roof, Roofline, RooflineError,
-    UnitLoad, Work, REREAD_FACTOR,
+    UnitLoad, Work,
 };
 use crate::lab::definition::LabRef;
 use crate::lab::definition::{CaseData, LabCase, Problem};
@@ -363,12 +363,7 @@ impl Session<'_> {
         }
         let mut roofline = roofline(work, &values, self.peaks, self.full_breakdown);
         if let Some(Ok(placed)) = &mut roofline {
-            let over = placed.dram.as_ref().map_or(0.0, |d| d.reads_over_floor);
-            if over >= REREAD_FACTOR {
-                if let Some(cause) = self.lab.reread_cause(over) {
-                    placed.verdict.next_step = format!("{cause}; {}", placed.verdict.next_step);
-                }
-            }
+            self.lab.read_roofline(placed);
         }
         Ok(KernelCounters {
             refused: None,

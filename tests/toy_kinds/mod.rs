@@ -146,6 +146,7 @@ impl TypedLab for KindsLab {
                 flops: 2.0 * len as f64,
                 compulsory_bytes: (len * 5) as u64,
                 output_bytes: (len * 2) as u64,
+                tensor_roof: None,
             },
         }
     }

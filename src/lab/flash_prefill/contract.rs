@@ -86,6 +86,7 @@ impl Shape {
                 flops: self.flops(),
                 compulsory_bytes: self.compulsory_bytes(),
                 output_bytes: (self.q_elems() * std::mem::size_of::<f32>()) as u64,
+                tensor_roof: None,
             },
         }
     }

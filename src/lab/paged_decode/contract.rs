@@ -7,28 +7,25 @@
 //! from). The split-K kernels it invites (a sequence cut into partitions
 //! whose partial softmaxes are combined) follow one partition rule, fixed
 //! here ([`partition_len`]), which the reference and the models of the two
-//! combine bugs share.
+//! combine bugs share. The cache is the paged labs' shared layout
+//! ([`LAYOUT`], from [`crate::lab::paged::layout`]).
 
+use crate::lab::paged::layout::{table_index, CacheLayout};
+pub use crate::lab::paged::layout::{alibi_slope, BLOCK, GROUP, HKV, HQ};
 use crate::lab::typed::Arg;
 
 /// The contract's name, as a submission declares it.
 pub const CONTRACT: &str = "paged-decode-v1";
 /// The lab's name, as `@flashprof lab=` names it and its kernels' folder is called.
 pub const LAB_NAME: &str = "paged-decode";
-/// Query heads.
-pub const HQ: usize = 32;
-/// Key/value heads.
-pub const HKV: usize = 8;
 /// Head dimension.
 pub const DH: usize = 64;
-/// Query heads per KV head: query head `h` reads KV head `h / GROUP`.
-pub const GROUP: usize = HQ / HKV;
 /// Score scale, exactly `1/sqrt(DH)` (a power of two, so exact in any float).
 pub const SCALE: f64 = 0.125;
-/// Tokens per cache block.
-pub const BLOCK: usize = 16;
 /// Floats packed together along the head dimension of the K cache (16 bytes of fp32).
 pub const X: usize = 4;
+/// The paged cache at this head dimension and packing.
+pub const LAYOUT: CacheLayout = CacheLayout::new(DH, X);
 /// Most partitions a launch may split a sequence into (grid z, `splits=N`).
 pub const MAX_SPLITS: usize = 16;
 /// Floats of one workspace slot: 64 partial outputs, then the max, then the sum.
@@ -68,12 +65,6 @@ pub fn miss_factor(out: f64, reference: f64) -> f64 {
     } else {
         f64::INFINITY
     }
-}
-
-/// The standard ALiBi slope of query head `h` for 32 heads, `2^(-(h+1)/4)`,
-/// rounded once to f32 (computed in f64 so every platform agrees).
-pub fn alibi_slope(head: usize) -> f32 {
-    (2f64).powf(-((head + 1) as f64) / 4.0) as f32
 }
 
 /// Keys per partition when a launch with `splits` partitions serves a
@@ -123,22 +114,22 @@ impl Batch {
 
     /// Physical block holding position `pos` of sequence `seq`.
     pub fn block_of(&self, seq: usize, pos: usize) -> usize {
-        self.block_table[seq * self.max_blocks_per_seq + pos / BLOCK] as usize
+        self.block_table[table_index(seq, self.max_blocks_per_seq, pos)] as usize
     }
 
     /// Index into `q` or `out` (`[numSeqs][32][64]`).
     pub fn q_index(seq: usize, head: usize, dim: usize) -> usize {
-        (seq * HQ + head) * DH + dim
+        LAYOUT.head_index(seq, head, dim)
     }
 
     /// Index into the x-packed `kCache` (`[numBlocks][8][64/X][B][X]`).
     pub fn k_cache_index(block: usize, kv_head: usize, dim: usize, slot: usize) -> usize {
-        (((block * HKV + kv_head) * (DH / X) + dim / X) * BLOCK + slot) * X + dim % X
+        LAYOUT.k_cache_index(block, kv_head, dim, slot)
     }
 
     /// Index into `vCache` (`[numBlocks][8][64][B]`).
     pub fn v_cache_index(block: usize, kv_head: usize, dim: usize, slot: usize) -> usize {
-        ((block * HKV + kv_head) * DH + dim) * BLOCK + slot
+        LAYOUT.v_cache_index(block, kv_head, dim, slot)
     }
 
     /// Index into `workspace` (`[numSeqs][32][16][66]`).
@@ -153,7 +144,7 @@ impl Batch {
 
     /// Elements of `kCache` and of `vCache`.
     pub fn cache_elems(&self) -> usize {
-        self.num_blocks * HKV * DH * BLOCK
+        self.num_blocks * LAYOUT.block_elems()
     }
 
     /// Floats of `workspace`.
@@ -184,7 +175,7 @@ impl Batch {
     /// out (under 0.02% at the timing shape). Achieved bandwidth is this
     /// over the median timed launch.
     pub fn compulsory_bytes(&self) -> u64 {
-        let floats = 2 * self.q_elems() + 2 * self.total_blocks() * HKV * DH * BLOCK;
+        let floats = 2 * self.q_elems() + 2 * self.total_blocks() * LAYOUT.block_elems();
         floats as u64 * 4
     }
 
@@ -302,7 +293,6 @@ mod tests {
         assert!(!passes(f64::NAN, 0.0));
         assert!((miss_factor(1e-3, 0.0) - 10.0).abs() < 1e-9);
         assert_eq!(miss_factor(f64::NAN, 0.0), f64::INFINITY);
-        assert_eq!(alibi_slope(3), 0.5);
     }
 
     #[test]

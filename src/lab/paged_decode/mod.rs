@@ -269,6 +269,7 @@ fn problem_of(batch: &Batch) -> Problem {
             flops: batch.flops(),
             compulsory_bytes: batch.compulsory_bytes(),
             output_bytes: batch.q_elems() as u64 * 4,
+            tensor_roof: None,
         },
     }
 }
@@ -277,10 +278,11 @@ fn problem_of(batch: &Batch) -> Problem {
 mod tests {
     use super::bugs::{model, Bug};
     use super::*;
-    use crate::grade::compare::{compare, Comparison, POISON_BITS};
+    use crate::grade::compare::{Comparison, POISON_BITS};
     use crate::grade::integrity::Integrity;
     use crate::lab::args::ArgValue;
-    use crate::lab::definition::{CaseState, LabCase};
+    use crate::lab::definition::LabCase;
+    use crate::lab::paged::testing;
 
     fn embedded() -> Vec<LabCase> {
         PAGED_DECODE
@@ -385,19 +387,7 @@ mod tests {
     }
 
     fn diagnosed(data: &CaseData, out: &[f32]) -> (Comparison, Diagnosis) {
-        let reference = PAGED_DECODE.oracle(data, None);
-        let comparison = compare(data.problem.output, PAGED_DECODE.tolerance(), out, &reference);
-        let said = PAGED_DECODE.diagnose(
-            data,
-            &Graded {
-                out,
-                reference: &reference,
-                comparison: &comparison,
-                integrity: &Integrity::default(),
-                experiments: &Default::default(),
-            },
-        );
-        (comparison, said)
+        testing::diagnosed(PAGED_DECODE, data, out, &Integrity::default())
     }
 
     /// Every planted bug, run on every case through the engine's view:
@@ -411,34 +401,22 @@ mod tests {
             .map(|c| PAGED_DECODE.generate(c, 3).expect("generates"))
             .collect();
         for bug in Bug::ALL {
-            let ran: Vec<(Comparison, Diagnosis)> = data
+            let ran: Vec<(String, Comparison, Diagnosis)> = cases
                 .iter()
-                .map(|d| diagnosed(d, &kernel_output(d, bug)))
-                .collect();
-            let summaries: Vec<CaseSummary<'_>> = cases
-                .iter()
-                .zip(&ran)
-                .map(|(case, (comparison, said))| CaseSummary {
-                    name: &case.name,
-                    state: if comparison.passed {
-                        CaseState::Pass
-                    } else {
-                        CaseState::Fail
-                    },
-                    comparison: Some(comparison),
-                    integrity: None,
-                    diagnosis: &said.line,
-                    cause: said.cause,
+                .zip(&data)
+                .map(|(case, d)| {
+                    let (comparison, said) = diagnosed(d, &kernel_output(d, bug));
+                    (case.name.clone(), comparison, said)
                 })
                 .collect();
-            for ((case, d), (comparison, said)) in cases.iter().zip(&data).zip(&ran) {
+            for ((case, d), (_, comparison, said)) in cases.iter().zip(&data).zip(&ran) {
                 let batch = &typed::inputs_of::<PagedDecode>(d).batch;
                 assert_eq!(!comparison.passed, bug.must_fail(batch), "{bug:?} on {}", case.name);
                 if !comparison.passed {
                     assert_eq!(said.cause, Some(bug.name()), "{bug:?} on {}: {said:?}", case.name);
                 }
             }
-            let line = PAGED_DECODE.verdict(&summaries).expect("cases ran");
+            let line = testing::verdict_of(PAGED_DECODE, &ran);
             assert!(line.starts_with(bug.defect()), "{bug:?}: {line}");
         }
     }

@@ -15,7 +15,7 @@
 //! in a case where every row sees one key. [`Bug::must_fail`] encodes the
 //! table with these two readings.
 
-use super::oracle;
+use super::oracle::{self, Model};
 use super::contract::{passes, Batch, Inputs};
 
 /// One planted defect, each the starter kernel with one line wrong.
@@ -110,7 +110,7 @@ impl Bug {
 /// What the kernel with `bug` would write into `out`, in f64; rows it never
 /// writes hold NaN (the runner's poison).
 pub fn model(inputs: &Inputs, bug: Bug) -> Vec<f64> {
-    oracle::evaluate(inputs, None, Some(bug), f64::NAN)
+    oracle::evaluate(inputs, None, Model::Bug(bug), f64::NAN)
 }
 
 /// Elements of `out` that fail against `reference` (NaN and Inf always fail).

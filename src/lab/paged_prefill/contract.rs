@@ -1,32 +1,30 @@
 //! The "paged-prefill-v1" contract: vLLM's paged prefix prefill in fp32.
 //!
-//! The paged layout is where this lab's bugs live, so the types here spell
-//! it out once ([`Batch::k_cache_index`], [`Batch::v_cache_index`],
-//! [`Batch::sequence_of_row`]) and everything else (oracle, generator,
+//! The paged layout is where this lab's bugs live, so it is spelled out
+//! once, in the layout the paged labs share ([`LAYOUT`], from
+//! [`crate::lab::paged::layout`]), and the types here index through it
+//! ([`Batch::k_cache_index`], [`Batch::v_cache_index`],
+//! [`Batch::sequence_of_row`]); everything else (oracle, generator,
 //! loaders, bug models) goes through them. The one exception is the bug
 //! models, which must index *wrongly* on purpose; they do so next to the
 //! correct index so the difference reads as one line. This lab deliberately
 //! shares no code with the first lab's contract: the two contracts evolve
 //! separately.
 
+use crate::lab::paged::layout::{table_index, CacheLayout};
+pub use crate::lab::paged::layout::{alibi_slope, standard_alibi_slopes, BLOCK, GROUP, HKV, HQ};
 use crate::lab::typed::Arg;
 
 /// The contract's name, as a submission declares it.
 pub const CONTRACT: &str = "paged-prefill-v1";
-/// Query heads.
-pub const HQ: usize = 32;
-/// Key/value heads.
-pub const HKV: usize = 8;
 /// Head dimension.
 pub const DH: usize = 64;
-/// Query heads per KV head: query head `h` reads KV head `h / GROUP`.
-pub const GROUP: usize = HQ / HKV;
 /// Score scale, exactly `1/sqrt(DH)` (a power of two, so exact in any float).
 pub const SCALE: f64 = 0.125;
-/// Tokens per cache block.
-pub const BLOCK: usize = 16;
 /// Floats packed together along the head dimension of the K cache (16 bytes of fp32).
 pub const X: usize = 4;
+/// The paged cache at this head dimension and packing.
+pub const LAYOUT: CacheLayout = CacheLayout::new(DH, X);
 /// Absolute part of the tolerance.
 pub const ABS_TOL: f64 = 1e-4;
 /// Relative part of the tolerance.
@@ -77,17 +75,6 @@ pub fn tolerance(reference: f64) -> f64 {
 /// Whether one output element passes: finite and within [`tolerance`].
 pub fn passes(out: f64, reference: f64) -> bool {
     out.is_finite() && (out - reference).abs() <= tolerance(reference)
-}
-
-/// The standard ALiBi slope of query head `h` for 32 heads, `2^(-(h+1)/4)`,
-/// rounded once to f32 (computed in f64 so every platform agrees).
-pub fn alibi_slope(head: usize) -> f32 {
-    (2f64).powf(-((head + 1) as f64) / 4.0) as f32
-}
-
-/// The 32 standard slopes, in head order.
-pub fn standard_alibi_slopes() -> Vec<f32> {
-    (0..HQ).map(alibi_slope).collect()
 }
 
 /// The shape of one launch: which sequences, where their tokens sit, which
@@ -201,7 +188,7 @@ impl Batch {
 
     /// Physical block holding position `pos` of sequence `seq`'s context.
     pub fn block_of(&self, seq: usize, pos: usize) -> usize {
-        self.block_table[seq * self.max_blocks_per_seq + pos / BLOCK] as usize
+        self.block_table[table_index(seq, self.max_blocks_per_seq, pos)] as usize
     }
 
     /// Blocks a context of sequence `seq` occupies.
@@ -223,22 +210,22 @@ impl Batch {
 
     /// Index into `q` or `out` (`[T][32][64]`).
     pub fn q_index(row: usize, head: usize, dim: usize) -> usize {
-        (row * HQ + head) * DH + dim
+        LAYOUT.head_index(row, head, dim)
     }
 
     /// Index into `kNew` or `vNew` (`[T][8][64]`).
     pub fn kv_new_index(row: usize, kv_head: usize, dim: usize) -> usize {
-        (row * HKV + kv_head) * DH + dim
+        LAYOUT.kv_index(row, kv_head, dim)
     }
 
     /// Index into the x-packed `kCache` (`[numBlocks][8][64/X][B][X]`).
     pub fn k_cache_index(block: usize, kv_head: usize, dim: usize, slot: usize) -> usize {
-        (((block * HKV + kv_head) * (DH / X) + dim / X) * BLOCK + slot) * X + dim % X
+        LAYOUT.k_cache_index(block, kv_head, dim, slot)
     }
 
     /// Index into `vCache` (`[numBlocks][8][64][B]`).
     pub fn v_cache_index(block: usize, kv_head: usize, dim: usize, slot: usize) -> usize {
-        ((block * HKV + kv_head) * DH + dim) * BLOCK + slot
+        LAYOUT.v_cache_index(block, kv_head, dim, slot)
     }
 
     /// Elements of `q` and `out`.
@@ -253,7 +240,7 @@ impl Batch {
 
     /// Elements of `kCache` and `vCache`.
     pub fn cache_elems(&self) -> usize {
-        self.num_blocks * HKV * DH * BLOCK
+        self.num_blocks * LAYOUT.block_elems()
     }
 
     /// Keys a query at position `i` of a sequence sees.
@@ -281,7 +268,7 @@ impl Batch {
     pub fn compulsory_bytes(&self) -> u64 {
         let floats = 2 * self.q_elems()
             + 2 * self.kv_new_elems()
-            + 2 * self.total_context_blocks() * HKV * DH * BLOCK;
+            + 2 * self.total_context_blocks() * LAYOUT.block_elems();
         floats as u64 * 4
     }
 
@@ -368,8 +355,9 @@ mod tests {
     }
 
     #[test]
-    fn cache_indices_follow_the_contract_and_tile_the_cache() {
-        // The contract's formulas written out literally, for one element.
+    fn cache_indices_follow_the_contract() {
+        // The contract's formulas written out literally, for one element
+        // (the layout's tiling is tested where it is shared).
         let (b, g, d, o) = (3, 5, 37, 11);
         assert_eq!(
             Batch::k_cache_index(b, g, d, o),
@@ -378,27 +366,6 @@ mod tests {
         assert_eq!(
             Batch::v_cache_index(b, g, d, o),
             ((b * 8 + g) * 64 + d) * 16 + o
-        );
-        // Both layouts are permutations of one block's elements.
-        let mut seen_k = vec![false; HKV * DH * BLOCK];
-        let mut seen_v = seen_k.clone();
-        for g in 0..HKV {
-            for d in 0..DH {
-                for o in 0..BLOCK {
-                    seen_k[Batch::k_cache_index(0, g, d, o)] = true;
-                    seen_v[Batch::v_cache_index(0, g, d, o)] = true;
-                }
-            }
-        }
-        assert!(seen_k.iter().all(|&s| s) && seen_v.iter().all(|&s| s));
-        // Consecutive dims within one X group are adjacent in K.
-        assert_eq!(
-            Batch::k_cache_index(1, 0, 5, 2) + 1,
-            Batch::k_cache_index(1, 0, 6, 2)
-        );
-        assert_eq!(
-            Batch::k_cache_index(1, 0, 7, 2) + 1,
-            Batch::k_cache_index(1, 0, 4, 3)
         );
     }
 
@@ -415,13 +382,10 @@ mod tests {
     }
 
     #[test]
-    fn tolerance_and_slopes() {
+    fn tolerance() {
         assert!(passes(1.0, 1.0 + 1.1e-3 - 1e-9));
         assert!(!passes(1.0, 1.0 + 1.2e-3));
         assert!(!passes(f64::NAN, 0.0) && !passes(f64::INFINITY, 1e300));
-        assert_eq!(alibi_slope(3), 0.5);
-        assert_eq!(alibi_slope(31), 2f32.powi(-8));
-        assert!((alibi_slope(0) - 0.840_896_4).abs() < 1e-6);
     }
 
     #[test]

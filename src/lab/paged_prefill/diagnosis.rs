@@ -15,18 +15,31 @@
 //!
 //! Replaying is what tells apart causes whose patterns coincide, like a
 //! table ignored and a wrong x-packing (both break exactly the rows that
-//! read the cache), at the cost of a few rows of oracle work.
+//! read the cache), at the cost of a few rows of oracle work. The replayed
+//! rows include passing ones, which a model must get right too: a kernel
+//! that leaves sequence 0's rows unwritten is not the shifted-`qStart` bug,
+//! whose model leaves them unwritten as well but gets the other rows wrong.
+//!
+//! After the planted bugs come the misreadings no planted bug models
+//! ([`crate::lab::paged::misread`]): a query head reading another KV head
+//! (found head by head) and a context length off by one or two; then the
+//! pattern of the failing heads across KV groups.
 
 use super::bugs::Bug;
-use super::oracle;
-use super::contract::{passes, Batch, Inputs, BLOCK, DH, HQ};
+use super::contract::{passes, Batch, Inputs, BLOCK, DH, HKV, HQ};
+use super::oracle::{self, Model};
 use crate::grade::compare::{common_factor, Comparison, Footprint};
 use crate::lab::definition::{Diagnosis, Graded};
 use crate::lab::experiment::{non_finite_reading, shared_reading};
+use crate::lab::paged::misread::{
+    self, context_line, head_pattern, kv_map_found, kv_map_line, Misreading, CONTEXT_SHIFTS,
+};
 use crate::lab::verdict::cause;
 
 /// Most failing rows replayed per suspect.
 const REPLAY_ROWS: usize = 6;
+/// Most passing rows replayed per suspect.
+const REPLAY_PASSING_ROWS: usize = 2;
 
 /// The likely cause of the differences between `out` and `reference`
 /// (both laid out like `out`), or `None` when every element passes.
@@ -45,14 +58,14 @@ pub fn diagnose_rows(
     explain_rows(inputs, out, reference, rows).map(|(line, _)| line)
 }
 
-/// [`diagnose_rows`] with the planted bug whose model reproduced the
-/// output, when one did.
+/// [`diagnose_rows`] with the cause whose model reproduced the output (a
+/// planted bug's name or a misreading's cause), when one did.
 pub fn explain_rows(
     inputs: &Inputs,
     out: &[f32],
     reference: &[f64],
     rows: Option<&[usize]>,
-) -> Option<(String, Option<Bug>)> {
+) -> Option<(String, Option<&'static str>)> {
     let batch = &inputs.batch;
     let total = batch.total_new();
     assert_eq!(out.len(), total * HQ * DH, "out does not match the batch");
@@ -68,11 +81,47 @@ pub fn explain_rows(
     let suspects = facts.suspects(batch);
     let sample = facts.sample();
     for &bug in &suspects {
-        if replay_matches(inputs, out, bug, &sample) {
-            return Some((confirmed(bug, inputs, &facts), Some(bug)));
+        if replay_matches(inputs, out, Model::Bug(bug), &sample) {
+            return Some((confirmed(bug, inputs, &facts), Some(bug.name())));
         }
     }
+    if let Some((line, cause)) = misread(inputs, out, &facts, &sample) {
+        return Some((line, Some(cause)));
+    }
     Some((facts.likely(batch), None))
+}
+
+/// The misreading whose model reproduces the output on the replayed
+/// `rows`, in words, with its cause.
+fn misread(
+    inputs: &Inputs,
+    out: &[f32],
+    facts: &Facts,
+    rows: &[usize],
+) -> Option<(String, &'static str)> {
+    // Each query head's output against every head reading KV head g.
+    let read_by_all: Vec<Vec<f64>> = (0..HKV)
+        .map(|g| {
+            let model = Model::Misread(Misreading::all_read(g));
+            oracle::evaluate(inputs, Some(rows), model, f64::NAN)
+        })
+        .collect();
+    let head_reads = |head: usize, g: usize| {
+        rows.iter().all(|&row| {
+            let at = Batch::q_index(row, head, 0);
+            (at..at + DH).all(|k| agrees(out[k], read_by_all[g][k]))
+        })
+    };
+    if let Some(map) = kv_map_found(head_reads) {
+        return Some((kv_map_line(&map), misread::cause::KV_HEAD_MAPPING));
+    }
+    let shift = CONTEXT_SHIFTS.into_iter().find(|&shift| {
+        let model = Model::Misread(Misreading::ContextShift(shift));
+        replay_matches(inputs, out, model, rows)
+    })?;
+    let (row, s, ..) = facts.first(&inputs.batch);
+    let line = context_line(shift, row, s, inputs.batch.context[s]);
+    Some((line, misread::cause::CONTEXT_LENGTH))
 }
 
 /// What the failing elements say, in the batch's terms.
@@ -85,6 +134,8 @@ struct Facts {
     /// factor above 1, over all dimensions.
     scaled_pairs: usize,
     failing_pairs: usize,
+    /// Query heads with a failing element in some row.
+    failing_heads: [bool; HQ],
     /// The rows compared, ascending.
     checked: Vec<usize>,
     total: usize,
@@ -94,9 +145,10 @@ impl Facts {
     fn gather(checked: &[usize], out: &[f32], reference: &[f64]) -> Facts {
         let (mut failing_rows, mut non_finite_rows) = (Vec::new(), Vec::new());
         let (mut scaled_pairs, mut failing_pairs) = (0, 0);
+        let mut failing_heads = [false; HQ];
         for &row in checked {
             let mut row_fails = false;
-            for head in 0..HQ {
+            for (head, head_fails) in failing_heads.iter_mut().enumerate() {
                 let at = Batch::q_index(row, head, 0);
                 let o = &out[at..at + DH];
                 let r = &reference[at..at + DH];
@@ -104,6 +156,7 @@ impl Facts {
                     continue;
                 }
                 row_fails = true;
+                *head_fails = true;
                 failing_pairs += 1;
                 if is_scaled_up(o, r) {
                     scaled_pairs += 1;
@@ -122,6 +175,7 @@ impl Facts {
             non_finite_rows,
             scaled_pairs,
             failing_pairs,
+            failing_heads,
             checked: checked.to_vec(),
             total: checked.len(),
         }
@@ -185,13 +239,24 @@ impl Facts {
         order
     }
 
-    /// Up to [`REPLAY_ROWS`] failing rows spread over the failures.
+    /// Up to [`REPLAY_ROWS`] failing rows spread over the failures, and
+    /// the first and last of the passing rows.
     fn sample(&self) -> Vec<usize> {
         let n = self.failing_rows.len();
         let mut rows: Vec<usize> = (0..REPLAY_ROWS.min(n))
             .map(|k| self.failing_rows[k * n / REPLAY_ROWS.min(n)])
             .collect();
         rows.push(self.failing_rows[n - 1]);
+        let passing: Vec<usize> = self
+            .checked
+            .iter()
+            .copied()
+            .filter(|&r| !self.fails(r))
+            .collect();
+        if let (Some(&first), Some(&last)) = (passing.first(), passing.last()) {
+            rows.extend([first, last].into_iter().take(REPLAY_PASSING_ROWS));
+        }
+        rows.sort_unstable();
         rows.dedup();
         rows
     }
@@ -239,6 +304,9 @@ impl Facts {
                  K index)"
             );
         }
+        if let Some(heads) = head_pattern(&self.failing_heads) {
+            return format!("{count} ({at}): {heads}");
+        }
         let seqs: Vec<usize> = {
             let mut v: Vec<usize> = self
                 .failing_rows
@@ -271,22 +339,24 @@ fn is_scaled_up(out: &[f32], reference: &[f64]) -> bool {
     common_factor(out, reference).is_some_and(|f| f > 1.0)
 }
 
-/// Whether the model of `bug` produces `out` on `rows` (within the lab's
-/// tolerance; non-finite matches non-finite).
-fn replay_matches(inputs: &Inputs, out: &[f32], bug: Bug, rows: &[usize]) -> bool {
-    let model = oracle::evaluate(inputs, Some(rows), Some(bug), f64::NAN);
+/// Whether `model` produces `out` on `rows`.
+fn replay_matches(inputs: &Inputs, out: &[f32], model: Model, rows: &[usize]) -> bool {
+    let modelled = oracle::evaluate(inputs, Some(rows), model, f64::NAN);
     rows.iter().all(|&row| {
         let at = Batch::q_index(row, 0, 0);
-        (at..at + HQ * DH).all(|k| {
-            let o = f64::from(out[k]);
-            let m = model[k];
-            if !m.is_finite() || !o.is_finite() {
-                !m.is_finite() && !o.is_finite()
-            } else {
-                passes(o, m)
-            }
-        })
+        (at..at + HQ * DH).all(|k| agrees(out[k], modelled[k]))
     })
+}
+
+/// Whether an output element agrees with a model's: within the lab's
+/// tolerance, or non-finite where the model is.
+fn agrees(out: f32, model: f64) -> bool {
+    let o = f64::from(out);
+    if !model.is_finite() || !o.is_finite() {
+        !model.is_finite() && !o.is_finite()
+    } else {
+        passes(o, model)
+    }
 }
 
 /// The message for a bug whose model reproduced the kernel's output.
@@ -366,14 +436,15 @@ pub fn case_diagnosis(inputs: &Inputs, graded: &Graded<'_>) -> Diagnosis {
         // Shifted sequence starts store the last sequence's rows past
         // the end: when the values are that bug's, name the bug.
         let replayed = explain_rows(inputs, graded.out, graded.reference, None);
-        if let Some((line, Some(bug @ Bug::QStartShifted))) = replayed {
+        let shifted = Bug::QStartShifted.name();
+        if let Some((line, Some(cause))) = replayed.filter(|(_, c)| *c == Some(shifted)) {
             return Diagnosis::new(
                 format!(
                     "{line}; the rows shifted past the last sequence land outside out ({} \
                      floats written there)",
                     integrity.out_of_bounds_writes
                 ),
-                bug.name(),
+                cause,
             );
         }
     }
@@ -381,11 +452,12 @@ pub fn case_diagnosis(inputs: &Inputs, graded: &Graded<'_>) -> Diagnosis {
     if let Some(said) = shared_reading(graded, &place) {
         return said;
     }
-    // A planted bug's model that reproduces the output names the cause
-    // with certainty, NaN included (a row it never writes is poison).
+    // A planted bug's or a misreading's model that reproduces the output
+    // names the cause with certainty, NaN included (a row it never writes
+    // is poison).
     let explained = explain_rows(inputs, graded.out, graded.reference, None);
-    if let Some((line, Some(bug))) = &explained {
-        return Diagnosis::new(line.clone(), bug.name());
+    if let Some((line, Some(cause))) = &explained {
+        return Diagnosis::new(line.clone(), cause);
     }
     if let Some(said) = output_diagnosis(&inputs.batch, graded, &place) {
         return said;

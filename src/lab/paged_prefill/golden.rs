@@ -208,7 +208,7 @@ mod tests {
         // perturbation of the oracle the golden case must catch by itself.
         for bug in Bug::ALL {
             let err = prove_with(&GOLDEN_FILES, |inputs, rows| {
-                oracle::evaluate(inputs, rows, Some(bug), 0.0)
+                oracle::evaluate(inputs, rows, oracle::Model::Bug(bug), 0.0)
             })
             .unwrap_err();
             assert!(

@@ -19,8 +19,8 @@ use serde::{Deserialize, Serialize};
 
 use self::cases::{CaseSpec, PagedCaseError, EMBEDDED_CASES};
 use self::contract::{
-    Batch, Inputs, ABS_TOL, ARGS, BLOCK, CONTRACT, DH, ENTRY_POINT, ENTRY_SIGNATURE, GROUP, HKV,
-    HQ, REL_TOL, X,
+    Batch, Inputs, ABS_TOL, ARGS, CONTRACT, DH, ENTRY_POINT, ENTRY_SIGNATURE, GROUP, HKV, HQ,
+    LAYOUT, REL_TOL,
 };
 use crate::grade::compare::{OutputShape, Tolerance};
 use crate::grade::roofline::Work;
@@ -28,7 +28,8 @@ use crate::lab::definition::{
     shipped_kernel, CaseData, CaseError, CaseSummary, Diagnosis, Graded, LabRef, Problem,
     SupportKernels,
 };
-use crate::lab::geometry::{GridY, LaunchGeometry};
+use crate::lab::geometry::LaunchGeometry;
+use crate::lab::paged::layout::PREFILL_GEOMETRY;
 use crate::lab::typed::{self, Arg, Made, Shipped, TypedLab};
 
 /// A case of this lab: a recipe of the cases file, or the contract's timing
@@ -94,21 +95,8 @@ impl TypedLab for PagedPrefill {
     const ENTRY_POINT: &'static str = ENTRY_POINT;
     const SIGNATURE: &'static str = ENTRY_SIGNATURE;
     const ARGS: &'static [Arg<Inputs>] = ARGS;
-    const BODY_CONSTANTS: &'static [(&'static str, usize)] = &[
-        ("HQ", HQ),
-        ("HKV", HKV),
-        ("DH", DH),
-        ("GROUP", GROUP),
-        ("BLOCK", BLOCK),
-        ("X", X),
-    ];
-    const DEFAULT_GEOMETRY: LaunchGeometry = LaunchGeometry {
-        rows_per_block: 64,
-        threads: 128,
-        dynamic_smem_bytes: 0,
-        grid_y: GridY::QueryHead,
-        splits: 1,
-    };
+    const BODY_CONSTANTS: &'static [(&'static str, usize)] = &LAYOUT.body_constants();
+    const DEFAULT_GEOMETRY: LaunchGeometry = PREFILL_GEOMETRY;
     const TOLERANCE: Tolerance = Tolerance {
         abs: ABS_TOL,
         rel: REL_TOL,
@@ -233,6 +221,7 @@ fn problem_of(batch: &Batch) -> Problem {
             flops: batch.flops(),
             compulsory_bytes: batch.compulsory_bytes(),
             output_bytes: batch.q_elems() as u64 * 4,
+            tensor_roof: None,
         },
     )
 }
@@ -294,8 +283,11 @@ pub fn paged_problem(batch: &Batch, dim: usize, work: Work) -> Problem {
 #[cfg(test)]
 mod tests {
     use super::bugs::{model, Bug};
+    use super::oracle::Model;
     use super::*;
-    use crate::grade::compare::{compare, Comparison, POISON_BITS};
+    use crate::grade::compare::{Comparison, POISON_BITS};
+    use crate::lab::paged::misread::{self, Misreading, CONTEXT_SHIFTS};
+    use crate::lab::paged::testing;
     use crate::grade::integrity::Integrity;
     use crate::lab::args::ArgValue;
     use crate::lab::definition::LabCase;
@@ -377,24 +369,7 @@ mod tests {
 
     /// The lab's comparison and diagnosis of `out`, launched with `integrity`.
     fn diagnosed(data: &CaseData, out: &[f32], integrity: &Integrity) -> (Comparison, Diagnosis) {
-        let reference = PAGED_PREFILL.oracle(data, None);
-        let comparison = compare(
-            data.problem.output,
-            PAGED_PREFILL.tolerance(),
-            out,
-            &reference,
-        );
-        let said = PAGED_PREFILL.diagnose(
-            data,
-            &Graded {
-                out,
-                reference: &reference,
-                comparison: &comparison,
-                integrity,
-                experiments: &Default::default(),
-            },
-        );
-        (comparison, said)
+        testing::diagnosed(PAGED_PREFILL, data, out, integrity)
     }
 
     fn mixed_lengths() -> CaseData {
@@ -436,7 +411,6 @@ mod tests {
 
     /// The check's one line when every shipped case runs `bug`'s CPU model.
     fn verdict_for(bug: Bug) -> String {
-        use crate::lab::definition::{CaseState, CaseSummary};
         let ran: Vec<(String, Comparison, Diagnosis)> = embedded()
             .into_iter()
             .map(|case| {
@@ -446,22 +420,7 @@ mod tests {
                 (case.name, comparison, said)
             })
             .collect();
-        let summaries: Vec<CaseSummary<'_>> = ran
-            .iter()
-            .map(|(name, comparison, said)| CaseSummary {
-                name,
-                state: if comparison.passed {
-                    CaseState::Pass
-                } else {
-                    CaseState::Fail
-                },
-                comparison: Some(comparison),
-                integrity: None,
-                diagnosis: &said.line,
-                cause: said.cause,
-            })
-            .collect();
-        PAGED_PREFILL.verdict(&summaries).expect("cases ran")
+        testing::verdict_of(PAGED_PREFILL, &ran)
     }
 
     macro_rules! verdict_names_the_bug {
@@ -501,6 +460,95 @@ mod tests {
                 .ends_with("land outside out (4096 floats written there)"),
             "{said:?}"
         );
+    }
+
+    fn named_case(name: &str) -> CaseData {
+        let case = embedded()
+            .into_iter()
+            .find(|c| c.name == name)
+            .expect("the case exists");
+        PAGED_PREFILL.generate(&case, 5).expect("generates")
+    }
+
+    /// What a kernel that misreads the batch so writes into `out`.
+    fn misread_output(data: &CaseData, misreading: Misreading) -> Vec<f32> {
+        let inputs = typed::inputs_of::<PagedPrefill>(data);
+        oracle::evaluate(inputs, None, Model::Misread(misreading), f64::NAN)
+            .iter()
+            .map(|&x| x as f32)
+            .collect()
+    }
+
+    #[test]
+    fn a_wrong_gqa_map_is_named_with_the_kv_head_each_query_head_reads() {
+        for (case, map, formula) in [
+            ("gqa-heads", (|h| h % HKV) as fn(usize) -> usize, "h % 8"),
+            ("mixed-lengths", |h| h / HKV, "h / 8"),
+        ] {
+            let data = named_case(case);
+            let out = misread_output(&data, Misreading::kv_map(map));
+            let (comparison, said) = diagnosed(&data, &out, &Integrity::default());
+            assert!(!comparison.passed, "{case}");
+            assert_eq!(said.cause, Some(misread::cause::KV_HEAD_MAPPING), "{case}: {said:?}");
+            assert!(said.line.starts_with("query heads read the wrong KV head"), "{said:?}");
+            assert!(said.line.contains(formula), "{case}: {said:?}");
+        }
+    }
+
+    #[test]
+    fn a_context_length_off_is_named_with_its_shift() {
+        let data = named_case("last-cached-key");
+        for shift in CONTEXT_SHIFTS {
+            let out = misread_output(&data, Misreading::ContextShift(shift));
+            let (comparison, said) = diagnosed(&data, &out, &Integrity::default());
+            assert!(!comparison.passed, "{shift}");
+            assert_eq!(said.cause, Some(misread::cause::CONTEXT_LENGTH), "{shift}: {said:?}");
+            let named = format!("the context length is off by {shift:+}");
+            assert!(said.line.starts_with(&named), "{shift}: {said:?}");
+            assert!(said.line.contains("context 500 taken as"), "{said:?}");
+        }
+    }
+
+    #[test]
+    fn the_query_heads_of_one_kv_head_failing_alike_point_at_its_data() {
+        // KV head 2's new values corrupted: every row of its four query
+        // heads fails (each sees its own token), no model reproduces it,
+        // and the other KV heads' query heads pass.
+        let data = named_case("mixed-lengths");
+        let mut inputs = typed::inputs_of::<PagedPrefill>(&data).clone();
+        for row in 0..inputs.batch.total_new() {
+            inputs.v_new[Batch::kv_new_index(row, 2, 5)] += 4.0;
+        }
+        let out: Vec<f32> = oracle::attention(&inputs, None).iter().map(|&x| x as f32).collect();
+        let (_, said) = diagnosed(&data, &out, &Integrity::default());
+        assert!(said.line.contains("only the query heads of KV head 2 fail"), "{said:?}");
+        assert!(said.line.contains("heads 8-11"), "{said:?}");
+        // One head of the group told apart from its group's others: per query head.
+        let mut out = to_f32(&PAGED_PREFILL.oracle(&data, None));
+        for row in 0..data.problem.output.rows {
+            out[Batch::q_index(row, 9, 0)] += 1.0;
+        }
+        let (_, said) = diagnosed(&data, &out, &Integrity::default());
+        assert!(said.line.contains("share a KV head fail differently"), "{said:?}");
+        assert!(said.line.contains("head 9 fail"), "{said:?}");
+    }
+
+    fn to_f32(values: &[f64]) -> Vec<f32> {
+        values.iter().map(|&x| x as f32).collect()
+    }
+
+    #[test]
+    fn rows_left_unwritten_are_told_as_unwritten() {
+        // Sequence 0's first rows unwritten: the shifted-qStart model leaves
+        // them unwritten too, but gets the rows after them wrong.
+        let data = named_case("mixed-lengths");
+        let mut out = to_f32(&PAGED_PREFILL.oracle(&data, None));
+        let row_len = HQ * DH;
+        out[..3 * row_len].fill(f32::from_bits(POISON_BITS));
+        let (comparison, said) = diagnosed(&data, &out, &Integrity::default());
+        assert_eq!(comparison.unwritten, 3 * row_len);
+        assert_eq!(said.cause, Some(crate::lab::verdict::cause::NEVER_WRITTEN), "{said:?}");
+        assert!(said.line.contains("never written") && !said.line.contains("NaN"), "{said:?}");
     }
 
     #[test]

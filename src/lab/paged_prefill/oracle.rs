@@ -8,8 +8,8 @@
 //! sees. Inputs are f32, so each product is exact in f64 and the remaining
 //! rounding is far below the lab's tolerance; the golden case proves it.
 //!
-//! The same function, with a [`Bug`] knob, is the CPU model of each planted
-//! bug. Keeping one function is the point: a bug model differs from the
+//! The same function, with a [`Model`] knob, is the CPU model of each planted
+//! bug and of each misreading the diagnosis tries ([`Misreading`]). Keeping one function is the point: a bug model differs from the
 //! oracle in exactly the line the bug is about, so a test that shows the
 //! cases catch a model says something about the cases, not about a second
 //! implementation that could be wrong in other ways.
@@ -18,6 +18,34 @@ use rayon::prelude::*;
 
 use super::bugs::Bug;
 use super::contract::{Batch, Inputs, BLOCK, DH, GROUP, HKV, HQ, SCALE};
+use crate::lab::paged::misread::Misreading;
+
+/// How the attention is computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Model {
+    /// The contract's definition.
+    Exact,
+    /// The definition with one planted bug.
+    Bug(Bug),
+    /// The definition read the way a kernel misreads it.
+    Misread(Misreading),
+}
+
+impl Model {
+    fn bug(self) -> Option<Bug> {
+        match self {
+            Model::Bug(bug) => Some(bug),
+            _ => None,
+        }
+    }
+
+    fn misreading(self) -> Option<Misreading> {
+        match self {
+            Model::Misread(misreading) => Some(misreading),
+            _ => None,
+        }
+    }
+}
 
 /// Exact attention of the batch, laid out like `out` (`[T][32][64]`).
 ///
@@ -28,19 +56,20 @@ use super::contract::{Batch, Inputs, BLOCK, DH, GROUP, HKV, HQ, SCALE};
 /// When a tensor's length disagrees with the batch or a row is past `T`
 /// (caller bugs: loaded and generated inputs are validated).
 pub fn attention(inputs: &Inputs, rows: Option<&[usize]>) -> Vec<f64> {
-    evaluate(inputs, rows, None, 0.0)
+    evaluate(inputs, rows, Model::Exact, 0.0)
 }
 
-/// The shared core of the oracle and the bug models.
+/// The shared core of the oracle and the models.
 ///
 /// Rows no sequence writes (only possible under [`Bug::QStartShifted`])
 /// keep `unwritten`; so do rows left out by `rows`.
-pub(super) fn evaluate(
+pub fn evaluate(
     inputs: &Inputs,
     rows: Option<&[usize]>,
-    bug: Option<Bug>,
+    model: Model,
     unwritten: f64,
 ) -> Vec<f64> {
+    let bug = model.bug();
     let batch = &inputs.batch;
     check_lengths(inputs);
     let total = batch.total_new();
@@ -74,7 +103,7 @@ pub(super) fn evaluate(
         if mine.is_empty() {
             continue;
         }
-        let sequence = SequenceKv::gather(inputs, seq, bug);
+        let sequence = SequenceKv::gather(inputs, seq, model);
         let mut results = vec![0.0; mine.len() * HQ * DH];
         results
             .par_chunks_mut(GROUP * DH)
@@ -125,8 +154,10 @@ fn row_start(batch: &Batch, seq: usize, bug: Option<Bug>) -> usize {
 /// exactly as the (possibly buggy) kernel would read them.
 struct SequenceKv {
     seq: usize,
+    /// The context as the kernel takes it.
     context: usize,
     bug: Option<Bug>,
+    misreading: Option<Misreading>,
     /// `[HKV][len][DH]`.
     keys: Vec<f64>,
     values: Vec<f64>,
@@ -134,9 +165,11 @@ struct SequenceKv {
 }
 
 impl SequenceKv {
-    fn gather(inputs: &Inputs, seq: usize, bug: Option<Bug>) -> SequenceKv {
+    fn gather(inputs: &Inputs, seq: usize, model: Model) -> SequenceKv {
+        let (bug, misreading) = (model.bug(), model.misreading());
         let batch = &inputs.batch;
-        let (context, len) = (batch.context[seq], batch.len_of(seq));
+        let context = Misreading::context(misreading, batch.context[seq], batch.new[seq]);
+        let len = context + batch.new[seq];
         // The contract: the cache holds positions below the context. The
         // bug reads it for every position of the sequence.
         let cached_below = match bug {
@@ -195,6 +228,7 @@ impl SequenceKv {
             seq,
             context,
             bug,
+            misreading,
             keys,
             values,
             len,
@@ -227,10 +261,11 @@ impl SequenceKv {
         let batch = &inputs.batch;
         let i = self.context + token;
         debug_assert!(i < self.len, "sequence {} position {i}", self.seq);
-        let keys = &self.keys[kv_head * self.len * DH..(kv_head + 1) * self.len * DH];
-        let values = &self.values[kv_head * self.len * DH..(kv_head + 1) * self.len * DH];
         for (member, out_head) in out_group.chunks_exact_mut(DH).enumerate() {
             let head = kv_head * GROUP + member;
+            let source = Misreading::kv_head(self.misreading, head);
+            let keys = &self.keys[source * self.len * DH..(source + 1) * self.len * DH];
+            let values = &self.values[source * self.len * DH..(source + 1) * self.len * DH];
             let mut query = [0.0; DH];
             let q_row = &inputs.q[Batch::q_index(row, head, 0)..Batch::q_index(row, head, DH)];
             for (q, &x) in query.iter_mut().zip(q_row) {

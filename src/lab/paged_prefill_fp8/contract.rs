@@ -1,31 +1,28 @@
 //! The "paged-prefill-fp8-v1" contract: bf16 queries and an FP8 KV cache,
 //! head dim 128, K x-packed with X = 16. The sequence structure (lengths,
 //! block table, windows) is the second lab's [`Batch`], reused as it is:
-//! only the element types, the head dimension and the K packing differ, and
-//! those are spelled out here once ([`q_index`], [`k_cache_index`],
-//! [`v_cache_index`]).
+//! only the element types, the head dimension and the K packing differ: the
+//! cache is the paged labs' shared layout at this lab's head dimension and
+//! X ([`LAYOUT`]), which the indices here go through ([`q_index`],
+//! [`k_cache_index`], [`v_cache_index`]).
 
 use super::bf16;
 pub use super::fp8::{KvFormat, FP8_NAN};
-pub use crate::lab::paged_prefill::contract::{alibi_slope, standard_alibi_slopes, Batch};
+use crate::lab::paged::layout::CacheLayout;
+pub use crate::lab::paged::layout::{alibi_slope, standard_alibi_slopes, BLOCK, GROUP, HKV, HQ};
+pub use crate::lab::paged_prefill::contract::Batch;
 use crate::lab::typed::Arg;
 
 /// The contract's name, as a submission declares it.
 pub const CONTRACT: &str = "paged-prefill-fp8-v1";
 /// The lab's name (and its kernels' folder).
 pub const NAME: &str = "paged-prefill-fp8";
-/// Query heads.
-pub const HQ: usize = 32;
-/// Key/value heads.
-pub const HKV: usize = 8;
 /// Head dimension (Llama-3-8B's).
 pub const DH: usize = 128;
-/// Query heads per KV head.
-pub const GROUP: usize = HQ / HKV;
-/// Tokens per cache block.
-pub const BLOCK: usize = 16;
 /// FP8 bytes packed together along the head dimension of the K cache (16 bytes).
 pub const X: usize = 16;
+/// The paged cache at this head dimension and packing.
+pub const LAYOUT: CacheLayout = CacheLayout::new(DH, X);
 /// The score scale: the float nearest `1/sqrt(128)`, `0x1.6a09e6p-4`. Kernels
 /// and the oracle use exactly this value.
 pub const SCALE_F32: f32 = f32::from_bits(0x3DB5_04F3);
@@ -74,22 +71,22 @@ pub fn miss_factor(out: f64, reference: f64, value_scale: f64) -> f64 {
 
 /// Index into `q` or `out` (`[T][32][128]`).
 pub fn q_index(row: usize, head: usize, dim: usize) -> usize {
-    (row * HQ + head) * DH + dim
+    LAYOUT.head_index(row, head, dim)
 }
 
 /// Index into `kNew` or `vNew` (`[T][8][128]`).
 pub fn kv_new_index(row: usize, kv_head: usize, dim: usize) -> usize {
-    (row * HKV + kv_head) * DH + dim
+    LAYOUT.kv_index(row, kv_head, dim)
 }
 
 /// Index into the x-packed `kCache` (`[numBlocks][8][128/16][16][16]`).
 pub fn k_cache_index(block: usize, kv_head: usize, dim: usize, slot: usize) -> usize {
-    (((block * HKV + kv_head) * (DH / X) + dim / X) * BLOCK + slot) * X + dim % X
+    LAYOUT.k_cache_index(block, kv_head, dim, slot)
 }
 
 /// Index into `vCache` (`[numBlocks][8][128][16]`).
 pub fn v_cache_index(block: usize, kv_head: usize, dim: usize, slot: usize) -> usize {
-    ((block * HKV + kv_head) * DH + dim) * BLOCK + slot
+    LAYOUT.v_cache_index(block, kv_head, dim, slot)
 }
 
 /// Elements of `q` and `out`.
@@ -104,7 +101,7 @@ pub fn kv_new_elems(batch: &Batch) -> usize {
 
 /// Bytes of `kCache` and of `vCache`.
 pub fn cache_elems(batch: &Batch) -> usize {
-    batch.num_blocks * HKV * DH * BLOCK
+    batch.num_blocks * LAYOUT.block_elems()
 }
 
 /// Useful work: two 128-long dot products per visible pair and head.
@@ -116,7 +113,7 @@ pub fn flops(batch: &Batch) -> f64 {
 /// the context's cache blocks as bytes.
 pub fn compulsory_bytes(batch: &Batch) -> u64 {
     let bf16 = 2 * q_elems(batch) + 2 * kv_new_elems(batch);
-    let cache = 2 * batch.total_context_blocks() * HKV * DH * BLOCK;
+    let cache = 2 * batch.total_context_blocks() * LAYOUT.block_elems();
     (bf16 * 2 + cache) as u64
 }
 
@@ -219,27 +216,14 @@ mod tests {
     }
 
     #[test]
-    fn cache_indices_follow_the_contract_and_tile_a_block() {
+    fn cache_indices_follow_the_contract() {
+        // Literally, for one element (the layout's tiling is tested where it is shared).
         let (b, g, d, o) = (3, 5, 77, 11);
         assert_eq!(
             k_cache_index(b, g, d, o),
             (((b * 8 + g) * 8 + d / 16) * 16 + o) * 16 + d % 16
         );
         assert_eq!(v_cache_index(b, g, d, o), ((b * 8 + g) * 128 + d) * 16 + o);
-        let mut seen_k = vec![false; HKV * DH * BLOCK];
-        let mut seen_v = seen_k.clone();
-        for g in 0..HKV {
-            for d in 0..DH {
-                for o in 0..BLOCK {
-                    seen_k[k_cache_index(0, g, d, o)] = true;
-                    seen_v[v_cache_index(0, g, d, o)] = true;
-                }
-            }
-        }
-        assert!(seen_k.iter().all(|&s| s) && seen_v.iter().all(|&s| s));
-        // Sixteen consecutive dims of one key are sixteen consecutive bytes.
-        assert_eq!(k_cache_index(1, 0, 15, 2) + 1, k_cache_index(1, 0, 0, 3));
-        assert_eq!(k_cache_index(1, 0, 16, 2), k_cache_index(1, 0, 0, 2) + 256);
     }
 
     #[test]

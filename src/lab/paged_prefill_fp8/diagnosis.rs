@@ -7,15 +7,22 @@
 //! model ([`super::bugs`]) is run on the case and compared with what the
 //! kernel wrote: a model that reproduces the output
 //! names the cause with certainty (NaN for NaN, as a stray read of an FP8
-//! NaN byte gives both; where several models agree, all are named). Failing that, rows left unwritten are told as
-//! unwritten, and last the worst element is shown.
+//! NaN byte gives both; where several models agree, all are named). Then
+//! the misreadings no planted bug models, as the second lab tries them
+//! ([`crate::lab::paged::misread`]: another KV head, a context off by one
+//! or two). Failing that, rows left unwritten are told as unwritten, the
+//! failing heads' pattern across KV groups is read, and last the worst
+//! element is shown.
 
 use super::bugs::{model, Bug};
-use super::oracle::value_scales;
-use super::{bf16, passes, Inputs, DH};
+use super::oracle::{evaluate, value_scales, Model};
+use super::{bf16, passes, q_index, Inputs, DH, HKV, HQ};
 use crate::grade::compare::{Footprint, POISON_BITS};
 use crate::lab::definition::{Diagnosis, Graded};
 use crate::lab::experiment::shared_reading;
+use crate::lab::paged::misread::{
+    self, context_line, head_pattern, kv_map_found, kv_map_line, Misreading, CONTEXT_SHIFTS,
+};
 use crate::lab::paged_prefill::diagnosis::{output_diagnosis, place, worst_element};
 
 /// A case's diagnosis: the launch's evidence, then the bug models, then the output.
@@ -45,17 +52,70 @@ pub fn case_diagnosis(inputs: &Inputs, graded: &Graded<'_>) -> Diagnosis {
             bug.name(),
         );
     }
-    output_diagnosis(batch, graded, &place)
-        .unwrap_or_else(|| worst_element(batch, graded.comparison))
+    let agrees = agreement(inputs, graded.out);
+    let failing = |k: usize| !agrees(k, graded.reference[k]);
+    if let Some(said) = misread_diagnosis(inputs, graded.out, &failing) {
+        return said;
+    }
+    if let Some(said) = output_diagnosis(batch, graded, &place) {
+        return said;
+    }
+    let failing_heads: [bool; HQ] = std::array::from_fn(|head| {
+        (0..batch.total_new()).any(|row| {
+            let at = q_index(row, head, 0);
+            (at..at + DH).any(&failing)
+        })
+    });
+    let worst = worst_element(batch, graded.comparison);
+    match head_pattern(&failing_heads) {
+        Some(pattern) => Diagnosis::plain(format!("{}: {pattern}", worst.line)),
+        None => worst,
+    }
 }
 
-/// The planted bugs whose models agree with `out` on every element, where
-/// `out` fails somewhere. An element the kernel never wrote agrees with no
-/// model (every model writes every row); a NaN or Inf agrees with what the
-/// model's value is as a bf16 output (a NaN, or past bf16's range).
-pub fn reproducing_bugs(inputs: &Inputs, out: &[f32], reference: &[f64]) -> Vec<Bug> {
+/// The misreading whose model reproduces `out` everywhere, named; `failing`
+/// tells the elements of `out` that fail.
+fn misread_diagnosis(
+    inputs: &Inputs,
+    out: &[f32],
+    failing: &dyn Fn(usize) -> bool,
+) -> Option<Diagnosis> {
+    let batch = &inputs.batch;
+    let agrees = agreement(inputs, out);
+    let read_by_all: Vec<Vec<f64>> = (0..HKV)
+        .map(|g| evaluate(inputs, Model::Misread(Misreading::all_read(g))))
+        .collect();
+    let head_reads = |head: usize, g: usize| {
+        (0..batch.total_new()).all(|row| {
+            let at = q_index(row, head, 0);
+            (at..at + DH).all(|k| agrees(k, read_by_all[g][k]))
+        })
+    };
+    if let Some(map) = kv_map_found(head_reads) {
+        return Some(Diagnosis::new(
+            kv_map_line(&map),
+            misread::cause::KV_HEAD_MAPPING,
+        ));
+    }
+    let shift = CONTEXT_SHIFTS.into_iter().find(|&shift| {
+        let modelled = evaluate(inputs, Model::Misread(Misreading::ContextShift(shift)));
+        (0..out.len()).all(|k| agrees(k, modelled[k]))
+    })?;
+    let row = (0..out.len()).find(|&k| failing(k))? / (HQ * DH);
+    let (seq, _) = batch.sequence_of_row(row);
+    Some(Diagnosis::new(
+        context_line(shift, row, seq, batch.context[seq]),
+        misread::cause::CONTEXT_LENGTH,
+    ))
+}
+
+/// Whether element `at` of `out` agrees with a model's value `want`. An
+/// element the kernel never wrote agrees with no model (every model writes
+/// every row); a NaN or Inf agrees with what the model's value is as a bf16
+/// output (a NaN, or past bf16's range).
+fn agreement<'a>(inputs: &Inputs, out: &'a [f32]) -> impl Fn(usize, f64) -> bool + 'a {
     let scales = value_scales(inputs);
-    let agrees = |at: usize, want: f64| {
+    move |at: usize, want: f64| {
         let got = out[at];
         match got.is_finite() {
             _ if got.to_bits() == POISON_BITS => false,
@@ -65,7 +125,13 @@ pub fn reproducing_bugs(inputs: &Inputs, out: &[f32], reference: &[f64]) -> Vec<
                 (got.is_nan() && as_output.is_nan()) || got == as_output
             }
         }
-    };
+    }
+}
+
+/// The planted bugs whose models agree with `out` on every element, where
+/// `out` fails somewhere ([`agreement`]).
+pub fn reproducing_bugs(inputs: &Inputs, out: &[f32], reference: &[f64]) -> Vec<Bug> {
+    let agrees = agreement(inputs, out);
     if (0..out.len()).all(|at| agrees(at, reference[at])) {
         return Vec::new();
     }

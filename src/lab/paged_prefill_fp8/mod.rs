@@ -22,12 +22,13 @@ use std::path::Path;
 pub use self::contract::*;
 use self::cases::CaseSpec;
 use crate::grade::compare::Tolerance;
-use crate::grade::roofline::Work;
+use crate::grade::roofline::{TensorRoof, Work};
 use crate::lab::definition::{
     shipped_kernel, CaseData, CaseError, CaseSummary, Diagnosis, Graded, LabRef, Problem,
     SupportKernels,
 };
-use crate::lab::geometry::{GridY, LaunchGeometry};
+use crate::lab::geometry::LaunchGeometry;
+use crate::lab::paged::layout::PREFILL_GEOMETRY;
 use crate::lab::paged_prefill::cases::PagedCaseError;
 use crate::lab::paged_prefill::{listed_rows, paged_grid, paged_problem};
 use crate::lab::typed::{self, Arg, Made, Shipped, TypedLab};
@@ -72,27 +73,17 @@ impl TypedLab for PagedPrefillFp8 {
     const ENTRY_POINT: &'static str = ENTRY_POINT;
     const SIGNATURE: &'static str = ENTRY_SIGNATURE;
     const ARGS: &'static [Arg<LaunchInputs>] = ARGS;
-    const BODY_CONSTANTS: &'static [(&'static str, usize)] = &[
-        ("HQ", HQ),
-        ("HKV", HKV),
-        ("DH", DH),
-        ("GROUP", GROUP),
-        ("BLOCK", BLOCK),
-        ("X", X),
-    ];
-    const DEFAULT_GEOMETRY: LaunchGeometry = LaunchGeometry {
-        rows_per_block: 64,
-        threads: 128,
-        dynamic_smem_bytes: 0,
-        grid_y: GridY::QueryHead,
-        splits: 1,
-    };
+    const BODY_CONSTANTS: &'static [(&'static str, usize)] = &LAYOUT.body_constants();
+    const DEFAULT_GEOMETRY: LaunchGeometry = PREFILL_GEOMETRY;
     // The absolute part grows with the values a row sees ([`Self::tolerance_scales`]).
     const TOLERANCE: Tolerance = Tolerance {
         abs: ABS_TOL,
         rel: REL_TOL,
     };
     const CASES: &'static str = cases::EMBEDDED_CASES;
+    // What the compulsory bytes are, less the output: most of it FP8 bytes.
+    const COMPULSORY_READS: Option<&'static str> =
+        Some("the FP8 cache blocks and the bf16 q, kNew and vNew");
     // The bf16 tensors' range; FP8 bytes are drawn by their own rule
     // (kernels/probes.cu, `fresh_fp8`), which needs no range.
     const TIMING_DRAW: std::ops::Range<f32> = -1.0..1.0;
@@ -187,6 +178,9 @@ fn problem_of(batch: &Batch) -> Problem {
             flops: flops(batch),
             compulsory_bytes: compulsory_bytes(batch),
             output_bytes: q_elems(batch) as u64 * 2,
+            // The products take bf16 operands (the FP8 cache dequantised
+            // to bf16): the BF16 tensor roof is this lab's compute roof.
+            tensor_roof: Some(TensorRoof::Bf16),
         },
     )
 }
@@ -196,9 +190,14 @@ mod tests {
     use super::bugs::Bug;
     use super::*;
     use crate::grade::compare::{compare_scaled, Comparison, POISON_BITS};
+    use crate::grade::roofline::{
+        analyze, DevicePeaks, Measured, PeakSource, Roof, Roofline, Unit, UnitLoad,
+    };
     use crate::grade::integrity::Integrity;
     use crate::lab::args::ArgValue;
     use crate::lab::definition::{CaseState, LabCase};
+    use crate::lab::paged::misread::{self, Misreading};
+    use crate::lab::paged::testing;
 
     fn embedded() -> Vec<LabCase> {
         PAGED_PREFILL_FP8
@@ -312,26 +311,7 @@ mod tests {
     }
 
     fn diagnosed(data: &CaseData, out: &[f32]) -> (Comparison, Diagnosis) {
-        let reference = PAGED_PREFILL_FP8.oracle(data, None);
-        let scales = PAGED_PREFILL_FP8.tolerance_scales(data);
-        let comparison = compare_scaled(
-            data.problem.output,
-            PAGED_PREFILL_FP8.tolerance(),
-            scales.as_deref(),
-            out,
-            &reference,
-        );
-        let said = PAGED_PREFILL_FP8.diagnose(
-            data,
-            &Graded {
-                out,
-                reference: &reference,
-                comparison: &comparison,
-                integrity: &Integrity::default(),
-                experiments: &Default::default(),
-            },
-        );
-        (comparison, said)
+        testing::diagnosed(PAGED_PREFILL_FP8, data, out, &Integrity::default())
     }
 
     #[test]
@@ -385,22 +365,7 @@ mod tests {
                 (case.name, comparison, said)
             })
             .collect();
-        let summaries: Vec<crate::lab::definition::CaseSummary<'_>> = ran
-            .iter()
-            .map(|(name, comparison, said)| crate::lab::definition::CaseSummary {
-                name,
-                state: if comparison.passed {
-                    CaseState::Pass
-                } else {
-                    CaseState::Fail
-                },
-                comparison: Some(comparison),
-                integrity: None,
-                diagnosis: &said.line,
-                cause: said.cause,
-            })
-            .collect();
-        PAGED_PREFILL_FP8.verdict(&summaries).expect("cases ran")
+        testing::verdict_of(PAGED_PREFILL_FP8, &ran)
     }
 
     #[test]
@@ -426,6 +391,163 @@ mod tests {
         assert_eq!(said.cause, Some(crate::lab::verdict::cause::NEVER_WRITTEN), "{said:?}");
         assert!(said.line.contains("never written"), "{said:?}");
         assert!(!said.line.contains("NaN"), "{said:?}");
+    }
+
+    /// What a kernel that misreads the batch so writes, as the grader reads a bf16 output.
+    fn misread_output(data: &CaseData, misreading: Misreading) -> Vec<f32> {
+        let inputs = &typed::inputs_of::<PagedPrefillFp8>(data).inputs;
+        oracle::evaluate(inputs, oracle::Model::Misread(misreading))
+            .iter()
+            .map(|&x| bf16::round(x as f32))
+            .collect()
+    }
+
+    #[test]
+    fn a_wrong_gqa_map_is_named_with_the_kv_head_each_query_head_reads() {
+        for (name, map, formula) in [
+            ("gqa-heads", (|h| h % HKV) as fn(usize) -> usize, "h % 8"),
+            ("mixed-lengths-e5m2", |h| h / HKV, "h / 8"),
+        ] {
+            let data = case(name);
+            let (comparison, said) = diagnosed(&data, &misread_output(&data, Misreading::kv_map(map)));
+            assert!(!comparison.passed, "{name}");
+            assert_eq!(said.cause, Some(misread::cause::KV_HEAD_MAPPING), "{name}: {said:?}");
+            assert!(said.line.starts_with("query heads read the wrong KV head"), "{said:?}");
+            assert!(said.line.contains(formula), "{name}: {said:?}");
+        }
+    }
+
+    #[test]
+    fn a_context_length_off_is_named_with_its_shift() {
+        let data = case("last-cached-key");
+        // Longer contexts read the cache's NaN bytes past the context and
+        // write NaN everywhere, as the planted one-key-too-many does (and
+        // x-assumed-8 on this case): the bugs' models name them.
+        for shift in [-1, -2] {
+            let out = misread_output(&data, Misreading::ContextShift(shift));
+            let (comparison, said) = diagnosed(&data, &out);
+            assert!(!comparison.passed, "{shift}");
+            assert_eq!(said.cause, Some(misread::cause::CONTEXT_LENGTH), "{shift}: {said:?}");
+            let named = format!("the context length is off by {shift:+}");
+            assert!(said.line.starts_with(&named), "{shift}: {said:?}");
+            assert!(said.line.contains("context 500 taken as"), "{said:?}");
+        }
+        let out = misread_output(&data, Misreading::ContextShift(2));
+        let (_, said) = diagnosed(&data, &out);
+        assert!(said.line.contains(Bug::OneKeyTooMany.defect()), "{said:?}");
+    }
+
+    #[test]
+    fn the_query_heads_of_one_kv_head_failing_alike_point_at_its_data() {
+        let data = case("mixed-lengths-e4m3");
+        let mut inputs = typed::inputs_of::<PagedPrefillFp8>(&data).inputs.clone();
+        for row in 0..inputs.batch.total_new() {
+            inputs.v_new[kv_new_index(row, 2, 5)] += 400.0;
+        }
+        let out: Vec<f32> = oracle::attention(&inputs)
+            .iter()
+            .map(|&x| bf16::round(x as f32))
+            .collect();
+        let (_, said) = diagnosed(&data, &out);
+        assert!(said.line.contains("only the query heads of KV head 2 fail"), "{said:?}");
+        assert!(said.line.contains("heads 8-11"), "{said:?}");
+        let mut out: Vec<f32> = PAGED_PREFILL_FP8
+            .oracle(&data, None)
+            .iter()
+            .map(|&x| bf16::round(x as f32))
+            .collect();
+        for row in 0..data.problem.output.rows {
+            out[q_index(row, 9, 0)] += 100.0;
+        }
+        let (_, said) = diagnosed(&data, &out);
+        assert!(said.line.contains("share a KV head fail differently"), "{said:?}");
+        assert!(said.line.contains("head 9 fail"), "{said:?}");
+    }
+
+    /// The H200's datasheet roofs (132 SMs at 1.98 GHz: FP32 128 lanes x 2,
+    /// TF32 2048 and BF16 4096 dense flops a clock per SM; 4.8 TB/s).
+    fn h200() -> DevicePeaks {
+        let roof = |per_s| Roof {
+            per_s,
+            source: PeakSource::Attributes,
+            pipe_pct_at_peak: None,
+        };
+        DevicePeaks {
+            name: "NVIDIA H200".into(),
+            fp32_flops: roof(132.0 * 256.0 * 1.98e9),
+            tf32_flops: Some(roof(132.0 * 2048.0 * 1.98e9)),
+            bf16_flops: Some(roof(132.0 * 4096.0 * 1.98e9)),
+            dram_bytes: roof(4.8e12),
+        }
+    }
+
+    /// The verdict on a launch of the timing batch taking `ms`, reading
+    /// `reads` times the compulsory reads, with the units at these loads.
+    fn timing_roofline(ms: f64, reads: f64, loads: &[(Unit, f64)]) -> Roofline {
+        let timing = PAGED_PREFILL_FP8.timing_case(&[]).expect("timing case");
+        let work = PAGED_PREFILL_FP8.problem(&timing).expect("problem").work;
+        let read_floor = (work.compulsory_bytes - work.output_bytes) as f64;
+        let measured = Measured {
+            dram_bytes_read: reads * read_floor,
+            dram_bytes_write: work.output_bytes as f64,
+            duration_ns: ms * 1e6,
+            sm_throughput_pct: None,
+            achieved_occupancy_pct: Some(40.0),
+            units: loads.iter().map(|&(unit, pct)| UnitLoad::new(unit, pct)).collect(),
+            full_breakdown: true,
+            levels: Vec::new(),
+        };
+        let mut roofline = analyze(work, &measured, &h200()).expect("a valid reading");
+        PAGED_PREFILL_FP8.read_roofline(&mut roofline);
+        roofline
+    }
+
+    #[test]
+    fn a_tensor_core_kernel_is_read_against_the_bf16_roof_and_its_fp8_reads() {
+        // The reference's shape: 1 ms for the batch's 139.8 GFLOP, tensor
+        // pipe 40% busy, shared memory the busiest unit, FP8 read once.
+        let roofline = timing_roofline(
+            1.0,
+            1.05,
+            &[(Unit::TensorPipe, 40.0), (Unit::SharedMemory, 52.0), (Unit::Dram, 4.0)],
+        );
+        let tensor = roofline.tensor.expect("read against a tensor roof");
+        assert_eq!(tensor.roof, TensorRoof::Bf16);
+        assert!((tensor.peak_pct - 13.06).abs() < 0.01, "{tensor:?}");
+        let reason = &roofline.verdict.reason;
+        assert!(
+            reason.starts_with(
+                "BF16 tensor cores in use: tensor pipe 40% busy, 139.8 TFLOP/s useful = 13.1% of \
+                 the BF16 tensor roof (1071 TFLOP/s); DRAM reads "
+            ),
+            "{reason}"
+        );
+        assert!(
+            reason.contains("= 1.05x the FP8 cache blocks and the bf16 q, kNew and vNew read once"),
+            "{reason}"
+        );
+        assert!(reason.contains("busiest: shared memory 52%, tensor pipe 40%"), "{reason}");
+        assert_eq!(roofline.tensor_share(), Some(("bf16".to_owned(), tensor.peak_pct)));
+    }
+
+    #[test]
+    fn a_scalar_kernel_is_told_its_tensor_cores_sit_idle() {
+        // The starter's shape: 10 ms, the FP32 pipe at 70%, no tensor work,
+        // the cache read three times over.
+        let roofline = timing_roofline(
+            10.0,
+            3.0,
+            &[(Unit::FmaPipe, 70.0), (Unit::TensorPipe, 0.0), (Unit::Dram, 2.0)],
+        );
+        let verdict = &roofline.verdict;
+        assert_eq!(verdict.busiest.map(|u| u.unit), Some(Unit::FmaPipe));
+        assert!(
+            verdict.reason.starts_with("BF16 tensor cores unused: the tensor pipe is 0% busy"),
+            "{verdict:?}"
+        );
+        assert!(verdict.reason.contains("= 3.00x the FP8 cache blocks"), "{verdict:?}");
+        assert!(verdict.reason.ends_with("FP32 FMA pipe at 70% of its peak; next DRAM 2%"), "{verdict:?}");
+        assert!(verdict.next_step.contains("mma.sync with bf16 operands"), "{verdict:?}");
     }
 
     #[test]

@@ -7,7 +7,8 @@
 //! exact bf16 and FP8 values, so each product is exact in f64 and what is
 //! left is summation rounding far below the tolerance; the golden case
 //! proves it. A bug model differs from the oracle in the one line its bug is
-//! about ([`Model`]), so a case that catches a model catches that line.
+//! about ([`Model`]), so a case that catches a model catches that line; the
+//! misreadings the diagnosis tries ([`Misreading`]) are knobs of the same kind.
 
 use rayon::prelude::*;
 
@@ -16,6 +17,8 @@ use super::{
     bf16, cache_elems, k_cache_index, kv_new_elems, kv_new_index, q_elems, q_index, v_cache_index,
     Inputs, KvFormat, BLOCK, DH, GROUP, HKV, HQ, SCALE, SCALE_F32, X,
 };
+use crate::lab::paged::layout::table_index;
+use crate::lab::paged::misread::Misreading;
 
 /// How the attention is computed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,6 +30,17 @@ pub enum Model {
     /// The seed kernel's arithmetic: K, V and the probabilities rounded to
     /// bf16 before their products, fp32 sums, `out` rounded to bf16.
     SeedLike,
+    /// The definition read the way a kernel misreads it.
+    Misread(Misreading),
+}
+
+impl Model {
+    fn misreading(self) -> Option<Misreading> {
+        match self {
+            Model::Misread(misreading) => Some(misreading),
+            _ => None,
+        }
+    }
 }
 
 /// Exact attention of the batch, laid out like `out` (`[T][32][128]`).
@@ -123,7 +137,7 @@ struct SequenceKv {
 impl SequenceKv {
     fn gather(inputs: &Inputs, seq: usize, model: Model) -> SequenceKv {
         let batch = &inputs.batch;
-        let context = batch.context[seq];
+        let context = Misreading::context(model.misreading(), batch.context[seq], batch.new[seq]);
         let bug = match model {
             Model::Bug(bug) => Some(bug),
             _ => None,
@@ -150,23 +164,30 @@ impl SequenceKv {
             |byte: u8, scale: f32| round(f64::from(format.decode(byte)) * f64::from(scale));
         let mut positions = Vec::with_capacity(cached + batch.new[seq]);
         for pos in 0..cached {
-            let block = batch.block_table[seq * batch.max_blocks_per_seq + pos / BLOCK] as usize;
+            // A walk past the context may run past the sequence's table
+            // row, and past the table: that reads the guard band, NaN.
+            let table = table_index(seq, batch.max_blocks_per_seq, pos);
+            let block = batch.block_table.get(table).map(|&b| b as usize);
             let slot = pos % BLOCK;
+            let read = |cache: &[u8], at: Option<usize>, scale: f32| {
+                at.and_then(|at| cache.get(at))
+                    .map_or(f64::NAN, |&byte| dequantise(byte, scale))
+            };
             let mut keys = vec![0.0; HKV * DH];
             let mut values = vec![0.0; HKV * DH];
             for g in 0..HKV {
                 for d in 0..DH {
-                    let k_at = match bug {
+                    let k_at = block.map(|block| match bug {
                         Some(Bug::XAssumed8) => {
                             const X8: usize = 8;
                             (((block * HKV + g) * (DH / X8) + d / X8) * BLOCK + slot) * X8 + d % X8
                         }
                         _ => k_cache_index(block, g, d, slot),
-                    };
+                    });
                     debug_assert_eq!(X, 16);
-                    keys[g * DH + d] = dequantise(inputs.k_cache[k_at], k_scale);
-                    values[g * DH + d] =
-                        dequantise(inputs.v_cache[v_cache_index(block, g, d, slot)], v_scale);
+                    keys[g * DH + d] = read(&inputs.k_cache, k_at, k_scale);
+                    let v_at = block.map(|block| v_cache_index(block, g, d, slot));
+                    values[g * DH + d] = read(&inputs.v_cache, v_at, v_scale);
                 }
             }
             positions.push(Position { pos, keys, values });
@@ -219,13 +240,14 @@ impl SequenceKv {
             let head = kv_head * GROUP + member;
             let query = &inputs.q[q_index(row, head, 0)..q_index(row, head, DH)];
             let slope = inputs.alibi_slopes.as_ref().map(|s| f64::from(s[head]));
+            let source = Misreading::kv_head(self.model.misreading(), head);
             scores.clear();
             for (at, position) in self.positions.iter().enumerate() {
                 let j = position.pos;
                 if j > i || !self.sees(window, i, j) {
                     continue;
                 }
-                let key = &position.keys[kv_head * DH..(kv_head + 1) * DH];
+                let key = &position.keys[source * DH..(source + 1) * DH];
                 let mut score = if seed_like {
                     let dot: f32 = query.iter().zip(key).map(|(&q, &k)| q * k as f32).sum();
                     f64::from(dot * SCALE_F32)
@@ -263,7 +285,7 @@ impl SequenceKv {
                     true => f64::from(bf16::round(weight as f32)),
                     false => weight,
                 };
-                let value = &self.positions[at].values[kv_head * DH..(kv_head + 1) * DH];
+                let value = &self.positions[at].values[source * DH..(source + 1) * DH];
                 for (o, &v) in out_head.iter_mut().zip(value) {
                     *o = if seed_like {
                         f64::from(*o as f32 + (p * v) as f32)
