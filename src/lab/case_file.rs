@@ -23,6 +23,16 @@ struct CasesFile<T> {
     case: Vec<T>,
 }
 
+/// The bytes of `name` in a case's tensor folder, or `None` when the file
+/// is not there (the lab decides whether it was required).
+pub fn read_tensor_file(dir: &Path, name: &str) -> std::io::Result<Option<Vec<u8>>> {
+    match std::fs::read(dir.join(name)) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// The `[[case]]` tables of `text` (shown as `file`): every name letters,
 /// digits, `-` and `_`, no name twice, at least one case, tensor folders
 /// resolved against `base`.

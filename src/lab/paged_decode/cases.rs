@@ -20,6 +20,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
+use super::tensors::load_dir;
 use super::{alibi_slope, Batch, Inputs, BLOCK, DH, GROUP, HKV, HQ};
 use crate::lab::case_file::{read_case_tables, CaseTable};
 use crate::lab::definition::CaseError as LabCaseError;
@@ -80,6 +81,7 @@ pub struct CaseSpec {
     pub name: String,
     pub summary: String,
     /// Keys of each sequence, its token's own included.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub seq_len: Vec<usize>,
     #[serde(default)]
     pub alibi: bool,
@@ -88,8 +90,8 @@ pub struct CaseSpec {
     pub share_prefix: Option<[usize; 2]>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub plant: Vec<Plant>,
-    /// A folder of the case's own tensors: not taken by this lab yet (its
-    /// cases are recipes), refused by name rather than as an unknown key.
+    /// A folder of the case's own tensors ([`super::tensors::load_dir`]),
+    /// relative to the cases file: such a case takes no recipe keys.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tensors: Option<PathBuf>,
 }
@@ -112,8 +114,9 @@ impl CaseTable for CaseSpec {
 }
 
 /// Parses and checks a cases file of this lab (shown as `file`).
-pub fn parse_cases(text: &str, file: &str) -> Result<Vec<CaseSpec>, LabCaseError> {
-    let cases: Vec<CaseSpec> = read_case_tables(text, file, Path::new("."))?;
+/// `base` resolves relative tensor folders.
+pub fn parse_cases(text: &str, file: &str, base: &Path) -> Result<Vec<CaseSpec>, LabCaseError> {
+    let cases: Vec<CaseSpec> = read_case_tables(text, file, base)?;
     for case in &cases {
         case.validate().map_err(|e| LabCaseError::Invalid {
             case: e.case,
@@ -127,7 +130,7 @@ pub fn parse_cases(text: &str, file: &str) -> Result<Vec<CaseSpec>, LabCaseError
 /// B keys beside its others, so a kernel that ignores K, drops the token's
 /// own key or leaves the softmax unnormalised fails every case.
 pub fn hazard_cases() -> Vec<CaseSpec> {
-    parse_cases(EMBEDDED_CASES, "assets/paged-decode-cases.toml")
+    parse_cases(EMBEDDED_CASES, "assets/paged-decode-cases.toml", Path::new("."))
         .expect("the embedded decode cases are checked by tests")
 }
 
@@ -139,8 +142,22 @@ impl CaseSpec {
         }
     }
 
-    /// Checks the recipe against the contract's bounds.
+    /// Checks the recipe against the contract's bounds (a tensor folder's
+    /// files are checked when they are loaded).
     pub fn validate(&self) -> Result<(), CaseError> {
+        if self.tensors.is_some() {
+            let has_recipe = !self.seq_len.is_empty()
+                || self.alibi
+                || self.share_prefix.is_some()
+                || !self.plant.is_empty();
+            if has_recipe {
+                return Err(self.invalid(
+                    "a case with its own tensors takes no recipe keys (lengths come from \
+                     seq_len.npy, ALiBi from alibi_slopes.npy)",
+                ));
+            }
+            return Ok(());
+        }
         let seqs = self.seq_len.len();
         if seqs == 0 || seqs > MAX_SEQS {
             return Err(self.invalid(format!("{seqs} sequences: a launch has 1 to {MAX_SEQS}")));
@@ -154,11 +171,6 @@ impl CaseSpec {
             return Err(self.invalid(format!(
                 "sequence {s} has seqLen {len} (1 to {MAX_SEQ_LEN})"
             )));
-        }
-        if self.tensors.is_some() {
-            return Err(self.invalid(
-                "this lab's cases are recipes (seq_len, alibi, share_prefix, plant); it takes no tensor folder",
-            ));
         }
         if let Some([a, b]) = self.share_prefix {
             if a == b || a >= seqs || b >= seqs {
@@ -202,9 +214,21 @@ impl CaseSpec {
         self.plant.iter().fold(0, |mask, p| mask | 1 << p.head)
     }
 
-    /// Builds this case's inputs from the run's seed.
+    /// This case's inputs: loaded from its folder, or generated from the
+    /// run's seed; with the expected output a folder may bring.
+    pub fn make(&self, seed: u64) -> Result<(Inputs, Option<Vec<f64>>), CaseError> {
+        match &self.tensors {
+            Some(dir) => load_dir(dir).map_err(|e| self.invalid(e.to_string())),
+            None => Ok((self.generate(seed)?, None)),
+        }
+    }
+
+    /// Builds this recipe's inputs from the run's seed.
     pub fn generate(&self, seed: u64) -> Result<Inputs, CaseError> {
         self.validate()?;
+        if self.tensors.is_some() {
+            return Err(self.invalid("its tensors come from its folder, not from a seed"));
+        }
         let per_seq = self
             .seq_len
             .iter()
@@ -642,15 +666,20 @@ mod tests {
 
     #[test]
     fn a_cases_file_is_read_with_the_labs_bounds_and_keys() {
-        let refused = |text: &str| parse_cases(text, "ta.toml").unwrap_err().to_string();
+        let refused = |text: &str| {
+            parse_cases(text, "ta.toml", Path::new("."))
+                .unwrap_err()
+                .to_string()
+        };
         let one = "[[case]]\nname = \"a\"\nsummary = \"s\"\nseq_len = [3, 2]\n";
-        assert_eq!(parse_cases(one, "ta.toml").unwrap()[0].seq_len, vec![3, 2]);
+        let parsed = |text: &str| parse_cases(text, "ta.toml", Path::new(".")).unwrap();
+        assert_eq!(parsed(one)[0].seq_len, vec![3, 2]);
         assert!(refused(&format!("{one}window = 4\n")).contains("window"));
-        assert!(refused(&format!("{one}tensors = \"t\"\n")).contains("no tensor folder"));
+        assert!(refused(&format!("{one}tensors = \"t\"\n")).contains("takes no recipe keys"));
         assert!(refused("[[case]]\nname = \"a\"\nsummary = \"s\"\nseq_len = [9000]\n")
             .contains("1 to 8192"));
         let planted = format!("{one}[[case.plant]]\nseq = 1\nhead = 3\nkeys = \"last\"\nvalue = 2.0\n");
-        assert_eq!(parse_cases(&planted, "ta.toml").unwrap()[0].plant[0].keys, LAST);
+        assert_eq!(parsed(&planted)[0].plant[0].keys, LAST);
         assert!(refused(&format!("{one}[[case.plant]]\nseq = 1\nhead = 3\nkeys = \"first\"\nvalue = 2.0\n"))
             .contains("ta.toml"));
     }

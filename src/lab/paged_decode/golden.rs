@@ -12,9 +12,8 @@
 //! with the checks a TA's tensors will get: shapes agree, ids and lengths
 //! in range, every slot a sequence reads finite.
 
-use super::{oracle, Batch, Inputs, BLOCK, DH, HKV, HQ, X};
+use super::{oracle, tensors, Inputs, DH, HKV, HQ};
 use crate::grade::compare::worst_relative_error;
-use crate::lab::npy;
 
 /// How close the oracle must come, relative to the larger of the
 /// element's magnitude and the largest `|v|` a sequence reads (the bound
@@ -80,100 +79,12 @@ fn unusable(file: &str, message: impl Into<String>) -> GoldenError {
     }
 }
 
-/// Decodes and cross-checks the case's files; returns the inputs and the
-/// expected output. The ALiBi slopes are optional (their presence turns it on).
+/// Decodes and cross-checks the case's files with the checks a TA's
+/// tensors get; returns the inputs and the expected output, which the
+/// golden case must bring.
 pub fn load(files: &[(&str, &[u8])]) -> Result<(Inputs, Vec<f64>), GoldenError> {
-    let bytes = |name: &str| files.iter().find(|(n, _)| *n == name).map(|(_, b)| *b);
-    let need = |name: &str| bytes(name).ok_or_else(|| unusable(name, "missing"));
-    let f32s = |name: &str| npy::decode_f32(need(name)?).map_err(|e| unusable(name, e.to_string()));
-    let i32s = |name: &str| npy::decode_i32(need(name)?).map_err(|e| unusable(name, e.to_string()));
-    let shape = |name: &str, got: &[usize], want: &[usize]| {
-        if got == want {
-            Ok(())
-        } else {
-            Err(unusable(name, format!("shape {got:?}, expected {want:?}")))
-        }
-    };
-    let (seq_shape, seq_len) = i32s("seq_len.npy")?;
-    let seqs = seq_len.len();
-    shape("seq_len.npy", &seq_shape, &[seqs])?;
-    let (table_shape, block_table) = i32s("block_table.npy")?;
-    let per_seq = table_shape.get(1).copied().unwrap_or(0);
-    shape("block_table.npy", &table_shape, &[seqs, per_seq])?;
-    let (k_shape, k_cache) = f32s("k_cache.npy")?;
-    let num_blocks = k_shape.first().copied().unwrap_or(0);
-    shape(
-        "k_cache.npy",
-        &k_shape,
-        &[num_blocks, HKV, DH / X, BLOCK, X],
-    )?;
-    let (v_shape, v_cache) = f32s("v_cache.npy")?;
-    shape("v_cache.npy", &v_shape, &[num_blocks, HKV, DH, BLOCK])?;
-    let (q_shape, q) = f32s("q.npy")?;
-    shape("q.npy", &q_shape, &[seqs, HQ, DH])?;
-    if let Some(bad) = seq_len
-        .iter()
-        .find(|&&l| l < 1 || l as usize > per_seq * BLOCK)
-    {
-        return Err(unusable(
-            "seq_len.npy",
-            format!("seqLen {bad} is outside 1..={}", per_seq * BLOCK),
-        ));
-    }
-    if let Some(bad) = block_table
-        .iter()
-        .find(|&&b| b < 0 || b as usize >= num_blocks)
-    {
-        return Err(unusable(
-            "block_table.npy",
-            format!("block id {bad} is outside 0..{num_blocks}"),
-        ));
-    }
-    if q.iter().any(|x| !x.is_finite()) {
-        return Err(unusable("q.npy", "a non-finite element"));
-    }
-    let alibi_slopes = match bytes("alibi_slopes.npy") {
-        None => None,
-        Some(_) => {
-            let (s, slopes) = f32s("alibi_slopes.npy")?;
-            shape("alibi_slopes.npy", &s, &[HQ])?;
-            Some(slopes)
-        }
-    };
-    let (e_shape, expected) = npy::decode_f64(need("expected.npy")?)
-        .map_err(|e| unusable("expected.npy", e.to_string()))?;
-    shape("expected.npy", &e_shape, &[seqs, HQ, DH])?;
-    let batch = Batch {
-        seq_len,
-        max_blocks_per_seq: per_seq,
-        num_blocks,
-        block_table,
-        alibi: alibi_slopes.is_some(),
-    };
-    let inputs = Inputs {
-        batch,
-        q,
-        k_cache,
-        v_cache,
-        alibi_slopes,
-    };
-    // Slots past a sequence's end may hold NaN (the grader puts it there);
-    // the slots a sequence reads may not.
-    for s in 0..seqs {
-        for pos in 0..inputs.batch.len_of(s) {
-            for g in 0..HKV {
-                for d in 0..DH {
-                    if !(inputs.key(s, pos, g, d).is_finite()
-                        && inputs.value(s, pos, g, d).is_finite())
-                    {
-                        return Err(unusable("k_cache.npy / v_cache.npy", format!(
-                            "sequence {s} reads a non-finite element at position {pos}, KV head {g}, dim {d}"
-                        )));
-                    }
-                }
-            }
-        }
-    }
+    let (inputs, expected) = tensors::load_bytes(files).map_err(|e| unusable(&e.file, e.message))?;
+    let expected = expected.ok_or_else(|| unusable("expected.npy", "missing"))?;
     Ok((inputs, expected))
 }
 
@@ -225,7 +136,8 @@ pub fn prove_with(
 mod tests {
     use super::*;
     use crate::lab::paged_decode::bugs::Bug;
-    use crate::lab::paged_decode::SCALE;
+    use crate::lab::npy;
+    use crate::lab::paged_decode::{Batch, SCALE};
 
     #[test]
     fn the_decode_oracle_reproduces_the_golden_case() {
@@ -313,11 +225,14 @@ mod tests {
         assert!(load(&files)
             .unwrap_err()
             .to_string()
-            .contains("block id 10 is outside 0..10"));
+            .contains("entry [2][2] = 10 is not a block id (0..10"));
         let long = npy::encode_i32(&[3], &[1, 19, 49]).unwrap();
         let mut files = without("seq_len.npy");
         files.push(("seq_len.npy", &long));
-        assert!(load(&files).unwrap_err().to_string().contains("seqLen 49"));
+        assert!(load(&files)
+            .unwrap_err()
+            .to_string()
+            .contains("3 blocks per sequence; seqLen[2] = 49 needs at least 4"));
         // Sequence 0 made to read slot 1 of its block, which holds NaN.
         let reads_nan = npy::encode_i32(&[3], &[2, 19, 37]).unwrap();
         let mut files = without("seq_len.npy");

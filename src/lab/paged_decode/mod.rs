@@ -12,6 +12,7 @@ pub mod diagnosis;
 pub mod directive;
 pub mod golden;
 pub mod oracle;
+pub mod tensors;
 
 pub use self::contract::*;
 
@@ -113,8 +114,8 @@ impl TypedLab for PagedDecode {
         },
     };
 
-    fn parse_cases(text: &str, file: &str, _base: &Path) -> Result<Vec<Recipe>, CaseError> {
-        Ok(cases::parse_cases(text, file)?
+    fn parse_cases(text: &str, file: &str, base: &Path) -> Result<Vec<Recipe>, CaseError> {
+        Ok(cases::parse_cases(text, file, base)?
             .into_iter()
             .map(Recipe::Case)
             .collect())
@@ -130,13 +131,13 @@ impl TypedLab for PagedDecode {
                 message: format!("unknown timing shape `{timing_shape}` (this lab has `{CONTRACT}`)"),
             }),
             Recipe::Case(spec) => {
-                let inputs = spec.generate(seed).map_err(|e| CaseError::Invalid {
+                let (inputs, expected) = spec.make(seed).map_err(|e| CaseError::Invalid {
                     case: e.case,
                     message: e.message,
                 })?;
                 Ok(Made {
                     inputs,
-                    expected: None,
+                    expected,
                     planted_heads: spec.planted_heads(),
                 })
             }

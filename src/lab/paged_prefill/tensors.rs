@@ -12,6 +12,7 @@ use std::path::Path;
 
 use super::cases::{CaseInputs, PagedCaseError};
 use super::contract::{Batch, Inputs, BLOCK, DH, HKV, HQ, X};
+use crate::lab::case_file::read_tensor_file;
 use crate::lab::npy;
 
 /// Required files, in the order they are read.
@@ -32,13 +33,11 @@ pub const OPTIONAL: [&str; 2] = ["alibi_slopes.npy", "expected.npy"];
 /// from `dir`; `window` comes from the case recipe.
 pub fn load_dir(dir: &Path, window: i32) -> Result<CaseInputs, PagedCaseError> {
     let label = |name: &str| dir.join(name).display().to_string();
-    let get = |name: &str| match std::fs::read(dir.join(name)) {
-        Ok(bytes) => Ok(Some(bytes)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(PagedCaseError::Tensor {
+    let get = |name: &str| {
+        read_tensor_file(dir, name).map_err(|e| PagedCaseError::Tensor {
             file: label(name),
             message: e.to_string(),
-        }),
+        })
     };
     load_with(&get, &label, window)
 }

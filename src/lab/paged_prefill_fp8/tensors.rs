@@ -12,6 +12,7 @@
 use std::path::Path;
 
 use super::{bf16, Inputs, KvFormat, BLOCK, DH, HKV, HQ, X};
+use crate::lab::case_file::read_tensor_file;
 use crate::lab::npy;
 use crate::lab::paged_prefill::cases::PagedCaseError;
 use crate::lab::paged_prefill::tensors::{load_alibi, load_batch, load_expected, Lookup};
@@ -32,13 +33,11 @@ pub fn load_dir(
     scales: (f32, f32),
 ) -> Result<CaseInputs, PagedCaseError> {
     let label = |name: &str| dir.join(name).display().to_string();
-    let get = |name: &str| match std::fs::read(dir.join(name)) {
-        Ok(bytes) => Ok(Some(bytes)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(PagedCaseError::Tensor {
+    let get = |name: &str| {
+        read_tensor_file(dir, name).map_err(|e| PagedCaseError::Tensor {
             file: label(name),
             message: e.to_string(),
-        }),
+        })
     };
     load_with(&get, &label, window, format, scales)
 }
