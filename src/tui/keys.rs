@@ -281,7 +281,7 @@ mod tests {
                 .collect()
         };
         let live = said(false);
-        assert!(live.contains(&"check the file again now"), "{live:?}");
+        assert!(live.contains(&Action::Rerun.describe()), "{live:?}");
         assert!(!live.contains(&"replay: pause or resume"), "{live:?}");
         let replay = said(true);
         assert!(replay.contains(&"replay: pause or resume"), "{replay:?}");
@@ -290,6 +290,7 @@ mod tests {
             Action::Sanitize,
             Action::RestoreBest,
             Action::CopyReproduce,
+            Action::FetchCuda,
         ] {
             assert!(!replay.contains(&missing.describe()), "{replay:?}");
         }
