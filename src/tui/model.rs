@@ -456,6 +456,11 @@ impl Model {
     /// file does not compile`), or `None` when one has run or may: the
     /// cases table then gives its rows to the errors.
     pub fn not_built(&self) -> Option<&'static str> {
+        // Without NVRTC nothing is compiled at all: the offer to fetch it
+        // (and a failed fetch's reason) gets the rows.
+        if self.nvrtc_missing.is_some() {
+            return Some("NVRTC is missing");
+        }
         let compile = self.compile()?.value;
         if compile.ok {
             return None;
