@@ -686,7 +686,7 @@ impl Run<'_> {
         match SideBuild::start(self.command, request, COMPILE_TIMEOUT).finish(&|| false) {
             SideBuildEnd::Built(mut built) => {
                 if built.ok {
-                    self.load_into_worker(&mut built);
+                    self.load_into_worker(&mut built, progress);
                 }
                 built
             }
@@ -816,7 +816,7 @@ impl Run<'_> {
             SideBuildEnd::Cancelled => return Err(CheckError::Superseded),
             SideBuildEnd::Built(mut optimized) => {
                 if optimized.ok {
-                    self.load_into_worker(&mut optimized);
+                    self.load_into_worker(&mut optimized, progress);
                 }
                 optimized
             }
@@ -843,7 +843,16 @@ impl Run<'_> {
     /// Loads an image built elsewhere into the live worker. A worker that is
     /// gone, or that cannot load it, is replaced when the next case starts
     /// (which loads the image again and reports what went wrong).
-    fn load_into_worker(&mut self, built: &mut CompileOutcome) {
+    ///
+    /// A link that dropped while the worker sat idle (the builder had a new
+    /// session of its own) is said as the link's, as a compile on the
+    /// worker would have said it, and the load is tried once more on a new
+    /// session.
+    fn load_into_worker(
+        &mut self,
+        built: &mut CompileOutcome,
+        progress: &mut impl FnMut(Progress),
+    ) {
         let load = Request::Load {
             lab: LabId::of(self.lab),
             image: built.image.clone(),
@@ -851,6 +860,15 @@ impl Run<'_> {
         };
         match self.ask(&load, COMPILE_TIMEOUT, loaded) {
             Ok(load_ms) => built.load_ms = Some(load_ms),
+            Err(Unanswered::Lost(failure)) if failure.is_transport() => {
+                progress(Progress::WorkerRestarted {
+                    reason: format!("the link dropped before the kernel was loaded: {failure}"),
+                });
+                if let Ok(handle) = spawn_reconnecting(self.command) {
+                    *self.worker = Some(handle);
+                    built.load_ms = self.ask(&load, COMPILE_TIMEOUT, loaded).ok();
+                }
+            }
             Err(_) => *self.worker = None,
         }
     }
