@@ -38,15 +38,18 @@ case $WALK in
 esac
 cp "$STARTER" "$WORK/$WATCHED"
 
+# shellcheck source=scripts/tmux-capture.sh
+. scripts/tmux-capture.sh
 checks_done() {
   [ -f "$HISTORY" ] && wc -l <"$HISTORY" || echo 0
 }
-# Waits (at most 90 s) until the history holds $1 checks, then captures the screen as $2.
+# Waits (at most 90 s) until the history holds $1 checks, then captures the
+# screen as $2 (at 120x40, 80x24 and 200x60).
 wait_and_capture() {
   local deadline=$((SECONDS + 90))
   while [ "$(checks_done)" -lt "$1" ] && [ $SECONDS -lt $deadline ]; do sleep 1; done
   sleep 1
-  tmux capture-pane -p -t ladder >"$OUT/screens/$2.txt"
+  capture_sizes ladder "$OUT/screens/$2"
 }
 save() { # kernel file: replaces the watched file the way editors that rename do
   cp "$1" "$WORK/$WATCHED.tmp" && mv "$WORK/$WATCHED.tmp" "$WORK/$WATCHED"

@@ -16,9 +16,11 @@ WORK=$(mktemp -d)
 cp kernels/flash-prefill/starter.cu "$WORK/prefill.cu"
 PRESENT=${PRESENT:-}
 
-capture() { # name, seconds to wait first
+# shellcheck source=scripts/tmux-capture.sh
+. scripts/tmux-capture.sh
+capture() { # name, seconds to wait first; at 120x40, 80x24 and 200x60
   sleep "$2"
-  tmux capture-pane -p -t fp >"$OUT/$1.txt"
+  capture_sizes fp "$OUT/$1"
 }
 save() { # a kernel file to save over the watched one
   cp "$REPO/$1" "$WORK/prefill.cu.tmp" && mv "$WORK/prefill.cu.tmp" "$WORK/prefill.cu"
@@ -58,4 +60,8 @@ for number, line in enumerate(open(sys.argv[1]), 1):
     print(f"save {number}: {'; '.join(tiers) or 'no counters'}")
 PY
 cat "$OUT/counters-per-save.txt"
-for f in "$OUT"/0*.txt; do echo "=== $f"; cat "$f"; done
+for f in "$OUT"/0*.txt; do
+  case $f in *-80x24.txt | *-200x60.txt) continue ;; esac
+  echo "=== $f"
+  cat "$f"
+done

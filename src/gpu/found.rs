@@ -34,8 +34,9 @@ use std::time::{Duration, Instant};
 pub const NVRTC_FIX: &str = crate::gpu::fetch::COMMAND;
 /// The same done by hand with pip, into the user's site-packages.
 pub const NVRTC_PIP: &str = "python3 -m pip install --user 'nvidia-cuda-nvrtc==13.0.*'";
-/// The same for the hardware counters.
-pub const CUPTI_FIX: &str = "python3 -m pip install --user 'nvidia-cuda-cupti==13.0.*'";
+/// The same for the hardware counters: the fetch installs CUPTI beside NVRTC.
+pub const CUPTI_FIX: &str =
+    "flashprof fetch-cuda (or: python3 -m pip install --user 'nvidia-cuda-cupti==13.0.*')";
 
 /// The variable naming NVRTC's folder (searched first; how a worker is told).
 pub const NVRTC_VARIABLE: &str = "FLASHPROF_CUDA_LIB";

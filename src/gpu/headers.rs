@@ -23,8 +23,10 @@ use std::sync::Arc;
 use super::found::{self, Context, Origin, Place, Refused, Searched};
 pub use crate::lab::source::CUDA_TYPE_HEADERS;
 
-/// The one step that gives a machine the headers (the 13.0 line, as NVRTC).
-pub const HEADERS_FIX: &str = "python3 -m pip install --user 'nvidia-cuda-runtime==13.0.96'";
+/// The one step that gives a machine the headers (the 13.0 line, as NVRTC):
+/// the fetch installs the runtime wheel that holds them beside NVRTC.
+pub const HEADERS_FIX: &str =
+    "flashprof fetch-cuda (or: python3 -m pip install --user 'nvidia-cuda-runtime==13.0.96')";
 
 /// The folder the caller found, handed to the worker so both use the same one.
 pub const INCLUDE_VARIABLE: &str = "FLASHPROF_CUDA_INCLUDE";
