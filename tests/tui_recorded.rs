@@ -3,20 +3,28 @@
 //! at each size the TUI is designed for. The snapshots show the layout with
 //! real figures and diagnoses, and the roofline at the top rung: every roof,
 //! the kernel at shared memory, L2 and DRAM, and the saves before it as a
-//! trail; docs/screens/ holds copies.
+//! trail. The other sessions recorded there (the walkthrough of
+//! scripts/gpu-tui-session.sh, the decode walk) are drawn the same way, save
+//! by save. docs/screens/ holds copies (scripts/refresh-screens.sh).
 
 mod tui_support;
 
-use tui_support::drive::screen;
+use crossterm::event::KeyCode;
+use flashprof::embedded::RecordedSession;
+use flashprof::tui::model::{Model, Overlay};
+use tui_support::drive::{key, screen};
 use tui_support::replay::paused_at;
 
-/// The recorded ladder as a paused replay at its `position`-th run.
-fn ladder_at(position: usize) -> flashprof::tui::model::Model {
+/// A recorded session as a paused replay at its `position`-th run.
+fn recorded_at(session: &RecordedSession, position: usize) -> Model {
     let dir = tempfile::tempdir().expect("temp folder");
-    let path = flashprof::embedded::LADDER
-        .unpack(dir.path())
-        .expect("unpack the recorded ladder");
+    let path = session.unpack(dir.path()).expect("unpack the recording");
     paused_at(&path, position)
+}
+
+/// The recorded ladder as a paused replay at its `position`-th run.
+fn ladder_at(position: usize) -> Model {
+    recorded_at(&flashprof::embedded::LADDER, position)
 }
 
 /// Where the top rung is in the recording: the starter, rungs 1-4, plain
@@ -232,5 +240,106 @@ fn the_roofline_keeps_its_axes_and_labels_its_decades_through_the_replay() {
         plots[0].fitted_axes(),
         plots[1].fitted_axes(),
         "a walk the axes must span"
+    );
+}
+
+/// The walkthrough recorded live on the H200 (scripts/gpu-tui-session.sh):
+/// each save, in the order saved, and the words its header must say.
+const WALKTHROUGH: [(&str, &str); 5] = [
+    ("starter", "PASS 14/14"),
+    ("compile_error", "COMPILE ERROR"),
+    ("missing_l_rescale", "FAIL"),
+    ("tile_edge", "FAIL"),
+    ("reference", "PASS 14/14"),
+];
+
+#[test]
+fn the_recorded_walkthrough_at_every_save_and_size() {
+    for (position, (name, said)) in WALKTHROUGH.into_iter().enumerate() {
+        let mut model = recorded_at(&flashprof::embedded::WALKTHROUGH, position);
+        for (width, height) in LECTURE_SIZES {
+            let text = screen(&model, width, height);
+            let header = text.lines().next().unwrap_or_default();
+            assert!(header.contains(said), "{name} at {width}x{height}: {text}");
+            insta::assert_snapshot!(format!("walkthrough_{name}_{width}x{height}"), text);
+        }
+        model.present = true;
+        insta::assert_snapshot!(
+            format!("walkthrough_{name}_present_120x40"),
+            screen(&model, 120, 40)
+        );
+    }
+}
+
+#[test]
+fn a_failing_case_of_the_recorded_walkthrough_opens_as_a_heatmap() {
+    // The keys the live session pressed: the next failing case, then open it.
+    let mut model = recorded_at(&flashprof::embedded::WALKTHROUGH, 2);
+    key(&mut model, KeyCode::Tab);
+    key(&mut model, KeyCode::Enter);
+    assert!(
+        matches!(model.overlay, Some(Overlay::Heatmap { .. })),
+        "{:?}",
+        model.overlay
+    );
+    let text = screen(&model, 120, 40);
+    insta::assert_snapshot!("walkthrough_missing_l_rescale_heatmap_120x40", text);
+}
+
+/// The decode walk recorded on the H200 (scripts/gpu-ladder-session.sh
+/// decode): the starter, its three steps, the reference, on the projector.
+const DECODE_WALK: [&str; 5] = [
+    "starter",
+    "coalesced_head",
+    "kv_group",
+    "split",
+    "reference",
+];
+
+#[test]
+fn the_recorded_decode_walk_on_the_projector_at_every_size() {
+    for (position, name) in DECODE_WALK.into_iter().enumerate() {
+        let mut model = recorded_at(&flashprof::embedded::DECODE_WALK, position);
+        model.present = true;
+        for (width, height) in LECTURE_SIZES {
+            let text = screen(&model, width, height);
+            let header = text.lines().next().unwrap_or_default();
+            assert!(
+                header.contains("PASS"),
+                "{name} at {width}x{height}: {text}"
+            );
+            insta::assert_snapshot!(format!("decode_walk_{name}_present_{width}x{height}"), text);
+        }
+    }
+}
+
+/// docs/screens/ shows the screens these tests draw: every copy
+/// scripts/refresh-screens.sh makes from the snapshots is the one there.
+#[test]
+fn the_screens_in_the_docs_are_the_current_snapshots() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let fresh = tempfile::tempdir().expect("temp folder");
+    let status = std::process::Command::new("bash")
+        .arg(root.join("scripts/refresh-screens.sh"))
+        .env("SCREENS_DIR", fresh.path())
+        .status()
+        .expect("run scripts/refresh-screens.sh");
+    assert!(status.success(), "{status}");
+    let mut stale = Vec::new();
+    let mut copies = 0;
+    for entry in std::fs::read_dir(fresh.path()).expect("list the copies") {
+        let path = entry.expect("an entry").path();
+        let name = path.file_name().expect("a name").to_owned();
+        let made = std::fs::read_to_string(&path).expect("read the copy");
+        let shown = std::fs::read_to_string(root.join("docs/screens").join(&name));
+        if shown.ok().as_deref() != Some(made.as_str()) {
+            stale.push(name.to_string_lossy().into_owned());
+        }
+        copies += 1;
+    }
+    assert!(copies > 30, "only {copies} copies made");
+    assert!(
+        stale.is_empty(),
+        "run scripts/refresh-screens.sh: stale or missing {stale:?}"
     );
 }

@@ -148,7 +148,9 @@ fn checked(args: &CheckArgs, context: &mut ErrorContext) -> Result<ExitCode, Ref
         if show_progress_line {
             eprint!("\r\x1b[2K");
         }
-        let reproduce = args.options().reproduce(&args.file, plan.lab);
+        let reproduce = args
+            .remote
+            .reproduce_on(args.options().reproduce(&args.file, plan.lab));
         let table = render_table(&report, Some(&reproduce.for_seed(plan.seed)));
         if wants_colour() {
             print!("{}", coloured(&table));

@@ -7,6 +7,7 @@ use super::refusal::Refusal;
 use super::ExitCode;
 use crate::app::remote::{remote_flashprof, Remote};
 use crate::app::worker_handle::WorkerCommand;
+use crate::report::ReproduceCommand;
 
 #[derive(Args, Debug, Clone, Default)]
 pub struct RemoteArgs {
@@ -31,6 +32,20 @@ impl RemoteArgs {
         self.gpu_host.is_some() || self.gpu_slurm.is_some()
     }
 
+    /// `command` with these flags, so a check that ran on a node reruns there.
+    pub fn reproduce_on(&self, mut command: ReproduceCommand) -> ReproduceCommand {
+        for (flag, value) in [
+            ("--gpu-host", &self.gpu_host),
+            ("--gpu-host-flashprof", &self.gpu_host_flashprof),
+            ("--gpu-slurm", &self.gpu_slurm),
+        ] {
+            if let Some(value) = value {
+                command = command.with(flag, Some(value));
+            }
+        }
+        command
+    }
+
     /// The worker command for these flags, or `local` when none was given.
     pub fn apply(&self, local: WorkerCommand) -> Result<WorkerCommand, Refusal> {
         let flashprof = remote_flashprof(self.gpu_host_flashprof.as_deref());
@@ -42,5 +57,40 @@ impl RemoteArgs {
         remote
             .map(|remote| WorkerCommand::remote(remote, &flashprof))
             .map_err(|e| Refusal::new(ExitCode::Usage, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reproduce_command_keeps_where_the_worker_ran() {
+        let on_node = RemoteArgs {
+            gpu_host: Some("ta@gpu-node".into()),
+            gpu_host_flashprof: Some("/opt/flashprof bin/flashprof".into()),
+            gpu_slurm: None,
+        };
+        let command = on_node.reproduce_on(ReproduceCommand::new("k.cu", "paged-decode"));
+        assert_eq!(
+            command.for_seed(7),
+            "flashprof check k.cu --lab paged-decode --gpu-host ta@gpu-node \
+             --gpu-host-flashprof '/opt/flashprof bin/flashprof' --seed 7"
+        );
+        let in_slurm = RemoteArgs {
+            gpu_slurm: Some("--gres=gpu:1 -p gpu".into()),
+            ..RemoteArgs::default()
+        };
+        let command = in_slurm.reproduce_on(ReproduceCommand::new("k.cu", "flash-prefill"));
+        assert_eq!(
+            command.for_seed(1),
+            "flashprof check k.cu --lab flash-prefill --gpu-slurm '--gres=gpu:1 -p gpu' --seed 1"
+        );
+        let here =
+            RemoteArgs::default().reproduce_on(ReproduceCommand::new("k.cu", "flash-prefill"));
+        assert_eq!(
+            here.for_seed(1),
+            "flashprof check k.cu --lab flash-prefill --seed 1"
+        );
     }
 }

@@ -103,7 +103,7 @@ pub fn run(args: TuiArgs) -> Result<ExitCode, Refusal> {
         plan: options
             .plan(lab)?
             .of_source(file.display().to_string(), String::new()),
-        reproduce: options.reproduce(&file, lab),
+        reproduce: args.remote.reproduce_on(options.reproduce(&file, lab)),
         file,
         command,
         present: args.present,

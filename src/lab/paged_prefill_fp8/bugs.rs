@@ -112,11 +112,54 @@ pub fn worst_miss(out: &[f64], reference: &[f64], scales: &[f64]) -> f64 {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::OnceLock;
+
     use super::*;
-    use crate::lab::paged_prefill_fp8::cases::embedded_cases;
+    use crate::lab::paged_prefill_fp8::cases::{embedded_cases, CaseSpec};
     use crate::lab::paged_prefill_fp8::passes;
 
     const SEEDS: [u64; 3] = [1, 0x5eed_2026, 77];
+
+    /// One generated case with its float64 reference, shared by every test
+    /// here (the oracle depends on the case and the seed, not on the bug).
+    struct Referenced {
+        case: CaseSpec,
+        inputs: Inputs,
+        reference: Vec<f64>,
+        scales: Vec<f64>,
+    }
+
+    /// Every shipped case under `seed`, with its reference, made once.
+    fn referenced(seed: u64) -> &'static [Referenced] {
+        static MADE: OnceLock<Vec<(u64, Vec<Referenced>)>> = OnceLock::new();
+        let made = MADE.get_or_init(|| {
+            SEEDS
+                .iter()
+                .map(|&seed| {
+                    let cases = embedded_cases()
+                        .into_iter()
+                        .map(|case| {
+                            let inputs = case.generate(seed).unwrap();
+                            let reference = oracle::attention(&inputs);
+                            let scales = oracle::value_scales(&inputs);
+                            Referenced {
+                                case,
+                                inputs,
+                                reference,
+                                scales,
+                            }
+                        })
+                        .collect();
+                    (seed, cases)
+                })
+                .collect()
+        });
+        &made
+            .iter()
+            .find(|(s, _)| *s == seed)
+            .expect("one of SEEDS")
+            .1
+    }
 
     /// The cases each bug's model fails, per seed, with the least miss
     /// factor among them; panics on a case failed by less than [`MIN_MISS`]
@@ -124,12 +167,10 @@ mod tests {
     fn failing_cases(bug: Bug, seed: u64) -> (Vec<String>, f64) {
         let mut failed = Vec::new();
         let mut least = f64::INFINITY;
-        for case in embedded_cases() {
-            let inputs = case.generate(seed).unwrap();
-            let reference = oracle::attention(&inputs);
-            let scales = oracle::value_scales(&inputs);
-            let worst = worst_miss(&model(&inputs, bug), &reference, &scales);
-            let family = bug.family(&inputs, !case.plant.is_empty());
+        for made in referenced(seed) {
+            let (case, inputs) = (&made.case, &made.inputs);
+            let worst = worst_miss(&model(inputs, bug), &made.reference, &made.scales);
+            let family = bug.family(inputs, !case.plant.is_empty());
             if worst > 1.0 {
                 assert!(
                     worst >= MIN_MISS,
@@ -205,17 +246,15 @@ mod tests {
         let mut report = String::new();
         let mut wrong = Vec::new();
         for seed in SEEDS {
-            for case in embedded_cases() {
-                let inputs = case.generate(seed).unwrap();
-                let reference = oracle::attention(&inputs);
-                let scales = oracle::value_scales(&inputs);
+            for made in referenced(seed) {
+                let (case, reference) = (&made.case, &made.reference);
                 assert!(
                     reference.iter().all(|r| passes(*r, *r, 1.0)),
                     "{}",
                     case.name
                 );
-                let seed_like = oracle::evaluate(&inputs, Model::SeedLike);
-                let worst = worst_miss(&seed_like, &reference, &scales);
+                let seed_like = oracle::evaluate(&made.inputs, Model::SeedLike);
+                let worst = worst_miss(&seed_like, reference, &made.scales);
                 if worst >= 0.5 {
                     wrong.push(format!(
                         "seed {seed}: {} uses {worst:.3} of the tolerance",

@@ -187,6 +187,8 @@ fn problem_of(batch: &Batch) -> Problem {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::OnceLock;
+
     use super::bugs::Bug;
     use super::*;
     use crate::grade::compare::{compare_scaled, Comparison, POISON_BITS};
@@ -314,23 +316,46 @@ mod tests {
         testing::diagnosed(PAGED_PREFILL_FP8, data, out, &Integrity::default())
     }
 
+    /// A case's name, its comparison with the oracle and its diagnosis.
+    type Diagnosed = (String, Comparison, Diagnosis);
+
+    /// Each planted bug's CPU model run on every shipped case (seed 5), compared
+    /// and diagnosed as the grader does: made once for the tests that read it.
+    fn every_bug_diagnosed() -> &'static [(Bug, Vec<Diagnosed>)] {
+        static MADE: OnceLock<Vec<(Bug, Vec<Diagnosed>)>> = OnceLock::new();
+        MADE.get_or_init(|| {
+            let all: Vec<(String, CaseData)> = embedded()
+                .into_iter()
+                .map(|c| {
+                    let data = PAGED_PREFILL_FP8.generate(&c, 5).expect("generates");
+                    (c.name, data)
+                })
+                .collect();
+            Bug::ALL
+                .into_iter()
+                .map(|bug| {
+                    let ran = all
+                        .iter()
+                        .map(|(name, data)| {
+                            let (comparison, said) = diagnosed(data, &kernel_output(data, bug));
+                            (name.clone(), comparison, said)
+                        })
+                        .collect();
+                    (bug, ran)
+                })
+                .collect()
+        })
+    }
+
     #[test]
     fn each_planted_bug_is_named_by_its_diagnosis() {
         // Where two bugs' models write the same output on a case (both read
         // only NaN bytes, say), either name is right; each bug is named on
         // most of the cases it fails.
-        let all: Vec<(String, CaseData)> = embedded()
-            .into_iter()
-            .map(|c| {
-                let data = PAGED_PREFILL_FP8.generate(&c, 5).expect("generates");
-                (c.name, data)
-            })
-            .collect();
-        for bug in Bug::ALL {
+        for (bug, ran) in every_bug_diagnosed() {
             let mut named = Vec::new();
             let mut failed = 0;
-            for (name, data) in &all {
-                let (comparison, said) = diagnosed(data, &kernel_output(data, bug));
+            for (name, comparison, said) in ran {
                 if comparison.passed {
                     continue;
                 }
@@ -355,23 +380,11 @@ mod tests {
         assert!(said.line.starts_with("E4M3 bytes decoded as E5M2"), "{said:?}");
     }
 
-    /// The check's one line when every shipped case runs `bug`'s CPU model.
-    fn verdict_for(bug: Bug) -> String {
-        let ran: Vec<(String, Comparison, Diagnosis)> = embedded()
-            .into_iter()
-            .map(|case| {
-                let data = PAGED_PREFILL_FP8.generate(&case, 3).expect("generates");
-                let (comparison, said) = diagnosed(&data, &kernel_output(&data, bug));
-                (case.name, comparison, said)
-            })
-            .collect();
-        testing::verdict_of(PAGED_PREFILL_FP8, &ran)
-    }
-
     #[test]
     fn the_verdict_names_each_planted_bug() {
-        for bug in Bug::ALL {
-            let line = verdict_for(bug);
+        // The check's one line when every shipped case runs the bug's CPU model.
+        for (bug, ran) in every_bug_diagnosed() {
+            let line = testing::verdict_of(PAGED_PREFILL_FP8, ran);
             assert!(line.starts_with(bug.defect()), "{bug:?}: {line}");
         }
     }

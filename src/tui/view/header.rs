@@ -94,8 +94,8 @@ fn activity(model: &Model) -> Vec<Span<'static>> {
 }
 
 /// What a lecture calls a replayed kernel: the first line of its leading
-/// comment (a ladder rung's says which rung and what it adds), else the
-/// file's name. The text is the student's, so it is shown made harmless.
+/// comment that is not meant for flashprof (a ladder rung's says which rung
+/// and what it adds, a planted bug's what is wrong), else the file's name. The text is the student's, so it is shown made harmless.
 fn kernel_name(source: &str, file_label: &str) -> String {
     let first_words = source
         .lines()
@@ -109,7 +109,13 @@ fn kernel_name(source: &str, file_label: &str) -> String {
                 .trim_end_matches("*/")
                 .trim()
         })
-        .find(|words| !words.is_empty());
+        // Lines for flashprof (a planted bug's expected failures, the launch
+        // geometry) say nothing a lecture hall reads.
+        .find(|words| {
+            !words.is_empty()
+                && !words.starts_with("flashprof-expect:")
+                && !words.starts_with("@flashprof")
+        });
     match first_words {
         Some(words) => line_for_display(words).into_owned(),
         None => file_label.to_owned(),
@@ -220,6 +226,11 @@ mod tests {
         assert_eq!(
             kernel_name("__global__ void k() {}", "prefill.cu"),
             "prefill.cu"
+        );
+        let planted = "// flashprof-expect: tile-edge fail\n// @flashprof threads=64\n// Bug: the last tile is skipped.\n";
+        assert_eq!(
+            kernel_name(planted, "prefill.cu"),
+            "Bug: the last tile is skipped."
         );
         // A student's comment reaches the terminal only made harmless.
         let hostile = "// rung \u{1b}[2J\u{202e}one\n";

@@ -252,22 +252,35 @@ fn caption(plot: &RooflinePlot, unit: RateUnit, width: u16, theme: Theme) -> Lin
         };
         parts.push(Span::styled(marks, theme.stale()));
     }
-    parts.push(Span::styled(
-        format!("flop/B →, {} ↑", unit.name),
-        theme.stale(),
-    ));
     let mut line = Line::default();
     let mut left = usize::from(width);
-    for part in parts {
+    let mut add = |line: &mut Line<'static>, part: Span<'static>| {
         let needed = part.width() + usize::from(!line.spans.is_empty());
         if needed > left {
-            break;
+            return false;
         }
         if !line.spans.is_empty() {
             line.push_span(Span::raw(" "));
         }
         left -= needed;
         line.push_span(part);
+        true
+    };
+    for part in parts {
+        if !add(&mut line, part) {
+            break;
+        }
+    }
+    // The axes' units, shortened to the rate's where both do not fit: the
+    // decade labels are bare numbers.
+    let units = [
+        format!("flop/B →, {} ↑", unit.name),
+        format!("{} ↑", unit.name),
+    ];
+    for words in units {
+        if add(&mut line, Span::styled(words, theme.stale())) {
+            break;
+        }
     }
     line
 }
@@ -768,9 +781,11 @@ mod tests {
             text(&p, 80),
             "kernel ◆L2 ○starter save 1 flop/B →, TFLOP/s ↑"
         );
+        assert_eq!(text(&p, 40), "kernel ◆L2 ○starter save 1 TFLOP/s ↑");
         assert_eq!(text(&p, 30), "kernel ◆L2 ○starter save 1");
         p.points.remove(0);
-        assert_eq!(text(&p, 30), "kernel ◆L2 ○starter");
+        assert_eq!(text(&p, 30), "kernel ◆L2 ○starter TFLOP/s ↑");
+        assert_eq!(text(&p, 24), "kernel ◆L2 ○starter");
     }
 
     /// `plot` drawn at `width` x `height`, one string a row.
