@@ -134,6 +134,42 @@ fn every_compile_error_is_reachable_by_scrolling_the_compile_panel() {
 }
 
 #[test]
+fn the_warnings_of_a_file_that_builds_scroll_with_the_bracket_keys() {
+    use flashprof::facts::diagnostics::{Diagnostic, Severity};
+    let mut model = fresh();
+    let mut report = all_pass(1.5, 40);
+    let like = many_errors_report(1).compile.diagnostics[0].clone();
+    report.compile.diagnostics = (0..12)
+        .map(|i| Diagnostic {
+            severity: Severity::Warning,
+            line: 19 + i,
+            message: format!("variable \"unused{i}\" was declared but never referenced"),
+            ..like.clone()
+        })
+        .collect();
+    complete(&mut model, "v1", report);
+    model.width = 80;
+    model.height = 24;
+    let top = screen(&model, 80, 24);
+    assert!(top.contains("unused0\""), "{top}");
+    assert!(!top.contains("unused11\""), "{top}");
+    assert!(top.contains(": [ ] scroll"), "{top}");
+    // The arrows keep selecting cases; the brackets move the messages.
+    key(&mut model, KeyCode::Down);
+    assert_eq!((model.selected, model.compile_scroll), (1, 0));
+    for _ in 0..100 {
+        key(&mut model, KeyCode::Char(']'));
+    }
+    let end = screen(&model, 80, 24);
+    assert!(end.contains("unused11\" was declared"), "{end}");
+    assert_eq!(model.selected, 1);
+    let bottom = model.compile_scroll;
+    assert!(bottom > 0);
+    key(&mut model, KeyCode::Char('['));
+    assert_eq!(model.compile_scroll, bottom - 1);
+}
+
+#[test]
 fn running_with_the_previous_result_marked_stale() {
     let mut model = fresh();
     complete(&mut model, "v1", all_pass(1.5, 40));

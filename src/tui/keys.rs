@@ -20,6 +20,8 @@ pub enum Action {
     First,
     Last,
     NextFailing,
+    MessagesUp,
+    MessagesDown,
     Open,
     Close,
     History,
@@ -45,7 +47,7 @@ enum Mode {
 
 impl Action {
     /// Every action, in the order the help lists them.
-    pub const ALL: [Action; 23] = [
+    pub const ALL: [Action; 25] = [
         Action::Quit,
         Action::Rerun,
         Action::Help,
@@ -56,6 +58,8 @@ impl Action {
         Action::First,
         Action::Last,
         Action::NextFailing,
+        Action::MessagesUp,
+        Action::MessagesDown,
         Action::Open,
         Action::Close,
         Action::Counters,
@@ -83,6 +87,8 @@ impl Action {
             Action::First => "to the first case, error, run or line",
             Action::Last => "to the last case, error, run or line",
             Action::NextFailing => "jump to the next case that did not pass",
+            Action::MessagesUp => "scroll up the compiler's messages, warnings too",
+            Action::MessagesDown => "scroll down the compiler's messages, warnings too",
             Action::Open => "heatmap of the selected case; in history, diff that run",
             Action::Close => "close the overlay",
             Action::Counters => "every counter line whole, and the roofline plot large",
@@ -169,6 +175,8 @@ const BINDINGS: &[Binding<Action>] = &[
     key(KeyCode::End, Action::Last),
     key(KeyCode::Char('G'), Action::Last),
     key(KeyCode::Tab, Action::NextFailing),
+    key(KeyCode::Char('['), Action::MessagesUp),
+    key(KeyCode::Char(']'), Action::MessagesDown),
     key(KeyCode::Enter, Action::Open),
     key(KeyCode::Esc, Action::Close),
     key(KeyCode::Char('c'), Action::Counters),

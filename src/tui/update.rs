@@ -391,6 +391,7 @@ fn on_panel_key(model: &mut Model, action: Action) -> Vec<Effect> {
         | Action::First
         | Action::Last => move_in_panels(model, action),
         Action::CopyReproduce if model.replay.is_none() => return copy_reproduce(model),
+        Action::MessagesUp | Action::MessagesDown => scroll_messages(model, action),
         Action::NextFailing => {
             if let Some(next) = model.next_failing(model.selected) {
                 model.selected = next;
@@ -447,6 +448,19 @@ fn move_in_panels(model: &mut Model, action: Action) {
         let last = model.cases.len().saturating_sub(1);
         model.selected = moved(model.selected, action, visible_case_rows(areas.cases), last);
     }
+}
+
+/// `[` and `]` scroll the compile panel a row whether or not the file builds,
+/// so the warnings of a file that compiles can be read to their end too.
+fn scroll_messages(model: &mut Model, action: Action) {
+    let areas = Areas::for_model(model, model.width, model.height);
+    let last = compile_scroll_limit(model, &areas);
+    let step = if action == Action::MessagesUp {
+        Action::Up
+    } else {
+        Action::Down
+    };
+    model.compile_scroll = moved(model.compile_scroll, step, 1, last);
 }
 
 /// Whether `action` moves through a list.

@@ -37,10 +37,10 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
     let scroll = model.compile_scroll.min(total.saturating_sub(shown));
     let mut block = panel(&title(model), stale, theme);
     if total > shown {
-        // The keys scroll here only while no case can be selected.
+        // The arrows scroll here only while no case can be selected; `[` `]` always do.
         let keys = match model.not_built() {
             Some(_) => ": ↑↓ PgUp PgDn Home End scroll",
-            None => "",
+            None => ": [ ] scroll",
         };
         block = block.title_bottom(format!(
             " rows {}-{} of {total}{keys} ",
