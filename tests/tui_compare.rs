@@ -269,3 +269,20 @@ fn help_lists_every_key() {
         assert!(small.contains(keys), "{keys} missing:\n{small}");
     }
 }
+
+#[test]
+fn a_deleted_file_is_said_on_its_side_until_it_is_saved_again() {
+    let mut model = compared(all_pass(1.0, 40), all_pass(1.0, 40));
+    assert!(update(&mut model, CompareMsg::FileGone { column: Column::B }).is_empty());
+    let text = screen(&model, 120, 40);
+    let said: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("deleted; waiting for it to come back"))
+        .collect();
+    assert_eq!(said.len(), 1, "{text}");
+    assert!(said[0].contains(" B: "), "{text}");
+    // The last comparison stays; the next save compares again and clears it.
+    assert!(model.last.is_some());
+    assert!(started(&save(&mut model, Column::B, "b v2")).is_some());
+    assert!(!screen(&model, 120, 40).contains("deleted;"));
+}

@@ -77,6 +77,8 @@ pub struct CompareModel {
     pub cases: Vec<CaseRow>,
     /// The newest text of each file; a comparison waits for both.
     pub sources: Pair<Option<String>>,
+    /// Which files are deleted (or moved away) until their next save.
+    pub gone: Pair<bool>,
     pub gpu: Option<Result<DeviceInfo, GpuProblem>>,
     pub live: Option<LiveComparison>,
     /// A save (or `r`) arrived while a comparison ran: one more runs after
@@ -98,6 +100,7 @@ impl CompareModel {
             height: 24,
             cases,
             sources: Pair::default(),
+            gone: Pair::default(),
             gpu: None,
             live: None,
             rerun_waiting: false,

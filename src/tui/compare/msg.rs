@@ -20,6 +20,10 @@ pub enum CompareMsg {
         column: Column,
         bytes: Vec<u8>,
     },
+    /// One of the watched files was deleted or moved away.
+    FileGone {
+        column: Column,
+    },
     /// A step of one side's check within comparison `run`.
     Progress {
         run: RunId,

@@ -82,11 +82,10 @@ pub fn run_compare(setup: CompareSetup) -> anyhow::Result<()> {
     result
 }
 
-/// A save of one file as a message; a file deleted meanwhile keeps its last
-/// text on screen, and the comparison waits for its next save.
+/// A save of one file, or its deletion, as a message.
 fn saved(column: Column, change: Watched) -> Option<CompareMsg> {
     match change {
         Watched::Content(bytes) => Some(CompareMsg::FileChanged { column, bytes }),
-        Watched::Gone => None,
+        Watched::Gone => Some(CompareMsg::FileGone { column }),
     }
 }

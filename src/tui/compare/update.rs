@@ -25,6 +25,11 @@ pub fn update(model: &mut CompareModel, msg: CompareMsg) -> Vec<CompareEffect> {
             Vec::new()
         }
         CompareMsg::FileChanged { column, bytes } => on_file_changed(model, column, bytes),
+        // The last comparison stays on screen; the next save compares again.
+        CompareMsg::FileGone { column } => {
+            *model.gone.get_mut(column) = true;
+            Vec::new()
+        }
         CompareMsg::Progress {
             run,
             column,
@@ -38,6 +43,7 @@ pub fn update(model: &mut CompareModel, msg: CompareMsg) -> Vec<CompareEffect> {
 }
 
 fn on_file_changed(model: &mut CompareModel, column: Column, bytes: Vec<u8>) -> Vec<CompareEffect> {
+    *model.gone.get_mut(column) = false;
     match String::from_utf8(bytes) {
         Ok(text) => {
             *model.sources.get_mut(column) = Some(text);

@@ -177,6 +177,12 @@ fn draw_side(frame: &mut Frame, area: Rect, model: &CompareModel, column: Column
         format!(" {}: {} ", column.letter(), model.files.get(column)),
         theme.accent(),
     )];
+    if *model.gone.get(column) {
+        title.push(Span::styled(
+            "deleted; waiting for it to come back ",
+            theme.warn(),
+        ));
+    }
     let report = model.last.as_ref().map(|last| last.reports.get(column));
     let lines = match report {
         Some(report) => {
