@@ -7,6 +7,7 @@
 //! only itself: the worker is replaced, the compiled image reloaded, and the
 //! remaining cases carry on.
 
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use super::peaks_cache;
@@ -28,8 +29,41 @@ use crate::protocol::{
 
 /// How long a worker may take to start (CUDA initialisation included).
 const WORKER_START_TIMEOUT: Duration = Duration::from_secs(60);
-/// How long NVRTC may take on one file.
-const COMPILE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long loading a built image into the worker may take (a module load
+/// takes milliseconds; a dead link or driver is what this catches).
+const LOAD_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long NVRTC may take on one file unless [`COMPILE_TIMEOUT_ENV`] says.
+const DEFAULT_COMPILE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Seconds a compile may take: a grading host slower (or a class's kernels
+/// larger) than this default wants more, a test of the limit less.
+pub const COMPILE_TIMEOUT_ENV: &str = "FLASHPROF_COMPILE_TIMEOUT_S";
+
+/// The compile time limit this process's environment asks for, read once.
+fn compile_timeout() -> Duration {
+    static LIMIT: OnceLock<Duration> = OnceLock::new();
+    *LIMIT.get_or_init(|| compile_timeout_from(std::env::var_os(COMPILE_TIMEOUT_ENV)))
+}
+
+/// The limit `text` (the variable's value) asks for; a value that is not a
+/// whole number of seconds from 1 to 3600 is said on stderr and the default
+/// holds, so a typo never lifts the limit.
+fn compile_timeout_from(text: Option<std::ffi::OsString>) -> Duration {
+    let Some(text) = text else {
+        return DEFAULT_COMPILE_TIMEOUT;
+    };
+    match text.to_str().and_then(|t| t.trim().parse::<u64>().ok()) {
+        Some(seconds @ 1..=3600) => Duration::from_secs(seconds),
+        _ => {
+            eprintln!(
+                "flashprof: {COMPILE_TIMEOUT_ENV} must be a whole number of seconds from 1 to 3600, \
+                 found `{}`; using {}",
+                crate::display::line_for_display(&text.to_string_lossy()),
+                DEFAULT_COMPILE_TIMEOUT.as_secs()
+            );
+            DEFAULT_COMPILE_TIMEOUT
+        }
+    }
+}
 /// The waits before each new attempt to reach a remote worker whose link
 /// dropped (docs/REMOTE.md): a blip of a few seconds costs no case.
 const RECONNECT_BACKOFF: [Duration; 3] = [
@@ -683,7 +717,7 @@ impl Run<'_> {
             return self.compile_in_worker(plan, build, target_arch, progress);
         };
         let request = compile_request(plan, build, Some(arch));
-        match SideBuild::start(self.command, request, COMPILE_TIMEOUT).finish(&|| false) {
+        match SideBuild::start(self.command, request, compile_timeout()).finish(&|| false) {
             SideBuildEnd::Built(mut built) => {
                 if built.ok {
                     self.load_into_worker(&mut built, progress);
@@ -716,7 +750,7 @@ impl Run<'_> {
             Event::Compiled(outcome) => Ok(outcome),
             other => Err(Box::new(other)),
         };
-        match self.ask(&request, COMPILE_TIMEOUT, compiled) {
+        match self.ask(&request, compile_timeout(), compiled) {
             Ok(outcome) => outcome,
             Err(Unanswered::Lost(failure)) if failure.compile_over_limit(memory_mb).is_some() => {
                 CompileOutcome::failed(failure.compile_over_limit(memory_mb))
@@ -729,7 +763,7 @@ impl Run<'_> {
                 match spawn_reconnecting(self.command) {
                     Ok(handle) => {
                         *self.worker = Some(handle);
-                        self.ask(&request, COMPILE_TIMEOUT, compiled)
+                        self.ask(&request, compile_timeout(), compiled)
                             .unwrap_or_else(|unanswered| {
                                 compiler_failed(unanswered.message(
                                     "unexpected answer to compile",
@@ -763,7 +797,7 @@ impl Run<'_> {
         let mut side = SideBuild::start(
             self.command,
             compile_request(plan, Build::Optimized, Some(arch.to_owned())),
-            COMPILE_TIMEOUT,
+            compile_timeout(),
         );
         let quick = self.compile(plan, Build::Quick(build), None, progress);
         progress(Progress::QuickBuilt(quick.clone()));
@@ -858,7 +892,7 @@ impl Run<'_> {
             image: built.image.clone(),
             geometry: built.geometry.unwrap_or(self.geometry),
         };
-        match self.ask(&load, COMPILE_TIMEOUT, loaded) {
+        match self.ask(&load, LOAD_TIMEOUT, loaded) {
             Ok(load_ms) => built.load_ms = Some(load_ms),
             Err(Unanswered::Lost(failure)) if failure.is_transport() => {
                 progress(Progress::WorkerRestarted {
@@ -866,7 +900,7 @@ impl Run<'_> {
                 });
                 if let Ok(handle) = spawn_reconnecting(self.command) {
                     *self.worker = Some(handle);
-                    built.load_ms = self.ask(&load, COMPILE_TIMEOUT, loaded).ok();
+                    built.load_ms = self.ask(&load, LOAD_TIMEOUT, loaded).ok();
                 }
             }
             Err(_) => *self.worker = None,
@@ -900,7 +934,7 @@ impl Run<'_> {
             image: self.image.clone(),
             geometry: self.geometry,
         };
-        if let Err(unanswered) = self.ask(&load, COMPILE_TIMEOUT, loaded) {
+        if let Err(unanswered) = self.ask(&load, LOAD_TIMEOUT, loaded) {
             *self.worker = None;
             return Err(format!(
                 "the restarted worker could not load the kernel: {unanswered}"
@@ -1044,5 +1078,21 @@ impl Run<'_> {
             .map_err(|unanswered| {
                 unanswered.message("unexpected answer to timing", Some("timing failed"))
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_compile_limit_is_a_minute_unless_a_sane_number_of_seconds_is_asked_for() {
+        let asked = |text: &str| compile_timeout_from(Some(text.into()));
+        assert_eq!(compile_timeout_from(None), Duration::from_secs(60));
+        assert_eq!(asked("5"), Duration::from_secs(5));
+        assert_eq!(asked(" 600 "), Duration::from_secs(600));
+        for typo in ["0", "-5", "1e9", "3601", "five", ""] {
+            assert_eq!(asked(typo), DEFAULT_COMPILE_TIMEOUT, "{typo}");
+        }
     }
 }
