@@ -64,6 +64,7 @@ fn compile_timeout_from(text: Option<std::ffi::OsString>) -> Duration {
         }
     }
 }
+
 /// The waits before each new attempt to reach a remote worker whose link
 /// dropped (docs/REMOTE.md): a blip of a few seconds costs no case.
 const RECONNECT_BACKOFF: [Duration; 3] = [

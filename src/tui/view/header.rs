@@ -95,7 +95,8 @@ fn activity(model: &Model) -> Vec<Span<'static>> {
 
 /// What a lecture calls a replayed kernel: the first line of its leading
 /// comment that is not meant for flashprof (a ladder rung's says which rung
-/// and what it adds, a planted bug's what is wrong), else the file's name. The text is the student's, so it is shown made harmless.
+/// and what it adds, a planted bug's what is wrong), else the file's name.
+/// The text is the student's, so it is shown made harmless.
 fn kernel_name(source: &str, file_label: &str) -> String {
     let first_words = source
         .lines()
