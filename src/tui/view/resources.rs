@@ -24,7 +24,7 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
     let outcome = shown.map(|s| s.value);
     let lines = match outcome.and_then(|o| Some((o.resources.as_ref()?, o.geometry?, o.occupancy?)))
     {
-        None => vec![Line::raw("after a successful compile")],
+        None => vec![Line::raw("once the file compiles")],
         Some((usage, geometry, occupancy)) => {
             let before = model.previous_resources.as_ref();
             let occupancy_line = match occupancy.limiter {
