@@ -26,6 +26,7 @@ use crate::protocol::{
     CaseOutcome, CaseStatus, CompileOutcome, CompileProblem, CompileProblemKind, CounterTier,
     CountersUnavailableReport, Event, LabId, Request, TimingConfig, TimingOutcome,
 };
+use crate::worker::sandbox::limit_from;
 
 /// How long a worker may take to start (CUDA initialisation included).
 const WORKER_START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -41,28 +42,19 @@ pub const COMPILE_TIMEOUT_ENV: &str = "FLASHPROF_COMPILE_TIMEOUT_S";
 /// The compile time limit this process's environment asks for, read once.
 fn compile_timeout() -> Duration {
     static LIMIT: OnceLock<Duration> = OnceLock::new();
-    *LIMIT.get_or_init(|| compile_timeout_from(std::env::var_os(COMPILE_TIMEOUT_ENV)))
+    *LIMIT.get_or_init(|| compile_timeout_from(std::env::var_os(COMPILE_TIMEOUT_ENV).as_deref()))
 }
 
-/// The limit `text` (the variable's value) asks for; a value that is not a
-/// whole number of seconds from 1 to 3600 is said on stderr and the default
-/// holds, so a typo never lifts the limit.
-fn compile_timeout_from(text: Option<std::ffi::OsString>) -> Duration {
-    let Some(text) = text else {
-        return DEFAULT_COMPILE_TIMEOUT;
-    };
-    match text.to_str().and_then(|t| t.trim().parse::<u64>().ok()) {
-        Some(seconds @ 1..=3600) => Duration::from_secs(seconds),
-        _ => {
-            eprintln!(
-                "flashprof: {COMPILE_TIMEOUT_ENV} must be a whole number of seconds from 1 to 3600, \
-                 found `{}`; using {}",
-                crate::display::line_for_display(&text.to_string_lossy()),
-                DEFAULT_COMPILE_TIMEOUT.as_secs()
-            );
-            DEFAULT_COMPILE_TIMEOUT
-        }
-    }
+/// The limit `text` (the variable's value) asks for: a typo keeps the
+/// default and says so.
+fn compile_timeout_from(text: Option<&std::ffi::OsStr>) -> Duration {
+    Duration::from_secs(limit_from(
+        COMPILE_TIMEOUT_ENV,
+        text,
+        "a whole number of seconds from 1 to 3600",
+        1..=3600,
+        DEFAULT_COMPILE_TIMEOUT.as_secs(),
+    ))
 }
 
 /// The waits before each new attempt to reach a remote worker whose link
@@ -1088,7 +1080,7 @@ mod tests {
 
     #[test]
     fn the_compile_limit_is_a_minute_unless_a_sane_number_of_seconds_is_asked_for() {
-        let asked = |text: &str| compile_timeout_from(Some(text.into()));
+        let asked = |text: &str| compile_timeout_from(Some(text.as_ref()));
         assert_eq!(compile_timeout_from(None), Duration::from_secs(60));
         assert_eq!(asked("5"), Duration::from_secs(5));
         assert_eq!(asked(" 600 "), Duration::from_secs(600));

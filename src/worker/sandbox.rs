@@ -20,6 +20,8 @@
 //! `FLASHPROF_NO_SANDBOX=1` turns it off for debugging, and says so loudly.
 #![allow(unsafe_code)]
 
+use std::ffi::OsStr;
+use std::ops::RangeInclusive;
 use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
 
@@ -394,22 +396,39 @@ fn nvidia_devices() -> Vec<PathBuf> {
 }
 
 /// The compile memory limit this process's environment asks for, in MiB;
-/// a value that is not a number of at least 256 (below that NVRTC cannot
-/// load its builtins) is said on stderr and the default holds, so a typo
-/// never lifts the limit.
+/// below 256 NVRTC cannot load its builtins.
 pub fn compile_memory_mb() -> u64 {
-    let Some(text) = std::env::var_os(COMPILE_MEMORY_ENV) else {
-        return DEFAULT_COMPILE_MEMORY_MB;
+    limit_from(
+        COMPILE_MEMORY_ENV,
+        std::env::var_os(COMPILE_MEMORY_ENV).as_deref(),
+        "a number of MiB of at least 256",
+        256..=u64::MAX,
+        DEFAULT_COMPILE_MEMORY_MB,
+    )
+}
+
+/// A limit on students' compiles that `variable` (the TA's environment)
+/// sets to `text`: the number when it is in `allowed`, else `default`, with
+/// a line on stderr saying what the value `needs` to be, so a typo never
+/// lifts the limit.
+pub fn limit_from(
+    variable: &str,
+    text: Option<&OsStr>,
+    needs: &str,
+    allowed: RangeInclusive<u64>,
+    default: u64,
+) -> u64 {
+    let Some(text) = text else {
+        return default;
     };
     match text.to_str().and_then(|t| t.trim().parse::<u64>().ok()) {
-        Some(mb) if mb >= 256 => mb,
+        Some(value) if allowed.contains(&value) => value,
         _ => {
             eprintln!(
-                "flashprof: {COMPILE_MEMORY_ENV} must be a number of MiB of at least 256, found `{}`; \
-                 using {DEFAULT_COMPILE_MEMORY_MB}",
+                "flashprof: {variable} must be {needs}, found `{}`; using {default}",
                 crate::display::line_for_display(&text.to_string_lossy())
             );
-            DEFAULT_COMPILE_MEMORY_MB
+            default
         }
     }
 }
