@@ -1,9 +1,46 @@
-//! What the paged labs' tests share: the engine's comparison and diagnosis
-//! of one output, and the check's line over cases that ran.
+//! What the paged labs' tests share: each case's argument list checked
+//! against the ABI, the engine's comparison and diagnosis of one output, and
+//! the check's line over cases that ran.
 
 use crate::grade::compare::{compare_scaled, Comparison};
 use crate::grade::integrity::Integrity;
-use crate::lab::definition::{CaseData, CaseState, CaseSummary, Diagnosis, Graded, LabRef};
+use crate::lab::args::ArgValue;
+use crate::lab::definition::{
+    CaseData, CaseState, CaseSummary, Diagnosis, Graded, LabCase, LabRef,
+};
+
+/// Generates each of `cases` with `seed`, asserts that `lab`'s argument list
+/// holds one value of the right kind per ABI argument and that the problem
+/// read from the case alone (as the timing phase reads it) is the generated
+/// one, then hands the case, its data and its arguments to `lab_specific`.
+pub fn for_each_argument_list(
+    lab: LabRef,
+    cases: &[LabCase],
+    seed: u64,
+    mut lab_specific: impl FnMut(&LabCase, &CaseData, &[ArgValue<'_>]),
+) {
+    let abi = lab.abi();
+    for case in cases {
+        let data = lab.generate(case, seed).expect("generates");
+        let args = lab.args(&data);
+        assert_eq!(args.len(), abi.args.len(), "{}", case.name);
+        for (spec, value) in abi.args.iter().zip(&args) {
+            assert!(
+                value.fits(spec.kind),
+                "{}: {} is {value:?}",
+                case.name,
+                spec.name
+            );
+        }
+        assert_eq!(
+            lab.problem(case).expect("problem"),
+            data.problem,
+            "{}",
+            case.name
+        );
+        lab_specific(case, &data, &args);
+    }
+}
 
 /// `lab`'s comparison (under its tolerance scales) and diagnosis of `out`
 /// on `data`, as if launched with `integrity` and no experiments.

@@ -298,22 +298,14 @@ mod tests {
 
     #[test]
     fn every_case_becomes_the_contracts_argument_list_with_its_scratch() {
-        let abi = PAGED_DECODE.abi();
-        for case in embedded() {
-            let data = PAGED_DECODE.generate(&case, 7).expect("generates");
-            let args = PAGED_DECODE.args(&data);
-            assert_eq!(args.len(), abi.args.len(), "{}", case.name);
-            for (spec, value) in abi.args.iter().zip(&args) {
-                assert!(value.fits(spec.kind), "{}: {} is {value:?}", case.name, spec.name);
-            }
-            let inputs = typed::inputs_of::<PagedDecode>(&data);
+        testing::for_each_argument_list(PAGED_DECODE, &embedded(), 7, |case, data, args| {
+            let inputs = typed::inputs_of::<PagedDecode>(data);
             let seqs = inputs.batch.num_seqs();
             assert_eq!(args[7] == ArgValue::Null, !inputs.batch.alibi, "{}", case.name);
             assert_eq!(args[8], ArgValue::Scratch(seqs * 32 * 16 * 66));
             assert_eq!(args[9], ArgValue::Scratch(seqs * 32));
             assert_eq!(data.problem.output.rows, seqs);
-            assert_eq!(PAGED_DECODE.problem(&case).expect("problem"), data.problem);
-        }
+        });
     }
 
     #[test]
