@@ -85,7 +85,9 @@ def flashprof_values(kernel):
     return metrics
 
 
-print(f"{'kernel':<13} {'metric':<16} {'flashprof':>14} {'ncu cache=all':>14} {'ncu cache=none':>15} {'diff (all)':>12}  within")
+# The kernel column is as wide as the longest name given (lab references are long).
+W = max([len("kernel")] + [len(k) for k in KERNELS])
+print(f"{'kernel':<{W}} {'metric':<16} {'flashprof':>14} {'ncu cache=all':>14} {'ncu cache=none':>15} {'diff (all)':>12}  within")
 for kernel in KERNELS:
     ours = flashprof_values(kernel)
     ncu_all = ncu_values(out / f"ncu-{kernel}-all.csv")
@@ -93,13 +95,13 @@ for kernel in KERNELS:
     for key, (label, kind, bound) in METRICS.items():
         a, b, c = ours.get(key), ncu_all.get(key), ncu_none.get(key)
         if a is None or b is None:
-            print(f"{kernel:<13} {label:<16} {a!s:>14} {b!s:>14} {c!s:>15} {'-':>12}  missing")
+            print(f"{kernel:<{W}} {label:<16} {a!s:>14} {b!s:>14} {c!s:>15} {'-':>12}  missing")
             continue
         # flashprof flushes L2 before a profiled launch, as ncu's default cache control does.
         diff = a - b if kind == "points" else (a - b) / b * 100.0
         ok = abs(diff) <= bound
         unit = "pt" if kind == "points" else "%"
-        print(f"{kernel:<13} {label:<16} {a:>14.4g} {b:>14.4g} {c if c is None else round(c, 4)!s:>15} {diff:>+11.2f}{unit}  {'yes' if ok else 'NO'}")
+        print(f"{kernel:<{W}} {label:<16} {a:>14.4g} {b:>14.4g} {c if c is None else round(c, 4)!s:>15} {diff:>+11.2f}{unit}  {'yes' if ok else 'NO'}")
 
 # The verdict flashprof gave, next to the busiest unit by ncu's figures.
 UNIT_ROWS = [k for k, (label, kind, _) in METRICS.items() if kind == "points" and not k.startswith("sm__throughput")]
