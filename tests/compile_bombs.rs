@@ -166,14 +166,28 @@ fn a_compile_that_times_out_is_the_submissions_row_kept_by_the_journal() {
     );
     assert_under_the_limit("exponential macro");
 
-    // The rerun takes the journal's row (under the default minute's limit too):
-    // it compiles nothing.
+    // The rerun under the same limit takes the journal's row: it compiles nothing.
     let started = Instant::now();
-    let again = flashprof(&args, root.path());
+    let again = flashprof_with(&args, root.path(), &limit);
     assert_ne!(again.status.code(), Some(6));
     assert!(
-        started.elapsed() < Duration::from_secs(10),
+        started.elapsed() < Duration::from_secs(4),
         "the rerun compiled again ({:?})",
         started.elapsed()
+    );
+
+    // A TA who raises the limit has the row the old one cut short graded again.
+    let raised = [("FLASHPROF_COMPILE_TIMEOUT_S", "6")];
+    let regraded = flashprof_with(&args, root.path(), &raised);
+    let said = String::from_utf8_lossy(&regraded.stderr);
+    assert!(
+        said.contains("grading 1 submissions again: a limit cut each short")
+            && said.contains("compile 6 s and"),
+        "{said}"
+    );
+    let report = std::fs::read_to_string(out.join("report.json")).expect("report.json");
+    assert!(
+        report.contains("the compile took longer than 6 s"),
+        "{report}"
     );
 }

@@ -40,7 +40,7 @@ const DEFAULT_COMPILE_TIMEOUT: Duration = Duration::from_secs(60);
 pub const COMPILE_TIMEOUT_ENV: &str = "FLASHPROF_COMPILE_TIMEOUT_S";
 
 /// The compile time limit this process's environment asks for, read once.
-fn compile_timeout() -> Duration {
+pub fn compile_timeout() -> Duration {
     static LIMIT: OnceLock<Duration> = OnceLock::new();
     *LIMIT.get_or_init(|| compile_timeout_from(std::env::var_os(COMPILE_TIMEOUT_ENV).as_deref()))
 }

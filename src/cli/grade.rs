@@ -342,6 +342,8 @@ impl ProgressBar {
                 done,
                 to_grade,
                 retimed,
+                cut_short,
+                limits,
             } => {
                 self.total = *to_grade;
                 self.started = Instant::now();
@@ -353,6 +355,13 @@ impl ProgressBar {
                         "grading {retimed} submissions again: their rows were timed under earlier \
                          timing rules (v{} is this build's, docs/INTEGRITY.md)",
                         crate::protocol::TIMING_RULES
+                    );
+                }
+                if *cut_short > 0 {
+                    eprintln!(
+                        "grading {cut_short} submissions again: a limit cut each short (a case \
+                         timeout, or the compile's time or memory) and the limits are now \
+                         different ({limits})"
                     );
                 }
                 String::new()

@@ -362,6 +362,7 @@ mod tests {
             report: None,
             finished_unix_ms: 1,
             timing_rules: crate::protocol::TIMING_RULES,
+            limits: None,
         };
         let csv = render_csv(&[entry]);
         assert!(

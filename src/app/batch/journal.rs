@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::app::gate::SpeedGate;
 use crate::outcome::{CheckReport, Verdict};
+use crate::protocol::{CaseStatus, CompileProblemKind};
 
 /// The journal's file name inside an output folder.
 pub const JOURNAL_FILE: &str = "journal.jsonl";
@@ -31,7 +32,8 @@ pub enum GradeMode {
 }
 
 /// What a journal row must match to be reused: the lab, the cases, the
-/// mode and, for a timed grading, the timing rules.
+/// mode, for a timed grading the timing rules, and for a row a limit cut
+/// short, the limits.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GradingKey {
     pub lab: String,
@@ -39,6 +41,30 @@ pub struct GradingKey {
     pub mode: GradeMode,
     /// [`crate::protocol::TIMING_RULES`] of this build.
     pub timing_rules: u32,
+    pub limits: GradingLimits,
+}
+
+/// The limits every submission of a run is held to. A row cut short by one
+/// (a case the watchdog killed, a compile over its time or memory) tells of
+/// the limit as much as of the kernel, so it stands only for a run under
+/// the same limits: a TA who raises one has those rows graded again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GradingLimits {
+    pub case_timeout_ms: u64,
+    pub compile_timeout_s: u64,
+    pub compile_memory_mb: u64,
+}
+
+impl std::fmt::Display for GradingLimits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "case timeout {} s, compile {} s and {} MiB",
+            self.case_timeout_ms as f64 / 1000.0,
+            self.compile_timeout_s,
+            self.compile_memory_mb
+        )
+    }
 }
 
 /// One finished submission.
@@ -69,6 +95,10 @@ pub struct JournalEntry {
     /// rows of its own rules.
     #[serde(default = "first_timing_rules")]
     pub timing_rules: u32,
+    /// The limits it was graded under (absent in journals written before
+    /// they were kept: a row such a limit cut short is graded again).
+    #[serde(default)]
+    pub limits: Option<GradingLimits>,
 }
 
 fn first_timing_rules() -> u32 {
@@ -80,12 +110,9 @@ impl JournalEntry {
     /// `grading` (the same lab and cases); a compile-only result never stands
     /// in for a graded one.
     pub fn covers(&self, id: &str, content_hash: &str, grading: &GradingKey) -> bool {
-        self.id == id
-            && self.content_hash == content_hash
-            && self.lab == grading.lab
-            && self.cases_hash == grading.cases_hash
-            && (self.mode == grading.mode || self.mode == GradeMode::Full)
-            && (grading.mode == GradeMode::CompileOnly || self.timing_rules == grading.timing_rules)
+        self.same_work(id, content_hash, grading)
+            && self.same_timing_rules(grading)
+            && self.limits_hold(grading)
     }
 
     /// Whether this row would stand for `id` at `content_hash` under
@@ -96,14 +123,56 @@ impl JournalEntry {
         content_hash: &str,
         grading: &GradingKey,
     ) -> bool {
-        let same_rules = GradingKey {
-            timing_rules: self.timing_rules,
-            ..grading.clone()
-        };
-        grading.mode == GradeMode::Full
-            && self.timing_rules != grading.timing_rules
-            && self.status != Verdict::Error
-            && self.covers(id, content_hash, &same_rules)
+        self.status != Verdict::Error
+            && self.same_work(id, content_hash, grading)
+            && !self.same_timing_rules(grading)
+    }
+
+    /// Whether this row would stand for `id` at `content_hash` under
+    /// `grading` but for a limit that cut it short and is now different.
+    pub fn cut_short_by_another_limit(
+        &self,
+        id: &str,
+        content_hash: &str,
+        grading: &GradingKey,
+    ) -> bool {
+        self.status != Verdict::Error
+            && self.same_work(id, content_hash, grading)
+            && !self.limits_hold(grading)
+    }
+
+    /// The same file graded against the same lab and cases, in a mode that
+    /// answers for `grading`'s.
+    fn same_work(&self, id: &str, content_hash: &str, grading: &GradingKey) -> bool {
+        self.id == id
+            && self.content_hash == content_hash
+            && self.lab == grading.lab
+            && self.cases_hash == grading.cases_hash
+            && (self.mode == grading.mode || self.mode == GradeMode::Full)
+    }
+
+    fn same_timing_rules(&self, grading: &GradingKey) -> bool {
+        grading.mode == GradeMode::CompileOnly || self.timing_rules == grading.timing_rules
+    }
+
+    fn limits_hold(&self, grading: &GradingKey) -> bool {
+        !self.hit_a_limit() || self.limits == Some(grading.limits)
+    }
+
+    /// Whether a limit ended this row's grading: a case the watchdog killed,
+    /// or a compile over its time or memory.
+    pub fn hit_a_limit(&self) -> bool {
+        self.report.as_ref().is_some_and(|report| {
+            report
+                .cases
+                .iter()
+                .any(|case| case.status == CaseStatus::Timeout)
+                || report
+                    .compile
+                    .problem
+                    .as_ref()
+                    .is_some_and(|problem| problem.kind == CompileProblemKind::OverLimit)
+        })
     }
 }
 
@@ -245,7 +314,97 @@ mod tests {
             report: None,
             finished_unix_ms: 1,
             timing_rules: crate::protocol::TIMING_RULES,
+            limits: Some(LIMITS),
         }
+    }
+
+    const LIMITS: GradingLimits = GradingLimits {
+        case_timeout_ms: 10_000,
+        compile_timeout_s: 60,
+        compile_memory_mb: 4096,
+    };
+
+    /// A compile-only row of `a.cu` whose compile ended with `problem`.
+    fn compiled_with(problem: CompileProblemKind, limits: Option<GradingLimits>) -> JournalEntry {
+        use crate::facts::device::GpuProblem;
+        use crate::protocol::{CompileOutcome, CompileProblem};
+        let report = CheckReport {
+            lab: "flash-prefill".into(),
+            source_path: "in/a.cu".into(),
+            seed: 7,
+            gpu: Err(GpuProblem::NoDevice {
+                detail: "compile-only".into(),
+            }),
+            compile: CompileOutcome::failed(Some(CompileProblem {
+                kind: problem,
+                message: "the compile took longer than 60 s".into(),
+            })),
+            cases: Vec::new(),
+            timing: None,
+            timing_error: None,
+            counters: Vec::new(),
+            worker_restarts: 0,
+            phases: Default::default(),
+            sanitizer: None,
+            diagnosis: None,
+            quick_build: None,
+            link_lost: Default::default(),
+        };
+        JournalEntry {
+            status: Verdict::of(&report),
+            report: Some(report),
+            limits,
+            ..entry("a.cu", "1", GradeMode::CompileOnly)
+        }
+    }
+
+    #[test]
+    fn a_row_a_limit_cut_short_stands_only_under_the_same_limits() {
+        let compile_only = key("flash-prefill", "c1", GradeMode::CompileOnly);
+        let bomb = compiled_with(CompileProblemKind::OverLimit, Some(LIMITS));
+        assert!(bomb.hit_a_limit());
+        assert_eq!(bomb.status, Verdict::CompileError);
+        assert!(bomb.covers("a.cu", "1", &compile_only));
+        assert!(!bomb.cut_short_by_another_limit("a.cu", "1", &compile_only));
+        for other in [
+            GradingLimits {
+                compile_timeout_s: 120,
+                ..LIMITS
+            },
+            GradingLimits {
+                compile_memory_mb: 8192,
+                ..LIMITS
+            },
+            GradingLimits {
+                case_timeout_ms: 30_000,
+                ..LIMITS
+            },
+        ] {
+            let raised = GradingKey {
+                limits: other,
+                ..compile_only.clone()
+            };
+            assert!(!bomb.covers("a.cu", "1", &raised), "{other}");
+            assert!(
+                bomb.cut_short_by_another_limit("a.cu", "1", &raised),
+                "{other}"
+            );
+            assert!(
+                !bomb.cut_short_by_another_limit("b.cu", "1", &raised),
+                "{other}"
+            );
+            // A row no limit cut short stands whatever the limits.
+            let rejected = compiled_with(CompileProblemKind::BadSource, Some(LIMITS));
+            assert!(!rejected.hit_a_limit());
+            assert!(rejected.covers("a.cu", "1", &raised), "{other}");
+        }
+        // A journal from before the limits were kept: the bomb's row is graded again.
+        let mut old = serde_json::to_value(bomb).unwrap();
+        old.as_object_mut().unwrap().remove("limits");
+        let old: JournalEntry = serde_json::from_value(old).unwrap();
+        assert_eq!(old.limits, None);
+        assert!(!old.covers("a.cu", "1", &compile_only));
+        assert!(old.cut_short_by_another_limit("a.cu", "1", &compile_only));
     }
 
     #[test]
@@ -326,6 +485,7 @@ mod tests {
             cases_hash: cases_hash.into(),
             mode,
             timing_rules: crate::protocol::TIMING_RULES,
+            limits: LIMITS,
         }
     }
 

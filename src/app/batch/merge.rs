@@ -116,6 +116,7 @@ mod tests {
             report: None,
             finished_unix_ms: at,
             timing_rules: crate::protocol::TIMING_RULES,
+            limits: None,
         }
     }
 

@@ -21,7 +21,9 @@ use std::path::PathBuf;
 use std::sync::{mpsc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use self::journal::{GradeMode, GradingKey, JournalEntry, JournalWriter, JOURNAL_FILE};
+use self::journal::{
+    GradeMode, GradingKey, GradingLimits, JournalEntry, JournalWriter, JOURNAL_FILE,
+};
 use self::submissions::{LoadedSubmission, Submission};
 use super::check::{run_check, CheckPlan};
 use super::gate::{GateTable, SpeedGate};
@@ -59,6 +61,11 @@ impl BatchPlan {
             cases_hash: content_hash(cases.as_bytes()),
             mode: self.mode,
             timing_rules: crate::protocol::TIMING_RULES,
+            limits: GradingLimits {
+                case_timeout_ms: self.check.case_timeout.as_millis() as u64,
+                compile_timeout_s: super::check::compile_timeout().as_secs(),
+                compile_memory_mb: crate::worker::sandbox::compile_memory_mb(),
+            },
         }
     }
 }
@@ -72,6 +79,10 @@ pub enum BatchEvent<'a> {
         to_grade: usize,
         /// Of those to grade, how many had a row timed under other timing rules.
         retimed: usize,
+        /// Of those to grade, how many had a row a limit cut short that is
+        /// now different from `limits`, this run's.
+        cut_short: usize,
+        limits: GradingLimits,
     },
     Finished {
         entry: &'a JournalEntry,
@@ -136,6 +147,7 @@ pub fn run_batch(
     let mut pending = VecDeque::new();
     let mut skipped = 0;
     let mut retimed = 0;
+    let mut cut_short = 0;
     for submission in &plan.submissions {
         // Only the hash is kept: each submission is read again just before
         // it is graded, so memory does not grow with the size of the class.
@@ -144,11 +156,14 @@ pub fn run_batch(
         if done {
             skipped += 1;
         } else {
-            let stale = previous
-                .entries
-                .iter()
-                .any(|e| e.timed_under_other_rules(&submission.id, &content_hash, &grading));
-            retimed += usize::from(stale);
+            let rows = || previous.entries.iter();
+            retimed += usize::from(
+                rows().any(|e| e.timed_under_other_rules(&submission.id, &content_hash, &grading)),
+            );
+            cut_short +=
+                usize::from(rows().any(|e| {
+                    e.cut_short_by_another_limit(&submission.id, &content_hash, &grading)
+                }));
             pending.push_back(submission.clone());
         }
     }
@@ -156,6 +171,8 @@ pub fn run_batch(
         done: skipped,
         to_grade: pending.len(),
         retimed,
+        cut_short,
+        limits: grading.limits,
     });
     let mut writer = JournalWriter::open(&journal_path).map_err(io_error(&journal_path))?;
     // A journal created just now must itself survive a power cut.
@@ -288,12 +305,13 @@ fn grade_one(
     submission: &Submission,
     loaded: LoadedSubmission,
 ) -> JournalEntry {
+    let grading = plan.grading_key();
     let mut entry = JournalEntry {
         id: submission.id.clone(),
         file: submission.path.display().to_string(),
         content_hash: loaded.content_hash,
-        lab: plan.check.lab.name().to_owned(),
-        cases_hash: plan.grading_key().cases_hash,
+        lab: grading.lab,
+        cases_hash: grading.cases_hash,
         mode: plan.mode,
         seed: plan.check.seed,
         status: Verdict::Rejected,
@@ -301,7 +319,8 @@ fn grade_one(
         error: None,
         report: None,
         finished_unix_ms: 0,
-        timing_rules: crate::protocol::TIMING_RULES,
+        timing_rules: grading.timing_rules,
+        limits: Some(grading.limits),
     };
     let source = match loaded.source {
         Ok(source) => source,
