@@ -115,30 +115,16 @@ impl JournalEntry {
             && self.limits_hold(grading)
     }
 
-    /// Whether this row would stand for `id` at `content_hash` under
-    /// `grading` but for having been timed under other rules.
-    pub fn timed_under_other_rules(
-        &self,
-        id: &str,
-        content_hash: &str,
-        grading: &GradingKey,
-    ) -> bool {
-        self.status != Verdict::Error
-            && self.same_work(id, content_hash, grading)
-            && !self.same_timing_rules(grading)
-    }
-
-    /// Whether this row would stand for `id` at `content_hash` under
-    /// `grading` but for a limit that cut it short and is now different.
-    pub fn cut_short_by_another_limit(
-        &self,
-        id: &str,
-        content_hash: &str,
-        grading: &GradingKey,
-    ) -> bool {
-        self.status != Verdict::Error
-            && self.same_work(id, content_hash, grading)
-            && !self.limits_hold(grading)
+    /// Why this row, a result of `id` at `content_hash` on `grading`'s lab
+    /// and cases, does not stand for `grading`; `None` for a row of other
+    /// work or a grader-side error, which say nothing of the kind.
+    pub fn stale_for(&self, id: &str, content_hash: &str, grading: &GradingKey) -> Option<Stale> {
+        (self.status != Verdict::Error && self.same_work(id, content_hash, grading)).then(|| {
+            Stale {
+                timing_rules: !self.same_timing_rules(grading),
+                limits: !self.limits_hold(grading),
+            }
+        })
     }
 
     /// The same file graded against the same lab and cases, in a mode that
@@ -174,6 +160,16 @@ impl JournalEntry {
                     .is_some_and(|problem| problem.kind == CompileProblemKind::OverLimit)
         })
     }
+}
+
+/// What keeps a row of the same work from standing for a run (both false:
+/// it stands).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stale {
+    /// It was timed under other timing rules.
+    pub timing_rules: bool,
+    /// A limit cut it short, and the run's limits are other.
+    pub limits: bool,
 }
 
 /// What a journal file held.
@@ -365,7 +361,7 @@ mod tests {
         assert!(bomb.hit_a_limit());
         assert_eq!(bomb.status, Verdict::CompileError);
         assert!(bomb.covers("a.cu", "1", &compile_only));
-        assert!(!bomb.cut_short_by_another_limit("a.cu", "1", &compile_only));
+        assert!(!bomb.stale_for("a.cu", "1", &compile_only).unwrap().limits);
         for other in [
             GradingLimits {
                 compile_timeout_s: 120,
@@ -386,13 +382,10 @@ mod tests {
             };
             assert!(!bomb.covers("a.cu", "1", &raised), "{other}");
             assert!(
-                bomb.cut_short_by_another_limit("a.cu", "1", &raised),
+                bomb.stale_for("a.cu", "1", &raised).unwrap().limits,
                 "{other}"
             );
-            assert!(
-                !bomb.cut_short_by_another_limit("b.cu", "1", &raised),
-                "{other}"
-            );
+            assert!(bomb.stale_for("b.cu", "1", &raised).is_none(), "{other}");
             // A row no limit cut short stands whatever the limits.
             let rejected = compiled_with(CompileProblemKind::BadSource, Some(LIMITS));
             assert!(!rejected.hit_a_limit());
@@ -404,7 +397,7 @@ mod tests {
         let old: JournalEntry = serde_json::from_value(old).unwrap();
         assert_eq!(old.limits, None);
         assert!(!old.covers("a.cu", "1", &compile_only));
-        assert!(old.cut_short_by_another_limit("a.cu", "1", &compile_only));
+        assert!(old.stale_for("a.cu", "1", &compile_only).unwrap().limits);
     }
 
     #[test]
@@ -423,17 +416,21 @@ mod tests {
         };
         let full = key("flash-prefill", "c1", GradeMode::Full);
         assert!(!contents.answers("a.cu", "1", &full), "graded again");
-        assert!(old.timed_under_other_rules("a.cu", "1", &full));
+        assert!(old.stale_for("a.cu", "1", &full).unwrap().timing_rules);
         // A compile-only grading times nothing: the old row still stands.
         let compile_only = key("flash-prefill", "c1", GradeMode::CompileOnly);
         assert!(contents.answers("a.cu", "1", &compile_only));
-        assert!(!old.timed_under_other_rules("a.cu", "1", &compile_only));
+        assert!(
+            !old.stale_for("a.cu", "1", &compile_only)
+                .unwrap()
+                .timing_rules
+        );
         // A row of this build's rules is reused, and is no stale row.
         let new = JournalEntry {
             timing_rules: crate::protocol::TIMING_RULES,
             ..old
         };
-        assert!(!new.timed_under_other_rules("a.cu", "1", &full));
+        assert!(!new.stale_for("a.cu", "1", &full).unwrap().timing_rules);
         let contents = JournalContents {
             entries: vec![new],
             unreadable_lines: 0,

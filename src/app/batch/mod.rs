@@ -156,14 +156,13 @@ pub fn run_batch(
         if done {
             skipped += 1;
         } else {
-            let rows = || previous.entries.iter();
-            retimed += usize::from(
-                rows().any(|e| e.timed_under_other_rules(&submission.id, &content_hash, &grading)),
-            );
-            cut_short +=
-                usize::from(rows().any(|e| {
-                    e.cut_short_by_another_limit(&submission.id, &content_hash, &grading)
-                }));
+            let stale: Vec<_> = previous
+                .entries
+                .iter()
+                .filter_map(|e| e.stale_for(&submission.id, &content_hash, &grading))
+                .collect();
+            retimed += usize::from(stale.iter().any(|why| why.timing_rules));
+            cut_short += usize::from(stale.iter().any(|why| why.limits));
             pending.push_back(submission.clone());
         }
     }
