@@ -529,6 +529,59 @@ fn graded_submissions_run_in_parallel_slots_and_a_hang_costs_one_case() {
     );
 }
 
+#[test]
+fn a_row_a_case_timeout_cut_short_is_graded_again_when_the_timeout_is_raised() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let class = root.path().join("class");
+    write(&class.join("hangs.cu"), STARTER);
+    write(&class.join("empty.cu"), "");
+    let under = |timeout| BatchPlan {
+        check: CheckPlan {
+            seed: 3,
+            ..plan(&["first", "hang"], timeout)
+        },
+        sanitizer: None,
+        submissions: discover_dir(&class).expect("discover").submissions,
+        out_dir: root.path().join("out"),
+        mode: GradeMode::Full,
+        slots: vec![GpuSelection::Ordinal(0)],
+        gates: GateTable::default(),
+    };
+    // (graded now, reused, rows a different limit cut short) of one run.
+    let run = |plan: &BatchPlan| {
+        let mut cut_short = None;
+        let summary = run_batch(plan, &stand_in(), |event| {
+            if let flashprof::app::batch::BatchEvent::Resumed { cut_short: n, .. } = event {
+                cut_short = Some(n);
+            }
+        })
+        .expect("batch runs");
+        (
+            summary.graded_now,
+            summary.skipped,
+            cut_short.expect("resumed"),
+        )
+    };
+    let short = under(Duration::from_millis(300));
+    assert_eq!(run(&short), (2, 0, 0));
+    let hung = &submissions(&short.out_dir)["hangs.cu"];
+    assert_eq!(hung["report"]["cases"][1]["status"], "timeout", "{hung}");
+    assert_eq!(hung["limits"]["case_timeout_ms"], 300, "{hung}");
+    assert_eq!(run(&short), (0, 2, 0), "the same limit reuses both rows");
+    // The rejected file's row no limit cut short: it stands under any limit.
+    let longer = under(Duration::from_millis(400));
+    assert_eq!(run(&longer), (1, 1, 1), "only the hung row is graded again");
+    let hung = &submissions(&longer.out_dir)["hangs.cu"];
+    assert_eq!(hung["limits"]["case_timeout_ms"], 400, "{hung}");
+    assert!(
+        hung["report"]["cases"][1]["diagnosis"]
+            .as_str()
+            .is_some_and(|said| said.contains("0.4 s")),
+        "{hung}"
+    );
+    assert_eq!(run(&longer), (0, 2, 0));
+}
+
 /// Runs flashprof with a deadline; a run still going after it is killed and the test fails.
 fn flashprof_within(args: &[&str], cwd: &Path, deadline: Duration) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_flashprof"))

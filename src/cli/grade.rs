@@ -213,7 +213,11 @@ fn worker_slots(args: &GradeArgs) -> Result<(GradeMode, Vec<GpuSelection>), Stri
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let compile_only = |why: Option<String>| {
         if let Some(why) = why {
-            eprintln!("flashprof grade: {why}; compiling only");
+            // The reason is a sentence of its own (it ends with a full stop).
+            eprintln!(
+                "flashprof grade: {}; compiling only",
+                why.trim_end_matches('.')
+            );
         }
         let jobs = args.jobs.map_or_else(|| compile_jobs(cpus), |j| j as usize);
         (GradeMode::CompileOnly, vec![GpuSelection::Disabled; jobs])
