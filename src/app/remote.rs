@@ -797,6 +797,31 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_worker_over_ssh_compiles_under_this_processs_memory_limit() {
+        let command = crate::app::worker_handle::WorkerCommand::remote(
+            Remote::Ssh {
+                host: "node".into(),
+            },
+            "flashprof",
+        );
+        let remote = command.remote.as_ref().expect("remote");
+        let launch = remote
+            .launch("flashprof", &command.args, &command.env)
+            .expect("an ssh launch");
+        let line = launch
+            .args
+            .last()
+            .expect("the remote command")
+            .to_string_lossy();
+        let limit = format!(
+            "{}={}",
+            crate::worker::sandbox::COMPILE_MEMORY_ENV,
+            crate::worker::sandbox::compile_memory_mb()
+        );
+        assert!(line.starts_with("env ") && line.contains(&limit), "{line}");
+    }
+
+    #[test]
     fn quoting_survives_a_shell() {
         assert_eq!(shell_quote("flashprof"), "flashprof");
         assert_eq!(shell_quote("a b"), "'a b'");

@@ -79,12 +79,18 @@ impl WorkerCommand {
     }
 
     /// `flashprof __worker` started through `remote`, `flashprof` being
-    /// its program on the node (docs/REMOTE.md).
+    /// its program on the node (docs/REMOTE.md), held to this process's
+    /// compile memory limit: the node's environment is not the TA's, and
+    /// the limit a grade records must be the one its compiles ran under.
     pub fn remote(remote: Remote, flashprof: &str) -> Self {
+        let memory_mb = crate::worker::sandbox::compile_memory_mb().to_string();
         Self {
             program: PathBuf::from(flashprof),
             args: vec!["__worker".into()],
-            env: Vec::new(),
+            env: vec![(
+                crate::worker::sandbox::COMPILE_MEMORY_ENV.into(),
+                memory_mb.into(),
+            )],
             remote: Some(remote),
         }
     }

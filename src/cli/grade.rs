@@ -364,8 +364,8 @@ impl ProgressBar {
                 if *cut_short > 0 {
                     eprintln!(
                         "grading {cut_short} submissions again: a limit cut each short (a case \
-                         timeout, or the compile's time or memory) and the limits are now \
-                         different ({limits})"
+                         timeout, or the compile's time or memory) that is other now or was not \
+                         recorded (this run: {limits})"
                     );
                 }
                 String::new()

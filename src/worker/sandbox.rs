@@ -395,16 +395,20 @@ fn nvidia_devices() -> Vec<PathBuf> {
     children(Path::new("/dev"), "nvidia")
 }
 
-/// The compile memory limit this process's environment asks for, in MiB;
-/// below 256 NVRTC cannot load its builtins.
+/// The compile memory limit this process's environment asks for, in MiB,
+/// read once (a typo is said once, not at every compile); below 256 NVRTC
+/// cannot load its builtins.
 pub fn compile_memory_mb() -> u64 {
-    limit_from(
-        COMPILE_MEMORY_ENV,
-        std::env::var_os(COMPILE_MEMORY_ENV).as_deref(),
-        "a number of MiB of at least 256",
-        256..=u64::MAX,
-        DEFAULT_COMPILE_MEMORY_MB,
-    )
+    static LIMIT: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *LIMIT.get_or_init(|| {
+        limit_from(
+            COMPILE_MEMORY_ENV,
+            std::env::var_os(COMPILE_MEMORY_ENV).as_deref(),
+            "a number of MiB of at least 256",
+            256..=u64::MAX,
+            DEFAULT_COMPILE_MEMORY_MB,
+        )
+    })
 }
 
 /// A limit on students' compiles that `variable` (the TA's environment)

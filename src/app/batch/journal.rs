@@ -141,24 +141,38 @@ impl JournalEntry {
         grading.mode == GradeMode::CompileOnly || self.timing_rules == grading.timing_rules
     }
 
+    /// Whether no limit cut this row short, or each limit that did is the
+    /// same for `grading`. Only the limits that ended it count: a compile
+    /// over its time or memory is kept while the compile limits stand,
+    /// whatever the case timeout, and a case the watchdog killed while the
+    /// case timeout stands (a compile-only grading runs no case, so a
+    /// graded row's hung case does not matter to it).
     fn limits_hold(&self, grading: &GradingKey) -> bool {
-        !self.hit_a_limit() || self.limits == Some(grading.limits)
-    }
-
-    /// Whether a limit ended this row's grading: a case the watchdog killed,
-    /// or a compile over its time or memory.
-    pub fn hit_a_limit(&self) -> bool {
-        self.report.as_ref().is_some_and(|report| {
-            report
+        let Some(report) = &self.report else {
+            return true;
+        };
+        let over_a_compile_limit = report
+            .compile
+            .problem
+            .as_ref()
+            .is_some_and(|problem| problem.kind == CompileProblemKind::OverLimit);
+        let hung = grading.mode == GradeMode::Full
+            && report
                 .cases
                 .iter()
-                .any(|case| case.status == CaseStatus::Timeout)
-                || report
-                    .compile
-                    .problem
-                    .as_ref()
-                    .is_some_and(|problem| problem.kind == CompileProblemKind::OverLimit)
-        })
+                .any(|case| case.status == CaseStatus::Timeout);
+        let now = grading.limits;
+        match self.limits {
+            _ if !over_a_compile_limit && !hung => true,
+            // Kept before the limits were: the limit that ended it is unknown.
+            None => false,
+            Some(then) => {
+                (!over_a_compile_limit
+                    || (then.compile_timeout_s, then.compile_memory_mb)
+                        == (now.compile_timeout_s, now.compile_memory_mb))
+                    && (!hung || then.case_timeout_ms == now.case_timeout_ms)
+            }
+        }
     }
 }
 
@@ -181,18 +195,21 @@ pub struct JournalContents {
 }
 
 impl JournalContents {
+    /// The row the gradebook shows for `id`: the last one appended.
+    pub fn newest(&self, id: &str) -> Option<&JournalEntry> {
+        self.entries.iter().rev().find(|e| e.id == id)
+    }
+
     /// Whether a rerun can reuse the journal for `id` at `content_hash`
-    /// under `grading` (lab, cases, mode). A grader-side failure (`error`: NVRTC missing, a worker that
-    /// did not start) is not the student's result, so when it is the newest
-    /// entry for the id, the submission is graded again.
+    /// under `grading` (lab, cases, mode, rules, limits). Only the newest
+    /// row counts, since it is the one the gradebook shows: a file put back
+    /// to an earlier version is graded again rather than shown with the
+    /// later version's row. A grader-side failure (`error`: NVRTC missing,
+    /// a worker that did not start) is not the student's result, so it is
+    /// graded again.
     pub fn answers(&self, id: &str, content_hash: &str, grading: &GradingKey) -> bool {
-        let newest = self.entries.iter().rev().find(|e| e.id == id);
-        if newest.is_some_and(|e| e.status == Verdict::Error) {
-            return false;
-        }
-        self.entries
-            .iter()
-            .any(|e| e.status != Verdict::Error && e.covers(id, content_hash, grading))
+        self.newest(id)
+            .is_some_and(|e| e.status != Verdict::Error && e.covers(id, content_hash, grading))
     }
 
     /// The latest entry per id, in id order.
@@ -355,13 +372,17 @@ mod tests {
     }
 
     #[test]
-    fn a_row_a_limit_cut_short_stands_only_under_the_same_limits() {
+    fn a_compile_a_limit_cut_short_stands_only_under_the_same_compile_limits() {
         let compile_only = key("flash-prefill", "c1", GradeMode::CompileOnly);
+        let under = |limits| GradingKey {
+            limits,
+            ..compile_only.clone()
+        };
         let bomb = compiled_with(CompileProblemKind::OverLimit, Some(LIMITS));
-        assert!(bomb.hit_a_limit());
         assert_eq!(bomb.status, Verdict::CompileError);
         assert!(bomb.covers("a.cu", "1", &compile_only));
         assert!(!bomb.stale_for("a.cu", "1", &compile_only).unwrap().limits);
+        let rejected = compiled_with(CompileProblemKind::BadSource, Some(LIMITS));
         for other in [
             GradingLimits {
                 compile_timeout_s: 120,
@@ -371,26 +392,25 @@ mod tests {
                 compile_memory_mb: 8192,
                 ..LIMITS
             },
-            GradingLimits {
-                case_timeout_ms: 30_000,
-                ..LIMITS
-            },
         ] {
-            let raised = GradingKey {
-                limits: other,
-                ..compile_only.clone()
-            };
-            assert!(!bomb.covers("a.cu", "1", &raised), "{other}");
+            assert!(!bomb.covers("a.cu", "1", &under(other)), "{other}");
             assert!(
-                bomb.stale_for("a.cu", "1", &raised).unwrap().limits,
+                bomb.stale_for("a.cu", "1", &under(other)).unwrap().limits,
                 "{other}"
             );
-            assert!(bomb.stale_for("b.cu", "1", &raised).is_none(), "{other}");
+            assert!(
+                bomb.stale_for("b.cu", "1", &under(other)).is_none(),
+                "{other}"
+            );
             // A row no limit cut short stands whatever the limits.
-            let rejected = compiled_with(CompileProblemKind::BadSource, Some(LIMITS));
-            assert!(!rejected.hit_a_limit());
-            assert!(rejected.covers("a.cu", "1", &raised), "{other}");
+            assert!(rejected.covers("a.cu", "1", &under(other)), "{other}");
         }
+        // The case timeout did not end a compile.
+        let longer_cases = GradingLimits {
+            case_timeout_ms: 30_000,
+            ..LIMITS
+        };
+        assert!(bomb.covers("a.cu", "1", &under(longer_cases)));
         // A journal from before the limits were kept: the bomb's row is graded again.
         let mut old = serde_json::to_value(bomb).unwrap();
         old.as_object_mut().unwrap().remove("limits");
@@ -398,6 +418,29 @@ mod tests {
         assert_eq!(old.limits, None);
         assert!(!old.covers("a.cu", "1", &compile_only));
         assert!(old.stale_for("a.cu", "1", &compile_only).unwrap().limits);
+        let mut old = serde_json::to_value(rejected).unwrap();
+        old.as_object_mut().unwrap().remove("limits");
+        let old: JournalEntry = serde_json::from_value(old).unwrap();
+        assert!(old.covers("a.cu", "1", &compile_only));
+    }
+
+    #[test]
+    fn only_the_newest_row_of_a_file_answers_for_it() {
+        let full = key("flash-prefill", "c1", GradeMode::Full);
+        let version = |hash: &str| JournalEntry {
+            status: Verdict::Passed,
+            ..entry("a.cu", hash, GradeMode::Full)
+        };
+        // Graded at version 1, then 2, then put back to 1: the gradebook
+        // shows version 2's row, so version 1 is graded again.
+        let contents = JournalContents {
+            entries: vec![version("1"), version("2")],
+            unreadable_lines: 0,
+        };
+        assert!(contents.answers("a.cu", "2", &full));
+        assert!(!contents.answers("a.cu", "1", &full));
+        assert_eq!(contents.newest("a.cu").unwrap().content_hash, "2");
+        assert!(contents.newest("b.cu").is_none());
     }
 
     #[test]

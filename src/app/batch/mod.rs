@@ -156,13 +156,12 @@ pub fn run_batch(
         if done {
             skipped += 1;
         } else {
-            let stale: Vec<_> = previous
-                .entries
-                .iter()
-                .filter_map(|e| e.stale_for(&submission.id, &content_hash, &grading))
-                .collect();
-            retimed += usize::from(stale.iter().any(|why| why.timing_rules));
-            cut_short += usize::from(stale.iter().any(|why| why.limits));
+            // Why the row the gradebook shows no longer stands, if it is one of this file.
+            let stale = previous
+                .newest(&submission.id)
+                .and_then(|e| e.stale_for(&submission.id, &content_hash, &grading));
+            retimed += usize::from(stale.is_some_and(|why| why.timing_rules));
+            cut_short += usize::from(stale.is_some_and(|why| why.limits));
             pending.push_back(submission.clone());
         }
     }
@@ -184,13 +183,14 @@ pub fn run_batch(
         for &slot in &plan.slots {
             let sender = sender.clone();
             let queue = &queue;
+            let grading = &grading;
             scope.spawn(move || loop {
                 let next = queue.lock().unwrap_or_else(|p| p.into_inner()).pop_front();
                 let Some(submission) = next else {
                     return;
                 };
                 let loaded = submission.load(plan.check.lab);
-                let entry = grade_one(plan, worker, slot, &submission, loaded);
+                let entry = grade_one(plan, grading, worker, slot, &submission, loaded);
                 if sender.send(entry).is_err() {
                     return;
                 }
@@ -299,18 +299,18 @@ fn sanitize_one(
 /// Checks one submission in a fresh worker on `slot`.
 fn grade_one(
     plan: &BatchPlan,
+    grading: &GradingKey,
     worker: &WorkerCommand,
     slot: GpuSelection,
     submission: &Submission,
     loaded: LoadedSubmission,
 ) -> JournalEntry {
-    let grading = plan.grading_key();
     let mut entry = JournalEntry {
         id: submission.id.clone(),
         file: submission.path.display().to_string(),
         content_hash: loaded.content_hash,
-        lab: grading.lab,
-        cases_hash: grading.cases_hash,
+        lab: grading.lab.clone(),
+        cases_hash: grading.cases_hash.clone(),
         mode: plan.mode,
         seed: plan.check.seed,
         status: Verdict::Rejected,
