@@ -60,10 +60,7 @@ pub fn draw_framed(
         .min(map.rows)
         .max(1);
     let mut lines = vec![
-        Line::raw(format!(
-            "worst |err|/tolerance: query rows down, query heads across; {}",
-            outcome.shape.row_hint
-        )),
+        Line::raw(caption(&outcome.shape.row_hint, usize::from(inner.width))),
         head_axis(map.heads, group, cell_width),
     ];
     // A batch marks where each sequence starts; one sequence marks its tiles.
@@ -86,6 +83,17 @@ pub fn draw_framed(
         },
     ));
     frame.render_widget(Paragraph::new(lines), inner);
+}
+
+/// What the map shows and which keys a row sees, in the words that fit
+/// `width` columns: an 80-column terminal gets the short form, so the row
+/// hint (the keys each row may read) is not the part cut off.
+fn caption(row_hint: &str, width: usize) -> String {
+    let long = format!("worst |err|/tolerance: query rows down, query heads across; {row_hint}");
+    match long.chars().count() <= width {
+        true => long,
+        false => format!("worst |err|/tol, rows ↓ heads →; {row_hint}"),
+    }
 }
 
 fn head_axis(heads: usize, group: usize, cell_width: usize) -> Line<'static> {
