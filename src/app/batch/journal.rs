@@ -48,7 +48,7 @@ pub struct GradingKey {
 /// (a case the watchdog killed, a compile over its time or memory) tells of
 /// the limit as much as of the kernel, so it stands only for a run under
 /// the same limits: a TA who raises one has those rows graded again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct GradingLimits {
     pub case_timeout_ms: u64,
     pub compile_timeout_s: u64,

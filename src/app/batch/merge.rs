@@ -5,7 +5,7 @@
 //! twice. The newest entry wins, with ties broken by content, so the result
 //! does not depend on the order the folders were named in. Anything that
 //! suggests the shards were not one job (two seeds, two versions of one
-//! file) is reported rather than silently resolved away.
+//! file, two sets of limits) is reported rather than silently resolved away.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -62,6 +62,16 @@ pub fn merge_entries(entries: Vec<JournalEntry>) -> Merged {
         warnings.push(format!(
             "the shards used different seeds ({}): their inputs differ, so results are not comparable case by case",
             listed.join(", ")
+        ));
+    }
+    let limits: BTreeSet<journal::GradingLimits> =
+        by_id.values().flatten().filter_map(|e| e.limits).collect();
+    if limits.len() > 1 {
+        let listed: Vec<String> = limits.iter().map(ToString::to_string).collect();
+        warnings.push(format!(
+            "the shards ran under different limits ({}): a case timeout or compile limit that \
+             cut a row short in one might not have in another",
+            listed.join("; ")
         ));
     }
     let mut chosen = Vec::with_capacity(by_id.len());
@@ -142,5 +152,31 @@ mod tests {
             .warnings
             .iter()
             .any(|w| w.contains("different seeds (5, 6)")));
+    }
+
+    #[test]
+    fn shards_under_different_limits_are_reported() {
+        let under = |id: &str, case_timeout_ms| JournalEntry {
+            limits: Some(journal::GradingLimits {
+                case_timeout_ms,
+                compile_timeout_s: 60,
+                compile_memory_mb: 4096,
+            }),
+            ..entry(id, "1", 5, 1)
+        };
+        let same = merge_entries(vec![
+            under("x.cu", 5000),
+            under("y.cu", 5000),
+            entry("z.cu", "1", 5, 1),
+        ]);
+        assert!(same.warnings.is_empty(), "{:?}", same.warnings);
+        let merged = merge_entries(vec![under("x.cu", 5000), under("y.cu", 10_000)]);
+        assert!(
+            merged.warnings.iter().any(|w| w.contains(
+                "different limits (case timeout 5 s, compile 60 s and 4096 MiB; case timeout 10 s"
+            )),
+            "{:?}",
+            merged.warnings
+        );
     }
 }
