@@ -476,6 +476,29 @@ fn shards_cover_everything_once_and_merge_reports_seed_conflicts() {
     assert_eq!(into_input.status.code(), Some(2));
 }
 
+/// A full grading of `class` into `root/out` by the stand-in worker, on
+/// `gpus` slots, over the stand-in cases `cases` with seed 3.
+fn stand_in_batch(
+    class: &Path,
+    root: &Path,
+    cases: &[&str],
+    case_timeout: Duration,
+    gpus: usize,
+) -> BatchPlan {
+    BatchPlan {
+        check: CheckPlan {
+            seed: 3,
+            ..plan(cases, case_timeout)
+        },
+        sanitizer: None,
+        submissions: discover_dir(class).expect("discover").submissions,
+        out_dir: root.join("out"),
+        mode: GradeMode::Full,
+        slots: (0..gpus).map(GpuSelection::Ordinal).collect(),
+        gates: GateTable::default(),
+    }
+}
+
 #[test]
 fn graded_submissions_run_in_parallel_slots_and_a_hang_costs_one_case() {
     let root = tempfile::tempdir().expect("tempdir");
@@ -486,18 +509,13 @@ fn graded_submissions_run_in_parallel_slots_and_a_hang_costs_one_case() {
             format!("{STARTER}\n// {i}\n"),
         );
     }
-    let plan = BatchPlan {
-        check: CheckPlan {
-            seed: 3,
-            ..plan(&["first", "hang", "last"], Duration::from_millis(500))
-        },
-        sanitizer: None,
-        submissions: discover_dir(&class).expect("discover").submissions,
-        out_dir: root.path().join("out"),
-        mode: GradeMode::Full,
-        slots: vec![GpuSelection::Ordinal(0), GpuSelection::Ordinal(1)],
-        gates: GateTable::default(),
-    };
+    let plan = stand_in_batch(
+        &class,
+        root.path(),
+        &["first", "hang", "last"],
+        Duration::from_millis(500),
+        2,
+    );
     let mut finished = Vec::new();
     let summary = run_batch(&plan, &stand_in(), |event| {
         if let flashprof::app::batch::BatchEvent::Finished { entry } = event {
@@ -535,18 +553,7 @@ fn a_row_a_case_timeout_cut_short_is_graded_again_when_the_timeout_is_raised() {
     let class = root.path().join("class");
     write(&class.join("hangs.cu"), STARTER);
     write(&class.join("empty.cu"), "");
-    let under = |timeout| BatchPlan {
-        check: CheckPlan {
-            seed: 3,
-            ..plan(&["first", "hang"], timeout)
-        },
-        sanitizer: None,
-        submissions: discover_dir(&class).expect("discover").submissions,
-        out_dir: root.path().join("out"),
-        mode: GradeMode::Full,
-        slots: vec![GpuSelection::Ordinal(0)],
-        gates: GateTable::default(),
-    };
+    let under = |timeout| stand_in_batch(&class, root.path(), &["first", "hang"], timeout, 1);
     // (graded now, reused, rows a different limit cut short) of one run.
     let run = |plan: &BatchPlan| {
         let mut cut_short = None;
@@ -659,18 +666,7 @@ fn submissions_are_read_one_at_a_time_not_all_before_grading() {
     for i in 1..160 {
         std::fs::hard_link(class.join("s0.cu"), class.join(format!("s{i}.cu"))).expect("link");
     }
-    let plan = BatchPlan {
-        check: CheckPlan {
-            seed: 3,
-            ..plan(&["first"], Duration::from_secs(20))
-        },
-        sanitizer: None,
-        submissions: discover_dir(&class).expect("discover").submissions,
-        out_dir: root.path().join("out"),
-        mode: GradeMode::Full,
-        slots: vec![GpuSelection::Ordinal(0)],
-        gates: GateTable::default(),
-    };
+    let plan = stand_in_batch(&class, root.path(), &["first"], Duration::from_secs(20), 1);
     let before = peak_rss_kib();
     let summary = run_batch(&plan, &stand_in(), |_| {}).expect("batch runs");
     assert_eq!(summary.graded_now, 160);
@@ -684,18 +680,7 @@ fn a_rerun_grades_again_what_failed_on_the_grader_side() {
     let class = root.path().join("class");
     write(&class.join("a.cu"), STARTER);
     write(&class.join("empty.cu"), "");
-    let plan = BatchPlan {
-        check: CheckPlan {
-            seed: 3,
-            ..plan(&["first"], Duration::from_secs(20))
-        },
-        sanitizer: None,
-        submissions: discover_dir(&class).expect("discover").submissions,
-        out_dir: root.path().join("out"),
-        mode: GradeMode::Full,
-        slots: vec![GpuSelection::Ordinal(0)],
-        gates: GateTable::default(),
-    };
+    let plan = stand_in_batch(&class, root.path(), &["first"], Duration::from_secs(20), 1);
     // A worker that cannot start: every compilable submission is a grader error.
     let mut broken = stand_in();
     broken.program = root.path().join("no-such-worker");
