@@ -30,19 +30,34 @@ export LD_LIBRARY_PATH="$PWD/$DEPS/nvidia/cu13/lib${LD_LIBRARY_PATH:+:$LD_LIBRAR
 # the worker-protocol tests start examples/stand_in_worker.rs as a process.
 mkdir -p target
 LOG=target/test-run.log
-cargo test "$@" 2>&1 | tee "$LOG"
+# --no-fail-fast: one failing test binary must not hide the ones after it.
+# The build's progress goes to the terminal as cargo draws it; the log keeps
+# the test lines the summary below is read from.
+status=0
+cargo test --no-fail-fast "$@" 2> >(tee "$LOG.err" >&2) | tee "$LOG" || status=1
 OPTED_IN=()
-[ "${FLASHPROF_SLURM_TEST:-}" = 1 ] && OPTED_IN+=(--test slurm)
-[ "${FLASHPROF_SSH_TEST:-}" = 1 ] && OPTED_IN+=(--test ssh)
+if [ "${FLASHPROF_SLURM_TEST:-}" = 1 ]; then OPTED_IN+=(--test slurm); fi
+if [ "${FLASHPROF_SSH_TEST:-}" = 1 ]; then OPTED_IN+=(--test ssh); fi
 if [ ${#OPTED_IN[@]} -gt 0 ]; then
   echo "running the opted-in daemon tests: ${OPTED_IN[*]}"
-  cargo test "${OPTED_IN[@]}" -- --ignored 2>&1 | tee -a "$LOG"
+  cargo test --no-fail-fast "${OPTED_IN[@]}" -- --ignored 2>>"$LOG.err" | tee -a "$LOG" || status=1
 fi
 # What a green run did not run: every ignored test, less those the opt-ins ran.
-ignored=$(grep -E '^test .* \.\.\. ignored' "$LOG" | sed -E 's/^test (.*) \.\.\. ignored(, )?(.*)$/\1\t\3/' | sort -u)
-ran=$(grep -E '^test .* \.\.\. ok$' "$LOG" | sed -E 's/^test (.*) \.\.\. ok$/\1/' | sort -u)
+# (grep finds nothing in a run of one binary with no ignored test: not an error.)
+ignored=$(grep -E '^test .* \.\.\. ignored' "$LOG" | sed -E 's/^test (.*) \.\.\. ignored(, )?(.*)$/\1\t\3/' | sort -u || true)
+ran=$(grep -E '^test .* \.\.\. ok$' "$LOG" | sed -E 's/^test (.*) \.\.\. ok$/\1/' | sort -u || true)
 not_run=$(printf '%s\n' "$ignored" | awk -F'\t' 'NR==FNR { if ($0 != "") ran[$0] = 1; next } $1 != "" && !($1 in ran)' <(printf '%s\n' "$ran") -)
 count=$(printf '%s\n' "$not_run" | grep -c . || true)
 echo
 echo "ignored, not run here: $count"
 printf '%s\n' "$not_run" | awk -F'\t' '$1 != "" { printf "  %s (%s)\n", $1, $2 }'
+# One total over every binary, from libtest's own result lines.
+totals=$(grep -E '^test result: ' "$LOG" | awk '{ for (i = 1; i <= NF; i++) { if ($i ~ /^passed;?$/) p += $(i-1); if ($i ~ /^failed;?$/) f += $(i-1); if ($i ~ /^ignored;?$/) g += $(i-1) } } END { printf "%d passed, %d failed, %d ignored", p, f, g }')
+echo
+echo "total: $totals"
+if [ "$status" -ne 0 ]; then
+  echo "FAILED: these tests failed (each binary ran to its end):"
+  grep -E '^test .* \.\.\. FAILED$' "$LOG" | sed -E 's/^test (.*) \.\.\. FAILED$/  \1/' || true
+  grep -E '^error: (could not compile|test failed)' "$LOG.err" | sed 's/^/  /' || true
+fi
+exit "$status"

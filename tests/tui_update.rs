@@ -5,7 +5,7 @@ mod tui_support;
 use std::time::Duration;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
-use flashprof::app::history::source_hash;
+use flashprof::app::history::{source_hash, RestoreTarget};
 use flashprof::outcome::{CheckStopped, Progress};
 use flashprof::tui::model::{Completed, Overlay, Replay};
 use flashprof::tui::msg::{Effect, Msg};
@@ -228,8 +228,41 @@ fn history_overlay_asks_for_diffs_and_restores() {
     );
     assert_eq!(
         key(&mut model, KeyCode::Char('b')),
-        vec![Effect::RestoreBest]
+        vec![Effect::Restore(RestoreTarget::BestPassing)]
     );
+    // `t` restores the selected row, whatever its verdict.
+    assert_eq!(
+        key(&mut model, KeyCode::Char('t')),
+        vec![Effect::Restore(RestoreTarget::Text(source_hash("v1")))]
+    );
+    // Nothing restored yet in this session: `u` has nothing to undo.
+    key(&mut model, KeyCode::Esc);
+    assert!(key(&mut model, KeyCode::Char('u')).is_empty());
+    assert_eq!(
+        model.notice.as_deref(),
+        Some("no restore to undo in this session")
+    );
+    // The restore's snapshot joins the history, and `u` asks for its text back.
+    let replaced = flashprof::app::history::RunSummary {
+        unix_ms: 9,
+        source_hash: source_hash("work in progress"),
+        outcome: None,
+    };
+    update(
+        &mut model,
+        Msg::Restored {
+            note: "restored".into(),
+            replaced: Some(replaced.clone()),
+        },
+    );
+    assert_eq!(model.history.last(), Some(&replaced));
+    assert_eq!(
+        key(&mut model, KeyCode::Char('u')),
+        vec![Effect::Restore(RestoreTarget::Text(source_hash(
+            "work in progress"
+        )))]
+    );
+    key(&mut model, KeyCode::Char('h'));
     update(
         &mut model,
         Msg::DiffReady {

@@ -8,9 +8,16 @@
 //! line so it cannot be glued to the torn one. Sources are written to a
 //! temporary name and renamed, so a source file is whole or absent.
 //!
+//! One store serves every file of its folder, and a file may be checked
+//! against more than one lab, so each record names the file and the lab it
+//! belongs to ([`HistoryScope`]). A store opened for a watched file
+//! ([`HistoryStore::beside`]) reads and restores only that file's records in
+//! that lab: another file's text is never offered, plotted or written back.
+//!
 //! From the log the TUI shows past runs, the speedup trend, a diff of any
-//! past text against the current one, and restores the best passing text
-//! (after recording the current text, so a restore never loses work).
+//! past text against the current one, and restores the best passing text or
+//! any chosen run's (after recording the current text, so a restore never
+//! loses work and can itself be undone).
 
 mod diff;
 pub(crate) mod nofollow;
@@ -84,6 +91,80 @@ pub struct HistoryRecord {
     /// The check of that text; `None` for a text saved only so a restore
     /// could not lose it.
     pub report: Option<CheckReport>,
+    /// The name of the file (in the store's folder) the text was saved
+    /// from. Absent in records written before stores were scoped: a run's
+    /// report names its file then, an old snapshot names none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// The lab the file was being checked against (the same fallback).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lab: Option<String>,
+}
+
+/// Whose records a view of the store holds: one file of the folder, in one lab.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryScope {
+    /// The file's name within the store's folder.
+    pub file_name: String,
+    pub lab: String,
+}
+
+impl HistoryScope {
+    /// The scope of `file` checked against `lab`.
+    pub fn of(file: &Path, lab: &str) -> Self {
+        Self {
+            file_name: file
+                .file_name()
+                .map(|name| name.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            lab: lab.to_owned(),
+        }
+    }
+
+    /// Whether `record` was saved from this file in this lab. A record that
+    /// names neither (an old snapshot) belongs to no file, so it is never
+    /// offered in place of a file's own text.
+    pub fn holds(&self, record: &HistoryRecord) -> bool {
+        let report = record.report.as_ref();
+        let file = record
+            .file
+            .as_deref()
+            .or_else(|| report.and_then(|r| Path::new(&r.source_path).file_name()?.to_str()));
+        let lab = record
+            .lab
+            .as_deref()
+            .or_else(|| report.map(|r| r.lab.as_str()));
+        file == Some(self.file_name.as_str()) && lab == Some(self.lab.as_str())
+    }
+}
+
+/// Which text a restore writes back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RestoreTarget {
+    /// The fastest passing run of the scope (`b`).
+    BestPassing,
+    /// The text of a chosen record of the scope, by its source hash (a row
+    /// of the history, or the text the last restore replaced).
+    Text(String),
+}
+
+/// What a restore did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RestoreOutcome {
+    /// `from`'s text is in the file now; `replaced` records the text it
+    /// replaced (`None` when the file was absent).
+    Restored {
+        from: Box<HistoryRecord>,
+        replaced: Option<Box<HistoryRecord>>,
+    },
+    /// The file already holds that text: nothing was written.
+    AlreadyCurrent(Box<HistoryRecord>),
+    /// No run of this file in this lab has passed; `other_files_passed`
+    /// counts the passing runs of other files and labs, which are not
+    /// candidates.
+    NothingPassed { other_files_passed: usize },
+    /// The chosen text is not one of this file's records in this lab.
+    NotInScope,
 }
 
 /// What a screen needs of a record without holding its whole report.
@@ -176,6 +257,9 @@ pub struct HistoryStore {
     /// Whether the store must be this user's (the one beside a watched
     /// file, which flashprof writes); a store named for replay may be anyone's.
     owned: bool,
+    /// The watched file's records, when the store is opened for one; a
+    /// replayed store shows every record.
+    scope: Option<HistoryScope>,
 }
 
 /// A stable 64-bit FNV-1a hash of a text, as 16 hex digits. Std's hasher may
@@ -200,12 +284,14 @@ fn now_unix_ms() -> u64 {
 }
 
 impl HistoryStore {
-    /// The store of the student file `file`: `.flashprof/` in its folder.
-    pub fn beside(file: &Path) -> Self {
+    /// The store of the student file `file` checked against `lab`:
+    /// `.flashprof/` in its folder, seen through that file's and lab's scope.
+    pub fn beside(file: &Path, lab: &str) -> Self {
         let folder = file.parent().unwrap_or(Path::new(""));
         Self {
             dir: folder.join(STORE_DIR),
             owned: true,
+            scope: Some(HistoryScope::of(file, lab)),
         }
     }
 
@@ -219,11 +305,20 @@ impl HistoryStore {
         } else {
             path.join(STORE_DIR)
         };
-        Self { dir, owned: false }
+        Self {
+            dir,
+            owned: false,
+            scope: None,
+        }
     }
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The file and lab this store is seen through, if any.
+    pub fn scope(&self) -> Option<&HistoryScope> {
+        self.scope.as_ref()
     }
 
     #[cfg(test)]
@@ -261,6 +356,8 @@ impl HistoryStore {
             unix_ms: now_unix_ms(),
             source_hash: source_hash(source),
             report,
+            file: self.scope.as_ref().map(|s| s.file_name.clone()),
+            lab: self.scope.as_ref().map(|s| s.lab.clone()),
         };
         let store = self.folder(true)?.ok_or_else(|| {
             io::Error::new(
@@ -309,10 +406,20 @@ impl HistoryStore {
         Ok(())
     }
 
-    /// Every readable record, oldest first. A missing log is an empty history.
-    /// A line that is not UTF-8, not a record of this schema, or names its
-    /// source with anything but a hash is skipped and counted.
+    /// Every readable record of the store's scope (of the whole store when
+    /// it has none), oldest first. A missing log is an empty history. A line
+    /// that is not UTF-8, not a record of this schema, or names its source
+    /// with anything but a hash is skipped and counted.
     pub fn read(&self) -> io::Result<History> {
+        let mut history = self.read_all()?;
+        if let Some(scope) = &self.scope {
+            history.records.retain(|record| scope.holds(record));
+        }
+        Ok(history)
+    }
+
+    /// Every readable record of every file.
+    fn read_all(&self) -> io::Result<History> {
         let Some(store) = self.folder(false)? else {
             return Ok(History::default());
         };
@@ -381,39 +488,70 @@ impl HistoryStore {
         })
     }
 
-    /// Writes the best passing text into `file`, first recording the file's
-    /// current text. Returns the record restored, or `None` when no run passed.
-    pub fn restore_best(&self, file: &Path) -> io::Result<Option<HistoryRecord>> {
-        let history = self.read()?;
-        let Some(best) = best_passing(&history.records).cloned() else {
-            return Ok(None);
+    /// Writes `target`'s text into `file`, first recording the file's
+    /// current text as a snapshot of this scope, so the restore can be
+    /// undone by restoring that snapshot. Only the scope's own records are
+    /// candidates: a store seen through no scope restores nothing.
+    pub fn restore(&self, file: &Path, target: &RestoreTarget) -> io::Result<RestoreOutcome> {
+        let Some(scope) = &self.scope else {
+            return Ok(RestoreOutcome::NotInScope);
         };
-        let text = self.source(&best.source_hash)?;
-        // The student's file may have been replaced by a FIFO or a link:
-        // never block on it, never write through it.
-        let current = match read_regular_file(file, FollowLinks::No, MAX_SOURCE_BYTES) {
-            // Only a text recorded whole may be overwritten.
-            Ok(read) if read.bytes.len() as u64 > MAX_SOURCE_BYTES => {
-                return Err(io::Error::other(format!(
-                    "{} is over {MAX_SOURCE_BYTES} bytes, so it cannot be recorded: not restored",
-                    path_for_display(file)
-                )))
-            }
-            Ok(read) => Some(String::from_utf8(read.bytes).map_err(io::Error::other)?),
-            Err(SourceError::Missing { .. }) => None,
-            Err(SourceError::NotRegular { kind, .. }) => {
-                return Err(io::Error::other(format!(
-                    "{} is {kind}, not a regular file: not restored",
-                    path_for_display(file)
-                )))
-            }
-            Err(e) => return Err(io::Error::other(e.to_string())),
+        let all = self.read_all()?.records;
+        let (own, others): (Vec<HistoryRecord>, Vec<HistoryRecord>) =
+            all.into_iter().partition(|record| scope.holds(record));
+        let chosen = match target {
+            RestoreTarget::BestPassing => match best_passing(&own) {
+                Some(best) => best.clone(),
+                None => {
+                    return Ok(RestoreOutcome::NothingPassed {
+                        other_files_passed: others.iter().filter(|r| passed(r)).count(),
+                    })
+                }
+            },
+            RestoreTarget::Text(hash) => match own.iter().rev().find(|r| &r.source_hash == hash) {
+                Some(record) => record.clone(),
+                None => return Ok(RestoreOutcome::NotInScope),
+            },
         };
-        if let Some(current) = current.filter(|c| source_hash(c) != best.source_hash) {
-            self.append_snapshot(&current)?;
+        let text = self.source(&chosen.source_hash)?;
+        let current = current_text(file)?;
+        if current.as_deref().map(source_hash).as_ref() == Some(&chosen.source_hash) {
+            return Ok(RestoreOutcome::AlreadyCurrent(Box::new(chosen)));
         }
+        let replaced = match current {
+            Some(current) => Some(Box::new(self.append_snapshot(&current)?)),
+            None => None,
+        };
         write_no_follow(file, &text)?;
-        Ok(Some(best))
+        Ok(RestoreOutcome::Restored {
+            from: Box::new(chosen),
+            replaced,
+        })
+    }
+}
+
+/// The text of the student's file before a restore writes over it; `None`
+/// when it is absent. The file may have been replaced by a FIFO or a link:
+/// never block on it, never read through it, and only a text that can be
+/// recorded whole may be overwritten.
+fn current_text(file: &Path) -> io::Result<Option<String>> {
+    match read_regular_file(file, FollowLinks::No, MAX_SOURCE_BYTES) {
+        Ok(read) if read.bytes.len() as u64 > MAX_SOURCE_BYTES => Err(io::Error::other(format!(
+            "{} is over {MAX_SOURCE_BYTES} bytes, so it cannot be recorded: not restored",
+            path_for_display(file)
+        ))),
+        Ok(read) => String::from_utf8(read.bytes).map(Some).map_err(|_| {
+            io::Error::other(format!(
+                "{} is not UTF-8 text, so it cannot be recorded: not restored",
+                path_for_display(file)
+            ))
+        }),
+        Err(SourceError::Missing { .. }) => Ok(None),
+        Err(SourceError::NotRegular { kind, .. }) => Err(io::Error::other(format!(
+            "{} is {kind}, not a regular file: not restored",
+            path_for_display(file)
+        ))),
+        Err(e) => Err(io::Error::other(e.to_string())),
     }
 }
 
@@ -460,6 +598,11 @@ fn ends_with_newline(log: &mut File) -> io::Result<bool> {
     Ok(last[0] == b'\n')
 }
 
+/// Whether `record` is a check whose every case passed.
+fn passed(record: &HistoryRecord) -> bool {
+    record.report.as_ref().is_some_and(CheckReport::all_passed)
+}
+
 /// The passing run with the highest speedup; among passing runs without a
 /// speedup, the latest. `None` when nothing passed.
 pub fn best_passing(records: &[HistoryRecord]) -> Option<&HistoryRecord> {
@@ -472,7 +615,7 @@ pub fn best_passing(records: &[HistoryRecord]) -> Option<&HistoryRecord> {
     };
     records
         .iter()
-        .filter(|r| r.report.as_ref().is_some_and(CheckReport::all_passed))
+        .filter(|r| passed(r))
         .fold(None, |best: Option<&HistoryRecord>, r| match best {
             Some(b) if speedup(b) > speedup(r) => Some(b),
             _ => Some(r),
@@ -594,7 +737,7 @@ mod tests {
         fs::write(&bashrc, "export PATH\n").expect("write");
         let file = dir.path().join("alice/k.cu");
         fs::create_dir_all(dir.path().join("alice/.flashprof")).expect("mkdir");
-        let store = HistoryStore::beside(&file);
+        let store = HistoryStore::beside(&file, "flash-prefill");
         std::os::unix::fs::symlink(&bashrc, store.log_path()).expect("symlink");
         let error = store.append_snapshot("rm -rf ~").expect_err("refused");
         assert!(
@@ -613,7 +756,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let secret = dir.path().join("grades.csv");
         fs::write(&secret, "alice,0").expect("write");
-        let store = HistoryStore::beside(&dir.path().join("alice/k.cu"));
+        let store = HistoryStore::beside(&dir.path().join("alice/k.cu"), "flash-prefill");
         fs::create_dir_all(dir.path().join("alice")).expect("mkdir");
         let record = store.append_snapshot("out[0] = 1.0f;").expect("append");
         let source = store.source_path(&record.source_hash);
@@ -641,7 +784,7 @@ mod tests {
         let alice = dir.path().join("alice");
         fs::create_dir_all(&alice).expect("mkdir");
         std::os::unix::fs::symlink(&elsewhere, alice.join(".flashprof")).expect("symlink");
-        let store = HistoryStore::beside(&alice.join("k.cu"));
+        let store = HistoryStore::beside(&alice.join("k.cu"), "flash-prefill");
         for error in [
             store.append_snapshot("x").expect_err("refused"),
             store.read().expect_err("refused"),

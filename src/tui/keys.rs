@@ -26,6 +26,8 @@ pub enum Action {
     Close,
     History,
     RestoreBest,
+    RestoreSelected,
+    UndoRestore,
     Pause,
     StepForward,
     StepBack,
@@ -47,7 +49,7 @@ enum Mode {
 
 impl Action {
     /// Every action, in the order the help lists them.
-    pub const ALL: [Action; 25] = [
+    pub const ALL: [Action; 27] = [
         Action::Quit,
         Action::Rerun,
         Action::Help,
@@ -65,6 +67,8 @@ impl Action {
         Action::Counters,
         Action::History,
         Action::RestoreBest,
+        Action::RestoreSelected,
+        Action::UndoRestore,
         Action::CopyReproduce,
         Action::Pause,
         Action::StepForward,
@@ -93,7 +97,9 @@ impl Action {
             Action::Close => "close the overlay",
             Action::Counters => "every counter line whole, and the roofline plot large",
             Action::History => "past runs of this file",
-            Action::RestoreBest => "in history: restore the best passing version",
+            Action::RestoreBest => "in history: restore this file's best passing version",
+            Action::RestoreSelected => "in history: restore the selected run's text",
+            Action::UndoRestore => "undo the last restore (the text it replaced comes back)",
             Action::CopyReproduce => "copy the command that reruns this check (its seed too)",
             Action::Pause => "replay: pause or resume",
             Action::StepForward => "replay: next run",
@@ -111,6 +117,8 @@ impl Action {
         match self {
             Action::Rerun
             | Action::RestoreBest
+            | Action::RestoreSelected
+            | Action::UndoRestore
             | Action::Sanitize
             | Action::CopyReproduce
             | Action::FetchCuda => Mode::Live,
@@ -182,6 +190,8 @@ const BINDINGS: &[Binding<Action>] = &[
     key(KeyCode::Char('c'), Action::Counters),
     key(KeyCode::Char('h'), Action::History),
     key(KeyCode::Char('b'), Action::RestoreBest),
+    key(KeyCode::Char('t'), Action::RestoreSelected),
+    key(KeyCode::Char('u'), Action::UndoRestore),
     key(KeyCode::Char(' '), Action::Pause),
     key(KeyCode::Right, Action::StepForward),
     key(KeyCode::Char('n'), Action::StepForward),
@@ -297,6 +307,8 @@ mod tests {
             Action::Rerun,
             Action::Sanitize,
             Action::RestoreBest,
+            Action::RestoreSelected,
+            Action::UndoRestore,
             Action::CopyReproduce,
             Action::FetchCuda,
         ] {

@@ -381,6 +381,9 @@ pub struct Model {
     pub compile_scroll: usize,
     pub overlay: Option<Overlay>,
     pub notice: Option<String>,
+    /// The source hash of the text the last restore wrote over, which `u`
+    /// puts back (a restore of its own, so it too can be undone).
+    pub undo_restore: Option<String>,
     /// Why the latest check could not run (a node that never answered, a
     /// worker that would not start), for the header until a check finishes.
     pub stopped: Option<String>,
@@ -425,6 +428,7 @@ impl Model {
             compile_scroll: 0,
             overlay: None,
             notice: None,
+            undo_restore: None,
             stopped: None,
             worker_place: None,
             link: None,

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use crossterm::event::{KeyEvent, MouseEvent};
 
-use crate::app::history::{DiffLine, RunSummary};
+use crate::app::history::{DiffLine, RestoreTarget, RunSummary};
 use crate::display::path_for_display;
 use crate::gpu::found::{fetched_folder, Context, Libraries};
 use crate::outcome::{CheckReport, CheckStopped, Progress};
@@ -51,7 +51,13 @@ pub enum Msg {
         title: String,
         lines: Vec<DiffLine>,
     },
-    /// A one-line message for the footer (a restore done, a write failed).
+    /// A restore finished: `note` says what it did; `replaced` is the
+    /// record of the text it wrote over, which `u` puts back.
+    Restored {
+        note: String,
+        replaced: Option<RunSummary>,
+    },
+    /// A one-line message for the footer (a restore refused, a write failed).
     Notice(String),
     /// The replay clock.
     Tick,
@@ -110,8 +116,8 @@ pub enum Effect {
         source_hash: String,
         title: String,
     },
-    /// Put the best passing text back into the file (saving the current one first).
-    RestoreBest,
+    /// Put a past text of this file back into it (saving the current one first).
+    Restore(RestoreTarget),
     /// Change how often the replay clock ticks.
     SetTickInterval(Duration),
     /// Run compute-sanitizer over the watched file (`s`).

@@ -26,7 +26,9 @@ use super::theme::Theme;
 use super::update::{show_replay_position, update};
 use super::view;
 use crate::app::check::CheckPlan;
-use crate::app::history::{line_diff, HistoryRecord, HistoryStore, RunSummary, LOG_FILE};
+use crate::app::history::{
+    line_diff, HistoryRecord, HistoryStore, RestoreOutcome, RestoreTarget, RunSummary, LOG_FILE,
+};
 use crate::app::watch::Watched;
 use crate::app::worker_handle::WorkerCommand;
 use crate::display::{line_for_display, path_for_display};
@@ -61,7 +63,7 @@ enum DiskJob {
         title: String,
         current: String,
     },
-    RestoreBest,
+    Restore(RestoreTarget),
 }
 
 /// Watches `setup.file` and checks every save until the user quits.
@@ -78,7 +80,7 @@ pub fn run_live(setup: LiveSetup) -> anyhow::Result<()> {
         model.nvrtc_missing = NvrtcMissing::after(&search, None);
     }
     let (messages, inbox) = mpsc::channel();
-    let store = HistoryStore::beside(&setup.file);
+    let store = HistoryStore::beside(&setup.file, setup.plan.lab.name());
     let disk = start_disk_thread(store, Some(setup.file.clone()), messages.clone())?;
     let sanitize_template = setup.plan.clone();
     let setup_file = setup.file.clone();
@@ -224,7 +226,7 @@ pub fn run_replay(store: HistoryStore, present: bool) -> anyhow::Result<()> {
             }
             Effect::StartRun { .. }
             | Effect::SupersedeRun(_)
-            | Effect::RestoreBest
+            | Effect::Restore(_)
             | Effect::RecordRun { .. }
             | Effect::Copy(_)
             | Effect::SearchLibraries
@@ -256,6 +258,46 @@ fn replayable(
             Some((Completed { source, report }, summary))
         })
         .unzip()
+}
+
+/// Carries out a restore and says what it did, in the words the footer shows.
+fn restore_message(store: &HistoryStore, file: &Path, target: &RestoreTarget) -> Msg {
+    let name = display_name(file);
+    let lab = store.scope().map_or("", |scope| scope.lab.as_str());
+    let what = match target {
+        RestoreTarget::BestPassing => "the best passing version",
+        RestoreTarget::Text(_) => "that version",
+    };
+    let short = |hash: &str| hash[..8.min(hash.len())].to_owned();
+    match store.restore(file, target) {
+        Ok(RestoreOutcome::Restored { from, replaced }) => Msg::Restored {
+            note: match &replaced {
+                Some(_) => format!(
+                    "restored {what} ({}) into {name}; u puts back the text it replaced",
+                    short(&from.source_hash)
+                ),
+                None => format!("restored {what} ({}) into {name}", short(&from.source_hash)),
+            },
+            replaced: replaced.as_deref().map(HistoryRecord::summary),
+        },
+        Ok(RestoreOutcome::AlreadyCurrent(record)) => Msg::Notice(format!(
+            "{name} already holds {what} ({}): nothing written",
+            short(&record.source_hash)
+        )),
+        Ok(RestoreOutcome::NothingPassed {
+            other_files_passed: 0,
+        }) => Msg::Notice(format!(
+            "no run of {name} has passed in {lab} yet, so nothing was restored (t restores any run)"
+        )),
+        Ok(RestoreOutcome::NothingPassed { other_files_passed }) => Msg::Notice(format!(
+            "no run of {name} has passed in {lab}: the {other_files_passed} passing run(s) in this \
+             folder are other files' or labs', never restored here; nothing written"
+        )),
+        Ok(RestoreOutcome::NotInScope) => Msg::Notice(format!(
+            "that text is not one of {name}'s runs in {lab}: not restored"
+        )),
+        Err(e) => Msg::Notice(format!("restore failed: {e}")),
+    }
 }
 
 impl Program for Model {
@@ -310,7 +352,7 @@ fn send_disk_job(disk: &Sender<DiskJob>, effect: Effect, model: &Model) {
             title,
             current: model.source.clone(),
         },
-        Effect::RestoreBest => DiskJob::RestoreBest,
+        Effect::Restore(target) => DiskJob::Restore(target),
         Effect::RecordRun { source, report } => DiskJob::Record { source, report },
         Effect::StartRun { .. }
         | Effect::SupersedeRun(_)
@@ -375,14 +417,9 @@ fn run_disk_job(store: &HistoryStore, file: Option<&Path>, job: DiskJob) -> Msg 
             },
             Err(e) => Msg::Notice(format!("the text of that run is missing: {e}")),
         },
-        DiskJob::RestoreBest => match file.map(|f| store.restore_best(f)) {
+        DiskJob::Restore(target) => match file {
             None => Msg::Notice("nothing to restore into during a replay".into()),
-            Some(Ok(Some(best))) => Msg::Notice(format!(
-                "restored the best passing version ({}); the text it replaced is in the history",
-                &best.source_hash
-            )),
-            Some(Ok(None)) => Msg::Notice("no run has passed yet, so nothing was restored".into()),
-            Some(Err(e)) => Msg::Notice(format!("restore failed: {e}")),
+            Some(file) => restore_message(store, file, &target),
         },
     }
 }

@@ -20,6 +20,7 @@ use super::model::{
 use super::msg::{Effect, LibrarySearch, Msg, RunId};
 use super::plot::RooflinePlot;
 use super::view::layout::{case_at, compile_scroll_limit, overlay_rows, visible_case_rows, Areas};
+use crate::app::history::RestoreTarget;
 use crate::display::line_for_display;
 use crate::outcome::{CheckReport, CheckStopped, CountersResult, LinkLoss, Progress};
 
@@ -71,6 +72,14 @@ pub fn update(model: &mut Model, msg: Msg) -> Vec<Effect> {
                 lines,
                 scroll: 0,
             });
+            Vec::new()
+        }
+        Msg::Restored { note, replaced } => {
+            model.notice = Some(note);
+            if let Some(replaced) = replaced {
+                model.undo_restore = Some(replaced.source_hash.clone());
+                model.history.push(replaced);
+            }
             Vec::new()
         }
         Msg::Notice(text) => {
@@ -426,14 +435,31 @@ fn on_panel_key(model: &mut Model, action: Action) -> Vec<Effect> {
             );
             return vec![Effect::Sanitize];
         }
+        Action::UndoRestore if model.replay.is_none() => return undo_restore(model),
         Action::Close
         | Action::RestoreBest
+        | Action::RestoreSelected
+        | Action::UndoRestore
         | Action::Quit
         | Action::Sanitize
         | Action::CopyReproduce
         | Action::FetchCuda => {}
     }
     Vec::new()
+}
+
+/// `u`: puts back the text the last restore replaced.
+fn undo_restore(model: &mut Model) -> Vec<Effect> {
+    if model.replay.is_some() {
+        return Vec::new();
+    }
+    match model.undo_restore.clone() {
+        Some(hash) => vec![Effect::Restore(RestoreTarget::Text(hash))],
+        None => {
+            model.notice = Some("no restore to undo in this session".into());
+            Vec::new()
+        }
+    }
 }
 
 /// The arrows and the page keys move the case selection, or scroll the
@@ -570,9 +596,23 @@ fn on_overlay_key(model: &mut Model, overlay: Overlay, action: Action) -> Vec<Ef
         }
         (Overlay::History { selected }, Action::RestoreBest) => {
             if model.replay.is_none() {
-                effects.push(Effect::RestoreBest);
+                effects.push(Effect::Restore(RestoreTarget::BestPassing));
             }
             Some(Overlay::History { selected })
+        }
+        (Overlay::History { selected }, Action::RestoreSelected) => {
+            if let Some(run) = model.history.iter().rev().nth(selected) {
+                if model.replay.is_none() {
+                    effects.push(Effect::Restore(RestoreTarget::Text(
+                        run.source_hash.clone(),
+                    )));
+                }
+            }
+            Some(Overlay::History { selected })
+        }
+        (overlay, Action::UndoRestore) => {
+            effects = undo_restore(model);
+            Some(overlay)
         }
         (
             Overlay::Diff {

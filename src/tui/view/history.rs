@@ -1,5 +1,5 @@
-//! The history overlays: the list of past runs of this file, and a diff of
-//! one past text against the current one.
+//! The history overlays: the list of past runs of this file (in this lab),
+//! and a diff of one past text against the current one.
 
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
@@ -14,8 +14,11 @@ pub fn draw_runs(frame: &mut Frame, area: Rect, model: &Model, selected: usize) 
     let theme = model.theme;
     let rect = popup(frame, area, 72, area.height.saturating_sub(2));
     let block = Block::bordered()
-        .title(Span::styled(" history (newest first) ", theme.accent()))
-        .title_bottom(" enter diff vs now  b restore best passing  esc close ");
+        .title(Span::styled(
+            format!(" history of {} (newest first) ", model.file_label),
+            theme.accent(),
+        ))
+        .title_bottom(" enter diff  t restore this  b best passing  u undo  esc ");
     let inner_height = usize::from(rect.height.saturating_sub(2));
     let total = model.history.len();
     let first = selected.saturating_sub(inner_height.saturating_sub(1));
