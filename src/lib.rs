@@ -11,23 +11,26 @@
 //!
 //! 1. [`display`], [`nonfinite`]: leaves: outside text made safe for a
 //!    terminal, and floats that may be NaN or infinite through JSON;
-//! 2. [`grade`]: what holds for every lab: comparison against an oracle,
+//! 2. [`sys`]: what holds against hostile input, once: this process's
+//!    user, private folders, and other programs started from one under a
+//!    deadline;
+//! 3. [`grade`]: what holds for every lab: comparison against an oracle,
 //!    launch integrity and audit, timing statistics, the physical floor,
 //!    the roofline reading of counters (pure; names no lab);
-//! 3. [`lab`]: every lab as a value (its contract, cases, oracle, golden
+//! 4. [`lab`]: every lab as a value (its contract, cases, oracle, golden
 //!    proof, diagnosis, bug models), and the student file's validation;
-//! 4. [`facts`]: plain data about compiled kernels and GPUs;
-//! 5. [`gpu`]: NVRTC, the CUDA driver and CUPTI, behind thin safe owners;
-//! 6. [`protocol`]: the versioned messages between caller and worker;
-//! 7. [`worker`]: the sandboxed process that compiles and runs untrusted
+//! 5. [`facts`]: plain data about compiled kernels and GPUs;
+//! 6. [`gpu`]: NVRTC, the CUDA driver and CUPTI, behind thin safe owners;
+//! 7. [`protocol`]: the versioned messages between caller and worker;
+//! 8. [`worker`]: the sandboxed process that compiles and runs untrusted
 //!    kernels;
-//! 8. [`outcome`]: what a check found, as data, and its one verdict rule;
-//! 9. [`app`]: the caller's side: the worker's handle (local, ssh, Slurm),
-//!    one check, watching, history, batch grading, gates;
-//! 10. [`embedded`]: the recorded sessions compiled into the binary;
-//! 11. [`report`]: the table and JSON of a check;
-//! 12. [`tui`]: the terminal screens (state, messages, views);
-//! 13. [`cli`]: commands, their options and their one error path.
+//! 9. [`outcome`]: what a check found, as data, and its one verdict rule;
+//! 10. [`app`]: the caller's side: the worker's handle (local, ssh, Slurm),
+//!     one check, watching, history, batch grading, gates;
+//! 11. [`embedded`]: the recorded sessions compiled into the binary;
+//! 12. [`report`]: the table and JSON of a check;
+//! 13. [`tui`]: the terminal screens (state, messages, views);
+//! 14. [`cli`]: commands, their options and their one error path.
 //!
 //! # Unsafe code
 //!
@@ -55,5 +58,6 @@ pub mod nonfinite;
 pub mod outcome;
 pub mod protocol;
 pub mod report;
+pub mod sys;
 pub mod tui;
 pub mod worker;

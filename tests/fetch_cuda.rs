@@ -61,7 +61,11 @@ fn without_python3_it_says_what_is_missing_and_installs_nothing() {
         shown.contains("python3 -m pip install --user 'nvidia-cuda-nvrtc==13.0.88'"),
         "{shown}"
     );
-    assert!(!home.path().join(".cache").exists(), "nothing was created");
+    // Only flashprof's private folder, where pip would have run.
+    assert!(
+        !home.path().join(".cache/flashprof/cuda-13.0").exists(),
+        "nothing was installed"
+    );
 }
 
 #[test]
@@ -137,5 +141,49 @@ fn a_fetch_lands_private_in_the_cache_where_doctor_looks() {
             lib.display()
         )),
         "{said}"
+    );
+}
+
+/// The TA runs `fetch-cuda` (or presses `f`) standing in a student's folder
+/// that holds a `pip/` package and a `json.py`, with the real python3 and
+/// pip: pip runs in flashprof's private folder, so neither is imported.
+/// pip is kept off the network (no index) and so fails; what matters is
+/// that nothing of the student's ran, in the version check or the install.
+#[test]
+fn a_student_s_pip_package_and_json_py_in_the_working_folder_never_run() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let student = tempfile::tempdir().expect("tempdir");
+    let marker = home.path().join("student-code-ran");
+    let plant = format!(
+        "open({:?}, 'a').write(__name__ + '\\n')\n",
+        marker.display().to_string()
+    );
+    let package = student.path().join("pip");
+    std::fs::create_dir(&package).expect("mkdir");
+    for file in ["__init__.py", "__main__.py"] {
+        std::fs::write(package.join(file), &plant).expect("plant pip");
+    }
+    std::fs::write(student.path().join("json.py"), &plant).expect("plant json");
+    let run = Command::new(env!("CARGO_BIN_EXE_flashprof"))
+        .arg("fetch-cuda")
+        .current_dir(student.path())
+        .env("HOME", home.path())
+        .env_remove("XDG_CACHE_HOME")
+        .env("PIP_NO_INDEX", "1")
+        .env_remove("PIP_FIND_LINKS")
+        .env("PIP_CONFIG_FILE", "/dev/null")
+        .output()
+        .expect("flashprof runs");
+    let shown = text(&run);
+    assert!(
+        !marker.exists(),
+        "the student's code ran as the TA: {:?}\n{shown}",
+        std::fs::read_to_string(&marker)
+    );
+    // Offline (or without pip) the fetch fails, and says so.
+    assert_eq!(run.status.code(), Some(6), "{shown}");
+    assert!(
+        !home.path().join(".cache/flashprof/cuda-13.0").exists(),
+        "nothing was installed"
     );
 }

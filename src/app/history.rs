@@ -793,7 +793,7 @@ mod tests {
             assert!(text.contains(".flashprof: it is a symlink"), "{text}");
         }
         assert_eq!(fs::read_dir(&elsewhere).expect("read").count(), 0);
-        if crate::gpu::found::effective_uid() == Some(0) {
+        if crate::sys::effective_uid() == Some(0) {
             fs::remove_file(alice.join(".flashprof")).expect("remove");
             fs::create_dir(alice.join(".flashprof")).expect("mkdir");
             std::os::unix::fs::chown(alice.join(".flashprof"), Some(1001), None).expect("chown");

@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::protocol::PROTOCOL_VERSION;
+use crate::sys::child::{self, run_limited, Finished};
 
 /// The flashprof program on the node, when `--gpu-host-flashprof` is not given.
 pub const REMOTE_FLASHPROF_ENV: &str = "FLASHPROF_REMOTE_FLASHPROF";
@@ -224,11 +225,13 @@ impl Remote {
     pub fn probe(&self) -> Result<(), TransportProblem> {
         match self {
             Self::Ssh { host } => {
-                let mut command = Command::new("ssh");
+                let mut command = child::command("ssh");
                 command.args(ssh_options()).arg("--").arg(host).arg("true");
                 match run_limited(command, PROBE_TIMEOUT) {
-                    Ok((Some(0), _, _)) => Ok(()),
-                    Ok((_, _, stderr)) => Err(TransportProblem::Connection(last_words(&stderr))),
+                    Ok(Finished { code: Some(0), .. }) => Ok(()),
+                    Ok(Finished { stderr, .. }) => {
+                        Err(TransportProblem::Connection(last_words(&stderr)))
+                    }
                     Err(e) => Err(TransportProblem::Connection(e)),
                 }
             }
@@ -236,12 +239,18 @@ impl Remote {
                 let Some(job) = session.current() else {
                     return Ok(());
                 };
-                let mut command = Command::new("squeue");
+                let mut command = child::command("squeue");
                 command.args(["-h", "-o", "%T", "-j", &job.id]);
                 let state = match run_limited(command, PROBE_TIMEOUT) {
-                    Ok((Some(0), stdout, _)) => stdout.join(" ").trim().to_owned(),
+                    Ok(Finished {
+                        code: Some(0),
+                        stdout,
+                        ..
+                    }) => stdout.join(" ").trim().to_owned(),
                     // A job that left the controller's memory.
-                    Ok((_, _, stderr)) if stderr.iter().any(|l| l.contains("Invalid job id")) => {
+                    Ok(Finished { stderr, .. })
+                        if stderr.iter().any(|l| l.contains("Invalid job id")) =>
+                    {
                         String::new()
                     }
                     // squeue itself failing says nothing about the job.
@@ -595,50 +604,6 @@ fn slurm_says_allocation_ended(line: &str) -> bool {
     .any(|mark| line.contains(mark))
 }
 
-/// Runs `command` to completion or `limit`: its exit code, stdout and stderr lines.
-type Finished = (Option<i32>, Vec<String>, Vec<String>);
-
-fn run_limited(mut command: Command, limit: Duration) -> Result<Finished, String> {
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot run {:?}: {e}", command.get_program()))?;
-    let lines_of = |pipe: Option<Box<dyn std::io::Read + Send>>| {
-        std::thread::spawn(move || {
-            use std::io::BufRead;
-            pipe.map(|p| {
-                std::io::BufReader::new(p)
-                    .lines()
-                    .map_while(Result::ok)
-                    .collect::<Vec<_>>()
-            })
-            .unwrap_or_default()
-        })
-    };
-    let stdout = lines_of(child.stdout.take().map(|p| Box::new(p) as _));
-    let stderr = lines_of(child.stderr.take().map(|p| Box::new(p) as _));
-    let until = Instant::now() + limit;
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) => {
-                return Ok((
-                    status.code(),
-                    stdout.join().unwrap_or_default(),
-                    stderr.join().unwrap_or_default(),
-                ));
-            }
-            Ok(None) if Instant::now() < until => std::thread::sleep(Duration::from_millis(20)),
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!("no answer within {} s", limit.as_secs()));
-            }
-        }
-    }
-}
-
 /// One Slurm allocation shared by every worker of a session: asked for at
 /// the first worker, kept while the session lasts (restarted workers are new
 /// steps in it), released (`scancel`) when the last handle on it goes.
@@ -700,7 +665,7 @@ impl SlurmSession {
         if let Some(a) = held.as_ref() {
             return Ok(a.clone());
         }
-        let output = Command::new("salloc")
+        let output = child::command("salloc")
             .arg("--no-shell")
             .arg("--job-name=flashprof")
             .args(&self.cell.args)
@@ -735,12 +700,14 @@ impl SlurmSession {
 
 /// The nodes of job `id`, as squeue lists them (`gpu17`, `gpu[17-18]`).
 fn nodes_of(id: &str) -> Option<String> {
-    let mut command = Command::new("squeue");
+    let mut command = child::command("squeue");
     command.args(["-h", "-o", "%N", "-j", id]);
     match run_limited(command, PROBE_TIMEOUT) {
-        Ok((Some(0), stdout, _)) => {
-            Some(stdout.join(" ").trim().to_owned()).filter(|n| !n.is_empty())
-        }
+        Ok(Finished {
+            code: Some(0),
+            stdout,
+            ..
+        }) => Some(stdout.join(" ").trim().to_owned()).filter(|n| !n.is_empty()),
         _ => None,
     }
 }
@@ -772,7 +739,7 @@ impl Drop for AllocationCell {
 
 /// Gives an allocation back to Slurm (`scancel`); its running steps end with it.
 fn cancel(allocation: &Allocation) {
-    let _ = Command::new("scancel")
+    let _ = child::command("scancel")
         .arg(&allocation.id)
         .stdin(Stdio::null())
         .stdout(Stdio::null())

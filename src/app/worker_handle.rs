@@ -271,7 +271,14 @@ impl WorkerHandle {
                 (launch.program, launch.args, launch.env, launch.ssh_log)
             }
         };
-        let mut child = Command::new(&program)
+        // A remote launch (ssh, srun) runs in flashprof's private folder, so
+        // nothing of the folder it was started from is in its reach; the
+        // local worker keeps the caller's folder (it is sandboxed itself).
+        let mut process = match &command.remote {
+            Some(_) => crate::sys::child::command(&program),
+            None => Command::new(&program),
+        };
+        let mut child = process
             .args(&args)
             .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())

@@ -10,6 +10,17 @@
 //! as it was. The cache's `flashprof` folder is made `0700`, and every file
 //! pip wrote loses its group and other write bits (a umask of `002` would
 //! leave them), so [`super::found::trust`] accepts what was fetched.
+//!
+//! pip is the one program here that runs code chosen at run time, so it
+//! runs with nothing of a student's in reach: in the cache's private
+//! `flashprof` folder, never the caller's (with `-m`, Python puts its
+//! working folder first on the import path, and a `pip/` or `json.py` in a
+//! student's folder would run as the TA), with Python told to put no
+//! folder of its own on that path ([`crate::sys::child`]), and with every
+//! wheel pinned by its SHA-256 (`--require-hashes`, `--no-deps`: the three
+//! wheels depend on nothing), so pip installs NVIDIA's files or nothing.
+//! pip's own `--isolated` is not used: it would drop the TA's index and
+//! proxy settings, and pip reads no configuration from its working folder.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -17,6 +28,7 @@ use std::process::{Command, Stdio};
 
 use super::found::{fetched_folder, Context};
 use crate::display::path_for_display;
+use crate::sys::folder::make_private;
 
 /// The command, as messages give it.
 pub const COMMAND: &str = "flashprof fetch-cuda";
@@ -30,6 +42,33 @@ pub const WHEELS: [&str; 3] = [
     "nvidia-cuda-nvrtc==13.0.88",
     "nvidia-cuda-cupti==13.0.85",
     "nvidia-cuda-runtime==13.0.96",
+];
+
+/// The SHA-256 of every file pip may install for [`WHEELS`]: each wheel's
+/// x86_64 and aarch64 (SBSA) builds, as PyPI lists them (read with `pip
+/// download` and `sha256sum` on 2026-12-06).
+const WHEEL_HASHES: [(&str, [&str; 2]); 3] = [
+    (
+        WHEELS[0],
+        [
+            "ad9b6d2ead2435f11cbb6868809d2adeeee302e9bb94bcf0539c7a40d80e8575",
+            "d27f20a0ca67a4bb34268a5e951033496c5b74870b868bacd046b1b8e0c3267b",
+        ],
+    ),
+    (
+        WHEELS[1],
+        [
+            "4eb01c08e859bf924d222250d2e8f8b8ff6d3db4721288cf35d14252a4d933c8",
+            "796bd679890ee55fb14a94629b698b6db54bcfd833d391d5e94017dd9d7d3151",
+        ],
+    ),
+    (
+        WHEELS[2],
+        [
+            "7f82250d7782aa23b6cfe765ecc7db554bd3c2870c43f3d1821f1d18aebf0548",
+            "ef9bcbe90493a2b9d810e43d249adb3d02e98dd30200d86607d8d02687c43f55",
+        ],
+    ),
 ];
 
 /// The Python that runs pip.
@@ -51,11 +90,12 @@ pub fn fetch(context: &Context, on_line: &mut dyn FnMut(&str)) -> Result<PathBuf
         "no cache folder to install into: neither XDG_CACHE_HOME nor HOME is set to an absolute path",
     )?;
     let parent = folder.parent().unwrap_or(Path::new("/"));
-    require_pip()?;
-    make_private_folder(parent)?;
+    // Made first: Python runs nowhere else, not even to ask for pip.
+    make_private(parent)?;
+    require_pip(parent)?;
     remove_abandoned_attempts(parent, &folder);
     let partial = sibling(&folder, "partial");
-    let installed = run_pip(&partial, on_line).and_then(|()| {
+    let installed = run_pip(parent, &partial, on_line).and_then(|()| {
         on_line("making the fetched files writable by this user only");
         remove_shared_write(&partial).map_err(|e| {
             format!(
@@ -77,13 +117,13 @@ fn sibling(folder: &Path, what: &str) -> PathBuf {
     folder.with_file_name(format!("{name}.{what}-{}", std::process::id()))
 }
 
-/// `python3 -m pip` works, or why not, with what to do about it.
-fn require_pip() -> Result<(), String> {
+/// `python3 -m pip` works, run in `home`, or why not, with what to do about it.
+fn require_pip(home: &Path) -> Result<(), String> {
     let by_hand = format!(
         "or install the wheels yourself: python3 -m pip install --user {}",
         quoted_wheels()
     );
-    let answer = python()
+    let answer = python(home)
         .args(["-m", "pip", "--version"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -107,12 +147,13 @@ fn quoted_wheels() -> String {
     WHEELS.map(|w| format!("'{w}'")).join(" ")
 }
 
-/// `python3`, without the pip settings that would turn an install into one
-/// folder into something else: `--user` (which pip refuses beside
-/// `--target`), another target or prefix, and the demand for a virtualenv
-/// (nothing of one is touched). pip's index settings are kept.
-fn python() -> Command {
-    let mut command = Command::new(PYTHON);
+/// `python3`, to run in `home` (flashprof's private folder), without the
+/// pip settings that would turn an install into one folder into something
+/// else: `--user` (which pip refuses beside `--target`), another target or
+/// prefix, and the demand for a virtualenv (nothing of one is touched).
+/// pip's index settings are kept.
+fn python(home: &Path) -> Command {
+    let mut command = crate::sys::child::command_in(PYTHON, home);
     for name in [
         "PIP_USER",
         "PIP_TARGET",
@@ -122,30 +163,6 @@ fn python() -> Command {
         command.env_remove(name);
     }
     command
-}
-
-/// Makes `folder` (and what is missing above it) a folder only this user
-/// can enter; an existing one of this user is narrowed to that.
-fn make_private_folder(folder: &Path) -> Result<(), String> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
-    let shown = path_for_display(folder);
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(folder)
-        .map_err(|e| format!("cannot create {shown}: {e}"))?;
-    let meta = std::fs::symlink_metadata(folder).map_err(|e| format!("{shown}: {e}"))?;
-    if !meta.is_dir() {
-        return Err(format!("{shown} is not a folder"));
-    }
-    if Some(meta.uid()) != super::found::effective_uid() {
-        return Err(format!(
-            "{shown} belongs to uid {}, not to this user: flashprof installs only into a folder of its own",
-            meta.uid()
-        ));
-    }
-    std::fs::set_permissions(folder, std::fs::Permissions::from_mode(0o700))
-        .map_err(|e| format!("cannot make {shown} private: {e}"))
 }
 
 /// Removes what a fetch that was killed left beside `folder`: the
@@ -167,20 +184,64 @@ fn remove_abandoned_attempts(parent: &Path, folder: &Path) {
     }
 }
 
-/// pip, installing [`WHEELS`] into `target`; its output goes to `on_line`.
-fn run_pip(target: &Path, on_line: &mut dyn FnMut(&str)) -> Result<(), String> {
+/// The requirements file pip is given: each wheel pinned by its hashes.
+fn pinned_requirements() -> String {
+    WHEEL_HASHES
+        .iter()
+        .map(|(wheel, hashes)| {
+            let pins: Vec<String> = hashes
+                .iter()
+                .map(|h| format!("--hash=sha256:{h}"))
+                .collect();
+            format!("{wheel} {}\n", pins.join(" "))
+        })
+        .collect()
+}
+
+/// pip, run in `home`, installing [`WHEELS`] into `target`; its output
+/// goes to `on_line`.
+fn run_pip(home: &Path, target: &Path, on_line: &mut dyn FnMut(&str)) -> Result<(), String> {
     on_line(&format!(
-        "{PYTHON} -m pip install --target {} {}",
+        "{PYTHON} -m pip install --require-hashes --no-deps --target {} {}",
         path_for_display(target),
         WHEELS.join(" ")
     ));
-    let mut child = python()
+    let requirements = sibling(target, "requirements");
+    write_private_file(&requirements, &pinned_requirements())
+        .map_err(|e| format!("cannot write {}: {e}", path_for_display(&requirements)))?;
+    let result = run_pip_with(home, &requirements, target, on_line);
+    let _ = std::fs::remove_file(&requirements);
+    result
+}
+
+/// Writes `text` into a new file only this user can read (never over
+/// something already there).
+fn write_private_file(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(text.as_bytes())
+}
+
+fn run_pip_with(
+    home: &Path,
+    requirements: &Path,
+    target: &Path,
+    on_line: &mut dyn FnMut(&str),
+) -> Result<(), String> {
+    let mut child = python(home)
         .args([
             "-m",
             "pip",
             "install",
             "--no-input",
             "--disable-pip-version-check",
+            "--require-hashes",
+            "--no-deps",
         ])
         .args([
             "--progress-bar",
@@ -190,7 +251,8 @@ fn run_pip(target: &Path, on_line: &mut dyn FnMut(&str)) -> Result<(), String> {
             "--target",
         ])
         .arg(target)
-        .args(WHEELS)
+        .arg("--requirement")
+        .arg(requirements)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -333,6 +395,28 @@ mod tests {
         assert_eq!(mode(&file), 0o755);
         assert_eq!(mode(&lib), 0o755);
         assert_eq!(mode(&root.path().join("nvidia")), 0o750);
+    }
+
+    #[test]
+    fn every_wheel_is_pinned_by_both_of_its_builds() {
+        let requirements = pinned_requirements();
+        let lines: Vec<&str> = requirements.lines().collect();
+        assert_eq!(lines.len(), WHEELS.len());
+        for (line, wheel) in lines.iter().zip(WHEELS) {
+            let mut words = line.split(' ');
+            assert_eq!(words.next(), Some(wheel));
+            let hashes: Vec<&str> = words
+                .map(|w| w.strip_prefix("--hash=sha256:").expect("a pin"))
+                .collect();
+            assert_eq!(hashes.len(), 2, "{line}");
+            assert!(hashes[0] != hashes[1], "{line}");
+            assert!(
+                hashes
+                    .iter()
+                    .all(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit())),
+                "{line}"
+            );
+        }
     }
 
     #[test]

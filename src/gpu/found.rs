@@ -25,9 +25,11 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::sys::effective_uid;
+use crate::sys::folder::flashprof_cache;
 
 /// The one step that gives a machine with Python but no CUDA a compiler:
 /// flashprof's own fetch ([`crate::gpu::fetch`]).
@@ -133,19 +135,6 @@ pub const DRIVER_NAMES: [&str; 2] = ["libcuda.so.1", "libcuda.so"];
 pub const NVRTC_NAMES: [&str; 3] = ["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"];
 /// The same for CUPTI.
 pub const CUPTI_NAMES: [&str; 2] = ["libcupti.so.13", "libcupti.so"];
-
-/// This process's effective user id (the second `Uid:` field of
-/// `/proc/self/status`), or `None` where that cannot be read.
-pub fn effective_uid() -> Option<u32> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("Uid:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
-}
 
 /// Why a file or folder with owner `uid` and `mode` cannot be trusted by
 /// user `euid`, or `None` when it can. `holds_library`: the folder that
@@ -435,16 +424,11 @@ pub fn nvrtc_missing_message() -> String {
 /// `~/.cache`); `None` without an absolute cache folder or a home. Its
 /// libraries are used only when trusted, like any other.
 pub fn fetched_folder(context: &Context) -> Option<PathBuf> {
-    // The XDG rule: a relative value is ignored.
-    let cache = match context.var("XDG_CACHE_HOME").map(PathBuf::from) {
-        Some(cache) if cache.is_absolute() => cache,
-        _ => context.home().filter(|h| h.is_absolute())?.join(".cache"),
-    };
-    Some(
-        cache
-            .join("flashprof")
-            .join(format!("cuda-{}", crate::gpu::fetch::SERIES)),
-    )
+    let cache = flashprof_cache(
+        context.var("XDG_CACHE_HOME").map(OsString::as_os_str),
+        context.var("HOME").map(OsString::as_os_str),
+    )?;
+    Some(cache.join(format!("cuda-{}", crate::gpu::fetch::SERIES)))
 }
 
 /// The folders to search, in order, without asking Python.
@@ -763,42 +747,23 @@ fn file_in(places: &[Place], name: &str, major: u32, refused: &mut Vec<Refused>)
 }
 
 /// Python's own search path and site folders, or nothing if Python is
-/// absent, fails or takes longer than [`PYTHON_TIMEOUT`].
+/// absent, fails or takes longer than [`PYTHON_TIMEOUT`]. Python runs in
+/// flashprof's private folder, never in the caller's (a student's folder
+/// would be first on its import path).
 pub fn python_paths() -> Vec<PathBuf> {
     const SCRIPT: &str = "import site, sys\n\
         paths = list(sys.path)\n\
         try:\n    paths += site.getsitepackages()\nexcept Exception:\n    pass\n\
         try:\n    paths.append(site.getusersitepackages())\nexcept Exception:\n    pass\n\
         print('\\n'.join(p for p in paths if p))\n";
-    let Ok(mut child) = Command::new("python3")
-        .args(["-c", SCRIPT])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-    else {
+    let mut python = crate::sys::child::command("python3");
+    python.args(["-c", SCRIPT]);
+    let Ok(finished) = crate::sys::child::run_limited(python, PYTHON_TIMEOUT) else {
         return Vec::new();
     };
-    let started = Instant::now();
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) => break,
-            Ok(None) if started.elapsed() < PYTHON_TIMEOUT => {
-                std::thread::sleep(Duration::from_millis(10))
-            }
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Vec::new();
-            }
-        }
-    }
-    let mut text = String::new();
-    if let Some(mut out) = child.stdout.take() {
-        use std::io::Read;
-        let _ = out.read_to_string(&mut text);
-    }
-    text.lines()
+    finished
+        .stdout
+        .iter()
         .map(PathBuf::from)
         .filter(|p| p.is_absolute() && p.is_dir())
         .collect()

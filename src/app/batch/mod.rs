@@ -245,7 +245,7 @@ fn prepare_out_folder(out: &std::path::Path) -> Result<(), BatchError> {
         .create(out)
         .map_err(io_error(out))?;
     let meta = std::fs::metadata(out).map_err(io_error(out))?;
-    let euid = crate::gpu::found::effective_uid().unwrap_or(u32::MAX);
+    let euid = crate::sys::effective_uid().unwrap_or(u32::MAX);
     let untrusted = match meta.uid() == euid {
         false => Some(format!("owned by uid {}, not by you", meta.uid())),
         true => crate::gpu::found::untrusted_because(meta.uid(), meta.mode(), true, true, euid),

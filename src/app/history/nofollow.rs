@@ -92,7 +92,7 @@ impl Folder {
         };
         if owned {
             let uid = handle.metadata()?.uid();
-            let euid = crate::gpu::found::effective_uid();
+            let euid = crate::sys::effective_uid();
             if euid != Some(uid) {
                 return Err(refused(
                     logical,

@@ -282,8 +282,14 @@ impl SanitizePlan {
             "--json".into(),
         ];
         if let Some(cases) = &self.cases_file {
+            // The tools run in a private folder of their own, so a name
+            // relative to the caller's folder is made whole first.
             args.push("--cases".into());
-            args.push(cases.clone().into());
+            args.push(
+                std::path::absolute(cases)
+                    .unwrap_or_else(|_| cases.clone())
+                    .into(),
+            );
         }
         args
     }
@@ -310,7 +316,8 @@ pub fn run_pass(plan: &SanitizePlan) -> SanitizerOutcome {
                 let log = dir.join(format!("{}.log", tool.name()));
                 let stderr = std::fs::File::create(dir.join(format!("{}.stderr", tool.name())));
                 let child = stderr.map_err(|e| e.to_string()).and_then(|stderr| {
-                    let mut command = Command::new(&plan.sanitizer);
+                    // Run in its own private folder, not the caller's.
+                    let mut command = crate::sys::child::command_in(&plan.sanitizer, dir);
                     command
                         .args(plan.arguments(tool, &log, copy))
                         .envs(plan.env.iter().map(|(k, v)| (k, v)))

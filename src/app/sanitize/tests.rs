@@ -282,11 +282,16 @@ fn each_tool_reruns_this_check_on_one_case_under_the_sanitizer() {
         .into_iter()
         .map(|a| a.into_string().unwrap())
         .collect();
+    // The cases file is named whole: the tools run in a folder of their own.
+    let cases = std::env::current_dir().unwrap().join("my.toml");
     assert_eq!(
         args.join(" "),
-        "--tool synccheck --target-processes all --print-limit 100 --log-file /tmp/s/synccheck.log \
+        format!(
+            "--tool synccheck --target-processes all --print-limit 100 --log-file /tmp/s/synccheck.log \
 /bin/flashprof check /tmp/s/source/k.cu --lab paged-prefill --case mixed-lengths --seed 42 --no-timing --no-counters \
---case-timeout 300 --json --cases my.toml"
+--case-timeout 300 --json --cases {}",
+            cases.display()
+        )
     );
 }
 
