@@ -7,6 +7,7 @@
 //! their own file; the raw log is kept next to them.
 
 mod image;
+pub mod line_table;
 mod nvrtc;
 
 use std::ffi::CString;

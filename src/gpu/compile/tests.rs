@@ -663,3 +663,184 @@ fn a_missing_nvrtc_is_told_the_fetch_command_first_and_the_pip_line_second() {
     assert!(fetch < pip, "{hint}");
     assert!(hint.contains("flashprof doctor"), "{hint}");
 }
+
+/// Every SASS instruction of the entry point of `kernel`, compiled from
+/// `src`, charged to a line of the student's file or to flashprof's own
+/// code: (student line, the frames it was reached through) per instruction,
+/// `None` for flashprof's own. Fails on an instruction the table does not
+/// place, a line past the file's end, or a file that is neither the
+/// student's, the prelude, nor a header.
+fn charged_lines(
+    src: &StudentSource,
+    kernel: &CompiledKernel,
+) -> Vec<Option<(u32, Vec<line_table::Frame>)>> {
+    use line_table::{attribute, Attribution, LineTable, SASS_INSTRUCTION_BYTES};
+    let table = LineTable::from_cubin(&kernel.image)
+        .unwrap_or_else(|e| panic!("{}: {e}", src.display_path()));
+    let entry = src.lab().abi().entry_point;
+    let bytes = table
+        .functions()
+        .find(|(name, _)| *name == entry)
+        .map(|(_, bytes)| bytes)
+        .unwrap_or_else(|| panic!("{}: no line table for {entry}", src.display_path()));
+    assert!(bytes > 0, "{}", src.display_path());
+    let student = src.marker_name();
+    let lines = src.text().lines().count() as u32;
+    (0..bytes)
+        .step_by(SASS_INSTRUCTION_BYTES as usize)
+        .map(|offset| {
+            let frames = table.frames(entry, offset).unwrap_or_else(|| {
+                panic!("{}: {entry}+{offset:#x} is not placed", src.display_path())
+            });
+            let outermost = &frames.last().expect("a frame").file;
+            assert!(
+                line_table::is_file(outermost, &student)
+                    || line_table::is_file(outermost, crate::lab::source::PRELUDE_FILE),
+                "{}: {entry}+{offset:#x} comes from {frames:?}",
+                src.display_path()
+            );
+            match attribute(&frames, &student, lines) {
+                Attribution::Student { line, through } => {
+                    assert!(
+                        (1..=lines).contains(&line),
+                        "{}: {entry}+{offset:#x} charged to line {line} of {lines}",
+                        src.display_path()
+                    );
+                    Some((line, through))
+                }
+                Attribution::Own => None,
+            }
+        })
+        .collect()
+}
+
+/// The labs' shipped kernels (starters, references, ladder rungs, walks,
+/// bugs, cheats, benchmarks): every instruction of each build is charged to
+/// a line of that file or to flashprof's own code, and most to the file.
+#[test]
+fn every_shipped_kernel_s_instructions_are_charged_to_its_own_lines() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels");
+    let mut checked = 0;
+    for lab in crate::lab::registry::labs() {
+        let mut files = Vec::new();
+        collect_cu_files(&root.join(lab.name()), &mut files);
+        // The lab's trusted float64 reference and flashprof's measuring
+        // kernels are not student files.
+        files.retain(|f| {
+            let name = f.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            name != "support.cu" && !name.ends_with("-probe.cu")
+        });
+        assert!(files.len() >= 3, "{}: {files:?}", lab.name());
+        for file in files {
+            let src = StudentSource::from_path(&file, crate::lab::definition::LabRef(lab))
+                .expect("valid source");
+            let kernel = try_compile(&src).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+            let charged = charged_lines(&src, &kernel);
+            let student = charged.iter().filter(|c| c.is_some()).count();
+            assert!(
+                student * 2 > charged.len(),
+                "{}: only {student} of {} instructions on the file's lines",
+                file.display(),
+                charged.len()
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 60, "{checked} kernels");
+}
+
+/// A student helper inlined into the kernel keeps its own lines (its chain
+/// names the call); the kernel's lines are its own, in both forms.
+#[test]
+fn an_inlined_helper_keeps_its_lines_and_names_its_call() {
+    let text = format!(
+        "__device__ float soften(float x, float y) {{\n\
+         float z = x * y;\n\
+         if (z > 1.0f) z = sqrtf(z);\n\
+         return z + x;\n\
+         }}\n\
+         {ENTRY_SIGNATURE}\n\
+         {{\n\
+         const int i = blockIdx.x * blockDim.x + threadIdx.x;\n\
+         out[i] = soften(q[i], kCache[i]);\n\
+         }}\n"
+    );
+    let src = source("helper.cu", &text);
+    let kernel = try_compile(&src).expect("compiles");
+    let charged = charged_lines(&src, &kernel);
+    let lines: std::collections::BTreeSet<u32> =
+        charged.iter().flatten().map(|(l, _)| *l).collect();
+    assert!(lines.is_subset(&[2, 3, 4, 6, 8, 9, 10].into()), "{lines:?}");
+    assert!(lines.contains(&3) && lines.contains(&9), "{lines:?}");
+    // The helper's rows carry the call they were inlined at.
+    let table = line_table::LineTable::from_cubin(&kernel.image).expect("table");
+    let inlined = (0..4096)
+        .step_by(16)
+        .filter_map(|offset| table.frames("attention_prefill", offset))
+        .find(|frames| frames.len() == 2 && frames[0].line == 3)
+        .expect("an instruction of line 3 inlined at line 9");
+    assert_eq!(inlined[1].line, 9);
+    assert!(
+        inlined[0]
+            .inlined_function
+            .as_deref()
+            .is_some_and(|name| name.contains("soften")),
+        "{inlined:?}"
+    );
+
+    // A body: the wrapper is flashprof's, every line of the body the student's.
+    let body = "const int i = blockIdx.x * blockDim.x + threadIdx.x;\n\
+                float v = q[i] * 2.0f;\n\
+                out[i] = v + kCache[i];\n";
+    let src = source("body.cu", body);
+    let kernel = try_compile(&src).expect("compiles");
+    let lines: std::collections::BTreeSet<u32> = charged_lines(&src, &kernel)
+        .into_iter()
+        .flatten()
+        .map(|(l, _)| l)
+        .collect();
+    assert!(lines.contains(&3), "{lines:?}");
+    assert!(lines.is_subset(&[1, 2, 3].into()), "{lines:?}");
+}
+
+/// The FP8 lab's reference decodes its cache with the CUDA headers'
+/// intrinsics, inlined: their code is charged to the student's lines that
+/// call them, with the header named on the way.
+#[test]
+fn inlined_header_intrinsics_are_charged_to_the_calling_line() {
+    let lab = crate::lab::registry::find("paged-prefill-fp8").expect("the FP8 lab");
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels/paged-prefill-fp8/reference.cu");
+    let src =
+        StudentSource::from_path(&file, crate::lab::definition::LabRef(lab)).expect("valid source");
+    let kernel = try_compile(&src).expect("compiles");
+    let through_headers: Vec<(u32, Vec<line_table::Frame>)> = charged_lines(&src, &kernel)
+        .into_iter()
+        .flatten()
+        .filter(|(_, through)| {
+            through.iter().any(|f| {
+                f.file
+                    .rsplit('/')
+                    .next()
+                    .is_some_and(|name| name.starts_with("cuda_fp8"))
+            })
+        })
+        .collect();
+    // Its helper `fp8x2` calls `__nv_cvt_fp8x2_to_halfraw2` on line 60.
+    let line_60 = src.line(60).expect("line 60");
+    assert!(line_60.contains("__nv_cvt_fp8x2_to_halfraw2"), "{line_60}");
+    assert!(
+        through_headers.iter().any(|(line, _)| *line == 60),
+        "{:?}",
+        through_headers
+            .iter()
+            .map(|(line, _)| line)
+            .collect::<Vec<_>>()
+    );
+    for (line, through) in &through_headers {
+        let text = src.line(*line as usize).expect("a line of the file");
+        assert!(
+            !text.trim().is_empty(),
+            "line {line} is blank; through {through:?}"
+        );
+    }
+}
