@@ -7,12 +7,13 @@
 //      counts of the metrics asked for,
 // each step timed, and says whether each step worked after the one before.
 // Built and run by scripts/gpu-line-spike.sh; its output is recorded in
-// docs/records/line-profile-spike.md. Not part of flashprof's build.
+// docs/LINE-PROFILE.md. Not part of flashprof's build.
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <cupti_pcsampling.h>
 #include <cupti_profiler_target.h>
 #include <cupti_sass_metrics.h>
+#include <cupti_target.h>
 
 #include <chrono>
 #include <cstdio>
@@ -39,12 +40,12 @@ __global__ void tiled(const float* in, float* out, int n) {
   __shared__ float tile[32][32];
   const int x = blockIdx.x * 32 + threadIdx.x;
   const int y = blockIdx.y * 32 + threadIdx.y;
-  tile[threadIdx.y][threadIdx.x] = in[y * n + x];  // line 42: coalesced load
-  __syncthreads();                                 // line 43: barrier
-  float v = tile[threadIdx.x][threadIdx.y];        // line 44: 32-way bank conflict
-  const float s = in[x * n + y];                   // line 45: uncoalesced load
-  for (int i = 0; i < 256; ++i) v = v * 1.0001f + s;  // line 46: math
-  out[y * n + x] = v;                              // line 47: store
+  tile[threadIdx.y][threadIdx.x] = in[y * n + x];  // line 43: coalesced load
+  __syncthreads();                                 // line 44: barrier
+  float v = tile[threadIdx.x][threadIdx.y];        // line 45: 32-way bank conflict
+  const float s = in[x * n + y];                   // line 46: uncoalesced load
+  for (int i = 0; i < 256; ++i) v = v * 1.0001f + s;  // line 47: math
+  out[y * n + x] = v;                              // line 48: store
 }
 
 static const int N = 4096;
@@ -73,6 +74,11 @@ static bool list_sass_metrics(const char* chip, std::vector<CUpti_SassMetrics_Me
 }
 
 static bool pc_sampling(CUcontext ctx, const float* in, float* out) {
+  // Enabled first: the stall reasons are read from an enabled context.
+  CUpti_PCSamplingEnableParams enable = {CUpti_PCSamplingEnableParamsSize};
+  enable.ctx = ctx;
+  auto started = std::chrono::steady_clock::now();
+  CHECK_CUPTI(cuptiPCSamplingEnable(&enable));
   size_t reasons = 0;
   CUpti_PCSamplingGetNumStallReasonsParams num = {CUpti_PCSamplingGetNumStallReasonsParamsSize};
   num.ctx = ctx;
@@ -93,11 +99,6 @@ static bool pc_sampling(CUcontext ctx, const float* in, float* out) {
     reason_name[index[i]] = names[i];
     printf("stall-reason\t%u\t%s\n", index[i], names[i]);
   }
-
-  CUpti_PCSamplingEnableParams enable = {CUpti_PCSamplingEnableParamsSize};
-  enable.ctx = ctx;
-  auto started = std::chrono::steady_clock::now();
-  CHECK_CUPTI(cuptiPCSamplingEnable(&enable));
 
   const size_t max_pcs = 4096;
   std::vector<CUpti_PCSamplingPCData> pcs(max_pcs);
@@ -181,7 +182,7 @@ static bool sass_metrics(CUcontext ctx, const char* chip, const std::vector<CUpt
     std::string name = m.pMetricName;
     if (name.find("inst_executed") != std::string::npos || name.find("wavefront") != std::string::npos ||
         name.find("sectors") != std::string::npos || name.find("divergent") != std::string::npos) {
-      configs.push_back({m.metricId, CUPTI_SASS_METRICS_OUTPUT_GRANULARITY_GPU});
+      configs.push_back({m.metricId, static_cast<uint8_t>(CUPTI_SASS_METRICS_OUTPUT_GRANULARITY_GPU)});
       names[m.metricId] = name;
       printf("sass-metric-asked\t%s\n", name.c_str());
     }
@@ -233,6 +234,8 @@ static bool sass_metrics(CUcontext ctx, const char* chip, const std::vector<CUpt
 }
 
 int main(int argc, char** argv) {
+  // Unbuffered: a crash inside CUPTI still leaves every line before it.
+  setvbuf(stdout, nullptr, _IONBF, 0);
   float *in, *out;
   cudaMalloc(&in, sizeof(float) * N * N);
   cudaMalloc(&out, sizeof(float) * N * N);
@@ -249,6 +252,12 @@ int main(int argc, char** argv) {
   launch(in, out);
   printf("plain\tlaunch_ms\t%.2f\n", ms_since(started));
 
+  // The chip name is read through the profiler, which must be initialised.
+  CUpti_Profiler_Initialize_Params init = {CUpti_Profiler_Initialize_Params_STRUCT_SIZE};
+  if (cuptiProfilerInitialize(&init) != CUPTI_SUCCESS) {
+    printf("FAILED cuptiProfilerInitialize\n");
+    return 1;
+  }
   CUpti_Device_GetChipName_Params chip = {CUpti_Device_GetChipName_Params_STRUCT_SIZE};
   chip.deviceIndex = 0;
   if (cuptiDeviceGetChipName(&chip) != CUPTI_SUCCESS) {

@@ -10,5 +10,6 @@ pub mod experiment;
 pub mod floor;
 pub mod integrity;
 pub mod launch_audit;
+pub mod lines;
 pub mod roofline;
 pub mod stats;

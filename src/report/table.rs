@@ -5,6 +5,7 @@
 
 use std::fmt::Write;
 
+use crate::facts::diagnostics::Severity;
 use crate::facts::metrics::finite_value;
 use crate::outcome::CheckReport;
 use crate::protocol::{CaseOutcome, CaseStatus, CompileOutcome, CompileProblemKind};
@@ -61,11 +62,15 @@ pub fn render_table(report: &CheckReport, reproduce: Option<&str>) -> String {
 
 fn render_raw_table(report: &CheckReport, reproduce: Option<&str>) -> String {
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "flashprof check {}  (seed {})",
-        report.source_path, report.seed
-    );
+    // A seed only matters to a file that built: its cases ran from it.
+    let _ = match report.compile.ok {
+        true => writeln!(
+            out,
+            "flashprof check {}  (seed {})",
+            report.source_path, report.seed
+        ),
+        false => writeln!(out, "flashprof check {}", report.source_path),
+    };
     match &report.gpu {
         Ok(gpu) => {
             let _ = writeln!(
@@ -148,6 +153,26 @@ fn render_raw_table(report: &CheckReport, reproduce: Option<&str>) -> String {
             "\nNOT GRADED ({why}): {done}; {} cases not run",
             report.cases.len()
         );
+        return out;
+    }
+    if !report.compile.ok {
+        // Nothing ran because nothing was built: no FAIL count, only what
+        // stopped the build (and the command that shows it again).
+        let errors = report
+            .compile
+            .diagnostics
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+            .count();
+        let what = match errors {
+            0 => "the file was refused before compiling".to_owned(),
+            1 => "1 error".to_owned(),
+            n => format!("{n} errors"),
+        };
+        let _ = writeln!(out, "\nCOMPILE ERROR: {what}");
+        if let Some(command) = reproduce {
+            let _ = writeln!(out, "reproduce with: {command}");
+        }
         return out;
     }
     let _ = writeln!(
