@@ -9,7 +9,7 @@
 # (FLASHPROF_TEST_BIN, FLASHPROF_TEST_ROOT) and prints one line a program.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-TESTS=(gpu_check sanitize)
+TESTS=(gpu_check sanitize line_profile_gpu)
 DIR=target/gpu-tests
 case ${1:-} in
   build)
@@ -34,7 +34,7 @@ for line in sys.stdin:
     mkdir -p "$OUT"
     status=0
     for t in "${TESTS[@]}"; do
-      FLASHPROF_TEST_BIN=$BIN FLASHPROF_TEST_ROOT=$PWD "$DIR/$t" --ignored --test-threads 1 >"$OUT/gpu-tests-$t.log" 2>&1
+      FLASHPROF_TEST_BIN=$BIN FLASHPROF_TEST_ROOT=$PWD "$DIR/$t" --ignored --test-threads 1 --nocapture >"$OUT/gpu-tests-$t.log" 2>&1
       rc=$?
       [ $rc -ne 0 ] && status=1
       echo "gpu-tests $t rc=$rc $(grep -E '^test result' "$OUT/gpu-tests-$t.log" | tail -1)"

@@ -40,6 +40,7 @@
 //! - `src/gpu/peaks.rs`: launching the peak probes;
 //! - `src/gpu/compile/nvrtc.rs`: NVRTC through cudarc;
 //! - `src/gpu/cupti/mod.rs`, `src/gpu/cupti/sys.rs`: CUPTI's profiler API;
+//! - `src/gpu/cupti/lines.rs`: CUPTI's PC Sampling and SASS Metrics APIs;
 //! - `src/gpu/libraries.rs`: loading NVIDIA's libraries by path;
 //! - `src/worker/stdio.rs`: the worker's private protocol descriptor;
 //! - `src/worker/sandbox.rs`: `setrlimit` and the sandbox's system calls;

@@ -104,6 +104,29 @@ fn excess(actual: u64, ideal: u64) -> Option<f64> {
         .filter(|ratio| *ratio >= 1.5)
 }
 
+/// One reading per instruction from what the two collections read of
+/// it: PC Sampling's samples and SASS Metrics' counts, by offset.
+pub fn merge(
+    sampled: Vec<InstructionReading>,
+    counted: Vec<(u64, InstructionCounts)>,
+) -> Vec<InstructionReading> {
+    let mut by_offset: BTreeMap<u64, InstructionReading> = sampled
+        .into_iter()
+        .map(|reading| (reading.offset, reading))
+        .collect();
+    for (offset, counts) in counted {
+        by_offset
+            .entry(offset)
+            .or_insert_with(|| InstructionReading {
+                offset,
+                ..InstructionReading::default()
+            })
+            .counts
+            .add(&counts);
+    }
+    by_offset.into_values().collect()
+}
+
 /// Sums `readings` per line, `charge` telling each instruction's line
 /// (`None`: the instruction is not placed, and is left out). Lines come
 /// hottest first (then by line).
@@ -241,6 +264,23 @@ mod tests {
         );
         let total: f64 = rows.iter().map(|r| r.share).sum();
         assert!((total - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn samples_and_counts_of_one_instruction_meet_in_one_reading() {
+        let counts = InstructionCounts {
+            executed: 7,
+            ..InstructionCounts::default()
+        };
+        let merged = merge(
+            vec![reading(0x10, &[(LONG, 3)], InstructionCounts::default())],
+            vec![(0x10, counts), (0x20, counts)],
+        );
+        assert_eq!(merged.len(), 2);
+        assert_eq!(merged[0].stalls, [(LONG.to_owned(), 3)]);
+        assert_eq!(merged[0].counts.executed, 7);
+        assert_eq!((merged[1].offset, merged[1].counts.executed), (0x20, 7));
+        assert!(merged[1].stalls.is_empty());
     }
 
     #[test]

@@ -16,6 +16,7 @@
 #![allow(unsafe_code)]
 
 mod error;
+pub mod lines;
 mod loader;
 pub mod stand_in;
 mod sys;

@@ -236,6 +236,184 @@ params! {
     } ends_at numTotalRanges: usize;
 }
 
+// PC Sampling (`cupti_pcsampling.h`): its parameter structs start with
+// `size` where the profiler's say `structSize`, the same field.
+params! {
+    /// `CUpti_PCSampling{Enable,Disable,Start,Stop}Params`: the context alone.
+    PcSamplingContextParams { ctx: *mut c_void } ends_at ctx: *mut c_void;
+    /// `CUpti_PCSamplingGetNumStallReasonsParams`.
+    PcSamplingGetNumStallReasonsParams {
+        ctx: *mut c_void,
+        numStallReasons: *mut usize,
+    } ends_at numStallReasons: *mut usize;
+    /// `CUpti_PCSamplingGetStallReasonsParams`.
+    PcSamplingGetStallReasonsParams {
+        ctx: *mut c_void,
+        numStallReasons: usize,
+        stallReasonIndex: *mut u32,
+        stallReasons: *mut *mut c_char,
+    } ends_at stallReasons: *mut *mut c_char;
+    /// `CUpti_PCSamplingConfigurationInfoParams`.
+    PcSamplingConfigurationInfoParams {
+        ctx: *mut c_void,
+        numAttributes: usize,
+        pPCSamplingConfigurationInfo: *mut PcSamplingConfigurationInfo,
+    } ends_at pPCSamplingConfigurationInfo: *mut PcSamplingConfigurationInfo;
+    /// `CUpti_PCSamplingGetDataParams`.
+    PcSamplingGetDataParams { ctx: *mut c_void, pcSamplingData: *mut c_void } ends_at pcSamplingData: *mut c_void;
+}
+
+// SASS Metrics (`cupti_sass_metrics.h`).
+params! {
+    /// `CUpti_SassMetrics_GetNumOfMetrics_Params`.
+    SassGetNumOfMetricsParams { pChipName: *const c_char, numOfMetrics: usize } ends_at numOfMetrics: usize;
+    /// `CUpti_SassMetrics_GetMetrics_Params`.
+    SassGetMetricsParams {
+        pChipName: *const c_char,
+        numOfMetrics: usize,
+        pMetricsList: *mut SassMetricDetails,
+    } ends_at pMetricsList: *mut SassMetricDetails;
+    /// `CUpti_SassMetricsSetConfig_Params`.
+    SassSetConfigParams {
+        numOfMetricConfig: usize,
+        pConfigs: *mut SassMetricConfig,
+        deviceIndex: u32,
+    } ends_at deviceIndex: u32;
+    /// `CUpti_SassMetricsUnsetConfig_Params`.
+    SassUnsetConfigParams { deviceIndex: u32 } ends_at deviceIndex: u32;
+    /// `CUpti_SassMetricsEnable_Params`.
+    SassEnableParams { ctx: *mut c_void, enableLazyPatching: u8 } ends_at enableLazyPatching: u8;
+    /// `CUpti_SassMetricsDisable_Params`.
+    SassDisableParams { ctx: *mut c_void, numOfDroppedRecords: usize } ends_at numOfDroppedRecords: usize;
+    /// `CUpti_SassMetricsGetDataProperties_Params`.
+    SassGetDataPropertiesParams {
+        ctx: *mut c_void,
+        numOfPatchedInstructionRecords: usize,
+        numOfInstances: usize,
+    } ends_at numOfInstances: usize;
+    /// `CUpti_SassMetricsFlushData_Params`.
+    SassFlushDataParams {
+        ctx: *mut c_void,
+        numOfPatchedInstructionRecords: usize,
+        numOfInstances: usize,
+        pMetricsData: *mut SassMetricsData,
+    } ends_at numOfInstances: usize;
+}
+
+/// `CUpti_PCSamplingConfigurationInfo`: an attribute and its value, a union
+/// of at most three 8-byte words (set through [`Self::words`]).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct PcSamplingConfigurationInfo {
+    pub attributeType: u32,
+    pub attributeStatus: i32,
+    pub attributeData: [u64; 3],
+}
+
+impl PcSamplingConfigurationInfo {
+    /// `attribute` with its value's words (the union's fields in order).
+    pub fn words(attribute: u32, words: [u64; 3]) -> Self {
+        Self {
+            attributeType: attribute,
+            attributeStatus: 0,
+            attributeData: words,
+        }
+    }
+}
+
+/// `CUpti_PCSamplingConfigurationAttributeType` values used.
+pub const PC_SAMPLING_ATTR_SAMPLING_PERIOD: u32 = 1;
+pub const PC_SAMPLING_ATTR_STALL_REASON: u32 = 2;
+pub const PC_SAMPLING_ATTR_COLLECTION_MODE: u32 = 5;
+pub const PC_SAMPLING_ATTR_ENABLE_START_STOP_CONTROL: u32 = 6;
+pub const PC_SAMPLING_ATTR_OUTPUT_DATA_FORMAT: u32 = 7;
+pub const PC_SAMPLING_ATTR_SAMPLING_DATA_BUFFER: u32 = 8;
+/// `CUPTI_PC_SAMPLING_COLLECTION_MODE_KERNEL_SERIALIZED`.
+pub const PC_SAMPLING_KERNEL_SERIALIZED: u64 = 2;
+/// `CUPTI_PC_SAMPLING_OUTPUT_DATA_FORMAT_PARSED`.
+pub const PC_SAMPLING_PARSED: u64 = 1;
+/// `CUPTI_STALL_REASON_STRING_SIZE`: the room for each reason's name.
+pub const STALL_REASON_STRING_SIZE: usize = 128;
+/// `CUPTI_SASS_METRICS_OUTPUT_GRANULARITY_GPU`.
+pub const SASS_GRANULARITY_GPU: u8 = 0;
+
+/// `CUpti_PCSamplingStallReason` (packed, 8-byte aligned: no padding inside).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PcSamplingStallReason {
+    pub pcSamplingStallReasonIndex: u32,
+    pub samples: u32,
+}
+
+/// `CUpti_PCSamplingPCData`: one PC's samples.
+#[repr(C)]
+#[derive(Debug)]
+pub struct PcSamplingPcData {
+    pub size: usize,
+    pub cubinCrc: u64,
+    pub pcOffset: u64,
+    pub functionIndex: u32,
+    pub pad: u32,
+    pub functionName: *mut c_char,
+    pub stallReasonCount: usize,
+    pub stallReason: *mut PcSamplingStallReason,
+    pub correlationId: u32,
+}
+
+/// `CUpti_PCSamplingData`: the buffer CUPTI fills, `collectNumPcs` PCs at most.
+#[repr(C)]
+#[derive(Debug)]
+pub struct PcSamplingData {
+    pub size: usize,
+    pub collectNumPcs: usize,
+    pub totalSamples: u64,
+    pub droppedSamples: u64,
+    pub totalNumPcs: usize,
+    pub remainingNumPcs: usize,
+    pub rangeId: u64,
+    pub pPcData: *mut PcSamplingPcData,
+    pub nonUsrKernelsTotalSamples: u64,
+    pub hardwareBufferFull: u8,
+}
+
+/// `CUpti_SassMetrics_MetricDetails`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct SassMetricDetails {
+    pub metricId: u64,
+    pub pMetricName: *const c_char,
+    pub pMetricDescription: *const c_char,
+}
+
+/// `CUpti_SassMetrics_Config`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct SassMetricConfig {
+    pub metricId: u64,
+    pub outputGranularity: u8,
+}
+
+/// `CUpti_SassMetrics_InstanceValue`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SassMetricsInstanceValue {
+    pub metricId: u64,
+    pub value: u64,
+}
+
+/// `CUpti_SassMetrics_Data`: one patched instruction's values.
+#[repr(C)]
+#[derive(Debug)]
+pub struct SassMetricsData {
+    pub structSize: usize,
+    pub pPriv: *mut c_void,
+    pub cubinCrc: u32,
+    pub functionIndex: u32,
+    pub functionName: *const c_char,
+    pub pcOffset: u32,
+    pub pInstanceValues: *mut SassMetricsInstanceValue,
+}
+
 /// Declares [`Function`]: one variant per bound CUPTI symbol, in table order.
 macro_rules! functions {
     ($($variant:ident = $symbol:literal,)*) => {
@@ -275,6 +453,22 @@ functions! {
     RangeProfilerStop = "cuptiRangeProfilerStop",
     RangeProfilerDecodeData = "cuptiRangeProfilerDecodeData",
     RangeProfilerGetCounterDataInfo = "cuptiRangeProfilerGetCounterDataInfo",
+    PcSamplingGetNumStallReasons = "cuptiPCSamplingGetNumStallReasons",
+    PcSamplingGetStallReasons = "cuptiPCSamplingGetStallReasons",
+    PcSamplingEnable = "cuptiPCSamplingEnable",
+    PcSamplingDisable = "cuptiPCSamplingDisable",
+    PcSamplingSetConfigurationAttribute = "cuptiPCSamplingSetConfigurationAttribute",
+    PcSamplingStart = "cuptiPCSamplingStart",
+    PcSamplingStop = "cuptiPCSamplingStop",
+    PcSamplingGetData = "cuptiPCSamplingGetData",
+    SassMetricsGetNumOfMetrics = "cuptiSassMetricsGetNumOfMetrics",
+    SassMetricsGetMetrics = "cuptiSassMetricsGetMetrics",
+    SassMetricsSetConfig = "cuptiSassMetricsSetConfig",
+    SassMetricsUnsetConfig = "cuptiSassMetricsUnsetConfig",
+    SassMetricsEnable = "cuptiSassMetricsEnable",
+    SassMetricsDisable = "cuptiSassMetricsDisable",
+    SassMetricsGetDataProperties = "cuptiSassMetricsGetDataProperties",
+    SassMetricsFlushData = "cuptiSassMetricsFlushData",
 }
 
 /// Something that can hand out CUPTI entry points by symbol name: the real
