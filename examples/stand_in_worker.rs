@@ -238,10 +238,12 @@ fn main() {
             Request::Time { seed, config, .. } if timing_kind.is_some() => Event::Timing(
                 cpu_timing(timing_kind.as_deref().unwrap_or_default(), seed, config),
             ),
-            Request::Time { .. } | Request::Counters { .. } => Event::Failed {
-                message: "the stand-in worker does not time or profile".into(),
-                fatal: false,
-            },
+            Request::Time { .. } | Request::Counters { .. } | Request::Lines { .. } => {
+                Event::Failed {
+                    message: "the stand-in worker does not time or profile".into(),
+                    fatal: false,
+                }
+            }
         };
         let sticky = matches!(&event, Event::Case(c) if c.status == CaseStatus::Crash);
         write_message(&mut out, &event).expect("stdout");

@@ -104,6 +104,7 @@ fn one_case_plan() -> CheckPlan {
             timeout: Duration::from_secs(60),
         }),
         counters: None,
+        lines: None,
         quick_build: None,
     }
 }

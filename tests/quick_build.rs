@@ -28,6 +28,7 @@ fn plan(source_text: &str, names: &[&str]) -> CheckPlan {
         case_timeout: Duration::from_secs(5),
         timing: None,
         counters: None,
+        lines: None,
         quick_build: Some(QuickBuild::FastCompile),
     }
 }

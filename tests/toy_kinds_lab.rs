@@ -88,6 +88,7 @@ fn plan(names: &[&str]) -> CheckPlan {
         case_timeout: Duration::from_secs(20),
         timing: None,
         counters: None,
+        lines: None,
         quick_build: None,
     }
 }

@@ -10,6 +10,10 @@
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+mod lines;
+
+pub use lines::LinesPlan;
+
 use super::peaks_cache;
 use super::remote::Remote;
 use super::side_build::{SideBuild, SideBuildEnd};
@@ -78,6 +82,8 @@ pub struct CheckPlan {
     pub timing: Option<TimingPlan>,
     /// Collect hardware counters (quick tier, then full) after the timing.
     pub counters: Option<CountersPlan>,
+    /// Profile the kernel line by line, last, in a worker of its own.
+    pub lines: Option<LinesPlan>,
     /// Show verdicts from this quick build while the optimized build
     /// compiles beside it, then rerun the cases on the optimized one, whose
     /// verdicts count (docs/PERFORMANCE.md). `None`: one optimized build.
@@ -198,6 +204,18 @@ pub fn run_check_unless_stale(
     if let (Some(t), Some(reason)) = (&mut timing, refused) {
         t.refuse_for_profile(reason);
     }
+    let lines = plan
+        .lines
+        .as_ref()
+        .filter(|_| ended == CasesEnded::Ran)
+        .map(|lines_plan| {
+            let build = lines::LoadedBuild {
+                lab: plan.lab,
+                image: &run.image,
+                geometry: run.geometry,
+            };
+            lines::profile_lines(plan, lines_plan, command, &build)
+        });
     phases.total_ms = ms_since(started);
     let quick_build = quick.map(|first| first.report(&cases));
     Ok(CheckReport {
@@ -211,6 +229,7 @@ pub fn run_check_unless_stale(
         timing,
         timing_error,
         counters,
+        lines,
         worker_restarts: run.restarts,
         sanitizer: None,
         quick_build,

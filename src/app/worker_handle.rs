@@ -563,6 +563,9 @@ fn worker_time_ms(event: &Event) -> Option<f64> {
         Event::Case(outcome) => Some(outcome.elapsed_ms),
         Event::Timing(outcome) => Some(outcome.elapsed_ms),
         Event::Counters(Ok(outcome)) => Some(outcome.elapsed_ms),
+        Event::Lines(Ok(outcome)) => {
+            Some(outcome.plain_launch_ms + outcome.sample_ms + outcome.count_ms)
+        }
         _ => None,
     }
 }

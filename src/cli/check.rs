@@ -48,6 +48,12 @@ pub struct CheckArgs {
     /// Collect counters at this case's shape instead of the timing shape (implies --counters).
     #[arg(long, value_name = "CASE")]
     pub counters_case: Option<String>,
+    /// Profile the kernel line by line after everything else (CUPTI's PC
+    /// Sampling and SASS Metrics, in a worker of its own, on the timing
+    /// shape): the hottest lines of the file, their main stall reason and
+    /// their memory findings (docs/LINE-PROFILE.md).
+    #[arg(long)]
+    pub lines: bool,
     /// Keep L2 warm between timed launches (the default flushes it).
     #[arg(long)]
     pub warm_l2: bool,
@@ -96,6 +102,7 @@ impl CheckArgs {
                 case: self.counters_case.clone(),
                 metrics: self.metrics.clone(),
             },
+            lines: self.lines,
             ..options
         }
     }

@@ -14,7 +14,7 @@ use clap::Args;
 
 use super::refusal::Refusal;
 use super::ExitCode;
-use crate::app::check::{CheckPlan, CountersPlan, TimingPlan};
+use crate::app::check::{CheckPlan, CountersPlan, LinesPlan, TimingPlan};
 use crate::gpu::compile::QuickBuild;
 use crate::lab::definition::{LabCase, LabRef};
 use crate::protocol::TimingConfig;
@@ -93,6 +93,8 @@ pub struct RunOptions {
     /// `--timing-shape KEY=VALUE` overrides of the lab's timing shape.
     pub timing_shape: Vec<String>,
     pub counters: CountersChoice,
+    /// The line profile, last (`check --lines`).
+    pub lines: bool,
     pub quick_build: Option<QuickBuild>,
 }
 
@@ -118,6 +120,7 @@ impl Default for RunOptions {
             timing: Some(TimingConfig::default()),
             timing_shape: Vec::new(),
             counters: CountersChoice::default(),
+            lines: false,
             quick_build: None,
         }
     }
@@ -184,6 +187,9 @@ impl RunOptions {
                 command = command.with("--metrics", Some(&counters.metrics.join(",")));
             }
         }
+        if self.lines {
+            command = command.with("--lines", None);
+        }
         command
     }
 
@@ -208,6 +214,10 @@ impl RunOptions {
             timeout: STEP_TIMEOUT,
             custom_metrics: self.counters.metrics.clone(),
         });
+        let lines = self.lines.then(|| LinesPlan {
+            case: timing_case.clone(),
+            timeout: STEP_TIMEOUT,
+        });
         Ok(CheckPlan {
             lab,
             source_path: String::new(),
@@ -221,6 +231,7 @@ impl RunOptions {
                 timeout: STEP_TIMEOUT,
             }),
             counters,
+            lines,
             quick_build: self.quick_build,
         })
     }

@@ -68,6 +68,42 @@ pub struct LineReading {
     /// Samples by reason name, most first (ties by name).
     pub stalls: Vec<(String, u64)>,
     pub counts: InstructionCounts,
+    /// The line's text in the student's file, trimmed and cut short (empty
+    /// for flashprof's own code, or where the caller has no text).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub source: String,
+}
+
+/// A kernel's line profile: its lines, hottest first, and how it was taken.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LineProfile {
+    pub chip: String,
+    pub total_samples: u64,
+    pub dropped_samples: u64,
+    /// Samples were taken every 2^this many cycles.
+    pub period_log2: u32,
+    /// The profile's own launches: unprofiled, sampled, counted.
+    pub collect_ms: f64,
+    pub lines: Vec<LineReading>,
+}
+
+/// The most of a line's text a profile keeps.
+const SOURCE_CHARS: usize = 72;
+
+/// `line` of `text` as a profile shows it: trimmed, cut to a bound.
+pub fn source_of(text: &str, line: LineKey) -> String {
+    let LineKey::Student(number) = line else {
+        return String::new();
+    };
+    let trimmed = text
+        .lines()
+        .nth((number as usize).saturating_sub(1))
+        .unwrap_or("")
+        .trim();
+    match trimmed.char_indices().nth(SOURCE_CHARS) {
+        Some((cut, _)) => format!("{}...", &trimmed[..cut]),
+        None => trimmed.to_owned(),
+    }
 }
 
 impl LineReading {
@@ -163,6 +199,7 @@ pub fn by_line(
                 },
                 stalls,
                 counts,
+                source: String::new(),
             }
         })
         .collect();

@@ -137,6 +137,10 @@ pub struct CheckReport {
     pub timing_error: Option<String>,
     /// Quick tier first, then full; empty when counters were not asked for.
     pub counters: Vec<CountersResult>,
+    /// The line profile (`check --lines`), or why there is none; absent
+    /// when it was not asked for, and in reports written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lines: Option<Result<crate::grade::lines::LineProfile, String>>,
     pub worker_restarts: usize,
     pub phases: PhaseTimes,
     /// The compute-sanitizer pass (`--sanitize`), when one ran.

@@ -39,7 +39,8 @@ use crate::lab::registry;
 /// 5: honest timing: every timed and profiled launch audited on fresh
 /// inputs (`TimingOutcome::finding`, `floor`, `impossible`; a counters
 /// profile that did not compute its output carries no values).
-pub const PROTOCOL_VERSION: u32 = 5;
+/// 6: the line profile (`Request::Lines`, `Event::Lines`).
+pub const PROTOCOL_VERSION: u32 = 6;
 
 /// The rules a speedup was measured under, kept with every timing and in
 /// the gradebook's journal so that a row timed under other rules is timed
@@ -95,8 +96,35 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         known_peaks: Option<DevicePeaks>,
     },
+    /// Sample and count every instruction of the loaded kernel over a
+    /// launch on `case`'s inputs (docs/LINE-PROFILE.md). A worker that has
+    /// served it times nothing after: the caller starts one for lines.
+    Lines { case: LabCase, seed: u64 },
     /// Finish cleanly.
     Shutdown,
+}
+
+/// What the line profile read of the loaded kernel, per instruction of its
+/// entry point; the caller charges each to a line through the cubin's
+/// line table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LinesOutcome {
+    pub chip: String,
+    /// The function sampled: the lab's entry point.
+    pub function: String,
+    pub readings: Vec<crate::grade::lines::InstructionReading>,
+    pub total_samples: u64,
+    pub dropped_samples: u64,
+    /// Samples were taken every 2^this many cycles.
+    pub period_log2: u32,
+    /// The launch unprofiled, then its sampled and its counted launch.
+    pub plain_launch_ms: f64,
+    pub sample_ms: f64,
+    pub count_ms: f64,
+    /// Why there is no profile although both launches ran: a launch that
+    /// did not compute its output shows none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
 }
 
 /// A lab as the protocol names it: by name, with its contract's version, so
@@ -175,6 +203,8 @@ pub enum Event {
     Case(CaseOutcome),
     Timing(TimingOutcome),
     Counters(Result<CountersOutcome, CountersUnavailableReport>),
+    /// The line profile, or why it could not be collected.
+    Lines(Result<LinesOutcome, String>),
     /// A request could not be served; the worker stays usable unless `fatal`.
     Failed {
         message: String,

@@ -127,6 +127,7 @@ fn render_raw_table(report: &CheckReport, reproduce: Option<&str>) -> String {
     }
     render_timing(&mut out, report);
     render_counters(&mut out, report);
+    render_lines(&mut out, report);
     render_sanitizer(&mut out, report);
     let passed = report.cases_passed();
     let nothing_ran = report.cases.iter().all(|c| c.status == CaseStatus::NotRun);
@@ -205,6 +206,59 @@ fn render_raw_table(report: &CheckReport, reproduce: Option<&str>) -> String {
         let _ = writeln!(out, "reproduce with: {command}");
     }
     out
+}
+
+/// The most lines the table lists of a line profile (`--json` has them all).
+const LINES_SHOWN: usize = 8;
+
+/// The line profile's hottest lines: share of the stall samples, the main
+/// reason in words and CUPTI's name, the memory findings, the source.
+fn render_lines(out: &mut String, report: &CheckReport) {
+    use crate::grade::lines::{reason_words, LineKey};
+    let Some(lines) = &report.lines else {
+        return;
+    };
+    let profile = match lines {
+        Ok(profile) => profile,
+        Err(why) => {
+            let _ = writeln!(out, "\nlines: not profiled: {why}");
+            return;
+        }
+    };
+    let _ = writeln!(
+        out,
+        "\nlines: {} stall samples on {} (every 2^{} cycles, {} dropped), {:.0} ms; the hottest {}:",
+        profile.total_samples,
+        profile.chip,
+        profile.period_log2,
+        profile.dropped_samples,
+        profile.collect_ms,
+        LINES_SHOWN.min(profile.lines.len())
+    );
+    for row in profile.lines.iter().take(LINES_SHOWN) {
+        let line = match row.line {
+            LineKey::Student(n) => format!("{n:>5}"),
+            LineKey::Own => "  own".to_owned(),
+        };
+        let reason = row
+            .main_reason()
+            .map(|name| {
+                let short = name
+                    .strip_prefix("smsp__pcsamp_warps_issue_stalled_")
+                    .unwrap_or(name);
+                format!("{} ({short})", reason_words(name))
+            })
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "{line}  {:>5.1}%  {reason:<48}  {}",
+            row.share * 100.0,
+            row.source
+        );
+        for finding in row.findings() {
+            let _ = writeln!(out, "                {finding}");
+        }
+    }
 }
 
 /// The check's one line (docs/DIAGNOSIS.md) when some case did not pass.

@@ -7,6 +7,7 @@
 //! caller's to handle: it kills the process after its watchdog expires.
 
 mod counters;
+mod lines;
 pub mod sandbox;
 mod selection;
 mod stdio;
@@ -76,6 +77,7 @@ pub fn main() -> anyhow::Result<()> {
         student: None,
         baselines: None,
         counters: None,
+        lines: None,
         probed_cases: 0,
     };
     loop {
@@ -121,6 +123,8 @@ struct Worker {
     baselines: Option<Baselines>,
     /// Enabled on the first counters request; an error is kept so it is reported, not retried.
     counters: Option<Result<counters::Counters, CountersUnavailableReport>>,
+    /// Enabled on the first line request, kept the same way.
+    lines: Option<Result<lines::LineProfiler, String>>,
     /// Cases rerun under changed conditions since the kernel was loaded (at most [`MAX_PROBED_CASES`]).
     probed_cases: usize,
 }
@@ -200,6 +204,7 @@ impl Worker {
                 custom_metrics: metrics,
                 known_peaks,
             }),
+            Request::Lines { case, seed } => self.lines(&case, seed),
             Request::Shutdown => failure("shutdown is handled by the loop", true),
         }
     }
@@ -223,6 +228,33 @@ impl Worker {
         };
         match profiler.collect(gpu, student, baselines, &request) {
             Ok(outcome) => (Event::Counters(Ok(outcome)), false),
+            Err(e) => {
+                let sticky = e.sticky;
+                failure(e, sticky)
+            }
+        }
+    }
+
+    fn lines(&mut self, case: &LabCase, seed: u64) -> (Event, bool) {
+        if let Err(e) = self.baselines() {
+            let sticky = e.sticky;
+            return failure(e, sticky);
+        }
+        let (Some(gpu), Some(student), Some(baselines)) =
+            (&self.gpu, &self.student, &mut self.baselines)
+        else {
+            return failure("a line profile needs a GPU and a loaded kernel", false);
+        };
+        let profiler = match self
+            .lines
+            .get_or_insert_with(|| lines::LineProfiler::enable(gpu))
+        {
+            Ok(profiler) => profiler,
+            Err(why) => return (Event::Lines(Err(why.clone())), false),
+        };
+        let entry = baselines.lab.abi().entry_point;
+        match profiler.collect(gpu, student, entry, baselines, case, seed) {
+            Ok(outcome) => (Event::Lines(Ok(outcome)), false),
             Err(e) => {
                 let sticky = e.sticky;
                 failure(e, sticky)

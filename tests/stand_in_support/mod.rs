@@ -86,6 +86,7 @@ pub fn plan(names: &[&str], case_timeout: Duration) -> CheckPlan {
         case_timeout,
         timing: None,
         counters: None,
+        lines: None,
         quick_build: None,
     }
 }

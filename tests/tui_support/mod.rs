@@ -334,6 +334,7 @@ pub fn report(
         timing,
         timing_error: None,
         counters: Vec::new(),
+        lines: None,
         worker_restarts: 0,
         sanitizer: None,
         quick_build: None,

@@ -356,6 +356,7 @@ mod tests {
             timing: None,
             timing_error: None,
             counters: Vec::new(),
+            lines: None,
             worker_restarts: 0,
             phases: Default::default(),
             sanitizer: None,

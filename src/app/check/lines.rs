@@ -1,0 +1,116 @@
+//! The line profile of a check (`check --lines`, docs/LINE-PROFILE.md): a
+//! worker of its own loads the build the cases ran and samples and counts
+//! it on the timing inputs; each instruction is charged to a line of the
+//! student's file through the build's line table, here in the caller.
+
+use std::time::Duration;
+
+use super::{CheckPlan, LOAD_TIMEOUT, WORKER_START_TIMEOUT};
+use crate::app::worker_handle::{WorkerCommand, WorkerHandle};
+use crate::gpu::compile::line_table::{attribute, Attribution, LineTable};
+use crate::grade::lines::{by_line, source_of, LineKey, LineProfile};
+use crate::lab::definition::{LabCase, LabRef};
+use crate::lab::geometry::LaunchGeometry;
+use crate::lab::source::StudentSource;
+use crate::protocol::{Event, LabId, LinesOutcome, Request};
+
+/// The line profile a plan asks for.
+#[derive(Debug, Clone)]
+pub struct LinesPlan {
+    /// The case whose inputs are sampled: the timing shape.
+    pub case: LabCase,
+    pub timeout: Duration,
+}
+
+/// The build the cases ran, as the line worker loads it.
+pub(super) struct LoadedBuild<'a> {
+    pub lab: LabRef,
+    pub image: &'a [u8],
+    pub geometry: LaunchGeometry,
+}
+
+/// Collects the profile in a worker started for it, then charges it.
+pub(super) fn profile_lines(
+    plan: &CheckPlan,
+    lines: &LinesPlan,
+    command: &WorkerCommand,
+    build: &LoadedBuild<'_>,
+) -> Result<LineProfile, String> {
+    let mut worker = WorkerHandle::spawn(command, WORKER_START_TIMEOUT)
+        .map_err(|e| format!("the line worker did not start: {e}"))?;
+    let collected = collect(&mut worker, plan, lines, build);
+    worker.shutdown();
+    let outcome = collected?;
+    if let Some(refused) = outcome.refused {
+        return Err(refused);
+    }
+    charge(plan, build, &outcome)
+}
+
+fn collect(
+    worker: &mut WorkerHandle,
+    plan: &CheckPlan,
+    lines: &LinesPlan,
+    build: &LoadedBuild<'_>,
+) -> Result<LinesOutcome, String> {
+    let load = Request::Load {
+        lab: LabId::of(build.lab),
+        image: build.image.to_vec(),
+        geometry: build.geometry,
+    };
+    let unexpected = |event: Event| match event {
+        Event::Failed { message, .. } => message,
+        other => format!("the line worker answered {other:?}"),
+    };
+    match worker
+        .request(&load, LOAD_TIMEOUT)
+        .map_err(|e| e.to_string())?
+    {
+        Event::Loaded { .. } => {}
+        other => return Err(unexpected(other)),
+    }
+    let request = Request::Lines {
+        case: lines.case.clone(),
+        seed: plan.seed,
+    };
+    match worker
+        .request(&request, lines.timeout)
+        .map_err(|e| e.to_string())?
+    {
+        Event::Lines(answer) => answer,
+        other => Err(unexpected(other)),
+    }
+}
+
+/// Charges each instruction of `outcome` to its line and sums them.
+fn charge(
+    plan: &CheckPlan,
+    build: &LoadedBuild<'_>,
+    outcome: &LinesOutcome,
+) -> Result<LineProfile, String> {
+    let table = LineTable::from_cubin(build.image).map_err(|e| e.to_string())?;
+    let student =
+        StudentSource::from_bytes(&plan.source_path, plan.source_text.as_bytes(), build.lab)
+            .map_err(|e| e.to_string())?
+            .marker_name();
+    let line_count = plan.source_text.lines().count() as u32;
+    let charge = |offset: u64| {
+        let frames = table.frames(&outcome.function, offset)?;
+        Some(match attribute(&frames, &student, line_count) {
+            Attribution::Student { line, .. } => LineKey::Student(line),
+            Attribution::Own => LineKey::Own,
+        })
+    };
+    let mut rows = by_line(&outcome.readings, charge);
+    for row in &mut rows {
+        row.source = source_of(&plan.source_text, row.line);
+    }
+    Ok(LineProfile {
+        chip: outcome.chip.clone(),
+        total_samples: outcome.total_samples,
+        dropped_samples: outcome.dropped_samples,
+        period_log2: outcome.period_log2,
+        collect_ms: outcome.plain_launch_ms + outcome.sample_ms + outcome.count_ms,
+        lines: rows,
+    })
+}

@@ -1,0 +1,153 @@
+//! The line profile inside a worker (docs/LINE-PROFILE.md): the student's
+//! kernel on the timing inputs, once unprofiled, once under PC Sampling and
+//! once under SASS Metrics, each profiled launch prepared and audited as a
+//! timed one is (fresh inputs, poisoned output, L2 evicted; its output
+//! checked after). A launch that did not compute its output gives no
+//! profile. The caller starts a worker of its own for this, so the code
+//! SASS Metrics patches and the launches PC Sampling serialises never touch
+//! a worker that times.
+
+use std::time::Instant;
+
+use super::timing::{timing_inputs, Bench};
+use super::Baselines;
+use crate::gpu::cupti::lines::LineSampler;
+use crate::gpu::cupti::Cupti;
+use crate::gpu::device::{Draw, Gpu, GpuError, Kernel};
+use crate::grade::launch_audit::{LaunchAudit, LaunchId, LaunchPhase};
+use crate::grade::lines::merge;
+use crate::lab::definition::LabCase;
+use crate::protocol::LinesOutcome;
+
+/// PC Sampling's period is 2^this many cycles at least, and at most
+/// [`LONGEST_PERIOD_LOG2`] (the range CUPTI accepts is 5 to 31).
+const SHORTEST_PERIOD_LOG2: u32 = 5;
+const LONGEST_PERIOD_LOG2: u32 = 24;
+
+/// Room for this many sampled PCs (a kernel of 16k instructions).
+const MAX_PCS: usize = 16 * 1024;
+
+/// The sampling period, as a power of two of cycles, for a launch of
+/// `launch_ms`: about fifty thousand samples, what the H100 took every
+/// 2^10 cycles of a 0.26 ms launch (the spike: 510k samples at 2^7), so
+/// reading them stays a small part of a save's half second.
+pub fn period_log2_for(launch_ms: f64) -> u32 {
+    let scaled = 7.0 + (launch_ms.max(1e-3) * 39.2).log2();
+    (scaled.round() as i64).clamp(
+        i64::from(SHORTEST_PERIOD_LOG2),
+        i64::from(LONGEST_PERIOD_LOG2),
+    ) as u32
+}
+
+/// CUPTI's two line APIs, set up on the worker's first line request.
+pub struct LineProfiler {
+    // Dropped before the library it came from.
+    sampler: LineSampler,
+    _cupti: Cupti,
+}
+
+impl LineProfiler {
+    pub fn enable(gpu: &Gpu) -> Result<Self, String> {
+        let cupti = Cupti::load().map_err(|e| format!("{}: {}", e.reason.summary(), e.fix()))?;
+        let sampler = LineSampler::enable(&cupti, gpu.context()).map_err(|e| e.to_string())?;
+        Ok(Self {
+            sampler,
+            _cupti: cupti,
+        })
+    }
+
+    /// Samples and counts `student`'s `entry` on the timing inputs of `case`.
+    pub fn collect(
+        &mut self,
+        gpu: &Gpu,
+        student: &Kernel,
+        entry: &str,
+        baselines: &mut Baselines,
+        case: &LabCase,
+        seed: u64,
+    ) -> Result<LinesOutcome, GpuError> {
+        let lab = baselines.lab;
+        let data = timing_inputs(lab, case, seed)?;
+        let mut audit = LaunchAudit::new(data.problem.output, lab.tolerance());
+        let mut bench = Bench::new(gpu, baselines, &data, seed, true)?;
+        // Once unprofiled: module loading and first touch stay out, and its
+        // time sets the sampling period.
+        bench.prepare(Draw::COPY)?;
+        let plain_launch_ms = gpu.timed(|| gpu.launch(student, &mut bench.ws))?;
+        let period_log2 = period_log2_for(plain_launch_ms);
+        let mut outcome = LinesOutcome {
+            chip: self.sampler.chip().to_owned(),
+            function: entry.to_owned(),
+            readings: Vec::new(),
+            total_samples: 0,
+            dropped_samples: 0,
+            period_log2,
+            plain_launch_ms,
+            sample_ms: 0.0,
+            count_ms: 0.0,
+            refused: None,
+        };
+        let launch_id = |number| LaunchId {
+            phase: LaunchPhase::Profiled,
+            number,
+            of: 2,
+        };
+
+        let draw = bench.next_draw();
+        bench.prepare(draw)?;
+        let started = Instant::now();
+        let sampled = {
+            let ws = &mut bench.ws;
+            self.sampler
+                .sample(entry, period_log2, MAX_PCS, &mut || {
+                    gpu.launch(student, ws)?;
+                    gpu.synchronize()?;
+                    Ok(())
+                })
+                .map_err(GpuError::message)?
+        };
+        outcome.sample_ms = started.elapsed().as_secs_f64() * 1e3;
+        if let Err(finding) = bench.audit(&mut audit, launch_id(1))? {
+            outcome.refused = Some(format!("not this kernel's profile: {finding}"));
+            return Ok(outcome);
+        }
+
+        let draw = bench.next_draw();
+        bench.prepare(draw)?;
+        let started = Instant::now();
+        let counted = {
+            let ws = &mut bench.ws;
+            self.sampler
+                .count(entry, &mut || {
+                    gpu.launch(student, ws)?;
+                    gpu.synchronize()?;
+                    Ok(())
+                })
+                .map_err(GpuError::message)?
+        };
+        outcome.count_ms = started.elapsed().as_secs_f64() * 1e3;
+        if let Err(finding) = bench.audit(&mut audit, launch_id(2))? {
+            outcome.refused = Some(format!("not this kernel's profile: {finding}"));
+            return Ok(outcome);
+        }
+        outcome.total_samples = sampled.total_samples;
+        outcome.dropped_samples = sampled.dropped_samples;
+        outcome.readings = merge(sampled.readings, counted);
+        Ok(outcome)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_period_grows_with_the_launch_and_stays_in_cupti_s_range() {
+        // The spike's launch: 2^10 cycles gives about fifty thousand samples.
+        assert_eq!(period_log2_for(0.26), 10);
+        assert_eq!(period_log2_for(0.52), 11);
+        assert_eq!(period_log2_for(1.6), 13);
+        assert_eq!(period_log2_for(0.0), SHORTEST_PERIOD_LOG2);
+        assert_eq!(period_log2_for(1e9), LONGEST_PERIOD_LOG2);
+    }
+}
