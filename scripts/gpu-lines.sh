@@ -21,11 +21,12 @@ for pair in flash-prefill:kernels/flash-prefill/reference.cu flash-prefill:kerne
   paged-decode:kernels/paged-decode/reference.cu; do
   lab=${pair%%:*}; file=${pair#*:}; name=$(echo "$file" | tr '/' '_')
   start=$(date +%s.%N)
-  "$BIN" check "$file" --lab "$lab" --no-timing --seed 7 >"$OUT/$name.plain.txt" 2>&1
+  "$BIN" check "$file" --lab "$lab" --no-timing --seed 7 >"$OUT/$name.txt" 2>&1
   plain=$(seconds "$start")
   start=$(date +%s.%N)
-  "$BIN" check "$file" --lab "$lab" --no-timing --seed 7 --lines >"$OUT/$name.lines.txt" 2>&1
+  echo "=== with --lines" >>"$OUT/$name.txt"
+  "$BIN" check "$file" --lab "$lab" --no-timing --seed 7 --lines >>"$OUT/$name.txt" 2>&1
   lines=$(seconds "$start")
-  hot=$(grep -A1 '^lines:' "$OUT/$name.lines.txt" | tail -1 | cut -c1-70)
+  hot=$(grep -A1 '^lines:' "$OUT/$name.txt" | tail -1 | cut -c1-70)
   printf '%-34s %-18s %9s %9s  %s\n' "$file" "$lab" "$plain" "$lines" "$hot"
 done

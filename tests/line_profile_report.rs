@@ -28,7 +28,10 @@ fn recorded() -> LineProfile {
     };
     let reading = |offset, reason: &str, samples, counts| InstructionReading {
         offset,
-        stalls: vec![(format!("smsp__pcsamp_warps_issue_stalled_{reason}"), samples)],
+        stalls: vec![(
+            format!("smsp__pcsamp_warps_issue_stalled_{reason}"),
+            samples,
+        )],
         counts,
     };
     let readings = [

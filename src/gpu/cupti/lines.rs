@@ -74,6 +74,11 @@ impl LineSampler {
         let session = ProfilerSession::begin(api)?;
         let chip = chip_name(api, target.ordinal)?;
         let counted = offered_counts(api, &chip)?;
+        // PC Sampling leaves threads of CUPTI's own running after it is
+        // disabled; unloading the library under them crashed the process
+        // at exit (H100, 2026-12-06). Once lines are sampled, libcupti
+        // stays loaded for the life of the process.
+        std::mem::forget(Arc::clone(api));
         Ok(Self {
             api: Arc::clone(api),
             counted,
@@ -205,8 +210,8 @@ impl LineSampler {
         loop {
             total_samples += data.totalSamples;
             dropped_samples += data.droppedSamples;
-            for pc in pcs.iter_mut().take(data.totalNumPcs.min(max_pcs)) {
-                let name = take_function_name(pc);
+            for pc in pcs.iter().take(data.totalNumPcs.min(max_pcs)) {
+                let name = function_name(pc);
                 if name.as_deref() != Some(function) {
                     continue;
                 }
@@ -386,21 +391,18 @@ impl LineSampler {
     }
 }
 
-/// Takes the function name CUPTI allocated for a PC (freeing it, as its
-/// header asks of the caller).
-fn take_function_name(pc: &mut sys::PcSamplingPcData) -> Option<String> {
+/// The function name CUPTI wrote for a PC. Its header says the caller
+/// frees it; on CUDA 13.0 with the data buffer given at configuration,
+/// freeing it aborted the worker with a double free (H100, 2026-12-06), so
+/// the name is left to CUPTI: a few strings per profile in a worker that
+/// lives for one profile.
+fn function_name(pc: &sys::PcSamplingPcData) -> Option<String> {
     if pc.functionName.is_null() {
         return None;
     }
-    // SAFETY: CUPTI wrote a NUL-terminated, malloc'ed name here and hands
-    // its ownership to the caller; it is read once, then freed and cleared.
-    let name = unsafe { CStr::from_ptr(pc.functionName) }
-        .to_string_lossy()
-        .into_owned();
-    // SAFETY: as above: the memory came from CUPTI's malloc.
-    unsafe { libc::free(pc.functionName.cast()) };
-    pc.functionName = ptr::null_mut();
-    Some(name)
+    // SAFETY: CUPTI wrote a NUL-terminated name here for this PC.
+    let name = unsafe { CStr::from_ptr(pc.functionName) };
+    Some(name.to_string_lossy().into_owned())
 }
 
 /// Which of [`COUNTED`] `chip` offers, by metric id.
