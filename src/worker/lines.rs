@@ -12,7 +12,7 @@ use std::time::Instant;
 use super::timing::{timing_inputs, Bench};
 use super::Baselines;
 use crate::gpu::cupti::lines::LineSampler;
-use crate::gpu::cupti::Cupti;
+use crate::gpu::cupti::{Cupti, CuptiError};
 use crate::gpu::device::{Draw, Gpu, GpuError, Kernel};
 use crate::grade::launch_audit::{LaunchAudit, LaunchId, LaunchPhase};
 use crate::grade::lines::merge;
@@ -38,6 +38,9 @@ pub fn period_log2_for(launch_ms: f64) -> u32 {
         i64::from(LONGEST_PERIOD_LOG2),
     ) as u32
 }
+
+/// A collection around one launch (the closure given launches and waits).
+type Collect<'a> = dyn FnMut(&mut dyn FnMut() -> anyhow::Result<()>) -> Result<(), CuptiError> + 'a;
 
 /// CUPTI's two line APIs, set up on the worker's first line request.
 pub struct LineProfiler {
@@ -93,43 +96,45 @@ impl LineProfiler {
             of: 2,
         };
 
-        let draw = bench.next_draw();
-        bench.prepare(draw)?;
-        let started = Instant::now();
-        let sampled = {
-            let ws = &mut bench.ws;
-            self.sampler
-                .sample(entry, period_log2, MAX_PCS, &mut || {
+        let sampler = &mut self.sampler;
+        // One profiled launch: fresh inputs, `collect` around the launch,
+        // then the audit; its time and, when the audit failed, why.
+        let mut profiled =
+            |number, collect: &mut Collect<'_>| -> Result<(f64, Option<String>), GpuError> {
+                let draw = bench.next_draw();
+                bench.prepare(draw)?;
+                let started = Instant::now();
+                let ws = &mut bench.ws;
+                collect(&mut || {
                     gpu.launch(student, ws)?;
                     gpu.synchronize()?;
                     Ok(())
                 })
-                .map_err(GpuError::message)?
-        };
-        outcome.sample_ms = started.elapsed().as_secs_f64() * 1e3;
-        if let Err(finding) = bench.audit(&mut audit, launch_id(1))? {
-            outcome.refused = Some(format!("not this kernel's profile: {finding}"));
+                .map_err(GpuError::message)?;
+                let ms = started.elapsed().as_secs_f64() * 1e3;
+                let refused = bench
+                    .audit(&mut audit, launch_id(number))?
+                    .err()
+                    .map(|finding| format!("not this kernel's profile: {finding}"));
+                Ok((ms, refused))
+            };
+        let mut sampled = None;
+        (outcome.sample_ms, outcome.refused) = profiled(1, &mut |launch| {
+            sampled = Some(sampler.sample(entry, period_log2, MAX_PCS, launch)?);
+            Ok(())
+        })?;
+        if outcome.refused.is_some() {
             return Ok(outcome);
         }
-
-        let draw = bench.next_draw();
-        bench.prepare(draw)?;
-        let started = Instant::now();
-        let counted = {
-            let ws = &mut bench.ws;
-            self.sampler
-                .count(entry, &mut || {
-                    gpu.launch(student, ws)?;
-                    gpu.synchronize()?;
-                    Ok(())
-                })
-                .map_err(GpuError::message)?
-        };
-        outcome.count_ms = started.elapsed().as_secs_f64() * 1e3;
-        if let Err(finding) = bench.audit(&mut audit, launch_id(2))? {
-            outcome.refused = Some(format!("not this kernel's profile: {finding}"));
+        let mut counted = Vec::new();
+        (outcome.count_ms, outcome.refused) = profiled(2, &mut |launch| {
+            counted = sampler.count(entry, launch)?;
+            Ok(())
+        })?;
+        if outcome.refused.is_some() {
             return Ok(outcome);
         }
+        let sampled = sampled.expect("set by the sampled launch");
         outcome.total_samples = sampled.total_samples;
         outcome.dropped_samples = sampled.dropped_samples;
         outcome.readings = merge(sampled.readings, counted);

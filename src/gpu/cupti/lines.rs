@@ -116,10 +116,10 @@ impl LineSampler {
         let sampled = self.sample_enabled(function, period_log2, max_pcs, launch);
         let mut disable = sys::PcSamplingContextParams::new();
         disable.ctx = self.target.raw;
-        let disabled = self.call(Function::PcSamplingDisable, &mut disable);
-        let sampled = sampled?;
-        disabled?;
-        Ok(sampled)
+        then_cleanup(
+            sampled,
+            self.call(Function::PcSamplingDisable, &mut disable),
+        )
     }
 
     fn sample_enabled(
@@ -320,16 +320,17 @@ impl LineSampler {
                 let counted = self.count_enabled(function, launch);
                 let mut disable = sys::SassDisableParams::new();
                 disable.ctx = ctx;
-                let disabled = self.call(Function::SassMetricsDisable, &mut disable);
-                let counted = counted?;
-                disabled.map(|()| counted)
+                then_cleanup(
+                    counted,
+                    self.call(Function::SassMetricsDisable, &mut disable),
+                )
             });
         let mut unset = sys::SassUnsetConfigParams::new();
         unset.deviceIndex = device;
-        let unset = self.call(Function::SassMetricsUnsetConfig, &mut unset);
-        let counted = counted?;
-        unset?;
-        Ok(counted)
+        then_cleanup(
+            counted,
+            self.call(Function::SassMetricsUnsetConfig, &mut unset),
+        )
     }
 
     fn count_enabled(
@@ -389,6 +390,17 @@ impl LineSampler {
         }
         Ok(counts.into_iter().collect())
     }
+}
+
+/// `result`, once `cleanup` (run whatever the result) also succeeded: the
+/// first error of the two is the one reported.
+fn then_cleanup<T>(
+    result: Result<T, CuptiError>,
+    cleanup: Result<(), CuptiError>,
+) -> Result<T, CuptiError> {
+    let value = result?;
+    cleanup?;
+    Ok(value)
 }
 
 /// The function name CUPTI wrote for a PC. Its header says the caller
