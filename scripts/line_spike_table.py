@@ -64,8 +64,11 @@ def spike_readings(path):
             parts = line.rstrip("\n").split("\t")
             if parts[0] == "step" and parts[1] == "pc-sampling":
                 passes += 1
-            if parts[0] == "pc-sample" and passes == 0 and "sample_count" not in parts[3] \
-                    and "data_dropped" not in parts[3]:
+            # Stall reasons only, each once: the "_not_issued" ones are a
+            # subset of their reason's samples (grade::lines::is_stall_reason).
+            if parts[0] == "pc-sample" and passes == 0 \
+                    and parts[3].startswith("smsp__pcsamp_warps_issue_stalled_") \
+                    and not parts[3].endswith("_not_issued"):
                 per[int(parts[2], 16)]["samples"] += int(parts[4])
             if parts[0] == "sass-value" and parts[3] in names:
                 per[int(parts[2], 16)][names[parts[3]]] += int(parts[4])

@@ -341,3 +341,30 @@ fn old_records_are_placed_by_their_report_and_old_snapshots_by_nothing() {
         2
     );
 }
+
+/// Two texts under one source name (a crafted collision of the 64-bit
+/// hash): the second is refused, and a restore that would need it writes
+/// nothing.
+#[test]
+fn a_text_colliding_with_a_stored_one_is_refused_and_nothing_is_restored() {
+    let (_dir, file, store) = store();
+    store
+        .append_run("fast", &all_pass(3.0, 40))
+        .expect("append");
+    // Plant another text under the name the current text will take.
+    let current = "work in progress";
+    let planted = store
+        .dir()
+        .join("sources")
+        .join(format!("{}.cu", source_hash(current)));
+    fs::write(&planted, "someone else's text").expect("plant");
+    fs::write(&file, current).expect("write current");
+    let error = store.restore(&file, &BEST).expect_err("refused");
+    assert!(
+        error
+            .to_string()
+            .contains("another text under the same hash"),
+        "{error}"
+    );
+    assert_eq!(fs::read_to_string(&file).expect("read"), current);
+}

@@ -600,3 +600,47 @@ fn with_nvrtc_found_r_reruns_and_f_fetches_nothing() {
         "{effects:?}"
     );
 }
+
+/// A restore that replaced nothing leaves nothing to undo, and runs that
+/// arrive while the history is open keep the selection on the same run.
+#[test]
+fn undo_follows_the_last_restore_and_the_selection_stays_on_its_run() {
+    let mut model = fresh();
+    complete(&mut model, "v1", all_pass(2.0, 40));
+    complete(&mut model, "v2", compile_only());
+    let replaced = flashprof::app::history::RunSummary {
+        unix_ms: 9,
+        source_hash: source_hash("work"),
+        outcome: None,
+    };
+    update(
+        &mut model,
+        Msg::Restored {
+            note: "restored".into(),
+            replaced: Some(replaced),
+        },
+    );
+    update(
+        &mut model,
+        Msg::Restored {
+            note: "restored into an absent file".into(),
+            replaced: None,
+        },
+    );
+    assert!(key(&mut model, KeyCode::Char('u')).is_empty());
+    key(&mut model, KeyCode::Char('h'));
+    key(&mut model, KeyCode::Down);
+    let chosen = model.history.iter().rev().nth(1).cloned();
+    update(
+        &mut model,
+        Msg::Recorded(flashprof::app::history::RunSummary {
+            unix_ms: 10,
+            source_hash: source_hash("v3"),
+            outcome: None,
+        }),
+    );
+    let Some(Overlay::History { selected }) = model.overlay.clone() else {
+        panic!("the history stays open");
+    };
+    assert_eq!(model.history.iter().rev().nth(selected).cloned(), chosen);
+}

@@ -110,13 +110,16 @@ pub struct HistoryScope {
 }
 
 impl HistoryScope {
-    /// The scope of `file` checked against `lab`.
+    /// The scope of `file` checked against `lab`. A name that is not UTF-8
+    /// has no scope's name (a lossy one could be another file's): such a
+    /// file's records are kept but never offered, to it or to any other.
     pub fn of(file: &Path, lab: &str) -> Self {
         Self {
             file_name: file
                 .file_name()
-                .map(|name| name.to_string_lossy().into_owned())
-                .unwrap_or_default(),
+                .and_then(|name| name.to_str())
+                .unwrap_or_default()
+                .to_owned(),
             lab: lab.to_owned(),
         }
     }
@@ -134,7 +137,9 @@ impl HistoryScope {
             .lab
             .as_deref()
             .or_else(|| report.map(|r| r.lab.as_str()));
-        file == Some(self.file_name.as_str()) && lab == Some(self.lab.as_str())
+        !self.file_name.is_empty()
+            && file == Some(self.file_name.as_str())
+            && lab == Some(self.lab.as_str())
     }
 }
 
@@ -387,9 +392,17 @@ impl HistoryStore {
             )
         })?;
         let name = format!("{hash}.cu");
-        // A regular file is that text already; a link in its place is replaced.
+        // A regular file is that text already, unless two texts share the
+        // 64-bit name (a crafted collision): then this one is refused rather
+        // than taken for recorded. A link in its place is replaced.
         if folder.holds_file(&name) {
-            return Ok(());
+            return match read_store_file(&folder, &name, MAX_SOURCE_BYTES)? {
+                Some(stored) if stored == source.as_bytes() => Ok(()),
+                _ => Err(io::Error::other(format!(
+                    "{}/sources/{name} holds another text under the same hash: not recorded",
+                    path_for_display(&self.dir)
+                ))),
+            };
         }
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -518,10 +531,18 @@ impl HistoryStore {
         if current.as_deref().map(source_hash).as_ref() == Some(&chosen.source_hash) {
             return Ok(RestoreOutcome::AlreadyCurrent(Box::new(chosen)));
         }
-        let replaced = match current {
-            Some(current) => Some(Box::new(self.append_snapshot(&current)?)),
+        let replaced = match &current {
+            Some(current) => Some(Box::new(self.append_snapshot(current)?)),
             None => None,
         };
+        // A save that landed while the snapshot was written is not the text
+        // recorded: it is kept, and nothing is restored over it.
+        if current_text(file)? != current {
+            return Err(io::Error::other(format!(
+                "{} changed while it was being restored: nothing written (its new text is kept)",
+                path_for_display(file)
+            )));
+        }
         write_no_follow(file, &text)?;
         Ok(RestoreOutcome::Restored {
             from: Box::new(chosen),

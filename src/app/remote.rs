@@ -407,8 +407,14 @@ fn ssh_options() -> Vec<OsString> {
     options.push("-o".into());
     options.push(format!("ConnectTimeout={CONNECT_TIMEOUT_S}").into());
     if let Some(config) = std::env::var_os(SSH_CONFIG_ENV).filter(|c| !c.is_empty()) {
+        // Made whole: ssh runs in flashprof's private folder, not the caller's.
+        let named = std::path::PathBuf::from(config);
         options.push("-F".into());
-        options.push(config);
+        options.push(
+            std::path::absolute(&named)
+                .unwrap_or(named)
+                .into_os_string(),
+        );
     }
     options
 }

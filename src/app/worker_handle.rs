@@ -271,12 +271,14 @@ impl WorkerHandle {
                 (launch.program, launch.args, launch.env, launch.ssh_log)
             }
         };
-        // A remote launch (ssh, srun) runs in flashprof's private folder, so
-        // nothing of the folder it was started from is in its reach; the
-        // local worker keeps the caller's folder (it is sandboxed itself).
+        // ssh runs in flashprof's private folder, so nothing of the folder
+        // it was started from is in its reach. srun keeps the caller's
+        // folder: a Slurm step starts on the node in the folder srun was
+        // started in, where a relative program or file name is the TA's.
+        // The local worker keeps it too (it is sandboxed itself).
         let mut process = match &command.remote {
-            Some(_) => crate::sys::child::command(&program),
-            None => Command::new(&program),
+            Some(super::remote::Remote::Ssh { .. }) => crate::sys::child::command(&program),
+            Some(super::remote::Remote::Slurm(_)) | None => Command::new(&program),
         };
         let mut child = process
             .args(&args)

@@ -117,6 +117,15 @@ fn sibling(folder: &Path, what: &str) -> PathBuf {
     folder.with_file_name(format!("{name}.{what}-{}", std::process::id()))
 }
 
+/// The fetched folder a partial attempt `NAME.partial-PID` stands for.
+fn folder_of(partial: &Path) -> PathBuf {
+    let name = partial.file_name().unwrap_or_default().to_string_lossy();
+    let stem = name
+        .split_once(".partial-")
+        .map_or(&*name, |(stem, _)| stem);
+    partial.with_file_name(stem)
+}
+
 /// `python3 -m pip` works, run in `home`, or why not, with what to do about it.
 fn require_pip(home: &Path) -> Result<(), String> {
     let by_hand = format!(
@@ -170,7 +179,7 @@ fn python(home: &Path) -> Command {
 /// have ended.
 fn remove_abandoned_attempts(parent: &Path, folder: &Path) {
     let name = folder.file_name().unwrap_or_default().to_string_lossy();
-    for what in ["partial", "old"] {
+    for what in ["partial", "old", "requirements"] {
         let prefix = format!("{name}.{what}-");
         for leftover in super::found::children(parent, &prefix) {
             let file_name = leftover.file_name().unwrap_or_default().to_string_lossy();
@@ -178,7 +187,10 @@ fn remove_abandoned_attempts(parent: &Path, folder: &Path) {
                 continue;
             };
             if !Path::new(&format!("/proc/{pid}")).exists() {
-                let _ = std::fs::remove_dir_all(&leftover);
+                // A folder (an attempt) or a file (its requirements).
+                if std::fs::remove_dir_all(&leftover).is_err() {
+                    let _ = std::fs::remove_file(&leftover);
+                }
             }
         }
     }
@@ -206,7 +218,9 @@ fn run_pip(home: &Path, target: &Path, on_line: &mut dyn FnMut(&str)) -> Result<
         path_for_display(target),
         WHEELS.join(" ")
     ));
-    let requirements = sibling(target, "requirements");
+    // Beside the fetched folder, named as the other attempts are, so one a
+    // killed fetch left is removed with them.
+    let requirements = sibling(&folder_of(target), "requirements");
     write_private_file(&requirements, &pinned_requirements())
         .map_err(|e| format!("cannot write {}: {e}", path_for_display(&requirements)))?;
     let result = run_pip_with(home, &requirements, target, on_line);
@@ -447,7 +461,16 @@ mod tests {
         for path in [&ours, &ended, &unrelated] {
             std::fs::create_dir_all(path).unwrap();
         }
+        // A killed fetch's requirements file, named for the folder.
+        let requirements = root.path().join("cuda-13.0.requirements-4294967295");
+        std::fs::write(&requirements, "pins").unwrap();
+        assert_eq!(
+            sibling(&folder_of(&ours), "requirements"),
+            root.path()
+                .join(format!("cuda-13.0.requirements-{}", std::process::id()))
+        );
         remove_abandoned_attempts(root.path(), &folder);
+        assert!(!requirements.exists());
         assert!(ours.is_dir(), "this process is alive");
         assert!(!ended.exists());
         assert!(unrelated.is_dir());

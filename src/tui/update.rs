@@ -63,7 +63,7 @@ pub fn update(model: &mut Model, msg: Msg) -> Vec<Effect> {
             Vec::new()
         }
         Msg::Recorded(summary) => {
-            model.history.push(summary);
+            push_history(model, summary);
             Vec::new()
         }
         Msg::DiffReady { title, lines } => {
@@ -76,9 +76,12 @@ pub fn update(model: &mut Model, msg: Msg) -> Vec<Effect> {
         }
         Msg::Restored { note, replaced } => {
             model.notice = Some(note);
+            // With no text replaced (the file was absent) there is nothing
+            // to undo, and an older restore's undo would bring back
+            // something unrelated.
+            model.undo_restore = replaced.as_ref().map(|r| r.source_hash.clone());
             if let Some(replaced) = replaced {
-                model.undo_restore = Some(replaced.source_hash.clone());
-                model.history.push(replaced);
+                push_history(model, replaced);
             }
             Vec::new()
         }
@@ -446,6 +449,15 @@ fn on_panel_key(model: &mut Model, action: Action) -> Vec<Effect> {
         | Action::FetchCuda => {}
     }
     Vec::new()
+}
+
+/// Adds a run to the history; an open history overlay keeps its selection
+/// on the same run (rows count from the newest).
+fn push_history(model: &mut Model, summary: crate::app::history::RunSummary) {
+    model.history.push(summary);
+    if let Some(Overlay::History { selected }) = &mut model.overlay {
+        *selected += 1;
+    }
 }
 
 /// `u`: puts back the text the last restore replaced.

@@ -187,7 +187,9 @@ fn candidates(
 ) -> Vec<PathBuf> {
     const NAME: &str = "compute-sanitizer";
     if let Some(explicit) = explicit.filter(|e| !e.is_empty()) {
-        return vec![PathBuf::from(explicit)];
+        // Made whole: the sanitizer runs in a private folder of its own.
+        let named = PathBuf::from(explicit);
+        return vec![std::path::absolute(&named).unwrap_or(named)];
     }
     let mut found: Vec<PathBuf> = path
         .map(|p| std::env::split_paths(&p).map(|d| d.join(NAME)).collect())

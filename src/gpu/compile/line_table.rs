@@ -7,8 +7,9 @@
 //! not define, NVIDIA's extended opcode `0x90` ("enhanced lineinfo"), with
 //! two ULEB128 operands:
 //!
-//! 1. the 1-based index, among the rows of the program so far, of the row
-//!    of the call the following rows were inlined at (0: not inlined);
+//! 1. the 1-based index, among the rows of the current sequence so far,
+//!    of the row of the call the following rows were inlined at (0: not
+//!    inlined);
 //! 2. the `.debug_str` offset of the inlined function's (mangled) name.
 //!
 //! It sets a register of the state machine, kept by every row after it
@@ -139,6 +140,9 @@ impl LineTable {
         };
         let mut sequences = relocations.into_iter().map(|(_, name)| name);
         let mut current: Option<String> = None;
+        // Where the current sequence's rows start in `table.rows`: the
+        // inlined-at indices count from there.
+        let mut sequence_start = 0;
         let mut call: Option<usize> = None;
         let mut inlined_function: Option<String> = None;
         let mut row = LineRow::new(&header);
@@ -154,10 +158,15 @@ impl LineTable {
                 {
                     let index = operands.read_uleb128_u64(&unreadable)?;
                     let name = operands.read_uleb128_u64(&unreadable)?;
-                    call = match index {
-                        0 => None,
-                        n if (n as usize) <= table.rows.len() => Some(n as usize - 1),
-                        n => return Err(unreadable(format!("an inlined-at row {n} not yet seen"))),
+                    let seen = table.rows.len() - sequence_start;
+                    call = match usize::try_from(index) {
+                        Ok(0) => None,
+                        Ok(n) if n <= seen => Some(sequence_start + n - 1),
+                        _ => {
+                            return Err(unreadable(format!(
+                                "an inlined-at row {index} of a sequence of {seen} rows so far"
+                            )))
+                        }
                     };
                     inlined_function = call.map(|_| string_at(strings, name));
                 }
@@ -191,6 +200,7 @@ impl LineTable {
                     }
                     if ends {
                         row.reset(&header);
+                        sequence_start = table.rows.len();
                         current = None;
                         call = None;
                         inlined_function = None;

@@ -844,3 +844,46 @@ fn inlined_header_intrinsics_are_charged_to_the_calling_line() {
         );
     }
 }
+
+/// Two kernels in one file: each sequence's inlined-at rows count from its
+/// own start, so each kernel's inlined code names a call in its own body.
+#[test]
+fn inlined_calls_are_found_in_their_own_kernel_s_sequence() {
+    let text = format!(
+        "__device__ float soften(float x, float y) {{\n\
+         float z = x * y;\n\
+         if (z > 1.0f) z = sqrtf(z);\n\
+         return z + x;\n\
+         }}\n\
+         {ENTRY_SIGNATURE}\n\
+         {{\n\
+         const int i = blockIdx.x * blockDim.x + threadIdx.x;\n\
+         out[i] = soften(q[i], kCache[i]);\n\
+         }}\n\
+         extern \"C\" __global__ void other(const float* a, float* b)\n\
+         {{\n\
+         const int i = threadIdx.x;\n\
+         b[i] = soften(a[i], a[i + 1]) * 3.0f;\n\
+         }}\n"
+    );
+    let src = source("two.cu", &text);
+    let kernel = try_compile(&src).expect("compiles");
+    let table = line_table::LineTable::from_cubin(&kernel.image).expect("table");
+    for (function, body) in [("attention_prefill", 7..=10), ("other", 12..=15)] {
+        let bytes = table
+            .functions()
+            .find(|(name, _)| *name == function)
+            .map(|(_, bytes)| bytes)
+            .unwrap_or_else(|| panic!("{function} has a line table"));
+        let inlined: Vec<Vec<line_table::Frame>> = (0..bytes)
+            .step_by(16)
+            .filter_map(|offset| table.frames(function, offset))
+            .filter(|frames| frames.len() > 1)
+            .collect();
+        assert!(!inlined.is_empty(), "{function} inlines soften");
+        for frames in inlined {
+            let call = frames.last().expect("the outermost frame").line;
+            assert!(body.contains(&call), "{function}: {frames:?}");
+        }
+    }
+}

@@ -9,6 +9,7 @@
 //! lazily (only the functions launched) at whole-GPU granularity.
 #![allow(unsafe_code)]
 
+use std::collections::HashMap;
 use std::ffi::{c_char, CStr, CString};
 use std::ptr;
 use std::sync::Arc;
@@ -40,6 +41,57 @@ const COUNTED: [(&str, CountField); 6] = [
         &mut c.divergent_branches
     }),
 ];
+
+/// The buffers PC Sampling writes into: every PC with room for every
+/// reason, the reasons asked for, and the data header CUPTI fills.
+struct PcBuffers {
+    indices: Vec<u32>,
+    names: HashMap<u32, String>,
+    /// Each PC's room for its reasons; `pcs` points into these.
+    _per_pc: Vec<Vec<sys::PcSamplingStallReason>>,
+    pcs: Vec<sys::PcSamplingPcData>,
+    /// Boxed: CUPTI keeps its address from the configuration on.
+    data: Box<sys::PcSamplingData>,
+}
+
+impl PcBuffers {
+    fn new(indices: Vec<u32>, names: HashMap<u32, String>, max_pcs: usize) -> Self {
+        let mut per_pc = vec![vec![sys::PcSamplingStallReason::default(); indices.len()]; max_pcs];
+        let mut pcs: Vec<sys::PcSamplingPcData> = per_pc
+            .iter_mut()
+            .map(|room| sys::PcSamplingPcData {
+                size: std::mem::size_of::<sys::PcSamplingPcData>(),
+                cubinCrc: 0,
+                pcOffset: 0,
+                functionIndex: 0,
+                pad: 0,
+                functionName: ptr::null_mut(),
+                stallReasonCount: 0,
+                stallReason: room.as_mut_ptr(),
+                correlationId: 0,
+            })
+            .collect();
+        let data = Box::new(sys::PcSamplingData {
+            size: std::mem::size_of::<sys::PcSamplingData>(),
+            collectNumPcs: max_pcs,
+            totalSamples: 0,
+            droppedSamples: 0,
+            totalNumPcs: 0,
+            remainingNumPcs: 0,
+            rangeId: 0,
+            pPcData: pcs.as_mut_ptr(),
+            nonUsrKernelsTotalSamples: 0,
+            hardwareBufferFull: 0,
+        });
+        Self {
+            indices,
+            names,
+            _per_pc: per_pc,
+            pcs,
+            data,
+        }
+    }
+}
 
 /// What PC Sampling read of one kernel.
 #[derive(Debug, Clone, PartialEq)]
@@ -113,7 +165,14 @@ impl LineSampler {
         let mut enable = sys::PcSamplingContextParams::new();
         enable.ctx = self.target.raw;
         self.call(Function::PcSamplingEnable, &mut enable)?;
-        let sampled = self.sample_enabled(function, period_log2, max_pcs, launch);
+        // CUPTI writes into these buffers from the configuration until it is
+        // disabled (disabling copies the last records into them), so they
+        // are made here and dropped only after the disable below.
+        let mut buffers: Option<PcBuffers> = None;
+        let sampled = self.stall_reasons().and_then(|(indices, names)| {
+            let buffers = buffers.insert(PcBuffers::new(indices, names, max_pcs));
+            self.sample_enabled(buffers, function, period_log2, launch)
+        });
         let mut disable = sys::PcSamplingContextParams::new();
         disable.ctx = self.target.raw;
         then_cleanup(
@@ -124,44 +183,15 @@ impl LineSampler {
 
     fn sample_enabled(
         &mut self,
+        buffers: &mut PcBuffers,
         function: &str,
         period_log2: u32,
-        max_pcs: usize,
         launch: &mut dyn FnMut() -> anyhow::Result<()>,
     ) -> Result<Sampled, CuptiError> {
         let ctx = self.target.raw;
-        let (mut indices, names) = self.stall_reasons()?;
-        let reasons = indices.len();
-        // The buffer CUPTI fills: every PC with room for every reason.
-        let mut per_pc: Vec<Vec<sys::PcSamplingStallReason>> =
-            vec![vec![sys::PcSamplingStallReason::default(); reasons]; max_pcs];
-        let mut pcs: Vec<sys::PcSamplingPcData> = per_pc
-            .iter_mut()
-            .map(|room| sys::PcSamplingPcData {
-                size: std::mem::size_of::<sys::PcSamplingPcData>(),
-                cubinCrc: 0,
-                pcOffset: 0,
-                functionIndex: 0,
-                pad: 0,
-                functionName: ptr::null_mut(),
-                stallReasonCount: 0,
-                stallReason: room.as_mut_ptr(),
-                correlationId: 0,
-            })
-            .collect();
-        let mut data = sys::PcSamplingData {
-            size: std::mem::size_of::<sys::PcSamplingData>(),
-            collectNumPcs: max_pcs,
-            totalSamples: 0,
-            droppedSamples: 0,
-            totalNumPcs: 0,
-            remainingNumPcs: 0,
-            rangeId: 0,
-            pPcData: pcs.as_mut_ptr(),
-            nonUsrKernelsTotalSamples: 0,
-            hardwareBufferFull: 0,
-        };
-        let data_ptr = ptr::addr_of_mut!(data);
+        let reasons = buffers.indices.len();
+        let max_pcs = buffers.pcs.len();
+        let data_ptr: *mut sys::PcSamplingData = &mut *buffers.data;
         let mut config = [
             sys::PcSamplingConfigurationInfo::words(
                 sys::PC_SAMPLING_ATTR_SAMPLING_PERIOD,
@@ -169,7 +199,7 @@ impl LineSampler {
             ),
             sys::PcSamplingConfigurationInfo::words(
                 sys::PC_SAMPLING_ATTR_STALL_REASON,
-                [reasons as u64, indices.as_mut_ptr() as u64, 0],
+                [reasons as u64, buffers.indices.as_mut_ptr() as u64, 0],
             ),
             sys::PcSamplingConfigurationInfo::words(
                 sys::PC_SAMPLING_ATTR_COLLECTION_MODE,
@@ -208,9 +238,13 @@ impl LineSampler {
         let mut total_samples = 0;
         let mut dropped_samples = 0;
         loop {
-            total_samples += data.totalSamples;
-            dropped_samples += data.droppedSamples;
-            for pc in pcs.iter().take(data.totalNumPcs.min(max_pcs)) {
+            total_samples += buffers.data.totalSamples;
+            dropped_samples += buffers.data.droppedSamples;
+            for pc in buffers
+                .pcs
+                .iter()
+                .take(buffers.data.totalNumPcs.min(max_pcs))
+            {
                 let name = function_name(pc);
                 if name.as_deref() != Some(function) {
                     continue;
@@ -226,7 +260,7 @@ impl LineSampler {
                 // `reasons` the buffer holds) through this PC's pointer.
                 let stalls = unsafe { std::slice::from_raw_parts(pc.stallReason, count) };
                 for stall in stalls {
-                    let Some(name) = names.get(&stall.pcSamplingStallReasonIndex) else {
+                    let Some(name) = buffers.names.get(&stall.pcSamplingStallReasonIndex) else {
                         continue;
                     };
                     if stall.samples > 0 && is_stall_reason(name) {
@@ -236,12 +270,12 @@ impl LineSampler {
                     }
                 }
             }
-            if data.remainingNumPcs == 0 {
+            if buffers.data.remainingNumPcs == 0 {
                 break;
             }
-            data.totalNumPcs = 0;
-            data.totalSamples = 0;
-            data.droppedSamples = 0;
+            buffers.data.totalNumPcs = 0;
+            buffers.data.totalSamples = 0;
+            buffers.data.droppedSamples = 0;
             let mut more = sys::PcSamplingGetDataParams::new();
             more.ctx = ctx;
             more.pcSamplingData = data_ptr.cast();
@@ -255,9 +289,7 @@ impl LineSampler {
     }
 
     /// The stall reasons of the context: their indices, and each index's name.
-    fn stall_reasons(
-        &self,
-    ) -> Result<(Vec<u32>, std::collections::HashMap<u32, String>), CuptiError> {
+    fn stall_reasons(&self) -> Result<(Vec<u32>, HashMap<u32, String>), CuptiError> {
         let mut count = 0usize;
         let mut num = sys::PcSamplingGetNumStallReasonsParams::new();
         num.ctx = self.target.raw;
