@@ -436,10 +436,11 @@ fn then_cleanup<T>(
 }
 
 /// The function name CUPTI wrote for a PC. Its header says the caller
-/// frees it; on CUDA 13.0 with the data buffer given at configuration,
-/// freeing it aborted the worker with a double free (H100, 2026-12-06), so
-/// the name is left to CUPTI: a few strings per profile in a worker that
-/// lives for one profile.
+/// frees it. Freeing it aborted the worker with a double free (H100,
+/// 2026-12-06) in the first version of this collector, which also dropped
+/// its buffers before CUPTI was disabled; freeing was not tried again with
+/// the buffers kept, so the names are left: a few strings per profile in a
+/// worker that lives for one profile.
 fn function_name(pc: &sys::PcSamplingPcData) -> Option<String> {
     if pc.functionName.is_null() {
         return None;
