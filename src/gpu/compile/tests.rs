@@ -749,11 +749,10 @@ fn every_shipped_kernel_s_instructions_are_charged_to_its_own_lines() {
     assert!(checked >= 60, "{checked} kernels");
 }
 
-/// A student helper inlined into the kernel keeps its own lines (its chain
-/// names the call); the kernel's lines are its own, in both forms.
-#[test]
-fn an_inlined_helper_keeps_its_lines_and_names_its_call() {
-    let text = format!(
+/// A helper on lines 1-5 and the entry point calling it on line 9 (lines
+/// 6-10).
+fn helper_and_entry() -> String {
+    format!(
         "__device__ float soften(float x, float y) {{\n\
          float z = x * y;\n\
          if (z > 1.0f) z = sqrtf(z);\n\
@@ -764,7 +763,14 @@ fn an_inlined_helper_keeps_its_lines_and_names_its_call() {
          const int i = blockIdx.x * blockDim.x + threadIdx.x;\n\
          out[i] = soften(q[i], kCache[i]);\n\
          }}\n"
-    );
+    )
+}
+
+/// A student helper inlined into the kernel keeps its own lines (its chain
+/// names the call); the kernel's lines are its own, in both forms.
+#[test]
+fn an_inlined_helper_keeps_its_lines_and_names_its_call() {
+    let text = helper_and_entry();
     let src = source("helper.cu", &text);
     let kernel = try_compile(&src).expect("compiles");
     let charged = charged_lines(&src, &kernel);
@@ -849,23 +855,12 @@ fn inlined_header_intrinsics_are_charged_to_the_calling_line() {
 /// own start, so each kernel's inlined code names a call in its own body.
 #[test]
 fn inlined_calls_are_found_in_their_own_kernel_s_sequence() {
-    let text = format!(
-        "__device__ float soften(float x, float y) {{\n\
-         float z = x * y;\n\
-         if (z > 1.0f) z = sqrtf(z);\n\
-         return z + x;\n\
-         }}\n\
-         {ENTRY_SIGNATURE}\n\
-         {{\n\
-         const int i = blockIdx.x * blockDim.x + threadIdx.x;\n\
-         out[i] = soften(q[i], kCache[i]);\n\
-         }}\n\
-         extern \"C\" __global__ void other(const float* a, float* b)\n\
-         {{\n\
-         const int i = threadIdx.x;\n\
-         b[i] = soften(a[i], a[i + 1]) * 3.0f;\n\
-         }}\n"
-    );
+    let text = helper_and_entry()
+        + "extern \"C\" __global__ void other(const float* a, float* b)\n\
+           {\n\
+           const int i = threadIdx.x;\n\
+           b[i] = soften(a[i], a[i + 1]) * 3.0f;\n\
+           }\n";
     let src = source("two.cu", &text);
     let kernel = try_compile(&src).expect("compiles");
     let table = line_table::LineTable::from_cubin(&kernel.image).expect("table");
