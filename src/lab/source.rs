@@ -182,6 +182,20 @@ pub struct PreparedSource {
     pub entry_point: &'static str,
 }
 
+/// The name NVRTC is given for a file shown as `display_path`
+/// ([`StudentSource::marker_name`]), for a caller that has the path but
+/// not the checked source.
+pub fn marker_name(display_path: &str) -> String {
+    display_path
+        .chars()
+        .map(|c| match c {
+            '"' | '\\' => '_',
+            c if c.is_control() => '_',
+            c => c,
+        })
+        .collect()
+}
+
 impl StudentSource {
     /// Reads and checks the file at `path` for `lab`, shown to the user as given.
     /// A FIFO, socket or device node is refused without blocking on it.
@@ -299,14 +313,7 @@ impl StudentSource {
     /// `-lineinfo`), where a quote or a line break in a file name broke the
     /// compile; diagnostics naming it are given back the display path.
     pub fn marker_name(&self) -> String {
-        self.display_path
-            .chars()
-            .map(|c| match c {
-                '"' | '\\' => '_',
-                c if c.is_control() => '_',
-                c => c,
-            })
-            .collect()
+        marker_name(&self.display_path)
     }
 
     /// The student's text, without any byte-order mark.

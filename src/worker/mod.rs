@@ -209,15 +209,28 @@ impl Worker {
         }
     }
 
-    fn counters(&mut self, request: counters::CountersRequest) -> (Event, bool) {
+    /// Builds the lab's baselines and checks the GPU and the loaded kernel a
+    /// measurement (`what` it is, "... needs") stands on: the failure to
+    /// answer with when one is missing, `None` when all three are there.
+    fn unmeasurable(&mut self, what: &str) -> Option<(Event, bool)> {
         if let Err(e) = self.baselines() {
             let sticky = e.sticky;
-            return failure(e, sticky);
+            return Some(failure(e, sticky));
+        }
+        match (&self.gpu, &self.student, &self.baselines) {
+            (Some(_), Some(_), Some(_)) => None,
+            _ => Some(failure(format!("{what} a GPU and a loaded kernel"), false)),
+        }
+    }
+
+    fn counters(&mut self, request: counters::CountersRequest) -> (Event, bool) {
+        if let Some(answer) = self.unmeasurable("counters need") {
+            return answer;
         }
         let (Some(gpu), Some(student), Some(baselines)) =
             (&self.gpu, &self.student, &mut self.baselines)
         else {
-            return failure("counters need a GPU and a loaded kernel", false);
+            unreachable!("unmeasurable checked all three");
         };
         let profiler = self
             .counters
@@ -236,14 +249,13 @@ impl Worker {
     }
 
     fn lines(&mut self, case: &LabCase, seed: u64) -> (Event, bool) {
-        if let Err(e) = self.baselines() {
-            let sticky = e.sticky;
-            return failure(e, sticky);
+        if let Some(answer) = self.unmeasurable("a line profile needs") {
+            return answer;
         }
         let (Some(gpu), Some(student), Some(baselines)) =
             (&self.gpu, &self.student, &mut self.baselines)
         else {
-            return failure("a line profile needs a GPU and a loaded kernel", false);
+            unreachable!("unmeasurable checked all three");
         };
         let profiler = match self
             .lines

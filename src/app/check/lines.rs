@@ -11,7 +11,7 @@ use crate::gpu::compile::line_table::{attribute, Attribution, LineTable};
 use crate::grade::lines::{by_line, source_of, LineKey, LineProfile};
 use crate::lab::definition::{LabCase, LabRef};
 use crate::lab::geometry::LaunchGeometry;
-use crate::lab::source::StudentSource;
+use crate::lab::source::marker_name;
 use crate::protocol::{Event, LabId, LinesOutcome, Request};
 
 /// The line profile a plan asks for.
@@ -89,10 +89,7 @@ fn charge(
     outcome: &LinesOutcome,
 ) -> Result<LineProfile, String> {
     let table = LineTable::from_cubin(build.image).map_err(|e| e.to_string())?;
-    let student =
-        StudentSource::from_bytes(&plan.source_path, plan.source_text.as_bytes(), build.lab)
-            .map_err(|e| e.to_string())?
-            .marker_name();
+    let student = marker_name(&plan.source_path);
     let line_count = plan.source_text.lines().count() as u32;
     let charge = |offset: u64| {
         let frames = table.frames(&outcome.function, offset)?;
