@@ -5,6 +5,8 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
@@ -21,6 +23,20 @@ pub trait CaseTable: DeserializeOwned {
 #[serde(deny_unknown_fields)]
 struct CasesFile<T> {
     case: Vec<T>,
+}
+
+/// The random stream of the case (or timing shape) `name` under a run's
+/// `seed`: the same on every machine, so a printed seed reproduces a run,
+/// and a stream of its own, so adding a case changes no other.
+pub fn case_rng(seed: u64, name: &str) -> ChaCha8Rng {
+    ChaCha8Rng::seed_from_u64(seed ^ stable_hash(name))
+}
+
+/// FNV-1a: stable across Rust versions and platforms, unlike `DefaultHasher`.
+fn stable_hash(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// The bytes of `name` in a case's tensor folder, or `None` when the file

@@ -10,6 +10,7 @@ pub mod case_file;
 pub mod definition;
 pub mod experiment;
 pub mod geometry;
+pub mod golden;
 pub mod npy;
 pub mod paged;
 pub mod registry;

@@ -9,12 +9,12 @@
 
 use std::path::{Path, PathBuf};
 
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use super::contract::{Inputs, Shape, DH, GROUP, HKV, HQ};
-use crate::lab::case_file::{read_case_tables, CaseTable};
+use crate::lab::case_file::{case_rng, read_case_tables, CaseTable};
 use crate::lab::definition::CaseError;
 use crate::lab::typed::{Made, Recipe};
 
@@ -270,7 +270,7 @@ impl CaseSpec {
         // kernel's `int` arguments.
         self.check_bounds(self.chunk, self.prefix)?;
         let shape = self.declared_shape();
-        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ stable_hash(&self.name));
+        let mut rng = case_rng(seed, &self.name);
         let mut q = random_tensor(&mut rng, shape.q_elems());
         let mut k = random_tensor(&mut rng, shape.kv_elems());
         let mut v = random_tensor(&mut rng, shape.kv_elems());
@@ -346,14 +346,6 @@ fn resolve_positions(positions: &Positions, tensor: Tensor, shape: Shape) -> Vec
 /// overflow by themselves, so only planted values exercise the overflow path.
 fn random_tensor(rng: &mut ChaCha8Rng, len: usize) -> Vec<f32> {
     (0..len).map(|_| rng.random_range(-1.0f32..1.0)).collect()
-}
-
-/// FNV-1a: a hash that stays the same across Rust versions and platforms,
-/// unlike `DefaultHasher`, so a printed seed reproduces on any machine.
-fn stable_hash(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
-    })
 }
 
 #[cfg(test)]

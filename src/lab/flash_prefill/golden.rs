@@ -15,16 +15,10 @@ use serde::{Deserialize, Serialize};
 
 use super::contract::{Shape, DH, HKV, HQ};
 use super::oracle;
-use crate::grade::compare::worst_relative_error;
+use crate::lab::golden::{self, Disagreement};
 use crate::lab::npy::{self, NpyError};
 
-/// How close the oracle must come to the golden output, relative to the
-/// larger of the element's magnitude and the largest `|v|`.
-///
-/// The second term is there because the rounding of a weighted sum of values
-/// scales with the values: an output near zero from large values cancelling
-/// carries an absolute error that would look huge relative to the output itself.
-pub const RELATIVE_BOUND: f64 = 1e-12;
+pub use crate::lab::golden::RELATIVE_BOUND;
 
 /// What a successful proof established.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -49,18 +43,8 @@ pub enum GoldenError {
         found: Vec<usize>,
         expected: String,
     },
-    #[error(
-        "the oracle disagrees with the golden case at row {row}, head {head}, dim {dim}: \
-         {got:e} instead of {expected:e} (relative error {relative_error:.3e}, bound {RELATIVE_BOUND:e})"
-    )]
-    Disagrees {
-        row: usize,
-        head: usize,
-        dim: usize,
-        got: f64,
-        expected: f64,
-        relative_error: f64,
-    },
+    #[error("the oracle disagrees with the golden case at row {}, {worst}", worst.row)]
+    Disagrees { worst: Disagreement },
 }
 
 const FILES: [&str; 4] = ["q.npy", "k.npy", "v.npy", "expected.npy"];
@@ -134,21 +118,12 @@ pub fn prove_oracle_from_bytes(
 
     let got = oracle::attention(shape, &q, &k, &v);
     let value_scale = v.iter().fold(0.0f64, |m, &x| m.max(f64::from(x).abs()));
-    let (worst, max_relative_error) = worst_relative_error(&got, &expected, value_scale);
-    if max_relative_error.is_nan() || max_relative_error > RELATIVE_BOUND {
-        return Err(GoldenError::Disagrees {
-            row: worst / (HQ * DH),
-            head: worst / DH % HQ,
-            dim: worst % DH,
-            got: got[worst],
-            expected: expected[worst],
-            relative_error: max_relative_error,
-        });
-    }
+    let proof = golden::prove(&got, &expected, value_scale, (HQ, DH))
+        .map_err(|worst| GoldenError::Disagrees { worst })?;
     Ok(GoldenProof {
         shape,
-        elements: got.len(),
-        max_relative_error,
+        elements: proof.elements,
+        max_relative_error: proof.max_relative_error,
     })
 }
 
@@ -228,10 +203,12 @@ mod tests {
             matches!(
                 err,
                 GoldenError::Disagrees {
-                    row: 4,
-                    head: 17,
-                    dim: 33,
-                    ..
+                    worst: Disagreement {
+                        row: 4,
+                        head: 17,
+                        dim: 33,
+                        ..
+                    }
                 }
             ),
             "{err}"

@@ -6,7 +6,14 @@
 //! of one output (`testing`). Each lab's own knowledge (its sequences,
 //! element types, tolerance, bugs) stays in its folder.
 
+pub mod batch;
+pub mod bf16;
+pub mod fp8;
+pub mod generate;
 pub mod layout;
 pub mod misread;
+pub mod problem;
+pub mod recipe;
+pub mod tensors;
 #[cfg(test)]
 pub mod testing;

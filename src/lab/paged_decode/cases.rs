@@ -16,13 +16,13 @@
 use std::path::{Path, PathBuf};
 
 use rand::seq::SliceRandom;
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use super::tensors::load_dir;
 use super::{alibi_slope, Batch, Inputs, BLOCK, DH, GROUP, HKV, HQ};
-use crate::lab::case_file::{read_case_tables, CaseTable};
+use crate::lab::case_file::{case_rng, read_case_tables, CaseTable};
 use crate::lab::definition::CaseError as LabCaseError;
 
 /// Most sequences in one launch (the timing shape has this many).
@@ -235,7 +235,7 @@ impl CaseSpec {
             .map(|l| l.div_ceil(BLOCK))
             .max()
             .unwrap_or(1);
-        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ stable_hash(&self.name));
+        let mut rng = case_rng(seed, &self.name);
         let batch = lengths_batch(
             &self.seq_len,
             self.alibi,
@@ -296,7 +296,7 @@ fn timing_table(seed: u64) -> (Batch, ChaCha8Rng) {
     let per_seq = MAX_SEQ_LEN / BLOCK;
     let blocks: usize = TIMING_SEQ_LEN.iter().map(|l| l.div_ceil(BLOCK)).sum();
     let batch = lengths_batch(&TIMING_SEQ_LEN, false, per_seq, blocks + SPARE_BLOCKS);
-    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ stable_hash("timing"));
+    let mut rng = case_rng(seed, "timing");
     let table = block_table(&batch, None, &mut rng);
     (
         Batch {
@@ -426,13 +426,6 @@ fn fill(batch: Batch, owned: &[Vec<usize>], rng: &mut ChaCha8Rng) -> Inputs {
         k_cache,
         v_cache,
     }
-}
-
-/// FNV-1a: stable across Rust versions and platforms, unlike `DefaultHasher`.
-fn stable_hash(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
-    })
 }
 
 #[cfg(test)]

@@ -13,44 +13,20 @@
 //! in range, every slot a sequence reads finite.
 
 use super::{oracle, tensors, Inputs, DH, HKV, HQ};
-use crate::grade::compare::worst_relative_error;
-
-/// How close the oracle must come, relative to the larger of the
-/// element's magnitude and the largest `|v|` a sequence reads (the bound
-/// and its definition are the other labs').
-pub const RELATIVE_BOUND: f64 = 1e-12;
+pub use crate::lab::golden::{GoldenProof, RELATIVE_BOUND};
+use crate::lab::golden::{self, embedded_files, Disagreement};
 
 /// The embedded golden files, by name.
-pub const GOLDEN_FILES: [(&str, &[u8]); 7] = [
-    (
-        "q.npy",
-        include_bytes!("../../../assets/golden-paged-decode/q.npy"),
-    ),
-    (
-        "k_cache.npy",
-        include_bytes!("../../../assets/golden-paged-decode/k_cache.npy"),
-    ),
-    (
-        "v_cache.npy",
-        include_bytes!("../../../assets/golden-paged-decode/v_cache.npy"),
-    ),
-    (
-        "block_table.npy",
-        include_bytes!("../../../assets/golden-paged-decode/block_table.npy"),
-    ),
-    (
-        "seq_len.npy",
-        include_bytes!("../../../assets/golden-paged-decode/seq_len.npy"),
-    ),
-    (
-        "alibi_slopes.npy",
-        include_bytes!("../../../assets/golden-paged-decode/alibi_slopes.npy"),
-    ),
-    (
-        "expected.npy",
-        include_bytes!("../../../assets/golden-paged-decode/expected.npy"),
-    ),
-];
+pub const GOLDEN_FILES: [(&str, &[u8]); 7] = embedded_files!(
+    "golden-paged-decode",
+    "q.npy",
+    "k_cache.npy",
+    "v_cache.npy",
+    "block_table.npy",
+    "seq_len.npy",
+    "alibi_slopes.npy",
+    "expected.npy",
+);
 
 /// Why the oracle could not be proven, or the files could not be used.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -58,18 +34,10 @@ pub enum GoldenError {
     #[error("paged-decode golden case, {file}: {message}")]
     Unusable { file: String, message: String },
     #[error(
-        "the paged-decode oracle disagrees with the golden case at sequence {seq}, head {head}, \
-         dim {dim}: {got:e} instead of {expected:e} (relative error {relative_error:.3e}, bound \
-         {RELATIVE_BOUND:e})"
+        "the paged-decode oracle disagrees with the golden case at sequence {}, {worst}",
+        worst.row
     )]
-    Disagrees {
-        seq: usize,
-        head: usize,
-        dim: usize,
-        got: f64,
-        expected: f64,
-        relative_error: f64,
-    },
+    Disagrees { worst: Disagreement },
 }
 
 fn unusable(file: &str, message: impl Into<String>) -> GoldenError {
@@ -88,14 +56,6 @@ pub fn load(files: &[(&str, &[u8])]) -> Result<(Inputs, Vec<f64>), GoldenError> 
     Ok((inputs, expected))
 }
 
-/// What a successful proof established.
-#[derive(Debug, Clone, PartialEq)]
-pub struct GoldenProof {
-    pub elements: usize,
-    /// The largest relative error seen (at most [`RELATIVE_BOUND`]).
-    pub max_relative_error: f64,
-}
-
 /// Proves [`oracle::attention`] against the embedded golden case.
 pub fn prove_oracle() -> Result<GoldenProof, GoldenError> {
     prove_with(&GOLDEN_FILES, oracle::attention)
@@ -109,27 +69,14 @@ pub fn prove_with(
     let (inputs, expected) = load(files)?;
     let got = attention(&inputs, None);
     let b = &inputs.batch;
+    // The largest `|v|` a sequence reads (NaN past its end must not loosen the bound).
     let scale = (0..b.num_seqs())
         .flat_map(|s| (0..b.len_of(s)).map(move |pos| (s, pos)))
         .flat_map(|(s, pos)| (0..HKV * DH).map(move |gd| (s, pos, gd)))
         .fold(0.0f64, |m, (s, pos, gd)| {
             m.max(f64::from(inputs.value(s, pos, gd / DH, gd % DH)).abs())
         });
-    let (worst, max_relative_error) = worst_relative_error(&got, &expected, scale);
-    if max_relative_error.is_nan() || max_relative_error > RELATIVE_BOUND {
-        return Err(GoldenError::Disagrees {
-            seq: worst / (HQ * DH),
-            head: worst / DH % HQ,
-            dim: worst % DH,
-            got: got[worst],
-            expected: expected[worst],
-            relative_error: max_relative_error,
-        });
-    }
-    Ok(GoldenProof {
-        elements: got.len(),
-        max_relative_error,
-    })
+    golden::prove(&got, &expected, scale, (HQ, DH)).map_err(|worst| GoldenError::Disagrees { worst })
 }
 
 #[cfg(test)]
@@ -196,10 +143,12 @@ mod tests {
             matches!(
                 err,
                 GoldenError::Disagrees {
-                    seq: 1,
-                    head: 19,
-                    dim: 3,
-                    ..
+                    worst: Disagreement {
+                        row: 1,
+                        head: 19,
+                        dim: 3,
+                        ..
+                    }
                 }
             ),
             "{err}"

@@ -1,4 +1,5 @@
-//! A decode case from tensors on disk: a TA's own batch, or the golden case.
+//! A decode case from tensors on disk (a TA's own batch) or embedded (the
+//! golden case), through the family's schema ([`crate::lab::paged::tensors`]).
 //!
 //! The files are checked against the contract and against each other
 //! before anything runs: a kernel handed a block id past the cache or a
@@ -6,85 +7,56 @@
 //! would be blamed. Each refusal names the file and what is wrong with it,
 //! since the person reading it is fixing a NumPy script. Lengths come from
 //! the files; ALiBi is on exactly when `alibi_slopes.npy` is there.
-//!
-//! The loader works on bytes through a lookup function, so the golden case
-//! embedded in the binary goes through exactly the same checks.
 
 use std::path::Path;
 
 use super::cases::{MAX_SEQS, MAX_SEQ_LEN};
 use super::{Batch, Inputs, BLOCK, DH, HKV, HQ, X};
-use crate::lab::case_file::read_tensor_file;
 use crate::lab::npy;
+pub use crate::lab::paged::tensors::TensorError;
+use crate::lab::paged::tensors::{self, Dim, Element, TensorFiles, TensorSpec};
 
-/// Required files, in the order they are read.
-pub const REQUIRED: [&str; 5] = [
-    "seq_len.npy",
-    "block_table.npy",
-    "k_cache.npy",
-    "v_cache.npy",
-    "q.npy",
+/// The float32 files, read after the int32 ones, in this order.
+pub const SCHEMA: [TensorSpec; 3] = [
+    TensorSpec {
+        file: "k_cache.npy",
+        element: Element::F32Any,
+        shape: &[Dim::Named("numBlocks"), Dim::Is(HKV), Dim::Is(DH / X), Dim::Is(BLOCK), Dim::Is(X)],
+        note: "x-packed, X = 4",
+    },
+    TensorSpec {
+        file: "v_cache.npy",
+        element: Element::F32Any,
+        shape: &[Dim::Named("numBlocks"), Dim::Is(HKV), Dim::Is(DH), Dim::Is(BLOCK)],
+        note: "",
+    },
+    TensorSpec {
+        file: "q.npy",
+        element: Element::F32,
+        shape: &[Dim::Named("numSeqs"), Dim::Is(HQ), Dim::Is(DH)],
+        note: "",
+    },
 ];
-/// Optional files: ALiBi slopes (their presence turns ALiBi on) and an expected output.
-pub const OPTIONAL: [&str; 2] = ["alibi_slopes.npy", "expected.npy"];
-
-/// A file of a decode case that cannot be used.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{file}: {message}")]
-pub struct TensorError {
-    /// The file as the reader knows it (its path, or its name when embedded).
-    pub file: String,
-    pub message: String,
-}
 
 /// A case's inputs, plus the expected output its folder brings, if any.
 pub type Loaded = (Inputs, Option<Vec<f64>>);
 
-type Lookup<'a> = &'a dyn Fn(&str) -> Result<Option<Vec<u8>>, TensorError>;
-
 /// Loads and checks a case folder's files.
 pub fn load_dir(dir: &Path) -> Result<Loaded, TensorError> {
-    let label = |name: &str| dir.join(name).display().to_string();
-    let get = |name: &str| {
-        read_tensor_file(dir, name).map_err(|e| TensorError {
-            file: label(name),
-            message: e.to_string(),
-        })
-    };
-    load_with(&get, &label)
+    load(&TensorFiles::in_dir(dir, "a decode case"))
 }
 
 /// Loads from named byte buffers (the embedded golden case).
 pub fn load_bytes(files: &[(&str, &[u8])]) -> Result<Loaded, TensorError> {
-    let get = |name: &str| {
-        Ok(files
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, b)| b.to_vec()))
-    };
-    load_with(&get, &|name: &str| name.to_owned())
+    load(&TensorFiles::embedded(files, "a decode case"))
 }
 
-fn load_with(get: Lookup, label: &dyn Fn(&str) -> String) -> Result<Loaded, TensorError> {
-    let bad = |name: &str, message: String| TensorError {
-        file: label(name),
-        message,
-    };
-    let required = |name: &str| {
-        get(name)?.ok_or_else(|| bad(name, "missing (a decode case needs this file)".into()))
-    };
-    let npy_err = |name: &'static str| {
-        let bad = &bad;
-        move |e: npy::NpyError| bad(name, e.to_string())
-    };
-    let i32s = |name: &'static str| npy::decode_i32(&required(name)?).map_err(npy_err(name));
-    let f32s = |name: &'static str| npy::decode_f32(&required(name)?).map_err(npy_err(name));
-
-    let (seq_shape, seq_len) = i32s("seq_len.npy")?;
+fn load(files: &TensorFiles) -> Result<Loaded, TensorError> {
+    let (seq_shape, seq_len) = files.decoded("seq_len.npy", npy::decode_i32)?;
     let seqs = match seq_shape[..] {
         [s] if (1..=MAX_SEQS).contains(&s) => s,
         _ => {
-            return Err(bad(
+            return Err(files.refuse(
                 "seq_len.npy",
                 format!("shape {seq_shape:?}, expected [numSeqs] with 1 to {MAX_SEQS} sequences"),
             ))
@@ -95,16 +67,16 @@ fn load_with(get: Lookup, label: &dyn Fn(&str) -> String) -> Result<Loaded, Tens
         .enumerate()
         .find(|(_, &l)| l < 1 || l as usize > MAX_SEQ_LEN)
     {
-        return Err(bad(
+        return Err(files.refuse(
             "seq_len.npy",
             format!("seqLen[{s}] = {len}, outside 1..={MAX_SEQ_LEN}"),
         ));
     }
-    let (table_shape, block_table) = i32s("block_table.npy")?;
+    let (table_shape, block_table) = files.decoded("block_table.npy", npy::decode_i32)?;
     let per_seq = match table_shape[..] {
         [s, m] if s == seqs && m > 0 => m,
         _ => {
-            return Err(bad(
+            return Err(files.refuse(
                 "block_table.npy",
                 format!(
                     "shape {table_shape:?}, expected [{seqs}, maxBlocksPerSeq] (numSeqs from \
@@ -113,94 +85,12 @@ fn load_with(get: Lookup, label: &dyn Fn(&str) -> String) -> Result<Loaded, Tens
             ))
         }
     };
-    let longest = (0..seqs).max_by_key(|&s| seq_len[s]).unwrap_or(0);
-    let needed = (seq_len[longest] as usize).div_ceil(BLOCK);
-    if per_seq < needed {
-        return Err(bad(
-            "block_table.npy",
-            format!(
-                "{per_seq} blocks per sequence; seqLen[{longest}] = {} needs at least {needed}",
-                seq_len[longest]
-            ),
-        ));
-    }
-    let (k_shape, k_cache) = f32s("k_cache.npy")?;
-    let num_blocks = match k_shape[..] {
-        [n, HKV, packs, BLOCK, X] if n > 0 && packs == DH / X => n,
-        _ => {
-            return Err(bad(
-                "k_cache.npy",
-                format!(
-                    "shape {k_shape:?}, expected [numBlocks, {HKV}, {}, {BLOCK}, {X}] (x-packed, X = {X})",
-                    DH / X
-                ),
-            ))
-        }
-    };
-    let (v_shape, v_cache) = f32s("v_cache.npy")?;
-    if v_shape[..] != [num_blocks, HKV, DH, BLOCK] {
-        return Err(bad(
-            "v_cache.npy",
-            format!(
-                "shape {v_shape:?}, expected [{num_blocks}, {HKV}, {DH}, {BLOCK}] (numBlocks from \
-                 k_cache.npy)"
-            ),
-        ));
-    }
-    // Every entry, owned or not: a kernel may read any of them.
-    if let Some(at) = block_table
-        .iter()
-        .position(|&id| id < 0 || id as usize >= num_blocks)
-    {
-        return Err(bad(
-            "block_table.npy",
-            format!(
-                "entry [{}][{}] = {} is not a block id (0..{num_blocks}, numBlocks from k_cache.npy)",
-                at / per_seq,
-                at % per_seq,
-                block_table[at]
-            ),
-        ));
-    }
-    let (q_shape, q) = f32s("q.npy")?;
-    if q_shape[..] != [seqs, HQ, DH] {
-        return Err(bad(
-            "q.npy",
-            format!("shape {q_shape:?}, expected [{seqs}, {HQ}, {DH}] (numSeqs from seq_len.npy)"),
-        ));
-    }
-    if let Some(at) = q.iter().position(|x| !x.is_finite()) {
-        return Err(bad(
-            "q.npy",
-            format!("element {at} is {} (inputs must be finite)", q[at]),
-        ));
-    }
-    let alibi_slopes = match get(OPTIONAL[0])? {
-        None => None,
-        Some(bytes) => {
-            let (shape, slopes) = npy::decode_f32(&bytes).map_err(npy_err(OPTIONAL[0]))?;
-            if shape[..] != [HQ] {
-                return Err(bad(OPTIONAL[0], format!("shape {shape:?}, expected [{HQ}]")));
-            }
-            if let Some(h) = slopes.iter().position(|x| !x.is_finite()) {
-                return Err(bad(OPTIONAL[0], format!("slope {h} is {}", slopes[h])));
-            }
-            Some(slopes)
-        }
-    };
-    let expected = match get(OPTIONAL[1])? {
-        None => None,
-        Some(bytes) => {
-            let (shape, e) = npy::decode_f64(&bytes).map_err(npy_err(OPTIONAL[1]))?;
-            if shape[..] != [seqs, HQ, DH] {
-                return Err(bad(
-                    OPTIONAL[1],
-                    format!("shape {shape:?}, expected [{seqs}, {HQ}, {DH}] like q.npy"),
-                ));
-            }
-            Some(e)
-        }
-    };
+    tensors::check_table_width(files, &seq_len, per_seq)?;
+    let mut read = tensors::read(files, &SCHEMA, &[("numSeqs", seqs, "seq_len.npy")])?;
+    let num_blocks = read.dim("numBlocks");
+    tensors::check_block_ids(files, &block_table, per_seq, num_blocks)?;
+    let alibi_slopes = tensors::alibi(files)?;
+    let expected = tensors::expected(files, seqs, DH)?;
     let inputs = Inputs {
         batch: Batch {
             seq_len,
@@ -209,9 +99,9 @@ fn load_with(get: Lookup, label: &dyn Fn(&str) -> String) -> Result<Loaded, Tens
             block_table,
             alibi: alibi_slopes.is_some(),
         },
-        q,
-        k_cache,
-        v_cache,
+        q: read.f32s("q.npy"),
+        k_cache: read.f32s("k_cache.npy"),
+        v_cache: read.f32s("v_cache.npy"),
         alibi_slopes,
     };
     // Slots past a sequence's end may hold NaN (the grader puts it there);
@@ -224,7 +114,7 @@ fn load_with(get: Lookup, label: &dyn Fn(&str) -> String) -> Result<Loaded, Tens
                         && inputs.value(s, pos, g, d).is_finite())
                     {
                         return Err(TensorError {
-                            file: format!("{} / {}", label("k_cache.npy"), label("v_cache.npy")),
+                            file: format!("{} / {}", files.label("k_cache.npy"), files.label("v_cache.npy")),
                             message: format!(
                                 "sequence {s} reads a non-finite element at position {pos}, KV \
                                  head {g}, dim {d}"

@@ -124,6 +124,7 @@ pub fn failing_elements(out: &[f64], reference: &[f64]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lab::paged_prefill::contract::LAYOUT;
     use crate::lab::paged_prefill::cases::embedded_cases;
     use crate::lab::paged_prefill::contract::Batch;
 
@@ -149,7 +150,7 @@ mod tests {
             let must: Vec<String> = embedded_cases()
                 .into_iter()
                 .filter(|case| {
-                    let batch = case.generate(1).expect("generates").inputs.batch;
+                    let batch = crate::lab::paged_prefill::cases::generate(&case, 1).expect("generates").inputs.batch;
                     bug.must_fail(&batch)
                 })
                 .map(|case| case.name)
@@ -166,7 +167,7 @@ mod tests {
         let mut wrong = Vec::new();
         for seed in [1u64, 0x5eed_2026] {
             for case in embedded_cases() {
-                let inputs = case.generate(seed).unwrap().inputs;
+                let inputs = crate::lab::paged_prefill::cases::generate(&case, seed).unwrap().inputs;
                 let reference = oracle::attention(&inputs, None);
                 assert_eq!(
                     failing_elements(&reference, &reference),
@@ -216,7 +217,7 @@ mod tests {
         let mut wrong = Vec::new();
         for seed in 1000..1000 + seeds {
             for case in embedded_cases() {
-                let inputs = case.generate(seed).unwrap().inputs;
+                let inputs = crate::lab::paged_prefill::cases::generate(&case, seed).unwrap().inputs;
                 let reference = oracle::attention(&inputs, None);
                 for bug in Bug::ALL {
                     let fails = failing_elements(&model(&inputs, bug), &reference) > 0;
@@ -231,7 +232,7 @@ mod tests {
 
     #[test]
     fn the_table_reads_as_the_contract_says() {
-        let mut b = Batch::from_lengths(vec![0, 20], vec![3, 2], 0, false, 2, 4);
+        let mut b = Batch::from_lengths(LAYOUT, vec![0, 20], vec![3, 2], 0, false, 2, 4);
         assert!(Bug::BlockTableIgnored.must_fail(&b));
         assert!(!Bug::WindowOffByOne.must_fail(&b));
         assert!(!Bug::MaskPrecedence.must_fail(&b));
@@ -239,7 +240,7 @@ mod tests {
         assert!(Bug::MaskPrecedence.must_fail(&b));
         assert!(!Bug::BlockTableIgnored.must_fail(&b));
         assert!(!Bug::MissingDivision.must_fail(&b));
-        let single = Batch::from_lengths(vec![4], vec![3], 0, true, 1, 2);
+        let single = Batch::from_lengths(LAYOUT, vec![4], vec![3], 0, true, 1, 2);
         assert!(Bug::QStartShifted.must_fail(&single));
         assert!(Bug::AlibiSignFlipped.must_fail(&single));
     }

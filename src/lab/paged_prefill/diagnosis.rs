@@ -26,7 +26,7 @@
 //! pattern of the failing heads across KV groups.
 
 use super::bugs::Bug;
-use super::contract::{passes, Batch, Inputs, BLOCK, DH, HKV, HQ};
+use super::contract::{LAYOUT, passes, Batch, Inputs, BLOCK, DH, HKV, HQ};
 use super::oracle::{self, Model};
 use crate::grade::compare::{common_factor, Comparison, Footprint};
 use crate::lab::definition::{Diagnosis, Graded};
@@ -108,7 +108,7 @@ fn misread(
         .collect();
     let head_reads = |head: usize, g: usize| {
         rows.iter().all(|&row| {
-            let at = Batch::q_index(row, head, 0);
+            let at = LAYOUT.head_index(row, head, 0);
             (at..at + DH).all(|k| agrees(out[k], read_by_all[g][k]))
         })
     };
@@ -149,7 +149,7 @@ impl Facts {
         for &row in checked {
             let mut row_fails = false;
             for (head, head_fails) in failing_heads.iter_mut().enumerate() {
-                let at = Batch::q_index(row, head, 0);
+                let at = LAYOUT.head_index(row, head, 0);
                 let o = &out[at..at + DH];
                 let r = &reference[at..at + DH];
                 if o.iter().zip(r).all(|(&o, &r)| passes(f64::from(o), r)) {
@@ -165,7 +165,7 @@ impl Facts {
             if row_fails {
                 failing_rows.push(row);
             }
-            let at = Batch::q_index(row, 0, 0);
+            let at = LAYOUT.head_index(row, 0, 0);
             if out[at..at + HQ * DH].iter().any(|x| !x.is_finite()) {
                 non_finite_rows.push(row);
             }
@@ -343,7 +343,7 @@ fn is_scaled_up(out: &[f32], reference: &[f64]) -> bool {
 fn replay_matches(inputs: &Inputs, out: &[f32], model: Model, rows: &[usize]) -> bool {
     let modelled = oracle::evaluate(inputs, Some(rows), model, f64::NAN);
     rows.iter().all(|&row| {
-        let at = Batch::q_index(row, 0, 0);
+        let at = LAYOUT.head_index(row, 0, 0);
         (at..at + HQ * DH).all(|k| agrees(out[k], modelled[k]))
     })
 }
@@ -572,7 +572,7 @@ mod tests {
     fn each_bug_is_named_on_every_case_it_fails() {
         let mut wrong = Vec::new();
         for case in embedded_cases() {
-            let inputs = case.generate(3).unwrap().inputs;
+            let inputs = crate::lab::paged_prefill::cases::generate(&case, 3).unwrap().inputs;
             let reference = oracle::attention(&inputs, None);
             assert_eq!(diagnose(&inputs, &to_f32(&reference), &reference), None);
             for bug in Bug::ALL {
@@ -595,7 +595,7 @@ mod tests {
             .into_iter()
             .find(|c| c.name == name)
             .unwrap();
-        spec.generate(9).unwrap().inputs
+        crate::lab::paged_prefill::cases::generate(&spec, 9).unwrap().inputs
     }
 
     #[test]
@@ -640,7 +640,7 @@ mod tests {
         let reference = oracle::attention(&inputs, None);
         let block = inputs.batch.block_of(0, 30);
         for d in 0..DH {
-            inputs.v_cache[Batch::v_cache_index(block, 2, d, 30 % BLOCK)] += 3.0;
+            inputs.v_cache[LAYOUT.v_cache_index(block, 2, d, 30 % BLOCK)] += 3.0;
         }
         let out = to_f32(&oracle::attention(&inputs, None));
         inputs = case_inputs("window-b-minus-1"); // the kernel's view: the original inputs
@@ -653,7 +653,7 @@ mod tests {
 
         // A NaN in one element.
         let mut out = to_f32(&reference);
-        out[Batch::q_index(5, 3, 1)] = f32::NAN;
+        out[LAYOUT.head_index(5, 3, 1)] = f32::NAN;
         let message = diagnose(&inputs, &out, &reference).unwrap();
         assert!(
             message.contains("NaN") && message.contains("row 5"),

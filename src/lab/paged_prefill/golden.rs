@@ -5,78 +5,36 @@
 //! a score past float64's `exp` range and two planted keys that must stay
 //! hidden (one in the row's future, one outside its window). Its expected
 //! output was computed by the definition at 50 digits in Python, reading
-//! the x-packed cache with code of its own. Agreement to [`RELATIVE_BOUND`]
-//! shows the oracle's softmax, masks, bias, head mapping, block-table
-//! indirection and both cache layouts are right; only then do its verdicts
-//! mean anything. The files are embedded and loaded through the same
-//! checks as a TA's tensors.
+//! the x-packed cache with code of its own. Agreement to
+//! [`RELATIVE_BOUND`] shows the oracle's softmax, masks, bias, head
+//! mapping, block-table indirection and both cache layouts are right; only
+//! then do its verdicts mean anything. The files are embedded and loaded
+//! through the same checks as a TA's tensors.
 
-use super::cases::PagedCaseError;
-use super::tensors::load_bytes;
-use super::oracle;
 use super::contract::{Inputs, DH, HKV, HQ};
-use crate::grade::compare::worst_relative_error;
-
-/// How close the oracle must come, relative to the larger of the element's
-/// magnitude and the largest `|v|` any row can see (rounding in a weighted
-/// sum of values scales with the values). The same bound and definition as
-/// the first lab's golden proof.
-pub const RELATIVE_BOUND: f64 = 1e-12;
+use super::oracle;
+use super::tensors::load_bytes;
+pub use crate::lab::golden::{GoldenProof, RELATIVE_BOUND};
+use crate::lab::golden::{self, embedded_files, Disagreement};
+use crate::lab::paged::recipe::PagedCaseError;
 
 /// The golden case's sliding window (not a file: windows come from recipes).
 pub const GOLDEN_WINDOW: i32 = 6;
 
 /// The embedded golden files, by name.
-pub const GOLDEN_FILES: [(&str, &[u8]); 10] = [
-    (
-        "q.npy",
-        include_bytes!("../../../assets/golden-paged/q.npy"),
-    ),
-    (
-        "k_new.npy",
-        include_bytes!("../../../assets/golden-paged/k_new.npy"),
-    ),
-    (
-        "v_new.npy",
-        include_bytes!("../../../assets/golden-paged/v_new.npy"),
-    ),
-    (
-        "k_cache.npy",
-        include_bytes!("../../../assets/golden-paged/k_cache.npy"),
-    ),
-    (
-        "v_cache.npy",
-        include_bytes!("../../../assets/golden-paged/v_cache.npy"),
-    ),
-    (
-        "block_table.npy",
-        include_bytes!("../../../assets/golden-paged/block_table.npy"),
-    ),
-    (
-        "q_start.npy",
-        include_bytes!("../../../assets/golden-paged/q_start.npy"),
-    ),
-    (
-        "seq_len.npy",
-        include_bytes!("../../../assets/golden-paged/seq_len.npy"),
-    ),
-    (
-        "alibi_slopes.npy",
-        include_bytes!("../../../assets/golden-paged/alibi_slopes.npy"),
-    ),
-    (
-        "expected.npy",
-        include_bytes!("../../../assets/golden-paged/expected.npy"),
-    ),
-];
-
-/// What a successful proof established.
-#[derive(Debug, Clone, PartialEq)]
-pub struct GoldenProof {
-    pub elements: usize,
-    /// The largest relative error seen (at most [`RELATIVE_BOUND`]).
-    pub max_relative_error: f64,
-}
+pub const GOLDEN_FILES: [(&str, &[u8]); 10] = embedded_files!(
+    "golden-paged",
+    "q.npy",
+    "k_new.npy",
+    "v_new.npy",
+    "k_cache.npy",
+    "v_cache.npy",
+    "block_table.npy",
+    "q_start.npy",
+    "seq_len.npy",
+    "alibi_slopes.npy",
+    "expected.npy",
+);
 
 /// Why the oracle could not be proven.
 #[derive(Debug, thiserror::Error)]
@@ -86,19 +44,14 @@ pub enum GoldenError {
     #[error("paged golden case: expected.npy is missing")]
     NoExpected,
     #[error(
-        "the paged oracle disagrees with the golden case at row {row} (sequence {seq}, position \
-         {position}), head {head}, dim {dim}: {got:e} instead of {expected:e} (relative error \
-         {relative_error:.3e}, bound {RELATIVE_BOUND:e})"
+        "the paged oracle disagrees with the golden case at row {} (sequence {seq}, position \
+         {position}), {worst}",
+        worst.row
     )]
     Disagrees {
-        row: usize,
         seq: usize,
         position: usize,
-        head: usize,
-        dim: usize,
-        got: f64,
-        expected: f64,
-        relative_error: f64,
+        worst: Disagreement,
     },
 }
 
@@ -116,25 +69,13 @@ pub fn prove_with(
     let expected = case.expected.ok_or(GoldenError::NoExpected)?;
     let inputs = case.inputs;
     let got = attention(&inputs, None);
-    let scale = visible_value_scale(&inputs);
-    let (worst, max_relative_error) = worst_relative_error(&got, &expected, scale);
-    if max_relative_error.is_nan() || max_relative_error > RELATIVE_BOUND {
-        let row = worst / (HQ * DH);
-        let (seq, position) = inputs.batch.sequence_of_row(row);
-        return Err(GoldenError::Disagrees {
-            row,
+    golden::prove(&got, &expected, visible_value_scale(&inputs), (HQ, DH)).map_err(|worst| {
+        let (seq, position) = inputs.batch.sequence_of_row(worst.row);
+        GoldenError::Disagrees {
             seq,
             position,
-            head: worst / DH % HQ,
-            dim: worst % DH,
-            got: got[worst],
-            expected: expected[worst],
-            relative_error: max_relative_error,
-        });
-    }
-    Ok(GoldenProof {
-        elements: got.len(),
-        max_relative_error,
+            worst,
+        }
     })
 }
 
@@ -161,8 +102,9 @@ fn visible_value_scale(inputs: &Inputs) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lab::paged_prefill::contract::LAYOUT;
     use crate::lab::paged_prefill::bugs::Bug;
-    use crate::lab::paged_prefill::contract::{Batch, SCALE};
+    use crate::lab::paged_prefill::contract::SCALE;
 
     #[test]
     fn the_paged_oracle_reproduces_the_golden_case() {
@@ -185,7 +127,7 @@ mod tests {
         assert_eq!(b.sequence_of_row(4), (1, 20));
         let score = |key: &dyn Fn(usize) -> f32| -> f64 {
             (0..DH)
-                .map(|d| f64::from(inputs.q[Batch::q_index(4, 0, d)]) * f64::from(key(d)))
+                .map(|d| f64::from(inputs.q[LAYOUT.head_index(4, 0, d)]) * f64::from(key(d)))
                 .sum::<f64>()
                 * SCALE
         };
@@ -197,7 +139,7 @@ mod tests {
         assert_eq!(score(&|d| inputs.cached_key(1, 10, 0, d)), 1152.0);
         let future_row = b.start(1) + 22 - 19;
         assert_eq!(
-            score(&|d| inputs.k_new[Batch::kv_new_index(future_row, 0, d)]),
+            score(&|d| inputs.k_new[LAYOUT.kv_index(future_row, 0, d)]),
             1152.0
         );
     }
@@ -219,7 +161,7 @@ mod tests {
         // And a 1e-9 relative nudge of one element shows up at its place.
         let err = prove_with(&GOLDEN_FILES, |inputs, rows| {
             let mut out = oracle::attention(inputs, rows);
-            out[Batch::q_index(7, 19, 3)] *= 1.0 + 1e-9;
+            out[LAYOUT.head_index(7, 19, 3)] *= 1.0 + 1e-9;
             out
         })
         .unwrap_err();
@@ -227,10 +169,13 @@ mod tests {
             matches!(
                 err,
                 GoldenError::Disagrees {
-                    row: 7,
-                    head: 19,
-                    dim: 3,
                     seq: 2,
+                    worst: Disagreement {
+                        row: 7,
+                        head: 19,
+                        dim: 3,
+                        ..
+                    },
                     ..
                 }
             ),

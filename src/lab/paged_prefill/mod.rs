@@ -1,8 +1,8 @@
 //! The second lab, `paged-prefill` ("paged-prefill-v1"): vLLM's paged
-//! prefix prefill in fp32, as the engine takes it. The contract, its
-//! argument table and the `Batch`/`Inputs` types are in [`contract`]; the
-//! hazard cases, the oracle, the bug models and the diagnosis in the files
-//! beside it.
+//! prefix prefill in fp32, an instance of the paged family
+//! ([`crate::lab::paged`]) with an fp32 cache. The contract and its
+//! argument table are in [`contract`]; the cases' fp32 layout, the oracle,
+//! the bug models and the diagnosis in the files beside it.
 
 pub mod bugs;
 pub mod cases;
@@ -15,14 +15,12 @@ pub mod verdict;
 
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
-
-use self::cases::{CaseSpec, PagedCaseError, EMBEDDED_CASES};
+use self::cases::{CaseSpec, EMBEDDED_CASES};
 use self::contract::{
-    Batch, Inputs, ABS_TOL, ARGS, CONTRACT, DH, ENTRY_POINT, ENTRY_SIGNATURE, GROUP, HKV, HQ,
-    LAYOUT, REL_TOL,
+    Batch, Inputs, ABS_TOL, ARGS, CONTRACT, DH, ENTRY_POINT, ENTRY_SIGNATURE, HQ, INSTANCE, LAYOUT,
+    REL_TOL,
 };
-use crate::grade::compare::{OutputShape, Tolerance};
+use crate::grade::compare::Tolerance;
 use crate::grade::roofline::Work;
 use crate::lab::definition::{
     shipped_kernel, CaseData, CaseError, CaseSummary, Diagnosis, Graded, LabRef, Problem,
@@ -30,40 +28,11 @@ use crate::lab::definition::{
 };
 use crate::lab::geometry::LaunchGeometry;
 use crate::lab::paged::layout::PREFILL_GEOMETRY;
-use crate::lab::typed::{self, Arg, Made, Shipped, TypedLab};
+use crate::lab::paged::problem::{listed_rows, prefill_grid, prefill_problem, Timed};
+use crate::lab::typed::{Arg, Made, Shipped, TypedLab};
 
-/// A case of this lab: a recipe of the cases file, or the contract's timing
-/// batch (which no cases file spells out: its block table comes from the seed).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum Recipe {
-    Timing {
-        timing_shape: String,
-        summary: String,
-    },
-    Case(CaseSpec),
-}
-
-impl typed::Recipe for Recipe {
-    fn name(&self) -> &str {
-        match self {
-            Recipe::Timing { .. } => "timing",
-            Recipe::Case(spec) => &spec.name,
-        }
-    }
-    fn summary(&self) -> &str {
-        match self {
-            Recipe::Timing { summary, .. } => summary,
-            Recipe::Case(spec) => &spec.summary,
-        }
-    }
-    fn own_tensors(&self) -> Option<&Path> {
-        match self {
-            Recipe::Case(spec) => spec.tensors.as_deref(),
-            Recipe::Timing { .. } => None,
-        }
-    }
-}
+/// A case of this lab: a recipe of the cases file, or the contract's timing batch.
+pub type Recipe = Timed<CaseSpec>;
 
 const TIMING_SHAPE: &str = "paged-prefill-v1";
 
@@ -72,17 +41,6 @@ pub struct PagedPrefill;
 
 /// The second lab, as the engine takes it.
 pub const PAGED_PREFILL: LabRef = LabRef(&PagedPrefill);
-
-fn case_error(name: &str) -> impl Fn(PagedCaseError) -> CaseError + '_ {
-    move |error| match error {
-        PagedCaseError::Parse { file, message } => CaseError::Parse { file, message },
-        PagedCaseError::Invalid { case, message } => CaseError::Invalid { case, message },
-        PagedCaseError::Tensor { file, message } => CaseError::Invalid {
-            case: name.to_owned(),
-            message: format!("{file}: {message}"),
-        },
-    }
-}
 
 impl TypedLab for PagedPrefill {
     type Case = Recipe;
@@ -116,33 +74,18 @@ impl TypedLab for PagedPrefill {
     };
 
     fn parse_cases(text: &str, file: &str, base: &Path) -> Result<Vec<Recipe>, CaseError> {
-        let specs = cases::parse_cases(text, file, base).map_err(|e| match e {
-            PagedCaseError::Parse { file, message } => CaseError::Parse { file, message },
-            PagedCaseError::Invalid { case, message } => CaseError::Invalid { case, message },
-            PagedCaseError::Tensor {
-                file: path,
-                message,
-            } => CaseError::Parse {
-                file: file.to_owned(),
-                message: format!("{path}: {message}"),
-            },
-        })?;
+        let specs = INSTANCE.parse_cases(text, file, base)?;
         Ok(specs.into_iter().map(Recipe::Case).collect())
     }
 
     fn generate(case: &Recipe, seed: u64) -> Result<Made<Inputs>, CaseError> {
         match case {
-            Recipe::Timing { timing_shape, .. } if timing_shape == TIMING_SHAPE => {
+            Recipe::Timing { timing_shape, .. } => {
+                Recipe::check_timing_shape(timing_shape, TIMING_SHAPE)?;
                 Ok(Made::plain(cases::timing_inputs(seed)))
             }
-            Recipe::Timing { timing_shape, .. } => Err(CaseError::Invalid {
-                case: "timing".into(),
-                message: format!(
-                    "unknown timing shape `{timing_shape}` (this lab has `{TIMING_SHAPE}`)"
-                ),
-            }),
             Recipe::Case(spec) => {
-                let made = spec.generate(seed).map_err(case_error(&spec.name))?;
+                let made = cases::generate(spec, seed).map_err(|e| e.for_case(&spec.name))?;
                 made.inputs.batch.check_int_arguments(&spec.name)?;
                 Ok(Made {
                     inputs: made.inputs,
@@ -166,7 +109,7 @@ impl TypedLab for PagedPrefill {
     }
 
     fn grid(geometry: &LaunchGeometry, problem: &Problem) -> (u32, u32, u32) {
-        paged_grid(geometry, problem)
+        prefill_grid(geometry, problem)
     }
 
     fn oracle(inputs: &Inputs, rows: Option<&[usize]>) -> Vec<f64> {
@@ -193,17 +136,8 @@ impl TypedLab for PagedPrefill {
     }
 
     fn timing_case(overrides: &[(String, String)]) -> Result<Recipe, String> {
-        if let Some((key, _)) = overrides.first() {
-            return Err(format!(
-                "the {} lab's timing shape is the contract's fixed batch; it has no key `{key}`",
-                Self::NAME
-            ));
-        }
-        let batch = cases::timing_batch(0);
-        Ok(Recipe::Timing {
-            timing_shape: TIMING_SHAPE.into(),
-            summary: format!("the timing shape, {}", problem_of(&batch).detail),
-        })
+        let detail = problem_of(&cases::timing_batch(0)).detail;
+        Recipe::timing(Self::NAME, TIMING_SHAPE, overrides, detail)
     }
 
     fn prove_oracle() -> Result<String, String> {
@@ -214,70 +148,15 @@ impl TypedLab for PagedPrefill {
 }
 
 fn problem_of(batch: &Batch) -> Problem {
-    paged_problem(
+    prefill_problem(
         batch,
-        DH,
         Work {
             flops: batch.flops(),
-            compulsory_bytes: batch.compulsory_bytes(),
+            compulsory_bytes: batch.compulsory_bytes(4, 4),
             output_bytes: batch.q_elems() as u64 * 4,
             tensor_roof: None,
         },
     )
-}
-
-/// The grid of a paged lab's launch: one block per (sequence, `grid_y`
-/// unit, `rows_per_block` new tokens), for both paged labs.
-pub fn paged_grid(geometry: &LaunchGeometry, problem: &Problem) -> (u32, u32, u32) {
-    let x = problem.sequence_starts.len().max(1) as u32;
-    let y = geometry.grid_y.blocks(HQ, HKV);
-    let z = problem
-        .max_sequence_rows
-        .div_ceil(geometry.rows_per_block as usize)
-        .max(1) as u32;
-    (x, y, z)
-}
-
-/// The oracle's answer for `rows` one after another, from an answer `full`
-/// over every row (each `row_len` long); all of it when `rows` is `None`.
-pub fn listed_rows(full: Vec<f64>, rows: Option<&[usize]>, row_len: usize) -> Vec<f64> {
-    match rows {
-        None => full,
-        Some(rows) => rows
-            .iter()
-            .flat_map(|&row| full[row * row_len..(row + 1) * row_len].iter().copied())
-            .collect(),
-    }
-}
-
-/// The engine's view of a paged batch of head dimension `dim` doing `work`
-/// (both paged labs: the sequence structure is the same, the head dimension
-/// and element sizes not).
-pub fn paged_problem(batch: &Batch, dim: usize, work: Work) -> Problem {
-    let rows = batch.total_new();
-    let seqs = batch.num_seqs();
-    let longest = batch.context.iter().max().copied().unwrap_or(0);
-    let mut detail = format!("{seqs} sequences, {rows} new tokens, contexts up to {longest}");
-    if let Some(window) = batch.window() {
-        detail.push_str(&format!(", window {window}"));
-    }
-    if batch.alibi {
-        detail.push_str(", ALiBi");
-    }
-    Problem {
-        label: format!("{seqs}s/{rows}t"),
-        detail,
-        row_hint: "rows are new tokens, sequence after sequence".into(),
-        output: OutputShape {
-            rows,
-            heads: HQ,
-            dim,
-        },
-        head_group: GROUP,
-        sequence_starts: (0..seqs).map(|s| batch.start(s)).collect(),
-        max_sequence_rows: batch.new.iter().max().copied().unwrap_or(0),
-        work,
-    }
 }
 
 #[cfg(test)]
@@ -285,13 +164,15 @@ mod tests {
     use super::bugs::{model, Bug};
     use super::oracle::Model;
     use super::*;
+    use crate::lab::typed;
     use crate::grade::compare::{Comparison, POISON_BITS};
     use crate::lab::paged::misread::{self, Misreading, CONTEXT_SHIFTS};
     use crate::lab::paged::testing;
     use crate::grade::integrity::Integrity;
     use crate::lab::args::ArgValue;
     use crate::lab::definition::LabCase;
-    use crate::lab::paged_prefill::cases::MAX_NEW;
+    use crate::lab::paged::recipe::MAX_NEW;
+    use crate::lab::paged_prefill::contract::HKV;
 
     fn embedded() -> Vec<LabCase> {
         PAGED_PREFILL
@@ -504,7 +385,7 @@ mod tests {
         let data = named_case("mixed-lengths");
         let mut inputs = typed::inputs_of::<PagedPrefill>(&data).clone();
         for row in 0..inputs.batch.total_new() {
-            inputs.v_new[Batch::kv_new_index(row, 2, 5)] += 4.0;
+            inputs.v_new[LAYOUT.kv_index(row, 2, 5)] += 4.0;
         }
         let out: Vec<f32> = oracle::attention(&inputs, None).iter().map(|&x| x as f32).collect();
         let (_, said) = diagnosed(&data, &out, &Integrity::default());
@@ -513,7 +394,7 @@ mod tests {
         // One head of the group told apart from its group's others: per query head.
         let mut out = to_f32(&PAGED_PREFILL.oracle(&data, None));
         for row in 0..data.problem.output.rows {
-            out[Batch::q_index(row, 9, 0)] += 1.0;
+            out[LAYOUT.head_index(row, 9, 0)] += 1.0;
         }
         let (_, said) = diagnosed(&data, &out, &Integrity::default());
         assert!(said.line.contains("share a KV head fail differently"), "{said:?}");

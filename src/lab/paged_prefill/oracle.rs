@@ -17,7 +17,7 @@
 use rayon::prelude::*;
 
 use super::bugs::Bug;
-use super::contract::{Batch, Inputs, BLOCK, DH, GROUP, HKV, HQ, SCALE};
+use super::contract::{LAYOUT, Batch, Inputs, BLOCK, DH, GROUP, HKV, HQ, SCALE};
 use crate::lab::paged::misread::Misreading;
 
 /// How the attention is computed.
@@ -206,9 +206,9 @@ impl SequenceKv {
                                 (((b * HKV + kv_head) * (DH / X8) + dim / X8) * BLOCK + slot) * X8
                                     + dim % X8
                             }
-                            _ => Batch::k_cache_index(b, kv_head, dim, slot),
+                            _ => LAYOUT.k_cache_index(b, kv_head, dim, slot),
                         });
-                        let v_index = block.map(|b| Batch::v_cache_index(b, kv_head, dim, slot));
+                        let v_index = block.map(|b| LAYOUT.v_cache_index(b, kv_head, dim, slot));
                         (
                             read(&inputs.k_cache, k_index),
                             read(&inputs.v_cache, v_index),
@@ -216,7 +216,7 @@ impl SequenceKv {
                     } else {
                         let row = start + (pos - context);
                         let index = (row < batch.total_new())
-                            .then(|| Batch::kv_new_index(row, kv_head, dim));
+                            .then(|| LAYOUT.kv_index(row, kv_head, dim));
                         (read(&inputs.k_new, index), read(&inputs.v_new, index))
                     };
                     keys[at + dim] = k;
@@ -267,7 +267,7 @@ impl SequenceKv {
             let keys = &self.keys[source * self.len * DH..(source + 1) * self.len * DH];
             let values = &self.values[source * self.len * DH..(source + 1) * self.len * DH];
             let mut query = [0.0; DH];
-            let q_row = &inputs.q[Batch::q_index(row, head, 0)..Batch::q_index(row, head, DH)];
+            let q_row = &inputs.q[LAYOUT.head_index(row, head, 0)..LAYOUT.head_index(row, head, DH)];
             for (q, &x) in query.iter_mut().zip(q_row) {
                 *q = f64::from(x) * SCALE;
             }
@@ -328,14 +328,14 @@ mod tests {
     /// A two-sequence batch with simple, hand-checkable values: every q and
     /// k zero (uniform softmax), values encode their position.
     fn uniform_inputs(window: i32, alibi: bool) -> Inputs {
-        let mut batch = Batch::from_lengths(vec![3, 0], vec![2, 2], window, alibi, 1, 3);
+        let mut batch = Batch::from_lengths(LAYOUT, vec![3, 0], vec![2, 2], window, alibi, 1, 3);
         batch.block_table = vec![2, 0];
         let t = batch.total_new();
         let mut v_cache = vec![0.0; batch.cache_elems()];
         for pos in 0..3 {
             for g in 0..HKV {
                 for d in 0..DH {
-                    v_cache[Batch::v_cache_index(2, g, d, pos)] = pos as f32;
+                    v_cache[LAYOUT.v_cache_index(2, g, d, pos)] = pos as f32;
                 }
             }
         }
@@ -344,7 +344,7 @@ mod tests {
             let (_, pos) = batch.sequence_of_row(row);
             for g in 0..HKV {
                 for d in 0..DH {
-                    v_new[Batch::kv_new_index(row, g, d)] = pos as f32;
+                    v_new[LAYOUT.kv_index(row, g, d)] = pos as f32;
                 }
             }
         }
@@ -360,7 +360,7 @@ mod tests {
     }
 
     fn at(out: &[f64], row: usize, head: usize) -> f64 {
-        out[Batch::q_index(row, head, 7)]
+        out[LAYOUT.head_index(row, head, 7)]
     }
 
     #[test]

@@ -139,7 +139,7 @@ mod tests {
                     let cases = embedded_cases()
                         .into_iter()
                         .map(|case| {
-                            let inputs = case.generate(seed).unwrap();
+                            let inputs = crate::lab::paged_prefill_fp8::cases::generate(&case, seed).unwrap().inputs;
                             let reference = oracle::attention(&inputs);
                             let scales = oracle::value_scales(&inputs);
                             Referenced {

@@ -1,32 +1,25 @@
-//! The FP8 lab's hazard cases: the second lab's recipes (lengths, window,
-//! ALiBi, shared prefix, plants) plus the cache's format, its two scales and
-//! whether bytes far outside `[-1, 1)` are placed.
+//! The FP8 lab's hazard cases: the family's recipes
+//! ([`crate::lab::paged::recipe`]) with the cache's format, its two scales
+//! and whether bytes far outside `[-1, 1)` are placed, laid out in FP8.
 //!
-//! Memory is laid out as the contract says: the second lab's block table
-//! (shuffled, block 0 in use, entries past a context naming other blocks),
-//! and an FP8 NaN byte ([`FP8_NAN`]) in every cache slot no context covers,
-//! so a stray read shows as NaN. Real cache values are `U(-1, 1)` quantised
+//! Memory is laid out as the contract says (the family's block table), with
+//! an FP8 NaN byte ([`FP8_NAN`]) in every cache slot no context covers, so
+//! a stray read shows as NaN. Real cache values are `U(-1, 1)` quantised
 //! with the case's scales; bf16 tensors are `U(-1, 1)` rounded to bf16.
 //! A plant sets `q` rows and keys to its value (cached keys as the byte
 //! nearest `value / kScale`); every plant of this lab scores past `expf`'s
 //! range (the smallest, 3, gives `3 * 3 * 128 * scale = 102`).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 use rand_chacha::ChaCha8Rng;
-use serde::{Deserialize, Serialize};
 
-use crate::lab::case_file::{read_case_tables, CaseTable};
-use crate::lab::definition::CaseError;
-use crate::lab::paged_prefill::cases::{self as paged_cases, PagedCaseError, Plant};
-
-use super::tensors::CaseInputs;
-
-use super::{
-    bf16, cache_elems, k_cache_index, kv_new_elems, kv_new_index, q_elems, q_index,
-    standard_alibi_slopes, v_cache_index, Batch, Inputs, KvFormat, BLOCK, DH, FP8_NAN, GROUP, HKV,
-};
+use super::{bf16, standard_alibi_slopes, Batch, Inputs, KvFormat, FP8_NAN, INSTANCE};
+use crate::lab::case_file::case_rng;
+use crate::lab::paged::generate::{lay_out, Draw, Laid, PlantSites};
+pub use crate::lab::paged::recipe::CaseSpec;
+use crate::lab::paged::recipe::{CaseInputs, Fp8Keys, PagedCaseError, TIMING_CONTEXT, TIMING_NEW};
 
 /// The cases shipped with flashprof.
 pub const EMBEDDED_CASES: &str = include_str!("../../../assets/paged-prefill-fp8-cases.toml");
@@ -39,235 +32,123 @@ pub const WIDE_KEY_BOUND: f32 = 96.0;
 /// One value byte in this many is wide in a wide case.
 pub const WIDE_VALUE_EVERY: u32 = 16;
 
-fn default_k_scale() -> f32 {
-    0.5
-}
-
-fn default_v_scale() -> f32 {
-    2.0
-}
-
-/// One hazard case as written in the cases file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CaseSpec {
-    pub name: String,
-    pub summary: String,
-    #[serde(default)]
-    pub context: Vec<usize>,
-    #[serde(default)]
-    pub new: Vec<usize>,
-    #[serde(default)]
-    pub window: i32,
-    #[serde(default)]
-    pub alibi: bool,
-    #[serde(default)]
-    pub share_prefix: Option<[usize; 2]>,
-    #[serde(default)]
-    pub plant: Vec<Plant>,
-    /// The cache's format.
-    pub format: KvFormat,
-    #[serde(default = "default_k_scale")]
-    pub k_scale: f32,
-    #[serde(default = "default_v_scale")]
-    pub v_scale: f32,
-    /// Bytes near the format's top in V, large ones in [`WIDE_DIM`] of K and
-    /// (E5M2) subnormals E4M3 cannot hold in the next dimension.
-    #[serde(default)]
-    pub wide: bool,
-    /// A folder of the case's own tensors ([`super::tensors::load_dir`]).
-    #[serde(default)]
-    pub tensors: Option<PathBuf>,
-}
-
-impl CaseTable for CaseSpec {
-    fn name(&self) -> &str {
-        &self.name
-    }
-    fn tensors_mut(&mut self) -> &mut Option<PathBuf> {
-        &mut self.tensors
-    }
-}
-
-/// Parses and validates a cases file; `base` resolves relative tensor folders.
-pub fn parse_cases(text: &str, file: &str, base: &Path) -> Result<Vec<CaseSpec>, PagedCaseError> {
-    let cases: Vec<CaseSpec> = read_case_tables(text, file, base).map_err(|e| match e {
-        CaseError::Parse { file, message } => PagedCaseError::Parse { file, message },
-        CaseError::Invalid { case, message } => PagedCaseError::Invalid { case, message },
-    })?;
-    for case in &cases {
-        case.validate()?;
-    }
-    Ok(cases)
-}
-
 /// The embedded cases; the tests validate them, so this cannot fail at run time.
 pub fn embedded_cases() -> Vec<CaseSpec> {
-    parse_cases(
-        EMBEDDED_CASES,
-        "assets/paged-prefill-fp8-cases.toml",
-        Path::new("."),
-    )
-    .expect("the embedded FP8 cases are checked by tests")
+    INSTANCE
+        .parse_cases(
+            EMBEDDED_CASES,
+            "assets/paged-prefill-fp8-cases.toml",
+            Path::new("."),
+        )
+        .expect("the embedded FP8 cases are checked by tests")
 }
 
-impl CaseSpec {
-    /// The second lab's recipe of the same lengths, for its checks and batch.
-    fn shape(&self) -> paged_cases::CaseSpec {
-        paged_cases::CaseSpec {
-            name: self.name.clone(),
-            summary: self.summary.clone(),
-            context: self.context.clone(),
-            new: self.new.clone(),
-            window: self.window,
-            alibi: self.alibi,
-            share_prefix: self.share_prefix,
-            plant: self.plant.clone(),
-            tensors: self.tensors.clone(),
-        }
-    }
+/// The FP8 keys of a validated case of this lab (validation requires `format`).
+pub fn keys_of(spec: &CaseSpec) -> Fp8Keys {
+    spec.fp8().expect("an FP8 case names its format (checked when parsed)")
+}
 
-    fn validate(&self) -> Result<(), PagedCaseError> {
-        for (name, scale) in [("k_scale", self.k_scale), ("v_scale", self.v_scale)] {
-            if !scale.is_normal() || scale <= 0.0 || scale > 1e4 {
-                return Err(PagedCaseError::Invalid {
-                    case: self.name.clone(),
-                    message: format!(
-                        "{name} = {scale}: a scale is a positive normal float up to 1e4"
-                    ),
-                });
+/// `spec`'s inputs from the run's seed (or its own tensors), with the
+/// expected output a case's own tensors bring.
+pub fn generate(spec: &CaseSpec, seed: u64) -> Result<CaseInputs<Inputs>, PagedCaseError> {
+    let keys = keys_of(spec);
+    if let Some(dir) = &spec.tensors {
+        let scales = (keys.k_scale, keys.v_scale);
+        return super::tensors::load_dir(dir, spec.window, keys.format, scales);
+    }
+    let mut rng = case_rng(seed, &spec.name);
+    let mut inputs = lay_out_fp8(INSTANCE.lengths_batch(spec), spec.share_prefix, keys, &mut rng);
+    for plant in &spec.plant {
+        let key_byte = inputs.format.encode(plant.value / inputs.k_scale);
+        let sites = PlantSites::of(&inputs.batch, plant);
+        let value = bf16::round(plant.value);
+        sites.set(&mut inputs.q, &mut inputs.k_new, &mut inputs.k_cache, value, key_byte);
+    }
+    Ok(CaseInputs {
+        inputs,
+        expected: None,
+    })
+}
+
+fn lay_out_fp8(batch: Batch, share: Option<[usize; 2]>, keys: Fp8Keys, rng: &mut ChaCha8Rng) -> Inputs {
+    let Fp8Keys {
+        format,
+        k_scale,
+        v_scale,
+        wide,
+    } = keys;
+    let quantise =
+        |rng: &mut ChaCha8Rng, scale: f32| format.encode(rng.random_range(-1.0f32..1.0) / scale);
+    let wide_key = largest_code_up_to(format, WIDE_KEY_BOUND / k_scale);
+    let mut cached = |rng: &mut ChaCha8Rng, d: usize| {
+        let mut key = quantise(rng, k_scale);
+        let mut value = quantise(rng, v_scale);
+        if wide {
+            let sign = if rng.random::<bool>() { 0x80 } else { 0 };
+            if d == WIDE_DIM && rng.random::<bool>() {
+                key = wide_key | sign;
+            }
+            if d == WIDE_DIM + 1 && format == KvFormat::E5m2 {
+                key = rng.random_range(1u8..4) | sign; // 2^-16 .. 3 * 2^-16
+            }
+            if rng.random_range(0..WIDE_VALUE_EVERY) == 0 {
+                value = top_code(format, rng) | sign;
             }
         }
-        if self.tensors.is_some() && self.wide {
-            return Err(PagedCaseError::Invalid {
-                case: self.name.clone(),
-                message: "`wide` shapes generated bytes; a case with its own tensors has none"
-                    .into(),
-            });
-        }
-        self.shape().validate()
-    }
-
-    /// This case's inputs from the run's seed (or its own tensors).
-    pub fn generate(&self, seed: u64) -> Result<Inputs, PagedCaseError> {
-        self.generate_with_expected(seed).map(|made| made.inputs)
-    }
-
-    /// [`Self::generate`], with the expected output a case's own tensors bring.
-    pub fn generate_with_expected(&self, seed: u64) -> Result<CaseInputs, PagedCaseError> {
-        if let Some(dir) = &self.tensors {
-            let scales = (self.k_scale, self.v_scale);
-            return super::tensors::load_dir(dir, self.window, self.format, scales);
-        }
-        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ paged_cases::stable_hash(&self.name));
-        let mut inputs = self.lay_out(self.lengths(), &mut rng);
-        for plant in &self.plant {
-            apply_plant(&mut inputs, plant);
-        }
-        Ok(CaseInputs {
-            inputs,
-            expected: None,
-        })
-    }
-
-    /// The batch of the declared lengths (its block table not yet drawn):
-    /// what the case's size follows from.
-    pub fn lengths(&self) -> Batch {
-        self.shape().lengths_batch()
-    }
-
-    /// Query heads (bit `h` for head `h`) where the case plants large scores.
-    pub fn planted_heads(&self) -> u32 {
-        self.shape().planted_heads()
-    }
-
-    fn lay_out(&self, batch: Batch, rng: &mut ChaCha8Rng) -> Inputs {
-        let (table, owned) = paged_cases::block_table(&batch, self.share_prefix, rng);
-        let batch = Batch {
-            block_table: table,
-            ..batch
-        };
-        let bf16s = |rng: &mut ChaCha8Rng, len| -> Vec<f32> {
-            (0..len)
-                .map(|_| bf16::round(rng.random_range(-1.0f32..1.0)))
-                .collect()
-        };
-        let q = bf16s(rng, q_elems(&batch));
-        let k_new = bf16s(rng, kv_new_elems(&batch));
-        let v_new = bf16s(rng, kv_new_elems(&batch));
-        let mut k_cache = vec![FP8_NAN; cache_elems(&batch)];
-        let mut v_cache = vec![FP8_NAN; cache_elems(&batch)];
-        let format = self.format;
-        let quantise = |rng: &mut ChaCha8Rng, scale: f32| {
-            format.encode(rng.random_range(-1.0f32..1.0) / scale)
-        };
-        let wide_key = largest_code_up_to(format, WIDE_KEY_BOUND / self.k_scale);
-        let mut filled = vec![false; batch.num_blocks];
-        for (s, blocks) in owned.iter().enumerate() {
-            for (k, &block) in blocks.iter().enumerate() {
-                if std::mem::replace(&mut filled[block], true) {
-                    continue; // a shared prefix block, filled by its first owner
-                }
-                let slots = (batch.context[s] - k * BLOCK).min(BLOCK);
-                for g in 0..HKV {
-                    for d in 0..DH {
-                        for o in 0..slots {
-                            let mut key = quantise(rng, self.k_scale);
-                            let mut value = quantise(rng, self.v_scale);
-                            if self.wide {
-                                let sign = if rng.random::<bool>() { 0x80 } else { 0 };
-                                if d == WIDE_DIM && rng.random::<bool>() {
-                                    key = wide_key | sign;
-                                }
-                                if d == WIDE_DIM + 1 && format == KvFormat::E5m2 {
-                                    key = rng.random_range(1u8..4) | sign; // 2^-16 .. 3 * 2^-16
-                                }
-                                if rng.random_range(0..WIDE_VALUE_EVERY) == 0 {
-                                    value = top_code(format, rng) | sign;
-                                }
-                            }
-                            k_cache[k_cache_index(block, g, d, o)] = key;
-                            v_cache[v_cache_index(block, g, d, o)] = value;
-                        }
-                    }
-                }
-            }
-        }
-        Inputs {
-            alibi_slopes: batch.alibi.then(standard_alibi_slopes),
-            format,
-            k_scale: self.k_scale,
-            v_scale: self.v_scale,
-            batch,
-            q,
-            k_new,
-            v_new,
-            k_cache,
-            v_cache,
-        }
+        (key, value)
+    };
+    let Laid {
+        batch,
+        q,
+        k_new,
+        v_new,
+        k_cache,
+        v_cache,
+    } = lay_out(
+        batch,
+        share,
+        rng,
+        Draw {
+            activation: &|rng: &mut ChaCha8Rng| bf16::round(rng.random_range(-1.0f32..1.0)),
+            unowned: (FP8_NAN, FP8_NAN),
+            cached: &mut cached,
+        },
+    );
+    Inputs {
+        alibi_slopes: batch.alibi.then(standard_alibi_slopes),
+        format,
+        k_scale,
+        v_scale,
+        batch,
+        q,
+        k_new,
+        v_new,
+        k_cache,
+        v_cache,
     }
 }
 
-/// The timing shape: the second lab's timing batch (16 sequences, contexts
+/// The timing shape: the family's timing lengths (16 sequences, contexts
 /// 512 to 4096, 3930 new tokens) at head dim 128, E4M3, kScale 0.5, vScale
-/// 2.0, window and ALiBi off; `summary` says its size from its lengths.
+/// 2.0, window and ALiBi off, as a case (so with spare blocks);
+/// `summary` says its size from its lengths.
 pub fn timing_spec(summary: impl Fn(&Batch) -> String) -> CaseSpec {
     let mut spec = CaseSpec {
         name: "timing".into(),
         summary: String::new(),
-        context: paged_cases::TIMING_CONTEXT.to_vec(),
-        new: paged_cases::TIMING_NEW.to_vec(),
+        context: TIMING_CONTEXT.to_vec(),
+        new: TIMING_NEW.to_vec(),
         window: 0,
         alibi: false,
         share_prefix: None,
         plant: Vec::new(),
-        format: KvFormat::E4m3,
-        k_scale: default_k_scale(),
-        v_scale: default_v_scale(),
-        wide: false,
         tensors: None,
+        format: Some(KvFormat::E4m3),
+        k_scale: None,
+        v_scale: None,
+        wide: false,
     };
-    spec.summary = format!("the timing shape, {}", summary(&spec.lengths()));
+    spec.summary = format!("the timing shape, {}", summary(&INSTANCE.lengths_batch(&spec)));
     spec
 }
 
@@ -288,40 +169,18 @@ fn top_code(format: KvFormat, rng: &mut ChaCha8Rng) -> u8 {
     }
 }
 
-fn apply_plant(inputs: &mut Inputs, plant: &Plant) {
-    let batch = &inputs.batch;
-    let (context, new) = (batch.context[plant.seq], batch.new[plant.seq]);
-    let start = batch.start(plant.seq);
-    let kv_head = plant.head / GROUP;
-    let key_byte = inputs.format.encode(plant.value / inputs.k_scale);
-    for t in paged_cases::resolve_rows(&plant.rows, new) {
-        for d in 0..DH {
-            inputs.q[q_index(start + t, plant.head, d)] = bf16::round(plant.value);
-        }
-    }
-    for pos in paged_cases::resolve_keys(&plant.keys, context, new) {
-        for d in 0..DH {
-            if pos < context {
-                let block = batch.block_of(plant.seq, pos);
-                inputs.k_cache[k_cache_index(block, kv_head, d, pos % BLOCK)] = key_byte;
-            } else {
-                inputs.k_new[kv_new_index(start + pos - context, kv_head, d)] =
-                    bf16::round(plant.value);
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
+    use crate::lab::paged_prefill_fp8::{BLOCK, DH, GROUP, HKV, LAYOUT};
     use crate::lab::paged_prefill_fp8::SCALE;
 
     fn generated() -> Vec<(CaseSpec, Inputs)> {
         embedded_cases()
             .into_iter()
             .map(|c| {
-                let inputs = c.generate(7).unwrap();
+                let inputs = crate::lab::paged_prefill_fp8::cases::generate(&c, 7).unwrap().inputs;
                 (c, inputs)
             })
             .collect()
@@ -361,16 +220,16 @@ mod tests {
         let all = generated();
         for format in KvFormat::ALL {
             assert!(
-                all.iter().filter(|(c, _)| c.format == format).count() >= 6,
+                all.iter().filter(|(c, _)| c.format == Some(format)).count() >= 6,
                 "{format:?}"
             );
             assert!(
-                all.iter().any(|(c, _)| c.format == format && c.wide),
+                all.iter().any(|(c, _)| c.format == Some(format) && c.wide),
                 "{format:?} wide"
             );
         }
         for (case, inputs) in &all {
-            let (k, v) = (case.k_scale, case.v_scale);
+            let (k, v) = (keys_of(case).k_scale, keys_of(case).v_scale);
             assert!(
                 k != v && k != 1.0 && v != 1.0,
                 "{}: scales {k}, {v}",
@@ -385,10 +244,10 @@ mod tests {
         let not_power_of_two = |s: f32| s.to_bits() & 0x007F_FFFF != 0;
         assert!(all
             .iter()
-            .any(|(c, _)| not_power_of_two(c.k_scale) && not_power_of_two(c.v_scale)));
+            .any(|(c, _)| not_power_of_two(keys_of(c).k_scale) && not_power_of_two(keys_of(c).v_scale)));
         assert!(all
             .iter()
-            .any(|(c, _)| c.k_scale == 0.5 && c.v_scale == 2.0));
+            .any(|(c, _)| keys_of(c).k_scale == 0.5 && keys_of(c).v_scale == 2.0));
         // Wide cases: E4M3 bytes in its last binade, E5M2 values E4M3 cannot hold.
         let holds = |case: &str, byte: &dyn Fn(u8) -> bool| {
             let (_, inputs) = all.iter().find(|(c, _)| c.name == case).unwrap();
@@ -396,7 +255,7 @@ mod tests {
         };
         let wide = |f: KvFormat| {
             all.iter()
-                .find(|(c, _)| c.wide && c.format == f)
+                .find(|(c, _)| c.wide && c.format == Some(f))
                 .unwrap()
                 .0
                 .name
@@ -433,7 +292,7 @@ mod tests {
                 for j in b.first_visible(i)..b.context[s] {
                     let score: f64 = (0..DH)
                         .map(|d| {
-                            f64::from(inputs.q[q_index(row, head, d)])
+                            f64::from(inputs.q[LAYOUT.head_index(row, head, d)])
                                 * inputs.cached_key(s, j, head / GROUP, d)
                         })
                         .sum();
@@ -458,13 +317,13 @@ mod tests {
                     let block = b.block_of(s, ctx);
                     for o in ctx % BLOCK..BLOCK {
                         assert_eq!(
-                            inputs.k_cache[k_cache_index(block, 2, 100, o)],
+                            inputs.k_cache[LAYOUT.k_cache_index(block, 2, 100, o)],
                             FP8_NAN,
                             "{}",
                             case.name
                         );
                         assert_eq!(
-                            inputs.v_cache[v_cache_index(block, 6, 3, o)],
+                            inputs.v_cache[LAYOUT.v_cache_index(block, 6, 3, o)],
                             FP8_NAN,
                             "{}",
                             case.name
@@ -490,10 +349,10 @@ mod tests {
     #[test]
     fn generation_is_deterministic_and_seeded() {
         let spec = &embedded_cases()[0];
-        assert_eq!(spec.generate(42).unwrap(), spec.generate(42).unwrap());
+        assert_eq!(crate::lab::paged_prefill_fp8::cases::generate(&spec, 42).unwrap().inputs, crate::lab::paged_prefill_fp8::cases::generate(&spec, 42).unwrap().inputs);
         assert_ne!(
-            spec.generate(42).unwrap().k_cache,
-            spec.generate(43).unwrap().k_cache
+            crate::lab::paged_prefill_fp8::cases::generate(&spec, 42).unwrap().inputs.k_cache,
+            crate::lab::paged_prefill_fp8::cases::generate(&spec, 43).unwrap().inputs.k_cache
         );
     }
 
@@ -503,7 +362,7 @@ mod tests {
             let text = format!(
                 "[[case]]\nname = \"x\"\nsummary = \"s\"\ncontext = [1]\nnew = [1]\nformat = \"e4m3\"\n{extra}"
             );
-            parse_cases(&text, "t.toml", Path::new("."))
+            INSTANCE.parse_cases(&text, "t.toml", Path::new("."))
                 .unwrap_err()
                 .to_string()
         };
@@ -512,7 +371,7 @@ mod tests {
         assert!(refused("colour = 1").contains("unknown field"));
         assert!(refused("window = 99999").contains("at most 4608"));
         let text = "[[case]]\nname = \"x\"\nsummary = \"s\"\ncontext = [1]\nnew = [1]\nformat = \"e6m1\"\n";
-        assert!(parse_cases(text, "t.toml", Path::new(".")).is_err());
+        assert!(INSTANCE.parse_cases(text, "t.toml", Path::new(".")).is_err());
     }
 
     /// Writes every case (seed 1) as a folder of `.npy` files with its recipe's
@@ -524,7 +383,7 @@ mod tests {
         let out =
             PathBuf::from(std::env::var("FP8_CASES_OUT").expect("FP8_CASES_OUT names a folder"));
         for case in embedded_cases() {
-            let inputs = case.generate(1).unwrap();
+            let inputs = crate::lab::paged_prefill_fp8::cases::generate(&case, 1).unwrap().inputs;
             let dir = out.join(&case.name);
             std::fs::create_dir_all(&dir).unwrap();
             for (name, bytes) in crate::lab::paged_prefill_fp8::tensors::encode(&inputs, None) {
@@ -534,8 +393,8 @@ mod tests {
                 "window {}\nformat {}\nk_scale {:e}\nv_scale {:e}\n",
                 case.window,
                 inputs.format.code(),
-                case.k_scale,
-                case.v_scale
+                keys_of(&case).k_scale,
+                keys_of(&case).v_scale
             );
             std::fs::write(dir.join("meta.txt"), meta).unwrap();
         }

@@ -6,11 +6,12 @@
 //! X ([`LAYOUT`]), which the indices here go through ([`q_index`],
 //! [`k_cache_index`], [`v_cache_index`]).
 
-use super::bf16;
-pub use super::fp8::{KvFormat, FP8_NAN};
+use crate::lab::paged::bf16;
+pub use crate::lab::paged::fp8::{KvFormat, FP8_NAN};
 use crate::lab::paged::layout::CacheLayout;
+use crate::lab::paged::recipe::{CacheType, PrefillContract};
 pub use crate::lab::paged::layout::{alibi_slope, standard_alibi_slopes, BLOCK, GROUP, HKV, HQ};
-pub use crate::lab::paged_prefill::contract::Batch;
+pub use crate::lab::paged::batch::Batch;
 use crate::lab::typed::Arg;
 
 /// The contract's name, as a submission declares it.
@@ -23,6 +24,11 @@ pub const DH: usize = 128;
 pub const X: usize = 16;
 /// The paged cache at this head dimension and packing.
 pub const LAYOUT: CacheLayout = CacheLayout::new(DH, X);
+/// This lab as an instance of the paged prefill family: an FP8 cache.
+pub const INSTANCE: PrefillContract = PrefillContract {
+    layout: LAYOUT,
+    cache: CacheType::Fp8,
+};
 /// The score scale: the float nearest `1/sqrt(128)`, `0x1.6a09e6p-4`. Kernels
 /// and the oracle use exactly this value.
 pub const SCALE_F32: f32 = f32::from_bits(0x3DB5_04F3);
@@ -69,54 +75,6 @@ pub fn miss_factor(out: f64, reference: f64, value_scale: f64) -> f64 {
     }
 }
 
-/// Index into `q` or `out` (`[T][32][128]`).
-pub fn q_index(row: usize, head: usize, dim: usize) -> usize {
-    LAYOUT.head_index(row, head, dim)
-}
-
-/// Index into `kNew` or `vNew` (`[T][8][128]`).
-pub fn kv_new_index(row: usize, kv_head: usize, dim: usize) -> usize {
-    LAYOUT.kv_index(row, kv_head, dim)
-}
-
-/// Index into the x-packed `kCache` (`[numBlocks][8][128/16][16][16]`).
-pub fn k_cache_index(block: usize, kv_head: usize, dim: usize, slot: usize) -> usize {
-    LAYOUT.k_cache_index(block, kv_head, dim, slot)
-}
-
-/// Index into `vCache` (`[numBlocks][8][128][16]`).
-pub fn v_cache_index(block: usize, kv_head: usize, dim: usize, slot: usize) -> usize {
-    LAYOUT.v_cache_index(block, kv_head, dim, slot)
-}
-
-/// Elements of `q` and `out`.
-pub fn q_elems(batch: &Batch) -> usize {
-    batch.total_new() * HQ * DH
-}
-
-/// Elements of `kNew` and `vNew`.
-pub fn kv_new_elems(batch: &Batch) -> usize {
-    batch.total_new() * HKV * DH
-}
-
-/// Bytes of `kCache` and of `vCache`.
-pub fn cache_elems(batch: &Batch) -> usize {
-    batch.num_blocks * LAYOUT.block_elems()
-}
-
-/// Useful work: two 128-long dot products per visible pair and head.
-pub fn flops(batch: &Batch) -> f64 {
-    batch.visible_pairs_per_head() as f64 * HQ as f64 * DH as f64 * 4.0
-}
-
-/// Bytes any kernel must move once: `q`, `kNew`, `vNew` and `out` as bf16,
-/// the context's cache blocks as bytes.
-pub fn compulsory_bytes(batch: &Batch) -> u64 {
-    let bf16 = 2 * q_elems(batch) + 2 * kv_new_elems(batch);
-    let cache = 2 * batch.total_context_blocks() * LAYOUT.block_elems();
-    (bf16 * 2 + cache) as u64
-}
-
 /// Everything a launch reads. The bf16 tensors hold f32 values that are
 /// exactly bf16 ([`bf16::is_exact`]); the caches hold FP8 bytes of `format`.
 #[derive(Debug, Clone, PartialEq)]
@@ -143,14 +101,14 @@ impl Inputs {
     /// The cached key at context position `pos` of `seq`, dequantised exactly.
     pub fn cached_key(&self, seq: usize, pos: usize, kv_head: usize, dim: usize) -> f64 {
         let block = self.batch.block_of(seq, pos);
-        let byte = self.k_cache[k_cache_index(block, kv_head, dim, pos % BLOCK)];
+        let byte = self.k_cache[LAYOUT.k_cache_index(block, kv_head, dim, pos % BLOCK)];
         f64::from(self.format.decode(byte)) * f64::from(self.k_scale)
     }
 
     /// The cached value at context position `pos` of `seq`, dequantised exactly.
     pub fn cached_value(&self, seq: usize, pos: usize, kv_head: usize, dim: usize) -> f64 {
         let block = self.batch.block_of(seq, pos);
-        let byte = self.v_cache[v_cache_index(block, kv_head, dim, pos % BLOCK)];
+        let byte = self.v_cache[LAYOUT.v_cache_index(block, kv_head, dim, pos % BLOCK)];
         f64::from(self.format.decode(byte)) * f64::from(self.v_scale)
     }
 }
@@ -220,10 +178,10 @@ mod tests {
         // Literally, for one element (the layout's tiling is tested where it is shared).
         let (b, g, d, o) = (3, 5, 77, 11);
         assert_eq!(
-            k_cache_index(b, g, d, o),
+            LAYOUT.k_cache_index(b, g, d, o),
             (((b * 8 + g) * 8 + d / 16) * 16 + o) * 16 + d % 16
         );
-        assert_eq!(v_cache_index(b, g, d, o), ((b * 8 + g) * 128 + d) * 16 + o);
+        assert_eq!(LAYOUT.v_cache_index(b, g, d, o), ((b * 8 + g) * 128 + d) * 16 + o);
     }
 
     #[test]

@@ -16,7 +16,7 @@
 
 use super::bugs::{model, Bug};
 use super::oracle::{evaluate, value_scales, Model};
-use super::{bf16, passes, q_index, Inputs, DH, HKV, HQ};
+use super::{LAYOUT, bf16, passes, Inputs, DH, HKV, HQ};
 use crate::grade::compare::{Footprint, POISON_BITS};
 use crate::lab::definition::{Diagnosis, Graded};
 use crate::lab::experiment::shared_reading;
@@ -62,7 +62,7 @@ pub fn case_diagnosis(inputs: &Inputs, graded: &Graded<'_>) -> Diagnosis {
     }
     let failing_heads: [bool; HQ] = std::array::from_fn(|head| {
         (0..batch.total_new()).any(|row| {
-            let at = q_index(row, head, 0);
+            let at = LAYOUT.head_index(row, head, 0);
             (at..at + DH).any(&failing)
         })
     });
@@ -87,7 +87,7 @@ fn misread_diagnosis(
         .collect();
     let head_reads = |head: usize, g: usize| {
         (0..batch.total_new()).all(|row| {
-            let at = q_index(row, head, 0);
+            let at = LAYOUT.head_index(row, head, 0);
             (at..at + DH).all(|k| agrees(k, read_by_all[g][k]))
         })
     };

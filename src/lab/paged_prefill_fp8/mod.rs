@@ -1,21 +1,22 @@
 //! The third lab, `paged-prefill-fp8` ("paged-prefill-fp8-v1"): paged
 //! prefix prefill as vLLM serves it, with bf16 queries and an FP8 KV cache
 //! (E4M3 or E5M2 bytes, dequantised with a per-tensor `kScale` and
-//! `vScale`). The contract, its argument table and the inputs are in
-//! [`contract`]; exact FP8 and bf16 arithmetic, the float64 oracle over the
-//! dequantised cache, the golden case, `.npy` rules, the hazard cases, the
-//! bug models and the diagnosis in the files beside it.
+//! `vScale`): an instance of the paged family ([`crate::lab::paged`]) with
+//! an FP8 cache. The contract, its argument table and the inputs are in
+//! [`contract`]; the cases' FP8 layout, the float64 oracle over the
+//! dequantised cache, the golden case, the bug models and the diagnosis in
+//! the files beside it.
 
-pub mod bf16;
 pub mod bugs;
 pub mod cases;
 pub mod contract;
 pub mod diagnosis;
-pub mod fp8;
 pub mod golden;
 pub mod oracle;
 pub mod tensors;
 pub mod verdict;
+
+pub use crate::lab::paged::{bf16, fp8};
 
 use std::path::Path;
 
@@ -29,38 +30,14 @@ use crate::lab::definition::{
 };
 use crate::lab::geometry::LaunchGeometry;
 use crate::lab::paged::layout::PREFILL_GEOMETRY;
-use crate::lab::paged_prefill::cases::PagedCaseError;
-use crate::lab::paged_prefill::{listed_rows, paged_grid, paged_problem};
-use crate::lab::typed::{self, Arg, Made, Shipped, TypedLab};
-
-impl typed::Recipe for CaseSpec {
-    fn name(&self) -> &str {
-        &self.name
-    }
-    fn summary(&self) -> &str {
-        &self.summary
-    }
-    fn own_tensors(&self) -> Option<&Path> {
-        self.tensors.as_deref()
-    }
-}
+use crate::lab::paged::problem::{listed_rows, prefill_grid, prefill_problem};
+use crate::lab::typed::{Arg, Made, Shipped, TypedLab};
 
 /// The `paged-prefill-fp8` lab.
 pub struct PagedPrefillFp8;
 
 /// The third lab, as the engine takes it.
 pub const PAGED_PREFILL_FP8: LabRef = LabRef(&PagedPrefillFp8);
-
-fn case_error(name: &str, error: PagedCaseError) -> CaseError {
-    match error {
-        PagedCaseError::Parse { file, message } => CaseError::Parse { file, message },
-        PagedCaseError::Invalid { case, message } => CaseError::Invalid { case, message },
-        PagedCaseError::Tensor { file, message } => CaseError::Invalid {
-            case: name.to_owned(),
-            message: format!("{file}: {message}"),
-        },
-    }
-}
 
 impl TypedLab for PagedPrefillFp8 {
     type Case = CaseSpec;
@@ -98,22 +75,11 @@ impl TypedLab for PagedPrefillFp8 {
     };
 
     fn parse_cases(text: &str, file: &str, base: &Path) -> Result<Vec<CaseSpec>, CaseError> {
-        cases::parse_cases(text, file, base).map_err(|e| match e {
-            PagedCaseError::Tensor {
-                file: path,
-                message,
-            } => CaseError::Parse {
-                file: file.to_owned(),
-                message: format!("{path}: {message}"),
-            },
-            other => case_error("", other),
-        })
+        INSTANCE.parse_cases(text, file, base)
     }
 
     fn generate(case: &CaseSpec, seed: u64) -> Result<Made<LaunchInputs>, CaseError> {
-        let made = case
-            .generate_with_expected(seed)
-            .map_err(|e| case_error(&case.name, e))?;
+        let made = cases::generate(case, seed).map_err(|e| e.for_case(&case.name))?;
         made.inputs.batch.check_int_arguments(&case.name)?;
         Ok(Made {
             inputs: LaunchInputs::new(made.inputs),
@@ -129,13 +95,13 @@ impl TypedLab for PagedPrefillFp8 {
     fn problem(case: &CaseSpec) -> Result<Problem, CaseError> {
         match case.tensors {
             // A generated case's size follows from its lengths, without its cache.
-            None => Ok(problem_of(&case.lengths())),
+            None => Ok(problem_of(&INSTANCE.lengths_batch(case))),
             Some(_) => Self::generate(case, 0).map(|made| Self::problem_of(&made.inputs)),
         }
     }
 
     fn grid(geometry: &LaunchGeometry, problem: &Problem) -> (u32, u32, u32) {
-        paged_grid(geometry, problem)
+        prefill_grid(geometry, problem)
     }
 
     fn oracle(launch: &LaunchInputs, rows: Option<&[usize]>) -> Vec<f64> {
@@ -171,13 +137,12 @@ impl TypedLab for PagedPrefillFp8 {
 }
 
 fn problem_of(batch: &Batch) -> Problem {
-    paged_problem(
+    prefill_problem(
         batch,
-        DH,
         Work {
-            flops: flops(batch),
-            compulsory_bytes: compulsory_bytes(batch),
-            output_bytes: q_elems(batch) as u64 * 2,
+            flops: batch.flops(),
+            compulsory_bytes: batch.compulsory_bytes(2, 1),
+            output_bytes: batch.q_elems() as u64 * 2,
             // The products take bf16 operands (the FP8 cache dequantised
             // to bf16): the BF16 tensor roof is this lab's compute roof.
             tensor_roof: Some(TensorRoof::Bf16),
@@ -191,6 +156,7 @@ mod tests {
 
     use super::bugs::Bug;
     use super::*;
+    use crate::lab::typed;
     use crate::grade::compare::{compare_scaled, Comparison, POISON_BITS};
     use crate::grade::roofline::{
         analyze, DevicePeaks, Measured, PeakSource, Roof, Roofline, Unit, UnitLoad,
@@ -442,7 +408,7 @@ mod tests {
         let data = case("mixed-lengths-e4m3");
         let mut inputs = typed::inputs_of::<PagedPrefillFp8>(&data).inputs.clone();
         for row in 0..inputs.batch.total_new() {
-            inputs.v_new[kv_new_index(row, 2, 5)] += 400.0;
+            inputs.v_new[LAYOUT.kv_index(row, 2, 5)] += 400.0;
         }
         let out: Vec<f32> = oracle::attention(&inputs)
             .iter()
@@ -457,7 +423,7 @@ mod tests {
             .map(|&x| bf16::round(x as f32))
             .collect();
         for row in 0..data.problem.output.rows {
-            out[q_index(row, 9, 0)] += 100.0;
+            out[LAYOUT.head_index(row, 9, 0)] += 100.0;
         }
         let (_, said) = diagnosed(&data, &out);
         assert!(said.line.contains("share a KV head fail differently"), "{said:?}");

@@ -13,10 +13,7 @@
 use rayon::prelude::*;
 
 use super::bugs::Bug;
-use super::{
-    bf16, cache_elems, k_cache_index, kv_new_elems, kv_new_index, q_elems, q_index, v_cache_index,
-    Inputs, KvFormat, BLOCK, DH, GROUP, HKV, HQ, SCALE, SCALE_F32, X,
-};
+use super::{LAYOUT, bf16, Inputs, KvFormat, BLOCK, DH, GROUP, HKV, HQ, SCALE, SCALE_F32, X};
 use crate::lab::paged::layout::table_index;
 use crate::lab::paged::misread::Misreading;
 
@@ -53,11 +50,11 @@ pub fn attention(inputs: &Inputs) -> Vec<f64> {
 pub fn evaluate(inputs: &Inputs, model: Model) -> Vec<f64> {
     check_lengths(inputs);
     let batch = &inputs.batch;
-    let mut out = vec![0.0; q_elems(batch)];
+    let mut out = vec![0.0; batch.q_elems()];
     for seq in 0..batch.num_seqs() {
         let kv = SequenceKv::gather(inputs, seq, model);
         let start = batch.start(seq);
-        let rows = &mut out[q_index(start, 0, 0)..q_index(start + batch.new[seq], 0, 0)];
+        let rows = &mut out[LAYOUT.head_index(start, 0, 0)..LAYOUT.head_index(start + batch.new[seq], 0, 0)];
         rows.par_chunks_mut(GROUP * DH).enumerate().for_each_init(
             Vec::new,
             |scratch, (task, group_out)| {
@@ -97,17 +94,17 @@ pub fn value_scales(inputs: &Inputs) -> Vec<f64> {
 
 fn check_lengths(inputs: &Inputs) {
     let b = &inputs.batch;
-    assert_eq!(inputs.q.len(), q_elems(b), "q does not match the batch");
-    assert_eq!(inputs.k_new.len(), kv_new_elems(b), "kNew does not match");
-    assert_eq!(inputs.v_new.len(), kv_new_elems(b), "vNew does not match");
+    assert_eq!(inputs.q.len(), b.q_elems(), "q does not match the batch");
+    assert_eq!(inputs.k_new.len(), b.kv_new_elems(), "kNew does not match");
+    assert_eq!(inputs.v_new.len(), b.kv_new_elems(), "vNew does not match");
     assert_eq!(
         inputs.k_cache.len(),
-        cache_elems(b),
+        b.cache_elems(),
         "kCache does not match"
     );
     assert_eq!(
         inputs.v_cache.len(),
-        cache_elems(b),
+        b.cache_elems(),
         "vCache does not match"
     );
     assert_eq!(
@@ -182,11 +179,11 @@ impl SequenceKv {
                             const X8: usize = 8;
                             (((block * HKV + g) * (DH / X8) + d / X8) * BLOCK + slot) * X8 + d % X8
                         }
-                        _ => k_cache_index(block, g, d, slot),
+                        _ => LAYOUT.k_cache_index(block, g, d, slot),
                     });
                     debug_assert_eq!(X, 16);
                     keys[g * DH + d] = read(&inputs.k_cache, k_at, k_scale);
-                    let v_at = block.map(|block| v_cache_index(block, g, d, slot));
+                    let v_at = block.map(|block| LAYOUT.v_cache_index(block, g, d, slot));
                     values[g * DH + d] = read(&inputs.v_cache, v_at, v_scale);
                 }
             }
@@ -196,7 +193,7 @@ impl SequenceKv {
         for token in 0..batch.new[seq] {
             let row = start + token;
             let read = |data: &[f32]| -> Vec<f64> {
-                data[kv_new_index(row, 0, 0)..kv_new_index(row + 1, 0, 0)]
+                data[LAYOUT.kv_index(row, 0, 0)..LAYOUT.kv_index(row + 1, 0, 0)]
                     .iter()
                     .map(|&x| f64::from(x))
                     .collect()
@@ -238,7 +235,7 @@ impl SequenceKv {
         let seed_like = self.model == Model::SeedLike;
         for (member, out_head) in out_group.chunks_exact_mut(DH).enumerate() {
             let head = kv_head * GROUP + member;
-            let query = &inputs.q[q_index(row, head, 0)..q_index(row, head, DH)];
+            let query = &inputs.q[LAYOUT.head_index(row, head, 0)..LAYOUT.head_index(row, head, DH)];
             let slope = inputs.alibi_slopes.as_ref().map(|s| f64::from(s[head]));
             let source = Misreading::kv_head(self.model.misreading(), head);
             scores.clear();
@@ -314,29 +311,29 @@ mod tests {
     /// Two sequences; every q and K zero (uniform softmax); each value holds
     /// its position, the cached ones as FP8 bytes scaled by `vScale` = 0.5.
     fn uniform(window: i32, format: KvFormat) -> Inputs {
-        let mut batch = Batch::from_lengths(vec![3, 0], vec![2, 2], window, false, 1, 3);
+        let mut batch = Batch::from_lengths(LAYOUT, vec![3, 0], vec![2, 2], window, false, 1, 3);
         batch.block_table = vec![2, 0];
-        let mut v_cache = vec![FP8_NAN; cache_elems(&batch)];
+        let mut v_cache = vec![FP8_NAN; batch.cache_elems()];
         let mut k_cache = v_cache.clone();
         for pos in 0..3 {
             for g in 0..HKV {
                 for d in 0..DH {
-                    v_cache[v_cache_index(2, g, d, pos)] = format.encode(2.0 * pos as f32);
-                    k_cache[k_cache_index(2, g, d, pos)] = 0;
+                    v_cache[LAYOUT.v_cache_index(2, g, d, pos)] = format.encode(2.0 * pos as f32);
+                    k_cache[LAYOUT.k_cache_index(2, g, d, pos)] = 0;
                 }
             }
         }
-        let mut v_new = vec![0.0; kv_new_elems(&batch)];
+        let mut v_new = vec![0.0; batch.kv_new_elems()];
         for row in 0..batch.total_new() {
             let (_, pos) = batch.sequence_of_row(row);
-            v_new[kv_new_index(row, 0, 0)..kv_new_index(row + 1, 0, 0)].fill(pos as f32);
+            v_new[LAYOUT.kv_index(row, 0, 0)..LAYOUT.kv_index(row + 1, 0, 0)].fill(pos as f32);
         }
         Inputs {
             format,
             k_scale: 0.25,
             v_scale: 0.5,
-            q: vec![0.0; q_elems(&batch)],
-            k_new: vec![0.0; kv_new_elems(&batch)],
+            q: vec![0.0; batch.q_elems()],
+            k_new: vec![0.0; batch.kv_new_elems()],
             v_new,
             k_cache,
             v_cache,
@@ -346,7 +343,7 @@ mod tests {
     }
 
     fn at(out: &[f64], row: usize, head: usize) -> f64 {
-        out[q_index(row, head, 100)]
+        out[LAYOUT.head_index(row, head, 100)]
     }
 
     #[test]

@@ -1,4 +1,6 @@
-//! An FP8 case from tensors on disk: a TA's own batch, or the golden case.
+//! An FP8 case from tensors on disk (a TA's own batch) or embedded (the
+//! golden cases), through the family's schema
+//! ([`crate::lab::paged::tensors`]).
 //!
 //! The bf16 tensors (`q.npy`, `k_new.npy`, `v_new.npy`) are float32 arrays
 //! whose every value is exactly a bf16 value (NumPy has no bfloat16: write
@@ -6,23 +8,48 @@
 //! the file and its first such index, since the kernel would receive a
 //! different number than the oracle read. The caches are uint8 arrays of
 //! FP8 bytes, their format given by the case (the bytes cannot say). The
-//! int32 files and the optional ones follow the second lab's rules and
-//! go through its checks ([`crate::lab::paged_prefill::tensors`]).
+//! int32 files and the optional ones go through the family's checks.
 
 use std::path::Path;
 
-use super::{bf16, Inputs, KvFormat, BLOCK, DH, HKV, HQ, X};
-use crate::lab::case_file::read_tensor_file;
+use super::{Batch, Inputs, KvFormat, BLOCK, DH, HKV, HQ, LAYOUT, X};
 use crate::lab::npy;
-use crate::lab::paged_prefill::cases::PagedCaseError;
-use crate::lab::paged_prefill::tensors::{load_alibi, load_batch, load_expected, Lookup};
+use crate::lab::paged::recipe::{CaseInputs, PagedCaseError};
+use crate::lab::paged::tensors::{self, Dim, Element, TensorFiles, TensorSpec};
 
-/// A case's inputs, plus the expected output it brings (custom tensors only).
-#[derive(Debug, Clone, PartialEq)]
-pub struct CaseInputs {
-    pub inputs: Inputs,
-    pub expected: Option<Vec<f64>>,
-}
+/// The bf16 and FP8 files, in the order they are read.
+pub const SCHEMA: [TensorSpec; 5] = [
+    TensorSpec {
+        file: "q.npy",
+        element: Element::Bf16,
+        shape: &[Dim::Named("T"), Dim::Is(HQ), Dim::Is(DH)],
+        note: "",
+    },
+    TensorSpec {
+        file: "k_new.npy",
+        element: Element::Bf16,
+        shape: &[Dim::Named("T"), Dim::Is(HKV), Dim::Is(DH)],
+        note: "",
+    },
+    TensorSpec {
+        file: "v_new.npy",
+        element: Element::Bf16,
+        shape: &[Dim::Named("T"), Dim::Is(HKV), Dim::Is(DH)],
+        note: "",
+    },
+    TensorSpec {
+        file: "k_cache.npy",
+        element: Element::U8,
+        shape: &[Dim::Named("numBlocks"), Dim::Is(HKV), Dim::Is(DH / X), Dim::Is(BLOCK), Dim::Is(X)],
+        note: "uint8 FP8 bytes, x-packed, X = 16",
+    },
+    TensorSpec {
+        file: "v_cache.npy",
+        element: Element::U8,
+        shape: &[Dim::Named("numBlocks"), Dim::Is(HKV), Dim::Is(DH), Dim::Is(BLOCK)],
+        note: "uint8",
+    },
+];
 
 /// Loads and validates the case files in `dir`; `window`, `format` and the
 /// `(kScale, vScale)` come from the case recipe.
@@ -31,15 +58,8 @@ pub fn load_dir(
     window: i32,
     format: KvFormat,
     scales: (f32, f32),
-) -> Result<CaseInputs, PagedCaseError> {
-    let label = |name: &str| dir.join(name).display().to_string();
-    let get = |name: &str| {
-        read_tensor_file(dir, name).map_err(|e| PagedCaseError::Tensor {
-            file: label(name),
-            message: e.to_string(),
-        })
-    };
-    load_with(&get, &label, window, format, scales)
+) -> Result<CaseInputs<Inputs>, PagedCaseError> {
+    load(&TensorFiles::in_dir(dir, "a case"), window, format, scales)
 }
 
 /// Loads from named byte buffers (the embedded golden cases).
@@ -48,112 +68,35 @@ pub fn load_bytes(
     window: i32,
     format: KvFormat,
     scales: (f32, f32),
-) -> Result<CaseInputs, PagedCaseError> {
-    let get = |name: &str| {
-        Ok(files
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, b)| b.to_vec()))
-    };
-    load_with(&get, &|name: &str| name.to_owned(), window, format, scales)
+) -> Result<CaseInputs<Inputs>, PagedCaseError> {
+    load(&TensorFiles::embedded(files, "a case"), window, format, scales)
 }
 
-/// `[a, b, c]` for flat index `at` of an array of `shape`.
-fn multi_index(shape: &[usize], mut at: usize) -> Vec<usize> {
-    let mut index = vec![0; shape.len()];
-    for (slot, &extent) in index.iter_mut().zip(shape).rev() {
-        *slot = at % extent.max(1);
-        at /= extent.max(1);
-    }
-    index
-}
-
-fn load_with(
-    get: Lookup,
-    label: &dyn Fn(&str) -> String,
+fn load(
+    files: &TensorFiles,
     window: i32,
     format: KvFormat,
     (k_scale, v_scale): (f32, f32),
-) -> Result<CaseInputs, PagedCaseError> {
-    let bad = |name: &str, message: String| PagedCaseError::Tensor {
-        file: label(name),
-        message,
-    };
-    let required =
-        |name: &str| get(name)?.ok_or_else(|| bad(name, "missing (a case needs this file)".into()));
-    let bf16s = |name: &str, expected: &dyn Fn(&[usize]) -> Option<String>| {
-        let (shape, data) =
-            npy::decode_f32(&required(name)?).map_err(|e| bad(name, e.to_string()))?;
-        if let Some(message) = expected(&shape) {
-            return Err(bad(name, format!("shape {shape:?}, expected {message}")));
-        }
-        if let Some(at) = data
-            .iter()
-            .position(|x| !x.is_finite() || !bf16::is_exact(*x))
-        {
-            let why = match data[at].is_finite() {
-                true => "not a bf16 value (round the tensor to bfloat16, then store it as float32)",
-                false => "not finite (inputs must be finite)",
-            };
-            return Err(bad(
-                name,
-                format!(
-                    "element {:?} is {}: {why}",
-                    multi_index(&shape, at),
-                    data[at]
-                ),
-            ));
-        }
-        Ok((shape, data))
-    };
-    let bytes = |name: &str, expected: &dyn Fn(&[usize]) -> Option<String>| {
-        let (shape, data) =
-            npy::decode_u8(&required(name)?).map_err(|e| bad(name, e.to_string()))?;
-        match expected(&shape) {
-            Some(message) => Err(bad(name, format!("shape {shape:?}, expected {message}"))),
-            None => Ok((shape, data)),
-        }
-    };
-    let (q_shape, q) = bf16s("q.npy", &|s| match s {
-        [t, HQ, DH] if *t > 0 => None,
-        _ => Some(format!("[T, {HQ}, {DH}] with T >= 1")),
-    })?;
-    let total = q_shape[0];
-    let new_shape = |s: &[usize]| {
-        (s != [total, HKV, DH]).then(|| format!("[{total}, {HKV}, {DH}] (T from q.npy)"))
-    };
-    let (_, k_new) = bf16s("k_new.npy", &new_shape)?;
-    let (_, v_new) = bf16s("v_new.npy", &new_shape)?;
-    let (k_shape, k_cache) = bytes("k_cache.npy", &|s| match s {
-        [n, HKV, packs, BLOCK, X] if *n > 0 && *packs == DH / X => None,
-        _ => Some(format!(
-            "[numBlocks, {HKV}, {}, {BLOCK}, {X}] (uint8 FP8 bytes, x-packed, X = {X})",
-            DH / X
-        )),
-    })?;
-    let num_blocks = k_shape[0];
-    let (_, v_cache) = bytes("v_cache.npy", &|s| {
-        (s != [num_blocks, HKV, DH, BLOCK]).then(|| {
-            format!("[{num_blocks}, {HKV}, {DH}, {BLOCK}] (uint8, numBlocks from k_cache.npy)")
-        })
-    })?;
-    let batch = load_batch(get, label, total, num_blocks, window)?;
-    let alibi_slopes = load_alibi(get, label)?;
-    let expected = load_expected(get, label, [total, HQ, DH])?;
+) -> Result<CaseInputs<Inputs>, PagedCaseError> {
+    let mut read = tensors::read(files, &SCHEMA, &[])?;
+    let (total, num_blocks) = (read.dim("T"), read.dim("numBlocks"));
+    let batch = tensors::prefill_batch(files, LAYOUT, total, num_blocks, window)?;
+    let alibi_slopes = tensors::alibi(files)?;
+    let expected = tensors::expected(files, total, DH)?;
     Ok(CaseInputs {
         inputs: Inputs {
-            batch: crate::lab::paged_prefill::contract::Batch {
+            batch: Batch {
                 alibi: alibi_slopes.is_some(),
                 ..batch
             },
             format,
             k_scale,
             v_scale,
-            q,
-            k_new,
-            v_new,
-            k_cache,
-            v_cache,
+            q: read.f32s("q.npy"),
+            k_new: read.f32s("k_new.npy"),
+            v_new: read.f32s("v_new.npy"),
+            k_cache: read.bytes("k_cache.npy"),
+            v_cache: read.bytes("v_cache.npy"),
             alibi_slopes,
         },
         expected,
@@ -209,17 +152,18 @@ pub fn encode(inputs: &Inputs, expected: Option<&[f64]>) -> Vec<(&'static str, V
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lab::paged_prefill_fp8::LAYOUT;
     use crate::lab::paged_prefill_fp8::cases::embedded_cases;
 
     fn sample() -> Inputs {
         let spec = embedded_cases().into_iter().find(|c| c.alibi).unwrap();
-        spec.generate(5).unwrap()
+        crate::lab::paged_prefill_fp8::cases::generate(&spec, 5).unwrap().inputs
     }
 
     fn load(
         files: &[(&'static str, Vec<u8>)],
         inputs: &Inputs,
-    ) -> Result<CaseInputs, PagedCaseError> {
+    ) -> Result<CaseInputs<Inputs>, PagedCaseError> {
         let refs: Vec<(&str, &[u8])> = files.iter().map(|(n, b)| (*n, b.as_slice())).collect();
         load_bytes(
             &refs,
@@ -251,7 +195,7 @@ mod tests {
     #[test]
     fn a_value_that_is_not_bf16_is_refused_at_its_index() {
         let mut inputs = sample();
-        let at = super::super::q_index(3, 17, 100);
+        let at = LAYOUT.head_index(3, 17, 100);
         inputs.q[at] = 0.1;
         let err = load(&encode(&inputs, None), &inputs)
             .unwrap_err()
@@ -302,6 +246,6 @@ mod tests {
         files[5].1 = npy::encode_i32(&[s, inputs.batch.max_blocks_per_seq], &table).unwrap();
         let err = load(&files, &inputs).unwrap_err().to_string();
         assert!(err.contains("block_table.npy: entry [0][1] = -1"), "{err}");
-        assert_eq!(multi_index(&[2, 3, 4], 23), [1, 2, 3]);
+        assert_eq!(tensors::multi_index(&[2, 3, 4], 23), [1, 2, 3]);
     }
 }

@@ -1,0 +1,82 @@
+//! What every lab's golden proof shares: the bound its oracle must meet on
+//! a case whose expected output was computed independently (at 50 digits,
+//! from the definition), and where it missed when it did.
+//!
+//! The bound is relative to the larger of an element's magnitude and the
+//! largest `|v|` a row can see, because the rounding of a weighted sum of
+//! values scales with the values: an output near zero from large values
+//! cancelling carries an absolute error that would look huge relative to
+//! the output itself.
+
+use crate::grade::compare::worst_relative_error;
+
+/// How close an oracle must come to its golden output (see the module).
+pub const RELATIVE_BOUND: f64 = 1e-12;
+
+/// What a successful proof established.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GoldenProof {
+    pub elements: usize,
+    /// The largest relative error seen (at most [`RELATIVE_BOUND`]).
+    pub max_relative_error: f64,
+}
+
+/// The element of an output `[rows][heads][dim]` where an oracle missed most.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Disagreement {
+    pub row: usize,
+    pub head: usize,
+    pub dim: usize,
+    pub got: f64,
+    pub expected: f64,
+    pub relative_error: f64,
+}
+
+/// The element, after its row (which each lab names in its own words).
+impl std::fmt::Display for Disagreement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "head {}, dim {}: {:e} instead of {:e} (relative error {:.3e}, bound {RELATIVE_BOUND:e})",
+            self.head, self.dim, self.got, self.expected, self.relative_error
+        )
+    }
+}
+
+/// Holds `got` to `expected` (both `[rows][heads][dim]`, `shape` being
+/// `(heads, dim)`) within [`RELATIVE_BOUND`] of the larger of each element
+/// and `value_scale`.
+pub fn prove(
+    got: &[f64],
+    expected: &[f64],
+    value_scale: f64,
+    (heads, dim): (usize, usize),
+) -> Result<GoldenProof, Disagreement> {
+    let (worst, max_relative_error) = worst_relative_error(got, expected, value_scale);
+    if max_relative_error.is_nan() || max_relative_error > RELATIVE_BOUND {
+        return Err(Disagreement {
+            row: worst / (heads * dim),
+            head: worst / dim % heads,
+            dim: worst % dim,
+            got: got[worst],
+            expected: expected[worst],
+            relative_error: max_relative_error,
+        });
+    }
+    Ok(GoldenProof {
+        elements: got.len(),
+        max_relative_error,
+    })
+}
+
+/// The files of a golden case folder under `assets/`, embedded, by name:
+/// `embedded_files!("golden-paged", "q.npy", "k_cache.npy", ...)`.
+macro_rules! embedded_files {
+    ($dir:literal, $($file:literal),+ $(,)?) => {
+        [$((
+            $file,
+            include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/assets/", $dir, "/", $file)).as_slice(),
+        )),+]
+    };
+}
+pub(crate) use embedded_files;

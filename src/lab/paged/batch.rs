@@ -1,0 +1,209 @@
+//! The sequence structure every paged prefill lab launches on: which
+//! sequences, where their new tokens sit in `q`, which cache blocks hold
+//! their contexts, what a query sees (causal, sliding window), and the work
+//! that makes. The cache's head dimension and packing are the lab's
+//! [`CacheLayout`], which the batch carries so that every size and index
+//! it derives is the lab's own.
+
+use super::layout::{table_index, CacheLayout, BLOCK, HKV, HQ};
+use crate::lab::definition::CaseError;
+
+/// The shape of one launch: which sequences, where their tokens sit, which
+/// blocks hold their contexts.
+///
+/// `context` and `new` are the natural description; `q_start`, `seq_len`
+/// and `block_table` are the int32 arrays the kernel receives. Both are
+/// kept so that a loader can build a batch from the arrays and a generator
+/// from the lengths, and they always agree (see [`Batch::from_lengths`] and
+/// the lab's tensor loader).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Batch {
+    /// The lab's cache: head dimension and K packing.
+    pub layout: CacheLayout,
+    /// Context (cached) length of each sequence.
+    pub context: Vec<usize>,
+    /// New-token count of each sequence (at least 1).
+    pub new: Vec<usize>,
+    /// 0 or negative: off; otherwise a query at `i` sees key `j` only if `i - j < W`.
+    pub sliding_window: i32,
+    /// Whether the launch passes ALiBi slopes.
+    pub alibi: bool,
+    pub max_blocks_per_seq: usize,
+    pub num_blocks: usize,
+    /// `[numSeqs][maxBlocksPerSeq]` physical block ids.
+    pub block_table: Vec<i32>,
+    /// `[numSeqs + 1]` offsets of each sequence's rows in `q`.
+    pub q_start: Vec<i32>,
+    /// `[numSeqs]` context + new of each sequence.
+    pub seq_len: Vec<i32>,
+}
+
+impl Batch {
+    /// A batch with `q_start` and `seq_len` derived from the lengths and an
+    /// all-zero block table of the given size (the caller fills it).
+    pub fn from_lengths(
+        layout: CacheLayout,
+        context: Vec<usize>,
+        new: Vec<usize>,
+        sliding_window: i32,
+        alibi: bool,
+        max_blocks_per_seq: usize,
+        num_blocks: usize,
+    ) -> Batch {
+        assert_eq!(context.len(), new.len(), "one context per sequence");
+        let mut q_start = vec![0i32];
+        for &n in &new {
+            q_start.push(q_start.last().unwrap() + n as i32);
+        }
+        let seq_len = context
+            .iter()
+            .zip(&new)
+            .map(|(c, n)| (c + n) as i32)
+            .collect();
+        Batch {
+            layout,
+            block_table: vec![0; context.len() * max_blocks_per_seq],
+            context,
+            new,
+            sliding_window,
+            alibi,
+            max_blocks_per_seq,
+            num_blocks,
+            q_start,
+            seq_len,
+        }
+    }
+
+    /// That the sizes passed as `int` (`numSeqs`, `maxBlocksPerSeq`) fit one.
+    pub fn check_int_arguments(&self, case: &str) -> Result<(), CaseError> {
+        for n in [self.num_seqs(), self.max_blocks_per_seq] {
+            if i32::try_from(n).is_err() {
+                return Err(CaseError::Invalid {
+                    case: case.to_owned(),
+                    message: format!("{n} does not fit the kernel's int argument"),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    pub fn num_seqs(&self) -> usize {
+        self.context.len()
+    }
+
+    /// `T`: new tokens of all sequences together (rows of `q` and `out`).
+    pub fn total_new(&self) -> usize {
+        self.new.iter().sum()
+    }
+
+    /// Row of `q` where sequence `seq`'s new tokens begin.
+    pub fn start(&self, seq: usize) -> usize {
+        self.q_start[seq] as usize
+    }
+
+    /// Context + new tokens of sequence `seq`.
+    pub fn len_of(&self, seq: usize) -> usize {
+        self.context[seq] + self.new[seq]
+    }
+
+    /// The window, when it is on.
+    pub fn window(&self) -> Option<usize> {
+        (self.sliding_window > 0).then_some(self.sliding_window as usize)
+    }
+
+    /// Whether a query at position `i` sees the key at position `j`.
+    pub fn sees(&self, i: usize, j: usize) -> bool {
+        j <= i && self.window().is_none_or(|w| i - j < w)
+    }
+
+    /// The first position a query at `i` sees (it sees every key from there to `i`).
+    pub fn first_visible(&self, i: usize) -> usize {
+        self.window().map_or(0, |w| (i + 1).saturating_sub(w))
+    }
+
+    /// Physical block holding position `pos` of sequence `seq`'s context.
+    pub fn block_of(&self, seq: usize, pos: usize) -> usize {
+        self.block_table[table_index(seq, self.max_blocks_per_seq, pos)] as usize
+    }
+
+    /// Blocks a context of sequence `seq` occupies.
+    pub fn context_blocks(&self, seq: usize) -> usize {
+        self.context[seq].div_ceil(BLOCK)
+    }
+
+    /// The sequence a row of `q` belongs to, and the position of its token.
+    ///
+    /// # Panics
+    /// When `row` is not below `T`.
+    pub fn sequence_of_row(&self, row: usize) -> (usize, usize) {
+        assert!(row < self.total_new(), "row {row} past T");
+        // The last sequence whose start is at or before the row: every
+        // sequence has at least one token, so starts are strictly increasing.
+        let seq = self.q_start[1..].partition_point(|&start| start as usize <= row);
+        (seq, self.context[seq] + row - self.start(seq))
+    }
+
+    /// Elements of `q` and `out`.
+    pub fn q_elems(&self) -> usize {
+        self.total_new() * HQ * self.layout.dim
+    }
+
+    /// Elements of `kNew` and `vNew`.
+    pub fn kv_new_elems(&self) -> usize {
+        self.total_new() * HKV * self.layout.dim
+    }
+
+    /// Elements of `kCache` and of `vCache`.
+    pub fn cache_elems(&self) -> usize {
+        self.num_blocks * self.layout.block_elems()
+    }
+
+    /// Keys a query at position `i` of a sequence sees.
+    fn visible_keys(&self, i: usize) -> usize {
+        i + 1 - self.first_visible(i)
+    }
+
+    /// (row, key) pairs the softmax covers, per query head.
+    pub fn visible_pairs_per_head(&self) -> u64 {
+        (0..self.num_seqs())
+            .flat_map(|s| (0..self.new[s]).map(move |t| (s, t)))
+            .map(|(s, t)| self.visible_keys(self.context[s] + t) as u64)
+            .sum()
+    }
+
+    /// Useful floating-point work: two `DH`-long dot products (QK and PV),
+    /// a multiply and an add each, per visible pair and head.
+    pub fn flops(&self) -> f64 {
+        self.visible_pairs_per_head() as f64 * HQ as f64 * self.layout.dim as f64 * 4.0
+    }
+
+    /// Bytes any kernel must move at least once: `q`, `kNew`, `vNew` and
+    /// `out` of `activation_bytes` an element, and the K and V blocks of
+    /// every context (whole blocks: the cache is read by block) of
+    /// `cache_bytes` an element.
+    pub fn compulsory_bytes(&self, activation_bytes: usize, cache_bytes: usize) -> u64 {
+        let activations = 2 * self.q_elems() + 2 * self.kv_new_elems();
+        let cache = 2 * self.total_context_blocks() * self.layout.block_elems();
+        (activations * activation_bytes + cache * cache_bytes) as u64
+    }
+
+    /// Cache blocks the contexts occupy, counted per sequence.
+    pub fn total_context_blocks(&self) -> usize {
+        (0..self.num_seqs()).map(|s| self.context_blocks(s)).sum()
+    }
+
+    /// Whether some query row sees at least one cached key.
+    pub fn reads_cache(&self) -> bool {
+        (0..self.num_seqs()).any(|s| {
+            let ctx = self.context[s];
+            ctx > 0 && (0..self.new[s]).any(|t| self.first_visible(ctx + t) < ctx)
+        })
+    }
+
+    /// Whether some query row sees more than one key (so its softmax
+    /// denominator is not 1).
+    pub fn has_multi_key_rows(&self) -> bool {
+        (0..self.num_seqs())
+            .any(|s| (0..self.new[s]).any(|t| self.visible_keys(self.context[s] + t) > 1))
+    }
+}

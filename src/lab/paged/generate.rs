@@ -1,0 +1,229 @@
+//! Laying a paged batch out in memory the way the contracts say the grader
+//! does, which is what makes the cases catch indexing bugs at all: a
+//! shuffled block table (block 0 in use, no block sitting where
+//! `s * maxBlocksPerSeq + k` would put it), spare blocks, table entries past
+//! a context that point at blocks the sequence does not own, and a marker
+//! (a sentinel value or NaN, the lab's choice) in every cache slot no
+//! context covers. A kernel that reads the wrong place reads a wrong number.
+//!
+//! The element types are the lab's: the generator here draws in a fixed
+//! order and asks the lab for each value, so a lab's cases stay the same
+//! for the same seed.
+
+use rand::seq::SliceRandom;
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+
+use super::batch::Batch;
+use super::layout::{kv_head_of, BLOCK, HKV};
+use super::recipe::Plant;
+
+/// A batch's tensors, its block table drawn, in the lab's element types:
+/// `A` for `q`, `kNew`, `vNew`, `C` for the cache.
+pub struct Laid<A, C> {
+    pub batch: Batch,
+    pub q: Vec<A>,
+    pub k_new: Vec<A>,
+    pub v_new: Vec<A>,
+    pub k_cache: Vec<C>,
+    pub v_cache: Vec<C>,
+}
+
+/// How a lab draws its elements.
+pub struct Draw<'a, A, C> {
+    /// One element of `q`, `kNew` or `vNew`.
+    pub activation: &'a dyn Fn(&mut ChaCha8Rng) -> A,
+    /// What every cache slot no context covers holds (K, V).
+    pub unowned: (C, C),
+    /// One cached (K, V) pair at head dimension `dim`.
+    pub cached: &'a mut dyn FnMut(&mut ChaCha8Rng, usize) -> (C, C),
+}
+
+/// `batch`'s tensors, drawn from `rng` in a fixed order: the block table,
+/// `q`, `kNew`, `vNew`, then each owned cache slot's K and V.
+pub fn lay_out<A, C: Copy>(
+    batch: Batch,
+    share: Option<[usize; 2]>,
+    rng: &mut ChaCha8Rng,
+    draw: Draw<'_, A, C>,
+) -> Laid<A, C> {
+    let (table, owned) = block_table(&batch, share, rng);
+    let batch = Batch {
+        block_table: table,
+        ..batch
+    };
+    let mut tensor = |len: usize| (0..len).map(|_| (draw.activation)(rng)).collect::<Vec<A>>();
+    let q = tensor(batch.q_elems());
+    let k_new = tensor(batch.kv_new_elems());
+    let v_new = tensor(batch.kv_new_elems());
+    let mut k_cache = vec![draw.unowned.0; batch.cache_elems()];
+    let mut v_cache = vec![draw.unowned.1; batch.cache_elems()];
+    let layout = batch.layout;
+    let mut filled = vec![false; batch.num_blocks];
+    for (s, blocks) in owned.iter().enumerate() {
+        for (k, &block) in blocks.iter().enumerate() {
+            if std::mem::replace(&mut filled[block], true) {
+                continue; // a shared prefix block, filled by its first owner
+            }
+            let slots = (batch.context[s] - k * BLOCK).min(BLOCK);
+            for g in 0..HKV {
+                for d in 0..layout.dim {
+                    for o in 0..slots {
+                        let (key, value) = (draw.cached)(rng, d);
+                        k_cache[layout.k_cache_index(block, g, d, o)] = key;
+                        v_cache[layout.v_cache_index(block, g, d, o)] = value;
+                    }
+                }
+            }
+        }
+    }
+    Laid {
+        batch,
+        q,
+        k_new,
+        v_new,
+        k_cache,
+        v_cache,
+    }
+}
+
+/// The block table for `batch`'s lengths and which block each context owns.
+///
+/// Ids are a seeded permutation; no owned block sits at the id the
+/// "table ignored" bug would compute for its position; block 0 is owned
+/// whenever that rule leaves room; entries past a context point at blocks
+/// the sequence does not own.
+pub fn block_table(
+    batch: &Batch,
+    share: Option<[usize; 2]>,
+    rng: &mut ChaCha8Rng,
+) -> (Vec<i32>, Vec<Vec<usize>>) {
+    let (seqs, per_seq) = (batch.num_seqs(), batch.max_blocks_per_seq);
+    let mut ids: Vec<usize> = (0..batch.num_blocks).collect();
+    ids.shuffle(rng);
+    let share = share.map(|[a, b]| (a.min(b), a.max(b)));
+    let mut owned: Vec<Vec<usize>> = vec![Vec::new(); seqs];
+    let mut next = 0;
+    for s in 0..seqs {
+        for k in 0..batch.context_blocks(s) {
+            let id = match share {
+                Some((a, b)) if s == b && k == 0 => owned[a][0],
+                _ => {
+                    next += 1;
+                    ids[next - 1]
+                }
+            };
+            owned[s].push(id);
+        }
+    }
+    let mut spares: Vec<usize> = ids[next..].to_vec();
+    let relabel = |owned: &mut Vec<Vec<usize>>, from: usize, to: usize| {
+        for id in owned.iter_mut().flatten() {
+            if *id == from {
+                *id = to;
+            }
+        }
+    };
+    for s in 0..seqs {
+        for k in 0..owned[s].len() {
+            let identity = s * per_seq + k;
+            if owned[s][k] == identity {
+                if let Some(spare) = spares.pop() {
+                    relabel(&mut owned, identity, spare);
+                    spares.insert(0, identity);
+                }
+            }
+        }
+    }
+    if let Some(at) = spares.iter().position(|&id| id == 0) {
+        // Relabel some owned block other than the one at (0, 0), where id 0
+        // would be the identity.
+        let at_origin = owned.first().and_then(|o| o.first()).copied();
+        let donor = owned
+            .iter()
+            .flatten()
+            .rev()
+            .copied()
+            .find(|&id| Some(id) != at_origin);
+        if let Some(donor) = donor {
+            relabel(&mut owned, donor, 0);
+            spares[at] = donor;
+        }
+    }
+    let table = table_of(&owned, per_seq, batch.num_blocks, rng);
+    (table, owned)
+}
+
+/// The `[numSeqs][maxBlocksPerSeq]` table of the blocks each sequence
+/// `owned`, every entry past them a random block of `num_blocks` the
+/// sequence does not own (so a read past the end lands in another's data).
+pub fn table_of(
+    owned: &[Vec<usize>],
+    per_seq: usize,
+    num_blocks: usize,
+    rng: &mut ChaCha8Rng,
+) -> Vec<i32> {
+    let mut table = vec![0i32; owned.len() * per_seq];
+    for (s, blocks) in owned.iter().enumerate() {
+        for k in 0..per_seq {
+            table[s * per_seq + k] = match blocks.get(k) {
+                Some(&id) => id as i32,
+                None => loop {
+                    let id = rng.random_range(0..num_blocks);
+                    if !blocks.contains(&id) {
+                        break id as i32;
+                    }
+                },
+            };
+        }
+    }
+    table
+}
+
+/// Where a plant lands in `batch`: indices into `q`, into the K cache and
+/// into `kNew`, each to be set to the plant's value in the lab's type.
+pub struct PlantSites {
+    pub q: Vec<usize>,
+    pub k_cache: Vec<usize>,
+    pub k_new: Vec<usize>,
+}
+
+impl PlantSites {
+    pub fn of(batch: &Batch, plant: &Plant) -> PlantSites {
+        let layout = batch.layout;
+        let (context, new) = (batch.context[plant.seq], batch.new[plant.seq]);
+        let start = batch.start(plant.seq);
+        let kv_head = kv_head_of(plant.head);
+        let q = plant
+            .rows(new)
+            .into_iter()
+            .flat_map(|t| (0..layout.dim).map(move |d| layout.head_index(start + t, plant.head, d)))
+            .collect();
+        let (mut k_cache, mut k_new) = (Vec::new(), Vec::new());
+        for pos in plant.keys(context, new) {
+            for d in 0..layout.dim {
+                if pos < context {
+                    let block = batch.block_of(plant.seq, pos);
+                    k_cache.push(layout.k_cache_index(block, kv_head, d, pos % BLOCK));
+                } else {
+                    k_new.push(layout.kv_index(start + pos - context, kv_head, d));
+                }
+            }
+        }
+        PlantSites { q, k_cache, k_new }
+    }
+
+    /// Sets every site of the plant: `activation` in `q` and `kNew`, `key` in the cache.
+    pub fn set<A: Copy, C: Copy>(
+        &self,
+        q: &mut [A],
+        k_new: &mut [A],
+        k_cache: &mut [C],
+        activation: A,
+        key: C,
+    ) {
+        self.q.iter().for_each(|&i| q[i] = activation);
+        self.k_new.iter().for_each(|&i| k_new[i] = activation);
+        self.k_cache.iter().for_each(|&i| k_cache[i] = key);
+    }
+}
