@@ -19,6 +19,35 @@ pub trait CaseTable: DeserializeOwned {
     fn tensors_mut(&mut self) -> &mut Option<PathBuf>;
 }
 
+/// Makes a lab's case struct, with `name`, `summary` and `tensors:
+/// Option<PathBuf>` fields, a `[[case]]` table ([`CaseTable`]) and a recipe
+/// the engine carries ([`crate::lab::typed::Recipe`]).
+macro_rules! case_table {
+    ($case:ty) => {
+        impl $crate::lab::case_file::CaseTable for $case {
+            fn name(&self) -> &str {
+                &self.name
+            }
+            fn tensors_mut(&mut self) -> &mut Option<std::path::PathBuf> {
+                &mut self.tensors
+            }
+        }
+
+        impl $crate::lab::typed::Recipe for $case {
+            fn name(&self) -> &str {
+                &self.name
+            }
+            fn summary(&self) -> &str {
+                &self.summary
+            }
+            fn own_tensors(&self) -> Option<&std::path::Path> {
+                self.tensors.as_deref()
+            }
+        }
+    };
+}
+pub(crate) use case_table;
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct CasesFile<T> {

@@ -14,9 +14,9 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use super::contract::{Inputs, Shape, DH, GROUP, HKV, HQ};
-use crate::lab::case_file::{case_rng, read_case_tables, CaseTable};
+use crate::lab::case_file::{case_rng, case_table, read_case_tables};
 use crate::lab::definition::CaseError;
-use crate::lab::typed::{Made, Recipe};
+use crate::lab::typed::Made;
 
 /// The cases shipped with flashprof.
 pub const EMBEDDED_CASES: &str = include_str!("../../../assets/cases.toml");
@@ -116,26 +116,7 @@ pub fn parse_cases(text: &str, file: &str, base: &Path) -> Result<Vec<CaseSpec>,
     Ok(cases)
 }
 
-impl Recipe for CaseSpec {
-    fn name(&self) -> &str {
-        &self.name
-    }
-    fn summary(&self) -> &str {
-        &self.summary
-    }
-    fn own_tensors(&self) -> Option<&Path> {
-        self.tensors.as_deref()
-    }
-}
-
-impl CaseTable for CaseSpec {
-    fn name(&self) -> &str {
-        &self.name
-    }
-    fn tensors_mut(&mut self) -> &mut Option<PathBuf> {
-        &mut self.tensors
-    }
-}
+case_table!(CaseSpec);
 
 /// The embedded cases; they are validated by the test suite, so this cannot fail at run time.
 pub fn embedded_cases() -> Vec<CaseSpec> {

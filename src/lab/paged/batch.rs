@@ -158,6 +158,21 @@ impl Batch {
         self.num_blocks * self.layout.block_elems()
     }
 
+    /// Panics unless the tensors' lengths `[q, kNew, vNew, kCache, vCache]`
+    /// are this batch's and slopes are there exactly when ALiBi is on
+    /// (caller bugs: loaded and generated inputs are validated).
+    pub fn assert_lengths(&self, [q, k_new, v_new, k_cache, v_cache]: [usize; 5], slopes: bool) {
+        assert_eq!(q, self.q_elems(), "q does not match the batch");
+        assert_eq!(k_new, self.kv_new_elems(), "kNew does not match");
+        assert_eq!(v_new, self.kv_new_elems(), "vNew does not match");
+        assert_eq!(k_cache, self.cache_elems(), "kCache does not match");
+        assert_eq!(v_cache, self.cache_elems(), "vCache does not match");
+        assert_eq!(
+            slopes, self.alibi,
+            "ALiBi slopes present exactly when the batch says so"
+        );
+    }
+
     /// Keys a query at position `i` of a sequence sees.
     fn visible_keys(&self, i: usize) -> usize {
         i + 1 - self.first_visible(i)
@@ -207,3 +222,57 @@ impl Batch {
             .any(|s| (0..self.new[s]).any(|t| self.visible_keys(self.context[s] + t) > 1))
     }
 }
+
+/// A prefill launch's tensors in the lab's element types: `A` for `q`,
+/// `kNew`, `vNew` (`[T][32][DH]`, `[T][8][DH]`), `C` for the x-packed K
+/// cache and the V cache (`[numBlocks][8][DH/X][16][X]`, `[numBlocks][8][DH][16]`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PrefillTensors<A, C> {
+    pub batch: Batch,
+    pub q: Vec<A>,
+    pub k_new: Vec<A>,
+    pub v_new: Vec<A>,
+    pub k_cache: Vec<C>,
+    pub v_cache: Vec<C>,
+    /// `[32]`, present exactly when `batch.alibi`.
+    pub alibi_slopes: Option<Vec<f32>>,
+}
+
+impl<A, C: Copy> PrefillTensors<A, C> {
+    /// The cached key at context position `pos` of sequence `seq`, KV head `kv_head`.
+    pub fn cached_key(&self, seq: usize, pos: usize, kv_head: usize, dim: usize) -> C {
+        let block = self.batch.block_of(seq, pos);
+        self.k_cache[self
+            .batch
+            .layout
+            .k_cache_index(block, kv_head, dim, pos % BLOCK)]
+    }
+
+    /// The cached value at context position `pos` of sequence `seq`.
+    pub fn cached_value(&self, seq: usize, pos: usize, kv_head: usize, dim: usize) -> C {
+        let block = self.batch.block_of(seq, pos);
+        self.v_cache[self
+            .batch
+            .layout
+            .v_cache_index(block, kv_head, dim, pos % BLOCK)]
+    }
+}
+
+/// Panics unless a prefill lab's inputs (a struct with `batch`, `q`,
+/// `k_new`, `v_new`, `k_cache`, `v_cache` and `alibi_slopes` fields, in the
+/// lab's element types) agree with their batch ([`Batch::assert_lengths`]).
+macro_rules! assert_prefill_lengths {
+    ($inputs:expr) => {{
+        let inputs = $inputs;
+        let lengths = [
+            inputs.q.len(),
+            inputs.k_new.len(),
+            inputs.v_new.len(),
+            inputs.k_cache.len(),
+            inputs.v_cache.len(),
+        ];
+        let slopes = inputs.alibi_slopes.is_some();
+        inputs.batch.assert_lengths(lengths, slopes)
+    }};
+}
+pub(crate) use assert_prefill_lengths;

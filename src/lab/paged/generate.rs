@@ -14,20 +14,9 @@ use rand::seq::SliceRandom;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
-use super::batch::Batch;
-use super::layout::{kv_head_of, BLOCK, HKV};
+use super::batch::{Batch, PrefillTensors};
+use super::layout::{kv_head_of, standard_alibi_slopes, BLOCK, HKV};
 use super::recipe::Plant;
-
-/// A batch's tensors, its block table drawn, in the lab's element types:
-/// `A` for `q`, `kNew`, `vNew`, `C` for the cache.
-pub struct Laid<A, C> {
-    pub batch: Batch,
-    pub q: Vec<A>,
-    pub k_new: Vec<A>,
-    pub v_new: Vec<A>,
-    pub k_cache: Vec<C>,
-    pub v_cache: Vec<C>,
-}
 
 /// How a lab draws its elements.
 pub struct Draw<'a, A, C> {
@@ -40,13 +29,14 @@ pub struct Draw<'a, A, C> {
 }
 
 /// `batch`'s tensors, drawn from `rng` in a fixed order: the block table,
-/// `q`, `kNew`, `vNew`, then each owned cache slot's K and V.
+/// `q`, `kNew`, `vNew`, then each owned cache slot's K and V; the standard
+/// ALiBi slopes when the batch asks for ALiBi.
 pub fn lay_out<A, C: Copy>(
     batch: Batch,
     share: Option<[usize; 2]>,
     rng: &mut ChaCha8Rng,
     draw: Draw<'_, A, C>,
-) -> Laid<A, C> {
+) -> PrefillTensors<A, C> {
     let (table, owned) = block_table(&batch, share, rng);
     let batch = Batch {
         block_table: table,
@@ -77,7 +67,8 @@ pub fn lay_out<A, C: Copy>(
             }
         }
     }
-    Laid {
+    PrefillTensors {
+        alibi_slopes: batch.alibi.then(standard_alibi_slopes),
         batch,
         q,
         k_new,

@@ -8,6 +8,7 @@
 
 pub mod batch;
 pub mod bf16;
+pub mod diagnosis;
 pub mod fp8;
 pub mod generate;
 pub mod layout;

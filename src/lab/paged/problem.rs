@@ -8,24 +8,11 @@ use serde::{Deserialize, Serialize};
 
 use super::batch::Batch;
 use super::layout::{GROUP, HKV, HQ};
-use super::recipe::CaseSpec;
 use crate::grade::compare::OutputShape;
 use crate::grade::roofline::Work;
 use crate::lab::definition::{CaseError, Problem};
 use crate::lab::geometry::LaunchGeometry;
 use crate::lab::typed;
-
-impl typed::Recipe for CaseSpec {
-    fn name(&self) -> &str {
-        &self.name
-    }
-    fn summary(&self) -> &str {
-        &self.summary
-    }
-    fn own_tensors(&self) -> Option<&Path> {
-        self.tensors.as_deref()
-    }
-}
 
 /// A case of a lab whose timing batch no cases file spells out (its block
 /// table comes from the seed): a recipe of the cases file, or that batch.
@@ -69,15 +56,11 @@ impl<S> Timed<S> {
         overrides: &[(String, String)],
         detail: String,
     ) -> Result<Self, String> {
-        match overrides.first() {
-            Some((key, _)) => Err(format!(
-                "the {lab} lab's timing shape is the contract's fixed batch; it has no key `{key}`"
-            )),
-            None => Ok(Timed::Timing {
-                timing_shape: shape.into(),
-                summary: format!("the timing shape, {detail}"),
-            }),
-        }
+        fixed_timing_shape(lab, overrides)?;
+        Ok(Timed::Timing {
+            timing_shape: shape.into(),
+            summary: format!("the timing shape, {detail}"),
+        })
     }
 
     /// That a timing case names `shape`, the one this lab has.
@@ -89,6 +72,17 @@ impl<S> Timed<S> {
                 message: format!("unknown timing shape `{timing_shape}` (this lab has `{shape}`)"),
             }),
         }
+    }
+}
+
+/// That `overrides` name no key: a paged lab's timing shape is its
+/// contract's fixed batch.
+pub fn fixed_timing_shape(lab: &str, overrides: &[(String, String)]) -> Result<(), String> {
+    match overrides.first() {
+        Some((key, _)) => Err(format!(
+            "the {lab} lab's timing shape is the contract's fixed batch; it has no key `{key}`"
+        )),
+        None => Ok(()),
     }
 }
 

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use super::batch::Batch;
 use super::fp8::KvFormat;
 use super::layout::{CacheLayout, BLOCK, HQ};
-use crate::lab::case_file::{read_case_tables, CaseTable};
+use crate::lab::case_file::{case_table, read_case_tables};
 use crate::lab::definition::CaseError;
 
 /// Most sequences in one case.
@@ -74,13 +74,15 @@ pub enum NamedRows {
     Last,
 }
 
-/// Which key positions of the sequence a plant sets in K (cache or `kNew`).
+/// Which key positions of the sequence a plant sets in K (cache or `kNew`):
+/// positions, or a key named by its role (`Named`, the lab's roles; the
+/// prefill labs' are [`NamedKeys`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
-pub enum PlantKeys {
+pub enum PlantKeys<Named = NamedKeys> {
     /// Positions in the sequence (below the context: the cache; from it on: `kNew`).
     List(Vec<usize>),
-    Named(NamedKeys),
+    Named(Named),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -129,7 +131,7 @@ impl Plant {
 }
 
 /// One hazard case as written in the cases file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CaseSpec {
     pub name: String,
@@ -222,14 +224,7 @@ pub struct CaseInputs<I> {
     pub expected: Option<Vec<f64>>,
 }
 
-impl CaseTable for CaseSpec {
-    fn name(&self) -> &str {
-        &self.name
-    }
-    fn tensors_mut(&mut self) -> &mut Option<PathBuf> {
-        &mut self.tensors
-    }
-}
+case_table!(CaseSpec);
 
 impl PrefillContract {
     /// Parses and validates a cases file (shown as `file`); `base` resolves

@@ -16,7 +16,8 @@ use std::path::Path;
 
 use super::batch::Batch;
 use super::bf16;
-use super::layout::{CacheLayout, BLOCK, HQ};
+use super::layout::{CacheLayout, BLOCK, HKV, HQ};
+use super::recipe::{CacheType, PrefillContract};
 use crate::lab::case_file::read_tensor_file;
 use crate::lab::npy;
 
@@ -131,13 +132,32 @@ pub enum Dim {
 }
 
 /// One tensor file of a case, as data.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct TensorSpec {
     pub file: &'static str,
     pub element: Element,
-    pub shape: &'static [Dim],
+    pub shape: Vec<Dim>,
     /// Said after the expected shape when it is refused (`x-packed, X = 4`).
-    pub note: &'static str,
+    pub note: String,
+}
+
+impl TensorSpec {
+    pub fn new(file: &'static str, element: Element, shape: &[Dim]) -> Self {
+        Self {
+            file,
+            element,
+            shape: shape.to_vec(),
+            note: String::new(),
+        }
+    }
+
+    /// This spec, saying `note` when it refuses a file.
+    pub fn noting(self, note: impl Into<String>) -> Self {
+        Self {
+            note: note.into(),
+            ..self
+        }
+    }
 }
 
 /// A tensor's elements, in the file's type.
@@ -254,7 +274,7 @@ fn check_shape(
     }
     let mut expected = Vec::new();
     let mut sources = Vec::new();
-    for dim in spec.shape {
+    for dim in &spec.shape {
         match *dim {
             Dim::Is(n) => expected.push(n.to_string()),
             Dim::Named(name) => match bound.iter().find(|(n, ..)| *n == name) {
@@ -508,4 +528,171 @@ fn q_starts(files: &TensorFiles, seqs: usize, total: usize) -> Result<Vec<i32>, 
         ));
     }
     Ok(q_start)
+}
+
+/// The two cache files of `layout` (`numBlocks` blocks) holding `element`
+/// (FP8 bytes when it is [`Element::U8`]).
+pub fn cache_schema(layout: CacheLayout, element: Element) -> [TensorSpec; 2] {
+    let CacheLayout { dim, x } = layout;
+    let blocks = Dim::Named("numBlocks");
+    let k_shape = [
+        blocks,
+        Dim::Is(HKV),
+        Dim::Is(dim / x),
+        Dim::Is(BLOCK),
+        Dim::Is(x),
+    ];
+    let v_shape = [blocks, Dim::Is(HKV), Dim::Is(dim), Dim::Is(BLOCK)];
+    let (k_what, v_note) = match element {
+        Element::U8 => ("uint8 FP8 bytes, ", "uint8"),
+        _ => ("", ""),
+    };
+    [
+        TensorSpec::new("k_cache.npy", element, &k_shape)
+            .noting(format!("{k_what}x-packed, X = {x}")),
+        TensorSpec::new("v_cache.npy", element, &v_shape).noting(v_note),
+    ]
+}
+
+/// The files of a prefill case folder under `assets/` (a golden case, with
+/// its ALiBi slopes and expected output), embedded, by name.
+macro_rules! embedded_prefill_files {
+    ($dir:literal) => {
+        $crate::lab::golden::embedded_files!(
+            $dir,
+            "q.npy",
+            "k_new.npy",
+            "v_new.npy",
+            "k_cache.npy",
+            "v_cache.npy",
+            "block_table.npy",
+            "q_start.npy",
+            "seq_len.npy",
+            "alibi_slopes.npy",
+            "expected.npy",
+        )
+    };
+}
+pub(crate) use embedded_prefill_files;
+
+/// A prefill case's files, read and checked: the batch from its int32
+/// arrays, the five tensors (for the lab to take in its element types),
+/// the ALiBi slopes and the expected output it may bring.
+pub struct PrefillFiles {
+    pub batch: Batch,
+    pub tensors: Read,
+    pub alibi_slopes: Option<Vec<f32>>,
+    pub expected: Option<Vec<f64>>,
+}
+
+impl PrefillContract {
+    /// The element type of `q`, `kNew`, `vNew` (and `out`).
+    pub fn activations(&self) -> Element {
+        match self.cache {
+            CacheType::F32 => Element::F32,
+            CacheType::Fp8 => Element::Bf16,
+        }
+    }
+
+    /// The five tensor files of a prefill case, in the order they are read.
+    pub fn schema(&self) -> Vec<TensorSpec> {
+        let dim = self.layout.dim;
+        let rows = Dim::Named("T");
+        let activations = self.activations();
+        let mut schema = vec![
+            TensorSpec::new("q.npy", activations, &[rows, Dim::Is(HQ), Dim::Is(dim)]),
+            TensorSpec::new(
+                "k_new.npy",
+                activations,
+                &[rows, Dim::Is(HKV), Dim::Is(dim)],
+            ),
+            TensorSpec::new(
+                "v_new.npy",
+                activations,
+                &[rows, Dim::Is(HKV), Dim::Is(dim)],
+            ),
+        ];
+        schema.extend(match self.cache {
+            CacheType::F32 => cache_schema(self.layout, Element::F32),
+            CacheType::Fp8 => cache_schema(self.layout, Element::U8),
+        });
+        schema
+    }
+
+    /// Reads and checks a prefill case's files; `window` comes from its recipe.
+    pub fn load(&self, files: &TensorFiles, window: i32) -> Result<PrefillFiles, TensorError> {
+        let tensors = read(files, &self.schema(), &[])?;
+        let (total, num_blocks) = (tensors.dim("T"), tensors.dim("numBlocks"));
+        let batch = prefill_batch(files, self.layout, total, num_blocks, window)?;
+        let alibi_slopes = alibi(files)?;
+        let expected = expected(files, total, self.layout.dim)?;
+        Ok(PrefillFiles {
+            batch: Batch {
+                alibi: alibi_slopes.is_some(),
+                ..batch
+            },
+            tensors,
+            alibi_slopes,
+            expected,
+        })
+    }
+}
+
+/// The `.npy` files of a prefill case (what a TA's script writes): the five
+/// tensors as `schema` says (each given as floats, or as bytes for a uint8
+/// file), the batch's int32 arrays, and the optional files when given.
+#[cfg(test)]
+pub fn encode_prefill(
+    contract: &PrefillContract,
+    batch: &Batch,
+    tensors: [Elements; 5],
+    alibi_slopes: Option<&[f32]>,
+    expected: Option<&[f64]>,
+) -> Vec<(&'static str, Vec<u8>)> {
+    let ok = "shapes follow the batch";
+    let (t, n) = (batch.total_new(), batch.num_blocks);
+    let mut files: Vec<(&'static str, Vec<u8>)> = contract
+        .schema()
+        .iter()
+        .zip(tensors)
+        .map(|(spec, elements)| {
+            let shape: Vec<usize> = spec
+                .shape
+                .iter()
+                .map(|dim| match *dim {
+                    Dim::Is(extent) => extent,
+                    Dim::Named("T") => t,
+                    Dim::Named(_) => n,
+                })
+                .collect();
+            let bytes = match elements {
+                Elements::F32(values) => npy::encode_f32(&shape, &values),
+                Elements::U8(values) => npy::encode_u8(&shape, &values),
+            };
+            (spec.file, bytes.expect(ok))
+        })
+        .collect();
+    let s = batch.num_seqs();
+    files.extend([
+        (
+            "block_table.npy",
+            npy::encode_i32(&[s, batch.max_blocks_per_seq], &batch.block_table).expect(ok),
+        ),
+        (
+            "q_start.npy",
+            npy::encode_i32(&[s + 1], &batch.q_start).expect(ok),
+        ),
+        (
+            "seq_len.npy",
+            npy::encode_i32(&[s], &batch.seq_len).expect(ok),
+        ),
+    ]);
+    if let Some(slopes) = alibi_slopes {
+        files.push((OPTIONAL[0], npy::encode_f32(&[HQ], slopes).expect(ok)));
+    }
+    if let Some(expected) = expected {
+        let shape = [t, HQ, contract.layout.dim];
+        files.push((OPTIONAL[1], npy::encode_f64(&shape, expected).expect(ok)));
+    }
+    files
 }

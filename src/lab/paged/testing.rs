@@ -9,6 +9,32 @@ use crate::lab::definition::{
     CaseData, CaseState, CaseSummary, Diagnosis, Graded, LabCase, LabRef,
 };
 
+/// `lab`'s embedded cases, parsed as the engine parses them.
+pub fn embedded(lab: LabRef) -> Vec<LabCase> {
+    lab.parse_cases(
+        lab.embedded_cases(),
+        "embedded cases",
+        std::path::Path::new("."),
+    )
+    .expect("the embedded cases parse")
+}
+
+/// A planted kernel of `lab` (`kernels/<lab>/bugs/<bug>.cu`): its path, its
+/// text, and the cases its first line says it must fail on the GPU.
+pub fn planted_kernel(lab: &str, bug: &str) -> (String, String, Vec<String>) {
+    let path = format!("{}/kernels/{lab}/bugs/{bug}.cu", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).expect("a planted kernel per bug");
+    let listed = text
+        .lines()
+        .next()
+        .and_then(|line| line.strip_prefix("// flashprof-expect-fail:"))
+        .unwrap_or_else(|| panic!("{path}: no flashprof-expect-fail line"))
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    (path, text, listed)
+}
+
 /// Generates each of `cases` with `seed`, asserts that `lab`'s argument list
 /// holds one value of the right kind per ABI argument and that the problem
 /// read from the case alone (as the timing phase reads it) is the generated
@@ -90,4 +116,29 @@ pub fn verdict_of(lab: LabRef, ran: &[(String, Comparison, Diagnosis)]) -> Strin
         })
         .collect();
     lab.verdict(&summaries).expect("cases ran")
+}
+
+/// That a block table (`[seqs][per_seq]`) is laid out as the contracts say
+/// the grader lays it out, given the blocks each sequence `owned`: every
+/// entry a block id, no owned block at the id `s * per_seq + k` a kernel
+/// ignoring the table would read, and every entry past a sequence's own
+/// blocks naming a block it does not own.
+pub fn assert_table_rows(
+    name: &str,
+    table: &[i32],
+    per_seq: usize,
+    num_blocks: usize,
+    owned: &[Vec<usize>],
+) {
+    for (s, mine) in owned.iter().enumerate() {
+        for k in 0..per_seq {
+            let id = table[s * per_seq + k] as usize;
+            assert!(id < num_blocks);
+            if k < mine.len() {
+                assert_ne!(id, s * per_seq + k, "{name}: identity block");
+            } else {
+                assert!(!mine.contains(&id), "{name}: sequence {s} entry {k}");
+            }
+        }
+    }
 }

@@ -200,19 +200,8 @@ mod tests {
     #[test]
     fn each_planted_kernel_expects_exactly_the_cases_its_model_fails() {
         for bug in Bug::ALL {
-            let path = format!(
-                "{}/kernels/paged-decode/bugs/{}.cu",
-                env!("CARGO_MANIFEST_DIR"),
-                bug.name()
-            );
-            let text = std::fs::read_to_string(&path).expect("a planted kernel per bug");
-            let listed: Vec<&str> = text
-                .lines()
-                .next()
-                .and_then(|line| line.strip_prefix("// flashprof-expect-fail:"))
-                .unwrap_or_else(|| panic!("{path}: no flashprof-expect-fail line"))
-                .split_whitespace()
-                .collect();
+            let (path, text, listed) =
+                crate::lab::paged::testing::planted_kernel("paged-decode", bug.name());
             assert_eq!(listed, must_fail(bug, 1), "{path}");
             // The split bugs are the reference's split path; the rest the starter's.
             assert_eq!(text.contains("splits=16"), bug.is_split(), "{path}");

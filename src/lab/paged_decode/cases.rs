@@ -22,7 +22,8 @@ use serde::{Deserialize, Serialize};
 
 use super::tensors::load_dir;
 use super::{alibi_slope, Batch, Inputs, BLOCK, DH, GROUP, HKV, HQ};
-use crate::lab::case_file::{case_rng, read_case_tables, CaseTable};
+use crate::lab::case_file::{case_rng, case_table, read_case_tables};
+use crate::lab::paged::generate::table_of;
 use crate::lab::definition::CaseError as LabCaseError;
 
 /// Most sequences in one launch (the timing shape has this many).
@@ -47,13 +48,7 @@ pub const TIMING_SEQ_LEN: [usize; 64] = [
 pub const EMBEDDED_CASES: &str = include_str!("../../../assets/paged-decode-cases.toml");
 
 /// Which keys of its sequence a plant sets: positions, or `"last"`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum PlantKeys {
-    /// Positions in the sequence.
-    List(Vec<usize>),
-    Named(NamedKeys),
-}
+pub type PlantKeys = crate::lab::paged::recipe::PlantKeys<NamedKeys>;
 
 /// A key a plant names by its role.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -104,14 +99,7 @@ pub struct CaseError {
     pub message: String,
 }
 
-impl CaseTable for CaseSpec {
-    fn name(&self) -> &str {
-        &self.name
-    }
-    fn tensors_mut(&mut self) -> &mut Option<PathBuf> {
-        &mut self.tensors
-    }
-}
+case_table!(CaseSpec);
 
 /// Parses and checks a cases file of this lab (shown as `file`).
 /// `base` resolves relative tensor folders.
@@ -364,21 +352,7 @@ fn block_table(batch: &Batch, share: Option<[usize; 2]>, rng: &mut ChaCha8Rng) -
             free.push(old);
         }
     }
-    let mut table = vec![0i32; seqs * per_seq];
-    for s in 0..seqs {
-        for k in 0..per_seq {
-            table[s * per_seq + k] = match owned[s].get(k) {
-                Some(&id) => id as i32,
-                None => loop {
-                    let id = rng.random_range(0..batch.num_blocks);
-                    if !owned[s].contains(&id) {
-                        break id as i32;
-                    }
-                },
-            };
-        }
-    }
-    table
+    table_of(&owned, per_seq, batch.num_blocks, rng)
 }
 
 /// Random tensors laid out as the contract's grader lays them out.
@@ -431,6 +405,7 @@ fn fill(batch: Batch, owned: &[Vec<usize>], rng: &mut ChaCha8Rng) -> Inputs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lab::paged::testing::assert_table_rows;
     use crate::lab::paged_decode::partitions;
     use std::collections::HashSet;
 
@@ -516,16 +491,9 @@ mod tests {
             let used: HashSet<usize> = owned.iter().flatten().copied().collect();
             assert!(used.contains(&0), "{name}: block 0 unused");
             assert!(b.num_blocks >= b.num_seqs() * b.max_blocks_per_seq + SPARE_BLOCKS);
-            for (s, mine) in owned.iter().enumerate() {
-                for k in 0..b.max_blocks_per_seq {
-                    let id = b.block_table[s * b.max_blocks_per_seq + k] as usize;
-                    assert!(id < b.num_blocks);
-                    if k < mine.len() {
-                        assert_ne!(id, s * b.max_blocks_per_seq + k, "{name}: identity block");
-                    } else {
-                        assert!(!mine.contains(&id), "{name}: sequence {s} entry {k}");
-                    }
-                }
+            let (per_seq, blocks) = (b.max_blocks_per_seq, b.num_blocks);
+            assert_table_rows(name, &b.block_table, per_seq, blocks, &owned);
+            for s in 0..owned.len() {
                 // NaN in every slot past the sequence's end.
                 let len = b.len_of(s);
                 if len % BLOCK != 0 {

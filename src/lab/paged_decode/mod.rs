@@ -18,8 +18,6 @@ pub use self::contract::*;
 
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
-
 use self::cases::{CaseSpec, EMBEDDED_CASES};
 use self::directive::GridX;
 use crate::grade::compare::{OutputShape, Tolerance};
@@ -29,34 +27,11 @@ use crate::lab::definition::{
     SupportKernels,
 };
 use crate::lab::geometry::{GeometryError, GridY, LaunchGeometry};
-use crate::lab::typed::{self, Arg, Made, Shipped, TypedLab};
+use crate::lab::paged::problem::{listed_rows, Timed};
+use crate::lab::typed::{Arg, Made, Shipped, TypedLab};
 
-/// A case of this lab: a recipe of the cases file, or the contract's timing
-/// batch (which no cases file spells out: its block table comes from the seed).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum Recipe {
-    Timing {
-        timing_shape: String,
-        summary: String,
-    },
-    Case(CaseSpec),
-}
-
-impl typed::Recipe for Recipe {
-    fn name(&self) -> &str {
-        match self {
-            Recipe::Timing { .. } => "timing",
-            Recipe::Case(spec) => &spec.name,
-        }
-    }
-    fn summary(&self) -> &str {
-        match self {
-            Recipe::Timing { summary, .. } => summary,
-            Recipe::Case(spec) => &spec.summary,
-        }
-    }
-}
+/// A case of this lab: a recipe of the cases file, or the contract's timing batch.
+pub type Recipe = Timed<CaseSpec>;
 
 /// The `paged-decode` lab.
 pub struct PagedDecode;
@@ -123,13 +98,10 @@ impl TypedLab for PagedDecode {
 
     fn generate(case: &Recipe, seed: u64) -> Result<Made<Inputs>, CaseError> {
         match case {
-            Recipe::Timing { timing_shape, .. } if timing_shape == CONTRACT => {
+            Recipe::Timing { timing_shape, .. } => {
+                Recipe::check_timing_shape(timing_shape, CONTRACT)?;
                 Ok(Made::plain(cases::timing_inputs(seed)))
             }
-            Recipe::Timing { timing_shape, .. } => Err(CaseError::Invalid {
-                case: "timing".into(),
-                message: format!("unknown timing shape `{timing_shape}` (this lab has `{CONTRACT}`)"),
-            }),
             Recipe::Case(spec) => {
                 let (inputs, expected) = spec.make(seed).map_err(|e| CaseError::Invalid {
                     case: e.case,
@@ -189,16 +161,7 @@ impl TypedLab for PagedDecode {
     }
 
     fn oracle(inputs: &Inputs, rows: Option<&[usize]>) -> Vec<f64> {
-        let full = oracle::attention(inputs, rows);
-        match rows {
-            None => full,
-            Some(rows) => {
-                let row_len = HQ * DH;
-                rows.iter()
-                    .flat_map(|&row| full[row * row_len..(row + 1) * row_len].iter().copied())
-                    .collect()
-            }
-        }
+        listed_rows(oracle::attention(inputs, rows), rows, HQ * DH)
     }
 
     fn diagnose(inputs: &Inputs, _: &CaseData, graded: &Graded<'_>) -> Diagnosis {
@@ -224,16 +187,8 @@ impl TypedLab for PagedDecode {
     }
 
     fn timing_case(overrides: &[(String, String)]) -> Result<Recipe, String> {
-        if let Some((key, _)) = overrides.first() {
-            return Err(format!(
-                "the {} lab's timing shape is the contract's fixed batch; it has no key `{key}`",
-                Self::NAME
-            ));
-        }
-        Ok(Recipe::Timing {
-            timing_shape: CONTRACT.into(),
-            summary: format!("the timing shape, {}", problem_of(&cases::timing_batch(0)).detail),
-        })
+        let detail = problem_of(&cases::timing_batch(0)).detail;
+        Recipe::timing(Self::NAME, CONTRACT, overrides, detail)
     }
 
     fn prove_oracle() -> Result<String, String> {
@@ -279,6 +234,7 @@ fn problem_of(batch: &Batch) -> Problem {
 mod tests {
     use super::bugs::{model, Bug};
     use super::*;
+    use crate::lab::typed;
     use crate::grade::compare::{Comparison, POISON_BITS};
     use crate::grade::integrity::Integrity;
     use crate::lab::args::ArgValue;
@@ -286,9 +242,7 @@ mod tests {
     use crate::lab::paged::testing;
 
     fn embedded() -> Vec<LabCase> {
-        PAGED_DECODE
-            .parse_cases(EMBEDDED_CASES, "assets/paged-decode-cases.toml", Path::new("."))
-            .expect("the embedded cases parse")
+        testing::embedded(PAGED_DECODE)
     }
 
     #[test]

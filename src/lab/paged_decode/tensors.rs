@@ -11,32 +11,19 @@
 use std::path::Path;
 
 use super::cases::{MAX_SEQS, MAX_SEQ_LEN};
-use super::{Batch, Inputs, BLOCK, DH, HKV, HQ, X};
+use super::{Batch, Inputs, DH, HKV, HQ, LAYOUT};
 use crate::lab::npy;
 pub use crate::lab::paged::tensors::TensorError;
-use crate::lab::paged::tensors::{self, Dim, Element, TensorFiles, TensorSpec};
+use crate::lab::paged::tensors::{self, cache_schema, Dim, Element, TensorFiles, TensorSpec};
 
-/// The float32 files, read after the int32 ones, in this order.
-pub const SCHEMA: [TensorSpec; 3] = [
-    TensorSpec {
-        file: "k_cache.npy",
-        element: Element::F32Any,
-        shape: &[Dim::Named("numBlocks"), Dim::Is(HKV), Dim::Is(DH / X), Dim::Is(BLOCK), Dim::Is(X)],
-        note: "x-packed, X = 4",
-    },
-    TensorSpec {
-        file: "v_cache.npy",
-        element: Element::F32Any,
-        shape: &[Dim::Named("numBlocks"), Dim::Is(HKV), Dim::Is(DH), Dim::Is(BLOCK)],
-        note: "",
-    },
-    TensorSpec {
-        file: "q.npy",
-        element: Element::F32,
-        shape: &[Dim::Named("numSeqs"), Dim::Is(HQ), Dim::Is(DH)],
-        note: "",
-    },
-];
+/// The float32 files, read after the int32 ones, in this order: the cache
+/// (NaN allowed where no sequence reads), then `q`.
+pub fn schema() -> Vec<TensorSpec> {
+    let mut schema = cache_schema(LAYOUT, Element::F32Any).to_vec();
+    let q_shape = [Dim::Named("numSeqs"), Dim::Is(HQ), Dim::Is(DH)];
+    schema.push(TensorSpec::new("q.npy", Element::F32, &q_shape));
+    schema
+}
 
 /// A case's inputs, plus the expected output its folder brings, if any.
 pub type Loaded = (Inputs, Option<Vec<f64>>);
@@ -86,7 +73,7 @@ fn load(files: &TensorFiles) -> Result<Loaded, TensorError> {
         }
     };
     tensors::check_table_width(files, &seq_len, per_seq)?;
-    let mut read = tensors::read(files, &SCHEMA, &[("numSeqs", seqs, "seq_len.npy")])?;
+    let mut read = tensors::read(files, &schema(), &[("numSeqs", seqs, "seq_len.npy")])?;
     let num_blocks = read.dim("numBlocks");
     tensors::check_block_ids(files, &block_table, per_seq, num_blocks)?;
     let alibi_slopes = tensors::alibi(files)?;
@@ -132,6 +119,7 @@ fn load(files: &TensorFiles) -> Result<Loaded, TensorError> {
 /// by name: what a TA's script would write.
 #[cfg(test)]
 pub(crate) fn encode(inputs: &Inputs, expected: Option<&[f64]>) -> Vec<(&'static str, Vec<u8>)> {
+    use super::{BLOCK, X};
     let b = &inputs.batch;
     let seqs = b.num_seqs();
     let f32s = |shape: &[usize], data: &[f32]| npy::encode_f32(shape, data).expect("shape fits");
@@ -169,6 +157,7 @@ pub(crate) fn encode(inputs: &Inputs, expected: Option<&[f64]>) -> Vec<(&'static
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lab::paged_decode::BLOCK;
     use crate::lab::paged_decode::cases::{hazard_cases, EMBEDDED_CASES};
     use crate::lab::paged_decode::{PagedDecode, PAGED_DECODE};
     use crate::lab::typed;

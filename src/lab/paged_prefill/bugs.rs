@@ -134,19 +134,8 @@ mod tests {
     #[test]
     fn each_planted_kernel_expects_exactly_the_cases_its_model_fails() {
         for bug in Bug::ALL {
-            let path = format!(
-                "{}/kernels/paged-prefill/bugs/{}.cu",
-                env!("CARGO_MANIFEST_DIR"),
-                bug.name()
-            );
-            let text = std::fs::read_to_string(&path).expect("a planted kernel per bug");
-            let listed: Vec<&str> = text
-                .lines()
-                .next()
-                .and_then(|line| line.strip_prefix("// flashprof-expect-fail:"))
-                .unwrap_or_else(|| panic!("{path}: no flashprof-expect-fail line"))
-                .split_whitespace()
-                .collect();
+            let (path, _, listed) =
+                crate::lab::paged::testing::planted_kernel("paged-prefill", bug.name());
             let must: Vec<String> = embedded_cases()
                 .into_iter()
                 .filter(|case| {

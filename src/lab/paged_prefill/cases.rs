@@ -13,10 +13,10 @@ use std::path::Path;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
-use super::contract::{standard_alibi_slopes, Batch, Inputs, INSTANCE, SENTINEL_K, SENTINEL_V};
+use super::contract::{Batch, Inputs, INSTANCE, SENTINEL_K, SENTINEL_V};
 use crate::lab::case_file::case_rng;
 pub use crate::lab::paged::recipe::CaseSpec;
-use crate::lab::paged::generate::{block_table, lay_out, Draw, Laid, PlantSites};
+use crate::lab::paged::generate::{block_table, lay_out, Draw, PlantSites};
 use crate::lab::paged::recipe::{CaseInputs, PagedCaseError};
 
 /// The cases shipped with flashprof.
@@ -66,37 +66,18 @@ pub fn timing_inputs(seed: u64) -> Inputs {
 fn lay_out_f32(batch: Batch, share: Option<[usize; 2]>, rng: &mut ChaCha8Rng) -> Inputs {
     let uniform = |rng: &mut ChaCha8Rng| rng.random_range(-1.0f32..1.0);
     let mut cached = |rng: &mut ChaCha8Rng, _dim: usize| (uniform(rng), uniform(rng));
-    let Laid {
-        batch,
-        q,
-        k_new,
-        v_new,
-        k_cache,
-        v_cache,
-    } = lay_out(
-        batch,
-        share,
-        rng,
-        Draw {
-            activation: &uniform,
-            unowned: (SENTINEL_K, SENTINEL_V),
-            cached: &mut cached,
-        },
-    );
-    Inputs {
-        alibi_slopes: batch.alibi.then(standard_alibi_slopes),
-        batch,
-        q,
-        k_new,
-        v_new,
-        k_cache,
-        v_cache,
-    }
+    let draw = Draw {
+        activation: &uniform,
+        unowned: (SENTINEL_K, SENTINEL_V),
+        cached: &mut cached,
+    };
+    lay_out(batch, share, rng, draw)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lab::paged::testing::assert_table_rows;
     use super::super::contract::{BLOCK, DH, GROUP, LAYOUT};
     use crate::lab::paged::recipe::{NamedKeys, PlantKeys, MAX_VISIBLE_PAIRS, SPARE_BLOCKS};
 
@@ -208,16 +189,9 @@ mod tests {
             if b.reads_cache() {
                 assert!(used.contains(&0), "{name}: block 0 unused");
             }
-            for (s, mine) in owned.iter().enumerate() {
-                for k in 0..b.max_blocks_per_seq {
-                    let id = b.block_table[s * b.max_blocks_per_seq + k] as usize;
-                    assert!(id < b.num_blocks);
-                    if k < mine.len() {
-                        assert_ne!(id, s * b.max_blocks_per_seq + k, "{name}: identity block");
-                    } else {
-                        assert!(!mine.contains(&id), "{name}: seq {s} entry {k}");
-                    }
-                }
+            let (per_seq, blocks) = (b.max_blocks_per_seq, b.num_blocks);
+            assert_table_rows(name, &b.block_table, per_seq, blocks, &owned);
+            for s in 0..owned.len() {
                 // Slots past the context's end hold sentinels.
                 let ctx = b.context[s];
                 if ctx % BLOCK != 0 {

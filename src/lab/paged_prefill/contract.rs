@@ -1,17 +1,14 @@
-//! The "paged-prefill-v1" contract: vLLM's paged prefix prefill in fp32.
+//! The "paged-prefill-v1" contract: vLLM's paged prefix prefill in fp32,
+//! head dim 64, K x-packed with X = 4: the paged family's batch and cache
+//! layout at this head dimension and packing ([`INSTANCE`]).
 //!
 //! The paged layout is where this lab's bugs live, so it is spelled out
-//! once, in the layout the paged labs share ([`LAYOUT`], from
-//! [`crate::lab::paged::layout`]), and the types here index through it
-//! ([`Batch::k_cache_index`], [`Batch::v_cache_index`],
-//! [`Batch::sequence_of_row`]); everything else (oracle, generator,
-//! loaders, bug models) goes through them. The one exception is the bug
-//! models, which must index *wrongly* on purpose; they do so next to the
-//! correct index so the difference reads as one line. This lab deliberately
-//! shares no code with the first lab's contract: the two contracts evolve
-//! separately.
+//! once, in the layout the paged labs share ([`crate::lab::paged::layout`]),
+//! and everything (oracle, generator, loaders) indexes through it. The one
+//! exception is the bug models, which must index *wrongly* on purpose; they
+//! do so next to the correct index so the difference reads as one line.
 
-pub use crate::lab::paged::batch::Batch;
+pub use crate::lab::paged::batch::{Batch, PrefillTensors};
 use crate::lab::paged::layout::CacheLayout;
 use crate::lab::paged::recipe::{CacheType, PrefillContract};
 pub use crate::lab::paged::layout::{alibi_slope, standard_alibi_slopes, BLOCK, GROUP, HKV, HQ};
@@ -84,37 +81,8 @@ pub fn passes(out: f64, reference: f64) -> bool {
     out.is_finite() && (out - reference).abs() <= tolerance(reference)
 }
 
-/// Everything a launch reads.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Inputs {
-    pub batch: Batch,
-    /// `[T][32][64]`.
-    pub q: Vec<f32>,
-    /// `[T][8][64]`.
-    pub k_new: Vec<f32>,
-    /// `[T][8][64]`.
-    pub v_new: Vec<f32>,
-    /// `[numBlocks][8][64/X][B][X]`.
-    pub k_cache: Vec<f32>,
-    /// `[numBlocks][8][64][B]`.
-    pub v_cache: Vec<f32>,
-    /// `[32]`, present exactly when `batch.alibi`.
-    pub alibi_slopes: Option<Vec<f32>>,
-}
-
-impl Inputs {
-    /// The key at context position `pos` of sequence `seq`, KV head `g`, dimension `d`.
-    pub fn cached_key(&self, seq: usize, pos: usize, kv_head: usize, dim: usize) -> f32 {
-        let block = self.batch.block_of(seq, pos);
-        self.k_cache[LAYOUT.k_cache_index(block, kv_head, dim, pos % BLOCK)]
-    }
-
-    /// The value at context position `pos` of sequence `seq`.
-    pub fn cached_value(&self, seq: usize, pos: usize, kv_head: usize, dim: usize) -> f32 {
-        let block = self.batch.block_of(seq, pos);
-        self.v_cache[LAYOUT.v_cache_index(block, kv_head, dim, pos % BLOCK)]
-    }
-}
+/// Everything a launch reads: fp32 tensors and an fp32 cache.
+pub type Inputs = PrefillTensors<f32, f32>;
 
 #[cfg(test)]
 mod tests {

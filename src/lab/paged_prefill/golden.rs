@@ -15,26 +15,15 @@ use super::contract::{Inputs, DH, HKV, HQ};
 use super::oracle;
 use super::tensors::load_bytes;
 pub use crate::lab::golden::{GoldenProof, RELATIVE_BOUND};
-use crate::lab::golden::{self, embedded_files, Disagreement};
+use crate::lab::golden::{self, Disagreement};
+use crate::lab::paged::tensors::embedded_prefill_files;
 use crate::lab::paged::recipe::PagedCaseError;
 
 /// The golden case's sliding window (not a file: windows come from recipes).
 pub const GOLDEN_WINDOW: i32 = 6;
 
 /// The embedded golden files, by name.
-pub const GOLDEN_FILES: [(&str, &[u8]); 10] = embedded_files!(
-    "golden-paged",
-    "q.npy",
-    "k_new.npy",
-    "v_new.npy",
-    "k_cache.npy",
-    "v_cache.npy",
-    "block_table.npy",
-    "q_start.npy",
-    "seq_len.npy",
-    "alibi_slopes.npy",
-    "expected.npy",
-);
+pub const GOLDEN_FILES: [(&str, &[u8]); 10] = embedded_prefill_files!("golden-paged");
 
 /// Why the oracle could not be proven.
 #[derive(Debug, thiserror::Error)]

@@ -11,7 +11,6 @@ pub mod diagnosis;
 pub mod golden;
 pub mod oracle;
 pub mod tensors;
-pub mod verdict;
 
 use std::path::Path;
 
@@ -132,7 +131,7 @@ impl TypedLab for PagedPrefill {
     }
 
     fn verdict(cases: &[CaseSummary<'_>]) -> Option<String> {
-        verdict::verdict(cases)
+        crate::lab::verdict::with_planted(cases, &bugs::Bug::ALL.map(|bug| (bug.name(), bug.defect())))
     }
 
     fn timing_case(overrides: &[(String, String)]) -> Result<Recipe, String> {
@@ -175,9 +174,7 @@ mod tests {
     use crate::lab::paged_prefill::contract::HKV;
 
     fn embedded() -> Vec<LabCase> {
-        PAGED_PREFILL
-            .parse_cases(EMBEDDED_CASES, "assets/paged-cases.toml", Path::new("."))
-            .expect("the embedded cases parse")
+        testing::embedded(PAGED_PREFILL)
     }
 
     #[test]

@@ -18,7 +18,12 @@ use rayon::prelude::*;
 
 use super::bugs::Bug;
 use super::contract::{LAYOUT, Batch, Inputs, BLOCK, DH, GROUP, HKV, HQ, SCALE};
+use crate::lab::paged::layout::CacheLayout;
+use crate::lab::paged::batch::assert_prefill_lengths;
 use crate::lab::paged::misread::Misreading;
+
+/// The K cache as a kernel reads it that assumes X = 8 (the X-assumed-8 bug).
+const LAYOUT_X8: CacheLayout = CacheLayout::new(DH, 8);
 
 /// How the attention is computed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,7 +76,7 @@ pub fn evaluate(
 ) -> Vec<f64> {
     let bug = model.bug();
     let batch = &inputs.batch;
-    check_lengths(inputs);
+    assert_prefill_lengths!(inputs);
     let total = batch.total_new();
     let mut out = vec![unwritten; total * HQ * DH];
     let mut wanted = vec![rows.is_none(); total];
@@ -120,27 +125,6 @@ pub fn evaluate(
     out
 }
 
-fn check_lengths(inputs: &Inputs) {
-    let b = &inputs.batch;
-    assert_eq!(inputs.q.len(), b.q_elems(), "q does not match the batch");
-    assert_eq!(inputs.k_new.len(), b.kv_new_elems(), "kNew does not match");
-    assert_eq!(inputs.v_new.len(), b.kv_new_elems(), "vNew does not match");
-    assert_eq!(
-        inputs.k_cache.len(),
-        b.cache_elems(),
-        "kCache does not match"
-    );
-    assert_eq!(
-        inputs.v_cache.len(),
-        b.cache_elems(),
-        "vCache does not match"
-    );
-    assert_eq!(
-        inputs.alibi_slopes.is_some(),
-        b.alibi,
-        "ALiBi slopes present exactly when the batch says so"
-    );
-}
 
 /// Where a sequence's rows begin, as the (possibly buggy) kernel computes it.
 fn row_start(batch: &Batch, seq: usize, bug: Option<Bug>) -> usize {
@@ -201,11 +185,7 @@ impl SequenceKv {
                         };
                         let slot = pos % BLOCK;
                         let k_index = block.map(|b| match bug {
-                            Some(Bug::XAssumed8) => {
-                                const X8: usize = 8;
-                                (((b * HKV + kv_head) * (DH / X8) + dim / X8) * BLOCK + slot) * X8
-                                    + dim % X8
-                            }
+                            Some(Bug::XAssumed8) => LAYOUT_X8.k_cache_index(b, kv_head, dim, slot),
                             _ => LAYOUT.k_cache_index(b, kv_head, dim, slot),
                         });
                         let v_index = block.map(|b| LAYOUT.v_cache_index(b, kv_head, dim, slot));

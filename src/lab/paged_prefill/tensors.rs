@@ -1,47 +1,12 @@
 //! A case of this lab from tensors on disk (a TA's own batch) or embedded
-//! (the golden case): its float32 files as the family's schema
-//! ([`crate::lab::paged::tensors`]) reads them, the int32 arrays through
-//! the family's batch checks.
+//! (the golden case), read by the family's loader
+//! ([`crate::lab::paged::tensors`]): float32 tensors, an fp32 cache.
 
 use std::path::Path;
 
-use super::contract::{Inputs, BLOCK, DH, HKV, HQ, LAYOUT, X};
+use super::contract::{Inputs, INSTANCE};
 use crate::lab::paged::recipe::{CaseInputs, PagedCaseError};
-use crate::lab::paged::tensors::{self, Dim, Element, TensorFiles, TensorSpec};
-
-/// The float32 files, in the order they are read.
-pub const SCHEMA: [TensorSpec; 5] = [
-    TensorSpec {
-        file: "q.npy",
-        element: Element::F32,
-        shape: &[Dim::Named("T"), Dim::Is(HQ), Dim::Is(DH)],
-        note: "",
-    },
-    TensorSpec {
-        file: "k_new.npy",
-        element: Element::F32,
-        shape: &[Dim::Named("T"), Dim::Is(HKV), Dim::Is(DH)],
-        note: "",
-    },
-    TensorSpec {
-        file: "v_new.npy",
-        element: Element::F32,
-        shape: &[Dim::Named("T"), Dim::Is(HKV), Dim::Is(DH)],
-        note: "",
-    },
-    TensorSpec {
-        file: "k_cache.npy",
-        element: Element::F32,
-        shape: &[Dim::Named("numBlocks"), Dim::Is(HKV), Dim::Is(DH / X), Dim::Is(BLOCK), Dim::Is(X)],
-        note: "x-packed, X = 4",
-    },
-    TensorSpec {
-        file: "v_cache.npy",
-        element: Element::F32,
-        shape: &[Dim::Named("numBlocks"), Dim::Is(HKV), Dim::Is(DH), Dim::Is(BLOCK)],
-        note: "",
-    },
-];
+use crate::lab::paged::tensors::TensorFiles;
 
 /// Loads and validates the case files in `dir`; `window` comes from the case recipe.
 pub fn load_dir(dir: &Path, window: i32) -> Result<CaseInputs<Inputs>, PagedCaseError> {
@@ -49,37 +14,36 @@ pub fn load_dir(dir: &Path, window: i32) -> Result<CaseInputs<Inputs>, PagedCase
 }
 
 /// Loads from named byte buffers (the embedded golden case).
-pub fn load_bytes(files: &[(&str, &[u8])], window: i32) -> Result<CaseInputs<Inputs>, PagedCaseError> {
+pub fn load_bytes(
+    files: &[(&str, &[u8])],
+    window: i32,
+) -> Result<CaseInputs<Inputs>, PagedCaseError> {
     load(&TensorFiles::embedded(files, "a paged case"), window)
 }
 
 fn load(files: &TensorFiles, window: i32) -> Result<CaseInputs<Inputs>, PagedCaseError> {
-    let mut read = tensors::read(files, &SCHEMA, &[])?;
-    let (total, num_blocks) = (read.dim("T"), read.dim("numBlocks"));
-    let batch = tensors::prefill_batch(files, LAYOUT, total, num_blocks, window)?;
-    let alibi_slopes = tensors::alibi(files)?;
-    let expected = tensors::expected(files, total, DH)?;
+    let mut read = INSTANCE.load(files, window)?;
+    let tensors = &mut read.tensors;
     Ok(CaseInputs {
         inputs: Inputs {
-            batch: super::Batch {
-                alibi: alibi_slopes.is_some(),
-                ..batch
-            },
-            q: read.f32s("q.npy"),
-            k_new: read.f32s("k_new.npy"),
-            v_new: read.f32s("v_new.npy"),
-            k_cache: read.f32s("k_cache.npy"),
-            v_cache: read.f32s("v_cache.npy"),
-            alibi_slopes,
+            q: tensors.f32s("q.npy"),
+            k_new: tensors.f32s("k_new.npy"),
+            v_new: tensors.f32s("v_new.npy"),
+            k_cache: tensors.f32s("k_cache.npy"),
+            v_cache: tensors.f32s("v_cache.npy"),
+            batch: read.batch,
+            alibi_slopes: read.alibi_slopes,
         },
-        expected,
+        expected: read.expected,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lab::paged_prefill::contract::{DH, HQ};
     use crate::lab::npy;
+    use crate::lab::paged::tensors::{encode_prefill, Elements};
     use crate::lab::paged_prefill::cases::embedded_cases;
 
     /// A valid set of files (from a generated case), as name -> bytes.
@@ -89,43 +53,12 @@ mod tests {
             .find(|c| c.name == "alibi-with-context")
             .unwrap();
         let i = crate::lab::paged_prefill::cases::generate(&spec, 5).unwrap().inputs;
-        let b = &i.batch;
-        let (t, s) = (b.total_new(), b.num_seqs());
-        vec![
-            ("q.npy".into(), npy::encode_f32(&[t, HQ, DH], &i.q).unwrap()),
-            (
-                "k_new.npy".into(),
-                npy::encode_f32(&[t, HKV, DH], &i.k_new).unwrap(),
-            ),
-            (
-                "v_new.npy".into(),
-                npy::encode_f32(&[t, HKV, DH], &i.v_new).unwrap(),
-            ),
-            (
-                "k_cache.npy".into(),
-                npy::encode_f32(&[b.num_blocks, HKV, DH / X, BLOCK, X], &i.k_cache).unwrap(),
-            ),
-            (
-                "v_cache.npy".into(),
-                npy::encode_f32(&[b.num_blocks, HKV, DH, BLOCK], &i.v_cache).unwrap(),
-            ),
-            (
-                "block_table.npy".into(),
-                npy::encode_i32(&[s, b.max_blocks_per_seq], &b.block_table).unwrap(),
-            ),
-            (
-                "q_start.npy".into(),
-                npy::encode_i32(&[s + 1], &b.q_start).unwrap(),
-            ),
-            (
-                "seq_len.npy".into(),
-                npy::encode_i32(&[s], &b.seq_len).unwrap(),
-            ),
-            (
-                "alibi_slopes.npy".into(),
-                npy::encode_f32(&[HQ], i.alibi_slopes.as_ref().unwrap()).unwrap(),
-            ),
-        ]
+        let tensors = [&i.q, &i.k_new, &i.v_new, &i.k_cache, &i.v_cache]
+            .map(|values| Elements::F32(values.clone()));
+        encode_prefill(&INSTANCE, &i.batch, tensors, i.alibi_slopes.as_deref(), None)
+            .into_iter()
+            .map(|(name, bytes)| (name.to_owned(), bytes))
+            .collect()
     }
 
     fn load(files: &[(String, Vec<u8>)]) -> Result<CaseInputs<Inputs>, PagedCaseError> {

@@ -194,19 +194,7 @@ mod tests {
 
     /// The planted kernel's first line: the cases it must fail on the GPU.
     fn listed(bug: Bug) -> Vec<String> {
-        let path = format!(
-            "{}/kernels/paged-prefill-fp8/bugs/{}.cu",
-            env!("CARGO_MANIFEST_DIR"),
-            bug.name()
-        );
-        let text = std::fs::read_to_string(&path).expect("a planted kernel per bug");
-        text.lines()
-            .next()
-            .and_then(|line| line.strip_prefix("// flashprof-expect-fail:"))
-            .unwrap_or_else(|| panic!("{path}: no flashprof-expect-fail line"))
-            .split_whitespace()
-            .map(str::to_owned)
-            .collect()
+        crate::lab::paged::testing::planted_kernel("paged-prefill-fp8", bug.name()).2
     }
 
     #[test]

@@ -15,9 +15,9 @@ use std::path::Path;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
-use super::{bf16, standard_alibi_slopes, Batch, Inputs, KvFormat, FP8_NAN, INSTANCE};
+use super::{bf16, Batch, Inputs, KvFormat, FP8_NAN, INSTANCE};
 use crate::lab::case_file::case_rng;
-use crate::lab::paged::generate::{lay_out, Draw, Laid, PlantSites};
+use crate::lab::paged::generate::{lay_out, Draw, PlantSites};
 pub use crate::lab::paged::recipe::CaseSpec;
 use crate::lab::paged::recipe::{CaseInputs, Fp8Keys, PagedCaseError, TIMING_CONTEXT, TIMING_NEW};
 
@@ -97,34 +97,23 @@ fn lay_out_fp8(batch: Batch, share: Option<[usize; 2]>, keys: Fp8Keys, rng: &mut
         }
         (key, value)
     };
-    let Laid {
-        batch,
-        q,
-        k_new,
-        v_new,
-        k_cache,
-        v_cache,
-    } = lay_out(
-        batch,
-        share,
-        rng,
-        Draw {
-            activation: &|rng: &mut ChaCha8Rng| bf16::round(rng.random_range(-1.0f32..1.0)),
-            unowned: (FP8_NAN, FP8_NAN),
-            cached: &mut cached,
-        },
-    );
+    let draw = Draw {
+        activation: &|rng: &mut ChaCha8Rng| bf16::round(rng.random_range(-1.0f32..1.0)),
+        unowned: (FP8_NAN, FP8_NAN),
+        cached: &mut cached,
+    };
+    let tensors = lay_out(batch, share, rng, draw);
     Inputs {
-        alibi_slopes: batch.alibi.then(standard_alibi_slopes),
         format,
         k_scale,
         v_scale,
-        batch,
-        q,
-        k_new,
-        v_new,
-        k_cache,
-        v_cache,
+        batch: tensors.batch,
+        q: tensors.q,
+        k_new: tensors.k_new,
+        v_new: tensors.v_new,
+        k_cache: tensors.k_cache,
+        v_cache: tensors.v_cache,
+        alibi_slopes: tensors.alibi_slopes,
     }
 }
 
@@ -135,18 +124,10 @@ fn lay_out_fp8(batch: Batch, share: Option<[usize; 2]>, keys: Fp8Keys, rng: &mut
 pub fn timing_spec(summary: impl Fn(&Batch) -> String) -> CaseSpec {
     let mut spec = CaseSpec {
         name: "timing".into(),
-        summary: String::new(),
         context: TIMING_CONTEXT.to_vec(),
         new: TIMING_NEW.to_vec(),
-        window: 0,
-        alibi: false,
-        share_prefix: None,
-        plant: Vec::new(),
-        tensors: None,
         format: Some(KvFormat::E4m3),
-        k_scale: None,
-        v_scale: None,
-        wide: false,
+        ..CaseSpec::default()
     };
     spec.summary = format!("the timing shape, {}", summary(&INSTANCE.lengths_batch(&spec)));
     spec

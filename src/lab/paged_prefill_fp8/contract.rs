@@ -1,10 +1,6 @@
 //! The "paged-prefill-fp8-v1" contract: bf16 queries and an FP8 KV cache,
-//! head dim 128, K x-packed with X = 16. The sequence structure (lengths,
-//! block table, windows) is the second lab's [`Batch`], reused as it is:
-//! only the element types, the head dimension and the K packing differ: the
-//! cache is the paged labs' shared layout at this lab's head dimension and
-//! X ([`LAYOUT`]), which the indices here go through ([`q_index`],
-//! [`k_cache_index`], [`v_cache_index`]).
+//! head dim 128, K x-packed with X = 16: the paged family's batch and cache
+//! layout at this head dimension and packing ([`INSTANCE`]).
 
 use crate::lab::paged::bf16;
 pub use crate::lab::paged::fp8::{KvFormat, FP8_NAN};

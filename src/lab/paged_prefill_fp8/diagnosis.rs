@@ -3,7 +3,7 @@
 //!
 //! The launch's own evidence comes first, as in the second lab (stray
 //! writes, edited inputs, races, the experiments; shared through
-//! [`crate::lab::paged_prefill::diagnosis`]). Then each planted bug's CPU
+//! [`crate::lab::paged::diagnosis`]). Then each planted bug's CPU
 //! model ([`super::bugs`]) is run on the case and compared with what the
 //! kernel wrote: a model that reproduces the output
 //! names the cause with certainty (NaN for NaN, as a stray read of an FP8
@@ -23,7 +23,7 @@ use crate::lab::experiment::shared_reading;
 use crate::lab::paged::misread::{
     self, context_line, head_pattern, kv_map_found, kv_map_line, Misreading, CONTEXT_SHIFTS,
 };
-use crate::lab::paged_prefill::diagnosis::{output_diagnosis, place, worst_element};
+use crate::lab::paged::diagnosis::{output_diagnosis, place, worst_element};
 
 /// A case's diagnosis: the launch's evidence, then the bug models, then the output.
 pub fn case_diagnosis(inputs: &Inputs, graded: &Graded<'_>) -> Diagnosis {

@@ -14,7 +14,8 @@
 use super::tensors::load_bytes;
 use super::{oracle, Inputs, KvFormat, DH, HQ};
 pub use crate::lab::golden::{GoldenProof, RELATIVE_BOUND};
-use crate::lab::golden::{self, embedded_files, Disagreement};
+use crate::lab::golden::{self, Disagreement};
+use crate::lab::paged::tensors::embedded_prefill_files;
 use crate::lab::paged::recipe::PagedCaseError;
 
 /// The golden cases' sliding window.
@@ -22,27 +23,9 @@ pub const GOLDEN_WINDOW: i32 = 6;
 /// The golden cases' `(kScale, vScale)`: the floats nearest 0.3 and 1.7.
 pub const GOLDEN_SCALES: (f32, f32) = (0.3, 1.7);
 
-macro_rules! golden_files {
-    ($dir:literal) => {
-        embedded_files!(
-            $dir,
-            "q.npy",
-            "k_new.npy",
-            "v_new.npy",
-            "k_cache.npy",
-            "v_cache.npy",
-            "block_table.npy",
-            "q_start.npy",
-            "seq_len.npy",
-            "alibi_slopes.npy",
-            "expected.npy",
-        )
-    };
-}
-
 /// The embedded golden files of each format, by name.
-pub const GOLDEN_E4M3: [(&str, &[u8]); 10] = golden_files!("golden-paged-fp8/e4m3");
-pub const GOLDEN_E5M2: [(&str, &[u8]); 10] = golden_files!("golden-paged-fp8/e5m2");
+pub const GOLDEN_E4M3: [(&str, &[u8]); 10] = embedded_prefill_files!("golden-paged-fp8/e4m3");
+pub const GOLDEN_E5M2: [(&str, &[u8]); 10] = embedded_prefill_files!("golden-paged-fp8/e5m2");
 
 /// The golden files of `format`.
 pub fn golden_files(format: KvFormat) -> &'static [(&'static str, &'static [u8])] {

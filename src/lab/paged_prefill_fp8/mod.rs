@@ -14,7 +14,6 @@ pub mod diagnosis;
 pub mod golden;
 pub mod oracle;
 pub mod tensors;
-pub mod verdict;
 
 pub use crate::lab::paged::{bf16, fp8};
 
@@ -30,7 +29,7 @@ use crate::lab::definition::{
 };
 use crate::lab::geometry::LaunchGeometry;
 use crate::lab::paged::layout::PREFILL_GEOMETRY;
-use crate::lab::paged::problem::{listed_rows, prefill_grid, prefill_problem};
+use crate::lab::paged::problem::{fixed_timing_shape, listed_rows, prefill_grid, prefill_problem};
 use crate::lab::typed::{Arg, Made, Shipped, TypedLab};
 
 /// The `paged-prefill-fp8` lab.
@@ -117,15 +116,11 @@ impl TypedLab for PagedPrefillFp8 {
     }
 
     fn verdict(cases: &[CaseSummary<'_>]) -> Option<String> {
-        verdict::verdict(cases)
+        crate::lab::verdict::with_planted(cases, &bugs::Bug::ALL.map(|bug| (bug.name(), bug.defect())))
     }
 
     fn timing_case(overrides: &[(String, String)]) -> Result<CaseSpec, String> {
-        if let Some((key, _)) = overrides.first() {
-            return Err(format!(
-                "the {NAME} lab's timing shape is the contract's fixed batch; it has no key `{key}`"
-            ));
-        }
+        fixed_timing_shape(NAME, overrides)?;
         Ok(cases::timing_spec(|batch| problem_of(batch).detail))
     }
 
@@ -168,9 +163,7 @@ mod tests {
     use crate::lab::paged::testing;
 
     fn embedded() -> Vec<LabCase> {
-        PAGED_PREFILL_FP8
-            .parse_cases(cases::EMBEDDED_CASES, "assets/paged-prefill-fp8-cases.toml", Path::new("."))
-            .expect("the embedded cases parse")
+        testing::embedded(PAGED_PREFILL_FP8)
     }
 
     fn case(name: &str) -> CaseData {

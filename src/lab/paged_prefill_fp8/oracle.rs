@@ -13,9 +13,13 @@
 use rayon::prelude::*;
 
 use super::bugs::Bug;
-use super::{LAYOUT, bf16, Inputs, KvFormat, BLOCK, DH, GROUP, HKV, HQ, SCALE, SCALE_F32, X};
-use crate::lab::paged::layout::table_index;
+use super::{LAYOUT, bf16, Inputs, KvFormat, BLOCK, DH, GROUP, HKV, HQ, SCALE, SCALE_F32};
+use crate::lab::paged::layout::{table_index, CacheLayout};
+use crate::lab::paged::batch::assert_prefill_lengths;
 use crate::lab::paged::misread::Misreading;
+
+/// The K cache as a kernel reads it that assumes X = 8 (the X-assumed-8 bug).
+const LAYOUT_X8: CacheLayout = CacheLayout::new(DH, 8);
 
 /// How the attention is computed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,7 +52,7 @@ pub fn attention(inputs: &Inputs) -> Vec<f64> {
 /// What `model` computes for every row (rows always have a writer here:
 /// none of this lab's bugs moves a row).
 pub fn evaluate(inputs: &Inputs, model: Model) -> Vec<f64> {
-    check_lengths(inputs);
+    assert_prefill_lengths!(inputs);
     let batch = &inputs.batch;
     let mut out = vec![0.0; batch.q_elems()];
     for seq in 0..batch.num_seqs() {
@@ -69,7 +73,7 @@ pub fn evaluate(inputs: &Inputs, model: Model) -> Vec<f64> {
 /// The largest `|v|` each (row, head) sees, laid out `[T][32]`: what
 /// scales the absolute part of the tolerance ([`super::tolerance`]).
 pub fn value_scales(inputs: &Inputs) -> Vec<f64> {
-    check_lengths(inputs);
+    assert_prefill_lengths!(inputs);
     let batch = &inputs.batch;
     let mut scales = vec![0.0; batch.total_new() * HQ];
     for seq in 0..batch.num_seqs() {
@@ -92,27 +96,6 @@ pub fn value_scales(inputs: &Inputs) -> Vec<f64> {
     scales
 }
 
-fn check_lengths(inputs: &Inputs) {
-    let b = &inputs.batch;
-    assert_eq!(inputs.q.len(), b.q_elems(), "q does not match the batch");
-    assert_eq!(inputs.k_new.len(), b.kv_new_elems(), "kNew does not match");
-    assert_eq!(inputs.v_new.len(), b.kv_new_elems(), "vNew does not match");
-    assert_eq!(
-        inputs.k_cache.len(),
-        b.cache_elems(),
-        "kCache does not match"
-    );
-    assert_eq!(
-        inputs.v_cache.len(),
-        b.cache_elems(),
-        "vCache does not match"
-    );
-    assert_eq!(
-        inputs.alibi_slopes.is_some(),
-        b.alibi,
-        "ALiBi slopes present exactly when the batch says so"
-    );
-}
 
 /// One key or value as the (possibly buggy) kernel sees it.
 struct Position {
@@ -175,13 +158,9 @@ impl SequenceKv {
             for g in 0..HKV {
                 for d in 0..DH {
                     let k_at = block.map(|block| match bug {
-                        Some(Bug::XAssumed8) => {
-                            const X8: usize = 8;
-                            (((block * HKV + g) * (DH / X8) + d / X8) * BLOCK + slot) * X8 + d % X8
-                        }
+                        Some(Bug::XAssumed8) => LAYOUT_X8.k_cache_index(block, g, d, slot),
                         _ => LAYOUT.k_cache_index(block, g, d, slot),
                     });
-                    debug_assert_eq!(X, 16);
                     keys[g * DH + d] = read(&inputs.k_cache, k_at, k_scale);
                     let v_at = block.map(|block| LAYOUT.v_cache_index(block, g, d, slot));
                     values[g * DH + d] = read(&inputs.v_cache, v_at, v_scale);

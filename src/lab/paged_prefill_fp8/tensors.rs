@@ -1,5 +1,5 @@
 //! An FP8 case from tensors on disk (a TA's own batch) or embedded (the
-//! golden cases), through the family's schema
+//! golden cases), read by the family's loader
 //! ([`crate::lab::paged::tensors`]).
 //!
 //! The bf16 tensors (`q.npy`, `k_new.npy`, `v_new.npy`) are float32 arrays
@@ -7,49 +7,13 @@
 //! `torch_tensor.float().numpy()`); a value that is not is refused naming
 //! the file and its first such index, since the kernel would receive a
 //! different number than the oracle read. The caches are uint8 arrays of
-//! FP8 bytes, their format given by the case (the bytes cannot say). The
-//! int32 files and the optional ones go through the family's checks.
+//! FP8 bytes, their format given by the case (the bytes cannot say).
 
 use std::path::Path;
 
-use super::{Batch, Inputs, KvFormat, BLOCK, DH, HKV, HQ, LAYOUT, X};
-use crate::lab::npy;
+use super::{Inputs, KvFormat, INSTANCE};
 use crate::lab::paged::recipe::{CaseInputs, PagedCaseError};
-use crate::lab::paged::tensors::{self, Dim, Element, TensorFiles, TensorSpec};
-
-/// The bf16 and FP8 files, in the order they are read.
-pub const SCHEMA: [TensorSpec; 5] = [
-    TensorSpec {
-        file: "q.npy",
-        element: Element::Bf16,
-        shape: &[Dim::Named("T"), Dim::Is(HQ), Dim::Is(DH)],
-        note: "",
-    },
-    TensorSpec {
-        file: "k_new.npy",
-        element: Element::Bf16,
-        shape: &[Dim::Named("T"), Dim::Is(HKV), Dim::Is(DH)],
-        note: "",
-    },
-    TensorSpec {
-        file: "v_new.npy",
-        element: Element::Bf16,
-        shape: &[Dim::Named("T"), Dim::Is(HKV), Dim::Is(DH)],
-        note: "",
-    },
-    TensorSpec {
-        file: "k_cache.npy",
-        element: Element::U8,
-        shape: &[Dim::Named("numBlocks"), Dim::Is(HKV), Dim::Is(DH / X), Dim::Is(BLOCK), Dim::Is(X)],
-        note: "uint8 FP8 bytes, x-packed, X = 16",
-    },
-    TensorSpec {
-        file: "v_cache.npy",
-        element: Element::U8,
-        shape: &[Dim::Named("numBlocks"), Dim::Is(HKV), Dim::Is(DH), Dim::Is(BLOCK)],
-        note: "uint8",
-    },
-];
+use crate::lab::paged::tensors::TensorFiles;
 
 /// Loads and validates the case files in `dir`; `window`, `format` and the
 /// `(kScale, vScale)` come from the case recipe.
@@ -78,80 +42,46 @@ fn load(
     format: KvFormat,
     (k_scale, v_scale): (f32, f32),
 ) -> Result<CaseInputs<Inputs>, PagedCaseError> {
-    let mut read = tensors::read(files, &SCHEMA, &[])?;
-    let (total, num_blocks) = (read.dim("T"), read.dim("numBlocks"));
-    let batch = tensors::prefill_batch(files, LAYOUT, total, num_blocks, window)?;
-    let alibi_slopes = tensors::alibi(files)?;
-    let expected = tensors::expected(files, total, DH)?;
+    let mut read = INSTANCE.load(files, window)?;
+    let tensors = &mut read.tensors;
     Ok(CaseInputs {
         inputs: Inputs {
-            batch: Batch {
-                alibi: alibi_slopes.is_some(),
-                ..batch
-            },
             format,
             k_scale,
             v_scale,
-            q: read.f32s("q.npy"),
-            k_new: read.f32s("k_new.npy"),
-            v_new: read.f32s("v_new.npy"),
-            k_cache: read.bytes("k_cache.npy"),
-            v_cache: read.bytes("v_cache.npy"),
-            alibi_slopes,
+            q: tensors.f32s("q.npy"),
+            k_new: tensors.f32s("k_new.npy"),
+            v_new: tensors.f32s("v_new.npy"),
+            k_cache: tensors.bytes("k_cache.npy"),
+            v_cache: tensors.bytes("v_cache.npy"),
+            batch: read.batch,
+            alibi_slopes: read.alibi_slopes,
         },
-        expected,
+        expected: read.expected,
     })
 }
 
-/// The `.npy` files of `inputs` (with `expected` when given), as name -> bytes:
-/// what a TA's script writes, and what the tests load back.
+/// The `.npy` files of `inputs` (with `expected` when given): what a TA's
+/// script writes, and what the tests load back.
+#[cfg(test)]
 pub fn encode(inputs: &Inputs, expected: Option<&[f64]>) -> Vec<(&'static str, Vec<u8>)> {
-    let b = &inputs.batch;
-    let (t, s) = (b.total_new(), b.num_seqs());
-    let ok = "shapes follow the batch";
-    let mut files = vec![
-        ("q.npy", npy::encode_f32(&[t, HQ, DH], &inputs.q).expect(ok)),
-        (
-            "k_new.npy",
-            npy::encode_f32(&[t, HKV, DH], &inputs.k_new).expect(ok),
-        ),
-        (
-            "v_new.npy",
-            npy::encode_f32(&[t, HKV, DH], &inputs.v_new).expect(ok),
-        ),
-        (
-            "k_cache.npy",
-            npy::encode_u8(&[b.num_blocks, HKV, DH / X, BLOCK, X], &inputs.k_cache).expect(ok),
-        ),
-        (
-            "v_cache.npy",
-            npy::encode_u8(&[b.num_blocks, HKV, DH, BLOCK], &inputs.v_cache).expect(ok),
-        ),
-        (
-            "block_table.npy",
-            npy::encode_i32(&[s, b.max_blocks_per_seq], &b.block_table).expect(ok),
-        ),
-        (
-            "q_start.npy",
-            npy::encode_i32(&[s + 1], &b.q_start).expect(ok),
-        ),
-        ("seq_len.npy", npy::encode_i32(&[s], &b.seq_len).expect(ok)),
+    use crate::lab::paged::tensors::{encode_prefill, Elements};
+    let tensors = [
+        Elements::F32(inputs.q.clone()),
+        Elements::F32(inputs.k_new.clone()),
+        Elements::F32(inputs.v_new.clone()),
+        Elements::U8(inputs.k_cache.clone()),
+        Elements::U8(inputs.v_cache.clone()),
     ];
-    if let Some(slopes) = &inputs.alibi_slopes {
-        files.push((
-            "alibi_slopes.npy",
-            npy::encode_f32(&[HQ], slopes).expect(ok),
-        ));
-    }
-    if let Some(e) = expected {
-        files.push(("expected.npy", npy::encode_f64(&[t, HQ, DH], e).expect(ok)));
-    }
-    files
+    let slopes = inputs.alibi_slopes.as_deref();
+    encode_prefill(&INSTANCE, &inputs.batch, tensors, slopes, expected)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lab::npy;
+    use crate::lab::paged::tensors;
     use crate::lab::paged_prefill_fp8::LAYOUT;
     use crate::lab::paged_prefill_fp8::cases::embedded_cases;
 
