@@ -1,12 +1,17 @@
 //! What one check is asked to do, as the front ends' validated options
 //! (`cli::plan`) made it.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use super::LinesPlan;
+use crate::app::sanitize::{SanitizePlan, SanitizerTool, StudentFile};
 use crate::gpu::compile::QuickBuild;
 use crate::lab::definition::{LabCase, LabRef};
 use crate::protocol::TimingConfig;
+
+/// How long each compute-sanitizer tool may run over one case.
+const SANITIZER_TOOL_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Everything one check needs to know.
 #[derive(Debug, Clone)]
@@ -54,5 +59,29 @@ impl CheckPlan {
             source_text,
             ..self.clone()
         }
+    }
+
+    /// The compute-sanitizer pass over this plan's text on its first case
+    /// (docs/SANITIZER.md): every tool, `exe` re-entered as `check`, the
+    /// lab's embedded cases and no extra environment; `None` without a case.
+    pub fn sanitize_pass(&self, sanitizer: PathBuf, exe: PathBuf) -> Option<SanitizePlan> {
+        let case = self.cases.first()?;
+        Some(SanitizePlan {
+            sanitizer,
+            exe,
+            text: self.source_text.clone(),
+            lab: self.lab.name().to_owned(),
+            case: case.name.clone(),
+            cases_file: None,
+            seed: self.seed,
+            tools: SanitizerTool::ALL.to_vec(),
+            timeout: SANITIZER_TOOL_TIMEOUT,
+            student: StudentFile::new(
+                &self.source_path,
+                &self.source_text,
+                self.lab.abi().entry_point,
+            ),
+            env: Vec::new(),
+        })
     }
 }
