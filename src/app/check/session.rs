@@ -125,7 +125,7 @@ macro_rules! carried_by {
 }
 
 /// The answer to a `Load`: how long the load took, in milliseconds.
-pub(super) struct Loaded(pub f64);
+struct Loaded(f64);
 
 carried_by! {
     CompileOutcome: Event::Compiled(outcome) => outcome;
@@ -412,10 +412,10 @@ impl<'a> WorkerSession<'a> {
         }
     }
 
-    /// Loads `build` into the worker.
-    pub(super) fn load(&mut self, build: &LoadedBuild<'_>) -> Result<Loaded, Unanswered> {
+    /// Loads `build` into the worker; how long that took, in milliseconds.
+    pub(super) fn load(&mut self, build: &LoadedBuild<'_>) -> Result<f64, Unanswered> {
         let load = self.load_request(build.image, build.geometry);
-        self.ask(&load, LOAD_TIMEOUT)
+        self.ask(&load, LOAD_TIMEOUT).map(|Loaded(load_ms)| load_ms)
     }
 
     /// The one `Load` request: `image` for the session's lab.
@@ -494,4 +494,55 @@ pub(super) fn compiler_failed(message: String) -> CompileOutcome {
         kind: CompileProblemKind::CompilerFailed,
         message,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::app::check::phases::not_run;
+    use crate::lab::flash_prefill::FLASH_PREFILL;
+
+    #[test]
+    fn a_worker_is_let_go_after_no_answer_a_fatal_failure_a_crash_or_a_load_that_failed() {
+        let lab = FLASH_PREFILL;
+        let case = lab.timing_case(&[]).expect("the timing case");
+        let run = Request::RunCase {
+            case: case.clone(),
+            seed: 1,
+        };
+        let load = Request::Load {
+            lab: LabId::of(lab),
+            image: Vec::new(),
+            geometry: lab.default_geometry(),
+        };
+        let failed = |fatal| {
+            Ok(Event::Failed {
+                message: "no".into(),
+                fatal,
+            })
+        };
+        let with_status = |status| {
+            let mut outcome = not_run(lab, &case, String::new());
+            outcome.status = status;
+            Ok(Event::Case(outcome))
+        };
+        let lost = Err(WorkerFailure::Timeout(Duration::from_secs(1)));
+        assert!(lets_go(&run, &lost));
+        assert!(lets_go(&run, &failed(true)));
+        assert!(!lets_go(&run, &failed(false)));
+        assert!(lets_go(&run, &with_status(CaseStatus::Crash)));
+        assert!(!lets_go(&run, &with_status(CaseStatus::Fail)));
+        assert!(lets_go(&load, &failed(false)));
+        assert!(!lets_go(&load, &Ok(Event::Loaded { load_ms: 1.0 })));
+    }
+
+    #[test]
+    fn an_answer_is_taken_only_from_its_own_event() {
+        assert!(matches!(
+            Loaded::from_event(Event::Loaded { load_ms: 2.0 }),
+            Ok(Loaded(ms)) if ms == 2.0
+        ));
+        let other = TimingOutcome::from_event(Event::Loaded { load_ms: 2.0 });
+        assert!(matches!(other.map_err(|e| *e), Err(Event::Loaded { .. })));
+    }
 }
