@@ -2,7 +2,6 @@
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use clap::Args;
 
@@ -10,7 +9,7 @@ use super::plan::{CaseChoice, CountersChoice, RunOptions};
 use super::refusal::{ErrorContext, Refusal};
 use super::ExitCode;
 use crate::app::check::{run_check, CheckPlan};
-use crate::app::gate::{GateTable, SpeedGate};
+use crate::app::gate::SpeedGate;
 use crate::lab::source::StudentSource;
 use crate::outcome::Progress;
 use crate::outcome::Verdict;
@@ -115,11 +114,7 @@ fn checked(args: &CheckArgs, context: &mut ErrorContext) -> Result<ExitCode, Ref
     let source =
         StudentSource::from_path(&args.file, lab).map_err(|e| args.lab.refuse_source(e))?;
     super::proven_oracle(lab)?;
-    let sanitizer = args
-        .sanitize
-        .then(crate::app::sanitize::locate)
-        .transpose()
-        .map_err(|message| Refusal::new(ExitCode::Environment, format!("--sanitize: {message}")))?;
+    let sanitizer = super::plan::sanitizer(args.sanitize)?;
     let plan = args
         .options()
         .plan(lab)?
@@ -223,16 +218,13 @@ fn sanitize(
     sanitizer: PathBuf,
     show_progress_line: bool,
 ) {
-    use crate::app::sanitize::{run_pass, SanitizePlan, SanitizerTool, StudentFile};
+    use crate::app::sanitize::{run_pass, SanitizePlan};
     if report.gpu.is_err() || !report.compile.ok {
         eprintln!(
             "flashprof: --sanitize: not run (the kernel did not compile, or there is no GPU)"
         );
         return;
     }
-    let Some(case) = plan.cases.first() else {
-        return;
-    };
     let exe = match std::env::current_exe() {
         Ok(exe) => exe,
         Err(e) => {
@@ -240,43 +232,27 @@ fn sanitize(
             return;
         }
     };
+    let Some(pass) = plan.sanitize_pass(sanitizer, exe) else {
+        return;
+    };
     if show_progress_line {
         eprint!(
             "\r\x1b[2Kcompute-sanitizer (racecheck, memcheck, synccheck, initcheck) on case {}...",
-            case.name
+            pass.case
         );
     }
-    let sanitize_plan = SanitizePlan {
-        sanitizer,
-        exe,
-        text: plan.source_text.clone(),
-        lab: plan.lab.name().to_owned(),
-        case: case.name.clone(),
+    report.sanitizer = Some(run_pass(&SanitizePlan {
         cases_file: args.cases.clone(),
-        seed: plan.seed,
-        tools: SanitizerTool::ALL.to_vec(),
-        timeout: Duration::from_secs(300),
-        student: StudentFile::new(
-            &plan.source_path,
-            &plan.source_text,
-            plan.lab.abi().entry_point,
-        ),
-        env: Vec::new(),
-    };
-    report.sanitizer = Some(run_pass(&sanitize_plan));
+        ..pass
+    }));
 }
 
 /// The speed gate for a report that ran on a GPU; a broken gates file is
 /// reported and leaves the check ungated rather than failing it.
 fn speed_gate(report: &crate::outcome::CheckReport) -> Option<SpeedGate> {
     report.gpu.as_ref().ok()?;
-    match GateTable::effective() {
-        Ok(table) => Some(SpeedGate::evaluate(report, &table)),
-        Err(e) => {
-            eprintln!("flashprof: no speed gate: {e}");
-            None
-        }
-    }
+    let table = super::plan::speed_gates("flashprof")?;
+    Some(SpeedGate::evaluate(report, &table))
 }
 
 /// One status line on stderr while the check runs, so a slow GPU never looks frozen.

@@ -15,7 +15,7 @@ use super::plan::RunOptions;
 use super::refusal::{ErrorContext, Refusal};
 use super::ExitCode;
 use crate::app::check::run_check_alone;
-use crate::app::gate::{GateTable, SpeedGate};
+use crate::app::gate::SpeedGate;
 use crate::lab::source::StudentSource;
 use crate::outcome::CheckReport;
 use crate::report::compare::{render_compare_json, render_compare_table, Palette, Side};
@@ -97,10 +97,7 @@ fn compared(args: &CompareArgs, context: &mut ErrorContext) -> Result<ExitCode, 
     if show_progress {
         eprint!("\r\x1b[2K");
     }
-    let gates = GateTable::effective().unwrap_or_else(|e| {
-        eprintln!("flashprof compare: no speed gate: {e}");
-        GateTable::default()
-    });
+    let gates = super::plan::speed_gates("flashprof compare").unwrap_or_default();
     let gate_of = |r: &CheckReport| r.gpu.is_ok().then(|| SpeedGate::evaluate(r, &gates));
     let (gate_a, gate_b) = (gate_of(&reports[0]), gate_of(&reports[1]));
     let a = Side {

@@ -134,11 +134,7 @@ pub fn run(args: GradeArgs) -> Result<ExitCode, Refusal> {
     let gates =
         GateTable::effective().map_err(|e| Refusal::new(ExitCode::Environment, e.to_string()))?;
     let command = super::worker_command(&args.remote)?;
-    let sanitizer = args
-        .sanitize
-        .then(crate::app::sanitize::locate)
-        .transpose()
-        .map_err(|message| Refusal::new(ExitCode::Environment, format!("--sanitize: {message}")))?;
+    let sanitizer = super::plan::sanitizer(args.sanitize)?;
     let mut options = args.run.options(false);
     // A compile-only run times nothing; a resumed one keeps its journal's inputs.
     if mode != GradeMode::Full {

@@ -15,6 +15,7 @@ use clap::Args;
 use super::refusal::Refusal;
 use super::ExitCode;
 use crate::app::check::{CheckPlan, CountersPlan, LinesPlan, TimingPlan};
+use crate::app::gate::GateTable;
 use crate::gpu::compile::QuickBuild;
 use crate::lab::definition::{LabCase, LabRef};
 use crate::protocol::TimingConfig;
@@ -235,6 +236,23 @@ impl RunOptions {
             quick_build: self.quick_build,
         })
     }
+}
+
+/// The compute-sanitizer a `--sanitize` run uses, found before any check
+/// runs so that a missing one stops the command at once.
+pub fn sanitizer(asked: bool) -> Result<Option<PathBuf>, Refusal> {
+    asked
+        .then(crate::app::sanitize::locate)
+        .transpose()
+        .map_err(|message| Refusal::new(ExitCode::Environment, format!("--sanitize: {message}")))
+}
+
+/// The speed gates in effect; a broken gates file is said (after `who`)
+/// and leaves the reports ungated rather than failing the command.
+pub fn speed_gates(who: &str) -> Option<GateTable> {
+    GateTable::effective()
+        .map_err(|e| eprintln!("{who}: no speed gate: {e}"))
+        .ok()
 }
 
 /// The lab's cases: its embedded set, or a cases file.

@@ -120,7 +120,7 @@ pub fn run_live(setup: LiveSetup) -> anyhow::Result<()> {
 /// Runs the sanitizer pass over the file as saved, on the plan's first case,
 /// on a thread of its own; the result comes back as [`Msg::Sanitized`].
 fn start_sanitizer(file: &Path, template: &CheckPlan, messages: &Sender<Msg>) {
-    use crate::app::sanitize::{locate, run_pass, SanitizePlan, SanitizerTool, StudentFile};
+    use crate::app::sanitize::{locate, run_pass};
     let (file, template, replies) = (file.to_path_buf(), template.clone(), messages.clone());
     let spawned = std::thread::Builder::new()
         .name("flashprof-sanitizer".into())
@@ -129,29 +129,15 @@ fn start_sanitizer(file: &Path, template: &CheckPlan, messages: &Sender<Msg>) {
                 let sanitizer = locate()?;
                 let exe = std::env::current_exe()
                     .map_err(|e| format!("cannot locate flashprof itself: {e}"))?;
-                let case = template.cases.first().ok_or("no case to run")?;
                 // Read like every student file: never a blocking open of a FIFO.
                 let read = read_regular_file(&file, FollowLinks::No, MAX_SOURCE_BYTES)
                     .map_err(|e| e.to_string())?;
                 let text = String::from_utf8(read.bytes)
                     .map_err(|_| format!("{} is not UTF-8 text", path_for_display(&file)))?;
-                let plan = SanitizePlan {
-                    sanitizer,
-                    exe,
-                    text: text.clone(),
-                    lab: template.lab.name().to_owned(),
-                    case: case.name.clone(),
-                    cases_file: None,
-                    seed: template.seed,
-                    tools: SanitizerTool::ALL.to_vec(),
-                    timeout: Duration::from_secs(300),
-                    student: StudentFile::new(
-                        &template.source_path,
-                        &text,
-                        template.lab.abi().entry_point,
-                    ),
-                    env: Vec::new(),
-                };
+                let plan = template
+                    .of_source(template.source_path.clone(), text)
+                    .sanitize_pass(sanitizer, exe)
+                    .ok_or("no case to run")?;
                 Ok(Box::new(run_pass(&plan)))
             })();
             let _ = replies.send(Msg::Sanitized(result));

@@ -19,7 +19,7 @@ pub mod submissions;
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::{mpsc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use self::journal::{
     GradeMode, GradingKey, GradingLimits, JournalEntry, JournalWriter, JOURNAL_FILE,
@@ -267,33 +267,18 @@ fn now_unix_ms() -> u64 {
 }
 
 /// The sanitizer pass on the first case, on the worker's GPU, over the
-/// exact text `check` graded (never the path read again); `None` where
-/// this executable cannot be found.
+/// exact text `check` graded (never the path read again); `None` without a case.
 fn sanitize_one(
     sanitizer: &std::path::Path,
     worker: &WorkerCommand,
     check: &CheckPlan,
 ) -> Option<crate::app::sanitize::SanitizerOutcome> {
-    use crate::app::sanitize::{run_pass, SanitizePlan, SanitizerTool, StudentFile};
-    let case = check.cases.first()?;
-    let sanitize = SanitizePlan {
-        sanitizer: sanitizer.to_path_buf(),
-        exe: worker.program.clone(),
-        text: check.source_text.clone(),
-        lab: check.lab.name().to_owned(),
-        case: case.name.clone(),
-        cases_file: None,
-        seed: check.seed,
-        tools: SanitizerTool::ALL.to_vec(),
-        timeout: Duration::from_secs(300),
-        student: StudentFile::new(
-            &check.source_path,
-            &check.source_text,
-            check.lab.abi().entry_point,
-        ),
+    use crate::app::sanitize::{run_pass, SanitizePlan};
+    let pass = check.sanitize_pass(sanitizer.to_path_buf(), worker.program.clone())?;
+    Some(run_pass(&SanitizePlan {
         env: worker.env.clone(),
-    };
-    Some(run_pass(&sanitize))
+        ..pass
+    }))
 }
 
 /// Checks one submission in a fresh worker on `slot`.

@@ -5,14 +5,14 @@
 
 use std::time::Duration;
 
-use super::{CheckPlan, LOAD_TIMEOUT, WORKER_START_TIMEOUT};
-use crate::app::worker_handle::{WorkerCommand, WorkerHandle};
+use super::session::{LoadedBuild, Unanswered, WorkerSession};
+use super::CheckPlan;
+use crate::app::worker_handle::WorkerCommand;
 use crate::gpu::compile::line_table::{attribute, Attribution, LineTable};
 use crate::grade::lines::{by_line, source_of, LineKey, LineProfile};
-use crate::lab::definition::{LabCase, LabRef};
-use crate::lab::geometry::LaunchGeometry;
+use crate::lab::definition::LabCase;
 use crate::lab::source::marker_name;
-use crate::protocol::{Event, LabId, LinesOutcome, Request};
+use crate::protocol::{Event, LinesOutcome};
 
 /// The line profile a plan asks for.
 #[derive(Debug, Clone)]
@@ -22,24 +22,23 @@ pub struct LinesPlan {
     pub timeout: Duration,
 }
 
-/// The build the cases ran, as the line worker loads it.
-pub(super) struct LoadedBuild<'a> {
-    pub lab: LabRef,
-    pub image: &'a [u8],
-    pub geometry: LaunchGeometry,
-}
-
-/// Collects the profile in a worker started for it, then charges it.
+/// Collects the profile of `build`, the build the cases ran, in a worker
+/// started for it, then charges it.
 pub(super) fn profile_lines(
     plan: &CheckPlan,
     lines: &LinesPlan,
     command: &WorkerCommand,
     build: &LoadedBuild<'_>,
 ) -> Result<LineProfile, String> {
-    let mut worker = WorkerHandle::spawn(command, WORKER_START_TIMEOUT)
+    let mut worker = None;
+    let mut session = WorkerSession::new(command, &mut worker, plan.lab);
+    session
+        .start_if_gone()
         .map_err(|e| format!("the line worker did not start: {e}"))?;
-    let collected = collect(&mut worker, plan, lines, build);
-    worker.shutdown();
+    let collected = collect(&mut session, plan, lines, build);
+    if let Some(worker) = worker {
+        worker.shutdown();
+    }
     let outcome = collected?;
     if let Some(refused) = outcome.refused {
         return Err(refused);
@@ -48,38 +47,20 @@ pub(super) fn profile_lines(
 }
 
 fn collect(
-    worker: &mut WorkerHandle,
+    session: &mut WorkerSession<'_>,
     plan: &CheckPlan,
     lines: &LinesPlan,
     build: &LoadedBuild<'_>,
 ) -> Result<LinesOutcome, String> {
-    let load = Request::Load {
-        lab: LabId::of(build.lab),
-        image: build.image.to_vec(),
-        geometry: build.geometry,
+    let unanswered = |unanswered: Unanswered| match unanswered {
+        Unanswered::Answered(event) => match *event {
+            Event::Failed { message, .. } => message,
+            other => format!("the line worker answered {other:?}"),
+        },
+        lost => lost.to_string(),
     };
-    let unexpected = |event: Event| match event {
-        Event::Failed { message, .. } => message,
-        other => format!("the line worker answered {other:?}"),
-    };
-    match worker
-        .request(&load, LOAD_TIMEOUT)
-        .map_err(|e| e.to_string())?
-    {
-        Event::Loaded { .. } => {}
-        other => return Err(unexpected(other)),
-    }
-    let request = Request::Lines {
-        case: lines.case.clone(),
-        seed: plan.seed,
-    };
-    match worker
-        .request(&request, lines.timeout)
-        .map_err(|e| e.to_string())?
-    {
-        Event::Lines(answer) => answer,
-        other => Err(unexpected(other)),
-    }
+    session.load(build).map_err(unanswered)?;
+    session.lines(lines, plan.seed).map_err(unanswered)?
 }
 
 /// Charges each instruction of `outcome` to its line and sums them.
