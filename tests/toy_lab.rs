@@ -13,11 +13,12 @@ use flashprof::grade::compare::{compare, OutputShape, Tolerance};
 use flashprof::grade::integrity::{integrity_problem, Integrity};
 use flashprof::grade::roofline::Work;
 use flashprof::lab::definition::{
-    CaseData, CaseError, Diagnosis, Graded, KernelFile, Lab, LabRef, Problem, SupportKernels,
+    no_reread_cause, CaseData, CaseError, Diagnosis, Graded, KernelFile, LabInfo, LabRef, Problem,
+    Shipped, SupportKernels,
 };
 use flashprof::lab::geometry::{GridY, LaunchGeometry};
 use flashprof::lab::source::{SourceError, SourceForm, StudentSource};
-use flashprof::lab::typed::{check_args_against_signature, Arg, Made, Recipe, Shipped, TypedLab};
+use flashprof::lab::typed::{check_args_against_signature, Arg, Made, Recipe, TypedLab};
 
 const HEADS: usize = 16;
 const DIM: usize = 32;
@@ -91,13 +92,6 @@ fn tensor(len: usize, seed: u64) -> Vec<f32> {
 impl TypedLab for ToyLab {
     type Case = ToyCase;
     type Inputs = Inputs;
-
-    const NAME: &'static str = "toy";
-    const CONTRACT: &'static str = "toy-v1";
-    const DESCRIPTION: &'static str = "a test lab: 16 heads of 32, one causal sequence";
-    const DEFAULT_FILE: &'static str = "toy.cu";
-    const ENTRY_POINT: &'static str = "toy_attention";
-    const SIGNATURE: &'static str = SIGNATURE;
     const ARGS: &'static [Arg<Inputs>] = &[
         Arg::f32_input("q", |i| &i.q),
         Arg::f32_input("k", |i| &i.k),
@@ -105,36 +99,47 @@ impl TypedLab for ToyLab {
         Arg::f32_output("out"),
         Arg::int("rows", |i| i.rows as i32),
     ];
-    const BODY_CONSTANTS: &'static [(&'static str, usize)] = &[("TH", HEADS), ("TD", DIM)];
-    const DEFAULT_GEOMETRY: LaunchGeometry = LaunchGeometry {
-        rows_per_block: 1,
-        threads: DIM as u32,
-        dynamic_smem_bytes: 0,
-        grid_y: GridY::QueryHead,
-        splits: 1,
-    };
-    const TOLERANCE: Tolerance = Tolerance {
-        abs: 1e-4,
-        rel: 1e-3,
-    };
-    const CASES: &'static str = "[[case]]\nname = \"tiny\"\nrows = 5\n\n[[case]]\nname = \"longer\"\nsummary = \"past one warp of keys\"\nrows = 40\n";
-    const TIMING_DRAW: std::ops::Range<f32> = -1.0..1.0;
-    const KERNELS: Shipped = Shipped {
-        starter: KernelFile {
-            path: "toy/starter.cu",
-            text: STARTER,
+    const INFO: LabInfo = LabInfo {
+        name: "toy",
+        contract: "toy-v1",
+        description: "a test lab: 16 heads of 32, one causal sequence",
+        default_file: "toy.cu",
+        entry_point: "toy_attention",
+        signature: SIGNATURE,
+        body_constants: &[("TH", HEADS), ("TD", DIM)],
+        default_geometry: LaunchGeometry {
+            rows_per_block: 1,
+            threads: DIM as u32,
+            dynamic_smem_bytes: 0,
+            grid_y: GridY::QueryHead,
+            splits: 1,
         },
-        reference: KernelFile {
-            path: "toy/starter.cu",
-            text: STARTER,
+        graded_on_bytes: false,
+        compulsory_reads: None,
+        reread_cause: no_reread_cause,
+        tolerance: Tolerance {
+            abs: 1e-4,
+            rel: 1e-3,
         },
-        support: SupportKernels {
-            file: KernelFile {
+        cases: "[[case]]\nname = \"tiny\"\nrows = 5\n\n[[case]]\nname = \"longer\"\nsummary = \"past one warp of keys\"\nrows = 40\n",
+        timing_draw: -1.0..1.0,
+        kernels: Shipped {
+            starter: KernelFile {
                 path: "toy/starter.cu",
                 text: STARTER,
             },
-            oracle_f64: "toy_attention",
-            oracle_threads: 32,
+            reference: KernelFile {
+                path: "toy/starter.cu",
+                text: STARTER,
+            },
+            support: SupportKernels {
+                file: KernelFile {
+                    path: "toy/starter.cu",
+                    text: STARTER,
+                },
+                oracle_f64: "toy_attention",
+                oracle_threads: 32,
+            },
         },
     };
 
@@ -260,7 +265,7 @@ fn the_toy_labs_argument_table_is_its_signature() {
 fn the_engine_checks_a_file_against_the_toy_labs_own_abi() {
     let source = StudentSource::from_bytes("toy.cu", STARTER.as_bytes(), TOY).expect("accepted");
     assert_eq!(source.form(), SourceForm::TranslationUnit);
-    assert_eq!(source.geometry(), ToyLab.default_geometry());
+    assert_eq!(source.geometry(), ToyLab::INFO.default_geometry);
     // The first lab's kernel is not this lab's: refused, naming the toy's entry point.
     let flash = include_str!("../kernels/flash-prefill/reference.cu");
     let refused =

@@ -139,6 +139,9 @@ impl Problem {
 pub struct LabCase {
     pub name: String,
     pub summary: String,
+    /// The folder the case reads its own tensors from, if it brings them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub own_tensors: Option<std::path::PathBuf>,
     /// The whole `[[case]]` table, in the lab's own format.
     pub recipe: serde_json::Value,
 }
@@ -147,9 +150,8 @@ pub struct LabCase {
 #[derive(Clone)]
 pub struct CaseData {
     pub problem: Problem,
-    /// The lab's own inputs type ([`super::typed::TypedLab::Inputs`]); the
-    /// lab packs them into the launch's arguments ([`Lab::args`]).
-    pub inputs: std::sync::Arc<dyn std::any::Any + Send + Sync>,
+    /// The lab's own inputs, with what they can do.
+    pub inputs: std::sync::Arc<dyn CaseInputs>,
     /// The case's own expected output, when it brings one (checked in addition to the oracle).
     pub expected: Option<Vec<f64>>,
     /// Query heads (bit `h` for head `h`) where the case plants large
@@ -297,43 +299,162 @@ pub struct SupportKernels {
     pub oracle_threads: u32,
 }
 
-/// Everything that differs between labs, as the engine takes it. A lab
-/// does not implement this itself: it implements
-/// [`super::typed::TypedLab`] in its own types, and the blanket
-/// implementation there provides this.
-pub trait Lab: Send + Sync {
+/// What the engine reads about a lab as data: its names, its kernel, its
+/// contract's constants, its tolerance, its cases and timing draw, and the
+/// kernels it ships. A lab writes it once, as a constant
+/// ([`super::typed::TypedLab::INFO`]); every command reads it through [`Lab::info`].
+#[derive(Debug, Clone)]
+pub struct LabInfo {
     /// The name users type (`--lab flash-prefill`).
-    fn name(&self) -> &'static str;
+    pub name: &'static str,
     /// The contract the ABI follows, with its version (`attention-v1`).
-    fn contract(&self) -> &'static str;
+    pub contract: &'static str,
     /// One line for `flashprof labs`.
-    fn description(&self) -> &'static str;
+    pub description: &'static str,
     /// The file the TUI opens (made from the starter) when given none.
-    fn default_file(&self) -> &'static str;
-    fn abi(&self) -> Abi;
-    /// A case's launch arguments, one per [`Abi::args`] entry, in order.
-    fn args<'a>(&self, data: &'a CaseData) -> Vec<ArgValue<'a>>;
-    /// Names a kernel body may use without defining them, with their C++
-    /// definitions (the lab's shape constants).
-    fn body_constants(&self) -> Vec<(&'static str, String)>;
+    pub default_file: &'static str,
+    /// The symbol every submission must export.
+    pub entry_point: &'static str,
+    /// The C signature, shown in messages and read for the ABI check.
+    pub signature: &'static str,
+    /// `constexpr int` names a kernel body may use without defining them.
+    pub body_constants: &'static [(&'static str, usize)],
     /// The launch a file gets when it declares none.
-    fn default_geometry(&self) -> LaunchGeometry;
+    pub default_geometry: LaunchGeometry,
     /// Whether the lab is graded on bytes (a bandwidth-bound kernel): its
     /// timing then measures the streaming probes and every report leads
     /// with achieved bandwidth ([`crate::grade::roofline::Bandwidth`]).
-    fn graded_on_bytes(&self) -> bool;
-    /// Why a kernel of this lab reads its inputs `reads_over_floor` times
-    /// from DRAM, in the lab's words, when the lab knows (prefixed to the
-    /// roofline's advice once that is about re-reads).
-    fn reread_cause(&self, reads_over_floor: f64) -> Option<String>;
+    pub graded_on_bytes: bool,
     /// What a kernel of this lab must read once, in the lab's words (`the
     /// FP8 cache blocks and the bf16 q, kNew and vNew`), when the roofline's
     /// verdict is to say the DRAM reads against it; `None` leaves it out.
-    fn compulsory_reads(&self) -> Option<&'static str>;
+    pub compulsory_reads: Option<&'static str>,
+    /// Why a kernel of this lab reads its inputs `reads_over_floor` times
+    /// from DRAM, in the lab's words, when the lab knows (prefixed to the
+    /// roofline's advice once that is about re-reads).
+    pub reread_cause: fn(f64) -> Option<String>,
+    pub tolerance: Tolerance,
+    /// The embedded cases file (TOML).
+    pub cases: &'static str,
+    /// The range the timing case draws its float inputs from, uniformly.
+    /// Every timed or profiled launch gets fresh inputs made on the GPU from
+    /// the timing case's own: each element in this range drawn again over
+    /// it, everything outside it (sentinels, planted values) kept, so the
+    /// distribution and the planted structure stay those of the case.
+    pub timing_draw: std::ops::Range<f32>,
+    /// The starter, reference and support kernels.
+    pub kernels: Shipped,
+}
+
+/// A lab that names no cause for re-reads.
+pub fn no_reread_cause(_reads_over_floor: f64) -> Option<String> {
+    None
+}
+
+/// The kernels a lab ships: `kernels/<lab-name>/{starter,reference,support}.cu`.
+#[derive(Debug, Clone, Copy)]
+pub struct Shipped {
+    pub starter: KernelFile,
+    pub reference: KernelFile,
+    pub support: SupportKernels,
+}
+
+/// What one case's inputs can do, in the lab's own types: the launch's
+/// arguments, the exact answer, the reading of a wrong one. The engine holds
+/// them behind [`CaseData`] and never needs their type.
+pub trait CaseInputs: Send + Sync {
+    /// The launch arguments, one per [`Abi::args`] entry, in order.
+    fn args(&self) -> Vec<ArgValue<'_>>;
+    /// The float64 answer over the whole output; with `rows`, only those
+    /// output rows, laid out one after another in the order given (what
+    /// spot-checking a large output needs).
+    fn oracle(&self, rows: Option<&[usize]>) -> Vec<f64>;
+    /// Per (row, head) of the output, what the tolerance's absolute part is
+    /// multiplied by (see [`Tolerance::allowed_scaled`]); `None` when it is
+    /// the same everywhere.
+    fn tolerance_scales(&self) -> Option<Vec<f64>>;
+    /// The likeliest cause of what a launch produced, in the lab's language,
+    /// in one line; `data` is the case these inputs belong to.
+    fn diagnose(&self, data: &CaseData, graded: &Graded<'_>) -> Diagnosis;
+    /// These inputs with every score multiplied by about `factor` (below 1),
+    /// so that no `exp` of a score can overflow; `None` when the lab cannot
+    /// shrink its scores (the overflow experiment is then skipped).
+    fn scores_shrunk(&self, factor: f32) -> Option<std::sync::Arc<dyn CaseInputs>>;
+    /// The inputs themselves, for the lab's own unit tests to read back in
+    /// its types ([`super::typed::inputs_of`]); the engine never looks.
+    #[cfg(test)]
+    fn as_any(&self) -> &dyn std::any::Any;
+}
+
+/// Everything that differs between labs and is not data, as the engine
+/// takes it: parsing, generating and sizing cases, the lab's launch keys and
+/// grid, the verdict over a check, the timing shape and the oracle's proof.
+/// A lab does not implement this itself: it implements
+/// [`super::typed::TypedLab`] in its own types, and the blanket
+/// implementation there provides this.
+pub trait Lab: Send + Sync {
+    /// The lab as data.
+    fn info(&self) -> &'static LabInfo;
+    /// The kernel it launches, with the kinds of its arguments.
+    fn abi(&self) -> Abi;
+    /// The launch `source` declares on its `@flashprof` line, in the lab's
+    /// keys, or the default when it declares none.
+    fn declared_geometry(&self, source: &str) -> Result<LaunchGeometry, GeometryError>;
+    /// The grid for `geometry` on `problem`.
+    fn grid(&self, geometry: &LaunchGeometry, problem: &Problem) -> (u32, u32, u32);
+    /// Parses and checks a cases file; `base` resolves relative tensor folders.
+    fn parse_cases(&self, text: &str, file: &str, base: &Path) -> Result<Vec<LabCase>, CaseError>;
+    /// The case's problem size without its tensors (what a case that is not
+    /// run is shown with).
+    fn problem(&self, case: &LabCase) -> Result<Problem, CaseError>;
+    /// The case's concrete inputs from the run's seed.
+    fn generate(&self, case: &LabCase, seed: u64) -> Result<CaseData, CaseError>;
+    /// One line for the whole check, read from the pattern across its cases
+    /// (which fail, which pass, and the causes their diagnoses name); `None`
+    /// when no case ran.
+    fn verdict(&self, cases: &[CaseSummary<'_>]) -> Option<String>;
+    /// The timing shape, with `KEY=VALUE` overrides from the command line.
+    fn timing_case(&self, overrides: &[(String, String)]) -> Result<LabCase, String>;
+    /// Checks the oracle against the lab's golden case; `Err` says why it cannot be trusted.
+    fn prove_oracle(&self) -> Result<String, String>;
+}
+
+/// The lab's data, read where a command wants one field, and its cases'
+/// verbs, reached through the case's data.
+impl<'a> dyn Lab + 'a {
+    pub fn name(&self) -> &'static str {
+        self.info().name
+    }
+    pub fn contract(&self) -> &'static str {
+        self.info().contract
+    }
+    pub fn description(&self) -> &'static str {
+        self.info().description
+    }
+    pub fn default_file(&self) -> &'static str {
+        self.info().default_file
+    }
+    /// Names a kernel body may use without defining them, with their C++
+    /// definitions (the lab's shape constants).
+    pub fn body_constants(&self) -> Vec<(&'static str, String)> {
+        int_constants(self.info().body_constants)
+    }
+    pub fn default_geometry(&self) -> LaunchGeometry {
+        self.info().default_geometry
+    }
+    pub fn graded_on_bytes(&self) -> bool {
+        self.info().graded_on_bytes
+    }
+    pub fn compulsory_reads(&self) -> Option<&'static str> {
+        self.info().compulsory_reads
+    }
+    pub fn reread_cause(&self, reads_over_floor: f64) -> Option<String> {
+        (self.info().reread_cause)(reads_over_floor)
+    }
     /// A launch's roofline read in this lab's terms: the DRAM reads against
-    /// [`Lab::compulsory_reads`], and [`Lab::reread_cause`] before the advice
-    /// once that advice is about re-reads.
-    fn read_roofline(&self, roofline: &mut Roofline) {
+    /// [`LabInfo::compulsory_reads`], and [`LabInfo::reread_cause`] before
+    /// the advice once that advice is about re-reads.
+    pub fn read_roofline(&self, roofline: &mut Roofline) {
         if let Some(inputs) = self.compulsory_reads() {
             roofline.say_reads(inputs);
         }
@@ -344,60 +465,62 @@ pub trait Lab: Send + Sync {
             }
         }
     }
-    /// The launch `source` declares on its `@flashprof` line, in the lab's
-    /// keys, or the default when it declares none.
-    fn declared_geometry(&self, source: &str) -> Result<LaunchGeometry, GeometryError>;
-    /// The grid for `geometry` on `problem`.
-    fn grid(&self, geometry: &LaunchGeometry, problem: &Problem) -> (u32, u32, u32);
-    /// What the float64 reference kernel is launched with for `problem`.
-    fn oracle_f64_grid(&self, problem: &Problem) -> (u32, u32, u32);
-    fn tolerance(&self) -> Tolerance;
-    /// Per (row, head) of `data`'s output, what the tolerance's absolute
-    /// part is multiplied by (see [`Tolerance::allowed_scaled`]); `None`
-    /// when it is the same everywhere.
-    fn tolerance_scales(&self, _data: &CaseData) -> Option<Vec<f64>> {
-        None
+    pub fn tolerance(&self) -> Tolerance {
+        self.info().tolerance
     }
-    /// The embedded cases file (TOML).
-    fn embedded_cases(&self) -> &'static str;
-    /// Parses and checks a cases file; `base` resolves relative tensor folders.
-    fn parse_cases(&self, text: &str, file: &str, base: &Path) -> Result<Vec<LabCase>, CaseError>;
+    pub fn embedded_cases(&self) -> &'static str {
+        self.info().cases
+    }
+    pub fn timing_draw_range(&self) -> std::ops::Range<f32> {
+        self.info().timing_draw.clone()
+    }
+    pub fn starter(&self) -> KernelFile {
+        self.info().kernels.starter
+    }
+    pub fn reference(&self) -> KernelFile {
+        self.info().kernels.reference
+    }
+    pub fn support(&self) -> SupportKernels {
+        self.info().kernels.support
+    }
+    /// What the float64 reference kernel is launched with for `problem`:
+    /// one warp per (output row, head).
+    pub fn oracle_f64_grid(&self, problem: &Problem) -> (u32, u32, u32) {
+        let threads = problem.output.rows * problem.output.heads * 32;
+        let per_block = self.info().kernels.support.oracle_threads as usize;
+        ((threads.div_ceil(per_block) as u32).max(1), 1, 1)
+    }
     /// The folder a case reads its own tensors from, if it brings them (the
     /// worker's sandbox must let it read there; such a case has no shape to
     /// profile at).
-    fn own_tensors(&self, case: &LabCase) -> Option<std::path::PathBuf>;
-    /// The case's problem size without its tensors (what a case that is not
-    /// run is shown with).
-    fn problem(&self, case: &LabCase) -> Result<Problem, CaseError>;
-    /// The case's concrete inputs from the run's seed.
-    fn generate(&self, case: &LabCase, seed: u64) -> Result<CaseData, CaseError>;
-    /// The float64 answer over the whole output; with `rows`, only those
-    /// output rows, laid out one after another in the order given (what
-    /// spot-checking a large output needs).
-    fn oracle(&self, data: &CaseData, rows: Option<&[usize]>) -> Vec<f64>;
-    /// The likeliest cause of what a launch produced, in the lab's language,
-    /// in one line; `out` is the kernel's output, `reference` the oracle's,
-    /// and `experiments` what reruns under changed conditions showed.
-    fn diagnose(&self, data: &CaseData, graded: &Graded<'_>) -> Diagnosis;
-    /// The case's inputs with every score multiplied by about `factor`
-    /// (below 1), so that no `exp` of a score can overflow; `None` when the
-    /// lab cannot shrink its scores (the overflow experiment is then skipped).
-    fn scores_shrunk(&self, data: &CaseData, factor: f32) -> Option<CaseData>;
-    /// One line for the whole check, read from the pattern across its cases
-    /// (which fail, which pass, and the causes their diagnoses name); `None`
-    /// when no case ran.
-    fn verdict(&self, cases: &[CaseSummary<'_>]) -> Option<String>;
-    /// The timing shape, with `KEY=VALUE` overrides from the command line.
-    fn timing_case(&self, overrides: &[(String, String)]) -> Result<LabCase, String>;
-    /// The range the timing case draws its float inputs from, uniformly.
-    /// Every timed or profiled launch gets fresh inputs made on the GPU from
-    /// the timing case's own: each element in this range drawn again over
-    /// it, everything outside it (sentinels, planted values) kept, so the
-    /// distribution and the planted structure stay those of the case.
-    fn timing_draw_range(&self) -> std::ops::Range<f32>;
-    fn starter(&self) -> KernelFile;
-    fn reference(&self) -> KernelFile;
-    fn support(&self) -> SupportKernels;
-    /// Checks the oracle against the lab's golden case; `Err` says why it cannot be trusted.
-    fn prove_oracle(&self) -> Result<String, String>;
+    pub fn own_tensors(&self, case: &LabCase) -> Option<std::path::PathBuf> {
+        case.own_tensors.clone()
+    }
+    /// A case's launch arguments, one per [`Abi::args`] entry, in order.
+    pub fn args<'d>(&self, data: &'d CaseData) -> Vec<ArgValue<'d>> {
+        data.inputs.args()
+    }
+    /// See [`CaseInputs::oracle`].
+    pub fn oracle(&self, data: &CaseData, rows: Option<&[usize]>) -> Vec<f64> {
+        data.inputs.oracle(rows)
+    }
+    /// See [`CaseInputs::tolerance_scales`].
+    pub fn tolerance_scales(&self, data: &CaseData) -> Option<Vec<f64>> {
+        data.inputs.tolerance_scales()
+    }
+    /// See [`CaseInputs::diagnose`].
+    pub fn diagnose(&self, data: &CaseData, graded: &Graded<'_>) -> Diagnosis {
+        data.inputs.diagnose(data, graded)
+    }
+    /// The case's data with every score shrunk by about `factor` (see
+    /// [`CaseInputs::scores_shrunk`]); the case's own answer is for the
+    /// unshrunk inputs, so it is not kept.
+    pub fn scores_shrunk(&self, data: &CaseData, factor: f32) -> Option<CaseData> {
+        Some(CaseData {
+            problem: data.problem.clone(),
+            inputs: data.inputs.scores_shrunk(factor)?,
+            expected: None,
+            planted_heads: data.planted_heads,
+        })
+    }
 }

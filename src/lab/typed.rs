@@ -3,14 +3,14 @@
 //! A lab declares its case type (what a cases file holds, [`Recipe`]), its
 //! inputs type (what one launch reads) and its argument table ([`Arg`]: the
 //! entry point's parameters in order, each with where its value comes from
-//! in the inputs), next to its ABI. The blanket `impl<L: TypedLab> Lab for L`
-//! below does what every lab used to write by hand: a case to and from the
-//! JSON it travels in, the inputs packed into the launch's argument list in
-//! the table's order, and the erased [`CaseData`] back to the lab's inputs
-//! for the oracle and the diagnosis. The engine still sees only [`Lab`].
+//! in the inputs), next to the rest of the lab as data ([`LabInfo`]). The
+//! blanket `impl<L: TypedLab> Lab for L` below does what every lab used to
+//! write by hand: a case to and from the JSON it travels in, and the inputs
+//! wrapped with the lab's verbs on them ([`CaseInputs`]: the launch's
+//! argument list in the table's order, the oracle, the diagnosis), so the
+//! engine holds a case's data without knowing its type and sees only [`Lab`].
 
-use std::any::Any;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
@@ -18,11 +18,10 @@ use serde::Serialize;
 
 use super::args::{ArgKind, ArgSpec, ArgValue};
 use super::definition::{
-    int_constants, Abi, CaseData, CaseError, CaseSummary, Diagnosis, Graded, KernelFile, Lab,
-    LabCase, Problem, SupportKernels,
+    Abi, CaseData, CaseError, CaseInputs, CaseSummary, Diagnosis, Graded, Lab, LabCase, LabInfo,
+    Problem,
 };
 use super::geometry::{GeometryError, LaunchGeometry};
-use crate::grade::compare::Tolerance;
 
 /// A lab's case type: what one `[[case]]` of its cases file becomes, and what
 /// travels to the worker (as JSON, so plain serde data).
@@ -156,57 +155,19 @@ impl<I> Made<I> {
     }
 }
 
-/// The kernels a lab ships: `kernels/<lab-name>/{starter,reference,support}.cu`.
-#[derive(Debug, Clone, Copy)]
-pub struct Shipped {
-    pub starter: KernelFile,
-    pub reference: KernelFile,
-    pub support: SupportKernels,
-}
-
-/// Everything that differs between labs, in the lab's own types. Constants
-/// say what is fixed by the contract; methods compute from a case.
+/// Everything that differs between labs, in the lab's own types: the lab
+/// as data ([`TypedLab::INFO`], [`TypedLab::ARGS`]) and its verbs.
 pub trait TypedLab: Send + Sync + 'static {
     /// One case of the cases file (and the timing case).
     type Case: Recipe;
     /// What one launch reads, as the oracle and the diagnosis want it.
     type Inputs: Send + Sync + 'static;
 
-    /// The name users type (`--lab flash-prefill`).
-    const NAME: &'static str;
-    /// The contract the ABI follows, with its version (`attention-v1`).
-    const CONTRACT: &'static str;
-    /// One line for `flashprof labs`.
-    const DESCRIPTION: &'static str;
-    /// The file the TUI opens (made from the starter) when given none.
-    const DEFAULT_FILE: &'static str;
-    /// The symbol every submission must export.
-    const ENTRY_POINT: &'static str;
-    /// The C signature, shown in messages and read for the ABI check.
-    const SIGNATURE: &'static str;
+    /// The lab as data.
+    const INFO: LabInfo;
     /// The entry point's parameters in the signature's order, each with
     /// where its value comes from (exactly one output).
     const ARGS: &'static [Arg<Self::Inputs>];
-    /// `constexpr int` names a kernel body may use without defining them.
-    const BODY_CONSTANTS: &'static [(&'static str, usize)];
-    /// The launch a file gets when it declares none.
-    const DEFAULT_GEOMETRY: LaunchGeometry;
-    /// Whether the lab is graded on bytes (see [`Lab::graded_on_bytes`]).
-    const GRADED_ON_BYTES: bool = false;
-    /// See [`Lab::reread_cause`].
-    fn reread_cause(_reads_over_floor: f64) -> Option<String> {
-        None
-    }
-    /// See [`Lab::compulsory_reads`].
-    const COMPULSORY_READS: Option<&'static str> = None;
-    const TOLERANCE: Tolerance;
-    /// The embedded cases file (TOML).
-    const CASES: &'static str;
-    /// The range the timing case draws its float inputs from, uniformly (see
-    /// [`Lab::timing_draw_range`]).
-    const TIMING_DRAW: std::ops::Range<f32>;
-    /// The starter, reference and support kernels.
-    const KERNELS: Shipped;
 
     /// Parses and checks a cases file; `base` resolves relative tensor folders.
     fn parse_cases(text: &str, file: &str, base: &Path) -> Result<Vec<Self::Case>, CaseError>;
@@ -221,14 +182,14 @@ pub trait TypedLab: Send + Sync + 'static {
     /// The launch `source` declares: the shared keys (`rows_per_block`,
     /// `threads`, `dynamic_smem`, `grid`) unless the lab reads its own.
     fn declared_geometry(source: &str) -> Result<LaunchGeometry, GeometryError> {
-        LaunchGeometry::from_source(source, Self::DEFAULT_GEOMETRY)
+        LaunchGeometry::from_source(source, Self::INFO.default_geometry)
     }
     /// The grid for `geometry` on `problem`.
     fn grid(geometry: &LaunchGeometry, problem: &Problem) -> (u32, u32, u32);
     /// The float64 answer over the whole output, or only `rows` one after another.
     fn oracle(inputs: &Self::Inputs, rows: Option<&[usize]>) -> Vec<f64>;
     /// Per (row, head), what scales the tolerance's absolute part (see
-    /// [`Lab::tolerance_scales`]); `None` when nothing does.
+    /// [`CaseInputs::tolerance_scales`]); `None` when nothing does.
     fn tolerance_scales(_inputs: &Self::Inputs) -> Option<Vec<f64>> {
         None
     }
@@ -253,6 +214,7 @@ pub fn lab_case<C: Recipe>(case: &C) -> LabCase {
     LabCase {
         name: case.name().to_owned(),
         summary: case.summary().to_owned(),
+        own_tensors: case.own_tensors().map(Path::to_path_buf),
         recipe: serde_json::to_value(case).expect("a case recipe is plain data"),
     }
 }
@@ -265,65 +227,64 @@ pub fn recipe_of<L: TypedLab>(case: &LabCase) -> Result<L::Case, CaseError> {
     })
 }
 
-/// The lab's inputs inside a case's data.
+/// A lab's inputs with the lab that made them: what the engine holds.
+struct Typed<L: TypedLab>(L::Inputs);
+
+impl<L: TypedLab> CaseInputs for Typed<L> {
+    fn args(&self) -> Vec<ArgValue<'_>> {
+        L::ARGS.iter().map(|arg| arg.value(&self.0)).collect()
+    }
+    fn oracle(&self, rows: Option<&[usize]>) -> Vec<f64> {
+        L::oracle(&self.0, rows)
+    }
+    fn tolerance_scales(&self) -> Option<Vec<f64>> {
+        L::tolerance_scales(&self.0)
+    }
+    fn diagnose(&self, data: &CaseData, graded: &Graded<'_>) -> Diagnosis {
+        L::diagnose(&self.0, data, graded)
+    }
+    fn scores_shrunk(&self, factor: f32) -> Option<Arc<dyn CaseInputs>> {
+        let shrunk = L::scores_shrunk(&self.0, factor)?;
+        Some(Arc::new(Typed::<L>(shrunk)))
+    }
+    #[cfg(test)]
+    fn as_any(&self) -> &dyn std::any::Any {
+        &self.0
+    }
+}
+
+/// The lab's inputs inside a case's data, for the lab's unit tests.
 ///
 /// # Panics
-/// When `data` was made by another lab: the engine hands a lab only its own
-/// cases, so this is a bug in the engine, not in a submission.
+/// When `data` was made by another lab.
+#[cfg(test)]
 pub fn inputs_of<L: TypedLab>(data: &CaseData) -> &L::Inputs {
     data.inputs
+        .as_any()
         .downcast_ref::<L::Inputs>()
-        .unwrap_or_else(|| panic!("a case of another lab was handed to `{}`", L::NAME))
+        .unwrap_or_else(|| panic!("a case of another lab was handed to `{}`", L::INFO.name))
 }
 
 /// A case's data from inputs the lab made.
 pub fn case_data<L: TypedLab>(made: Made<L::Inputs>) -> CaseData {
     CaseData {
         problem: L::problem_of(&made.inputs),
-        inputs: Arc::new(made.inputs) as Arc<dyn Any + Send + Sync>,
+        inputs: Arc::new(Typed::<L>(made.inputs)),
         expected: made.expected,
         planted_heads: made.planted_heads,
     }
 }
 
 impl<L: TypedLab> Lab for L {
-    fn name(&self) -> &'static str {
-        L::NAME
-    }
-    fn contract(&self) -> &'static str {
-        L::CONTRACT
-    }
-    fn description(&self) -> &'static str {
-        L::DESCRIPTION
-    }
-    fn default_file(&self) -> &'static str {
-        L::DEFAULT_FILE
+    fn info(&self) -> &'static LabInfo {
+        &L::INFO
     }
     fn abi(&self) -> Abi {
         Abi {
-            entry_point: L::ENTRY_POINT,
-            signature: L::SIGNATURE,
+            entry_point: L::INFO.entry_point,
+            signature: L::INFO.signature,
             args: L::ARGS.iter().map(Arg::spec).collect(),
         }
-    }
-    fn args<'a>(&self, data: &'a CaseData) -> Vec<ArgValue<'a>> {
-        let inputs = inputs_of::<L>(data);
-        L::ARGS.iter().map(|arg| arg.value(inputs)).collect()
-    }
-    fn body_constants(&self) -> Vec<(&'static str, String)> {
-        int_constants(L::BODY_CONSTANTS)
-    }
-    fn default_geometry(&self) -> LaunchGeometry {
-        L::DEFAULT_GEOMETRY
-    }
-    fn graded_on_bytes(&self) -> bool {
-        L::GRADED_ON_BYTES
-    }
-    fn reread_cause(&self, reads_over_floor: f64) -> Option<String> {
-        L::reread_cause(reads_over_floor)
-    }
-    fn compulsory_reads(&self) -> Option<&'static str> {
-        L::COMPULSORY_READS
     }
     fn declared_geometry(&self, source: &str) -> Result<LaunchGeometry, GeometryError> {
         L::declared_geometry(source)
@@ -331,32 +292,11 @@ impl<L: TypedLab> Lab for L {
     fn grid(&self, geometry: &LaunchGeometry, problem: &Problem) -> (u32, u32, u32) {
         L::grid(geometry, problem)
     }
-    fn oracle_f64_grid(&self, problem: &Problem) -> (u32, u32, u32) {
-        // One warp per (output row, head).
-        let threads = problem.output.rows * problem.output.heads * 32;
-        let blocks = threads.div_ceil(L::KERNELS.support.oracle_threads as usize) as u32;
-        (blocks.max(1), 1, 1)
-    }
-    fn tolerance(&self) -> Tolerance {
-        L::TOLERANCE
-    }
-    fn tolerance_scales(&self, data: &CaseData) -> Option<Vec<f64>> {
-        L::tolerance_scales(inputs_of::<L>(data))
-    }
-    fn embedded_cases(&self) -> &'static str {
-        L::CASES
-    }
     fn parse_cases(&self, text: &str, file: &str, base: &Path) -> Result<Vec<LabCase>, CaseError> {
         Ok(L::parse_cases(text, file, base)?
             .iter()
             .map(lab_case)
             .collect())
-    }
-    fn own_tensors(&self, case: &LabCase) -> Option<PathBuf> {
-        recipe_of::<L>(case)
-            .ok()?
-            .own_tensors()
-            .map(Path::to_path_buf)
     }
     fn problem(&self, case: &LabCase) -> Result<Problem, CaseError> {
         L::problem(&recipe_of::<L>(case)?)
@@ -364,39 +304,11 @@ impl<L: TypedLab> Lab for L {
     fn generate(&self, case: &LabCase, seed: u64) -> Result<CaseData, CaseError> {
         L::generate(&recipe_of::<L>(case)?, seed).map(case_data::<L>)
     }
-    fn oracle(&self, data: &CaseData, rows: Option<&[usize]>) -> Vec<f64> {
-        L::oracle(inputs_of::<L>(data), rows)
-    }
-    fn diagnose(&self, data: &CaseData, graded: &Graded<'_>) -> Diagnosis {
-        L::diagnose(inputs_of::<L>(data), data, graded)
-    }
-    fn scores_shrunk(&self, data: &CaseData, factor: f32) -> Option<CaseData> {
-        let shrunk = L::scores_shrunk(inputs_of::<L>(data), factor)?;
-        Some(CaseData {
-            problem: data.problem.clone(),
-            inputs: Arc::new(shrunk),
-            // The case's own answer is for the unshrunk inputs.
-            expected: None,
-            planted_heads: data.planted_heads,
-        })
-    }
     fn verdict(&self, cases: &[CaseSummary<'_>]) -> Option<String> {
         L::verdict(cases)
     }
     fn timing_case(&self, overrides: &[(String, String)]) -> Result<LabCase, String> {
         L::timing_case(overrides).map(|case| lab_case(&case))
-    }
-    fn timing_draw_range(&self) -> std::ops::Range<f32> {
-        L::TIMING_DRAW
-    }
-    fn starter(&self) -> KernelFile {
-        L::KERNELS.starter
-    }
-    fn reference(&self) -> KernelFile {
-        L::KERNELS.reference
-    }
-    fn support(&self) -> SupportKernels {
-        L::KERNELS.support
     }
     fn prove_oracle(&self) -> Result<String, String> {
         L::prove_oracle()

@@ -11,10 +11,11 @@ use flashprof::grade::compare::{OutputShape, Tolerance};
 use flashprof::grade::roofline::Work;
 use flashprof::lab::args::{bf16_bits, bf16_value, Laid, GUARD_ELEMS, SCRATCH_F32_BITS};
 use flashprof::lab::definition::{
-    CaseData, CaseError, Diagnosis, Graded, KernelFile, Lab, LabRef, Problem, SupportKernels,
+    no_reread_cause, CaseData, CaseError, Diagnosis, Graded, KernelFile, Lab, LabInfo, LabRef,
+    Problem, Shipped, SupportKernels,
 };
 use flashprof::lab::geometry::{GridY, LaunchGeometry};
-use flashprof::lab::typed::{Arg, Made, Recipe, Shipped, TypedLab};
+use flashprof::lab::typed::{Arg, Made, Recipe, TypedLab};
 
 pub const HEADS: usize = 2;
 pub const DIM: usize = 8;
@@ -62,13 +63,6 @@ pub const KINDS: LabRef = LabRef(&KindsLab);
 impl TypedLab for KindsLab {
     type Case = KindsCase;
     type Inputs = Inputs;
-
-    const NAME: &'static str = "toy-kinds";
-    const CONTRACT: &'static str = "toy-kinds-v1";
-    const DESCRIPTION: &'static str = "a test lab with every argument kind";
-    const DEFAULT_FILE: &'static str = "kinds.cu";
-    const ENTRY_POINT: &'static str = "toy_kinds";
-    const SIGNATURE: &'static str = SIGNATURE;
     const ARGS: &'static [Arg<Inputs>] = &[
         Arg::bf16_input("x", |i| &i.x),
         Arg::u8_input("codes", |i| &i.codes),
@@ -78,37 +72,48 @@ impl TypedLab for KindsLab {
         Arg::int("rows", |i| i.rows as i32),
         Arg::bf16_output("out"),
     ];
-    const BODY_CONSTANTS: &'static [(&'static str, usize)] = &[("TH", HEADS), ("TD", DIM)];
-    const DEFAULT_GEOMETRY: LaunchGeometry = LaunchGeometry {
-        rows_per_block: 1,
-        threads: 128,
-        dynamic_smem_bytes: 0,
-        grid_y: GridY::QueryHead,
-        splits: 1,
-    };
-    // bf16 keeps 8 bits of mantissa: half an ulp is 2^-9 of the value.
-    const TOLERANCE: Tolerance = Tolerance {
-        abs: 1e-6,
-        rel: 4e-3,
-    };
-    const CASES: &'static str = "";
-    const TIMING_DRAW: std::ops::Range<f32> = -1.0..1.0;
-    const KERNELS: Shipped = Shipped {
-        starter: KernelFile {
-            path: "toy-kinds/starter.cu",
-            text: STARTER,
+    const INFO: LabInfo = LabInfo {
+        name: "toy-kinds",
+        contract: "toy-kinds-v1",
+        description: "a test lab with every argument kind",
+        default_file: "kinds.cu",
+        entry_point: "toy_kinds",
+        signature: SIGNATURE,
+        body_constants: &[("TH", HEADS), ("TD", DIM)],
+        default_geometry: LaunchGeometry {
+            rows_per_block: 1,
+            threads: 128,
+            dynamic_smem_bytes: 0,
+            grid_y: GridY::QueryHead,
+            splits: 1,
         },
-        reference: KernelFile {
-            path: "toy-kinds/starter.cu",
-            text: STARTER,
+        graded_on_bytes: false,
+        compulsory_reads: None,
+        reread_cause: no_reread_cause,
+        // bf16 keeps 8 bits of mantissa: half an ulp is 2^-9 of the value.
+        tolerance: Tolerance {
+            abs: 1e-6,
+            rel: 4e-3,
         },
-        support: SupportKernels {
-            file: KernelFile {
+        cases: "",
+        timing_draw: -1.0..1.0,
+        kernels: Shipped {
+            starter: KernelFile {
                 path: "toy-kinds/starter.cu",
                 text: STARTER,
             },
-            oracle_f64: "toy_kinds",
-            oracle_threads: 128,
+            reference: KernelFile {
+                path: "toy-kinds/starter.cu",
+                text: STARTER,
+            },
+            support: SupportKernels {
+                file: KernelFile {
+                    path: "toy-kinds/starter.cu",
+                    text: STARTER,
+                },
+                oracle_f64: "toy_kinds",
+                oracle_threads: 128,
+            },
         },
     };
 

@@ -15,13 +15,9 @@ use std::path::Path;
 
 use self::cases::{parse_cases, CaseSpec, EMBEDDED_CASES};
 use self::contract::{Inputs, ARGS, DH, ENTRY_POINT, ENTRY_SIGNATURE, GROUP, HKV, HQ};
-use super::definition::{
-    shipped_kernel, CaseData, CaseError, CaseSummary, Diagnosis, Graded, LabCase, LabRef, Problem,
-    SupportKernels,
-};
+use super::definition::{CaseData, CaseError, CaseSummary, Diagnosis, Graded, LabCase, LabInfo, LabRef, Problem, Shipped, SupportKernels, no_reread_cause, shipped_kernel};
 use super::geometry::{GridY, LaunchGeometry};
-use super::typed::{Arg, Made, Shipped, TypedLab};
-use crate::grade::compare::Tolerance;
+use super::typed::{Arg, Made, TypedLab};
 
 /// Longest chunk or prefix a timing shape may ask for: keeps every buffer far
 /// below a GPU's memory.
@@ -43,34 +39,38 @@ impl FlashPrefill {
 impl TypedLab for FlashPrefill {
     type Case = CaseSpec;
     type Inputs = Inputs;
-
-    const NAME: &'static str = "flash-prefill";
-    const CONTRACT: &'static str = "attention-v1";
-    const DESCRIPTION: &'static str = "chunked flash prefill against a cached prefix: one sequence, contiguous K/V, 32 query heads, 8 KV heads, dim 64";
-    const DEFAULT_FILE: &'static str = "prefill.cu";
-    const ENTRY_POINT: &'static str = ENTRY_POINT;
-    const SIGNATURE: &'static str = ENTRY_SIGNATURE;
     const ARGS: &'static [Arg<Inputs>] = ARGS;
-    const BODY_CONSTANTS: &'static [(&'static str, usize)] =
-        &[("HQ", HQ), ("HKV", HKV), ("DH", DH), ("GROUP", GROUP)];
-    const DEFAULT_GEOMETRY: LaunchGeometry = LaunchGeometry {
-        rows_per_block: 64,
-        threads: 256,
-        dynamic_smem_bytes: 0,
-        grid_y: GridY::QueryHead,
-        splits: 1,
-    };
-    const TOLERANCE: Tolerance = contract::TOLERANCE;
-    const CASES: &'static str = EMBEDDED_CASES;
-    // What the timing case's random_tensor draws Q, K and V from.
-    const TIMING_DRAW: std::ops::Range<f32> = -1.0..1.0;
-    const KERNELS: Shipped = Shipped {
-        starter: shipped_kernel!("kernels/flash-prefill/starter.cu"),
-        reference: shipped_kernel!("kernels/flash-prefill/reference.cu"),
-        support: SupportKernels {
-            file: shipped_kernel!("kernels/flash-prefill/support.cu"),
-            oracle_f64: "oracle_f64",
-            oracle_threads: 256,
+    const INFO: LabInfo = LabInfo {
+        name: "flash-prefill",
+        contract: "attention-v1",
+        description: "chunked flash prefill against a cached prefix: one sequence, contiguous K/V, 32 query heads, 8 KV heads, dim 64",
+        default_file: "prefill.cu",
+        entry_point: ENTRY_POINT,
+        signature: ENTRY_SIGNATURE,
+        body_constants: 
+            &[("HQ", HQ), ("HKV", HKV), ("DH", DH), ("GROUP", GROUP)],
+        default_geometry: LaunchGeometry {
+            rows_per_block: 64,
+            threads: 256,
+            dynamic_smem_bytes: 0,
+            grid_y: GridY::QueryHead,
+            splits: 1,
+        },
+        graded_on_bytes: false,
+        compulsory_reads: None,
+        reread_cause: no_reread_cause,
+        tolerance: contract::TOLERANCE,
+        cases: EMBEDDED_CASES,
+        // What the timing case's random_tensor draws Q, K and V from.
+        timing_draw: -1.0..1.0,
+        kernels: Shipped {
+            starter: shipped_kernel!("kernels/flash-prefill/starter.cu"),
+            reference: shipped_kernel!("kernels/flash-prefill/reference.cu"),
+            support: SupportKernels {
+                file: shipped_kernel!("kernels/flash-prefill/support.cu"),
+                oracle_f64: "oracle_f64",
+                oracle_threads: 256,
+            },
         },
     };
 
@@ -150,7 +150,7 @@ impl TypedLab for FlashPrefill {
                 _ => {
                     return Err(format!(
                         "the {} lab's timing shape has the keys chunk and prefix, not `{key}`",
-                        Self::NAME
+                        Self::INFO.name
                     ))
                 }
             }

@@ -136,7 +136,7 @@ mod tests {
     use super::*;
     use crate::grade::compare::{compare, Comparison};
     use crate::grade::integrity::Integrity;
-    use crate::lab::definition::{Graded, Lab};
+    use crate::lab::definition::Graded;
     use crate::lab::experiment::{self, Conditions, FirstRuns, Rerun};
 
     /// One case as the runner would have reported it.
@@ -166,7 +166,7 @@ mod tests {
     /// quick) run through `bug`'s model, or through an exact kernel, and
     /// diagnosed as the worker would, the experiments included.
     fn run_case(mut spec: CaseSpec, bug: Option<FlashBug>, integrity: Integrity) -> Ran {
-        let lab = FlashPrefill;
+        let lab = super::super::FLASH_PREFILL;
         spec.prefix = spec.prefix.min(100);
         let data = lab.generate(&FlashPrefill::lab_case(&spec), 11).unwrap();
         let reference = lab.oracle(&data, None);
@@ -188,7 +188,7 @@ mod tests {
                     runs_differ: false,
                     second: None,
                 };
-                let Ok(found) = experiment::run(&lab, &first, &mut ModelKernel(bug));
+                let Ok(found) = experiment::run(lab.0, &first, &mut ModelKernel(bug));
                 found
             }
             _ => Default::default(),

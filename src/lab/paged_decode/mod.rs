@@ -22,13 +22,10 @@ use self::cases::{CaseSpec, EMBEDDED_CASES};
 use self::directive::GridX;
 use crate::grade::compare::{OutputShape, Tolerance};
 use crate::grade::roofline::Work;
-use crate::lab::definition::{
-    shipped_kernel, CaseData, CaseError, CaseSummary, Diagnosis, Graded, LabRef, Problem,
-    SupportKernels,
-};
+use crate::lab::definition::{CaseData, CaseError, CaseSummary, Diagnosis, Graded, LabInfo, LabRef, Problem, Shipped, SupportKernels, shipped_kernel};
 use crate::lab::geometry::{GeometryError, GridY, LaunchGeometry};
 use crate::lab::paged::problem::{listed_rows, Timed};
-use crate::lab::typed::{Arg, Made, Shipped, TypedLab};
+use crate::lab::typed::{Arg, Made, TypedLab};
 
 /// A case of this lab: a recipe of the cases file, or the contract's timing batch.
 pub type Recipe = Timed<CaseSpec>;
@@ -42,50 +39,53 @@ pub const PAGED_DECODE: LabRef = LabRef(&PagedDecode);
 impl TypedLab for PagedDecode {
     type Case = Recipe;
     type Inputs = Inputs;
-
-    const NAME: &'static str = LAB_NAME;
-    const CONTRACT: &'static str = CONTRACT;
-    const DESCRIPTION: &'static str = "vLLM's paged decode: one new token per sequence against an x-packed paged K/V cache, split-K scratch, graded on bytes";
-    const DEFAULT_FILE: &'static str = "paged_decode.cu";
-    const ENTRY_POINT: &'static str = ENTRY_POINT;
-    const SIGNATURE: &'static str = ENTRY_SIGNATURE;
     const ARGS: &'static [Arg<Inputs>] = ARGS;
-    const BODY_CONSTANTS: &'static [(&'static str, usize)] = &[
-        ("HQ", HQ),
-        ("HKV", HKV),
-        ("DH", DH),
-        ("GROUP", GROUP),
-        ("BLOCK", BLOCK),
-        ("X", X),
-        ("MAX_SPLITS", MAX_SPLITS),
-        ("SLOT_FLOATS", SLOT_FLOATS),
-    ];
-    // One token a sequence: a block serves one (head or KV group, sequence,
-    // partition), so `rows_per_block` is 1 and means nothing more.
-    const DEFAULT_GEOMETRY: LaunchGeometry = LaunchGeometry {
-        rows_per_block: 1,
-        threads: DEFAULT_THREADS,
-        dynamic_smem_bytes: 0,
-        grid_y: GridY::QueryHead,
-        splits: 1,
-    };
-    // About 2 flops a byte at best: the kernel is judged by the bytes it moves.
-    const GRADED_ON_BYTES: bool = true;
-    const TOLERANCE: Tolerance = Tolerance {
-        abs: ABS_TOL,
-        rel: REL_TOL,
-    };
-    const CASES: &'static str = EMBEDDED_CASES;
-    // `q` and the owned cache slots are drawn from it; the NaN slots past a
-    // sequence's end and in spare blocks lie outside it and stay NaN.
-    const TIMING_DRAW: std::ops::Range<f32> = -1.0..1.0;
-    const KERNELS: Shipped = Shipped {
-        starter: shipped_kernel!("kernels/paged-decode/starter.cu"),
-        reference: shipped_kernel!("kernels/paged-decode/reference.cu"),
-        support: SupportKernels {
-            file: shipped_kernel!("kernels/paged-decode/support.cu"),
-            oracle_f64: "paged_decode_oracle_f64",
-            oracle_threads: 128,
+    const INFO: LabInfo = LabInfo {
+        name: LAB_NAME,
+        contract: CONTRACT,
+        description: "vLLM's paged decode: one new token per sequence against an x-packed paged K/V cache, split-K scratch, graded on bytes",
+        default_file: "paged_decode.cu",
+        entry_point: ENTRY_POINT,
+        signature: ENTRY_SIGNATURE,
+        body_constants: &[
+            ("HQ", HQ),
+            ("HKV", HKV),
+            ("DH", DH),
+            ("GROUP", GROUP),
+            ("BLOCK", BLOCK),
+            ("X", X),
+            ("MAX_SPLITS", MAX_SPLITS),
+            ("SLOT_FLOATS", SLOT_FLOATS),
+        ],
+        // One token a sequence: a block serves one (head or KV group, sequence,
+        // partition), so `rows_per_block` is 1 and means nothing more.
+        default_geometry: LaunchGeometry {
+            rows_per_block: 1,
+            threads: DEFAULT_THREADS,
+            dynamic_smem_bytes: 0,
+            grid_y: GridY::QueryHead,
+            splits: 1,
+        },
+        // About 2 flops a byte at best: the kernel is judged by the bytes it moves.
+        graded_on_bytes: true,
+        compulsory_reads: None,
+        reread_cause,
+        tolerance: Tolerance {
+            abs: ABS_TOL,
+            rel: REL_TOL,
+        },
+        cases: EMBEDDED_CASES,
+        // `q` and the owned cache slots are drawn from it; the NaN slots past a
+        // sequence's end and in spare blocks lie outside it and stay NaN.
+        timing_draw: -1.0..1.0,
+        kernels: Shipped {
+            starter: shipped_kernel!("kernels/paged-decode/starter.cu"),
+            reference: shipped_kernel!("kernels/paged-decode/reference.cu"),
+            support: SupportKernels {
+                file: shipped_kernel!("kernels/paged-decode/support.cu"),
+                oracle_f64: "paged_decode_oracle_f64",
+                oracle_threads: 128,
+            },
         },
     };
 
@@ -128,18 +128,6 @@ impl TypedLab for PagedDecode {
         }
     }
 
-    /// The cache is nearly all of the inputs: reading it N times is each
-    /// KV head read by N of its query heads' blocks.
-    fn reread_cause(reads_over_floor: f64) -> Option<String> {
-        let times = reads_over_floor.round();
-        (times >= 2.0).then(|| {
-            format!(
-                "each KV head is read about {times:.0} times from DRAM: one block per KV group \
-                 (`grid=kv_group`) reads it once for its {GROUP} query heads"
-            )
-        })
-    }
-
     fn declared_geometry(source: &str) -> Result<LaunchGeometry, GeometryError> {
         let declared = directive::from_source(source)?;
         Ok(LaunchGeometry {
@@ -149,7 +137,7 @@ impl TypedLab for PagedDecode {
                 GridX::KvGroup => GridY::KvGroup,
             },
             splits: declared.splits,
-            ..Self::DEFAULT_GEOMETRY
+            ..Self::INFO.default_geometry
         })
     }
 
@@ -188,7 +176,7 @@ impl TypedLab for PagedDecode {
 
     fn timing_case(overrides: &[(String, String)]) -> Result<Recipe, String> {
         let detail = problem_of(&cases::timing_batch(0)).detail;
-        Recipe::timing(Self::NAME, CONTRACT, overrides, detail)
+        Recipe::timing(Self::INFO.name, CONTRACT, overrides, detail)
     }
 
     fn prove_oracle() -> Result<String, String> {
@@ -196,6 +184,18 @@ impl TypedLab for PagedDecode {
             .map(|proof| format!("{proof:?}"))
             .map_err(|e| e.to_string())
     }
+}
+
+/// The cache is nearly all of the inputs: reading it N times is each
+/// KV head read by N of its query heads' blocks.
+fn reread_cause(reads_over_floor: f64) -> Option<String> {
+    let times = reads_over_floor.round();
+    (times >= 2.0).then(|| {
+        format!(
+            "each KV head is read about {times:.0} times from DRAM: one block per KV group \
+             (`grid=kv_group`) reads it once for its {GROUP} query heads"
+        )
+    })
 }
 
 /// The engine's view of a batch: an output row is one sequence's token.

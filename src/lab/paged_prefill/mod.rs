@@ -21,14 +21,11 @@ use self::contract::{
 };
 use crate::grade::compare::Tolerance;
 use crate::grade::roofline::Work;
-use crate::lab::definition::{
-    shipped_kernel, CaseData, CaseError, CaseSummary, Diagnosis, Graded, LabRef, Problem,
-    SupportKernels,
-};
+use crate::lab::definition::{CaseData, CaseError, CaseSummary, Diagnosis, Graded, LabInfo, LabRef, Problem, Shipped, SupportKernels, no_reread_cause, shipped_kernel};
 use crate::lab::geometry::LaunchGeometry;
 use crate::lab::paged::layout::PREFILL_GEOMETRY;
 use crate::lab::paged::problem::{listed_rows, prefill_grid, prefill_problem, Timed};
-use crate::lab::typed::{Arg, Made, Shipped, TypedLab};
+use crate::lab::typed::{Arg, Made, TypedLab};
 
 /// A case of this lab: a recipe of the cases file, or the contract's timing batch.
 pub type Recipe = Timed<CaseSpec>;
@@ -44,31 +41,35 @@ pub const PAGED_PREFILL: LabRef = LabRef(&PagedPrefill);
 impl TypedLab for PagedPrefill {
     type Case = Recipe;
     type Inputs = Inputs;
-
-    const NAME: &'static str = "paged-prefill";
-    const CONTRACT: &'static str = CONTRACT;
-    const DESCRIPTION: &'static str = "vLLM's paged prefix prefill: a batch of sequences, block tables into an x-packed paged K/V cache, sliding window, ALiBi";
-    const DEFAULT_FILE: &'static str = "paged_prefill.cu";
-    const ENTRY_POINT: &'static str = ENTRY_POINT;
-    const SIGNATURE: &'static str = ENTRY_SIGNATURE;
     const ARGS: &'static [Arg<Inputs>] = ARGS;
-    const BODY_CONSTANTS: &'static [(&'static str, usize)] = &LAYOUT.body_constants();
-    const DEFAULT_GEOMETRY: LaunchGeometry = PREFILL_GEOMETRY;
-    const TOLERANCE: Tolerance = Tolerance {
-        abs: ABS_TOL,
-        rel: REL_TOL,
-    };
-    const CASES: &'static str = EMBEDDED_CASES;
-    // What the timing batch's tensors and owned cache slots are drawn from;
-    // the cache's sentinels (2.5, 40) lie outside it and stay.
-    const TIMING_DRAW: std::ops::Range<f32> = -1.0..1.0;
-    const KERNELS: Shipped = Shipped {
-        starter: shipped_kernel!("kernels/paged-prefill/starter.cu"),
-        reference: shipped_kernel!("kernels/paged-prefill/reference.cu"),
-        support: SupportKernels {
-            file: shipped_kernel!("kernels/paged-prefill/support.cu"),
-            oracle_f64: "paged_oracle_f64",
-            oracle_threads: 256,
+    const INFO: LabInfo = LabInfo {
+        name: "paged-prefill",
+        contract: CONTRACT,
+        description: "vLLM's paged prefix prefill: a batch of sequences, block tables into an x-packed paged K/V cache, sliding window, ALiBi",
+        default_file: "paged_prefill.cu",
+        entry_point: ENTRY_POINT,
+        signature: ENTRY_SIGNATURE,
+        body_constants: &LAYOUT.body_constants(),
+        default_geometry: PREFILL_GEOMETRY,
+        graded_on_bytes: false,
+        compulsory_reads: None,
+        reread_cause: no_reread_cause,
+        tolerance: Tolerance {
+            abs: ABS_TOL,
+            rel: REL_TOL,
+        },
+        cases: EMBEDDED_CASES,
+        // What the timing batch's tensors and owned cache slots are drawn from;
+        // the cache's sentinels (2.5, 40) lie outside it and stay.
+        timing_draw: -1.0..1.0,
+        kernels: Shipped {
+            starter: shipped_kernel!("kernels/paged-prefill/starter.cu"),
+            reference: shipped_kernel!("kernels/paged-prefill/reference.cu"),
+            support: SupportKernels {
+                file: shipped_kernel!("kernels/paged-prefill/support.cu"),
+                oracle_f64: "paged_oracle_f64",
+                oracle_threads: 256,
+            },
         },
     };
 
@@ -136,7 +137,7 @@ impl TypedLab for PagedPrefill {
 
     fn timing_case(overrides: &[(String, String)]) -> Result<Recipe, String> {
         let detail = problem_of(&cases::timing_batch(0)).detail;
-        Recipe::timing(Self::NAME, TIMING_SHAPE, overrides, detail)
+        Recipe::timing(Self::INFO.name, TIMING_SHAPE, overrides, detail)
     }
 
     fn prove_oracle() -> Result<String, String> {

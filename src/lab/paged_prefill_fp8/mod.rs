@@ -23,14 +23,11 @@ pub use self::contract::*;
 use self::cases::CaseSpec;
 use crate::grade::compare::Tolerance;
 use crate::grade::roofline::{TensorRoof, Work};
-use crate::lab::definition::{
-    shipped_kernel, CaseData, CaseError, CaseSummary, Diagnosis, Graded, LabRef, Problem,
-    SupportKernels,
-};
+use crate::lab::definition::{CaseData, CaseError, CaseSummary, Diagnosis, Graded, LabInfo, LabRef, Problem, Shipped, SupportKernels, no_reread_cause, shipped_kernel};
 use crate::lab::geometry::LaunchGeometry;
 use crate::lab::paged::layout::PREFILL_GEOMETRY;
 use crate::lab::paged::problem::{fixed_timing_shape, listed_rows, prefill_grid, prefill_problem};
-use crate::lab::typed::{Arg, Made, Shipped, TypedLab};
+use crate::lab::typed::{Arg, Made, TypedLab};
 
 /// The `paged-prefill-fp8` lab.
 pub struct PagedPrefillFp8;
@@ -41,35 +38,38 @@ pub const PAGED_PREFILL_FP8: LabRef = LabRef(&PagedPrefillFp8);
 impl TypedLab for PagedPrefillFp8 {
     type Case = CaseSpec;
     type Inputs = LaunchInputs;
-
-    const NAME: &'static str = NAME;
-    const CONTRACT: &'static str = CONTRACT;
-    const DESCRIPTION: &'static str = "vLLM's paged prefix prefill as served: bf16 queries, an FP8 (E4M3/E5M2) x-packed KV cache with kScale/vScale, head dim 128";
-    const DEFAULT_FILE: &'static str = "paged_prefill_fp8.cu";
-    const ENTRY_POINT: &'static str = ENTRY_POINT;
-    const SIGNATURE: &'static str = ENTRY_SIGNATURE;
     const ARGS: &'static [Arg<LaunchInputs>] = ARGS;
-    const BODY_CONSTANTS: &'static [(&'static str, usize)] = &LAYOUT.body_constants();
-    const DEFAULT_GEOMETRY: LaunchGeometry = PREFILL_GEOMETRY;
-    // The absolute part grows with the values a row sees ([`Self::tolerance_scales`]).
-    const TOLERANCE: Tolerance = Tolerance {
-        abs: ABS_TOL,
-        rel: REL_TOL,
-    };
-    const CASES: &'static str = cases::EMBEDDED_CASES;
-    // What the compulsory bytes are, less the output: most of it FP8 bytes.
-    const COMPULSORY_READS: Option<&'static str> =
-        Some("the FP8 cache blocks and the bf16 q, kNew and vNew");
-    // The bf16 tensors' range; FP8 bytes are drawn by their own rule
-    // (kernels/probes.cu, `fresh_fp8`), which needs no range.
-    const TIMING_DRAW: std::ops::Range<f32> = -1.0..1.0;
-    const KERNELS: Shipped = Shipped {
-        starter: shipped_kernel!("kernels/paged-prefill-fp8/starter.cu"),
-        reference: shipped_kernel!("kernels/paged-prefill-fp8/reference.cu"),
-        support: SupportKernels {
-            file: shipped_kernel!("kernels/paged-prefill-fp8/support.cu"),
-            oracle_f64: "paged_fp8_oracle_f64",
-            oracle_threads: 256,
+    const INFO: LabInfo = LabInfo {
+        name: NAME,
+        contract: CONTRACT,
+        description: "vLLM's paged prefix prefill as served: bf16 queries, an FP8 (E4M3/E5M2) x-packed KV cache with kScale/vScale, head dim 128",
+        default_file: "paged_prefill_fp8.cu",
+        entry_point: ENTRY_POINT,
+        signature: ENTRY_SIGNATURE,
+        body_constants: &LAYOUT.body_constants(),
+        default_geometry: PREFILL_GEOMETRY,
+        graded_on_bytes: false,
+        // What the compulsory bytes are, less the output: most of it FP8 bytes.
+        compulsory_reads: 
+            Some("the FP8 cache blocks and the bf16 q, kNew and vNew"),
+        reread_cause: no_reread_cause,
+        // The absolute part grows with the values a row sees ([`Self::tolerance_scales`]).
+        tolerance: Tolerance {
+            abs: ABS_TOL,
+            rel: REL_TOL,
+        },
+        cases: cases::EMBEDDED_CASES,
+        // The bf16 tensors' range; FP8 bytes are drawn by their own rule
+        // (kernels/probes.cu, `fresh_fp8`), which needs no range.
+        timing_draw: -1.0..1.0,
+        kernels: Shipped {
+            starter: shipped_kernel!("kernels/paged-prefill-fp8/starter.cu"),
+            reference: shipped_kernel!("kernels/paged-prefill-fp8/reference.cu"),
+            support: SupportKernels {
+                file: shipped_kernel!("kernels/paged-prefill-fp8/support.cu"),
+                oracle_f64: "paged_fp8_oracle_f64",
+                oracle_threads: 256,
+            },
         },
     };
 
