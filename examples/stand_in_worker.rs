@@ -183,9 +183,11 @@ fn main() {
                 Event::Loaded { load_ms: 0.0 }
             }
             Request::RunCase { case, seed } if lab_name == toy_kinds::KINDS.name() => {
+                let case = case.decode(&*toy_kinds::KINDS).expect("a toy-kinds case");
                 Event::Case(kinds_case(&case, seed))
             }
             Request::RunCase { case, .. } => {
+                let case = case.decode(&*FLASH_PREFILL).expect("a flash-prefill case");
                 let name = case.name.as_str();
                 if name.starts_with("slow") {
                     std::thread::sleep(std::time::Duration::from_millis(500));

@@ -20,7 +20,7 @@ use flashprof::protocol::CaseStatus;
 use toy_kinds::{KindsCase, KindsLab, DIM, HEADS, KINDS};
 
 fn case(name: &str, rows: usize) -> flashprof::lab::definition::LabCase {
-    lab_case(&KindsCase {
+    lab_case::<KindsLab>(KindsCase {
         name: name.into(),
         rows,
     })

@@ -71,7 +71,7 @@ fn a_request_past_its_deadline_kills_the_worker() {
     let started = Instant::now();
     let result = handle.request(
         &Request::RunCase {
-            case: case("hang"),
+            case: (&case("hang")).into(),
             seed: 0,
         },
         Duration::from_millis(300),

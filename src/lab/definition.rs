@@ -133,17 +133,57 @@ impl Problem {
     }
 }
 
-/// A hazard case as written in a cases file, for any lab: its name, its
-/// summary, and the lab's own recipe (checked by the lab when parsed).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// What a case's recipe can do, in the lab's own types: make the case's
+/// inputs, say its size, and cross the worker pipe. The engine holds it in
+/// [`LabCase`] and never needs its type.
+pub trait CaseRecipe: Send + Sync {
+    /// The case's concrete inputs from the run's seed.
+    fn generate(&self, seed: u64) -> Result<CaseData, CaseError>;
+    /// The case's problem size without its tensors (what a case that is not
+    /// run is shown with).
+    fn problem(&self) -> Result<Problem, CaseError>;
+    /// The recipe as the JSON text it crosses the worker pipe in.
+    fn to_json(&self) -> String;
+}
+
+/// A hazard case, for any lab: its name, its summary, the folder of its own
+/// tensors if it brings them, and the lab's own recipe, decoded once (when
+/// the cases file was parsed, or when the case crossed the worker pipe).
+#[derive(Clone)]
 pub struct LabCase {
     pub name: String,
     pub summary: String,
     /// The folder the case reads its own tensors from, if it brings them.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub own_tensors: Option<std::path::PathBuf>,
-    /// The whole `[[case]]` table, in the lab's own format.
-    pub recipe: serde_json::Value,
+    /// The lab whose recipe this is (the pipe names it, so the worker can decode it).
+    pub lab: &'static str,
+    pub recipe: std::sync::Arc<dyn CaseRecipe>,
+}
+
+impl LabCase {
+    /// The case's concrete inputs from the run's seed.
+    pub fn generate(&self, seed: u64) -> Result<CaseData, CaseError> {
+        self.recipe.generate(seed)
+    }
+}
+
+impl std::fmt::Debug for LabCase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LabCase")
+            .field("lab", &self.lab)
+            .field("name", &self.name)
+            .field("recipe", &self.recipe.to_json())
+            .finish()
+    }
+}
+
+/// Two cases are the same when every field and the recipe's JSON are.
+impl PartialEq for LabCase {
+    fn eq(&self, other: &Self) -> bool {
+        (&self.name, &self.summary, &self.own_tensors, self.lab)
+            == (&other.name, &other.summary, &other.own_tensors, other.lab)
+            && self.recipe.to_json() == other.recipe.to_json()
+    }
 }
 
 /// One case's concrete inputs, ready to launch and to grade.
@@ -404,11 +444,9 @@ pub trait Lab: Send + Sync {
     fn grid(&self, geometry: &LaunchGeometry, problem: &Problem) -> (u32, u32, u32);
     /// Parses and checks a cases file; `base` resolves relative tensor folders.
     fn parse_cases(&self, text: &str, file: &str, base: &Path) -> Result<Vec<LabCase>, CaseError>;
-    /// The case's problem size without its tensors (what a case that is not
-    /// run is shown with).
-    fn problem(&self, case: &LabCase) -> Result<Problem, CaseError>;
-    /// The case's concrete inputs from the run's seed.
-    fn generate(&self, case: &LabCase, seed: u64) -> Result<CaseData, CaseError>;
+    /// A case of this lab from the JSON text of its recipe (as it crossed
+    /// the worker pipe).
+    fn decode_case(&self, recipe: &str) -> Result<LabCase, CaseError>;
     /// One line for the whole check, read from the pattern across its cases
     /// (which fail, which pass, and the causes their diagnoses name); `None`
     /// when no case ran.
@@ -495,6 +533,14 @@ impl<'a> dyn Lab + 'a {
     /// profile at).
     pub fn own_tensors(&self, case: &LabCase) -> Option<std::path::PathBuf> {
         case.own_tensors.clone()
+    }
+    /// The case's problem size without its tensors (see [`CaseRecipe::problem`]).
+    pub fn problem(&self, case: &LabCase) -> Result<Problem, CaseError> {
+        case.recipe.problem()
+    }
+    /// The case's concrete inputs from the run's seed.
+    pub fn generate(&self, case: &LabCase, seed: u64) -> Result<CaseData, CaseError> {
+        case.generate(seed)
     }
     /// A case's launch arguments, one per [`Abi::args`] entry, in order.
     pub fn args<'d>(&self, data: &'d CaseData) -> Vec<ArgValue<'d>> {

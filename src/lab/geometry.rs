@@ -66,6 +66,18 @@ fn one_split() -> u32 {
     1
 }
 
+/// The launch as a report line says it (`64 rows/block, 128 threads, 0 B
+/// dynamic smem, grid.y = query_head`).
+impl std::fmt::Display for LaunchGeometry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} rows/block, {} threads, {} B dynamic smem, grid.y = {}",
+            self.rows_per_block, self.threads, self.dynamic_smem_bytes, self.grid_y
+        )
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("line {line}: {message}")]
 pub struct GeometryError {

@@ -18,8 +18,8 @@ use serde::Serialize;
 
 use super::args::{ArgKind, ArgSpec, ArgValue};
 use super::definition::{
-    Abi, CaseData, CaseError, CaseInputs, CaseSummary, Diagnosis, Graded, Lab, LabCase, LabInfo,
-    Problem,
+    Abi, CaseData, CaseError, CaseInputs, CaseRecipe, CaseSummary, Diagnosis, Graded, Lab, LabCase,
+    LabInfo, Problem,
 };
 use super::geometry::{GeometryError, LaunchGeometry};
 
@@ -209,22 +209,34 @@ pub trait TypedLab: Send + Sync + 'static {
     fn prove_oracle() -> Result<String, String>;
 }
 
-/// A case as the engine carries it.
-pub fn lab_case<C: Recipe>(case: &C) -> LabCase {
+/// A lab's case with the lab that reads it: what the engine holds.
+struct TypedCase<L: TypedLab>(L::Case);
+
+impl<L: TypedLab> CaseRecipe for TypedCase<L> {
+    fn generate(&self, seed: u64) -> Result<CaseData, CaseError> {
+        L::generate(&self.0, seed).map(case_data::<L>)
+    }
+    fn problem(&self) -> Result<Problem, CaseError> {
+        L::problem(&self.0)
+    }
+    fn to_json(&self) -> String {
+        // Through a JSON value: its keys sorted and its floats as f64, as
+        // recipes have always crossed the pipe and keyed a class's journal.
+        serde_json::to_value(&self.0)
+            .expect("a case recipe is plain data")
+            .to_string()
+    }
+}
+
+/// A case of lab `L` as the engine carries it.
+pub fn lab_case<L: TypedLab>(case: L::Case) -> LabCase {
     LabCase {
         name: case.name().to_owned(),
         summary: case.summary().to_owned(),
         own_tensors: case.own_tensors().map(Path::to_path_buf),
-        recipe: serde_json::to_value(case).expect("a case recipe is plain data"),
+        lab: L::INFO.name,
+        recipe: Arc::new(TypedCase::<L>(case)),
     }
-}
-
-/// The lab's own case back from the JSON it travelled in.
-pub fn recipe_of<L: TypedLab>(case: &LabCase) -> Result<L::Case, CaseError> {
-    serde_json::from_value(case.recipe.clone()).map_err(|e| CaseError::Invalid {
-        case: case.name.clone(),
-        message: e.to_string(),
-    })
 }
 
 /// A lab's inputs with the lab that made them: what the engine holds.
@@ -294,21 +306,22 @@ impl<L: TypedLab> Lab for L {
     }
     fn parse_cases(&self, text: &str, file: &str, base: &Path) -> Result<Vec<LabCase>, CaseError> {
         Ok(L::parse_cases(text, file, base)?
-            .iter()
-            .map(lab_case)
+            .into_iter()
+            .map(lab_case::<L>)
             .collect())
     }
-    fn problem(&self, case: &LabCase) -> Result<Problem, CaseError> {
-        L::problem(&recipe_of::<L>(case)?)
-    }
-    fn generate(&self, case: &LabCase, seed: u64) -> Result<CaseData, CaseError> {
-        L::generate(&recipe_of::<L>(case)?, seed).map(case_data::<L>)
+    fn decode_case(&self, recipe: &str) -> Result<LabCase, CaseError> {
+        let case: L::Case = serde_json::from_str(recipe).map_err(|e| CaseError::Invalid {
+            case: "(from the worker pipe)".into(),
+            message: e.to_string(),
+        })?;
+        Ok(lab_case::<L>(case))
     }
     fn verdict(&self, cases: &[CaseSummary<'_>]) -> Option<String> {
         L::verdict(cases)
     }
     fn timing_case(&self, overrides: &[(String, String)]) -> Result<LabCase, String> {
-        L::timing_case(overrides).map(|case| lab_case(&case))
+        L::timing_case(overrides).map(lab_case::<L>)
     }
     fn prove_oracle(&self) -> Result<String, String> {
         L::prove_oracle()

@@ -267,14 +267,15 @@ mod base64 {
 mod tests {
     use super::*;
     use crate::lab::registry::default_lab;
-    use crate::protocol::{LabId, Request, TimingConfig};
+    use crate::protocol::{LabId, Request, TimingConfig, WireCase};
 
     /// Found by the framing fuzz target: a float in a case's recipe came back
     /// one unit in the last place off (6.666666666666667e41 read as
     /// ...665e41), so a case could differ between caller and worker.
     #[test]
     fn a_cases_floats_cross_the_pipe_bit_for_bit() {
-        let mut case = default_lab().timing_case(&[]).expect("timing case");
+        let timing = default_lab().timing_case(&[]).expect("timing case");
+        let mut case = WireCase::from(&timing);
         case.recipe["value"] = serde_json::json!(6.666_666_666_666_667e41);
         let sent = Request::RunCase { case, seed: 1 };
         let mut wire = Vec::new();
@@ -287,9 +288,10 @@ mod tests {
     fn messages_round_trip_one_per_line() {
         let sent = vec![
             Request::Time {
-                case: default_lab()
+                case: (&default_lab()
                     .timing_case(&[])
-                    .expect("the default timing shape"),
+                    .expect("the default timing shape"))
+                    .into(),
                 seed: 42,
                 config: TimingConfig::default(),
             },

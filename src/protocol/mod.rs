@@ -9,6 +9,9 @@
 //! screen phase by phase.
 
 mod framing;
+mod wire_case;
+
+pub use wire_case::WireCase;
 
 pub use framing::{read_message, write_message, FramingError, MAX_FRAME_BYTES};
 
@@ -27,7 +30,7 @@ use crate::grade::integrity::Integrity;
 use crate::grade::launch_audit::LaunchFinding;
 use crate::grade::roofline::{DevicePeaks, Roofline};
 use crate::grade::stats::{Speedup, TimingSummary};
-use crate::lab::definition::{LabCase, LabRef, Problem};
+use crate::lab::definition::{LabRef, Problem};
 use crate::lab::geometry::LaunchGeometry;
 use crate::lab::registry;
 
@@ -40,7 +43,9 @@ use crate::lab::registry;
 /// inputs (`TimingOutcome::finding`, `floor`, `impossible`; a counters
 /// profile that did not compute its output carries no values).
 /// 6: the line profile (`Request::Lines`, `Event::Lines`).
-pub const PROTOCOL_VERSION: u32 = 6;
+/// 7: a case travels as its lab's name and recipe ([`WireCase`]), decoded
+/// once by the worker's lab.
+pub const PROTOCOL_VERSION: u32 = 7;
 
 /// The rules a speedup was measured under, kept with every timing and in
 /// the gradebook's journal so that a row timed under other rules is timed
@@ -76,16 +81,16 @@ pub enum Request {
         geometry: LaunchGeometry,
     },
     /// Run one hazard case twice on fresh inputs from `seed` and grade it.
-    RunCase { case: LabCase, seed: u64 },
+    RunCase { case: WireCase, seed: u64 },
     /// Time the loaded kernel against the lab's starter on `case`'s inputs.
     Time {
-        case: LabCase,
+        case: WireCase,
         seed: u64,
         config: TimingConfig,
     },
     /// Profile the loaded kernel and the starter with hardware counters on `case`'s inputs.
     Counters {
-        case: LabCase,
+        case: WireCase,
         seed: u64,
         tier: CounterTier,
         /// The metric names when `tier` is `Custom`.
@@ -99,7 +104,7 @@ pub enum Request {
     /// Sample and count every instruction of the loaded kernel over a
     /// launch on `case`'s inputs (docs/LINE-PROFILE.md). A worker that has
     /// served it times nothing after: the caller starts one for lines.
-    Lines { case: LabCase, seed: u64 },
+    Lines { case: WireCase, seed: u64 },
     /// Finish cleanly.
     Shutdown,
 }

@@ -305,11 +305,7 @@ fn render_compile(out: &mut String, compile: &CompileOutcome) {
             );
         }
         if let Some(g) = &compile.geometry {
-            let _ = write!(
-                out,
-                "; launch {} rows/block, {} threads, {} B dynamic smem, grid.y = {}",
-                g.rows_per_block, g.threads, g.dynamic_smem_bytes, g.grid_y
-            );
+            let _ = write!(out, "; launch {g}");
         }
         let _ = writeln!(out);
         if let Some(problem) = oversized_block(compile) {

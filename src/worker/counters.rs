@@ -150,7 +150,7 @@ impl Counters {
         // Only the builds in use are worth remembering.
         let builds = [student.build(), baselines.starter.build()];
         self.measured.retain(|key, _| builds.contains(&key.build));
-        let case_key = serde_json::to_string(&request.case).map_err(GpuError::message)?;
+        let case_key = format!("{}\0{}", request.case.name, request.case.recipe.to_json());
         let lab = baselines.lab;
         let mut session = Session {
             profiler: &mut self.profiler,

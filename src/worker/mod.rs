@@ -36,7 +36,7 @@ use crate::lab::source::StudentSource;
 use crate::protocol::{
     read_message, write_message, CaseOutcome, CaseStatus, CompileOutcome, CompileProblem,
     CompileProblemKind, CountersUnavailableReport, Event, FramingError, LabId, Request,
-    MAX_FRAME_BYTES, PROTOCOL_VERSION,
+    TimingConfig, WireCase, MAX_FRAME_BYTES, PROTOCOL_VERSION,
 };
 
 /// Runs the worker loop on this process's stdin and stdout until shutdown or a fatal error.
@@ -173,23 +173,13 @@ impl Worker {
                 Ok(()) => self.load(&image, geometry),
                 Err(e) => failure(e, false),
             },
-            Request::RunCase { case, seed } => self.run_case(&case, seed),
-            Request::Time { case, seed, config } => match self.baselines() {
-                Err(e) => {
-                    let sticky = e.sticky;
-                    failure(e, sticky)
-                }
-                Ok(()) => {
-                    let (Some(gpu), Some(student), Some(baselines)) =
-                        (&self.gpu, &self.student, &mut self.baselines)
-                    else {
-                        return failure("timing needs a GPU and a loaded kernel", false);
-                    };
-                    match timing::time(gpu, student, baselines, &case, seed, config) {
-                        Ok(outcome) => (Event::Timing(outcome), false),
-                        Err(e) => failure(&e, e.sticky),
-                    }
-                }
+            Request::RunCase { case, seed } => match self.case(&case) {
+                Ok(case) => self.run_case(&case, seed),
+                Err(e) => failure(e, false),
+            },
+            Request::Time { case, seed, config } => match self.case(&case) {
+                Err(e) => failure(e, false),
+                Ok(case) => self.time(&case, seed, config),
             },
             Request::Counters {
                 case,
@@ -197,15 +187,42 @@ impl Worker {
                 tier,
                 metrics,
                 known_peaks,
-            } => self.counters(counters::CountersRequest {
-                case,
-                seed,
-                tier,
-                custom_metrics: metrics,
-                known_peaks,
-            }),
-            Request::Lines { case, seed } => self.lines(&case, seed),
+            } => match self.case(&case) {
+                Err(e) => failure(e, false),
+                Ok(case) => self.counters(counters::CountersRequest {
+                    case,
+                    seed,
+                    tier,
+                    custom_metrics: metrics,
+                    known_peaks,
+                }),
+            },
+            Request::Lines { case, seed } => match self.case(&case) {
+                Ok(case) => self.lines(&case, seed),
+                Err(e) => failure(e, false),
+            },
             Request::Shutdown => failure("shutdown is handled by the loop", true),
+        }
+    }
+
+    /// Times the loaded kernel against the starter on `case`'s inputs.
+    fn time(&mut self, case: &LabCase, seed: u64, config: TimingConfig) -> (Event, bool) {
+        match self.baselines() {
+            Err(e) => {
+                let sticky = e.sticky;
+                failure(e, sticky)
+            }
+            Ok(()) => {
+                let (Some(gpu), Some(student), Some(baselines)) =
+                    (&self.gpu, &self.student, &mut self.baselines)
+                else {
+                    return failure("timing needs a GPU and a loaded kernel", false);
+                };
+                match timing::time(gpu, student, baselines, case, seed, config) {
+                    Ok(outcome) => (Event::Timing(outcome), false),
+                    Err(e) => failure(&e, e.sticky),
+                }
+            }
         }
     }
 
@@ -283,6 +300,14 @@ impl Worker {
             self.baselines = None;
         }
         Ok(())
+    }
+
+    /// A case as it arrived (JSON), decoded once by the chosen lab.
+    fn case(&self, case: &WireCase) -> Result<LabCase, String> {
+        let lab = self
+            .lab
+            .ok_or("no lab chosen: compile or load a kernel first")?;
+        case.decode(&*lab).map_err(|e| e.to_string())
     }
 
     fn lab(&self) -> Result<LabRef, GpuError> {

@@ -72,7 +72,7 @@ pub fn case(name: &str) -> LabCase {
         scale: Vec::new(),
         tensors: None,
     };
-    flashprof::lab::typed::lab_case(&spec)
+    flashprof::lab::typed::lab_case::<flashprof::lab::flash_prefill::FlashPrefill>(spec)
 }
 
 /// A check of the stand-in's cases `names`, each under `case_timeout`; no timing, no counters.

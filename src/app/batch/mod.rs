@@ -48,10 +48,30 @@ pub struct BatchPlan {
     pub sanitizer: Option<PathBuf>,
 }
 
+/// The cases as a journal row keys them (`[{"name", "summary", "recipe"}]`,
+/// the form rows have been written with since the first journal).
+fn journal_cases(cases: &[crate::lab::definition::LabCase]) -> String {
+    #[derive(serde::Serialize)]
+    struct KeyedCase<'a> {
+        name: &'a str,
+        summary: &'a str,
+        recipe: serde_json::Value,
+    }
+    let keyed: Vec<KeyedCase<'_>> = cases
+        .iter()
+        .map(|case| KeyedCase {
+            name: &case.name,
+            summary: &case.summary,
+            recipe: serde_json::from_str(&case.recipe.to_json()).unwrap_or_default(),
+        })
+        .collect();
+    serde_json::to_string(&keyed).unwrap_or_default()
+}
+
 impl BatchPlan {
     /// What a journal row must match to stand for this run.
     pub fn grading_key(&self) -> GradingKey {
-        let mut cases = serde_json::to_string(&self.check.cases).unwrap_or_default();
+        let mut cases = journal_cases(&self.check.cases);
         // Rows graded with and without the sanitizer never stand in for each other.
         if self.sanitizer.is_some() {
             cases.push_str("\0sanitize");

@@ -435,7 +435,7 @@ impl<'a> WorkerSession<'a> {
         timeout: Duration,
     ) -> Result<CaseOutcome, Unanswered> {
         let request = Request::RunCase {
-            case: case.clone(),
+            case: case.into(),
             seed,
         };
         self.ask(&request, timeout)
@@ -448,7 +448,7 @@ impl<'a> WorkerSession<'a> {
         seed: u64,
     ) -> Result<TimingOutcome, Unanswered> {
         let request = Request::Time {
-            case: plan.case.clone(),
+            case: (&plan.case).into(),
             seed,
             config: plan.config,
         };
@@ -465,7 +465,7 @@ impl<'a> WorkerSession<'a> {
         known_peaks: Option<DevicePeaks>,
     ) -> Result<CountersResult, Unanswered> {
         let request = Request::Counters {
-            case: plan.case.clone(),
+            case: (&plan.case).into(),
             seed,
             tier,
             metrics: plan.custom_metrics.clone(),
@@ -481,7 +481,7 @@ impl<'a> WorkerSession<'a> {
         seed: u64,
     ) -> Result<Result<LinesOutcome, String>, Unanswered> {
         let request = Request::Lines {
-            case: plan.case.clone(),
+            case: (&plan.case).into(),
             seed,
         };
         self.ask(&request, plan.timeout)
@@ -507,7 +507,7 @@ mod tests {
         let lab = FLASH_PREFILL;
         let case = lab.timing_case(&[]).expect("the timing case");
         let run = Request::RunCase {
-            case: case.clone(),
+            case: (&case).into(),
             seed: 1,
         };
         let load = Request::Load {

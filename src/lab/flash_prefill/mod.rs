@@ -15,7 +15,7 @@ use std::path::Path;
 
 use self::cases::{parse_cases, CaseSpec, EMBEDDED_CASES};
 use self::contract::{Inputs, ARGS, DH, ENTRY_POINT, ENTRY_SIGNATURE, GROUP, HKV, HQ};
-use super::definition::{CaseData, CaseError, CaseSummary, Diagnosis, Graded, LabCase, LabInfo, LabRef, Problem, Shipped, SupportKernels, no_reread_cause, shipped_kernel};
+use super::definition::{CaseData, CaseError, CaseSummary, Diagnosis, Graded, LabInfo, LabRef, Problem, Shipped, SupportKernels, no_reread_cause, shipped_kernel};
 use super::geometry::{GridY, LaunchGeometry};
 use super::typed::{Arg, Made, TypedLab};
 
@@ -28,13 +28,6 @@ pub struct FlashPrefill;
 
 /// The first lab, as the engine takes it.
 pub const FLASH_PREFILL: LabRef = LabRef(&FlashPrefill);
-
-impl FlashPrefill {
-    /// A case as the engine carries it.
-    pub fn lab_case(spec: &CaseSpec) -> LabCase {
-        super::typed::lab_case(spec)
-    }
-}
 
 impl TypedLab for FlashPrefill {
     type Case = CaseSpec;
