@@ -254,3 +254,60 @@ fn the_files_that_allow_unsafe_are_the_ones_the_map_lists() {
         );
     }
 }
+
+/// docs/LABS.md's folder list is the tree's: every folder of `src/lab/` is
+/// listed, as a lab or a kit, nothing listed is missing, and the folders
+/// listed as labs are exactly the ones `labs!` in `src/lab/mod.rs` registers.
+#[test]
+fn the_labs_guide_lists_every_lab_folder_and_the_registered_labs() {
+    let guide = read(&root().join("docs/LABS.md"));
+    let mut listed = BTreeMap::new();
+    for row in guide.lines().filter(|l| l.starts_with("| `src/lab/")) {
+        let mut cells = row.split('|').map(str::trim).filter(|c| !c.is_empty());
+        let folder = cells.next().expect("a folder cell");
+        let what = cells.next().expect("a description cell");
+        let name = folder
+            .trim_matches('`')
+            .trim_start_matches("src/lab/")
+            .trim_end_matches('/')
+            .to_owned();
+        listed.insert(name, what.starts_with("lab `"));
+    }
+    let folders: BTreeSet<String> = std::fs::read_dir(root().join("src/lab"))
+        .expect("src/lab")
+        .map(|entry| entry.expect("entry").path())
+        .filter(|path| path.is_dir())
+        .map(|path| {
+            path.file_name()
+                .expect("a name")
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    let named: BTreeSet<String> = listed.keys().cloned().collect();
+    assert_eq!(
+        named, folders,
+        "docs/LABS.md's folder list against src/lab/"
+    );
+    let lab_mod = read(&root().join("src/lab/mod.rs"));
+    let list = lab_mod
+        .split("labs! {")
+        .nth(1)
+        .and_then(|rest| rest.split('}').next())
+        .expect("the labs! list");
+    let registered: BTreeSet<String> = list
+        .split(',')
+        .filter_map(|entry| entry.trim().split("::").next())
+        .filter(|folder| !folder.is_empty())
+        .map(str::to_owned)
+        .collect();
+    let labs: BTreeSet<String> = listed
+        .iter()
+        .filter(|(_, is_lab)| **is_lab)
+        .map(|(name, _)| name.clone())
+        .collect();
+    assert_eq!(
+        labs, registered,
+        "the labs docs/LABS.md lists against labs!"
+    );
+}

@@ -2,12 +2,13 @@
 //! differs between labs.
 //!
 //! The engine (source checks, NVRTC, the GPU runner, grading, the screens)
-//! is written against [`Lab`] alone. A lab says which kernel it launches and
-//! with which arguments ([`Abi`]), how a case becomes concrete arguments
-//! ([`Lab::generate`]), what the exact answer is ([`Lab::oracle`]), how to
-//! read a wrong answer ([`Lab::diagnose`]), what a problem size costs
-//! ([`Problem::work`]) and which kernels are its baselines. Nothing outside
-//! `lab/` names a head count or a tensor.
+//! is written against [`Lab`] alone: the lab as data ([`LabInfo`]: names,
+//! kernel, tolerance, cases, baselines) and nine verbs. A lab says which
+//! kernel it launches and with which arguments ([`Abi`]); a case it parsed
+//! knows how it becomes concrete inputs ([`CaseRecipe::generate`]), and those
+//! inputs the exact answer ([`CaseInputs::oracle`]) and how to read a wrong
+//! one ([`CaseInputs::diagnose`]); a problem size says what it costs
+//! ([`Problem::work`]). Nothing outside `lab/` names a head count or a tensor.
 
 use std::path::Path;
 
@@ -335,7 +336,7 @@ pub struct SupportKernels {
     /// A float64 reference with the entry point's arguments, but `double*` for the output.
     pub oracle_f64: &'static str,
     /// Threads per block of the float64 reference; its grid is one thread per
-    /// (row, head) at least (see [`Lab::oracle_f64_grid`]).
+    /// (row, head) at least (see `oracle_f64_grid` on `dyn Lab`).
     pub oracle_threads: u32,
 }
 

@@ -124,6 +124,7 @@ pub fn failing_elements(out: &[f64], reference: &[f64]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lab::paged_prefill::cases;
     use crate::lab::paged_prefill::contract::LAYOUT;
     use crate::lab::paged_prefill::cases::embedded_cases;
     use crate::lab::paged_prefill::contract::Batch;
@@ -139,7 +140,7 @@ mod tests {
             let must: Vec<String> = embedded_cases()
                 .into_iter()
                 .filter(|case| {
-                    let batch = crate::lab::paged_prefill::cases::generate(&case, 1).expect("generates").inputs.batch;
+                    let batch = cases::generate(&case, 1).expect("generates").inputs.batch;
                     bug.must_fail(&batch)
                 })
                 .map(|case| case.name)
@@ -156,7 +157,7 @@ mod tests {
         let mut wrong = Vec::new();
         for seed in [1u64, 0x5eed_2026] {
             for case in embedded_cases() {
-                let inputs = crate::lab::paged_prefill::cases::generate(&case, seed).unwrap().inputs;
+                let inputs = cases::generate(&case, seed).unwrap().inputs;
                 let reference = oracle::attention(&inputs, None);
                 assert_eq!(
                     failing_elements(&reference, &reference),
@@ -206,7 +207,7 @@ mod tests {
         let mut wrong = Vec::new();
         for seed in 1000..1000 + seeds {
             for case in embedded_cases() {
-                let inputs = crate::lab::paged_prefill::cases::generate(&case, seed).unwrap().inputs;
+                let inputs = cases::generate(&case, seed).unwrap().inputs;
                 let reference = oracle::attention(&inputs, None);
                 for bug in Bug::ALL {
                     let fails = failing_elements(&model(&inputs, bug), &reference) > 0;

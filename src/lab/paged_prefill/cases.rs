@@ -91,7 +91,7 @@ mod tests {
     fn batches() -> Vec<(String, Batch)> {
         embedded_cases()
             .into_iter()
-            .map(|c| (c.name.clone(), crate::lab::paged_prefill::cases::generate(&c, 7).unwrap().inputs.batch))
+            .map(|c| (c.name.clone(), generate(&c, 7).unwrap().inputs.batch))
             .collect()
     }
 
@@ -172,7 +172,7 @@ mod tests {
     #[test]
     fn memory_is_laid_out_as_the_contract_says() {
         for spec in embedded_cases() {
-            let inputs = crate::lab::paged_prefill::cases::generate(&spec, 11).unwrap().inputs;
+            let inputs = generate(&spec, 11).unwrap().inputs;
             let b = &inputs.batch;
             let name = &spec.name;
             assert!(b.num_blocks >= b.num_seqs() * b.max_blocks_per_seq + SPARE_BLOCKS);
@@ -223,14 +223,14 @@ mod tests {
     #[test]
     fn generation_is_deterministic_and_seeded() {
         let spec = case("mixed-lengths");
-        let a = crate::lab::paged_prefill::cases::generate(&spec, 42).unwrap();
-        assert_eq!(a, crate::lab::paged_prefill::cases::generate(&spec, 42).unwrap());
-        let b = crate::lab::paged_prefill::cases::generate(&spec, 43).unwrap();
+        let a = generate(&spec, 42).unwrap();
+        assert_eq!(a, generate(&spec, 42).unwrap());
+        let b = generate(&spec, 43).unwrap();
         assert_ne!(a.inputs.q, b.inputs.q);
         assert_ne!(a.inputs.batch.block_table, b.inputs.batch.block_table);
         // Cases draw from their own streams.
         assert_ne!(
-            crate::lab::paged_prefill::cases::generate(&case("window-1"), 42).unwrap().inputs.q[..64],
+            generate(&case("window-1"), 42).unwrap().inputs.q[..64],
             a.inputs.q[..64]
         );
     }
@@ -238,7 +238,7 @@ mod tests {
     #[test]
     fn plants_land_where_they_are_named() {
         let spec = case("overflow-in-far-cached-block");
-        let inputs = crate::lab::paged_prefill::cases::generate(&spec, 3).unwrap().inputs;
+        let inputs = generate(&spec, 3).unwrap().inputs;
         let p = &spec.plant[0];
         let keys = p.keys(spec.context[p.seq], spec.new[p.seq]);
         let g = p.head / GROUP;

@@ -472,6 +472,7 @@ pub fn case_diagnosis(inputs: &Inputs, graded: &Graded<'_>) -> Diagnosis {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lab::paged_prefill::cases;
     use crate::lab::paged_prefill::bugs::{failing_elements, model};
     use crate::lab::paged_prefill::cases::embedded_cases;
 
@@ -498,7 +499,7 @@ mod tests {
     fn each_bug_is_named_on_every_case_it_fails() {
         let mut wrong = Vec::new();
         for case in embedded_cases() {
-            let inputs = crate::lab::paged_prefill::cases::generate(&case, 3).unwrap().inputs;
+            let inputs = cases::generate(&case, 3).unwrap().inputs;
             let reference = oracle::attention(&inputs, None);
             assert_eq!(diagnose(&inputs, &to_f32(&reference), &reference), None);
             for bug in Bug::ALL {
@@ -521,7 +522,7 @@ mod tests {
             .into_iter()
             .find(|c| c.name == name)
             .unwrap();
-        crate::lab::paged_prefill::cases::generate(&spec, 9).unwrap().inputs
+        cases::generate(&spec, 9).unwrap().inputs
     }
 
     #[test]

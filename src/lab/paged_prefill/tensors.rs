@@ -41,6 +41,7 @@ fn load(files: &TensorFiles, window: i32) -> Result<CaseInputs<Inputs>, PagedCas
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lab::paged_prefill::cases;
     use crate::lab::paged_prefill::contract::{DH, HQ};
     use crate::lab::npy;
     use crate::lab::paged::tensors::{encode_prefill, Elements};
@@ -52,7 +53,7 @@ mod tests {
             .into_iter()
             .find(|c| c.name == "alibi-with-context")
             .unwrap();
-        let i = crate::lab::paged_prefill::cases::generate(&spec, 5).unwrap().inputs;
+        let i = cases::generate(&spec, 5).unwrap().inputs;
         let tensors = [&i.q, &i.k_new, &i.v_new, &i.k_cache, &i.v_cache]
             .map(|values| Elements::F32(values.clone()));
         encode_prefill(&INSTANCE, &i.batch, tensors, i.alibi_slopes.as_deref(), None)
@@ -94,7 +95,7 @@ mod tests {
             .into_iter()
             .find(|c| c.name == "alibi-with-context")
             .unwrap();
-        assert_eq!(loaded.inputs, crate::lab::paged_prefill::cases::generate(&spec, 5).unwrap().inputs);
+        assert_eq!(loaded.inputs, cases::generate(&spec, 5).unwrap().inputs);
         assert!(loaded.expected.is_none());
         let w = load_dir(dir.path(), 7).unwrap();
         assert_eq!(w.inputs.batch.window(), Some(7));
@@ -271,7 +272,7 @@ mod tests {
         }
         let text = "[[case]]\nname = \"own\"\nsummary = \"s\"\ntensors = \"mine\"\nwindow = 5\n";
         let cases = crate::lab::paged_prefill::contract::INSTANCE.parse_cases(text, "t.toml", dir.path()).unwrap();
-        let loaded = crate::lab::paged_prefill::cases::generate(&cases[0], 123).unwrap();
+        let loaded = cases::generate(&cases[0], 123).unwrap();
         assert_eq!(loaded.inputs.batch.window(), Some(5));
         assert_eq!(loaded.inputs.batch.context, vec![50, 16]);
         assert!(loaded.inputs.batch.alibi);

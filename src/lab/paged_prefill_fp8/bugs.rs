@@ -115,6 +115,7 @@ mod tests {
     use std::sync::OnceLock;
 
     use super::*;
+    use crate::lab::paged_prefill_fp8::cases;
     use crate::lab::paged_prefill_fp8::cases::{embedded_cases, CaseSpec};
     use crate::lab::paged_prefill_fp8::passes;
 
@@ -139,7 +140,7 @@ mod tests {
                     let cases = embedded_cases()
                         .into_iter()
                         .map(|case| {
-                            let inputs = crate::lab::paged_prefill_fp8::cases::generate(&case, seed).unwrap().inputs;
+                            let inputs = cases::generate(&case, seed).unwrap().inputs;
                             let reference = oracle::attention(&inputs);
                             let scales = oracle::value_scales(&inputs);
                             Referenced {

@@ -161,7 +161,7 @@ mod tests {
         embedded_cases()
             .into_iter()
             .map(|c| {
-                let inputs = crate::lab::paged_prefill_fp8::cases::generate(&c, 7).unwrap().inputs;
+                let inputs = generate(&c, 7).unwrap().inputs;
                 (c, inputs)
             })
             .collect()
@@ -330,10 +330,10 @@ mod tests {
     #[test]
     fn generation_is_deterministic_and_seeded() {
         let spec = &embedded_cases()[0];
-        assert_eq!(crate::lab::paged_prefill_fp8::cases::generate(&spec, 42).unwrap().inputs, crate::lab::paged_prefill_fp8::cases::generate(&spec, 42).unwrap().inputs);
+        assert_eq!(generate(&spec, 42).unwrap().inputs, generate(&spec, 42).unwrap().inputs);
         assert_ne!(
-            crate::lab::paged_prefill_fp8::cases::generate(&spec, 42).unwrap().inputs.k_cache,
-            crate::lab::paged_prefill_fp8::cases::generate(&spec, 43).unwrap().inputs.k_cache
+            generate(&spec, 42).unwrap().inputs.k_cache,
+            generate(&spec, 43).unwrap().inputs.k_cache
         );
     }
 
@@ -364,7 +364,7 @@ mod tests {
         let out =
             PathBuf::from(std::env::var("FP8_CASES_OUT").expect("FP8_CASES_OUT names a folder"));
         for case in embedded_cases() {
-            let inputs = crate::lab::paged_prefill_fp8::cases::generate(&case, 1).unwrap().inputs;
+            let inputs = generate(&case, 1).unwrap().inputs;
             let dir = out.join(&case.name);
             std::fs::create_dir_all(&dir).unwrap();
             for (name, bytes) in crate::lab::paged_prefill_fp8::tensors::encode(&inputs, None) {

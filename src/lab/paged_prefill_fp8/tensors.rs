@@ -80,6 +80,7 @@ pub fn encode(inputs: &Inputs, expected: Option<&[f64]>) -> Vec<(&'static str, V
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lab::paged_prefill_fp8::cases;
     use crate::lab::npy;
     use crate::lab::paged::tensors;
     use crate::lab::paged_prefill_fp8::LAYOUT;
@@ -87,7 +88,7 @@ mod tests {
 
     fn sample() -> Inputs {
         let spec = embedded_cases().into_iter().find(|c| c.alibi).unwrap();
-        crate::lab::paged_prefill_fp8::cases::generate(&spec, 5).unwrap().inputs
+        cases::generate(&spec, 5).unwrap().inputs
     }
 
     fn load(
