@@ -30,6 +30,9 @@ pub struct TensorError {
     pub message: String,
 }
 
+/// An [`npy`] reader of one element type: the shape and the elements.
+pub type NpyReader<T> = fn(&[u8]) -> Result<(Vec<usize>, Vec<T>), npy::NpyError>;
+
 /// Where a case's files come from: a folder, or named byte buffers.
 pub struct TensorFiles<'a> {
     source: Source<'a>,
@@ -102,7 +105,7 @@ impl<'a> TensorFiles<'a> {
     pub fn decoded<T>(
         &self,
         name: &str,
-        decode: fn(&[u8]) -> Result<(Vec<usize>, Vec<T>), npy::NpyError>,
+        decode: NpyReader<T>,
     ) -> Result<(Vec<usize>, Vec<T>), TensorError> {
         decode(&self.required(name)?).map_err(|e| self.refuse(name, e.to_string()))
     }

@@ -140,7 +140,7 @@ mod tests {
             let must: Vec<String> = embedded_cases()
                 .into_iter()
                 .filter(|case| {
-                    let batch = cases::generate(&case, 1).expect("generates").inputs.batch;
+                    let batch = cases::generate(case, 1).expect("generates").inputs.batch;
                     bug.must_fail(&batch)
                 })
                 .map(|case| case.name)

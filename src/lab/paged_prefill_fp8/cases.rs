@@ -330,10 +330,10 @@ mod tests {
     #[test]
     fn generation_is_deterministic_and_seeded() {
         let spec = &embedded_cases()[0];
-        assert_eq!(generate(&spec, 42).unwrap().inputs, generate(&spec, 42).unwrap().inputs);
+        assert_eq!(generate(spec, 42).unwrap().inputs, generate(spec, 42).unwrap().inputs);
         assert_ne!(
-            generate(&spec, 42).unwrap().inputs.k_cache,
-            generate(&spec, 43).unwrap().inputs.k_cache
+            generate(spec, 42).unwrap().inputs.k_cache,
+            generate(spec, 43).unwrap().inputs.k_cache
         );
     }
 
