@@ -312,7 +312,7 @@ impl Eq for LabRef {}
 /// A [`KernelFile`] shipped in this repository, embedded in the binary so
 /// an installed flashprof carries it: `shipped_kernel!("kernels/flash-prefill/starter.cu")`.
 macro_rules! shipped_kernel {
-    ($path:literal) => {
+    ($path:expr) => {
         $crate::lab::definition::KernelFile {
             path: $path,
             text: include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/", $path)),
@@ -320,6 +320,36 @@ macro_rules! shipped_kernel {
     };
 }
 pub(crate) use shipped_kernel;
+
+/// The kernels a lab ships from `kernels/<folder>/` (`starter.cu`,
+/// `reference.cu`, `support.cu`), its float64 reference being the entry
+/// point `oracle_f64` of `support.cu` at `threads` a block.
+macro_rules! shipped {
+    ($folder:literal, $oracle_f64:literal, $threads:expr) => {
+        $crate::lab::definition::Shipped {
+            starter: $crate::lab::definition::shipped_kernel!(concat!(
+                "kernels/",
+                $folder,
+                "/starter.cu"
+            )),
+            reference: $crate::lab::definition::shipped_kernel!(concat!(
+                "kernels/",
+                $folder,
+                "/reference.cu"
+            )),
+            support: $crate::lab::definition::SupportKernels {
+                file: $crate::lab::definition::shipped_kernel!(concat!(
+                    "kernels/",
+                    $folder,
+                    "/support.cu"
+                )),
+                oracle_f64: $oracle_f64,
+                oracle_threads: $threads,
+            },
+        }
+    };
+}
+pub(crate) use shipped;
 
 /// A kernel source file shipped with a lab.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

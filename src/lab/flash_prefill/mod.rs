@@ -15,7 +15,7 @@ use std::path::Path;
 
 use self::cases::{parse_cases, CaseSpec, EMBEDDED_CASES};
 use self::contract::{Inputs, ARGS, DH, ENTRY_POINT, ENTRY_SIGNATURE, GROUP, HKV, HQ};
-use super::definition::{CaseData, CaseError, CaseSummary, Diagnosis, Graded, LabInfo, LabRef, Problem, Shipped, SupportKernels, no_reread_cause, shipped_kernel};
+use super::definition::{CaseData, CaseError, CaseSummary, Diagnosis, Graded, LabInfo, LabRef, Problem, no_reread_cause, shipped};
 use super::geometry::{GridY, LaunchGeometry};
 use super::typed::{Arg, Made, TypedLab};
 
@@ -56,15 +56,7 @@ impl TypedLab for FlashPrefill {
         cases: EMBEDDED_CASES,
         // What the timing case's random_tensor draws Q, K and V from.
         timing_draw: -1.0..1.0,
-        kernels: Shipped {
-            starter: shipped_kernel!("kernels/flash-prefill/starter.cu"),
-            reference: shipped_kernel!("kernels/flash-prefill/reference.cu"),
-            support: SupportKernels {
-                file: shipped_kernel!("kernels/flash-prefill/support.cu"),
-                oracle_f64: "oracle_f64",
-                oracle_threads: 256,
-            },
-        },
+        kernels: shipped!("flash-prefill", "oracle_f64", 256),
     };
 
     fn parse_cases(text: &str, file: &str, base: &Path) -> Result<Vec<CaseSpec>, CaseError> {

@@ -142,3 +142,32 @@ pub fn assert_table_rows(
         }
     }
 }
+
+/// That prefill `batches` cover the hazard families every paged prefill
+/// lab's cases must: contexts 0, 1, B-1, B, B+1 and 1000; new-token counts
+/// 1, 17, 33 and 65; windows 1, B-1, B and B+1 and one longer than a
+/// sequence; a row whose window hides every cached key; ALiBi with and
+/// without a context and with a window.
+pub fn assert_prefill_families(batches: &[&crate::lab::paged::batch::Batch]) {
+    use crate::lab::paged::layout::BLOCK;
+    let any = |f: &dyn Fn(&crate::lab::paged::batch::Batch) -> bool| batches.iter().any(|b| f(b));
+    for c in [0, 1, BLOCK - 1, BLOCK, BLOCK + 1, 1000] {
+        assert!(any(&|b| b.context.contains(&c)), "context {c}");
+    }
+    for n in [1, 17, 33, 65] {
+        assert!(any(&|b| b.new.contains(&n)), "new {n}");
+    }
+    for w in [1, BLOCK - 1, BLOCK, BLOCK + 1] {
+        assert!(any(&|b| b.window() == Some(w)), "window {w}");
+    }
+    assert!(any(&|b| b
+        .window()
+        .is_some_and(|w| (0..b.num_seqs()).any(|s| b.len_of(s) < w))));
+    assert!(any(&|b| (0..b.num_seqs()).any(|s| {
+        let ctx = b.context[s];
+        ctx > 0 && (0..b.new[s]).any(|t| b.first_visible(ctx + t) >= ctx)
+    })));
+    assert!(any(&|b| b.alibi && b.context.iter().all(|&c| c == 0)));
+    assert!(any(&|b| b.alibi && b.context.iter().any(|&c| c > 0)));
+    assert!(any(&|b| b.alibi && b.window().is_some()));
+}

@@ -22,7 +22,7 @@ use self::cases::{CaseSpec, EMBEDDED_CASES};
 use self::directive::GridX;
 use crate::grade::compare::{OutputShape, Tolerance};
 use crate::grade::roofline::Work;
-use crate::lab::definition::{CaseData, CaseError, CaseSummary, Diagnosis, Graded, LabInfo, LabRef, Problem, Shipped, SupportKernels, shipped_kernel};
+use crate::lab::definition::{CaseData, CaseError, CaseSummary, Diagnosis, Graded, LabInfo, LabRef, Problem, shipped};
 use crate::lab::geometry::{GeometryError, GridY, LaunchGeometry};
 use crate::lab::paged::problem::{listed_rows, Timed};
 use crate::lab::typed::{Arg, Made, TypedLab};
@@ -78,15 +78,7 @@ impl TypedLab for PagedDecode {
         // `q` and the owned cache slots are drawn from it; the NaN slots past a
         // sequence's end and in spare blocks lie outside it and stay NaN.
         timing_draw: -1.0..1.0,
-        kernels: Shipped {
-            starter: shipped_kernel!("kernels/paged-decode/starter.cu"),
-            reference: shipped_kernel!("kernels/paged-decode/reference.cu"),
-            support: SupportKernels {
-                file: shipped_kernel!("kernels/paged-decode/support.cu"),
-                oracle_f64: "paged_decode_oracle_f64",
-                oracle_threads: 128,
-            },
-        },
+        kernels: shipped!("paged-decode", "paged_decode_oracle_f64", 128),
     };
 
     fn parse_cases(text: &str, file: &str, base: &Path) -> Result<Vec<Recipe>, CaseError> {

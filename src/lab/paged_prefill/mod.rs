@@ -21,7 +21,7 @@ use self::contract::{
 };
 use crate::grade::compare::Tolerance;
 use crate::grade::roofline::Work;
-use crate::lab::definition::{CaseData, CaseError, CaseSummary, Diagnosis, Graded, LabInfo, LabRef, Problem, Shipped, SupportKernels, no_reread_cause, shipped_kernel};
+use crate::lab::definition::{CaseData, CaseError, CaseSummary, Diagnosis, Graded, LabInfo, LabRef, Problem, no_reread_cause, shipped};
 use crate::lab::geometry::LaunchGeometry;
 use crate::lab::paged::layout::PREFILL_GEOMETRY;
 use crate::lab::paged::problem::{listed_rows, prefill_grid, prefill_problem, Timed};
@@ -62,15 +62,7 @@ impl TypedLab for PagedPrefill {
         // What the timing batch's tensors and owned cache slots are drawn from;
         // the cache's sentinels (2.5, 40) lie outside it and stay.
         timing_draw: -1.0..1.0,
-        kernels: Shipped {
-            starter: shipped_kernel!("kernels/paged-prefill/starter.cu"),
-            reference: shipped_kernel!("kernels/paged-prefill/reference.cu"),
-            support: SupportKernels {
-                file: shipped_kernel!("kernels/paged-prefill/support.cu"),
-                oracle_f64: "paged_oracle_f64",
-                oracle_threads: 256,
-            },
-        },
+        kernels: shipped!("paged-prefill", "paged_oracle_f64", 256),
     };
 
     fn parse_cases(text: &str, file: &str, base: &Path) -> Result<Vec<Recipe>, CaseError> {

@@ -153,6 +153,7 @@ fn top_code(format: KvFormat, rng: &mut ChaCha8Rng) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lab::paged::testing::assert_prefill_families;
     use std::path::PathBuf;
     use crate::lab::paged_prefill_fp8::{BLOCK, DH, GROUP, HKV, LAYOUT};
     use crate::lab::paged_prefill_fp8::SCALE;
@@ -170,26 +171,7 @@ mod tests {
     #[test]
     fn the_cases_cover_the_second_labs_families() {
         let all = generated();
-        let any = |f: &dyn Fn(&Batch) -> bool| all.iter().any(|(_, i)| f(&i.batch));
-        for c in [0, 1, BLOCK - 1, BLOCK, BLOCK + 1, 1000] {
-            assert!(any(&|b| b.context.contains(&c)), "context {c}");
-        }
-        for n in [1, 17, 33, 65] {
-            assert!(any(&|b| b.new.contains(&n)), "new {n}");
-        }
-        for w in [1, BLOCK - 1, BLOCK, BLOCK + 1] {
-            assert!(any(&|b| b.window() == Some(w)), "window {w}");
-        }
-        assert!(any(&|b| b
-            .window()
-            .is_some_and(|w| (0..b.num_seqs()).any(|s| b.len_of(s) < w))));
-        assert!(any(&|b| (0..b.num_seqs()).any(|s| {
-            let ctx = b.context[s];
-            ctx > 0 && (0..b.new[s]).any(|t| b.first_visible(ctx + t) >= ctx)
-        })));
-        assert!(any(&|b| b.alibi && b.context.iter().all(|&c| c == 0)));
-        assert!(any(&|b| b.alibi && b.context.iter().any(|&c| c > 0)));
-        assert!(any(&|b| b.alibi && b.window().is_some()));
+        assert_prefill_families(&all.iter().map(|(_, i)| &i.batch).collect::<Vec<_>>());
         assert!(all.iter().any(|(c, _)| c.share_prefix.is_some()));
         for (case, inputs) in &all {
             assert!(inputs.batch.num_seqs() >= 2, "{}", case.name);

@@ -23,7 +23,7 @@ pub use self::contract::*;
 use self::cases::CaseSpec;
 use crate::grade::compare::Tolerance;
 use crate::grade::roofline::{TensorRoof, Work};
-use crate::lab::definition::{CaseData, CaseError, CaseSummary, Diagnosis, Graded, LabInfo, LabRef, Problem, Shipped, SupportKernels, no_reread_cause, shipped_kernel};
+use crate::lab::definition::{CaseData, CaseError, CaseSummary, Diagnosis, Graded, LabInfo, LabRef, Problem, no_reread_cause, shipped};
 use crate::lab::geometry::LaunchGeometry;
 use crate::lab::paged::layout::PREFILL_GEOMETRY;
 use crate::lab::paged::problem::{fixed_timing_shape, listed_rows, prefill_grid, prefill_problem};
@@ -62,15 +62,7 @@ impl TypedLab for PagedPrefillFp8 {
         // The bf16 tensors' range; FP8 bytes are drawn by their own rule
         // (kernels/probes.cu, `fresh_fp8`), which needs no range.
         timing_draw: -1.0..1.0,
-        kernels: Shipped {
-            starter: shipped_kernel!("kernels/paged-prefill-fp8/starter.cu"),
-            reference: shipped_kernel!("kernels/paged-prefill-fp8/reference.cu"),
-            support: SupportKernels {
-                file: shipped_kernel!("kernels/paged-prefill-fp8/support.cu"),
-                oracle_f64: "paged_fp8_oracle_f64",
-                oracle_threads: 256,
-            },
-        },
+        kernels: shipped!("paged-prefill-fp8", "paged_fp8_oracle_f64", 256),
     };
 
     fn parse_cases(text: &str, file: &str, base: &Path) -> Result<Vec<CaseSpec>, CaseError> {
