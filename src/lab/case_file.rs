@@ -54,6 +54,15 @@ struct CasesFile<T> {
     case: Vec<T>,
 }
 
+/// The case named `name` among `cases`, for a lab's tests.
+#[cfg(test)]
+pub fn named<T: CaseTable>(cases: Vec<T>, name: &str) -> T {
+    cases
+        .into_iter()
+        .find(|c| c.name() == name)
+        .unwrap_or_else(|| panic!("no case {name}"))
+}
+
 /// The random stream of the case (or timing shape) `name` under a run's
 /// `seed`: the same on every machine, so a printed seed reproduces a run,
 /// and a stream of its own, so adding a case changes no other.

@@ -69,6 +69,32 @@ pub fn prove(
     })
 }
 
+/// That `proof` held over `elements` elements (a lab's golden test), saying
+/// how close it came.
+#[cfg(test)]
+pub fn assert_proven(lab: &str, proof: &GoldenProof, elements: usize) {
+    assert_eq!(proof.elements, elements, "{lab}");
+    assert!(proof.max_relative_error <= RELATIVE_BOUND, "{lab}");
+    eprintln!(
+        "{lab} golden proof: max relative error {:e}",
+        proof.max_relative_error
+    );
+}
+
+/// Where a disagreement is: `(row, head, dim)`.
+#[cfg(test)]
+pub fn place(worst: &Disagreement) -> (usize, usize, usize) {
+    (worst.row, worst.head, worst.dim)
+}
+
+/// A proof's outcome as the engine takes it: what was established, or why
+/// the oracle cannot be trusted.
+pub fn said<P: std::fmt::Debug, E: std::fmt::Display>(
+    proof: Result<P, E>,
+) -> Result<String, String> {
+    proof.map(|p| format!("{p:?}")).map_err(|e| e.to_string())
+}
+
 /// The files of a golden case folder under `assets/`, embedded, by name:
 /// `embedded_files!("golden-paged", "q.npy", "k_cache.npy", ...)`.
 macro_rules! embedded_files {

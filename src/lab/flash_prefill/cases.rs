@@ -335,10 +335,7 @@ mod tests {
     use crate::lab::npy;
 
     fn case(name: &str) -> CaseSpec {
-        embedded_cases()
-            .into_iter()
-            .find(|c| c.name == name)
-            .unwrap()
+        crate::lab::case_file::named(embedded_cases(), name)
     }
 
     #[test]

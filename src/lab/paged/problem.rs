@@ -8,8 +8,9 @@ use serde::{Deserialize, Serialize};
 
 use super::batch::Batch;
 use super::layout::{GROUP, HKV, HQ};
+use super::recipe::{CacheType, PrefillContract};
 use crate::grade::compare::OutputShape;
-use crate::grade::roofline::Work;
+use crate::grade::roofline::{TensorRoof, Work};
 use crate::lab::definition::{CaseError, Problem};
 use crate::lab::geometry::LaunchGeometry;
 use crate::lab::typed;
@@ -110,8 +111,30 @@ pub fn listed_rows(full: Vec<f64>, rows: Option<&[usize]>, row_len: usize) -> Ve
     }
 }
 
+impl PrefillContract {
+    /// The engine's view of a batch of this instance: its size, and the
+    /// work it makes at the instance's element sizes.
+    pub fn problem(&self, batch: &Batch) -> Problem {
+        let (activation_bytes, cache_bytes, tensor_roof) = match self.cache {
+            CacheType::F32 => (4, 4, None),
+            // The products take bf16 operands (the FP8 cache dequantised to
+            // bf16): the BF16 tensor roof is the instance's compute roof.
+            CacheType::Fp8 => (2, 1, Some(TensorRoof::Bf16)),
+        };
+        prefill_problem(
+            batch,
+            Work {
+                flops: batch.flops(),
+                compulsory_bytes: batch.compulsory_bytes(activation_bytes, cache_bytes),
+                output_bytes: (batch.q_elems() * activation_bytes) as u64,
+                tensor_roof,
+            },
+        )
+    }
+}
+
 /// The engine's view of a prefill batch doing `work`.
-pub fn prefill_problem(batch: &Batch, work: Work) -> Problem {
+fn prefill_problem(batch: &Batch, work: Work) -> Problem {
     let rows = batch.total_new();
     let seqs = batch.num_seqs();
     let longest = batch.context.iter().max().copied().unwrap_or(0);

@@ -171,3 +171,14 @@ pub fn assert_prefill_families(batches: &[&crate::lab::paged::batch::Batch]) {
     assert!(any(&|b| b.alibi && b.context.iter().any(|&c| c > 0)));
     assert!(any(&|b| b.alibi && b.window().is_some()));
 }
+
+/// Every `(block, slot)` past a context's end in that context's last block:
+/// slots a kernel reading one key too many would read.
+pub fn slots_past_contexts(batch: &crate::lab::paged::batch::Batch) -> Vec<(usize, usize)> {
+    use crate::lab::paged::layout::BLOCK;
+    (0..batch.num_seqs())
+        .map(|s| (s, batch.context[s]))
+        .filter(|&(_, ctx)| ctx % BLOCK != 0)
+        .flat_map(|(s, ctx)| (ctx % BLOCK..BLOCK).map(move |o| (batch.block_of(s, ctx), o)))
+        .collect()
+}

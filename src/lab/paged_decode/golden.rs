@@ -12,7 +12,7 @@
 //! with the checks a TA's tensors will get: shapes agree, ids and lengths
 //! in range, every slot a sequence reads finite.
 
-use super::{oracle, tensors, Inputs, DH, HKV, HQ};
+use super::{tensors, Inputs, DH, HKV, HQ};
 pub use crate::lab::golden::{GoldenProof, RELATIVE_BOUND};
 use crate::lab::golden::{self, embedded_files, Disagreement};
 
@@ -56,12 +56,8 @@ pub fn load(files: &[(&str, &[u8])]) -> Result<(Inputs, Vec<f64>), GoldenError> 
     Ok((inputs, expected))
 }
 
-/// Proves [`oracle::attention`] against the embedded golden case.
-pub fn prove_oracle() -> Result<GoldenProof, GoldenError> {
-    prove_with(&GOLDEN_FILES, oracle::attention)
-}
-
-/// Proves `attention` against golden files given as bytes.
+/// Proves `attention` (the oracle, or a perturbation of it) against golden
+/// files given as bytes ([`GOLDEN_FILES`], embedded).
 pub fn prove_with(
     files: &[(&str, &[u8])],
     attention: impl Fn(&Inputs, Option<&[usize]>) -> Vec<f64>,
@@ -82,18 +78,15 @@ pub fn prove_with(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lab::paged_decode::oracle;
     use crate::lab::paged_decode::bugs::Bug;
     use crate::lab::npy;
     use crate::lab::paged_decode::{Batch, SCALE};
 
     #[test]
     fn the_decode_oracle_reproduces_the_golden_case() {
-        let proof = prove_oracle().unwrap();
-        assert_eq!(proof.elements, 3 * HQ * DH);
-        eprintln!(
-            "paged-decode golden proof: max relative error {:e}",
-            proof.max_relative_error
-        );
+        let proof = prove_with(&GOLDEN_FILES, oracle::attention).unwrap();
+        golden::assert_proven("paged-decode", &proof, 3 * HQ * DH);
     }
 
     #[test]
@@ -139,20 +132,10 @@ mod tests {
             out
         })
         .unwrap_err();
-        assert!(
-            matches!(
-                err,
-                GoldenError::Disagrees {
-                    worst: Disagreement {
-                        row: 1,
-                        head: 19,
-                        dim: 3,
-                        ..
-                    }
-                }
-            ),
-            "{err}"
-        );
+        let GoldenError::Disagrees { worst, .. } = &err else {
+            panic!("{err}")
+        };
+        assert_eq!(golden::place(worst), (1, 19, 3), "{err}");
     }
 
     #[test]

@@ -172,9 +172,7 @@ impl TypedLab for PagedDecode {
     }
 
     fn prove_oracle() -> Result<String, String> {
-        golden::prove_oracle()
-            .map(|proof| format!("{proof:?}"))
-            .map_err(|e| e.to_string())
+        crate::lab::golden::said(golden::prove_with(&golden::GOLDEN_FILES, oracle::attention))
     }
 }
 

@@ -77,15 +77,14 @@ fn lay_out_f32(batch: Batch, share: Option<[usize; 2]>, rng: &mut ChaCha8Rng) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::paged::testing::{assert_prefill_families, assert_table_rows};
+    use crate::lab::paged::testing::{
+        assert_prefill_families, assert_table_rows, slots_past_contexts,
+    };
     use super::super::contract::{BLOCK, DH, GROUP, LAYOUT};
     use crate::lab::paged::recipe::{NamedKeys, PlantKeys, MAX_VISIBLE_PAIRS, SPARE_BLOCKS};
 
     fn case(name: &str) -> CaseSpec {
-        embedded_cases()
-            .into_iter()
-            .find(|c| c.name == name)
-            .unwrap_or_else(|| panic!("no case {name}"))
+        crate::lab::case_file::named(embedded_cases(), name)
     }
 
     fn batches() -> Vec<(String, Batch)> {
@@ -175,22 +174,11 @@ mod tests {
             }
             let (per_seq, blocks) = (b.max_blocks_per_seq, b.num_blocks);
             assert_table_rows(name, &b.block_table, per_seq, blocks, &owned);
-            for s in 0..owned.len() {
-                // Slots past the context's end hold sentinels.
-                let ctx = b.context[s];
-                if ctx % BLOCK != 0 {
-                    let block = b.block_of(s, ctx);
-                    for o in ctx % BLOCK..BLOCK {
-                        assert_eq!(
-                            inputs.k_cache[LAYOUT.k_cache_index(block, 3, 9, o)],
-                            SENTINEL_K
-                        );
-                        assert_eq!(
-                            inputs.v_cache[LAYOUT.v_cache_index(block, 3, 9, o)],
-                            SENTINEL_V
-                        );
-                    }
-                }
+            // Slots past a context's end hold sentinels.
+            for (block, o) in slots_past_contexts(b) {
+                let k = inputs.k_cache[LAYOUT.k_cache_index(block, 3, 9, o)];
+                let v = inputs.v_cache[LAYOUT.v_cache_index(block, 3, 9, o)];
+                assert_eq!((k, v), (SENTINEL_K, SENTINEL_V), "{name}");
             }
             // Spare blocks are sentinel throughout.
             let spare = (0..b.num_blocks).find(|id| !used.contains(id)).unwrap();

@@ -97,12 +97,7 @@ mod tests {
 
     #[test]
     fn the_paged_oracle_reproduces_the_golden_case() {
-        let proof = prove_oracle().unwrap();
-        assert_eq!(proof.elements, 9 * HQ * DH);
-        eprintln!(
-            "paged golden proof: max relative error {:e}",
-            proof.max_relative_error
-        );
+        golden::assert_proven("paged", &prove_oracle().unwrap(), 9 * HQ * DH);
     }
 
     #[test]
@@ -154,22 +149,10 @@ mod tests {
             out
         })
         .unwrap_err();
-        assert!(
-            matches!(
-                err,
-                GoldenError::Disagrees {
-                    seq: 2,
-                    worst: Disagreement {
-                        row: 7,
-                        head: 19,
-                        dim: 3,
-                        ..
-                    },
-                    ..
-                }
-            ),
-            "{err}"
-        );
+        let GoldenError::Disagrees { seq, worst, .. } = &err else {
+            panic!("{err}")
+        };
+        assert_eq!((*seq, golden::place(worst)), (2, (7, 19, 3)), "{err}");
     }
 
     #[test]

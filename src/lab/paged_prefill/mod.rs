@@ -16,15 +16,14 @@ use std::path::Path;
 
 use self::cases::{CaseSpec, EMBEDDED_CASES};
 use self::contract::{
-    Batch, Inputs, ABS_TOL, ARGS, CONTRACT, DH, ENTRY_POINT, ENTRY_SIGNATURE, HQ, INSTANCE, LAYOUT,
+    Inputs, ABS_TOL, ARGS, CONTRACT, DH, ENTRY_POINT, ENTRY_SIGNATURE, HQ, INSTANCE, LAYOUT,
     REL_TOL,
 };
 use crate::grade::compare::Tolerance;
-use crate::grade::roofline::Work;
 use crate::lab::definition::{CaseData, CaseError, CaseSummary, Diagnosis, Graded, LabInfo, LabRef, Problem, no_reread_cause, shipped};
 use crate::lab::geometry::LaunchGeometry;
 use crate::lab::paged::layout::PREFILL_GEOMETRY;
-use crate::lab::paged::problem::{listed_rows, prefill_grid, prefill_problem, Timed};
+use crate::lab::paged::problem::{listed_rows, prefill_grid, Timed};
 use crate::lab::typed::{Arg, Made, TypedLab};
 
 /// A case of this lab: a recipe of the cases file, or the contract's timing batch.
@@ -89,14 +88,14 @@ impl TypedLab for PagedPrefill {
     }
 
     fn problem_of(inputs: &Inputs) -> Problem {
-        problem_of(&inputs.batch)
+        INSTANCE.problem(&inputs.batch)
     }
 
     fn problem(case: &Recipe) -> Result<Problem, CaseError> {
         match case {
             // The timing batch's size is known without its 300 MB of cache.
-            Recipe::Timing { .. } => Ok(problem_of(&cases::timing_batch(0))),
-            Recipe::Case(_) => Self::generate(case, 0).map(|made| problem_of(&made.inputs.batch)),
+            Recipe::Timing { .. } => Ok(INSTANCE.problem(&cases::timing_batch(0))),
+            Recipe::Case(_) => Self::generate(case, 0).map(|made| INSTANCE.problem(&made.inputs.batch)),
         }
     }
 
@@ -128,28 +127,15 @@ impl TypedLab for PagedPrefill {
     }
 
     fn timing_case(overrides: &[(String, String)]) -> Result<Recipe, String> {
-        let detail = problem_of(&cases::timing_batch(0)).detail;
+        let detail = INSTANCE.problem(&cases::timing_batch(0)).detail;
         Recipe::timing(Self::INFO.name, TIMING_SHAPE, overrides, detail)
     }
 
     fn prove_oracle() -> Result<String, String> {
-        golden::prove_oracle()
-            .map(|proof| format!("{proof:?}"))
-            .map_err(|e| e.to_string())
+        crate::lab::golden::said(golden::prove_oracle())
     }
 }
 
-fn problem_of(batch: &Batch) -> Problem {
-    prefill_problem(
-        batch,
-        Work {
-            flops: batch.flops(),
-            compulsory_bytes: batch.compulsory_bytes(4, 4),
-            output_bytes: batch.q_elems() as u64 * 4,
-            tensor_roof: None,
-        },
-    )
-}
 
 #[cfg(test)]
 mod tests {

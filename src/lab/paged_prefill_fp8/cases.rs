@@ -153,7 +153,7 @@ fn top_code(format: KvFormat, rng: &mut ChaCha8Rng) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::paged::testing::assert_prefill_families;
+    use crate::lab::paged::testing::{assert_prefill_families, slots_past_contexts};
     use std::path::PathBuf;
     use crate::lab::paged_prefill_fp8::{BLOCK, DH, GROUP, HKV, LAYOUT};
     use crate::lab::paged_prefill_fp8::SCALE;
@@ -274,25 +274,10 @@ mod tests {
                 .flat_map(|s| (0..b.context_blocks(s)).map(move |k| (s, k)))
                 .map(|(s, k)| b.block_of(s, k * BLOCK))
                 .collect();
-            for s in 0..b.num_seqs() {
-                let ctx = b.context[s];
-                if ctx % BLOCK != 0 {
-                    let block = b.block_of(s, ctx);
-                    for o in ctx % BLOCK..BLOCK {
-                        assert_eq!(
-                            inputs.k_cache[LAYOUT.k_cache_index(block, 2, 100, o)],
-                            FP8_NAN,
-                            "{}",
-                            case.name
-                        );
-                        assert_eq!(
-                            inputs.v_cache[LAYOUT.v_cache_index(block, 6, 3, o)],
-                            FP8_NAN,
-                            "{}",
-                            case.name
-                        );
-                    }
-                }
+            for (block, o) in slots_past_contexts(b) {
+                let k = inputs.k_cache[LAYOUT.k_cache_index(block, 2, 100, o)];
+                let v = inputs.v_cache[LAYOUT.v_cache_index(block, 6, 3, o)];
+                assert_eq!((k, v), (FP8_NAN, FP8_NAN), "{}", case.name);
             }
             let spare = (0..b.num_blocks).find(|id| !owned.contains(id)).unwrap();
             let region = spare * HKV * DH * BLOCK..(spare + 1) * HKV * DH * BLOCK;

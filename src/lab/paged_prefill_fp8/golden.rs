@@ -87,11 +87,7 @@ mod tests {
     #[test]
     fn the_fp8_oracle_reproduces_both_golden_cases() {
         for proof in prove_oracle().unwrap() {
-            assert_eq!(proof.elements, 9 * HQ * DH);
-            eprintln!(
-                "FP8 golden proof: max relative error {:e}",
-                proof.max_relative_error
-            );
+            golden::assert_proven("FP8", &proof, 9 * HQ * DH);
         }
     }
 
@@ -150,21 +146,10 @@ mod tests {
                 out
             })
             .unwrap_err();
-            assert!(
-                matches!(
-                    err,
-                    GoldenError::Disagrees {
-                        worst: Disagreement {
-                            row: 7,
-                            head: 19,
-                            dim: 3,
-                            ..
-                        },
-                        ..
-                    }
-                ),
-                "{err}"
-            );
+            let GoldenError::Disagrees { worst, .. } = &err else {
+                panic!("{err}")
+            };
+            assert_eq!(golden::place(worst), (7, 19, 3), "{err}");
         }
     }
 }

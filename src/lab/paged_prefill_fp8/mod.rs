@@ -22,11 +22,10 @@ use std::path::Path;
 pub use self::contract::*;
 use self::cases::CaseSpec;
 use crate::grade::compare::Tolerance;
-use crate::grade::roofline::{TensorRoof, Work};
 use crate::lab::definition::{CaseData, CaseError, CaseSummary, Diagnosis, Graded, LabInfo, LabRef, Problem, no_reread_cause, shipped};
 use crate::lab::geometry::LaunchGeometry;
 use crate::lab::paged::layout::PREFILL_GEOMETRY;
-use crate::lab::paged::problem::{fixed_timing_shape, listed_rows, prefill_grid, prefill_problem};
+use crate::lab::paged::problem::{fixed_timing_shape, listed_rows, prefill_grid};
 use crate::lab::typed::{Arg, Made, TypedLab};
 
 /// The `paged-prefill-fp8` lab.
@@ -80,13 +79,13 @@ impl TypedLab for PagedPrefillFp8 {
     }
 
     fn problem_of(inputs: &LaunchInputs) -> Problem {
-        problem_of(&inputs.inputs.batch)
+        INSTANCE.problem(&inputs.inputs.batch)
     }
 
     fn problem(case: &CaseSpec) -> Result<Problem, CaseError> {
         match case.tensors {
             // A generated case's size follows from its lengths, without its cache.
-            None => Ok(problem_of(&INSTANCE.lengths_batch(case))),
+            None => Ok(INSTANCE.problem(&INSTANCE.lengths_batch(case))),
             Some(_) => Self::generate(case, 0).map(|made| Self::problem_of(&made.inputs)),
         }
     }
@@ -113,29 +112,14 @@ impl TypedLab for PagedPrefillFp8 {
 
     fn timing_case(overrides: &[(String, String)]) -> Result<CaseSpec, String> {
         fixed_timing_shape(NAME, overrides)?;
-        Ok(cases::timing_spec(|batch| problem_of(batch).detail))
+        Ok(cases::timing_spec(|batch| INSTANCE.problem(batch).detail))
     }
 
     fn prove_oracle() -> Result<String, String> {
-        golden::prove_oracle()
-            .map(|proof| format!("{proof:?}"))
-            .map_err(|e| e.to_string())
+        crate::lab::golden::said(golden::prove_oracle())
     }
 }
 
-fn problem_of(batch: &Batch) -> Problem {
-    prefill_problem(
-        batch,
-        Work {
-            flops: batch.flops(),
-            compulsory_bytes: batch.compulsory_bytes(2, 1),
-            output_bytes: batch.q_elems() as u64 * 2,
-            // The products take bf16 operands (the FP8 cache dequantised
-            // to bf16): the BF16 tensor roof is this lab's compute roof.
-            tensor_roof: Some(TensorRoof::Bf16),
-        },
-    )
-}
 
 #[cfg(test)]
 mod tests {
@@ -143,6 +127,7 @@ mod tests {
 
     use super::bugs::Bug;
     use super::*;
+    use crate::grade::roofline::TensorRoof;
     use crate::lab::typed;
     use crate::grade::compare::{compare_scaled, Comparison, POISON_BITS};
     use crate::grade::roofline::{
