@@ -164,8 +164,8 @@ pub struct CaseSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub v_scale: Option<f32>,
     /// FP8 bytes near the format's top in V and large ones in one dimension of K.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub wide: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wide: Option<bool>,
 }
 
 /// An FP8 case's cache keys, with their defaults.
@@ -235,11 +235,23 @@ impl PrefillContract {
         file: &str,
         base: &Path,
     ) -> Result<Vec<CaseSpec>, CaseError> {
-        let cases: Vec<CaseSpec> = read_case_tables(text, file, base)?;
-        for case in &cases {
+        let mut cases: Vec<CaseSpec> = read_case_tables(text, file, base)?;
+        for case in &mut cases {
             case.validate(self).map_err(|e| e.for_case(&case.name))?;
+            self.spell_out(case);
         }
         Ok(cases)
+    }
+
+    /// `case` with the defaults of its cache keys written in: an FP8 case
+    /// names its scales and `wide` as its recipe always has (a class's
+    /// journal keys its rows by that text).
+    pub fn spell_out(&self, case: &mut CaseSpec) {
+        if let Some(keys) = case.fp8() {
+            case.k_scale = Some(keys.k_scale);
+            case.v_scale = Some(keys.v_scale);
+            case.wide = Some(keys.wide);
+        }
     }
 
     /// The batch of `spec`'s declared lengths, with the table still empty.
@@ -293,7 +305,7 @@ impl CaseSpec {
             format: self.format?,
             k_scale: self.k_scale.unwrap_or(Fp8Keys::DEFAULT_K_SCALE),
             v_scale: self.v_scale.unwrap_or(Fp8Keys::DEFAULT_V_SCALE),
-            wide: self.wide,
+            wide: self.wide.unwrap_or(false),
         })
     }
 
@@ -350,7 +362,7 @@ impl CaseSpec {
                     ("format", self.format.is_some()),
                     ("k_scale", self.k_scale.is_some()),
                     ("v_scale", self.v_scale.is_some()),
-                    ("wide", self.wide),
+                    ("wide", self.wide.is_some()),
                 ]
                 .into_iter()
                 .find(|(_, given)| *given);

@@ -129,6 +129,7 @@ pub fn timing_spec(summary: impl Fn(&Batch) -> String) -> CaseSpec {
         format: Some(KvFormat::E4m3),
         ..CaseSpec::default()
     };
+    INSTANCE.spell_out(&mut spec);
     spec.summary = format!("the timing shape, {}", summary(&INSTANCE.lengths_batch(&spec)));
     spec
 }
@@ -187,7 +188,7 @@ mod tests {
                 "{format:?}"
             );
             assert!(
-                all.iter().any(|(c, _)| c.format == Some(format) && c.wide),
+                all.iter().any(|(c, _)| c.format == Some(format) && keys_of(c).wide),
                 "{format:?} wide"
             );
         }
@@ -218,7 +219,7 @@ mod tests {
         };
         let wide = |f: KvFormat| {
             all.iter()
-                .find(|(c, _)| c.wide && c.format == Some(f))
+                .find(|(c, _)| keys_of(c).wide && c.format == Some(f))
                 .unwrap()
                 .0
                 .name

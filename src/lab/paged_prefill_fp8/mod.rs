@@ -151,6 +151,23 @@ mod tests {
         PAGED_PREFILL_FP8.generate(&case, 5).expect("generates")
     }
 
+    /// A class's journal keys its rows by each case's recipe text: an FP8
+    /// case spells its scales and `wide` even when its table left them to
+    /// their defaults (as every journal row before the paged family did),
+    /// and an fp32 paged case names no FP8 key.
+    #[test]
+    fn recipes_spell_their_cache_keys_as_journals_key_them() {
+        let plain = embedded()
+            .into_iter()
+            .map(|case| case.recipe.to_json())
+            .find(|json| json.contains("\"k_scale\":0.5") && json.contains("\"wide\":false"))
+            .expect("a case at the default scales");
+        assert!(plain.contains("\"v_scale\":2.0"), "{plain}");
+        let fp32 = testing::embedded(crate::lab::paged_prefill::PAGED_PREFILL);
+        let json = fp32[0].recipe.to_json();
+        assert!(!json.contains("wide") && !json.contains("scale"), "{json}");
+    }
+
     #[test]
     fn the_argument_table_is_the_contracts_signature() {
         typed::check_args_against_signature(&PagedPrefillFp8).expect("table and signature agree");
