@@ -183,11 +183,26 @@ fn main() {
                 Event::Loaded { load_ms: 0.0 }
             }
             Request::RunCase { case, seed } if lab_name == toy_kinds::KINDS.name() => {
-                let case = case.decode(&*toy_kinds::KINDS).expect("a toy-kinds case");
-                Event::Case(kinds_case(&case, seed))
+                match case.decode(&*toy_kinds::KINDS) {
+                    Ok(case) => Event::Case(kinds_case(&case, seed)),
+                    Err(e) => Event::Failed {
+                        message: e.to_string(),
+                        fatal: false,
+                    },
+                }
             }
             Request::RunCase { case, .. } => {
-                let case = case.decode(&*FLASH_PREFILL).expect("a flash-prefill case");
+                let case = match case.decode(&*FLASH_PREFILL) {
+                    Ok(case) => case,
+                    Err(e) => {
+                        let failed = Event::Failed {
+                            message: e.to_string(),
+                            fatal: false,
+                        };
+                        write_message(&mut out, &failed).expect("stdout");
+                        continue;
+                    }
+                };
                 let name = case.name.as_str();
                 if name.starts_with("slow") {
                     std::thread::sleep(std::time::Duration::from_millis(500));

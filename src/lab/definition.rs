@@ -567,11 +567,22 @@ impl<'a> dyn Lab + 'a {
     }
     /// The case's problem size without its tensors (see [`CaseRecipe::problem`]).
     pub fn problem(&self, case: &LabCase) -> Result<Problem, CaseError> {
-        case.recipe.problem()
+        self.own(case)?.recipe.problem()
     }
     /// The case's concrete inputs from the run's seed.
     pub fn generate(&self, case: &LabCase, seed: u64) -> Result<CaseData, CaseError> {
-        case.generate(seed)
+        self.own(case)?.generate(seed)
+    }
+    /// `case`, when it is a case of this lab: another lab's recipe would
+    /// run with this lab's grid and arguments.
+    fn own<'c>(&self, case: &'c LabCase) -> Result<&'c LabCase, CaseError> {
+        match case.lab == self.name() {
+            true => Ok(case),
+            false => Err(CaseError::Invalid {
+                case: case.name.clone(),
+                message: format!("a case of lab `{}`, not of `{}`", case.lab, self.name()),
+            }),
+        }
     }
     /// A case's launch arguments, one per [`Abi::args`] entry, in order.
     pub fn args<'d>(&self, data: &'d CaseData) -> Vec<ArgValue<'d>> {

@@ -205,6 +205,11 @@ pub trait TypedLab: Send + Sync + 'static {
     }
     /// The timing shape, with `KEY=VALUE` overrides from the command line.
     fn timing_case(overrides: &[(String, String)]) -> Result<Self::Case, String>;
+    /// That a case decoded from the worker pipe is one this lab's cases
+    /// file or timing shape could have made (what parsing checks).
+    fn check_case(_case: &Self::Case) -> Result<(), CaseError> {
+        Ok(())
+    }
     /// Checks the oracle against the lab's golden case.
     fn prove_oracle() -> Result<String, String>;
 }
@@ -315,6 +320,7 @@ impl<L: TypedLab> Lab for L {
             case: "(from the worker pipe)".into(),
             message: e.to_string(),
         })?;
+        L::check_case(&case)?;
         Ok(lab_case::<L>(case))
     }
     fn verdict(&self, cases: &[CaseSummary<'_>]) -> Option<String> {

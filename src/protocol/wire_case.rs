@@ -40,3 +40,38 @@ impl WireCase {
         lab.decode_case(&self.recipe.to_string())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab::paged::testing::embedded;
+    use crate::lab::paged_prefill::PAGED_PREFILL;
+    use crate::lab::paged_prefill_fp8::PAGED_PREFILL_FP8;
+
+    /// What crosses the pipe is checked as a cases file would be: a case of
+    /// another lab, or a recipe its lab could not have parsed, is refused
+    /// with a reason, never run (nor a worker lost to it).
+    #[test]
+    fn a_case_the_worker_s_lab_could_not_have_made_is_refused() {
+        let fp32 = WireCase::from(&embedded(PAGED_PREFILL)[0]);
+        let err = fp32.decode(&*PAGED_PREFILL_FP8).unwrap_err().to_string();
+        assert!(err.contains("a case of lab `paged-prefill`"), "{err}");
+        let mut no_format = WireCase::from(&embedded(PAGED_PREFILL_FP8)[0]);
+        no_format.recipe.as_object_mut().unwrap().remove("format");
+        let err = no_format
+            .decode(&*PAGED_PREFILL_FP8)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`format` is missing"), "{err}");
+        let mut fp8_key = fp32.clone();
+        fp8_key.recipe["format"] = serde_json::json!("e4m3");
+        let err = fp8_key.decode(&*PAGED_PREFILL).unwrap_err().to_string();
+        assert!(err.contains("`format` is a key of FP8 caches"), "{err}");
+        let other = &embedded(PAGED_PREFILL)[0];
+        let err = PAGED_PREFILL_FP8
+            .generate(other, 1)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("not of `paged-prefill-fp8`"), "{err}");
+    }
+}

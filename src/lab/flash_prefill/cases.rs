@@ -366,7 +366,10 @@ mod tests {
     fn generation_is_reproducible_and_fresh_per_seed() {
         let c = case("random-small");
         assert_eq!(c.generate(7).unwrap().inputs, c.generate(7).unwrap().inputs);
-        assert_ne!(c.generate(7).unwrap().inputs.q, c.generate(8).unwrap().inputs.q);
+        assert_ne!(
+            c.generate(7).unwrap().inputs.q,
+            c.generate(8).unwrap().inputs.q
+        );
     }
 
     #[test]

@@ -15,7 +15,10 @@ use std::path::Path;
 
 use self::cases::{parse_cases, CaseSpec, EMBEDDED_CASES};
 use self::contract::{Inputs, ARGS, DH, ENTRY_POINT, ENTRY_SIGNATURE, GROUP, HKV, HQ};
-use super::definition::{CaseData, CaseError, CaseSummary, Diagnosis, Graded, LabInfo, LabRef, Problem, no_reread_cause, shipped};
+use super::definition::{
+    no_reread_cause, shipped, CaseData, CaseError, CaseSummary, Diagnosis, Graded, LabInfo, LabRef,
+    Problem,
+};
 use super::geometry::{GridY, LaunchGeometry};
 use super::typed::{Arg, Made, TypedLab};
 
@@ -40,7 +43,7 @@ impl TypedLab for FlashPrefill {
         default_file: "prefill.cu",
         entry_point: ENTRY_POINT,
         signature: ENTRY_SIGNATURE,
-        body_constants: 
+        body_constants:
             &[("HQ", HQ), ("HKV", HKV), ("DH", DH), ("GROUP", GROUP)],
         default_geometry: LaunchGeometry {
             rows_per_block: 64,

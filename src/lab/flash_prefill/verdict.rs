@@ -137,8 +137,8 @@ mod tests {
     use crate::grade::compare::{compare, Comparison};
     use crate::grade::integrity::Integrity;
     use crate::lab::definition::Graded;
-    use crate::lab::typed::lab_case;
     use crate::lab::experiment::{self, Conditions, FirstRuns, Rerun};
+    use crate::lab::typed::lab_case;
 
     /// One case as the runner would have reported it.
     struct Ran {
@@ -169,7 +169,9 @@ mod tests {
     fn run_case(mut spec: CaseSpec, bug: Option<FlashBug>, integrity: Integrity) -> Ran {
         let lab = super::super::FLASH_PREFILL;
         spec.prefix = spec.prefix.min(100);
-        let data = lab.generate(&lab_case::<FlashPrefill>(spec.clone()), 11).unwrap();
+        let data = lab
+            .generate(&lab_case::<FlashPrefill>(spec.clone()), 11)
+            .unwrap();
         let reference = lab.oracle(&data, None);
         let out: Vec<f32> = match bug {
             Some(bug) => {

@@ -1,10 +1,15 @@
-//! What the three paged labs (`paged-prefill`, `paged-prefill-fp8`,
-//! `paged-decode`) share: vLLM's paged KV cache ([`layout`]: heads, blocks,
-//! the x-packed K and the V layouts, block tables, ALiBi slopes) and the
-//! misreadings of that cache no planted bug models, which the prefill labs'
-//! diagnoses try ([`misread`]); and, for their tests, the engine's reading
-//! of one output (`testing`). Each lab's own knowledge (its sequences,
-//! element types, tolerance, bugs) stays in its folder.
+//! The paged family: what the three paged labs (`paged-prefill`,
+//! `paged-prefill-fp8`, `paged-decode`) are instances of. vLLM's paged KV
+//! cache ([`layout`]), a prefill batch and its tensors ([`batch`]), the
+//! prefill cases' recipe validated against an instance's contract
+//! ([`recipe`]), the grader's memory layout in an instance's element types
+//! ([`generate`]), the `.npy` schema and its loader ([`tensors`]), the
+//! problem, grid and timing recipe ([`problem`]), what an output says by
+//! itself ([`diagnosis`]), the misreadings no planted bug models
+//! ([`misread`]), the element formats ([`bf16`], [`fp8`]), and, for their
+//! tests, what every instance's tests check (`testing`). Each instance
+//! keeps its contract, element draw, oracle, bug models, diagnosis and
+//! golden proof in its own folder (docs/LABS.md).
 
 pub mod batch;
 pub mod bf16;

@@ -185,8 +185,6 @@ impl Fp8Keys {
 /// A paged case or its tensors that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum PagedCaseError {
-    #[error("cases file {file}: {message}")]
-    Parse { file: String, message: String },
     #[error("case `{case}`: {message}")]
     Invalid { case: String, message: String },
     #[error("{file}: {message}")]
@@ -206,7 +204,6 @@ impl PagedCaseError {
     /// The engine's error for case `case`: a tensor file's refusal is the case's.
     pub fn for_case(self, case: &str) -> CaseError {
         match self {
-            PagedCaseError::Parse { file, message } => CaseError::Parse { file, message },
             PagedCaseError::Invalid { case, message } => CaseError::Invalid { case, message },
             PagedCaseError::Tensor { file, message } => CaseError::Invalid {
                 case: case.to_owned(),
@@ -241,6 +238,12 @@ impl PrefillContract {
             self.spell_out(case);
         }
         Ok(cases)
+    }
+
+    /// That `case` is a case of this instance (one decoded from the worker
+    /// pipe, which no cases file checked).
+    pub fn check(&self, case: &CaseSpec) -> Result<(), CaseError> {
+        case.validate(self).map_err(|e| e.for_case(&case.name))
     }
 
     /// `case` with the defaults of its cache keys written in: an FP8 case

@@ -40,12 +40,21 @@ pub struct TensorFiles<'a> {
     needed_by: &'static str,
 }
 
+#[derive(Clone, Copy)]
 enum Source<'a> {
     Dir(&'a Path),
     Embedded(&'a [(&'a str, &'a [u8])]),
 }
 
 impl<'a> TensorFiles<'a> {
+    /// These files, for a case of kind `needed_by` when one is missing.
+    pub fn needing(&self, needed_by: &'static str) -> Self {
+        Self {
+            source: self.source,
+            needed_by,
+        }
+    }
+
     /// The files of folder `dir`, for a case of kind `needed_by` ("a paged case").
     pub fn in_dir(dir: &'a Path, needed_by: &'static str) -> Self {
         Self {
@@ -142,6 +151,9 @@ pub struct TensorSpec {
     pub shape: Vec<Dim>,
     /// Said after the expected shape when it is refused (`x-packed, X = 4`).
     pub note: String,
+    /// Said after the expected shape when this file is the one that binds
+    /// its named dimensions (`with T >= 1`).
+    pub binding: &'static str,
 }
 
 impl TensorSpec {
@@ -151,7 +163,14 @@ impl TensorSpec {
             element,
             shape: shape.to_vec(),
             note: String::new(),
+            binding: "",
         }
+    }
+
+    /// This spec, saying `binding` when it refuses the file that names its
+    /// dimensions first.
+    pub fn binding(self, binding: &'static str) -> Self {
+        Self { binding, ..self }
     }
 
     /// This spec, saying `note` when it refuses a file.
@@ -277,6 +296,7 @@ fn check_shape(
     }
     let mut expected = Vec::new();
     let mut sources = Vec::new();
+    let mut binds = false;
     for dim in &spec.shape {
         match *dim {
             Dim::Is(n) => expected.push(n.to_string()),
@@ -285,15 +305,26 @@ fn check_shape(
                     expected.push(value.to_string());
                     sources.push(format!("{name} from {from}"));
                 }
-                None => expected.push(name.to_owned()),
+                None => {
+                    binds = true;
+                    expected.push(name.to_owned());
+                }
             },
         }
     }
-    sources.extend((!spec.note.is_empty()).then(|| spec.note.to_owned()));
-    let why = match sources.is_empty() {
+    // What the file is, then where its dimensions came from.
+    let mut why: Vec<String> = (!spec.note.is_empty())
+        .then(|| spec.note.clone())
+        .into_iter()
+        .collect();
+    why.extend(sources);
+    let mut why = match why.is_empty() {
         true => String::new(),
-        false => format!(" ({})", sources.join(", ")),
+        false => format!(" ({})", why.join(", ")),
     };
+    if binds && !spec.binding.is_empty() {
+        why = format!(" {}{why}", spec.binding);
+    }
     Err(files.refuse(
         spec.file,
         format!("shape {shape:?}, expected [{}]{why}", expected.join(", ")),
@@ -444,6 +475,8 @@ pub fn prefill_batch(
     num_blocks: usize,
     window: i32,
 ) -> Result<Batch, TensorError> {
+    // Every paged lab's int32 files, said the way they always were.
+    let files = &files.needing("a paged case");
     let (table_shape, block_table) = files.decoded("block_table.npy", npy::decode_i32)?;
     let (seqs, per_seq) = match table_shape[..] {
         [s, m] if s > 0 && m > 0 => (s, m),
@@ -603,7 +636,8 @@ impl PrefillContract {
         let rows = Dim::Named("T");
         let activations = self.activations();
         let mut schema = vec![
-            TensorSpec::new("q.npy", activations, &[rows, Dim::Is(HQ), Dim::Is(dim)]),
+            TensorSpec::new("q.npy", activations, &[rows, Dim::Is(HQ), Dim::Is(dim)])
+                .binding("with T >= 1"),
             TensorSpec::new(
                 "k_new.npy",
                 activations,

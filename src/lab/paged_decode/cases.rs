@@ -23,8 +23,8 @@ use serde::{Deserialize, Serialize};
 use super::tensors::load_dir;
 use super::{alibi_slope, Batch, Inputs, BLOCK, DH, GROUP, HKV, HQ};
 use crate::lab::case_file::{case_rng, case_table, read_case_tables};
-use crate::lab::paged::generate::table_of;
 use crate::lab::definition::CaseError as LabCaseError;
+use crate::lab::paged::generate::table_of;
 
 /// Most sequences in one launch (the timing shape has this many).
 pub const MAX_SEQS: usize = 64;
@@ -118,8 +118,12 @@ pub fn parse_cases(text: &str, file: &str, base: &Path) -> Result<Vec<CaseSpec>,
 /// B keys beside its others, so a kernel that ignores K, drops the token's
 /// own key or leaves the softmax unnormalised fails every case.
 pub fn hazard_cases() -> Vec<CaseSpec> {
-    parse_cases(EMBEDDED_CASES, "assets/paged-decode-cases.toml", Path::new("."))
-        .expect("the embedded decode cases are checked by tests")
+    parse_cases(
+        EMBEDDED_CASES,
+        "assets/paged-decode-cases.toml",
+        Path::new("."),
+    )
+    .expect("the embedded decode cases are checked by tests")
 }
 
 impl CaseSpec {
@@ -563,15 +567,11 @@ mod tests {
         assert!(bad(&|c| c.seq_len[1] = 8193).contains("1 to 8192"));
         assert!(bad(&|c| c.share_prefix = Some([0, 2])).contains("shorter than a block"));
         assert!(bad(&|c| c.share_prefix = Some([2, 2])).contains("two different"));
-        assert!(
-            bad(&|c| c.plant = vec![plant(0, 32, LAST, 1.0)]).contains("out of range")
-        );
+        assert!(bad(&|c| c.plant = vec![plant(0, 32, LAST, 1.0)]).contains("out of range"));
         assert!(
             bad(&|c| c.plant = vec![plant(1, 0, PlantKeys::List(vec![15]), 1.0)]).contains("past")
         );
-        assert!(
-            bad(&|c| c.plant = vec![plant(1, 0, LAST, f32::NAN)]).contains("finite")
-        );
+        assert!(bad(&|c| c.plant = vec![plant(1, 0, LAST, f32::NAN)]).contains("finite"));
     }
 
     /// The GPU harness lays the same recipes out by itself (it runs where
@@ -637,11 +637,16 @@ mod tests {
         assert_eq!(parsed(one)[0].seq_len, vec![3, 2]);
         assert!(refused(&format!("{one}window = 4\n")).contains("window"));
         assert!(refused(&format!("{one}tensors = \"t\"\n")).contains("takes no recipe keys"));
-        assert!(refused("[[case]]\nname = \"a\"\nsummary = \"s\"\nseq_len = [9000]\n")
-            .contains("1 to 8192"));
-        let planted = format!("{one}[[case.plant]]\nseq = 1\nhead = 3\nkeys = \"last\"\nvalue = 2.0\n");
+        assert!(
+            refused("[[case]]\nname = \"a\"\nsummary = \"s\"\nseq_len = [9000]\n")
+                .contains("1 to 8192")
+        );
+        let planted =
+            format!("{one}[[case.plant]]\nseq = 1\nhead = 3\nkeys = \"last\"\nvalue = 2.0\n");
         assert_eq!(parsed(&planted)[0].plant[0].keys, LAST);
-        assert!(refused(&format!("{one}[[case.plant]]\nseq = 1\nhead = 3\nkeys = \"first\"\nvalue = 2.0\n"))
-            .contains("ta.toml"));
+        assert!(refused(&format!(
+            "{one}[[case.plant]]\nseq = 1\nhead = 3\nkeys = \"first\"\nvalue = 2.0\n"
+        ))
+        .contains("ta.toml"));
     }
 }

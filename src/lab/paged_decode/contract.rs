@@ -10,8 +10,8 @@
 //! combine bugs share. The cache is the paged labs' shared layout
 //! ([`LAYOUT`], from [`crate::lab::paged::layout`]).
 
-use crate::lab::paged::layout::{table_index, CacheLayout};
 pub use crate::lab::paged::layout::{alibi_slope, BLOCK, GROUP, HKV, HQ};
+use crate::lab::paged::layout::{table_index, CacheLayout};
 use crate::lab::typed::Arg;
 
 /// The contract's name, as a submission declares it.

@@ -118,7 +118,11 @@ fn place(batch: &Batch, at: &Footprint) -> String {
         return "no element".into();
     };
     let seqs = if span.first == span.last {
-        format!("sequence {} ({} keys)", span.first, batch.len_of(span.first))
+        format!(
+            "sequence {} ({} keys)",
+            span.first,
+            batch.len_of(span.first)
+        )
     } else {
         format!("sequences {} to {}", span.first, span.last)
     };

@@ -13,8 +13,8 @@
 //! in range, every slot a sequence reads finite.
 
 use super::{tensors, Inputs, DH, HKV, HQ};
-pub use crate::lab::golden::{GoldenProof, RELATIVE_BOUND};
 use crate::lab::golden::{self, embedded_files, Disagreement};
+pub use crate::lab::golden::{GoldenProof, RELATIVE_BOUND};
 
 /// The embedded golden files, by name.
 pub const GOLDEN_FILES: [(&str, &[u8]); 7] = embedded_files!(
@@ -51,7 +51,8 @@ fn unusable(file: &str, message: impl Into<String>) -> GoldenError {
 /// tensors get; returns the inputs and the expected output, which the
 /// golden case must bring.
 pub fn load(files: &[(&str, &[u8])]) -> Result<(Inputs, Vec<f64>), GoldenError> {
-    let (inputs, expected) = tensors::load_bytes(files).map_err(|e| unusable(&e.file, e.message))?;
+    let (inputs, expected) =
+        tensors::load_bytes(files).map_err(|e| unusable(&e.file, e.message))?;
     let expected = expected.ok_or_else(|| unusable("expected.npy", "missing"))?;
     Ok((inputs, expected))
 }
@@ -72,15 +73,16 @@ pub fn prove_with(
         .fold(0.0f64, |m, (s, pos, gd)| {
             m.max(f64::from(inputs.value(s, pos, gd / DH, gd % DH)).abs())
         });
-    golden::prove(&got, &expected, scale, (HQ, DH)).map_err(|worst| GoldenError::Disagrees { worst })
+    golden::prove(&got, &expected, scale, (HQ, DH))
+        .map_err(|worst| GoldenError::Disagrees { worst })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::paged_decode::oracle;
-    use crate::lab::paged_decode::bugs::Bug;
     use crate::lab::npy;
+    use crate::lab::paged_decode::bugs::Bug;
+    use crate::lab::paged_decode::oracle;
     use crate::lab::paged_decode::{Batch, SCALE};
 
     #[test]

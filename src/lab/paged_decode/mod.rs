@@ -22,7 +22,9 @@ use self::cases::{CaseSpec, EMBEDDED_CASES};
 use self::directive::GridX;
 use crate::grade::compare::{OutputShape, Tolerance};
 use crate::grade::roofline::Work;
-use crate::lab::definition::{CaseData, CaseError, CaseSummary, Diagnosis, Graded, LabInfo, LabRef, Problem, shipped};
+use crate::lab::definition::{
+    shipped, CaseData, CaseError, CaseSummary, Diagnosis, Graded, LabInfo, LabRef, Problem,
+};
 use crate::lab::geometry::{GeometryError, GridY, LaunchGeometry};
 use crate::lab::paged::problem::{listed_rows, Timed};
 use crate::lab::typed::{Arg, Made, TypedLab};
@@ -171,6 +173,18 @@ impl TypedLab for PagedDecode {
         Recipe::timing(Self::INFO.name, CONTRACT, overrides, detail)
     }
 
+    fn check_case(case: &Recipe) -> Result<(), CaseError> {
+        match case {
+            Recipe::Timing { timing_shape, .. } => {
+                Recipe::check_timing_shape(timing_shape, CONTRACT)
+            }
+            Recipe::Case(spec) => spec.validate().map_err(|e| CaseError::Invalid {
+                case: e.case,
+                message: e.message,
+            }),
+        }
+    }
+
     fn prove_oracle() -> Result<String, String> {
         crate::lab::golden::said(golden::prove_with(&golden::GOLDEN_FILES, oracle::attention))
     }
@@ -224,12 +238,12 @@ fn problem_of(batch: &Batch) -> Problem {
 mod tests {
     use super::bugs::{model, Bug};
     use super::*;
-    use crate::lab::typed;
     use crate::grade::compare::{Comparison, POISON_BITS};
     use crate::grade::integrity::Integrity;
     use crate::lab::args::ArgValue;
     use crate::lab::definition::LabCase;
     use crate::lab::paged::testing;
+    use crate::lab::typed;
 
     fn embedded() -> Vec<LabCase> {
         testing::embedded(PAGED_DECODE)
@@ -245,7 +259,12 @@ mod tests {
         testing::for_each_argument_list(PAGED_DECODE, &embedded(), 7, |case, data, args| {
             let inputs = typed::inputs_of::<PagedDecode>(data);
             let seqs = inputs.batch.num_seqs();
-            assert_eq!(args[7] == ArgValue::Null, !inputs.batch.alibi, "{}", case.name);
+            assert_eq!(
+                args[7] == ArgValue::Null,
+                !inputs.batch.alibi,
+                "{}",
+                case.name
+            );
             assert_eq!(args[8], ArgValue::Scratch(seqs * 32 * 16 * 66));
             assert_eq!(args[9], ArgValue::Scratch(seqs * 32));
             assert_eq!(data.problem.output.rows, seqs);
@@ -260,7 +279,10 @@ mod tests {
         let starter = PAGED_DECODE
             .declared_geometry(PAGED_DECODE.starter().text)
             .expect("the starter declares a launch");
-        assert_eq!((starter.threads, PAGED_DECODE.grid(&starter, &problem)), (32, (32, 5, 1)));
+        assert_eq!(
+            (starter.threads, PAGED_DECODE.grid(&starter, &problem)),
+            (32, (32, 5, 1))
+        );
         let reference = PAGED_DECODE
             .declared_geometry(PAGED_DECODE.reference().text)
             .expect("the reference declares a launch");
@@ -270,7 +292,9 @@ mod tests {
             .declared_geometry("\n// @flashprof rows_per_block=64")
             .expect_err("not a decode key");
         assert_eq!(refused.line, 2);
-        assert!(refused.message.contains("not a key of the paged-decode lab"));
+        assert!(refused
+            .message
+            .contains("not a key of the paged-decode lab"));
     }
 
     #[test]
@@ -298,7 +322,10 @@ mod tests {
     #[test]
     fn reading_the_cache_four_times_is_each_kv_head_read_by_each_query_head() {
         let cause = PAGED_DECODE.reread_cause(3.8).expect("a cause");
-        assert!(cause.starts_with("each KV head is read about 4 times"), "{cause}");
+        assert!(
+            cause.starts_with("each KV head is read about 4 times"),
+            "{cause}"
+        );
         assert!(cause.contains("one block per KV group"), "{cause}");
         assert_eq!(PAGED_DECODE.reread_cause(1.2), None);
         assert!(PAGED_DECODE.graded_on_bytes());
@@ -348,9 +375,19 @@ mod tests {
                 .collect();
             for ((case, d), (_, comparison, said)) in cases.iter().zip(&data).zip(&ran) {
                 let batch = &typed::inputs_of::<PagedDecode>(d).batch;
-                assert_eq!(!comparison.passed, bug.must_fail(batch), "{bug:?} on {}", case.name);
+                assert_eq!(
+                    !comparison.passed,
+                    bug.must_fail(batch),
+                    "{bug:?} on {}",
+                    case.name
+                );
                 if !comparison.passed {
-                    assert_eq!(said.cause, Some(bug.name()), "{bug:?} on {}: {said:?}", case.name);
+                    assert_eq!(
+                        said.cause,
+                        Some(bug.name()),
+                        "{bug:?} on {}: {said:?}",
+                        case.name
+                    );
                 }
             }
             let line = testing::verdict_of(PAGED_DECODE, &ran);
@@ -361,7 +398,11 @@ mod tests {
     #[test]
     fn a_correct_output_reads_correct() {
         let data = PAGED_DECODE.generate(&embedded()[1], 2).expect("generates");
-        let exact: Vec<f32> = PAGED_DECODE.oracle(&data, None).iter().map(|&x| x as f32).collect();
+        let exact: Vec<f32> = PAGED_DECODE
+            .oracle(&data, None)
+            .iter()
+            .map(|&x| x as f32)
+            .collect();
         let (comparison, said) = diagnosed(&data, &exact);
         assert!(comparison.passed);
         assert!(said.line.starts_with("correct"), "{said:?}");

@@ -16,13 +16,14 @@ use crate::lab::npy;
 pub use crate::lab::paged::tensors::TensorError;
 use crate::lab::paged::tensors::{self, cache_schema, Dim, Element, TensorFiles, TensorSpec};
 
-/// The float32 files, read after the int32 ones, in this order: the cache
-/// (NaN allowed where no sequence reads), then `q`.
-pub fn schema() -> Vec<TensorSpec> {
-    let mut schema = cache_schema(LAYOUT, Element::F32Any).to_vec();
-    let q_shape = [Dim::Named("numSeqs"), Dim::Is(HQ), Dim::Is(DH)];
-    schema.push(TensorSpec::new("q.npy", Element::F32, &q_shape));
-    schema
+/// `q.npy`, read after the cache (NaN allowed where no sequence reads,
+/// [`cache_schema`]) and the block ids checked against it.
+fn q_schema() -> TensorSpec {
+    TensorSpec::new(
+        "q.npy",
+        Element::F32,
+        &[Dim::Named("numSeqs"), Dim::Is(HQ), Dim::Is(DH)],
+    )
 }
 
 /// A case's inputs, plus the expected output its folder brings, if any.
@@ -73,9 +74,11 @@ fn load(files: &TensorFiles) -> Result<Loaded, TensorError> {
         }
     };
     tensors::check_table_width(files, &seq_len, per_seq)?;
-    let mut read = tensors::read(files, &schema(), &[("numSeqs", seqs, "seq_len.npy")])?;
-    let num_blocks = read.dim("numBlocks");
+    let seqs_known = [("numSeqs", seqs, "seq_len.npy")];
+    let mut caches = tensors::read(files, &cache_schema(LAYOUT, Element::F32Any), &seqs_known)?;
+    let num_blocks = caches.dim("numBlocks");
     tensors::check_block_ids(files, &block_table, per_seq, num_blocks)?;
+    let q = tensors::read(files, &[q_schema()], &seqs_known)?.f32s("q.npy");
     let alibi_slopes = tensors::alibi(files)?;
     let expected = tensors::expected(files, seqs, DH)?;
     let inputs = Inputs {
@@ -86,9 +89,9 @@ fn load(files: &TensorFiles) -> Result<Loaded, TensorError> {
             block_table,
             alibi: alibi_slopes.is_some(),
         },
-        q: read.f32s("q.npy"),
-        k_cache: read.f32s("k_cache.npy"),
-        v_cache: read.f32s("v_cache.npy"),
+        q,
+        k_cache: caches.f32s("k_cache.npy"),
+        v_cache: caches.f32s("v_cache.npy"),
         alibi_slopes,
     };
     // Slots past a sequence's end may hold NaN (the grader puts it there);
@@ -101,7 +104,11 @@ fn load(files: &TensorFiles) -> Result<Loaded, TensorError> {
                         && inputs.value(s, pos, g, d).is_finite())
                     {
                         return Err(TensorError {
-                            file: format!("{} / {}", files.label("k_cache.npy"), files.label("v_cache.npy")),
+                            file: format!(
+                                "{} / {}",
+                                files.label("k_cache.npy"),
+                                files.label("v_cache.npy")
+                            ),
                             message: format!(
                                 "sequence {s} reads a non-finite element at position {pos}, KV \
                                  head {g}, dim {d}"
@@ -157,8 +164,8 @@ pub(crate) fn encode(inputs: &Inputs, expected: Option<&[f64]>) -> Vec<(&'static
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::paged_decode::BLOCK;
     use crate::lab::paged_decode::cases::{hazard_cases, EMBEDDED_CASES};
+    use crate::lab::paged_decode::BLOCK;
     use crate::lab::paged_decode::{PagedDecode, PAGED_DECODE};
     use crate::lab::typed;
 
@@ -190,7 +197,14 @@ mod tests {
     }
 
     fn table(files: &[(&'static str, Vec<u8>)]) -> (Vec<usize>, Vec<i32>) {
-        npy::decode_i32(&files.iter().find(|(n, _)| *n == "block_table.npy").unwrap().1).unwrap()
+        npy::decode_i32(
+            &files
+                .iter()
+                .find(|(n, _)| *n == "block_table.npy")
+                .unwrap()
+                .1,
+        )
+        .unwrap()
     }
 
     #[test]
@@ -215,7 +229,9 @@ mod tests {
             std::fs::write(dir.path().join("mine").join(name), bytes).unwrap();
         }
         let text = "[[case]]\nname = \"own\"\nsummary = \"s\"\ntensors = \"mine\"\n";
-        let case = &PAGED_DECODE.parse_cases(text, "t.toml", dir.path()).unwrap()[0];
+        let case = &PAGED_DECODE
+            .parse_cases(text, "t.toml", dir.path())
+            .unwrap()[0];
         // Another seed: a folder's tensors do not depend on it.
         let loaded = PAGED_DECODE.generate(case, 99).unwrap();
         let from_files = typed::inputs_of::<PagedDecode>(&loaded);
@@ -228,8 +244,13 @@ mod tests {
 
     #[test]
     fn a_missing_file_is_named_with_its_path() {
-        let err = load_dir(Path::new("/nonexistent/case")).unwrap_err().to_string();
-        assert!(err.contains("/nonexistent/case/seq_len.npy: missing"), "{err}");
+        let err = load_dir(Path::new("/nonexistent/case"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("/nonexistent/case/seq_len.npy: missing"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -237,7 +258,10 @@ mod tests {
         let err = refused(|f| {
             replace(f, "seq_len.npy", npy::encode_f32(&[5], &[1.0; 5]).unwrap());
         });
-        assert!(err.contains("seq_len.npy: element type is `<f4`, expected `<i4`"), "{err}");
+        assert!(
+            err.contains("seq_len.npy: element type is `<f4`, expected `<i4`"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -245,7 +269,11 @@ mod tests {
         let err = refused(|f| {
             let i = generated();
             let n = i.batch.num_blocks;
-            replace(f, "k_cache.npy", npy::encode_f32(&[n, HKV, DH, BLOCK], &i.k_cache).unwrap());
+            replace(
+                f,
+                "k_cache.npy",
+                npy::encode_f32(&[n, HKV, DH, BLOCK], &i.k_cache).unwrap(),
+            );
         });
         assert!(
             err.contains("k_cache.npy: shape [") && err.contains("(x-packed, X = 4)"),
@@ -256,9 +284,16 @@ mod tests {
     #[test]
     fn q_must_have_a_row_per_sequence() {
         let err = refused(|f| {
-            replace(f, "q.npy", npy::encode_f32(&[4, HQ, DH], &vec![0.0; 4 * HQ * DH]).unwrap());
+            replace(
+                f,
+                "q.npy",
+                npy::encode_f32(&[4, HQ, DH], &vec![0.0; 4 * HQ * DH]).unwrap(),
+            );
         });
-        assert!(err.contains("q.npy: shape [4, 32, 64], expected [5, 32, 64]"), "{err}");
+        assert!(
+            err.contains("q.npy: shape [4, 32, 64], expected [5, 32, 64]"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -270,7 +305,9 @@ mod tests {
             replace(f, "block_table.npy", npy::encode_i32(&shape, &t).unwrap());
         });
         assert!(
-            err.contains(&format!("block_table.npy: entry [1][1] = {n} is not a block id (0..{n}")),
+            err.contains(&format!(
+                "block_table.npy: entry [1][1] = {n} is not a block id (0..{n}"
+            )),
             "{err}"
         );
     }
@@ -279,17 +316,31 @@ mod tests {
     fn a_table_row_too_short_for_a_sequence_is_refused() {
         let err = refused(|f| {
             let (_, t) = table(f);
-            replace(f, "block_table.npy", npy::encode_i32(&[5, 1], &t[..5]).unwrap());
+            replace(
+                f,
+                "block_table.npy",
+                npy::encode_i32(&[5, 1], &t[..5]).unwrap(),
+            );
         });
-        assert!(err.contains("block_table.npy: 1 blocks per sequence; seqLen["), "{err}");
+        assert!(
+            err.contains("block_table.npy: 1 blocks per sequence; seqLen["),
+            "{err}"
+        );
     }
 
     #[test]
     fn a_seq_len_above_the_maximum_is_refused() {
         let err = refused(|f| {
-            replace(f, "seq_len.npy", npy::encode_i32(&[5], &[1, 2, 8193, 4, 5]).unwrap());
+            replace(
+                f,
+                "seq_len.npy",
+                npy::encode_i32(&[5], &[1, 2, 8193, 4, 5]).unwrap(),
+            );
         });
-        assert!(err.contains("seq_len.npy: seqLen[2] = 8193, outside 1..=8192"), "{err}");
+        assert!(
+            err.contains("seq_len.npy: seqLen[2] = 8193, outside 1..=8192"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -301,7 +352,10 @@ mod tests {
             lens[0] += 1;
             replace(f, "seq_len.npy", npy::encode_i32(&[5], &lens).unwrap());
         });
-        assert!(err.contains("sequence 0 reads a non-finite element"), "{err}");
+        assert!(
+            err.contains("sequence 0 reads a non-finite element"),
+            "{err}"
+        );
     }
 
     #[test]

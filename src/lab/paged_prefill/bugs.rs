@@ -15,8 +15,8 @@
 //! in a case where every row sees one key. [`Bug::must_fail`] encodes the
 //! table with these two readings.
 
-use super::oracle::{self, Model};
 use super::contract::{passes, Batch, Inputs};
+use super::oracle::{self, Model};
 
 /// One planted defect, each the starter kernel with one line wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -125,9 +125,9 @@ pub fn failing_elements(out: &[f64], reference: &[f64]) -> usize {
 mod tests {
     use super::*;
     use crate::lab::paged_prefill::cases;
-    use crate::lab::paged_prefill::contract::LAYOUT;
     use crate::lab::paged_prefill::cases::embedded_cases;
     use crate::lab::paged_prefill::contract::Batch;
+    use crate::lab::paged_prefill::contract::LAYOUT;
 
     /// The planted kernels' first line lists the cases each must fail on the
     /// GPU (scripts/gpu-acceptance.sh checks it there); it must be the very

@@ -15,8 +15,8 @@ use rand_chacha::ChaCha8Rng;
 
 use super::contract::{Batch, Inputs, INSTANCE, SENTINEL_K, SENTINEL_V};
 use crate::lab::case_file::case_rng;
-pub use crate::lab::paged::recipe::CaseSpec;
 use crate::lab::paged::generate::{block_table, lay_out, Draw, PlantSites};
+pub use crate::lab::paged::recipe::CaseSpec;
 use crate::lab::paged::recipe::{CaseInputs, PagedCaseError};
 
 /// The cases shipped with flashprof.
@@ -38,7 +38,13 @@ pub fn generate(spec: &CaseSpec, seed: u64) -> Result<CaseInputs<Inputs>, PagedC
     let mut inputs = lay_out_f32(INSTANCE.lengths_batch(spec), spec.share_prefix, &mut rng);
     for plant in &spec.plant {
         let sites = PlantSites::of(&inputs.batch, plant);
-        sites.set(&mut inputs.q, &mut inputs.k_new, &mut inputs.k_cache, plant.value, plant.value);
+        sites.set(
+            &mut inputs.q,
+            &mut inputs.k_new,
+            &mut inputs.k_cache,
+            plant.value,
+            plant.value,
+        );
     }
     Ok(CaseInputs {
         inputs,
@@ -59,7 +65,11 @@ pub fn timing_batch(seed: u64) -> Batch {
 
 /// The timing shape's inputs from `seed` (about 300 MB of cache).
 pub fn timing_inputs(seed: u64) -> Inputs {
-    lay_out_f32(INSTANCE.timing_lengths(), None, &mut case_rng(seed, "timing"))
+    lay_out_f32(
+        INSTANCE.timing_lengths(),
+        None,
+        &mut case_rng(seed, "timing"),
+    )
 }
 
 /// Tensors uniform in `[-1, 1)` (only sentinels and plants go beyond).
@@ -76,12 +86,12 @@ fn lay_out_f32(batch: Batch, share: Option<[usize; 2]>, rng: &mut ChaCha8Rng) ->
 
 #[cfg(test)]
 mod tests {
+    use super::super::contract::{BLOCK, DH, GROUP, LAYOUT};
     use super::*;
+    use crate::lab::paged::recipe::{NamedKeys, PlantKeys, MAX_VISIBLE_PAIRS, SPARE_BLOCKS};
     use crate::lab::paged::testing::{
         assert_prefill_families, assert_table_rows, slots_past_contexts,
     };
-    use super::super::contract::{BLOCK, DH, GROUP, LAYOUT};
-    use crate::lab::paged::recipe::{NamedKeys, PlantKeys, MAX_VISIBLE_PAIRS, SPARE_BLOCKS};
 
     fn case(name: &str) -> CaseSpec {
         crate::lab::case_file::named(embedded_cases(), name)
@@ -225,7 +235,8 @@ mod tests {
 
     fn rejected(toml: &str) -> String {
         let text = format!("[[case]]\nname = \"x\"\nsummary = \"s\"\n{toml}");
-        INSTANCE.parse_cases(&text, "t.toml", Path::new("."))
+        INSTANCE
+            .parse_cases(&text, "t.toml", Path::new("."))
             .unwrap_err()
             .to_string()
     }
@@ -266,7 +277,8 @@ mod tests {
             assert!(err.contains(needle), "{toml}\n=> {err}");
         }
         let dup = "[[case]]\nname = \"a\"\nsummary = \"s\"\ncontext = [0]\nnew = [1]\n";
-        let err = INSTANCE.parse_cases(&format!("{dup}{dup}"), "t.toml", Path::new("."))
+        let err = INSTANCE
+            .parse_cases(&format!("{dup}{dup}"), "t.toml", Path::new("."))
             .unwrap_err()
             .to_string();
         assert!(err.contains("two cases are named `a`"), "{err}");

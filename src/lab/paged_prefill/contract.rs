@@ -10,8 +10,8 @@
 
 pub use crate::lab::paged::batch::{Batch, PrefillTensors};
 use crate::lab::paged::layout::CacheLayout;
-use crate::lab::paged::recipe::{CacheType, PrefillContract};
 pub use crate::lab::paged::layout::{alibi_slope, standard_alibi_slopes, BLOCK, GROUP, HKV, HQ};
+use crate::lab::paged::recipe::{CacheType, PrefillContract};
 use crate::lab::typed::Arg;
 
 /// The contract's name, as a submission declares it.

@@ -26,7 +26,7 @@
 //! pattern of the failing heads across KV groups.
 
 use super::bugs::Bug;
-use super::contract::{LAYOUT, passes, Batch, Inputs, BLOCK, DH, HKV, HQ};
+use super::contract::{passes, Batch, Inputs, BLOCK, DH, HKV, HQ, LAYOUT};
 use super::oracle::{self, Model};
 use crate::grade::compare::{common_factor, Footprint};
 use crate::lab::definition::{Diagnosis, Graded};
@@ -468,12 +468,11 @@ pub fn case_diagnosis(inputs: &Inputs, graded: &Graded<'_>) -> Diagnosis {
     worst_element(&inputs.batch, graded.comparison)
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::paged_prefill::cases;
     use crate::lab::paged_prefill::bugs::{failing_elements, model};
+    use crate::lab::paged_prefill::cases;
     use crate::lab::paged_prefill::cases::embedded_cases;
 
     fn to_f32(x: &[f64]) -> Vec<f32> {

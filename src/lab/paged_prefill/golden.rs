@@ -14,10 +14,10 @@
 use super::contract::{Inputs, DH, HKV, HQ};
 use super::oracle;
 use super::tensors::load_bytes;
-pub use crate::lab::golden::{GoldenProof, RELATIVE_BOUND};
 use crate::lab::golden::{self, Disagreement};
-use crate::lab::paged::tensors::embedded_prefill_files;
+pub use crate::lab::golden::{GoldenProof, RELATIVE_BOUND};
 use crate::lab::paged::recipe::PagedCaseError;
+use crate::lab::paged::tensors::embedded_prefill_files;
 
 /// The golden case's sliding window (not a file: windows come from recipes).
 pub const GOLDEN_WINDOW: i32 = 6;
@@ -91,8 +91,8 @@ fn visible_value_scale(inputs: &Inputs) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::paged_prefill::contract::LAYOUT;
     use crate::lab::paged_prefill::bugs::Bug;
+    use crate::lab::paged_prefill::contract::LAYOUT;
     use crate::lab::paged_prefill::contract::SCALE;
 
     #[test]

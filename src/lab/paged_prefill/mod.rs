@@ -20,7 +20,10 @@ use self::contract::{
     REL_TOL,
 };
 use crate::grade::compare::Tolerance;
-use crate::lab::definition::{CaseData, CaseError, CaseSummary, Diagnosis, Graded, LabInfo, LabRef, Problem, no_reread_cause, shipped};
+use crate::lab::definition::{
+    no_reread_cause, shipped, CaseData, CaseError, CaseSummary, Diagnosis, Graded, LabInfo, LabRef,
+    Problem,
+};
 use crate::lab::geometry::LaunchGeometry;
 use crate::lab::paged::layout::PREFILL_GEOMETRY;
 use crate::lab::paged::problem::{listed_rows, prefill_grid, Timed};
@@ -95,7 +98,9 @@ impl TypedLab for PagedPrefill {
         match case {
             // The timing batch's size is known without its 300 MB of cache.
             Recipe::Timing { .. } => Ok(INSTANCE.problem(&cases::timing_batch(0))),
-            Recipe::Case(_) => Self::generate(case, 0).map(|made| INSTANCE.problem(&made.inputs.batch)),
+            Recipe::Case(_) => {
+                Self::generate(case, 0).map(|made| INSTANCE.problem(&made.inputs.batch))
+            }
         }
     }
 
@@ -123,7 +128,10 @@ impl TypedLab for PagedPrefill {
     }
 
     fn verdict(cases: &[CaseSummary<'_>]) -> Option<String> {
-        crate::lab::verdict::with_planted(cases, &bugs::Bug::ALL.map(|bug| (bug.name(), bug.defect())))
+        crate::lab::verdict::with_planted(
+            cases,
+            &bugs::Bug::ALL.map(|bug| (bug.name(), bug.defect())),
+        )
     }
 
     fn timing_case(overrides: &[(String, String)]) -> Result<Recipe, String> {
@@ -131,26 +139,34 @@ impl TypedLab for PagedPrefill {
         Recipe::timing(Self::INFO.name, TIMING_SHAPE, overrides, detail)
     }
 
+    fn check_case(case: &Recipe) -> Result<(), CaseError> {
+        match case {
+            Recipe::Timing { timing_shape, .. } => {
+                Recipe::check_timing_shape(timing_shape, TIMING_SHAPE)
+            }
+            Recipe::Case(spec) => INSTANCE.check(spec),
+        }
+    }
+
     fn prove_oracle() -> Result<String, String> {
         crate::lab::golden::said(golden::prove_oracle())
     }
 }
-
 
 #[cfg(test)]
 mod tests {
     use super::bugs::{model, Bug};
     use super::oracle::Model;
     use super::*;
-    use crate::lab::typed;
     use crate::grade::compare::{Comparison, POISON_BITS};
-    use crate::lab::paged::misread::{self, Misreading, CONTEXT_SHIFTS};
-    use crate::lab::paged::testing;
     use crate::grade::integrity::Integrity;
     use crate::lab::args::ArgValue;
     use crate::lab::definition::LabCase;
+    use crate::lab::paged::misread::{self, Misreading, CONTEXT_SHIFTS};
     use crate::lab::paged::recipe::MAX_NEW;
+    use crate::lab::paged::testing;
     use crate::lab::paged_prefill::contract::HKV;
+    use crate::lab::typed;
 
     fn embedded() -> Vec<LabCase> {
         testing::embedded(PAGED_PREFILL)
@@ -166,7 +182,12 @@ mod tests {
         testing::for_each_argument_list(PAGED_PREFILL, &embedded(), 7, |case, data, args| {
             // The ALiBi slopes are passed exactly when the case asks for them.
             let inputs = typed::inputs_of::<PagedPrefill>(data);
-            assert_eq!(args[11] == ArgValue::Null, !inputs.batch.alibi, "{}", case.name);
+            assert_eq!(
+                args[11] == ArgValue::Null,
+                !inputs.batch.alibi,
+                "{}",
+                case.name
+            );
             assert_eq!(inputs.batch.total_new(), data.problem.output.rows);
         });
     }
@@ -333,8 +354,15 @@ mod tests {
             let out = misread_output(&data, Misreading::kv_map(map));
             let (comparison, said) = diagnosed(&data, &out, &Integrity::default());
             assert!(!comparison.passed, "{case}");
-            assert_eq!(said.cause, Some(misread::cause::KV_HEAD_MAPPING), "{case}: {said:?}");
-            assert!(said.line.starts_with("query heads read the wrong KV head"), "{said:?}");
+            assert_eq!(
+                said.cause,
+                Some(misread::cause::KV_HEAD_MAPPING),
+                "{case}: {said:?}"
+            );
+            assert!(
+                said.line.starts_with("query heads read the wrong KV head"),
+                "{said:?}"
+            );
             assert!(said.line.contains(formula), "{case}: {said:?}");
         }
     }
@@ -346,7 +374,11 @@ mod tests {
             let out = misread_output(&data, Misreading::ContextShift(shift));
             let (comparison, said) = diagnosed(&data, &out, &Integrity::default());
             assert!(!comparison.passed, "{shift}");
-            assert_eq!(said.cause, Some(misread::cause::CONTEXT_LENGTH), "{shift}: {said:?}");
+            assert_eq!(
+                said.cause,
+                Some(misread::cause::CONTEXT_LENGTH),
+                "{shift}: {said:?}"
+            );
             let named = format!("the context length is off by {shift:+}");
             assert!(said.line.starts_with(&named), "{shift}: {said:?}");
             assert!(said.line.contains("context 500 taken as"), "{said:?}");
@@ -363,9 +395,15 @@ mod tests {
         for row in 0..inputs.batch.total_new() {
             inputs.v_new[LAYOUT.kv_index(row, 2, 5)] += 4.0;
         }
-        let out: Vec<f32> = oracle::attention(&inputs, None).iter().map(|&x| x as f32).collect();
+        let out: Vec<f32> = oracle::attention(&inputs, None)
+            .iter()
+            .map(|&x| x as f32)
+            .collect();
         let (_, said) = diagnosed(&data, &out, &Integrity::default());
-        assert!(said.line.contains("only the query heads of KV head 2 fail"), "{said:?}");
+        assert!(
+            said.line.contains("only the query heads of KV head 2 fail"),
+            "{said:?}"
+        );
         assert!(said.line.contains("heads 8-11"), "{said:?}");
         // One head of the group told apart from its group's others: per query head.
         let mut out = to_f32(&PAGED_PREFILL.oracle(&data, None));
@@ -373,7 +411,10 @@ mod tests {
             out[LAYOUT.head_index(row, 9, 0)] += 1.0;
         }
         let (_, said) = diagnosed(&data, &out, &Integrity::default());
-        assert!(said.line.contains("share a KV head fail differently"), "{said:?}");
+        assert!(
+            said.line.contains("share a KV head fail differently"),
+            "{said:?}"
+        );
         assert!(said.line.contains("head 9 fail"), "{said:?}");
     }
 
@@ -391,8 +432,15 @@ mod tests {
         out[..3 * row_len].fill(f32::from_bits(POISON_BITS));
         let (comparison, said) = diagnosed(&data, &out, &Integrity::default());
         assert_eq!(comparison.unwritten, 3 * row_len);
-        assert_eq!(said.cause, Some(crate::lab::verdict::cause::NEVER_WRITTEN), "{said:?}");
-        assert!(said.line.contains("never written") && !said.line.contains("NaN"), "{said:?}");
+        assert_eq!(
+            said.cause,
+            Some(crate::lab::verdict::cause::NEVER_WRITTEN),
+            "{said:?}"
+        );
+        assert!(
+            said.line.contains("never written") && !said.line.contains("NaN"),
+            "{said:?}"
+        );
     }
 
     #[test]

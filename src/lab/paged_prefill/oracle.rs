@@ -17,9 +17,9 @@
 use rayon::prelude::*;
 
 use super::bugs::Bug;
-use super::contract::{LAYOUT, Batch, Inputs, BLOCK, DH, GROUP, HKV, HQ, SCALE};
-use crate::lab::paged::layout::CacheLayout;
+use super::contract::{Batch, Inputs, BLOCK, DH, GROUP, HKV, HQ, LAYOUT, SCALE};
 use crate::lab::paged::batch::assert_prefill_lengths;
+use crate::lab::paged::layout::CacheLayout;
 use crate::lab::paged::misread::Misreading;
 
 /// The K cache as a kernel reads it that assumes X = 8 (the X-assumed-8 bug).
@@ -68,12 +68,7 @@ pub fn attention(inputs: &Inputs, rows: Option<&[usize]>) -> Vec<f64> {
 ///
 /// Rows no sequence writes (only possible under [`Bug::QStartShifted`])
 /// keep `unwritten`; so do rows left out by `rows`.
-pub fn evaluate(
-    inputs: &Inputs,
-    rows: Option<&[usize]>,
-    model: Model,
-    unwritten: f64,
-) -> Vec<f64> {
+pub fn evaluate(inputs: &Inputs, rows: Option<&[usize]>, model: Model, unwritten: f64) -> Vec<f64> {
     let bug = model.bug();
     let batch = &inputs.batch;
     assert_prefill_lengths!(inputs);
@@ -124,7 +119,6 @@ pub fn evaluate(
     }
     out
 }
-
 
 /// Where a sequence's rows begin, as the (possibly buggy) kernel computes it.
 fn row_start(batch: &Batch, seq: usize, bug: Option<Bug>) -> usize {
@@ -195,8 +189,8 @@ impl SequenceKv {
                         )
                     } else {
                         let row = start + (pos - context);
-                        let index = (row < batch.total_new())
-                            .then(|| LAYOUT.kv_index(row, kv_head, dim));
+                        let index =
+                            (row < batch.total_new()).then(|| LAYOUT.kv_index(row, kv_head, dim));
                         (read(&inputs.k_new, index), read(&inputs.v_new, index))
                     };
                     keys[at + dim] = k;
@@ -247,7 +241,8 @@ impl SequenceKv {
             let keys = &self.keys[source * self.len * DH..(source + 1) * self.len * DH];
             let values = &self.values[source * self.len * DH..(source + 1) * self.len * DH];
             let mut query = [0.0; DH];
-            let q_row = &inputs.q[LAYOUT.head_index(row, head, 0)..LAYOUT.head_index(row, head, DH)];
+            let q_row =
+                &inputs.q[LAYOUT.head_index(row, head, 0)..LAYOUT.head_index(row, head, DH)];
             for (q, &x) in query.iter_mut().zip(q_row) {
                 *q = f64::from(x) * SCALE;
             }

@@ -41,11 +41,11 @@ fn load(files: &TensorFiles, window: i32) -> Result<CaseInputs<Inputs>, PagedCas
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::paged_prefill::cases;
-    use crate::lab::paged_prefill::contract::{DH, HQ};
     use crate::lab::npy;
     use crate::lab::paged::tensors::{encode_prefill, Elements};
+    use crate::lab::paged_prefill::cases;
     use crate::lab::paged_prefill::cases::embedded_cases;
+    use crate::lab::paged_prefill::contract::{DH, HQ};
 
     /// A valid set of files (from a generated case), as name -> bytes.
     fn files() -> Vec<(String, Vec<u8>)> {
@@ -56,10 +56,16 @@ mod tests {
         let i = cases::generate(&spec, 5).unwrap().inputs;
         let tensors = [&i.q, &i.k_new, &i.v_new, &i.k_cache, &i.v_cache]
             .map(|values| Elements::F32(values.clone()));
-        encode_prefill(&INSTANCE, &i.batch, tensors, i.alibi_slopes.as_deref(), None)
-            .into_iter()
-            .map(|(name, bytes)| (name.to_owned(), bytes))
-            .collect()
+        encode_prefill(
+            &INSTANCE,
+            &i.batch,
+            tensors,
+            i.alibi_slopes.as_deref(),
+            None,
+        )
+        .into_iter()
+        .map(|(name, bytes)| (name.to_owned(), bytes))
+        .collect()
     }
 
     fn load(files: &[(String, Vec<u8>)]) -> Result<CaseInputs<Inputs>, PagedCaseError> {
@@ -271,7 +277,9 @@ mod tests {
             std::fs::write(dir.path().join("mine").join(name), bytes).unwrap();
         }
         let text = "[[case]]\nname = \"own\"\nsummary = \"s\"\ntensors = \"mine\"\nwindow = 5\n";
-        let cases = crate::lab::paged_prefill::contract::INSTANCE.parse_cases(text, "t.toml", dir.path()).unwrap();
+        let cases = crate::lab::paged_prefill::contract::INSTANCE
+            .parse_cases(text, "t.toml", dir.path())
+            .unwrap();
         let loaded = cases::generate(&cases[0], 123).unwrap();
         assert_eq!(loaded.inputs.batch.window(), Some(5));
         assert_eq!(loaded.inputs.batch.context, vec![50, 16]);

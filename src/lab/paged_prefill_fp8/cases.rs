@@ -45,24 +45,39 @@ pub fn embedded_cases() -> Vec<CaseSpec> {
 
 /// The FP8 keys of a validated case of this lab (validation requires `format`).
 pub fn keys_of(spec: &CaseSpec) -> Fp8Keys {
-    spec.fp8().expect("an FP8 case names its format (checked when parsed)")
+    spec.fp8()
+        .expect("an FP8 case names its format (checked when parsed)")
 }
 
 /// `spec`'s inputs from the run's seed (or its own tensors), with the
 /// expected output a case's own tensors bring.
 pub fn generate(spec: &CaseSpec, seed: u64) -> Result<CaseInputs<Inputs>, PagedCaseError> {
-    let keys = keys_of(spec);
+    let keys = spec.fp8().ok_or_else(|| PagedCaseError::Invalid {
+        case: spec.name.clone(),
+        message: "`format` is missing: the cache's format, \"e4m3\" or \"e5m2\"".into(),
+    })?;
     if let Some(dir) = &spec.tensors {
         let scales = (keys.k_scale, keys.v_scale);
         return super::tensors::load_dir(dir, spec.window, keys.format, scales);
     }
     let mut rng = case_rng(seed, &spec.name);
-    let mut inputs = lay_out_fp8(INSTANCE.lengths_batch(spec), spec.share_prefix, keys, &mut rng);
+    let mut inputs = lay_out_fp8(
+        INSTANCE.lengths_batch(spec),
+        spec.share_prefix,
+        keys,
+        &mut rng,
+    );
     for plant in &spec.plant {
         let key_byte = inputs.format.encode(plant.value / inputs.k_scale);
         let sites = PlantSites::of(&inputs.batch, plant);
         let value = bf16::round(plant.value);
-        sites.set(&mut inputs.q, &mut inputs.k_new, &mut inputs.k_cache, value, key_byte);
+        sites.set(
+            &mut inputs.q,
+            &mut inputs.k_new,
+            &mut inputs.k_cache,
+            value,
+            key_byte,
+        );
     }
     Ok(CaseInputs {
         inputs,
@@ -70,7 +85,12 @@ pub fn generate(spec: &CaseSpec, seed: u64) -> Result<CaseInputs<Inputs>, PagedC
     })
 }
 
-fn lay_out_fp8(batch: Batch, share: Option<[usize; 2]>, keys: Fp8Keys, rng: &mut ChaCha8Rng) -> Inputs {
+fn lay_out_fp8(
+    batch: Batch,
+    share: Option<[usize; 2]>,
+    keys: Fp8Keys,
+    rng: &mut ChaCha8Rng,
+) -> Inputs {
     let Fp8Keys {
         format,
         k_scale,
@@ -130,7 +150,10 @@ pub fn timing_spec(summary: impl Fn(&Batch) -> String) -> CaseSpec {
         ..CaseSpec::default()
     };
     INSTANCE.spell_out(&mut spec);
-    spec.summary = format!("the timing shape, {}", summary(&INSTANCE.lengths_batch(&spec)));
+    spec.summary = format!(
+        "the timing shape, {}",
+        summary(&INSTANCE.lengths_batch(&spec))
+    );
     spec
 }
 
@@ -155,9 +178,9 @@ fn top_code(format: KvFormat, rng: &mut ChaCha8Rng) -> u8 {
 mod tests {
     use super::*;
     use crate::lab::paged::testing::{assert_prefill_families, slots_past_contexts};
-    use std::path::PathBuf;
-    use crate::lab::paged_prefill_fp8::{BLOCK, DH, GROUP, HKV, LAYOUT};
     use crate::lab::paged_prefill_fp8::SCALE;
+    use crate::lab::paged_prefill_fp8::{BLOCK, DH, GROUP, HKV, LAYOUT};
+    use std::path::PathBuf;
 
     fn generated() -> Vec<(CaseSpec, Inputs)> {
         embedded_cases()
@@ -188,7 +211,8 @@ mod tests {
                 "{format:?}"
             );
             assert!(
-                all.iter().any(|(c, _)| c.format == Some(format) && keys_of(c).wide),
+                all.iter()
+                    .any(|(c, _)| c.format == Some(format) && keys_of(c).wide),
                 "{format:?} wide"
             );
         }
@@ -208,7 +232,8 @@ mod tests {
         let not_power_of_two = |s: f32| s.to_bits() & 0x007F_FFFF != 0;
         assert!(all
             .iter()
-            .any(|(c, _)| not_power_of_two(keys_of(c).k_scale) && not_power_of_two(keys_of(c).v_scale)));
+            .any(|(c, _)| not_power_of_two(keys_of(c).k_scale)
+                && not_power_of_two(keys_of(c).v_scale)));
         assert!(all
             .iter()
             .any(|(c, _)| keys_of(c).k_scale == 0.5 && keys_of(c).v_scale == 2.0));
@@ -298,7 +323,10 @@ mod tests {
     #[test]
     fn generation_is_deterministic_and_seeded() {
         let spec = &embedded_cases()[0];
-        assert_eq!(generate(spec, 42).unwrap().inputs, generate(spec, 42).unwrap().inputs);
+        assert_eq!(
+            generate(spec, 42).unwrap().inputs,
+            generate(spec, 42).unwrap().inputs
+        );
         assert_ne!(
             generate(spec, 42).unwrap().inputs.k_cache,
             generate(spec, 43).unwrap().inputs.k_cache
@@ -311,7 +339,8 @@ mod tests {
             let text = format!(
                 "[[case]]\nname = \"x\"\nsummary = \"s\"\ncontext = [1]\nnew = [1]\nformat = \"e4m3\"\n{extra}"
             );
-            INSTANCE.parse_cases(&text, "t.toml", Path::new("."))
+            INSTANCE
+                .parse_cases(&text, "t.toml", Path::new("."))
                 .unwrap_err()
                 .to_string()
         };
@@ -320,7 +349,9 @@ mod tests {
         assert!(refused("colour = 1").contains("unknown field"));
         assert!(refused("window = 99999").contains("at most 4608"));
         let text = "[[case]]\nname = \"x\"\nsummary = \"s\"\ncontext = [1]\nnew = [1]\nformat = \"e6m1\"\n";
-        assert!(INSTANCE.parse_cases(text, "t.toml", Path::new(".")).is_err());
+        assert!(INSTANCE
+            .parse_cases(text, "t.toml", Path::new("."))
+            .is_err());
     }
 
     /// Writes every case (seed 1) as a folder of `.npy` files with its recipe's

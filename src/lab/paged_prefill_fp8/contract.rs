@@ -2,12 +2,12 @@
 //! head dim 128, K x-packed with X = 16: the paged family's batch and cache
 //! layout at this head dimension and packing ([`INSTANCE`]).
 
+pub use crate::lab::paged::batch::Batch;
 use crate::lab::paged::bf16;
 pub use crate::lab::paged::fp8::{KvFormat, FP8_NAN};
 use crate::lab::paged::layout::CacheLayout;
-use crate::lab::paged::recipe::{CacheType, PrefillContract};
 pub use crate::lab::paged::layout::{alibi_slope, standard_alibi_slopes, BLOCK, GROUP, HKV, HQ};
-pub use crate::lab::paged::batch::Batch;
+use crate::lab::paged::recipe::{CacheType, PrefillContract};
 use crate::lab::typed::Arg;
 
 /// The contract's name, as a submission declares it.
@@ -144,7 +144,9 @@ pub const ARGS: &[Arg<LaunchInputs>] = &[
     Arg::i32_input("seqLen", |l| &l.inputs.batch.seq_len),
     // Both fit an int: checked when the case is made (`Batch::check_int_arguments`).
     Arg::int("numSeqs", |l| l.inputs.batch.num_seqs() as i32),
-    Arg::int("maxBlocksPerSeq", |l| l.inputs.batch.max_blocks_per_seq as i32),
+    Arg::int("maxBlocksPerSeq", |l| {
+        l.inputs.batch.max_blocks_per_seq as i32
+    }),
     Arg::int("slidingWindow", |l| l.inputs.batch.sliding_window),
     Arg::optional_f32_input("alibiSlopes", |l| l.inputs.alibi_slopes.as_deref()),
     Arg::float("kScale", |l| l.inputs.k_scale),
@@ -177,7 +179,10 @@ mod tests {
             LAYOUT.k_cache_index(b, g, d, o),
             (((b * 8 + g) * 8 + d / 16) * 16 + o) * 16 + d % 16
         );
-        assert_eq!(LAYOUT.v_cache_index(b, g, d, o), ((b * 8 + g) * 128 + d) * 16 + o);
+        assert_eq!(
+            LAYOUT.v_cache_index(b, g, d, o),
+            ((b * 8 + g) * 128 + d) * 16 + o
+        );
     }
 
     #[test]

@@ -16,14 +16,14 @@
 
 use super::bugs::{model, Bug};
 use super::oracle::{evaluate, value_scales, Model};
-use super::{LAYOUT, bf16, passes, Inputs, DH, HKV, HQ};
+use super::{bf16, passes, Inputs, DH, HKV, HQ, LAYOUT};
 use crate::grade::compare::{Footprint, POISON_BITS};
 use crate::lab::definition::{Diagnosis, Graded};
 use crate::lab::experiment::shared_reading;
+use crate::lab::paged::diagnosis::{output_diagnosis, place, worst_element};
 use crate::lab::paged::misread::{
     self, context_line, head_pattern, kv_map_found, kv_map_line, Misreading, CONTEXT_SHIFTS,
 };
-use crate::lab::paged::diagnosis::{output_diagnosis, place, worst_element};
 
 /// A case's diagnosis: the launch's evidence, then the bug models, then the output.
 pub fn case_diagnosis(inputs: &Inputs, graded: &Graded<'_>) -> Diagnosis {

@@ -13,10 +13,10 @@
 
 use super::tensors::load_bytes;
 use super::{oracle, Inputs, KvFormat, DH, HQ};
-pub use crate::lab::golden::{GoldenProof, RELATIVE_BOUND};
 use crate::lab::golden::{self, Disagreement};
-use crate::lab::paged::tensors::embedded_prefill_files;
+pub use crate::lab::golden::{GoldenProof, RELATIVE_BOUND};
 use crate::lab::paged::recipe::PagedCaseError;
+use crate::lab::paged::tensors::embedded_prefill_files;
 
 /// The golden cases' sliding window.
 pub const GOLDEN_WINDOW: i32 = 6;
@@ -71,7 +71,9 @@ pub fn prove_with(
     let inputs = case.inputs;
     let got = attention(&inputs);
     // The largest `|v|` any row can see (NaN bytes elsewhere must not loosen the bound).
-    let scale = oracle::value_scales(&inputs).into_iter().fold(0.0, f64::max);
+    let scale = oracle::value_scales(&inputs)
+        .into_iter()
+        .fold(0.0, f64::max);
     golden::prove(&got, &expected, scale, (HQ, DH))
         .map_err(|worst| GoldenError::Disagrees { format, worst })
 }
@@ -79,9 +81,9 @@ pub fn prove_with(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::paged_prefill_fp8::LAYOUT;
     use crate::lab::paged_prefill_fp8::bugs::Bug;
     use crate::lab::paged_prefill_fp8::oracle::Model;
+    use crate::lab::paged_prefill_fp8::LAYOUT;
     use crate::lab::paged_prefill_fp8::SCALE;
 
     #[test]

@@ -19,10 +19,13 @@ pub use crate::lab::paged::{bf16, fp8};
 
 use std::path::Path;
 
-pub use self::contract::*;
 use self::cases::CaseSpec;
+pub use self::contract::*;
 use crate::grade::compare::Tolerance;
-use crate::lab::definition::{CaseData, CaseError, CaseSummary, Diagnosis, Graded, LabInfo, LabRef, Problem, no_reread_cause, shipped};
+use crate::lab::definition::{
+    no_reread_cause, shipped, CaseData, CaseError, CaseSummary, Diagnosis, Graded, LabInfo, LabRef,
+    Problem,
+};
 use crate::lab::geometry::LaunchGeometry;
 use crate::lab::paged::layout::PREFILL_GEOMETRY;
 use crate::lab::paged::problem::{fixed_timing_shape, listed_rows, prefill_grid};
@@ -49,7 +52,7 @@ impl TypedLab for PagedPrefillFp8 {
         default_geometry: PREFILL_GEOMETRY,
         graded_on_bytes: false,
         // What the compulsory bytes are, less the output: most of it FP8 bytes.
-        compulsory_reads: 
+        compulsory_reads:
             Some("the FP8 cache blocks and the bf16 q, kNew and vNew"),
         reread_cause: no_reread_cause,
         // The absolute part grows with the values a row sees ([`Self::tolerance_scales`]).
@@ -107,7 +110,10 @@ impl TypedLab for PagedPrefillFp8 {
     }
 
     fn verdict(cases: &[CaseSummary<'_>]) -> Option<String> {
-        crate::lab::verdict::with_planted(cases, &bugs::Bug::ALL.map(|bug| (bug.name(), bug.defect())))
+        crate::lab::verdict::with_planted(
+            cases,
+            &bugs::Bug::ALL.map(|bug| (bug.name(), bug.defect())),
+        )
     }
 
     fn timing_case(overrides: &[(String, String)]) -> Result<CaseSpec, String> {
@@ -115,11 +121,14 @@ impl TypedLab for PagedPrefillFp8 {
         Ok(cases::timing_spec(|batch| INSTANCE.problem(batch).detail))
     }
 
+    fn check_case(case: &CaseSpec) -> Result<(), CaseError> {
+        INSTANCE.check(case)
+    }
+
     fn prove_oracle() -> Result<String, String> {
         crate::lab::golden::said(golden::prove_oracle())
     }
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -127,17 +136,17 @@ mod tests {
 
     use super::bugs::Bug;
     use super::*;
-    use crate::grade::roofline::TensorRoof;
-    use crate::lab::typed;
     use crate::grade::compare::{compare_scaled, Comparison, POISON_BITS};
+    use crate::grade::integrity::Integrity;
+    use crate::grade::roofline::TensorRoof;
     use crate::grade::roofline::{
         analyze, DevicePeaks, Measured, PeakSource, Roof, Roofline, Unit, UnitLoad,
     };
-    use crate::grade::integrity::Integrity;
     use crate::lab::args::ArgValue;
     use crate::lab::definition::{CaseState, LabCase};
     use crate::lab::paged::misread::{self, Misreading};
     use crate::lab::paged::testing;
+    use crate::lab::typed;
 
     fn embedded() -> Vec<LabCase> {
         testing::embedded(PAGED_PREFILL_FP8)
@@ -186,7 +195,12 @@ mod tests {
                 .iter()
                 .zip(&inputs.q)
                 .all(|(&bits, &x)| f32::from_bits(u32::from(bits) << 16) == x));
-            assert_eq!(args[11] == ArgValue::Null, !inputs.batch.alibi, "{}", case.name);
+            assert_eq!(
+                args[11] == ArgValue::Null,
+                !inputs.batch.alibi,
+                "{}",
+                case.name
+            );
             assert_eq!(args[12], ArgValue::F32Scalar(inputs.k_scale));
             assert_eq!(args[13], ArgValue::F32Scalar(inputs.v_scale));
             assert_eq!(args[14], ArgValue::Scalar(inputs.format.code()));
@@ -200,7 +214,11 @@ mod tests {
         assert_eq!(problem.output.rows, 3930);
         assert_eq!(problem.output.dim, 128);
         // The spec's figures: about 140 GFLOP and 150 MB of compulsory bytes.
-        assert!((problem.work.flops / 1e9 - 139.8).abs() < 0.5, "{:?}", problem.work);
+        assert!(
+            (problem.work.flops / 1e9 - 139.8).abs() < 0.5,
+            "{:?}",
+            problem.work
+        );
         let mb = problem.work.compulsory_bytes as f64 / 1e6;
         assert!((140.0..160.0).contains(&mb), "{mb} MB");
         let refused = PAGED_PREFILL_FP8
@@ -211,7 +229,9 @@ mod tests {
 
     #[test]
     fn the_oracle_is_proven_on_its_golden_case() {
-        PAGED_PREFILL_FP8.prove_oracle().expect("the golden proof holds");
+        PAGED_PREFILL_FP8
+            .prove_oracle()
+            .expect("the golden proof holds");
     }
 
     #[test]
@@ -306,7 +326,10 @@ mod tests {
                     eprintln!("{bug:?} on {name}: {said:?}");
                 }
             }
-            assert!(named.len() * 2 > failed, "{bug:?}: named on {named:?} of {failed}");
+            assert!(
+                named.len() * 2 > failed,
+                "{bug:?}: named on {named:?} of {failed}"
+            );
         }
         let data = case("mixed-lengths-e4m3");
         let (_, said) = diagnosed(&data, &kernel_output(&data, Bug::KScaleIgnored));
@@ -317,7 +340,10 @@ mod tests {
             "{said:?}"
         );
         let (_, said) = diagnosed(&data, &kernel_output(&data, Bug::FormatIgnored));
-        assert!(said.line.starts_with("E4M3 bytes decoded as E5M2"), "{said:?}");
+        assert!(
+            said.line.starts_with("E4M3 bytes decoded as E5M2"),
+            "{said:?}"
+        );
     }
 
     #[test]
@@ -341,7 +367,11 @@ mod tests {
         out[..3 * row_len].fill(f32::from_bits(POISON_BITS));
         let (comparison, said) = diagnosed(&data, &out);
         assert_eq!(comparison.unwritten, 3 * row_len);
-        assert_eq!(said.cause, Some(crate::lab::verdict::cause::NEVER_WRITTEN), "{said:?}");
+        assert_eq!(
+            said.cause,
+            Some(crate::lab::verdict::cause::NEVER_WRITTEN),
+            "{said:?}"
+        );
         assert!(said.line.contains("never written"), "{said:?}");
         assert!(!said.line.contains("NaN"), "{said:?}");
     }
@@ -362,10 +392,18 @@ mod tests {
             ("mixed-lengths-e5m2", |h| h / HKV, "h / 8"),
         ] {
             let data = case(name);
-            let (comparison, said) = diagnosed(&data, &misread_output(&data, Misreading::kv_map(map)));
+            let (comparison, said) =
+                diagnosed(&data, &misread_output(&data, Misreading::kv_map(map)));
             assert!(!comparison.passed, "{name}");
-            assert_eq!(said.cause, Some(misread::cause::KV_HEAD_MAPPING), "{name}: {said:?}");
-            assert!(said.line.starts_with("query heads read the wrong KV head"), "{said:?}");
+            assert_eq!(
+                said.cause,
+                Some(misread::cause::KV_HEAD_MAPPING),
+                "{name}: {said:?}"
+            );
+            assert!(
+                said.line.starts_with("query heads read the wrong KV head"),
+                "{said:?}"
+            );
             assert!(said.line.contains(formula), "{name}: {said:?}");
         }
     }
@@ -380,7 +418,11 @@ mod tests {
             let out = misread_output(&data, Misreading::ContextShift(shift));
             let (comparison, said) = diagnosed(&data, &out);
             assert!(!comparison.passed, "{shift}");
-            assert_eq!(said.cause, Some(misread::cause::CONTEXT_LENGTH), "{shift}: {said:?}");
+            assert_eq!(
+                said.cause,
+                Some(misread::cause::CONTEXT_LENGTH),
+                "{shift}: {said:?}"
+            );
             let named = format!("the context length is off by {shift:+}");
             assert!(said.line.starts_with(&named), "{shift}: {said:?}");
             assert!(said.line.contains("context 500 taken as"), "{said:?}");
@@ -402,7 +444,10 @@ mod tests {
             .map(|&x| bf16::round(x as f32))
             .collect();
         let (_, said) = diagnosed(&data, &out);
-        assert!(said.line.contains("only the query heads of KV head 2 fail"), "{said:?}");
+        assert!(
+            said.line.contains("only the query heads of KV head 2 fail"),
+            "{said:?}"
+        );
         assert!(said.line.contains("heads 8-11"), "{said:?}");
         let mut out: Vec<f32> = PAGED_PREFILL_FP8
             .oracle(&data, None)
@@ -413,7 +458,10 @@ mod tests {
             out[LAYOUT.head_index(row, 9, 0)] += 100.0;
         }
         let (_, said) = diagnosed(&data, &out);
-        assert!(said.line.contains("share a KV head fail differently"), "{said:?}");
+        assert!(
+            said.line.contains("share a KV head fail differently"),
+            "{said:?}"
+        );
         assert!(said.line.contains("head 9 fail"), "{said:?}");
     }
 
@@ -446,7 +494,10 @@ mod tests {
             duration_ns: ms * 1e6,
             sm_throughput_pct: None,
             achieved_occupancy_pct: Some(40.0),
-            units: loads.iter().map(|&(unit, pct)| UnitLoad::new(unit, pct)).collect(),
+            units: loads
+                .iter()
+                .map(|&(unit, pct)| UnitLoad::new(unit, pct))
+                .collect(),
             full_breakdown: true,
             levels: Vec::new(),
         };
@@ -462,7 +513,11 @@ mod tests {
         let roofline = timing_roofline(
             1.0,
             1.05,
-            &[(Unit::TensorPipe, 40.0), (Unit::SharedMemory, 52.0), (Unit::Dram, 4.0)],
+            &[
+                (Unit::TensorPipe, 40.0),
+                (Unit::SharedMemory, 52.0),
+                (Unit::Dram, 4.0),
+            ],
         );
         let tensor = roofline.tensor.expect("read against a tensor roof");
         assert_eq!(tensor.roof, TensorRoof::Bf16);
@@ -479,8 +534,14 @@ mod tests {
             reason.contains("= 1.05x the FP8 cache blocks and the bf16 q, kNew and vNew read once"),
             "{reason}"
         );
-        assert!(reason.contains("busiest: shared memory 52%, tensor pipe 40%"), "{reason}");
-        assert_eq!(roofline.tensor_share(), Some(("bf16".to_owned(), tensor.peak_pct)));
+        assert!(
+            reason.contains("busiest: shared memory 52%, tensor pipe 40%"),
+            "{reason}"
+        );
+        assert_eq!(
+            roofline.tensor_share(),
+            Some(("bf16".to_owned(), tensor.peak_pct))
+        );
     }
 
     #[test]
@@ -490,17 +551,34 @@ mod tests {
         let roofline = timing_roofline(
             10.0,
             3.0,
-            &[(Unit::FmaPipe, 70.0), (Unit::TensorPipe, 0.0), (Unit::Dram, 2.0)],
+            &[
+                (Unit::FmaPipe, 70.0),
+                (Unit::TensorPipe, 0.0),
+                (Unit::Dram, 2.0),
+            ],
         );
         let verdict = &roofline.verdict;
         assert_eq!(verdict.busiest.map(|u| u.unit), Some(Unit::FmaPipe));
         assert!(
-            verdict.reason.starts_with("BF16 tensor cores unused: the tensor pipe is 0% busy"),
+            verdict
+                .reason
+                .starts_with("BF16 tensor cores unused: the tensor pipe is 0% busy"),
             "{verdict:?}"
         );
-        assert!(verdict.reason.contains("= 3.00x the FP8 cache blocks"), "{verdict:?}");
-        assert!(verdict.reason.ends_with("FP32 FMA pipe at 70% of its peak; next DRAM 2%"), "{verdict:?}");
-        assert!(verdict.next_step.contains("mma.sync with bf16 operands"), "{verdict:?}");
+        assert!(
+            verdict.reason.contains("= 3.00x the FP8 cache blocks"),
+            "{verdict:?}"
+        );
+        assert!(
+            verdict
+                .reason
+                .ends_with("FP32 FMA pipe at 70% of its peak; next DRAM 2%"),
+            "{verdict:?}"
+        );
+        assert!(
+            verdict.next_step.contains("mma.sync with bf16 operands"),
+            "{verdict:?}"
+        );
     }
 
     #[test]
@@ -512,7 +590,10 @@ mod tests {
             .map(|&x| bf16::round(x as f32))
             .collect();
         let (comparison, said) = diagnosed(&data, &out);
-        assert!(comparison.passed && said.line.starts_with("correct"), "{said:?}");
+        assert!(
+            comparison.passed && said.line.starts_with("correct"),
+            "{said:?}"
+        );
         let summaries = [crate::lab::definition::CaseSummary {
             name: "alibi-and-window",
             state: CaseState::Pass,

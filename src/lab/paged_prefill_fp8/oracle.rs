@@ -13,9 +13,9 @@
 use rayon::prelude::*;
 
 use super::bugs::Bug;
-use super::{LAYOUT, bf16, Inputs, KvFormat, BLOCK, DH, GROUP, HKV, HQ, SCALE, SCALE_F32};
-use crate::lab::paged::layout::{table_index, CacheLayout};
+use super::{bf16, Inputs, KvFormat, BLOCK, DH, GROUP, HKV, HQ, LAYOUT, SCALE, SCALE_F32};
 use crate::lab::paged::batch::assert_prefill_lengths;
+use crate::lab::paged::layout::{table_index, CacheLayout};
 use crate::lab::paged::misread::Misreading;
 
 /// The K cache as a kernel reads it that assumes X = 8 (the X-assumed-8 bug).
@@ -58,7 +58,8 @@ pub fn evaluate(inputs: &Inputs, model: Model) -> Vec<f64> {
     for seq in 0..batch.num_seqs() {
         let kv = SequenceKv::gather(inputs, seq, model);
         let start = batch.start(seq);
-        let rows = &mut out[LAYOUT.head_index(start, 0, 0)..LAYOUT.head_index(start + batch.new[seq], 0, 0)];
+        let rows = &mut out
+            [LAYOUT.head_index(start, 0, 0)..LAYOUT.head_index(start + batch.new[seq], 0, 0)];
         rows.par_chunks_mut(GROUP * DH).enumerate().for_each_init(
             Vec::new,
             |scratch, (task, group_out)| {
@@ -95,7 +96,6 @@ pub fn value_scales(inputs: &Inputs) -> Vec<f64> {
     }
     scales
 }
-
 
 /// One key or value as the (possibly buggy) kernel sees it.
 struct Position {
@@ -214,7 +214,8 @@ impl SequenceKv {
         let seed_like = self.model == Model::SeedLike;
         for (member, out_head) in out_group.chunks_exact_mut(DH).enumerate() {
             let head = kv_head * GROUP + member;
-            let query = &inputs.q[LAYOUT.head_index(row, head, 0)..LAYOUT.head_index(row, head, DH)];
+            let query =
+                &inputs.q[LAYOUT.head_index(row, head, 0)..LAYOUT.head_index(row, head, DH)];
             let slope = inputs.alibi_slopes.as_ref().map(|s| f64::from(s[head]));
             let source = Misreading::kv_head(self.model.misreading(), head);
             scores.clear();

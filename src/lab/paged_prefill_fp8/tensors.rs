@@ -33,7 +33,12 @@ pub fn load_bytes(
     format: KvFormat,
     scales: (f32, f32),
 ) -> Result<CaseInputs<Inputs>, PagedCaseError> {
-    load(&TensorFiles::embedded(files, "a case"), window, format, scales)
+    load(
+        &TensorFiles::embedded(files, "a case"),
+        window,
+        format,
+        scales,
+    )
 }
 
 fn load(
@@ -80,11 +85,11 @@ pub fn encode(inputs: &Inputs, expected: Option<&[f64]>) -> Vec<(&'static str, V
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::paged_prefill_fp8::cases;
     use crate::lab::npy;
     use crate::lab::paged::tensors;
-    use crate::lab::paged_prefill_fp8::LAYOUT;
+    use crate::lab::paged_prefill_fp8::cases;
     use crate::lab::paged_prefill_fp8::cases::embedded_cases;
+    use crate::lab::paged_prefill_fp8::LAYOUT;
 
     fn sample() -> Inputs {
         let spec = embedded_cases().into_iter().find(|c| c.alibi).unwrap();
@@ -142,6 +147,32 @@ mod tests {
             .to_string();
         assert!(
             err.starts_with("v_new.npy: element [0, 0, 5] is NaN: not finite"),
+            "{err}"
+        );
+    }
+
+    /// The refusals say what they said before the paged family's schema:
+    /// the binding file's bound, the file's kind before where its sizes
+    /// came from, and an int32 file as every paged case's.
+    #[test]
+    fn refusals_keep_their_words() {
+        let inputs = sample();
+        let t = inputs.batch.total_new();
+        let mut files = encode(&inputs, None);
+        files[0].1 = npy::encode_f32(&[t, 16, 128], &inputs.q[..t * 16 * 128]).unwrap();
+        let err = load(&files, &inputs).unwrap_err().to_string();
+        assert!(err.contains("expected [T, 32, 128] with T >= 1"), "{err}");
+        let mut files = encode(&inputs, None);
+        let n = inputs.batch.num_blocks;
+        files[4].1 = npy::encode_u8(&[n, 8, 16, 128], &inputs.v_cache).unwrap();
+        let err = load(&files, &inputs).unwrap_err().to_string();
+        let want = format!("expected [{n}, 8, 128, 16] (uint8, numBlocks from k_cache.npy)");
+        assert!(err.contains(&want), "{err}");
+        let mut files = encode(&inputs, None);
+        files.retain(|(name, _)| *name != "block_table.npy");
+        let err = load(&files, &inputs).unwrap_err().to_string();
+        assert!(
+            err.ends_with("block_table.npy: missing (a paged case needs this file)"),
             "{err}"
         );
     }
