@@ -78,13 +78,13 @@ fn stable_hash(text: &str) -> u64 {
 }
 
 /// The bytes of `name` in a case's tensor folder, or `None` when the file
-/// is not there (the lab decides whether it was required).
+/// is not there (the lab decides whether it was required); read as outside
+/// input ([`super::npy::read_file`]: a regular file, no link, bounded).
 pub fn read_tensor_file(dir: &Path, name: &str) -> std::io::Result<Option<Vec<u8>>> {
-    match std::fs::read(dir.join(name)) {
-        Ok(bytes) => Ok(Some(bytes)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
-    }
+    super::npy::read_file(&dir.join(name)).map_err(|error| match error {
+        super::npy::NpyError::Io { source, .. } => source,
+        other => std::io::Error::other(other.to_string()),
+    })
 }
 
 /// The `[[case]]` tables of `text` (shown as `file`): every name letters,

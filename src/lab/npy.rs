@@ -172,10 +172,45 @@ pub fn encode_u8(shape: &[usize], data: &[u8]) -> Result<Vec<u8>, NpyError> {
     encode(shape, data)
 }
 
-fn read_bytes(path: &Path) -> Result<Vec<u8>, NpyError> {
-    std::fs::read(path).map_err(|source| NpyError::Io {
+/// The largest `.npy` file flashprof reads: above a paged-decode cache of
+/// 64 sequences of 8192 keys (1 GiB), far below what would exhaust memory.
+pub const MAX_FILE_BYTES: u64 = 2 << 30;
+
+/// The bytes of the `.npy` file at `path`, read as outside input: a regular
+/// file (a FIFO or a device is refused without blocking), not through a
+/// link, at most [`MAX_FILE_BYTES`]; `None` when there is no such file.
+pub fn read_file(path: &Path) -> Result<Option<Vec<u8>>, NpyError> {
+    use crate::lab::source::{read_regular_file, FollowLinks};
+    let io = |source| NpyError::Io {
         path: path.to_owned(),
         source,
+    };
+    match std::fs::symlink_metadata(path) {
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(io(error)),
+        Ok(_) => {}
+    }
+    let read = read_regular_file(path, FollowLinks::No, MAX_FILE_BYTES).map_err(|error| {
+        // The refusal without its path, which the error names once.
+        let said = error.to_string();
+        let prefix = format!("{}: ", path.display());
+        io(std::io::Error::other(
+            said.strip_prefix(&prefix).unwrap_or(&said).to_owned(),
+        ))
+    })?;
+    if read.size > MAX_FILE_BYTES || read.bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(io(std::io::Error::other(format!(
+            "{} bytes, more than the {MAX_FILE_BYTES} a tensor file may hold",
+            read.size.max(read.bytes.len() as u64)
+        ))));
+    }
+    Ok(Some(read.bytes))
+}
+
+fn read_bytes(path: &Path) -> Result<Vec<u8>, NpyError> {
+    read_file(path)?.ok_or_else(|| NpyError::Io {
+        path: path.to_owned(),
+        source: std::io::Error::from(std::io::ErrorKind::NotFound),
     })
 }
 
@@ -546,5 +581,35 @@ mod tests {
     fn missing_file_names_the_path() {
         let err = read_f32(Path::new("/nonexistent/q.npy")).unwrap_err();
         assert!(err.to_string().starts_with("/nonexistent/q.npy: "), "{err}");
+    }
+}
+
+#[cfg(test)]
+mod outside_files {
+    use super::*;
+
+    /// A case's tensor file is outside input: a FIFO is refused at once
+    /// (it once hung `check --cases` for good), a link is not followed (it
+    /// reached any file, `/dev/zero` among them), and a missing file is
+    /// `None` for the lab to judge.
+    #[test]
+    fn a_fifo_or_a_link_is_refused_and_a_missing_file_is_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("q.npy");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .expect("mkfifo runs");
+        assert!(made.success());
+        let err = read_file(&fifo).unwrap_err().to_string();
+        assert!(err.contains("q.npy: is a FIFO"), "{err}");
+        let real = dir.path().join("real.npy");
+        write_f32(&real, &[2], &[1.0, 2.0]).unwrap();
+        let link = dir.path().join("k.npy");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let err = read_file(&link).unwrap_err().to_string();
+        assert!(err.contains("k.npy: is a symlink"), "{err}");
+        assert_eq!(read_f32(&real).unwrap(), (vec![2], vec![1.0, 2.0]));
+        assert!(read_file(&dir.path().join("none.npy")).unwrap().is_none());
     }
 }
