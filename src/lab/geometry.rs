@@ -195,8 +195,9 @@ impl LaunchGeometry {
 /// messages quote; every lab's name and every real value is far shorter.
 const MAX_SHOWN_VALUE: usize = 64;
 
-/// A key or value of the `@flashprof` line as refusals quote it: visible and short.
-fn shown(text: &str) -> String {
+/// A key or value of the `@flashprof` line as refusals quote it, in every
+/// lab's keys: visible and short.
+pub(crate) fn shown(text: &str) -> String {
     quoted_short(text, MAX_SHOWN_VALUE)
 }
 

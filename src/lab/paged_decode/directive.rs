@@ -7,7 +7,7 @@
 //! another lab says what to change rather than launching in a shape its
 //! author did not mean.
 
-use crate::lab::geometry::{directive_body, GeometryError, MAX_THREADS};
+use crate::lab::geometry::{directive_body, shown, GeometryError, MAX_THREADS};
 
 use super::{DEFAULT_THREADS, HKV, HQ, MAX_SPLITS};
 
@@ -79,15 +79,15 @@ pub fn parse_directive(body: &str) -> Result<DecodeGeometry, String> {
     for pair in body.split_whitespace() {
         let (key, value) = pair
             .split_once('=')
-            .ok_or_else(|| format!("expected key=value, found `{pair}`"))?;
+            .ok_or_else(|| format!("expected key=value, found `{}`", shown(pair)))?;
         if given.contains(&key) {
-            return Err(format!("`{key}` is given twice"));
+            return Err(format!("`{}` is given twice", shown(key)));
         }
         given.push(key);
         let number = || {
             value
                 .parse::<u32>()
-                .map_err(|_| format!("`{key}` needs a whole number, found `{value}`"))
+                .map_err(|_| format!("`{key}` needs a whole number, found `{}`", shown(value)))
         };
         match key {
             "lab" => {}
@@ -97,7 +97,10 @@ pub fn parse_directive(body: &str) -> Result<DecodeGeometry, String> {
                 geometry.grid_x = match value {
                     "head" => GridX::QueryHead,
                     "kv_group" => GridX::KvGroup,
-                    _ => return Err(format!("`grid` is `head` or `kv_group`, found `{value}`")),
+                    _ => {
+                        let value = shown(value);
+                        return Err(format!("`grid` is `head` or `kv_group`, found `{value}`"));
+                    }
                 }
             }
             "rows_per_block" | "dynamic_smem" => {
@@ -105,7 +108,10 @@ pub fn parse_directive(body: &str) -> Result<DecodeGeometry, String> {
                     "`{key}` is not a key of the paged-decode lab (one token per sequence; known: lab, threads, grid, splits)"
                 ))
             }
-            _ => return Err(format!("unknown key `{key}` (known: lab, threads, grid, splits)")),
+            _ => {
+                let key = shown(key);
+                return Err(format!("unknown key `{key}` (known: lab, threads, grid, splits)"));
+            }
         }
     }
     if geometry.threads == 0 || geometry.threads > MAX_THREADS {
@@ -126,6 +132,26 @@ pub fn parse_directive(body: &str) -> Result<DecodeGeometry, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A refusal quotes a student's key or value cut short and visible: a
+    /// 900,000-character value once became a 900 KB gradebook cell.
+    #[test]
+    fn refusals_quote_a_long_key_or_value_cut_short() {
+        let long = "9".repeat(900_000);
+        for body in [
+            format!("threads={long}x"),
+            format!("grid={long}"),
+            format!("{long}=1"),
+            format!("no-equals-{long}"),
+        ] {
+            let err = parse_directive(&body).unwrap_err();
+            assert!(
+                err.len() < 200 && err.contains("..."),
+                "{}",
+                &err[..err.len().min(300)]
+            );
+        }
+    }
 
     #[test]
     fn no_declaration_is_the_contracts_launch() {
