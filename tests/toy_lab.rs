@@ -13,7 +13,7 @@ use flashprof::grade::compare::{compare, OutputShape, Tolerance};
 use flashprof::grade::integrity::{integrity_problem, Integrity};
 use flashprof::grade::roofline::Work;
 use flashprof::lab::definition::{
-    no_reread_cause, CaseData, CaseError, Diagnosis, Graded, KernelFile, LabInfo, LabRef, Problem,
+    CaseData, CaseError, Diagnosis, Graded, KernelFile, LabInfo, LabRef, Problem, RooflineWords,
     Shipped, SupportKernels,
 };
 use flashprof::lab::geometry::{GridY, LaunchGeometry};
@@ -114,9 +114,7 @@ impl TypedLab for ToyLab {
             grid_y: GridY::QueryHead,
             splits: 1,
         },
-        graded_on_bytes: false,
-        compulsory_reads: None,
-        reread_cause: no_reread_cause,
+        roofline: RooflineWords::PLAIN,
         tolerance: Tolerance {
             abs: 1e-4,
             rel: 1e-3,

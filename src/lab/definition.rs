@@ -392,18 +392,8 @@ pub struct LabInfo {
     pub body_constants: &'static [(&'static str, usize)],
     /// The launch a file gets when it declares none.
     pub default_geometry: LaunchGeometry,
-    /// Whether the lab is graded on bytes (a bandwidth-bound kernel): its
-    /// timing then measures the streaming probes and every report leads
-    /// with achieved bandwidth ([`crate::grade::roofline::Bandwidth`]).
-    pub graded_on_bytes: bool,
-    /// What a kernel of this lab must read once, in the lab's words (`the
-    /// FP8 cache blocks and the bf16 q, kNew and vNew`), when the roofline's
-    /// verdict is to say the DRAM reads against it; `None` leaves it out.
-    pub compulsory_reads: Option<&'static str>,
-    /// Why a kernel of this lab reads its inputs `reads_over_floor` times
-    /// from DRAM, in the lab's words, when the lab knows (prefixed to the
-    /// roofline's advice once that is about re-reads).
-    pub reread_cause: fn(f64) -> Option<String>,
+    /// How the roofline speaks of this lab's kernels.
+    pub roofline: RooflineWords,
     pub tolerance: Tolerance,
     /// The embedded cases file (TOML).
     pub cases: &'static str,
@@ -417,9 +407,30 @@ pub struct LabInfo {
     pub kernels: Shipped,
 }
 
-/// A lab that names no cause for re-reads.
-pub fn no_reread_cause(_reads_over_floor: f64) -> Option<String> {
-    None
+/// How the roofline speaks of a lab's kernels.
+#[derive(Debug, Clone, Copy)]
+pub struct RooflineWords {
+    /// Whether the lab is graded on bytes (a bandwidth-bound kernel): its
+    /// timing then measures the streaming probes and every report leads
+    /// with achieved bandwidth ([`crate::grade::roofline::Bandwidth`]).
+    pub graded_on_bytes: bool,
+    /// What a kernel of this lab must read once, in the lab's words (`the
+    /// FP8 cache blocks and the bf16 q, kNew and vNew`), when the roofline's
+    /// verdict is to say the DRAM reads against it; `None` leaves it out.
+    pub compulsory_reads: Option<&'static str>,
+    /// Why a kernel of this lab reads its inputs `reads_over_floor` times
+    /// from DRAM, in the lab's words, when the lab knows (prefixed to the
+    /// roofline's advice once that is about re-reads).
+    pub reread_cause: fn(f64) -> Option<String>,
+}
+
+impl RooflineWords {
+    /// A compute-bound lab with no words of its own for the roofline.
+    pub const PLAIN: RooflineWords = RooflineWords {
+        graded_on_bytes: false,
+        compulsory_reads: None,
+        reread_cause: |_| None,
+    };
 }
 
 /// The kernels a lab ships: `kernels/<lab-name>/{starter,reference,support}.cu`.
@@ -512,16 +523,16 @@ impl<'a> dyn Lab + 'a {
         self.info().default_geometry
     }
     pub fn graded_on_bytes(&self) -> bool {
-        self.info().graded_on_bytes
+        self.info().roofline.graded_on_bytes
     }
     pub fn compulsory_reads(&self) -> Option<&'static str> {
-        self.info().compulsory_reads
+        self.info().roofline.compulsory_reads
     }
     pub fn reread_cause(&self, reads_over_floor: f64) -> Option<String> {
-        (self.info().reread_cause)(reads_over_floor)
+        (self.info().roofline.reread_cause)(reads_over_floor)
     }
     /// A launch's roofline read in this lab's terms: the DRAM reads against
-    /// [`LabInfo::compulsory_reads`], and [`LabInfo::reread_cause`] before
+    /// [`RooflineWords::compulsory_reads`], and [`RooflineWords::reread_cause`] before
     /// the advice once that advice is about re-reads.
     pub fn read_roofline(&self, roofline: &mut Roofline) {
         if let Some(inputs) = self.compulsory_reads() {

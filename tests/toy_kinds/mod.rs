@@ -11,8 +11,8 @@ use flashprof::grade::compare::{OutputShape, Tolerance};
 use flashprof::grade::roofline::Work;
 use flashprof::lab::args::{bf16_bits, bf16_value, Laid, GUARD_ELEMS, SCRATCH_F32_BITS};
 use flashprof::lab::definition::{
-    no_reread_cause, CaseData, CaseError, Diagnosis, Graded, KernelFile, Lab, LabInfo, LabRef,
-    Problem, Shipped, SupportKernels,
+    CaseData, CaseError, Diagnosis, Graded, KernelFile, Lab, LabInfo, LabRef, Problem,
+    RooflineWords, Shipped, SupportKernels,
 };
 use flashprof::lab::geometry::{GridY, LaunchGeometry};
 use flashprof::lab::typed::{Arg, Made, Recipe, TypedLab};
@@ -87,9 +87,7 @@ impl TypedLab for KindsLab {
             grid_y: GridY::QueryHead,
             splits: 1,
         },
-        graded_on_bytes: false,
-        compulsory_reads: None,
-        reread_cause: no_reread_cause,
+        roofline: RooflineWords::PLAIN,
         // bf16 keeps 8 bits of mantissa: half an ulp is 2^-9 of the value.
         tolerance: Tolerance {
             abs: 1e-6,

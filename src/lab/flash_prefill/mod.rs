@@ -16,8 +16,8 @@ use std::path::Path;
 use self::cases::{parse_cases, CaseSpec, EMBEDDED_CASES};
 use self::contract::{Inputs, ARGS, DH, ENTRY_POINT, ENTRY_SIGNATURE, GROUP, HKV, HQ};
 use super::definition::{
-    no_reread_cause, shipped, CaseData, CaseError, CaseSummary, Diagnosis, Graded, LabInfo, LabRef,
-    Problem,
+    shipped, CaseData, CaseError, CaseSummary, Diagnosis, Graded, LabInfo, LabRef, Problem,
+    RooflineWords,
 };
 use super::geometry::{GridY, LaunchGeometry};
 use super::typed::{Arg, Made, TypedLab};
@@ -52,9 +52,7 @@ impl TypedLab for FlashPrefill {
             grid_y: GridY::QueryHead,
             splits: 1,
         },
-        graded_on_bytes: false,
-        compulsory_reads: None,
-        reread_cause: no_reread_cause,
+        roofline: RooflineWords::PLAIN,
         tolerance: contract::TOLERANCE,
         cases: EMBEDDED_CASES,
         // What the timing case's random_tensor draws Q, K and V from.

@@ -24,6 +24,7 @@ use crate::grade::compare::{OutputShape, Tolerance};
 use crate::grade::roofline::Work;
 use crate::lab::definition::{
     shipped, CaseData, CaseError, CaseSummary, Diagnosis, Graded, LabInfo, LabRef, Problem,
+    RooflineWords,
 };
 use crate::lab::geometry::{GeometryError, GridY, LaunchGeometry};
 use crate::lab::paged::problem::{listed_rows, Timed};
@@ -68,10 +69,12 @@ impl TypedLab for PagedDecode {
             grid_y: GridY::QueryHead,
             splits: 1,
         },
-        // About 2 flops a byte at best: the kernel is judged by the bytes it moves.
-        graded_on_bytes: true,
-        compulsory_reads: None,
-        reread_cause,
+        roofline: RooflineWords {
+            // About 2 flops a byte at best: the kernel is judged by the bytes it moves.
+            graded_on_bytes: true,
+            compulsory_reads: None,
+            reread_cause,
+        },
         tolerance: Tolerance {
             abs: ABS_TOL,
             rel: REL_TOL,

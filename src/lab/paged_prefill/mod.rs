@@ -21,8 +21,8 @@ use self::contract::{
 };
 use crate::grade::compare::Tolerance;
 use crate::lab::definition::{
-    no_reread_cause, shipped, CaseData, CaseError, CaseSummary, Diagnosis, Graded, LabInfo, LabRef,
-    Problem,
+    shipped, CaseData, CaseError, CaseSummary, Diagnosis, Graded, LabInfo, LabRef, Problem,
+    RooflineWords,
 };
 use crate::lab::geometry::LaunchGeometry;
 use crate::lab::paged::layout::PREFILL_GEOMETRY;
@@ -53,9 +53,7 @@ impl TypedLab for PagedPrefill {
         signature: ENTRY_SIGNATURE,
         body_constants: &LAYOUT.body_constants(),
         default_geometry: PREFILL_GEOMETRY,
-        graded_on_bytes: false,
-        compulsory_reads: None,
-        reread_cause: no_reread_cause,
+        roofline: RooflineWords::PLAIN,
         tolerance: Tolerance {
             abs: ABS_TOL,
             rel: REL_TOL,

@@ -23,8 +23,8 @@ use self::cases::CaseSpec;
 pub use self::contract::*;
 use crate::grade::compare::Tolerance;
 use crate::lab::definition::{
-    no_reread_cause, shipped, CaseData, CaseError, CaseSummary, Diagnosis, Graded, LabInfo, LabRef,
-    Problem,
+    shipped, CaseData, CaseError, CaseSummary, Diagnosis, Graded, LabInfo, LabRef, Problem,
+    RooflineWords,
 };
 use crate::lab::geometry::LaunchGeometry;
 use crate::lab::paged::layout::PREFILL_GEOMETRY;
@@ -50,11 +50,11 @@ impl TypedLab for PagedPrefillFp8 {
         signature: ENTRY_SIGNATURE,
         body_constants: &LAYOUT.body_constants(),
         default_geometry: PREFILL_GEOMETRY,
-        graded_on_bytes: false,
-        // What the compulsory bytes are, less the output: most of it FP8 bytes.
-        compulsory_reads:
-            Some("the FP8 cache blocks and the bf16 q, kNew and vNew"),
-        reread_cause: no_reread_cause,
+        roofline: RooflineWords {
+            // What the compulsory bytes are, less the output: most of it FP8 bytes.
+            compulsory_reads: Some("the FP8 cache blocks and the bf16 q, kNew and vNew"),
+            ..RooflineWords::PLAIN
+        },
         // The absolute part grows with the values a row sees ([`Self::tolerance_scales`]).
         tolerance: Tolerance {
             abs: ABS_TOL,
