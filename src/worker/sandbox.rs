@@ -49,6 +49,10 @@ pub const COMPILE_MEMORY_ENV: &str = "FLASHPROF_COMPILE_MEMORY_MB";
 /// 4 GiB: the heaviest lab kernels compile in well under 1 GiB with NVRTC
 /// 13.0, while a compile bomb reaches 8-10 GB (docs/SECURITY.md).
 pub const DEFAULT_COMPILE_MEMORY_MB: u64 = 4096;
+/// The largest compile memory limit a TA may ask for, in MiB (16 TiB): far
+/// above any machine's memory, and small enough that the limit in bytes
+/// (`mb << 20`) cannot wrap.
+pub const MAX_COMPILE_MEMORY_MB: u64 = 1 << 24;
 
 /// The Landlock ABI whose rights flashprof asks for (tested on Linux 6.18).
 const TARGET_ABI: ABI = ABI::V7;
@@ -400,15 +404,18 @@ fn nvidia_devices() -> Vec<PathBuf> {
 /// cannot load its builtins.
 pub fn compile_memory_mb() -> u64 {
     static LIMIT: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *LIMIT.get_or_init(|| {
-        limit_from(
-            COMPILE_MEMORY_ENV,
-            std::env::var_os(COMPILE_MEMORY_ENV).as_deref(),
-            "a number of MiB of at least 256",
-            256..=u64::MAX,
-            DEFAULT_COMPILE_MEMORY_MB,
-        )
-    })
+    *LIMIT.get_or_init(|| compile_memory_from(std::env::var_os(COMPILE_MEMORY_ENV).as_deref()))
+}
+
+/// The compile memory limit `text` (the variable's value) asks for, in MiB.
+fn compile_memory_from(text: Option<&OsStr>) -> u64 {
+    limit_from(
+        COMPILE_MEMORY_ENV,
+        text,
+        "a number of MiB from 256 to 16777216 (16 TiB)",
+        256..=MAX_COMPILE_MEMORY_MB,
+        DEFAULT_COMPILE_MEMORY_MB,
+    )
 }
 
 /// A limit on students' compiles that `variable` (the TA's environment)
@@ -529,6 +536,20 @@ fn is_regular_file(fd: RawFd) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A limit past 2^44 MiB once wrapped when turned into bytes (a
+    /// divide-by-zero panic, or compiles under 256 MiB while the message
+    /// said 16 EiB): past 16 TiB it is a typo, and the default holds.
+    #[test]
+    fn a_compile_memory_limit_too_large_to_be_bytes_keeps_the_default() {
+        let asked = |text: &str| compile_memory_from(Some(OsStr::new(text)));
+        assert_eq!(asked("8192"), 8192);
+        assert_eq!(asked("16777216"), MAX_COMPILE_MEMORY_MB);
+        assert_eq!(asked("16777217"), DEFAULT_COMPILE_MEMORY_MB);
+        assert_eq!(asked(&(1u64 << 45).to_string()), DEFAULT_COMPILE_MEMORY_MB);
+        assert_eq!(asked("255"), DEFAULT_COMPILE_MEMORY_MB);
+        assert!(MAX_COMPILE_MEMORY_MB.checked_mul(1 << 20).is_some());
+    }
 
     #[test]
     fn an_older_abi_names_what_it_cannot_restrict() {
