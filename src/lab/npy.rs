@@ -180,24 +180,22 @@ pub const MAX_FILE_BYTES: u64 = 2 << 30;
 /// file (a FIFO or a device is refused without blocking), not through a
 /// link, at most [`MAX_FILE_BYTES`]; `None` when there is no such file.
 pub fn read_file(path: &Path) -> Result<Option<Vec<u8>>, NpyError> {
-    use crate::lab::source::{read_regular_file, FollowLinks};
+    use crate::lab::source::{read_regular_file, FollowLinks, SourceError};
     let io = |source| NpyError::Io {
         path: path.to_owned(),
         source,
     };
-    match std::fs::symlink_metadata(path) {
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(error) => return Err(io(error)),
-        Ok(_) => {}
-    }
-    let read = read_regular_file(path, FollowLinks::No, MAX_FILE_BYTES).map_err(|error| {
-        // The refusal without its path, which the error names once.
-        let said = error.to_string();
-        let prefix = format!("{}: ", path.display());
-        io(std::io::Error::other(
-            said.strip_prefix(&prefix).unwrap_or(&said).to_owned(),
-        ))
-    })?;
+    let read = match read_regular_file(path, FollowLinks::No, MAX_FILE_BYTES) {
+        Ok(read) => read,
+        Err(SourceError::Missing { .. }) => return Ok(None),
+        Err(error) => {
+            // The refusal without its path, which the error names once.
+            let said = error.to_string();
+            let prefix = format!("{}: ", path.display());
+            let reason = said.strip_prefix(&prefix).unwrap_or(&said).to_owned();
+            return Err(io(std::io::Error::other(reason)));
+        }
+    };
     if read.size > MAX_FILE_BYTES || read.bytes.len() as u64 > MAX_FILE_BYTES {
         return Err(io(std::io::Error::other(format!(
             "{} bytes, more than the {MAX_FILE_BYTES} a tensor file may hold",

@@ -312,6 +312,13 @@ impl CaseSpec {
         })
     }
 
+    /// The FP8 cache keys of a case whose cache is FP8, which must name its format.
+    pub fn fp8_keys(&self) -> Result<Fp8Keys, PagedCaseError> {
+        self.fp8().ok_or_else(|| {
+            self.invalid("`format` is missing: the cache's format, \"e4m3\" or \"e5m2\"")
+        })
+    }
+
     /// Query heads (bit `h` for head `h`) where the case plants large scores.
     pub fn planted_heads(&self) -> u32 {
         self.plant
@@ -377,10 +384,7 @@ impl CaseSpec {
                 }
             }
             CacheType::Fp8 => {
-                let Some(keys) = self.fp8() else {
-                    return Err(self
-                        .invalid("`format` is missing: the cache's format, \"e4m3\" or \"e5m2\""));
-                };
+                let keys = self.fp8_keys()?;
                 for (name, scale) in [("k_scale", keys.k_scale), ("v_scale", keys.v_scale)] {
                     if !scale.is_normal() || scale <= 0.0 || scale > 1e4 {
                         return Err(self.invalid(format!(

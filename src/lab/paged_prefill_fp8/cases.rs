@@ -43,19 +43,10 @@ pub fn embedded_cases() -> Vec<CaseSpec> {
         .expect("the embedded FP8 cases are checked by tests")
 }
 
-/// The FP8 keys of a validated case of this lab (validation requires `format`).
-pub fn keys_of(spec: &CaseSpec) -> Fp8Keys {
-    spec.fp8()
-        .expect("an FP8 case names its format (checked when parsed)")
-}
-
 /// `spec`'s inputs from the run's seed (or its own tensors), with the
 /// expected output a case's own tensors bring.
 pub fn generate(spec: &CaseSpec, seed: u64) -> Result<CaseInputs<Inputs>, PagedCaseError> {
-    let keys = spec.fp8().ok_or_else(|| PagedCaseError::Invalid {
-        case: spec.name.clone(),
-        message: "`format` is missing: the cache's format, \"e4m3\" or \"e5m2\"".into(),
-    })?;
+    let keys = spec.fp8_keys()?;
     if let Some(dir) = &spec.tensors {
         let scales = (keys.k_scale, keys.v_scale);
         return super::tensors::load_dir(dir, spec.window, keys.format, scales);
@@ -177,6 +168,12 @@ fn top_code(format: KvFormat, rng: &mut ChaCha8Rng) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The FP8 keys of a validated case of this lab (validation requires `format`).
+    pub fn keys_of(spec: &CaseSpec) -> Fp8Keys {
+        spec.fp8()
+            .expect("an FP8 case names its format (checked when parsed)")
+    }
     use crate::lab::paged::testing::{assert_prefill_families, slots_past_contexts};
     use crate::lab::paged_prefill_fp8::SCALE;
     use crate::lab::paged_prefill_fp8::{BLOCK, DH, GROUP, HKV, LAYOUT};
