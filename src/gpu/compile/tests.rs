@@ -882,3 +882,80 @@ fn inlined_calls_are_found_in_their_own_kernel_s_sequence() {
         }
     }
 }
+
+/// Every build flashprof asks NVRTC for: optimized and each quick build,
+/// for a real arch, a virtual one and none.
+fn every_build_option() -> Vec<CompileOptions> {
+    let arches = [
+        Some("sm_90".to_owned()),
+        Some("compute_90".to_owned()),
+        None,
+    ];
+    let builds = std::iter::once(Build::Optimized).chain(QuickBuild::ALL.map(Build::Quick));
+    builds
+        .flat_map(|build| {
+            arches.iter().map(move |arch| CompileOptions {
+                arch: arch.clone(),
+                build,
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn nvrtc_is_never_asked_for_relocatable_device_code() {
+    // Device-side launches (dynamic parallelism, device graph launches) need
+    // separate compilation; without it a kernel cannot start work the
+    // worker's events do not bracket (docs/INTEGRITY.md).
+    let separate_compilation = [
+        "-rdc",
+        "--relocatable-device-code",
+        "-dc",
+        "--device-c",
+        "-dlto",
+        "--dlink-time-opt",
+        "-ewp",
+        "--extensible-whole-program",
+    ];
+    for options in every_build_option() {
+        for flag in options.flags() {
+            let name = flag.split('=').next().unwrap_or_default();
+            assert!(
+                !separate_compilation.contains(&name),
+                "{flag} in {options:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn nvrtc_itself_refuses_a_launch_from_the_gpu_under_the_student_flags() {
+    // The source scan refuses `<<<` in device code before NVRTC sees it;
+    // this is the second wall: NVRTC, under exactly the flags a student's
+    // file gets, handed the launch directly. The control shows the wall is
+    // the missing separate compilation: with `-rdc=true` the same text builds.
+    assert!(
+        nvrtc::library_present(),
+        "run the tests through scripts/test.sh"
+    );
+    let text = "__global__ void child(float* out) { out[0] = 1.0f; }\n\
+                extern \"C\" __global__ void parent(float* out) { child<<<1, 1>>>(out); }\n";
+    let builds = |flags: Vec<String>| {
+        let program = Program::create(
+            c_string(text).unwrap(),
+            c_string("launcher.cu").unwrap(),
+            Vec::new(),
+        )
+        .unwrap();
+        program.compile(&c_strings(flags).unwrap()).is_ok()
+    };
+    for options in every_build_option() {
+        let flags = student_flags(&options);
+        assert!(
+            !builds(flags.clone()),
+            "{options:?} compiled a device-side launch"
+        );
+        let control = flags.into_iter().chain(["-rdc=true".to_owned()]).collect();
+        assert!(builds(control), "{options:?}: the control did not build");
+    }
+}
