@@ -372,10 +372,14 @@ fn cpu_timing(kind: &str, seed: u64, config: TimingConfig) -> TimingOutcome {
             output[problem.output.index(5, 2, 0)] = f32::from_bits(POISON_BITS);
         }
         previous = honest(&data);
-        let verdict = audit.plan(launch, &output, &mut rows).and_then(|plan| {
-            let rows_reference = lab.oracle(&data, Some(&plan.rows));
-            audit.judge(launch, &output, plan, &rows_reference)
-        });
+        let verdict = audit
+            .plan(launch, &output, &[], &mut rows)
+            .and_then(|plan| {
+                let rows_reference = lab.oracle(&data, Some(&plan.rows));
+                audit
+                    .judge(launch, &output, plan, &rows_reference)
+                    .map(|_| ())
+            });
         if let Err(found) = verdict {
             finding.get_or_insert(found);
         }
@@ -421,5 +425,12 @@ fn cpu_timing(kind: &str, seed: u64, config: TimingConfig) -> TimingOutcome {
         phases: None,
         profile_refused: None,
         bandwidth: None,
+        draw_seed: Some(seed),
+        planted: Vec::new(),
+        unchanged_inputs: Vec::new(),
+        precision: None,
+        drift: None,
+        two_groups: None,
+        warmup_ms: Vec::new(),
     }
 }

@@ -123,14 +123,29 @@ extern "C" __global__ void stream_copy(const float4* in, float4* out, unsigned l
     }
 }
 
-// Fresh inputs for every timed or profiled launch. A launch is handed a copy
-// of each input tensor (guard bands included) made from its pristine copy,
-// which no kernel is ever given: elements inside [low, high) are drawn again,
-// uniformly over the same range, from a counter-based hash of (seed, index),
-// and everything else (the guard bands, sentinels and planted values outside
-// the range, int tensors given an empty range) is copied. The same function
-// then counts the elements a launch changed, so a kernel that edits its
-// inputs (to make the reference agree with it) is found.
+// Fresh inputs for every timed, profiled and checked launch. A launch is
+// handed a copy of each input tensor (guard bands included) made from its
+// pristine copy, which no kernel is ever given, by one rule (`FreshRule`,
+// laid out as `gpu::device::FreshRule` on the host):
+//
+// 1. Guard bands are copied.
+// 2. A planted span (sorted, never overlapping, in the launched tensor's own
+//    indices) wins: its elements are a constant, or drawn over the span's own
+//    range (a head scaled up, say).
+// 3. A block-indexed cache reads its pristine element from the block the
+//    launch's permutation put there (`block_source`), so block ids move from
+//    launch to launch with their contents; a block table's entries are mapped
+//    through the same permutation (`block_map`).
+// 4. By the tensor's mode: a float inside [low, high) is drawn again,
+//    uniformly over that range, from a counter-based hash of (seed, index); a
+//    bf16 the same, cut to bf16 toward zero (kept if that leaves the range);
+//    an FP8 byte whose magnitude code is below 0x7C (finite in E4M3 and E5M2
+//    alike) gets a fresh sign and fresh two lowest mantissa bits, so it stays
+//    in its binade and never becomes a NaN or an infinity; everything else
+//    (sentinels, the NaN byte 0x7F, int tensors) is copied.
+//
+// The same function then counts the elements a launch changed, so a kernel
+// that edits its inputs (to make the reference agree with it) is found.
 namespace {
 __device__ __forceinline__ unsigned long long mix64(unsigned long long x)
 {
@@ -140,130 +155,169 @@ __device__ __forceinline__ unsigned long long mix64(unsigned long long x)
     return x ^ (x >> 31);
 }
 
-__device__ __forceinline__ unsigned fresh_bits(const unsigned* pristine, unsigned long long i,
-                                               unsigned long long begin, unsigned long long end,
-                                               unsigned long long seed, float low, float high)
+struct PlantSpan {
+    unsigned long long start, end;
+    float low, high;
+    unsigned bits;
+    unsigned constant;
+};
+
+enum FreshMode : unsigned { COPY = 0, FLOAT = 1, BF16 = 2, FP8 = 3 };
+
+struct FreshRule {
+    unsigned long long count, begin, end, seed;
+    float low, high;
+    unsigned mode;
+    unsigned span_count;
+    const PlantSpan* spans;
+    const unsigned* block_source;
+    const unsigned* block_map;
+    unsigned long long block_elems;
+    unsigned long long block_count;
+};
+
+__device__ __forceinline__ float unit_draw(const FreshRule& r, unsigned long long i)
 {
-    const unsigned bits = pristine[i];
-    const float value = __uint_as_float(bits);
-    if (i < begin || i >= end || !(value >= low && value < high)) return bits;
-    const float unit = (float)(mix64(seed ^ mix64(i)) >> 40) * (1.0f / 16777216.0f);
-    const float drawn = fmaf(high - low, unit, low);
-    return __float_as_uint(drawn < high ? drawn : low);
+    return (float)(mix64(r.seed ^ mix64(i)) >> 40) * (1.0f / 16777216.0f);
+}
+
+__device__ __forceinline__ float float_draw(const FreshRule& r, unsigned long long i, float low, float high)
+{
+    const float drawn = fmaf(high - low, unit_draw(r, i), low);
+    return drawn < high ? drawn : low;
+}
+
+__device__ __forceinline__ unsigned bf16_draw(const FreshRule& r, unsigned long long i, float low, float high,
+                                              unsigned kept)
+{
+    const unsigned drawn = __float_as_uint(fmaf(high - low, unit_draw(r, i), low)) >> 16;
+    const float back = __uint_as_float(drawn << 16);
+    return back >= low && back < high ? drawn : kept;
+}
+
+__device__ __forceinline__ const PlantSpan* span_of(const FreshRule& r, unsigned long long e)
+{
+    unsigned lo = 0, hi = r.span_count;
+    while (lo < hi) {
+        const unsigned mid = (lo + hi) / 2;
+        if (r.spans[mid].end <= e) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < r.span_count && r.spans[lo].start <= e ? &r.spans[lo] : nullptr;
+}
+
+// The launched element `i` (as bits of its own width).
+template <typename T>
+__device__ __forceinline__ T fresh_element(const T* pristine, unsigned long long i, const FreshRule& r)
+{
+    if (i < r.begin || i >= r.end) return pristine[i];
+    const unsigned long long e = i - r.begin;
+    if (r.span_count != 0) {
+        if (const PlantSpan* span = span_of(r, e)) {
+            if (span->constant || r.mode == FP8) return (T)span->bits;
+            if (r.mode == BF16) return (T)bf16_draw(r, i, span->low, span->high, span->bits);
+            return (T)__float_as_uint(float_draw(r, i, span->low, span->high));
+        }
+    }
+    unsigned long long source = i;
+    if (r.block_source != nullptr) {
+        const unsigned long long block = e / r.block_elems;
+        source = r.begin + r.block_source[block] * r.block_elems + e % r.block_elems;
+    }
+    const T bits = pristine[source];
+    switch (r.mode) {
+    case FLOAT: {
+        const float value = __uint_as_float((unsigned)bits);
+        if (!(value >= r.low && value < r.high)) return bits;
+        return (T)__float_as_uint(float_draw(r, i, r.low, r.high));
+    }
+    case BF16: {
+        const float value = __uint_as_float((unsigned)bits << 16);
+        if (!(value >= r.low && value < r.high)) return bits;
+        return (T)bf16_draw(r, i, r.low, r.high, bits);
+    }
+    case FP8: {
+        if (!(r.low < r.high) || (bits & 0x7F) >= 0x7C) return bits;
+        const unsigned fresh = (unsigned)(mix64(r.seed ^ mix64(i)) >> 61);  // 3 bits: sign, 2 mantissa
+        return (T)((bits & 0x7C) | ((fresh & 4u) << 5) | (fresh & 3u));
+    }
+    default: {
+        const int id = (int)(unsigned)bits;
+        if (r.block_map != nullptr && id >= 0 && (unsigned long long)id < r.block_count)
+            return (T)r.block_map[id];
+        return bits;
+    }
+    }
+}
+
+template <typename T>
+__device__ void fresh_fill(const T* pristine, T* launched, const FreshRule& r)
+{
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < r.count;
+         i += (unsigned long long)gridDim.x * blockDim.x) {
+        launched[i] = fresh_element(pristine, i, r);
+    }
+}
+
+template <typename T>
+__device__ void fresh_count(const T* pristine, const T* launched, const FreshRule& r,
+                            unsigned long long* changed)
+{
+    unsigned long long mine = 0;
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < r.count;
+         i += (unsigned long long)gridDim.x * blockDim.x) {
+        mine += launched[i] != fresh_element(pristine, i, r);
+    }
+    if (mine != 0) atomicAdd(changed, mine);
 }
 }  // namespace
 
-extern "C" __global__ void fresh_inputs(const unsigned* pristine, unsigned* launched,
-                                        unsigned long long count, unsigned long long begin,
-                                        unsigned long long end, unsigned long long seed, float low,
-                                        float high)
+extern "C" __global__ void fresh_words(const unsigned* pristine, unsigned* launched, FreshRule rule)
 {
-    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < count;
-         i += (unsigned long long)gridDim.x * blockDim.x) {
-        launched[i] = fresh_bits(pristine, i, begin, end, seed, low, high);
-    }
+    fresh_fill(pristine, launched, rule);
 }
 
-extern "C" __global__ void fresh_inputs_changed(const unsigned* pristine, const unsigned* launched,
-                                                unsigned long long count, unsigned long long begin,
-                                                unsigned long long end, unsigned long long seed,
-                                                float low, float high, unsigned long long* changed)
+extern "C" __global__ void fresh_words_changed(const unsigned* pristine, const unsigned* launched, FreshRule rule,
+                                               unsigned long long* changed)
+{
+    fresh_count(pristine, launched, rule, changed);
+}
+
+extern "C" __global__ void fresh_halves(const unsigned short* pristine, unsigned short* launched, FreshRule rule)
+{
+    fresh_fill(pristine, launched, rule);
+}
+
+extern "C" __global__ void fresh_halves_changed(const unsigned short* pristine, const unsigned short* launched,
+                                                FreshRule rule, unsigned long long* changed)
+{
+    fresh_count(pristine, launched, rule, changed);
+}
+
+extern "C" __global__ void fresh_bytes(const unsigned char* pristine, unsigned char* launched, FreshRule rule)
+{
+    fresh_fill(pristine, launched, rule);
+}
+
+extern "C" __global__ void fresh_bytes_changed(const unsigned char* pristine, const unsigned char* launched,
+                                               FreshRule rule, unsigned long long* changed)
+{
+    fresh_count(pristine, launched, rule, changed);
+}
+
+// An order-free fingerprint of a buffer's bytes (a sum of hashed
+// (index, byte) pairs): the pristine copies are fingerprinted once and again
+// after every launch, so a kernel that writes into harness memory it can
+// reach (to make later inputs constant, say) is found.
+extern "C" __global__ void fingerprint_bytes(const unsigned char* bytes, unsigned long long count,
+                                             unsigned long long* sum)
 {
     unsigned long long mine = 0;
     for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < count;
          i += (unsigned long long)gridDim.x * blockDim.x) {
-        mine += launched[i] != fresh_bits(pristine, i, begin, end, seed, low, high);
+        mine += mix64((i << 8) | bytes[i]);
     }
-    if (mine != 0) atomicAdd(changed, mine);
-}
-
-// The same for 2- and 1-byte elements, with the same arguments.
-//
-// bf16 (16-bit patterns, the top half of a float's bits): an element whose
-// value lies inside [low, high) is drawn again over the range, then cut to
-// bf16 toward zero, so it is exactly a bf16 value and, the range holding
-// zero, still inside it (a drawn value that would leave it keeps the
-// pristine one). Everything else is copied.
-//
-// FP8 bytes (E4M3 or E5M2, one rule for both, so no format is passed): a byte
-// whose magnitude code is below 0x7C, finite in both formats, gets a fresh
-// sign and fresh two lowest mantissa bits: its magnitude stays in its binade
-// (within a factor of 2 of the pristine value), so no score leaves the range
-// the case was built for, and never becomes a NaN or an infinity. The NaN
-// byte 0x7F (the guard bands and every slot a kernel must not read), E5M2's
-// infinities and NaNs and E4M3's top codes are copied.
-namespace {
-__device__ __forceinline__ unsigned short fresh_bf16_bits(const unsigned short* pristine,
-                                                          unsigned long long i, unsigned long long begin,
-                                                          unsigned long long end, unsigned long long seed,
-                                                          float low, float high)
-{
-    const unsigned short bits = pristine[i];
-    const float value = __uint_as_float((unsigned)bits << 16);
-    if (i < begin || i >= end || !(value >= low && value < high)) return bits;
-    const float unit = (float)(mix64(seed ^ mix64(i)) >> 40) * (1.0f / 16777216.0f);
-    const unsigned short drawn = (unsigned short)(__float_as_uint(fmaf(high - low, unit, low)) >> 16);
-    const float back = __uint_as_float((unsigned)drawn << 16);
-    return back >= low && back < high ? drawn : bits;
-}
-
-__device__ __forceinline__ unsigned char fresh_fp8_byte(const unsigned char* pristine, unsigned long long i,
-                                                        unsigned long long begin, unsigned long long end,
-                                                        unsigned long long seed, bool draws)
-{
-    const unsigned char byte = pristine[i];
-    if (!draws || i < begin || i >= end || (byte & 0x7F) >= 0x7C) return byte;
-    const unsigned fresh = (unsigned)(mix64(seed ^ mix64(i)) >> 61);  // 3 bits: sign, 2 mantissa
-    return (unsigned char)((byte & 0x7C) | ((fresh & 4u) << 5) | (fresh & 3u));
-}
-}  // namespace
-
-extern "C" __global__ void fresh_bf16(const unsigned short* pristine, unsigned short* launched,
-                                      unsigned long long count, unsigned long long begin,
-                                      unsigned long long end, unsigned long long seed, float low, float high)
-{
-    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < count;
-         i += (unsigned long long)gridDim.x * blockDim.x) {
-        launched[i] = fresh_bf16_bits(pristine, i, begin, end, seed, low, high);
-    }
-}
-
-extern "C" __global__ void fresh_bf16_changed(const unsigned short* pristine, const unsigned short* launched,
-                                              unsigned long long count, unsigned long long begin,
-                                              unsigned long long end, unsigned long long seed, float low,
-                                              float high, unsigned long long* changed)
-{
-    unsigned long long mine = 0;
-    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < count;
-         i += (unsigned long long)gridDim.x * blockDim.x) {
-        mine += launched[i] != fresh_bf16_bits(pristine, i, begin, end, seed, low, high);
-    }
-    if (mine != 0) atomicAdd(changed, mine);
-}
-
-// FP8 bytes are drawn by their own rule (above); the range only says whether
-// to draw at all: an empty one (the checked launch's copy) copies every byte.
-extern "C" __global__ void fresh_fp8(const unsigned char* pristine, unsigned char* launched,
-                                     unsigned long long count, unsigned long long begin,
-                                     unsigned long long end, unsigned long long seed, float low, float high)
-{
-    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < count;
-         i += (unsigned long long)gridDim.x * blockDim.x) {
-        launched[i] = fresh_fp8_byte(pristine, i, begin, end, seed, low < high);
-    }
-}
-
-extern "C" __global__ void fresh_fp8_changed(const unsigned char* pristine, const unsigned char* launched,
-                                             unsigned long long count, unsigned long long begin,
-                                             unsigned long long end, unsigned long long seed, float low,
-                                             float high, unsigned long long* changed)
-{
-    unsigned long long mine = 0;
-    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < count;
-         i += (unsigned long long)gridDim.x * blockDim.x) {
-        mine += launched[i] != fresh_fp8_byte(pristine, i, begin, end, seed, low < high);
-    }
-    if (mine != 0) atomicAdd(changed, mine);
+    if (mine != 0) atomicAdd(sum, mine);
 }
 
 // The shortest launch there is: what no kernel's median can be below.

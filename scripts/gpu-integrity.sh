@@ -10,10 +10,13 @@
 # audit or the floor said, the floor's margin and the timing phase's wall
 # time. JSON reports and logs go to $OUT/integrity (or ./integrity-out).
 #
-# Usage: scripts/gpu-integrity.sh flash|paged [path/to/flashprof] [path/to/earlier/flashprof]
+# fp8 and decode time the starter and the reference only (a check of the
+# FP8 lab's starter takes about 14 s).
+#
+# Usage: scripts/gpu-integrity.sh flash|paged|fp8|decode [path/to/flashprof] [path/to/earlier/flashprof]
 set -uo pipefail
 cd "$(dirname "$0")/.."
-LAB=${1:?flash or paged}
+LAB=${1:?flash, paged, fp8 or decode}
 BIN=${2:-target/release/flashprof}
 BEFORE=${3:-}
 OUT=${OUT:-integrity-out}
@@ -31,6 +34,12 @@ case $LAB in
     ARGS=(--lab paged-prefill)
     KERNELS=(kernels/paged-prefill/starter.cu kernels/paged-prefill/reference.cu kernels/paged-prefill/bugs/*.cu kernels/paged-prefill/cheats/*.cu
       kernels/paged-prefill/stream-read-probe.cu) ;;
+  fp8)
+    ARGS=(--lab paged-prefill-fp8)
+    KERNELS=(kernels/paged-prefill-fp8/starter.cu kernels/paged-prefill-fp8/reference.cu) ;;
+  decode)
+    ARGS=(--lab paged-decode)
+    KERNELS=(kernels/paged-decode/starter.cu kernels/paged-decode/reference.cu) ;;
   *) echo "unknown lab $LAB" >&2; exit 2 ;;
 esac
 

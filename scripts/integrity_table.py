@@ -27,6 +27,9 @@ def withheld(report):
         return (report or {}).get("timing_error") or "not timed"
     if t.get("speedup"):
         return "ok"
+    drift = t.get("drift")
+    if drift and drift["after_student_ms"] / drift["after_starter_ms"] - 1 > 0.10:
+        return f"starter drift {drift['after_student_ms'] / drift['after_starter_ms'] - 1:+.1%}"
     for key in ("finding", "impossible", "profile_refused", "starter_finding"):
         if t.get(key):
             value = t[key]
@@ -46,11 +49,25 @@ def floor_margin(report):
     return f"{median / floor['ms']:.1f}", f"{median / dram:.2f}"
 
 
+def precision(report):
+    """Worst timed share of the allowance over the checked launch's, class by class."""
+    p = timing(report).get("precision")
+    if not p:
+        return "-"
+    checked = {c["class"]: c["share"] for c in p["checked"]}
+    return " ".join(f"{c['class']}:{c['share']:.3f}/{checked.get(c['class'], 0):.3f}" for c in p["timed"])
+
+
+def drift(report):
+    d = timing(report).get("drift")
+    return f"{d['after_student_ms'] / d['after_starter_ms'] - 1:+.1%}" if d else "-"
+
+
 def main():
     folder = pathlib.Path(sys.argv[1])
     names = sorted({p.name.split(".")[0] for p in folder.glob("*.json")})
     print(f"{'kernel':<34} {'before':>9} {'after':>9} {'ratio':>6} {'floor x':>8} {'dram x':>7} "
-          f"{'t_before':>8} {'t_after':>8} {'audits':>6}  after says")
+          f"{'t_before':>8} {'t_after':>8} {'audits':>6} {'drift':>7}  after says; worst share timed/checked")
     for name in names:
         after = load(folder / f"{name}.after.json")
         before = load(folder / f"{name}.before.json")
@@ -60,7 +77,8 @@ def main():
         margin, dram = floor_margin(after)
         ms = lambda r: f"{timing(r)['elapsed_ms'] / 1e3:.2f}s" if timing(r) else "-"
         print(f"{name:<34} {fmt(b):>9} {fmt(a):>9} {ratio:>6} {margin:>8} {dram:>7} "
-              f"{ms(before):>8} {ms(after):>8} {timing(after).get('audited_launches', '-'):>6}  {withheld(after)}")
+              f"{ms(before):>8} {ms(after):>8} {timing(after).get('audited_launches', '-'):>6} {drift(after):>7}  "
+              f"{withheld(after)}; {precision(after)}")
 
 
 if __name__ == "__main__":

@@ -117,9 +117,9 @@ fn audit_launch(
     output: &[f32],
     rng: &mut ChaCha8Rng,
 ) -> Result<(), LaunchFinding> {
-    let plan = audit.plan(id, output, rng)?;
+    let plan = audit.plan(id, output, &[], rng)?;
     let reference = reference_of(&plan, inputs);
-    audit.judge(id, output, plan, &reference)
+    audit.judge(id, output, plan, &reference).map(|_| ())
 }
 
 /// The rows the random sample alone picks for `seed` (what a plan of an
@@ -130,6 +130,7 @@ fn sampled_rows(seed: u64) -> Vec<usize> {
         .plan(
             timed(1),
             &launch_on(CHECKED_SEED).honest,
+            &[],
             &mut sampler(seed),
         )
         .expect("an honest output plans");
@@ -161,7 +162,7 @@ fn a_correct_launch_sequence_passes_every_audit() {
     for number in 1..=TIMED {
         let launch = launch_on(number as u64);
         let plan = audit
-            .plan(timed(number), &launch.honest, &mut rng)
+            .plan(timed(number), &launch.honest, &[], &mut rng)
             .expect("an honest launch leaves no poison");
         // No row repeats an earlier launch, so only the sample is planned.
         assert_eq!(plan.rows.len(), SAMPLED_ROWS, "launch {number}");
@@ -170,7 +171,9 @@ fn a_correct_launch_sequence_passes_every_audit() {
         planned.extend(plan.rows.iter().copied());
         let reference = reference_of(&plan, &launch.data);
         assert_eq!(
-            audit.judge(timed(number), &launch.honest, plan, &reference),
+            audit
+                .judge(timed(number), &launch.honest, plan, &reference)
+                .map(|_| ()),
             Ok(()),
             "honest timed launch {number}"
         );
@@ -200,7 +203,7 @@ fn a_launch_returning_the_previous_launchs_output_is_stale() {
     let inputs = launch_on(stale_at as u64);
     let previous = launch_on(stale_at as u64 - 1);
     let plan = audit
-        .plan(timed(stale_at), &previous.honest, &mut rng)
+        .plan(timed(stale_at), &previous.honest, &[], &mut rng)
         .expect("no poison");
     // Every row repeats an earlier launch: every row is recomputed.
     assert_eq!(plan.rows, (0..shape.rows).collect::<Vec<_>>());
@@ -291,7 +294,7 @@ fn poison_left_anywhere_is_found_whatever_the_sample() {
             missed_by_the_sample += 1;
         }
         let finding = audit
-            .plan(timed(2), &output, &mut sampler(seed))
+            .plan(timed(2), &output, &[], &mut sampler(seed))
             .expect_err("poison left in the output is refused");
         assert_eq!(
             finding,
@@ -317,7 +320,7 @@ fn poison_left_anywhere_is_found_whatever_the_sample() {
     let start = shape.index(row, 0, 0);
     output[start..start + row_len(shape)].fill(f32::from_bits(POISON_BITS));
     let finding = audit
-        .plan(timed(3), &output, &mut sampler(6))
+        .plan(timed(3), &output, &[], &mut sampler(6))
         .expect_err("an unwritten row is refused");
     assert_eq!(
         finding.kind,
@@ -434,13 +437,13 @@ fn one_wrong_element_is_found_as_wrong_when_its_row_is_sampled() {
     for seed in 0..48 {
         let mut audit = base.clone();
         let plan = audit
-            .plan(timed(1), &output, &mut sampler(seed))
+            .plan(timed(1), &output, &[], &mut sampler(seed))
             .expect("no poison");
         // The row repeats no earlier launch: only the sample decides.
         assert_eq!(plan.rows, sampled_rows(seed), "sampler seed {seed}");
         let sampled = plan.rows.contains(&row);
         let reference = reference_of(&plan, &launch.data);
-        let verdict = audit.judge(timed(1), &output, plan, &reference);
+        let verdict = audit.judge(timed(1), &output, plan, &reference).map(|_| ());
         if !sampled {
             missed += 1;
             assert_eq!(
@@ -498,7 +501,7 @@ fn a_wrong_row_repeating_an_earlier_launch_is_always_planned_and_stale() {
     for seed in 0..32 {
         let mut audit = base.clone();
         let plan = audit
-            .plan(timed(2), &output, &mut sampler(seed))
+            .plan(timed(2), &output, &[], &mut sampler(seed))
             .expect("no poison");
         let sample = sampled_rows(seed);
         if !sample.contains(&row) {
@@ -571,7 +574,7 @@ fn findings_read_as_one_sentence_with_launch_row_and_reason() {
     let mut poisoned = third.honest.clone();
     poisoned[shape.index(20, 6, 3)] = f32::from_bits(POISON_BITS);
     let unwritten = audit
-        .plan(timed(3), &poisoned, &mut rng)
+        .plan(timed(3), &poisoned, &[], &mut rng)
         .expect_err("unwritten");
     assert_eq!(
         unwritten.to_string(),
@@ -583,7 +586,9 @@ fn findings_read_as_one_sentence_with_launch_row_and_reason() {
     let at = shape.index(5, 9, 2);
     let mut wrong = third.honest.clone();
     wrong[at] = f32::INFINITY;
-    let plan = audit.plan(timed(3), &wrong, &mut rng).expect("no poison");
+    let plan = audit
+        .plan(timed(3), &wrong, &[], &mut rng)
+        .expect("no poison");
     assert!(plan.rows.contains(&5), "a non-finite row is always planned");
     let reference = reference_of(&plan, &third.data);
     let finding = audit

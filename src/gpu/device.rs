@@ -28,6 +28,9 @@ use crate::lab::geometry::LaunchGeometry;
 /// same for every lab, compiled once per worker.
 pub const PROBES_SOURCE: &str = include_str!("../../kernels/probes.cu");
 
+mod fresh;
+pub use fresh::{Draw, FreshKernels};
+
 /// A device error with the CUDA name, e.g. `CUDA_ERROR_ILLEGAL_ADDRESS`.
 #[derive(Debug, thiserror::Error)]
 #[error("{call}: {name}")]
@@ -185,58 +188,7 @@ pub struct Workspace {
     args: Vec<(&'static str, DeviceArg)>,
     out: OutputBuffer,
     /// How the inputs of the last fresh launch were made from the pristine copies.
-    drawn: Draw,
-}
-
-/// How a fresh launch's float inputs come from their pristine copies: every
-/// element inside `low..high` drawn again from `seed`; an empty range copies.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Draw {
-    pub seed: u64,
-    pub low: f32,
-    pub high: f32,
-}
-
-impl Draw {
-    /// The pristine values themselves (what the host generated and knows).
-    pub const COPY: Self = Self {
-        seed: 0,
-        low: 1.0,
-        high: 0.0,
-    };
-}
-
-/// flashprof's kernels that make and verify fresh inputs (kernels/probes.cu),
-/// one pair per element size.
-pub struct FreshKernels {
-    /// 4-byte words: float and int tensors.
-    pub words: FreshPair,
-    pub bf16: FreshPair,
-    pub fp8: FreshPair,
-}
-
-/// The kernel that draws a tensor's fresh copy, and the one that counts
-/// where a launch's copy differs from that draw.
-pub struct FreshPair {
-    pub fill: CudaFunction,
-    pub changed: CudaFunction,
-}
-
-impl FreshKernels {
-    /// The kernels of kernels/probes.cu, from its compiled image `probes`.
-    pub fn load(gpu: &Gpu, probes: &[u8]) -> GpuResult<FreshKernels> {
-        let pair = |fill: &str, changed: &str| -> GpuResult<FreshPair> {
-            Ok(FreshPair {
-                fill: gpu.load_support(probes, fill)?,
-                changed: gpu.load_support(probes, changed)?,
-            })
-        };
-        Ok(FreshKernels {
-            words: pair("fresh_inputs", "fresh_inputs_changed")?,
-            bf16: pair("fresh_bf16", "fresh_bf16_changed")?,
-            fp8: pair("fresh_fp8", "fresh_fp8_changed")?,
-        })
-    }
+    drawn: fresh::Drawn,
 }
 
 /// A buffer argument's device view, by element type.
@@ -376,17 +328,6 @@ fn grid_stride(blocks: u32) -> LaunchConfig {
     }
 }
 
-/// Argument `index`'s own stream of `draw`: two tensors never get the same
-/// values (equal Q and K would plant large scores everywhere).
-fn tensor_draw(draw: Draw, index: usize) -> Draw {
-    Draw {
-        seed: draw
-            .seed
-            .wrapping_add((index as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03)),
-        ..draw
-    }
-}
-
 impl Gpu {
     /// The raw context, for the profiler.
     pub fn context(&self) -> &Arc<CudaContext> {
@@ -485,7 +426,7 @@ impl Gpu {
             problem: data.problem.clone(),
             args,
             out,
-            drawn: Draw::COPY,
+            drawn: fresh::Drawn::default(),
         })
     }
 
@@ -502,148 +443,6 @@ impl Gpu {
             len,
             pristine: None,
         })
-    }
-
-    /// Keeps a pristine device copy of every input tensor, so that each
-    /// launch after this one can be given fresh inputs ([`Self::fresh_inputs`]).
-    pub fn keep_pristine(&self, ws: &mut Workspace) -> GpuResult<()> {
-        for (_, arg) in &mut ws.args {
-            match arg {
-                DeviceArg::F32(t) => t.pristine = Some(self.pristine_copy(&t.buffer)?),
-                DeviceArg::I32(t) => t.pristine = Some(self.pristine_copy(&t.buffer)?),
-                DeviceArg::Bf16(t) => t.pristine = Some(self.pristine_copy(&t.buffer)?),
-                DeviceArg::U8(t) => t.pristine = Some(self.pristine_copy(&t.buffer)?),
-                DeviceArg::Scalar(_)
-                | DeviceArg::F32Scalar(_)
-                | DeviceArg::Null
-                | DeviceArg::Output
-                | DeviceArg::ScratchF32(_)
-                | DeviceArg::ScratchU32(_) => {}
-            }
-        }
-        Ok(())
-    }
-
-    fn pristine_copy<T: cudarc::driver::DeviceRepr>(
-        &self,
-        buffer: &CudaSlice<T>,
-    ) -> GpuResult<CudaSlice<T>> {
-        self.stream
-            .clone_dtod(buffer)
-            .map_err(gpu_err("cuMemcpyDtoD"))
-    }
-
-    /// Queues the next launch's inputs: float tensors drawn by `draw` from
-    /// their pristine copies (each tensor from its own stream of `draw.seed`),
-    /// int tensors and guard bands copied.
-    pub fn fresh_inputs(
-        &self,
-        ws: &mut Workspace,
-        kernels: &FreshKernels,
-        draw: Draw,
-    ) -> GpuResult<()> {
-        ws.drawn = draw;
-        self.fresh_passes(ws, kernels, |pair| &pair.fill, None)
-    }
-
-    /// The inputs the last launch changed, with how many elements of each:
-    /// every tensor (guards included) against what [`Self::fresh_inputs`] made.
-    pub fn changed_inputs(
-        &self,
-        ws: &mut Workspace,
-        kernels: &FreshKernels,
-    ) -> GpuResult<Vec<(String, u64)>> {
-        let mut counts = self
-            .stream
-            .alloc_zeros::<u64>(ws.args.len())
-            .map_err(gpu_err("cuMemAlloc"))?;
-        self.fresh_passes(ws, kernels, |pair| &pair.changed, Some(&mut counts))?;
-        let counts = self
-            .stream
-            .clone_dtoh(&counts)
-            .map_err(gpu_err("cuMemcpyDtoH"))?;
-        Ok(ws
-            .args
-            .iter()
-            .zip(counts)
-            .filter(|(_, n)| *n > 0)
-            .map(|((name, _), n)| ((*name).to_string(), n))
-            .collect())
-    }
-
-    /// The `which` kernel of each element size's pair over every input
-    /// tensor under the workspace's last draw (float, bf16 and FP8 tensors
-    /// each from their own stream of it, int tensors copied), counting into
-    /// `counts[argument]` when counts are asked for.
-    fn fresh_passes(
-        &self,
-        ws: &mut Workspace,
-        kernels: &FreshKernels,
-        which: fn(&FreshPair) -> &CudaFunction,
-        mut counts: Option<&mut CudaSlice<u64>>,
-    ) -> GpuResult<()> {
-        let draw = ws.drawn;
-        for (index, (_, arg)) in ws.args.iter_mut().enumerate() {
-            let mut count = counts.as_mut().map(|c| c.slice_mut(index..index + 1));
-            let own = tensor_draw(draw, index);
-            match arg {
-                DeviceArg::F32(t) => {
-                    self.fresh_pass(t, which(&kernels.words), own, count.as_mut())?
-                }
-                DeviceArg::I32(t) => {
-                    self.fresh_pass(t, which(&kernels.words), Draw::COPY, count.as_mut())?
-                }
-                DeviceArg::Bf16(t) => {
-                    self.fresh_pass(t, which(&kernels.bf16), own, count.as_mut())?
-                }
-                DeviceArg::U8(t) => self.fresh_pass(t, which(&kernels.fp8), own, count.as_mut())?,
-                DeviceArg::Scalar(_)
-                | DeviceArg::F32Scalar(_)
-                | DeviceArg::Null
-                | DeviceArg::Output
-                | DeviceArg::ScratchF32(_)
-                | DeviceArg::ScratchU32(_) => {}
-            }
-        }
-        Ok(())
-    }
-
-    /// One pass of `fresh_inputs` (no `changed`) or `fresh_inputs_changed`
-    /// over a tensor and its guards.
-    fn fresh_pass<T: cudarc::driver::DeviceRepr>(
-        &self,
-        tensor: &mut Guarded<T>,
-        function: &CudaFunction,
-        draw: Draw,
-        changed: Option<&mut cudarc::driver::CudaViewMut<'_, u64>>,
-    ) -> GpuResult<()> {
-        let pristine = tensor
-            .pristine
-            .as_ref()
-            .ok_or_else(|| GpuError::message("fresh inputs need a pristine copy"))?;
-        let count = tensor.host.len() as u64;
-        let (begin, end) = (GUARD_ELEMS as u64, (GUARD_ELEMS + tensor.len) as u64);
-        let blocks = (self.info.sm_count.max(1) * 8) as u32;
-        let mut launch = self.stream.launch_builder(function);
-        launch.arg(pristine).arg(&mut tensor.buffer);
-        launch
-            .arg(&count)
-            .arg(&begin)
-            .arg(&end)
-            .arg(&draw.seed)
-            .arg(&draw.low)
-            .arg(&draw.high);
-        if let Some(changed) = changed {
-            launch.arg(changed);
-        }
-        // SAFETY: every fresh kernel of kernels/probes.cu takes (const T*, T*,
-        // 4 x unsigned long long, 2 x float), the counting ones a trailing
-        // unsigned long long*, with T the element of its size (unsigned for
-        // f32 and i32 bits, unsigned short for bf16, unsigned char for FP8);
-        // `fresh_passes` picks the pair of this tensor's element size, and
-        // both buffers hold `count` such elements.
-        unsafe { launch.launch(grid_stride(blocks)) }.map_err(gpu_err("cuLaunchKernel"))?;
-        Ok(())
     }
 
     /// Drops persisting L2 lines, a host call that acts at once: make it

@@ -12,7 +12,8 @@
 //!    at least [`SAMPLED_ROWS`] rows (every head of each), plus every row
 //!    that is not finite or that repeats, bit for bit, the same row of an
 //!    earlier launch (an honest kernel on fresh inputs never does that, a
-//!    replayed memo or a stale buffer always does).
+//!    replayed memo or a stale buffer always does), plus every row a plant
+//!    of this launch decides (`lab::redraw`).
 //! 2. [`LaunchAudit::judge`] compares those rows with their float64
 //!    reference on the launch's own inputs, under the lab's tolerance; a
 //!    wrong row that repeats an earlier launch is named as stale output.
@@ -104,6 +105,16 @@ pub enum FindingKind {
     InputChanged { input: String, elements: u64 },
     /// The launch wrote into the guard bands around `out` or a scratch buffer.
     WroteOutside { elements: usize },
+    /// A class of the launch's rows used far more of the allowance than the
+    /// checked launch's same class ([`super::precision`]).
+    LessExact {
+        class: String,
+        checked: f64,
+        timed: f64,
+    },
+    /// The launch wrote into the grader's pristine copy of an input, the
+    /// memory later launches' inputs are drawn from.
+    HarnessWritten { input: String },
 }
 
 impl fmt::Display for LaunchFinding {
@@ -144,6 +155,23 @@ impl fmt::Display for LaunchFinding {
             FindingKind::WroteOutside { elements } => write!(
                 f,
                 "{launch} wrote {elements} elements into the guard bands around out or its scratch"
+            ),
+            FindingKind::LessExact {
+                class,
+                checked,
+                timed,
+            } => write!(
+                f,
+                "{launch} is {:.0}x less exact than the checked launch on its {class} rows \
+                 ({:.0}% of the allowance against {:.2}%)",
+                timed / checked.max(f64::MIN_POSITIVE),
+                timed * 100.0,
+                checked * 100.0
+            ),
+            FindingKind::HarnessWritten { input } => write!(
+                f,
+                "{launch} wrote into the grader's pristine copy of `{input}`, the memory later \
+                 inputs are drawn from"
             ),
         }
     }
@@ -227,6 +255,7 @@ impl LaunchAudit {
         &self,
         launch: LaunchId,
         output: &[f32],
+        planted: &[usize],
         rng: &mut impl Rng,
     ) -> Result<AuditPlan, LaunchFinding> {
         assert_eq!(
@@ -263,6 +292,8 @@ impl LaunchAudit {
             .filter(|&row| !scanned[row].finite || repeat_of(row).is_some())
             .take(MAX_SUSPECT_ROWS)
             .collect();
+        // Every planted row, always: the hazards the timed data carries.
+        chosen.extend(planted.iter().copied().filter(|&row| row < rows));
         if rows <= SAMPLED_ROWS {
             chosen.extend(0..rows);
         } else {
@@ -279,7 +310,9 @@ impl LaunchAudit {
 
     /// Step 2: `reference_rows` holds the planned rows' float64 reference on
     /// this launch's inputs, one row after another in plan order. The launch
-    /// is remembered either way, so a later replay of it is named.
+    /// is remembered either way, so a later replay of it is named. When every
+    /// row is within the tolerance, each planned row's largest error as a
+    /// share of what it is allowed (what the precision rule compares).
     ///
     /// # Panics
     /// When `reference_rows` does not hold every planned row.
@@ -289,10 +322,11 @@ impl LaunchAudit {
         output: &[f32],
         plan: AuditPlan,
         reference_rows: &[f64],
-    ) -> Result<(), LaunchFinding> {
+    ) -> Result<Vec<RowShare>, LaunchFinding> {
         let row_len = self.row_len();
         assert_eq!(reference_rows.len(), plan.rows.len() * row_len);
         let mut finding = None;
+        let mut shares = Vec::with_capacity(plan.rows.len());
         for ((&row, want_row), repeat) in plan
             .rows
             .iter()
@@ -306,7 +340,13 @@ impl LaunchAudit {
                 let within = (got as f64 - want).abs() <= allowed;
                 !within
             });
-            let Some(at) = wrong else { continue };
+            let Some(at) = wrong else {
+                shares.push(RowShare {
+                    row,
+                    share: share_of_allowance(self.tolerance, got_row, want_row),
+                });
+                continue;
+            };
             let (head, dim) = (at / self.shape.dim, at % self.shape.dim);
             let kind = match repeat {
                 Some(earlier) => FindingKind::Stale {
@@ -327,8 +367,44 @@ impl LaunchAudit {
             break;
         }
         self.earlier.push((launch, plan.fingerprints));
-        finding.map_or(Ok(()), Err)
+        finding.map_or(Ok(shares), Err)
     }
+}
+
+/// One recomputed row's largest error as a share of its allowance (0: exact;
+/// 1: at the edge of the tolerance).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RowShare {
+    pub row: usize,
+    pub share: f64,
+}
+
+/// The largest `|got - want| / allowed(want)` over a row (infinite for a NaN).
+pub fn share_of_allowance(tolerance: Tolerance, got: &[f32], want: &[f64]) -> f64 {
+    got.iter().zip(want).fold(0f64, |worst, (&got, &want)| {
+        let share = (got as f64 - want).abs() / tolerance.allowed(want);
+        worst.max(if share.is_nan() { f64::INFINITY } else { share })
+    })
+}
+
+/// Every row's share of its allowance over a whole output and its whole
+/// reference (the checked launch, graded in full).
+pub fn row_shares(
+    shape: OutputShape,
+    tolerance: Tolerance,
+    output: &[f32],
+    reference: &[f64],
+) -> Vec<RowShare> {
+    let row_len = (shape.heads * shape.dim).max(1);
+    output
+        .par_chunks_exact(row_len)
+        .zip(reference.par_chunks_exact(row_len))
+        .enumerate()
+        .map(|(row, (got, want))| RowShare {
+            row,
+            share: share_of_allowance(tolerance, got, want),
+        })
+        .collect()
 }
 
 /// What one pass over a row found.
@@ -385,11 +461,14 @@ mod tests {
         let exact: Vec<f64> = (0..SHAPE.elements()).map(|i| i as f64 * 0.01).collect();
         let output: Vec<f32> = exact.iter().map(|&x| x as f32).collect();
         let mut rng = ChaCha8Rng::seed_from_u64(1);
-        let plan = audit.plan(timed(1), &output, &mut rng).unwrap();
+        let plan = audit.plan(timed(1), &output, &[], &mut rng).unwrap();
         assert_eq!(plan.rows.len(), SAMPLED_ROWS);
         assert!(plan.rows.windows(2).all(|w| w[0] < w[1]));
         let reference = reference_of(&plan, &exact);
-        assert_eq!(audit.judge(timed(1), &output, plan, &reference), Ok(()));
+        let shares = audit
+            .judge(timed(1), &output, plan, &reference)
+            .expect("within");
+        assert!(shares.iter().all(|s| s.share < 1e-3), "{shares:?}");
     }
 
     #[test]
@@ -398,8 +477,56 @@ mod tests {
         let mut output = vec![0.5f32; SHAPE.elements()];
         output[SHAPE.index(33, 1, 2)] = f32::NAN;
         let mut rng = ChaCha8Rng::seed_from_u64(2);
-        let plan = audit.plan(timed(2), &output, &mut rng).unwrap();
+        let plan = audit.plan(timed(2), &output, &[], &mut rng).unwrap();
         assert!(plan.rows.contains(&33), "{:?}", plan.rows);
+    }
+
+    #[test]
+    fn every_planted_row_is_recomputed_besides_the_sample() {
+        let audit = LaunchAudit::new(SHAPE, TOLERANCE);
+        let output = vec![0.5f32; SHAPE.elements()];
+        for seed in 0..20 {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let plan = audit
+                .plan(timed(3), &output, &[5, 39, 400], &mut rng)
+                .unwrap();
+            assert!(
+                plan.rows.contains(&5) && plan.rows.contains(&39),
+                "{:?}",
+                plan.rows
+            );
+            assert!(
+                plan.rows.len() <= SAMPLED_ROWS + 2,
+                "a row past the end is no row"
+            );
+        }
+    }
+
+    #[test]
+    fn a_row_within_the_tolerance_reports_its_share_of_the_allowance() {
+        let tolerance = Tolerance { abs: 1.0, rel: 0.0 };
+        assert_eq!(
+            share_of_allowance(tolerance, &[1.25, 2.0], &[1.0, 2.0]),
+            0.25
+        );
+        assert_eq!(
+            share_of_allowance(tolerance, &[f32::NAN], &[1.0]),
+            f64::INFINITY
+        );
+        let shape = OutputShape {
+            rows: 2,
+            heads: 1,
+            dim: 2,
+        };
+        let shares = row_shares(
+            shape,
+            tolerance,
+            &[0.0, 0.5, 1.0, 1.0],
+            &[0.0, 0.0, 1.0, 1.1],
+        );
+        assert_eq!(shares.len(), 2);
+        assert_eq!((shares[0].share, shares[1].row), (0.5, 1));
+        assert!((shares[1].share - 0.1).abs() < 1e-6);
     }
 
     #[test]

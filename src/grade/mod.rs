@@ -6,10 +6,12 @@
 //! tolerance and work model as numbers).
 
 pub mod compare;
+pub mod drift;
 pub mod experiment;
 pub mod floor;
 pub mod integrity;
 pub mod launch_audit;
 pub mod lines;
+pub mod precision;
 pub mod roofline;
 pub mod stats;

@@ -462,6 +462,9 @@ pub trait CaseInputs: Send + Sync {
     /// so that no `exp` of a score can overflow; `None` when the lab cannot
     /// shrink its scores (the overflow experiment is then skipped).
     fn scores_shrunk(&self, factor: f32) -> Option<std::sync::Arc<dyn CaseInputs>>;
+    /// What one timed launch on these inputs gets on top of the fresh draw
+    /// (see [`super::typed::TypedLab::redraw`]).
+    fn redraw(&self, rng: &mut rand_chacha::ChaCha8Rng) -> super::redraw::Redraw;
     /// The inputs themselves, for the lab's own unit tests to read back in
     /// its types ([`super::typed::inputs_of`]); the engine never looks.
     #[cfg(test)]

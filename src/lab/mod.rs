@@ -13,6 +13,7 @@ pub mod geometry;
 pub mod golden;
 pub mod npy;
 pub mod paged;
+pub mod redraw;
 pub mod registry;
 pub mod source;
 pub mod typed;

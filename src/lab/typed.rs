@@ -22,6 +22,8 @@ use super::definition::{
     LabInfo, Problem,
 };
 use super::geometry::{GeometryError, LaunchGeometry};
+use super::redraw::Redraw;
+use rand_chacha::ChaCha8Rng;
 
 /// A lab's case type: what one `[[case]]` of its cases file becomes, and what
 /// travels to the worker (as JSON, so plain serde data).
@@ -203,6 +205,12 @@ pub trait TypedLab: Send + Sync + 'static {
     fn verdict(cases: &[CaseSummary<'_>]) -> Option<String> {
         super::verdict::common(cases)
     }
+    /// What one timed launch on `inputs` (the timing case's) gets on top of
+    /// the fresh draw: the lab's hazards at positions drawn from `rng`, and
+    /// its block ids moved ([`Redraw`]). Nothing, for a lab with no plants.
+    fn redraw(_inputs: &Self::Inputs, _rng: &mut ChaCha8Rng) -> Redraw {
+        Redraw::default()
+    }
     /// The timing shape, with `KEY=VALUE` overrides from the command line.
     fn timing_case(overrides: &[(String, String)]) -> Result<Self::Case, String>;
     /// That a case decoded from the worker pipe is one this lab's cases
@@ -259,6 +267,9 @@ impl<L: TypedLab> CaseInputs for Typed<L> {
     }
     fn diagnose(&self, data: &CaseData, graded: &Graded<'_>) -> Diagnosis {
         L::diagnose(&self.0, data, graded)
+    }
+    fn redraw(&self, rng: &mut ChaCha8Rng) -> Redraw {
+        L::redraw(&self.0, rng)
     }
     fn scores_shrunk(&self, factor: f32) -> Option<Arc<dyn CaseInputs>> {
         let shrunk = L::scores_shrunk(&self.0, factor)?;

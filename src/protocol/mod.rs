@@ -45,15 +45,21 @@ use crate::lab::registry;
 /// 6: the line profile (`Request::Lines`, `Event::Lines`).
 /// 7: a case travels as its lab's name and recipe ([`WireCase`]), decoded
 /// once by the worker's lab.
-pub const PROTOCOL_VERSION: u32 = 7;
+/// 8: timing rules 3 (`TimingOutcome::draw_seed`, `planted`, `precision`,
+/// `drift`, ...).
+pub const PROTOCOL_VERSION: u32 = 8;
 
 /// The rules a speedup was measured under, kept with every timing and in
 /// the gradebook's journal so that a row timed under other rules is timed
 /// again. 1 (or absent): one checked launch, then timed launches on the
 /// same inputs and output. 2: fresh inputs, a poisoned output, L2 evicted
 /// and persisting lines reset before every timed and profiled launch, each
-/// audited after it ran, and the physical floor (docs/INTEGRITY.md).
-pub const TIMING_RULES: u32 = 2;
+/// audited after it ran, and the physical floor (docs/INTEGRITY.md). 3:
+/// every launch's data as hard as the hazard cases (the lab's plants moved
+/// each launch, block ids renamed, drawn from the operating system's
+/// entropy), planted rows always audited, the precision rule, the pristine
+/// copies fingerprinted after every student launch, and the starter's drift.
+pub const TIMING_RULES: u32 = 3;
 
 /// What the caller asks of the worker.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -406,6 +412,39 @@ pub struct TimingOutcome {
     /// streaming probes (absent for the other labs and in older reports).
     #[serde(default)]
     pub bandwidth: Option<crate::grade::roofline::Bandwidth>,
+    /// The seed of every launch's draws, plants and block moves: the
+    /// operating system's entropy, new each timing (absent before rules 3).
+    #[serde(default)]
+    pub draw_seed: Option<u64>,
+    /// The kinds of hazard every launch carried, at positions of its own.
+    #[serde(default)]
+    pub planted: Vec<String>,
+    /// The inputs every launch got unchanged (scalars, int tensors no block
+    /// move renames): what a kernel may derive a plan from.
+    #[serde(default)]
+    pub unchanged_inputs: Vec<String>,
+    /// How much of the allowance each class of rows used: the checked
+    /// launch's and the timed launches' worst.
+    #[serde(default)]
+    pub precision: Option<Precision>,
+    /// The starter after itself against the starter after the student's
+    /// kernel; withholds the speedup past its limit.
+    #[serde(default)]
+    pub drift: Option<crate::grade::drift::StarterDrift>,
+    /// The student's launch times (warm-ups included) in two groups far
+    /// apart, named but not withheld.
+    #[serde(default)]
+    pub two_groups: Option<crate::grade::drift::TwoGroups>,
+    /// The student's warm-up launches, timed like the others.
+    #[serde(default)]
+    pub warmup_ms: Vec<f64>,
+}
+
+/// The precision rule's figures ([`crate::grade::precision`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Precision {
+    pub checked: crate::grade::precision::ClassShares,
+    pub timed: crate::grade::precision::ClassShares,
 }
 
 fn first_timing_rules() -> u32 {
@@ -433,6 +472,11 @@ impl TimingOutcome {
             .get_or_insert_with(|| reason.to_string());
     }
 
+    /// Whether the starter's drift withholds the speedup.
+    fn drift_withholds(&self) -> bool {
+        self.drift.as_ref().is_some_and(|d| d.withholds())
+    }
+
     /// Why there is no speedup, in two or three words, for narrow places
     /// (the lecture screen, the side-by-side compare).
     pub fn withheld_word(&self) -> Option<&'static str> {
@@ -448,8 +492,11 @@ impl TimingOutcome {
                     FindingKind::Wrong { .. } => "output wrong",
                     FindingKind::InputChanged { .. } => "inputs changed",
                     FindingKind::WroteOutside { .. } => "wrote outside",
+                    FindingKind::LessExact { .. } => "less exact",
+                    FindingKind::HarnessWritten { .. } => "harness written",
                 },
                 (None, Some(_), _) => "impossibly fast",
+                (None, None, _) if self.drift_withholds() => "starter slowed",
                 (None, None, Some(_)) => "profile refused",
                 (None, None, None)
                     if self.starter_finding.is_some() || !self.reference_check.agrees =>
@@ -471,6 +518,9 @@ impl TimingOutcome {
         }
         if let Some(impossible) = &self.impossible {
             return Some(impossible.to_string());
+        }
+        if let Some(drift) = self.drift.as_ref().filter(|d| d.withholds()) {
+            return Some(drift.to_string());
         }
         if let Some(refused) = &self.profile_refused {
             return Some(refused.clone());

@@ -483,6 +483,55 @@ fn render_timing_integrity(out: &mut String, t: &crate::protocol::TimingOutcome)
         "  audit    {} launches on fresh inputs, each with a poisoned output and checked after it ran",
         t.audited_launches
     );
+    if let Some(seed) = t.draw_seed {
+        let planted = match t.planted.is_empty() {
+            true => "no plants".to_owned(),
+            false => format!("planted {} rows moved every launch", t.planted.join(", ")),
+        };
+        let _ = writeln!(out, "  data     draw seed {seed:#018x}; {planted}");
+    }
+    if !t.unchanged_inputs.is_empty() {
+        let _ = writeln!(
+            out,
+            "  same     {} unchanged across launches (a plan derived from them is allowed)",
+            t.unchanged_inputs.join(", ")
+        );
+    }
+    if let Some(precision) = &t.precision {
+        let classes: Vec<String> = precision
+            .timed
+            .0
+            .iter()
+            .map(|timed| {
+                let checked = precision.checked.share(&timed.class).unwrap_or(0.0);
+                format!(
+                    "{} {:.1}% (checked {:.1}%)",
+                    timed.class,
+                    timed.share * 100.0,
+                    checked * 100.0
+                )
+            })
+            .collect();
+        if !classes.is_empty() {
+            let _ = writeln!(
+                out,
+                "  exact    worst share of the allowance: {}",
+                classes.join("; ")
+            );
+        }
+    }
+    if let Some(drift) = &t.drift {
+        let _ = writeln!(
+            out,
+            "  drift    starter {:.4} ms after itself, {:.4} ms after the student ({:+.1}%)",
+            drift.after_starter_ms,
+            drift.after_student_ms,
+            drift.slower() * 100.0
+        );
+    }
+    if let Some(groups) = &t.two_groups {
+        let _ = writeln!(out, "  groups   {groups}");
+    }
     if let Some(floor) = &t.floor {
         let (ratio, side) = match t.student.median >= floor.ms {
             true => (t.student.median / floor.ms, "above"),

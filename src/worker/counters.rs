@@ -24,7 +24,7 @@ use crate::gpu::cupti::{
     finite_value, CountersUnavailable, Cupti, CuptiError, MetricConfig, MetricValue, RangeProfiler,
     FULL_EXTRA, QUICK,
 };
-use crate::gpu::device::{Draw, Gpu, GpuError, Kernel};
+use crate::gpu::device::{Gpu, GpuError, Kernel};
 use crate::gpu::peaks::{measure_peaks, Benchmark, FoundPeaks, ProbeLaunch};
 use crate::grade::floor::too_few_dram_reads;
 use crate::grade::launch_audit::{LaunchAudit, LaunchId, LaunchPhase};
@@ -299,8 +299,8 @@ impl Session<'_> {
             self.inputs()?;
             let data = self.inputs.as_ref().expect("made above");
             let audit = LaunchAudit::new(data.problem.output, self.lab.tolerance());
-            let mut bench = Bench::new(gpu, self.baselines, data, self.request.seed, true)?;
-            bench.prepare(Draw::COPY)?;
+            let mut bench = Bench::new(gpu, self.baselines, data, rand::random(), true)?;
+            bench.prepare_copy()?;
             gpu.launch(kernel, &mut bench.ws)?;
             prepared = Some((bench, audit));
         }
@@ -318,8 +318,7 @@ impl Session<'_> {
             // timing: the DRAM bytes then compare with the analytic minimum
             // (every byte read once) and with Nsight Compute's default cache
             // control.
-            let draw = bench.next_draw();
-            bench.prepare(draw)?;
+            bench.prepare_next()?;
             let ws = &mut bench.ws;
             let profiled = self.profiler.profile(config, &mut || {
                 gpu.launch(kernel, ws)?;

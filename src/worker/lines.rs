@@ -13,7 +13,7 @@ use super::timing::{timing_inputs, Bench};
 use super::Baselines;
 use crate::gpu::cupti::lines::LineSampler;
 use crate::gpu::cupti::{Cupti, CuptiError};
-use crate::gpu::device::{Draw, Gpu, GpuError, Kernel};
+use crate::gpu::device::{Gpu, GpuError, Kernel};
 use crate::grade::launch_audit::{LaunchAudit, LaunchId, LaunchPhase};
 use crate::grade::lines::merge;
 use crate::lab::definition::LabCase;
@@ -72,10 +72,10 @@ impl LineProfiler {
         let lab = baselines.lab;
         let data = timing_inputs(lab, case, seed)?;
         let mut audit = LaunchAudit::new(data.problem.output, lab.tolerance());
-        let mut bench = Bench::new(gpu, baselines, &data, seed, true)?;
+        let mut bench = Bench::new(gpu, baselines, &data, rand::random(), true)?;
         // Once unprofiled: module loading and first touch stay out, and its
         // time sets the sampling period.
-        bench.prepare(Draw::COPY)?;
+        bench.prepare_copy()?;
         let plain_launch_ms = gpu.timed(|| gpu.launch(student, &mut bench.ws))?;
         let period_log2 = period_log2_for(plain_launch_ms);
         let mut outcome = LinesOutcome {
@@ -101,8 +101,7 @@ impl LineProfiler {
         // then the audit; its time and, when the audit failed, why.
         let mut profiled =
             |number, collect: &mut Collect<'_>| -> Result<(f64, Option<String>), GpuError> {
-                let draw = bench.next_draw();
-                bench.prepare(draw)?;
+                bench.prepare_next()?;
                 let started = Instant::now();
                 let ws = &mut bench.ws;
                 collect(&mut || {

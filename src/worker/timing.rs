@@ -1,17 +1,24 @@
 //! Timing the student's kernel against the starter, in one process, under
 //! rules no kernel can game (docs/INTEGRITY.md).
 //!
-//! The check's own inputs are launched once and that output is graded in
-//! full against a float64 GPU reference, itself checked against the CPU
-//! oracle on sampled rows. Every launch after it (warm-ups, timed) gets, in
-//! this order: fresh inputs drawn on the GPU from the check's seed, a
-//! poisoned output, L2 evicted, persisting L2 lines reset; then the launch,
-//! alone between the events. After it, outside the timed region, it is
-//! audited (`grade::launch_audit`): inputs unchanged, no poison left, rows
-//! chosen then recomputed in float64 on its own inputs. Launches alternate
-//! starter, student, ... so drift hits both alike, and timing stops once the
-//! speedup's 95% interval is within 1%. A median below the physical floor
-//! (`grade::floor`) is impossible. Either finding withholds the speedup.
+//! The GPU float64 reference is first checked against the CPU oracle on
+//! sampled rows of the host's own inputs. Every launch after that, the
+//! checked one included, gets in this order: fresh inputs drawn on the GPU
+//! from a seed of the operating system's entropy (recorded in the report),
+//! with the lab's hazards planted at positions chosen for that launch and
+//! its block ids moved (`lab::redraw`), a poisoned output, L2 evicted,
+//! persisting L2 lines reset; then the launch, alone between the events.
+//! The checked launch's whole output is graded against the float64
+//! reference. Every later launch (warm-ups, timed) is audited after it ran
+//! (`grade::launch_audit`): inputs unchanged, the grader's pristine copies
+//! unwritten, no poison left, its planted rows and a random sample
+//! recomputed in float64 on its own inputs, and no class of rows far less
+//! exact than the checked launch's (`grade::precision`). Launches alternate
+//! starter, student, ... so drift hits both alike; a few pairs launch the
+//! starter twice, so the starter after itself is compared with the starter
+//! after the student (`grade::drift`). Timing stops once the speedup's 95%
+//! interval is within 1%. A median below the physical floor
+//! (`grade::floor`) is impossible. Any finding withholds the speedup.
 
 use std::time::Instant;
 
@@ -22,12 +29,20 @@ use super::Baselines;
 use crate::facts::arch::traits;
 use crate::gpu::device::{Draw, Gpu, GpuError, Kernel, Workspace};
 use crate::grade::compare::{compare, POISON_BITS};
+use crate::grade::drift::{StarterDrift, TwoGroups};
 use crate::grade::floor::{Ceilings, Floor};
-use crate::grade::launch_audit::{FindingKind, LaunchAudit, LaunchFinding, LaunchId, LaunchPhase};
+use crate::grade::launch_audit::{
+    row_shares, FindingKind, LaunchAudit, LaunchFinding, LaunchId, LaunchPhase, RowShare,
+};
+use crate::grade::precision::{less_exact, ClassShares};
 use crate::grade::roofline::Bandwidth;
 use crate::grade::stats::{speedup, summarize, Speedup};
-use crate::lab::definition::{CaseData, LabCase, LabRef};
-use crate::protocol::{ReferenceCheck, TimingConfig, TimingOutcome, TimingPhases, TIMING_RULES};
+use crate::lab::args::ArgKind;
+use crate::lab::definition::{CaseData, CaseInputs, LabCase, LabRef};
+use crate::lab::redraw::Redraw;
+use crate::protocol::{
+    Precision, ReferenceCheck, TimingConfig, TimingOutcome, TimingPhases, TIMING_RULES,
+};
 
 /// Rows of the timed shape whose GPU reference is recomputed on the CPU.
 const SAMPLED_ROWS: usize = 12;
@@ -53,55 +68,72 @@ pub fn time(
     let lab = baselines.lab;
     let data = timing_inputs(lab, case, seed)?;
     let shape = data.problem.output;
-    let mut bench = Bench::new(gpu, baselines, &data, seed, config.cold_l2)?;
+    // Unknown to the kernel before it runs, so no launch can be worked out ahead.
+    let draw_seed: u64 = rand::random();
+    let mut bench = Bench::new(gpu, baselines, &data, draw_seed, config.cold_l2)?;
     let inputs_ms = elapsed_ms(started);
 
-    let reference = gpu.reference_f64(&bench.baselines.oracle_f64, &bench.ws, None)?;
-    let reference_check = check_reference(lab, &data, &reference, seed);
-    let reference_ms = elapsed_ms(started) - inputs_ms;
-
+    // The GPU reference against the CPU oracle, on the host's own inputs.
+    bench.prepare_copy()?;
+    let reference_check = check_reference(&bench, &data, seed)?;
     let tolerance = lab.tolerance();
     let mut sides = Sides {
         starter: LaunchAudit::new(shape, tolerance),
         student: LaunchAudit::new(shape, tolerance),
         starter_finding: None,
         finding: None,
+        checked: ClassShares::default(),
+        timed: ClassShares::default(),
     };
 
-    // The checked launch: the host's inputs, the whole output graded.
+    // The checked launch: planted and drawn like every later one, the whole
+    // output graded.
     let checked = LaunchId {
         phase: LaunchPhase::Checked,
         number: 1,
         of: 1,
     };
-    bench.prepare(Draw::COPY)?;
+    bench.prepare_next()?;
     gpu.launch(student, &mut bench.ws)?;
     gpu.synchronize()?;
     let output = gpu.read_output(&bench.ws)?;
+    let reference = gpu.reference_f64(&bench.baselines.oracle_f64, &bench.ws, None)?;
     let output_check = compare(shape, tolerance, &output.output, &reference);
-    sides.finding = bench.changed_inputs(checked)?;
+    let shares = row_shares(shape, tolerance, &output.output, &reference);
+    sides.checked = ClassShares::of(&shares, |row| bench.redraw.kind_of(row));
+    sides.finding = match bench.changed_inputs(checked)? {
+        Some(finding) => Some(finding),
+        None => bench.harness_written(checked)?,
+    };
     sides.student.remember(checked, &output.output);
+    let reference_ms = elapsed_ms(started) - inputs_ms;
 
+    let mut warmup_ms = Vec::new();
     for number in 1..=config.warmup as usize {
         let id = LaunchId {
             phase: LaunchPhase::WarmUp,
             number,
             of: config.warmup as usize,
         };
-        bench.pair(student, &mut sides, id)?;
+        let times = bench.pair(student, &mut sides, id, false)?;
+        warmup_ms.push(times.student);
     }
     let most = config.repetitions.max(1);
     let mut starter_ms = Vec::with_capacity(most as usize);
     let mut student_ms = Vec::with_capacity(most as usize);
+    let mut starter_after_starter = Vec::new();
     for number in 1..=most as usize {
         let id = LaunchId {
             phase: LaunchPhase::Timed,
             number,
             of: most as usize,
         };
-        let (starter, student) = bench.pair(student, &mut sides, id)?;
-        starter_ms.push(starter);
-        student_ms.push(student);
+        // Pairs 1, 3, 5: the starter once more, right after itself.
+        let twice = number % 2 == 1 && number < 2 * DRIFT_PAIRS;
+        let times = bench.pair(student, &mut sides, id, twice)?;
+        starter_ms.push(times.starter);
+        student_ms.push(times.student);
+        starter_after_starter.extend(times.starter_again);
         // A withheld speedup needs no precision, only the floor of pairs.
         let done =
             sides.finding.is_some() || speedup(&starter_ms, &student_ms).is_ok_and(|s| settled(&s));
@@ -129,13 +161,18 @@ pub fn time(
     };
     let floor = bench.floor(data.problem.work)?;
     let impossible = floor.judge(student_summary.median);
+    // Every starter launch after the first timed one followed the student's kernel.
+    let drift = StarterDrift::of(&starter_after_starter, &starter_ms);
+    let mut all_student_ms = warmup_ms.clone();
+    all_student_ms.extend(&student_ms);
     let correct = output_check.passed
         && output.out_of_bounds_writes == 0
         && inputs_intact
         && reference_check.agrees
         && sides.finding.is_none()
         && sides.starter_finding.is_none()
-        && impossible.is_none();
+        && impossible.is_none()
+        && !drift.as_ref().is_some_and(StarterDrift::withholds);
     Ok(TimingOutcome {
         shape: data.problem,
         config,
@@ -164,19 +201,50 @@ pub fn time(
         }),
         profile_refused: None,
         bandwidth,
+        draw_seed: Some(draw_seed),
+        planted: bench
+            .redraw
+            .rows
+            .iter()
+            .map(|r| r.kind.to_owned())
+            .collect(),
+        unchanged_inputs: bench.unchanged_inputs(),
+        precision: Some(Precision {
+            checked: sides.checked,
+            timed: sides.timed,
+        }),
+        drift,
+        two_groups: TwoGroups::of(&all_student_ms),
+        warmup_ms,
     })
 }
 
-/// Both kernels' audits over one timing, and the first finding of each.
+/// Timed pairs that launch the starter twice, for the drift comparison.
+const DRIFT_PAIRS: usize = 3;
+
+/// Both kernels' audits over one timing, the first finding of each, and the
+/// student's shares of the allowance by class of rows.
 struct Sides {
     starter: LaunchAudit,
     student: LaunchAudit,
     starter_finding: Option<LaunchFinding>,
     finding: Option<LaunchFinding>,
+    /// The checked launch's, over its whole output.
+    checked: ClassShares,
+    /// The worst of every audited student launch after it.
+    timed: ClassShares,
+}
+
+/// One pair's times.
+struct PairTimes {
+    starter: f64,
+    student: f64,
+    /// The starter launched right after itself, when the pair did.
+    starter_again: Option<f64>,
 }
 
 /// Keeps the first finding of a kernel's launches.
-fn record(audited: Result<(), LaunchFinding>, first: &mut Option<LaunchFinding>) {
+fn record(audited: Result<Vec<RowShare>, LaunchFinding>, first: &mut Option<LaunchFinding>) {
     if let Err(found) = audited {
         first.get_or_insert(found);
     }
@@ -197,8 +265,14 @@ pub(super) struct Bench<'a> {
     gpu: &'a Gpu,
     pub(super) baselines: &'a mut Baselines,
     pub(super) ws: Workspace,
-    /// Seeds of the fresh inputs: the check's seed decides every draw.
+    /// The inputs the run was uploaded from: the lab plants on their layout.
+    inputs: std::sync::Arc<dyn CaseInputs>,
+    /// Seeds of the fresh inputs, plants and block moves.
     draws: ChaCha8Rng,
+    /// The plants and block move of the last launch prepared.
+    pub(super) redraw: Redraw,
+    /// The pristine copies' fingerprints when uploaded.
+    pristine: Vec<(&'static str, u64)>,
     cold_l2: bool,
     /// The fastest L2 sweep seen, as bytes a second (a measured DRAM bandwidth).
     best_sweep_bytes_per_s: f64,
@@ -208,21 +282,26 @@ pub(super) struct Bench<'a> {
 
 impl<'a> Bench<'a> {
     /// Uploads `data` (guarded, output poisoned) with a pristine copy of
-    /// every input, so that each launch can be given fresh inputs.
+    /// every input, so that each launch can be given fresh inputs drawn
+    /// from `draw_seed`.
     pub(super) fn new(
         gpu: &'a Gpu,
         baselines: &'a mut Baselines,
         data: &CaseData,
-        seed: u64,
+        draw_seed: u64,
         cold_l2: bool,
     ) -> Result<Self, GpuError> {
         let mut ws = gpu.workspace(baselines.lab, data, POISON_BITS)?;
         gpu.keep_pristine(&mut ws)?;
+        let pristine = gpu.pristine_fingerprints(&ws, &baselines.fresh)?;
         Ok(Self {
             gpu,
             baselines,
             ws,
-            draws: ChaCha8Rng::seed_from_u64(seed ^ 0xF4E5_11A7_D0E5_5EED),
+            inputs: data.inputs.clone(),
+            draws: ChaCha8Rng::seed_from_u64(draw_seed),
+            redraw: Redraw::default(),
+            pristine,
             cold_l2,
             best_sweep_bytes_per_s: 0.0,
             audited: 0,
@@ -230,21 +309,30 @@ impl<'a> Bench<'a> {
         })
     }
 
-    /// The next launch's fresh inputs, drawn from the lab's range.
-    pub(super) fn next_draw(&mut self) -> Draw {
+    /// Rule 1's order before a launch on the host's own inputs (no draw, no plant).
+    pub(super) fn prepare_copy(&mut self) -> Result<(), GpuError> {
+        self.redraw = Redraw::default();
+        self.prepare(Draw::COPY)
+    }
+
+    /// Rule 1's order before a launch on fresh inputs: the next draw, with
+    /// the lab's plants and block move for it.
+    pub(super) fn prepare_next(&mut self) -> Result<(), GpuError> {
         let range = self.baselines.lab.timing_draw_range();
-        Draw {
+        let draw = Draw {
             seed: self.draws.random(),
             low: range.start,
             high: range.end,
-        }
+        };
+        self.redraw = self.inputs.redraw(&mut self.draws);
+        self.prepare(draw)
     }
 
-    /// Rule 1's order before a launch: fresh inputs, poisoned output, L2
-    /// evicted, everything finished, persisting lines reset.
-    pub(super) fn prepare(&mut self, draw: Draw) -> Result<(), GpuError> {
+    /// Fresh inputs, poisoned output, L2 evicted, everything finished,
+    /// persisting lines reset.
+    fn prepare(&mut self, draw: Draw) -> Result<(), GpuError> {
         let gpu = self.gpu;
-        gpu.fresh_inputs(&mut self.ws, &self.baselines.fresh, draw)?;
+        gpu.fresh_inputs(&mut self.ws, &self.baselines.fresh, draw, &self.redraw)?;
         gpu.poison_output(&mut self.ws)?;
         if self.cold_l2 {
             let flusher = &mut self.baselines.l2_flusher;
@@ -273,6 +361,41 @@ impl<'a> Bench<'a> {
             }))
     }
 
+    /// A finding when the last launch wrote into a pristine copy.
+    fn harness_written(&self, launch: LaunchId) -> Result<Option<LaunchFinding>, GpuError> {
+        let now = self
+            .gpu
+            .pristine_fingerprints(&self.ws, &self.baselines.fresh)?;
+        Ok(now
+            .iter()
+            .zip(&self.pristine)
+            .find(|(now, then)| now != then)
+            .map(|((input, _), _)| LaunchFinding {
+                launch,
+                kind: FindingKind::HarnessWritten {
+                    input: (*input).to_owned(),
+                },
+            }))
+    }
+
+    /// The inputs every launch gets unchanged: scalars, and int tensors
+    /// no block move renames (what a kernel may derive a plan from).
+    fn unchanged_inputs(&self) -> Vec<String> {
+        let moved = self.redraw.blocks.as_ref().map(|b| b.table);
+        self.baselines
+            .lab
+            .abi()
+            .args
+            .iter()
+            .filter(|arg| match arg.kind {
+                ArgKind::I32Scalar | ArgKind::F32Scalar => true,
+                ArgKind::I32Input => Some(arg.name) != moved,
+                _ => false,
+            })
+            .map(|arg| arg.name.to_owned())
+            .collect()
+    }
+
     /// One launch on fresh inputs, timed, then audited: its time and what
     /// the audit found.
     fn audited_launch(
@@ -280,35 +403,70 @@ impl<'a> Bench<'a> {
         kernel: &Kernel,
         audit: &mut LaunchAudit,
         launch: LaunchId,
-    ) -> Result<(f64, Result<(), LaunchFinding>), GpuError> {
-        let draw = self.next_draw();
-        self.prepare(draw)?;
+    ) -> Result<(f64, Result<Vec<RowShare>, LaunchFinding>), GpuError> {
+        self.prepare_next()?;
         let gpu = self.gpu;
         let ms = gpu.timed(|| gpu.launch(kernel, &mut self.ws))?;
         Ok((ms, self.audit(audit, launch)?))
     }
 
-    /// One interleaved pair, the starter first, each audited: both times.
+    /// One interleaved pair, the starter first (twice, when `twice`), each
+    /// audited, the student's also for harness writes and precision.
     fn pair(
         &mut self,
         student: &Kernel,
         sides: &mut Sides,
         launch: LaunchId,
-    ) -> Result<(f64, f64), GpuError> {
+        twice: bool,
+    ) -> Result<PairTimes, GpuError> {
         let starter = self.baselines.starter.clone();
         let (starter_ms, audited) = self.audited_launch(&starter, &mut sides.starter, launch)?;
         record(audited, &mut sides.starter_finding);
+        let starter_again = match twice {
+            true => {
+                let (ms, audited) = self.audited_launch(&starter, &mut sides.starter, launch)?;
+                record(audited, &mut sides.starter_finding);
+                Some(ms)
+            }
+            false => None,
+        };
         let (student_ms, audited) = self.audited_launch(student, &mut sides.student, launch)?;
+        let audited = match audited {
+            Ok(shares) => match self.harness_written(launch)? {
+                Some(finding) => Err(finding),
+                None => {
+                    let classes = ClassShares::of(&shares, |row| self.redraw.kind_of(row));
+                    sides.timed.worst(&classes);
+                    match less_exact(&sides.checked, &classes) {
+                        Some(found) => Err(LaunchFinding {
+                            launch,
+                            kind: FindingKind::LessExact {
+                                class: found.class,
+                                checked: found.checked,
+                                timed: found.timed,
+                            },
+                        }),
+                        None => Ok(shares),
+                    }
+                }
+            },
+            Err(finding) => Err(finding),
+        };
         record(audited, &mut sides.finding);
-        Ok((starter_ms, student_ms))
+        Ok(PairTimes {
+            starter: starter_ms,
+            student: student_ms,
+            starter_again,
+        })
     }
 
-    /// The audit of the launch that just finished.
+    /// The audit of the launch that just finished: each recomputed row's
+    /// share of the allowance, or why the launch does not count.
     pub(super) fn audit(
         &mut self,
         audit: &mut LaunchAudit,
         launch: LaunchId,
-    ) -> Result<Result<(), LaunchFinding>, GpuError> {
+    ) -> Result<Result<Vec<RowShare>, LaunchFinding>, GpuError> {
         let started = Instant::now();
         self.audited += 1;
         let verdict = match self.changed_inputs(launch)? {
@@ -316,9 +474,10 @@ impl<'a> Bench<'a> {
             None => {
                 let read = self.gpu.read_output(&self.ws)?;
                 let (output, outside) = (read.output, read.out_of_bounds_writes);
+                let planted = self.redraw.planted_rows();
                 // Rows chosen now, from the operating system's entropy: no
                 // seed the kernel could know decides them.
-                match audit.plan(launch, &output, &mut rand::rng()) {
+                match audit.plan(launch, &output, &planted, &mut rand::rng()) {
                     // Guards are restored before every launch: any write there is this one's.
                     _ if outside > 0 => Err(LaunchFinding {
                         launch,
@@ -363,8 +522,14 @@ pub fn timing_inputs(lab: LabRef, case: &LabCase, seed: u64) -> Result<CaseData,
     lab.generate(case, seed).map_err(GpuError::message)
 }
 
-/// Recomputes sampled rows (every head) on the CPU and compares with the GPU reference.
-fn check_reference(lab: LabRef, data: &CaseData, reference: &[f64], seed: u64) -> ReferenceCheck {
+/// Recomputes sampled rows (every head) on the CPU and compares them with
+/// the GPU reference of the same rows, both on the host's own inputs (the
+/// workspace prepared as uploaded).
+fn check_reference(
+    bench: &Bench<'_>,
+    data: &CaseData,
+    seed: u64,
+) -> Result<ReferenceCheck, GpuError> {
     let shape = data.problem.output;
     let mut rng = ChaCha8Rng::seed_from_u64(seed.rotate_left(17));
     let mut rows: Vec<usize> = (0..SAMPLED_ROWS)
@@ -373,20 +538,19 @@ fn check_reference(lab: LabRef, data: &CaseData, reference: &[f64], seed: u64) -
     rows.push(shape.rows - 1);
     rows.sort_unstable();
     rows.dedup();
-    let exact = lab.oracle(data, Some(&rows));
-    let row_len = shape.heads * shape.dim;
+    let gpu_rows = bench
+        .gpu
+        .reference_f64(&bench.baselines.oracle_f64, &bench.ws, Some(&rows))?;
+    let exact = bench.baselines.lab.oracle(data, Some(&rows));
     let mut max_rel_diff = 0f64;
-    for (row_exact, &row) in exact.chunks_exact(row_len).zip(&rows) {
-        let gpu_row = &reference[shape.index(row, 0, 0)..shape.index(row + 1, 0, 0)];
-        for (want, got) in row_exact.iter().zip(gpu_row) {
-            // The offset keeps near-zero outputs from turning rounding noise into a large ratio.
-            let rel = (got - want).abs() / (want.abs() + 1e-6);
-            max_rel_diff = max_rel_diff.max(if rel.is_nan() { f64::INFINITY } else { rel });
-        }
+    for (want, got) in exact.iter().zip(&gpu_rows) {
+        // The offset keeps near-zero outputs from turning rounding noise into a large ratio.
+        let rel = (got - want).abs() / (want.abs() + 1e-6);
+        max_rel_diff = max_rel_diff.max(if rel.is_nan() { f64::INFINITY } else { rel });
     }
-    ReferenceCheck {
+    Ok(ReferenceCheck {
         rows_checked: rows.len(),
         max_rel_diff,
-        agrees: max_rel_diff <= REFERENCE_AGREEMENT,
-    }
+        agrees: max_rel_diff <= REFERENCE_AGREEMENT && exact.len() == gpu_rows.len(),
+    })
 }

@@ -224,6 +224,13 @@ pub fn timing(starter_ms: f64, ratio: f64) -> TimingOutcome {
         phases: None,
         profile_refused: None,
         bandwidth: None,
+        draw_seed: Some(7),
+        planted: Vec::new(),
+        unchanged_inputs: Vec::new(),
+        precision: None,
+        drift: None,
+        two_groups: None,
+        warmup_ms: Vec::new(),
     }
 }
 

@@ -340,9 +340,13 @@ fn every_shipped_kernel_compiles() {
             "tf32_peak",
             "bf16_peak",
             "stream_copy",
-            "fresh_inputs_changed",
-            "fresh_bf16_changed",
-            "fresh_fp8_changed",
+            "fresh_words",
+            "fresh_words_changed",
+            "fresh_halves",
+            "fresh_halves_changed",
+            "fresh_bytes",
+            "fresh_bytes_changed",
+            "fingerprint_bytes",
         ] {
             assert!(image::defines_function(&image, entry), "{entry} for {arch}");
         }

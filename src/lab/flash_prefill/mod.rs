@@ -8,9 +8,13 @@ pub mod contract;
 pub mod diagnosis;
 pub mod golden;
 pub mod oracle;
+pub mod redraw;
 pub mod tensors;
 pub mod verdict;
 
+use rand_chacha::ChaCha8Rng;
+
+use crate::lab::redraw::Redraw;
 use std::path::Path;
 
 use self::cases::{parse_cases, CaseSpec, EMBEDDED_CASES};
@@ -121,6 +125,9 @@ impl TypedLab for FlashPrefill {
         verdict::verdict(cases)
     }
 
+    fn redraw(inputs: &Inputs, rng: &mut ChaCha8Rng) -> Redraw {
+        redraw::redraw(inputs, rng)
+    }
     fn timing_case(overrides: &[(String, String)]) -> Result<CaseSpec, String> {
         let mut shape = contract::TIMING_SHAPE;
         for (key, value) in overrides {

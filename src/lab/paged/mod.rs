@@ -20,6 +20,7 @@ pub mod layout;
 pub mod misread;
 pub mod problem;
 pub mod recipe;
+pub mod redraw;
 pub mod tensors;
 #[cfg(test)]
 pub mod testing;

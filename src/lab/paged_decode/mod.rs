@@ -12,10 +12,14 @@ pub mod diagnosis;
 pub mod directive;
 pub mod golden;
 pub mod oracle;
+pub mod redraw;
 pub mod tensors;
 
 pub use self::contract::*;
 
+use rand_chacha::ChaCha8Rng;
+
+use crate::lab::redraw::Redraw;
 use std::path::Path;
 
 use self::cases::{CaseSpec, EMBEDDED_CASES};
@@ -171,6 +175,9 @@ impl TypedLab for PagedDecode {
         )
     }
 
+    fn redraw(inputs: &Inputs, rng: &mut ChaCha8Rng) -> Redraw {
+        redraw::redraw(inputs, rng)
+    }
     fn timing_case(overrides: &[(String, String)]) -> Result<Recipe, String> {
         let detail = problem_of(&cases::timing_batch(0)).detail;
         Recipe::timing(Self::INFO.name, CONTRACT, overrides, detail)

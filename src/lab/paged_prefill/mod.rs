@@ -12,6 +12,10 @@ pub mod golden;
 pub mod oracle;
 pub mod tensors;
 
+use rand_chacha::ChaCha8Rng;
+
+use crate::lab::paged::redraw::{prefill_redraw, LargeBits};
+use crate::lab::redraw::Redraw;
 use std::path::Path;
 
 use self::cases::{CaseSpec, EMBEDDED_CASES};
@@ -132,6 +136,13 @@ impl TypedLab for PagedPrefill {
         )
     }
 
+    fn redraw(inputs: &Inputs, rng: &mut ChaCha8Rng) -> Redraw {
+        let large = LargeBits {
+            activation: 4f32.to_bits(),
+            key: 4f32.to_bits(),
+        };
+        prefill_redraw(&inputs.batch, large, rng)
+    }
     fn timing_case(overrides: &[(String, String)]) -> Result<Recipe, String> {
         let detail = INSTANCE.problem(&cases::timing_batch(0)).detail;
         Recipe::timing(Self::INFO.name, TIMING_SHAPE, overrides, detail)

@@ -17,6 +17,10 @@ pub mod tensors;
 
 pub use crate::lab::paged::{bf16, fp8};
 
+use rand_chacha::ChaCha8Rng;
+
+use crate::lab::paged::redraw::{prefill_redraw, LargeBits};
+use crate::lab::redraw::Redraw;
 use std::path::Path;
 
 use self::cases::CaseSpec;
@@ -116,6 +120,15 @@ impl TypedLab for PagedPrefillFp8 {
         )
     }
 
+    fn redraw(launch: &LaunchInputs, rng: &mut ChaCha8Rng) -> Redraw {
+        let inputs = &launch.inputs;
+        // 4.0 after the cache's scale, as the fp32 lab plants it.
+        let large = LargeBits {
+            activation: u32::from(bf16::bits(4.0)),
+            key: u32::from(inputs.format.encode(4.0 / inputs.k_scale)),
+        };
+        prefill_redraw(&inputs.batch, large, rng)
+    }
     fn timing_case(overrides: &[(String, String)]) -> Result<CaseSpec, String> {
         fixed_timing_shape(NAME, overrides)?;
         Ok(cases::timing_spec(|batch| INSTANCE.problem(batch).detail))

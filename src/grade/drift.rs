@@ -1,0 +1,155 @@
+//! What launch times alone say about the run that made them
+//! (docs/INTEGRITY.md): whether the student's kernel slowed the starter
+//! launched after it (a speedup is a ratio, so a slower baseline inflates
+//! it as surely as a faster kernel), and whether one kernel's launch times
+//! fall in two groups (one launch doing the work of several, say).
+//!
+//! Pure: the worker hands over the times.
+
+use serde::{Deserialize, Serialize};
+
+/// How much slower the starter may run after the student's kernel than
+/// after itself before the speedup is withheld. Provisional until the
+/// honest spread (docs/INTEGRITY.md, five runs on each card) sets it.
+pub const DRIFT_LIMIT: f64 = 0.10;
+/// Two groups of launch times this many times apart are named.
+pub const BIMODAL_GAP: f64 = 2.0;
+
+/// The starter's median after the starter against its median after the
+/// student's kernel, from the same run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StarterDrift {
+    pub after_starter_ms: f64,
+    pub after_student_ms: f64,
+    /// Launches behind each median.
+    pub after_starter: usize,
+    pub after_student: usize,
+}
+
+impl StarterDrift {
+    /// The starter's median after the student's kernel, compared with the
+    /// starter after itself, or `None` when either side has no launch.
+    pub fn of(after_starter: &[f64], after_student: &[f64]) -> Option<Self> {
+        Some(Self {
+            after_starter_ms: median(after_starter)?,
+            after_student_ms: median(after_student)?,
+            after_starter: after_starter.len(),
+            after_student: after_student.len(),
+        })
+    }
+
+    /// How much slower the starter ran after the student (0.12: 12%; negative: faster).
+    pub fn slower(&self) -> f64 {
+        self.after_student_ms / self.after_starter_ms - 1.0
+    }
+
+    /// Whether it is past [`DRIFT_LIMIT`]: the speedup is withheld.
+    pub fn withholds(&self) -> bool {
+        self.slower() > DRIFT_LIMIT
+    }
+}
+
+impl std::fmt::Display for StarterDrift {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the starter ran {:.0}% slower after this kernel ({:.3} ms against {:.3} ms after itself)",
+            self.slower() * 100.0,
+            self.after_student_ms,
+            self.after_starter_ms
+        )
+    }
+}
+
+/// Launch times in two groups at least [`BIMODAL_GAP`] apart.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TwoGroups {
+    pub fast_ms: f64,
+    pub slow_ms: f64,
+    pub slow_launches: usize,
+    pub launches: usize,
+}
+
+impl TwoGroups {
+    /// The widest gap between consecutive sorted times, when it is at least
+    /// [`BIMODAL_GAP`] and each side is a group (one slow launch among many
+    /// fast ones counts: the launch that did the others' work).
+    pub fn of(times: &[f64]) -> Option<Self> {
+        let mut sorted: Vec<f64> = times.iter().copied().filter(|t| t.is_finite()).collect();
+        sorted.sort_by(f64::total_cmp);
+        let (at, gap) = sorted
+            .windows(2)
+            .enumerate()
+            .map(|(i, pair)| (i + 1, pair[1] / pair[0].max(f64::MIN_POSITIVE)))
+            .max_by(|a, b| a.1.total_cmp(&b.1))?;
+        (gap >= BIMODAL_GAP).then(|| Self {
+            fast_ms: median(&sorted[..at]).unwrap_or(0.0),
+            slow_ms: median(&sorted[at..]).unwrap_or(0.0),
+            slow_launches: sorted.len() - at,
+            launches: sorted.len(),
+        })
+    }
+}
+
+impl std::fmt::Display for TwoGroups {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} of {} launches took {:.3} ms where the others took {:.3} ms",
+            self.slow_launches, self.launches, self.slow_ms, self.fast_ms
+        )
+    }
+}
+
+fn median(times: &[f64]) -> Option<f64> {
+    let mut sorted = times.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let n = sorted.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(sorted[n / 2]),
+        _ => Some((sorted[n / 2 - 1] + sorted[n / 2]) / 2.0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_starter_slowed_by_the_kernel_before_it_is_withheld_with_the_figures() {
+        let drift = StarterDrift::of(&[1.0, 1.02, 0.98], &[1.2, 1.25, 1.18, 1.22]).unwrap();
+        assert!((drift.slower() - 0.21).abs() < 1e-9, "{}", drift.slower());
+        assert!(drift.withholds());
+        assert_eq!(
+            drift.to_string(),
+            "the starter ran 21% slower after this kernel (1.210 ms against 1.000 ms after itself)"
+        );
+    }
+
+    #[test]
+    fn an_honest_spread_or_a_faster_starter_is_not_withheld() {
+        let noisy = StarterDrift::of(&[1.0, 1.04, 0.97], &[1.03, 0.99, 1.05, 1.0]).unwrap();
+        assert!(!noisy.withholds(), "{}", noisy.slower());
+        let faster = StarterDrift::of(&[1.0], &[0.5]).unwrap();
+        assert!(!faster.withholds());
+        assert_eq!(StarterDrift::of(&[], &[1.0]), None);
+    }
+
+    #[test]
+    fn one_launch_doing_many_shows_as_two_groups() {
+        let groups = TwoGroups::of(&[5.0, 0.1, 0.11, 0.1, 0.12]).expect("two groups");
+        assert_eq!((groups.slow_launches, groups.launches), (1, 5));
+        assert_eq!(groups.slow_ms, 5.0);
+        assert_eq!(
+            groups.to_string(),
+            "1 of 5 launches took 5.000 ms where the others took 0.105 ms"
+        );
+        assert_eq!(
+            TwoGroups::of(&[1.0, 1.3, 0.9, 1.6]),
+            None,
+            "noise is one group"
+        );
+        assert_eq!(TwoGroups::of(&[1.0]), None);
+    }
+}

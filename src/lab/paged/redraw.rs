@@ -1,0 +1,160 @@
+//! The timed launches' data in a paged prefill batch (`lab::redraw`): every
+//! block id renamed with its contents, and two of the cases' hazards at a
+//! sequence, row and head drawn for each launch, so neither a plan made
+//! from the block table nor a shortcut that skips the planted rows lasts
+//! from one launch to the next.
+
+use rand::seq::IndexedRandom;
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+
+use super::batch::Batch;
+use super::generate::PlantSites;
+use super::layout::HQ;
+use super::recipe::{Plant, PlantKeys, PlantRows};
+use crate::lab::redraw::{BlockMove, PlantValue, Redraw};
+
+/// A large element in an instance's own bits: what `q` and `kNew` (the
+/// activation) and the K cache (the key, scale applied) hold where a plant
+/// goes, so that a planted query meets a planted key at a score of about
+/// 181 (4 x 4 x 128 / sqrt(128)), as the cases' plants of 4.0 do.
+#[derive(Debug, Clone, Copy)]
+pub struct LargeBits {
+    pub activation: u32,
+    pub key: u32,
+}
+
+/// A launch's redraw of `batch`: the block move, then a query row whose
+/// largest score is its own key, the last it sees (`last-key`), and one
+/// whose large scores fall on two cached keys (`overflow`, the `expf`
+/// overflow of a kernel that does not subtract the row max), each at a
+/// random head.
+pub fn prefill_redraw(batch: &Batch, large: LargeBits, rng: &mut ChaCha8Rng) -> Redraw {
+    let block_elems = batch.layout.block_elems();
+    let moved = BlockMove::shuffled(
+        "blockTable",
+        vec![("kCache", block_elems), ("vCache", block_elems)],
+        batch.num_blocks,
+        rng,
+    );
+    let launched = Batch {
+        block_table: moved.moved_table(&batch.block_table),
+        ..batch.clone()
+    };
+    let mut redraw = Redraw {
+        blocks: Some(moved),
+        ..Redraw::default()
+    };
+    let seqs: Vec<usize> = (0..batch.num_seqs())
+        .filter(|&s| batch.new[s] > 0)
+        .collect();
+    if let Some(&seq) = seqs.choose(rng) {
+        let row = rng.random_range(0..batch.new[seq]);
+        let keys = vec![batch.context[seq] + row];
+        plant(
+            &mut redraw,
+            &launched,
+            "last-key",
+            seq,
+            row,
+            keys,
+            large,
+            rng,
+        );
+    }
+    let cached: Vec<usize> = seqs.into_iter().filter(|&s| batch.context[s] > 0).collect();
+    if let Some(&seq) = cached.choose(rng) {
+        let row = rng.random_range(0..batch.new[seq]);
+        let keys = (0..2)
+            .map(|_| rng.random_range(0..batch.context[seq]))
+            .collect();
+        plant(
+            &mut redraw,
+            &launched,
+            "overflow",
+            seq,
+            row,
+            keys,
+            large,
+            rng,
+        );
+    }
+    redraw
+}
+
+/// Plants query `row` of `seq` at a random head and `keys` of its KV head,
+/// on the launched (moved) table, and records the row as decided by `kind`.
+#[allow(clippy::too_many_arguments)]
+fn plant(
+    redraw: &mut Redraw,
+    launched: &Batch,
+    kind: &'static str,
+    seq: usize,
+    row: usize,
+    keys: Vec<usize>,
+    large: LargeBits,
+    rng: &mut ChaCha8Rng,
+) {
+    let plant = Plant {
+        seq,
+        head: rng.random_range(0..HQ),
+        rows: PlantRows::List(vec![row]),
+        keys: PlantKeys::List(keys),
+        value: 0.0,
+    };
+    let sites = PlantSites::of(launched, &plant);
+    let (activation, key) = (
+        PlantValue::Constant(large.activation),
+        PlantValue::Constant(large.key),
+    );
+    redraw.plant_at("q", &sites.q, activation);
+    redraw.plant_at("kNew", &sites.k_new, activation);
+    redraw.plant_at("kCache", &sites.k_cache, key);
+    redraw.decides(kind, launched.start(seq) + row);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab::paged::layout::CacheLayout;
+    use rand::SeedableRng;
+
+    fn batch() -> Batch {
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let lengths = Batch::from_lengths(
+            CacheLayout::new(64, 4),
+            vec![40, 0, 17],
+            vec![5, 9, 3],
+            0,
+            false,
+            4,
+            12,
+        );
+        let (table, _) = super::super::generate::block_table(&lengths, None, &mut rng);
+        Batch {
+            block_table: table,
+            ..lengths
+        }
+    }
+
+    #[test]
+    fn each_launch_moves_the_plants_and_the_blocks() {
+        let batch = batch();
+        let large = LargeBits {
+            activation: 4f32.to_bits(),
+            key: 4f32.to_bits(),
+        };
+        let mut rng = ChaCha8Rng::seed_from_u64(9);
+        let first = prefill_redraw(&batch, large, &mut rng);
+        let second = prefill_redraw(&batch, large, &mut rng);
+        assert_ne!(first.plants, second.plants);
+        assert_ne!(first.blocks, second.blocks);
+        for redraw in [&first, &second] {
+            let kinds: Vec<&str> = redraw.rows.iter().map(|r| r.kind).collect();
+            assert_eq!(kinds, ["last-key", "overflow"]);
+            assert!(redraw.planted_rows().iter().all(|&r| r < batch.total_new()));
+            // The overflow row's keys are cached: planted through the moved table.
+            assert!(!redraw.spans_of("kCache").is_empty());
+        }
+    }
+}
