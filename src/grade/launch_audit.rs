@@ -110,6 +110,7 @@ pub enum FindingKind {
     LessExact {
         class: String,
         checked: f64,
+        #[serde(with = "crate::nonfinite")]
         timed: f64,
     },
     /// The launch wrote into the grader's pristine copy of an input, the
@@ -162,8 +163,8 @@ impl fmt::Display for LaunchFinding {
                 timed,
             } => write!(
                 f,
-                "{launch} is {:.0}x less exact than the checked launch on its {class} rows \
-                 ({:.0}% of the allowance against {:.2}%)",
+                "{launch} is {:.0}x less exact than the checked launch: its {class} rows used \
+                 {:.0}% of the allowance, the checked launch's whole output at most {:.2}%",
                 timed / checked.max(f64::MIN_POSITIVE),
                 timed * 100.0,
                 checked * 100.0

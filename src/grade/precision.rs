@@ -5,10 +5,13 @@
 //! launch) and use cheaper, less exact arithmetic on every later launch,
 //! inside the tolerance. Each audit therefore reports how much of the
 //! allowance every recomputed row used, and rows are compared class by
-//! class (the random sample; each kind of plant): a timed launch whose
-//! class is both [`LESS_EXACT_RATIO`] times less exact than the checked
-//! launch's same class and using at least [`REAL_SHARE`] of the allowance
-//! is named, and the speedup withheld. Pure: the audits hand over numbers.
+//! class (the random sample; each kind of plant). The checked launch is
+//! graded over its whole output, so its baseline is the worst row of any
+//! class there: one planted row's error varies tenfold from launch to launch
+//! for an honest kernel (H100, 2026-12-06), a whole output's worst does not.
+//! A timed launch with a class both [`LESS_EXACT_RATIO`] times less exact
+//! than that baseline and using at least [`REAL_SHARE`] of the allowance is
+//! named, and the speedup withheld. Pure: the audits hand over numbers.
 
 use serde::{Deserialize, Serialize};
 
@@ -32,6 +35,8 @@ pub struct ClassShares(pub Vec<ClassShare>);
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClassShare {
     pub class: String,
+    /// Infinite for a row with a NaN.
+    #[serde(with = "crate::nonfinite")]
     pub share: f64,
 }
 
@@ -58,6 +63,11 @@ impl ClassShares {
         self.0.iter().find(|c| c.class == class).map(|c| c.share)
     }
 
+    /// The worst share of any class (0 for none).
+    pub fn worst_share(&self) -> f64 {
+        self.0.iter().map(|c| c.share).fold(0.0, f64::max)
+    }
+
     /// The worse of two launches' shares, class by class.
     pub fn worst(&mut self, other: &ClassShares) {
         for theirs in &other.0 {
@@ -74,6 +84,7 @@ impl ClassShares {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LessExact {
     pub class: String,
+    /// The checked launch's worst share of any class.
     pub checked: f64,
     pub timed: f64,
 }
@@ -85,13 +96,11 @@ impl LessExact {
     }
 }
 
-/// The first class of `timed` that breaks the rule against `checked`. A
-/// class the checked launch did not have is compared with its random rows.
+/// The first class of `timed` that breaks the rule against the checked
+/// launch's worst row of any class.
 pub fn less_exact(checked: &ClassShares, timed: &ClassShares) -> Option<LessExact> {
+    let baseline = checked.worst_share();
     timed.0.iter().find_map(|class| {
-        let baseline = checked
-            .share(&class.class)
-            .or_else(|| checked.share(RANDOM_ROWS))?;
         let named = class.share >= REAL_SHARE && class.share > LESS_EXACT_RATIO * baseline;
         named.then(|| LessExact {
             class: class.class.clone(),
@@ -129,7 +138,17 @@ mod tests {
         let timed = ClassShares::of(&rows(&[(3, 0.4), (7, 0.03)]), planted_at_seven);
         let found = less_exact(&checked, &timed).expect("named");
         assert_eq!(found.class, RANDOM_ROWS);
-        assert_eq!(found.ratio(), 40.0);
+        assert_eq!(found.ratio(), 20.0);
+    }
+
+    #[test]
+    fn one_planted_row_rougher_than_the_checked_launchs_is_not_named_when_its_whole_output_was_as_rough(
+    ) {
+        // The honest reference on the H100: its checked launch's planted row
+        // at 3.5% of the allowance, a timed one at 29%, its whole output at 79%.
+        let checked = ClassShares::of(&rows(&[(1, 0.79), (7, 0.035)]), planted_at_seven);
+        let timed = ClassShares::of(&rows(&[(3, 0.38), (7, 0.29)]), planted_at_seven);
+        assert_eq!(less_exact(&checked, &timed), None);
     }
 
     #[test]
@@ -151,12 +170,19 @@ mod tests {
     }
 
     #[test]
-    fn a_plant_class_the_checked_launch_lacked_is_held_to_its_random_rows() {
+    fn a_plant_class_the_checked_launch_lacked_is_held_to_its_worst_row() {
         let checked = ClassShares::of(&rows(&[(1, 0.01)]), |_| None);
         let timed = ClassShares::of(&rows(&[(7, 0.5)]), planted_at_seven);
         assert_eq!(
             less_exact(&checked, &timed).map(|f| f.class),
             Some("last-key".into())
         );
+    }
+
+    #[test]
+    fn a_nan_share_survives_the_worker_pipe() {
+        let shares = ClassShares::of(&rows(&[(7, f64::INFINITY)]), planted_at_seven);
+        let json = serde_json::to_string(&shares).unwrap();
+        assert_eq!(serde_json::from_str::<ClassShares>(&json).unwrap(), shares);
     }
 }

@@ -142,34 +142,47 @@ impl Redraw {
     }
 
     /// The spans planted in `input`, sorted and never overlapping: where two
-    /// plants cover an element, the later one's value.
+    /// plants cover an element, the later one's value. One sweep over the
+    /// spans' ends (a scaled head is thousands of spans, every launch).
     pub fn spans_of(&self, input: &str) -> Vec<Planted> {
+        let plants: Vec<&Planted> = self.plants.iter().filter(|p| p.input == input).collect();
+        let mut bounds: Vec<usize> = plants
+            .iter()
+            .flat_map(|p| [p.span.start, p.span.end])
+            .collect();
+        bounds.sort_unstable();
+        bounds.dedup();
+        let mut by_start: Vec<usize> = (0..plants.len()).collect();
+        by_start.sort_by_key(|&i| plants[i].span.start);
+        let mut next = by_start.into_iter().peekable();
+        // Plants covering the current piece, the latest on top; ended ones
+        // are dropped when they reach the top.
+        let mut covering = std::collections::BinaryHeap::new();
         let mut laid: Vec<Planted> = Vec::new();
-        for plant in self.plants.iter().filter(|p| p.input == input) {
-            let mut kept = Vec::with_capacity(laid.len() + 2);
-            for earlier in laid.drain(..) {
-                let Range { start, end } = earlier.span.clone();
-                if end <= plant.span.start || start >= plant.span.end {
-                    kept.push(earlier);
-                    continue;
-                }
-                if start < plant.span.start {
-                    kept.push(Planted {
-                        span: start..plant.span.start,
-                        ..earlier.clone()
-                    });
-                }
-                if end > plant.span.end {
-                    kept.push(Planted {
-                        span: plant.span.end..end,
-                        ..earlier
-                    });
-                }
+        for piece in bounds.windows(2) {
+            let (start, end) = (piece[0], piece[1]);
+            while let Some(i) = next.next_if(|&i| plants[i].span.start <= start) {
+                covering.push(i);
             }
-            kept.push(plant.clone());
-            laid = kept;
+            while covering
+                .peek()
+                .is_some_and(|&i| plants[i].span.end <= start)
+            {
+                covering.pop();
+            }
+            let Some(&winner) = covering.peek() else {
+                continue;
+            };
+            let value = plants[winner].value;
+            match laid.last_mut() {
+                Some(last) if last.span.end == start && last.value == value => last.span.end = end,
+                _ => laid.push(Planted {
+                    input: plants[winner].input,
+                    span: start..end,
+                    value,
+                }),
+            }
         }
-        laid.sort_by_key(|p| p.span.start);
         laid
     }
 
@@ -217,9 +230,38 @@ mod tests {
         assert_eq!(spans, vec![(0..5, FOUR), (10..15, FOUR), (15..30, EIGHT)]);
         // A plant inside an earlier one splits it in two.
         redraw.plant("k", 20..22, FOUR);
-        let starts: Vec<Range<usize>> = redraw.spans_of("k").into_iter().map(|p| p.span).collect();
-        assert_eq!(starts, vec![0..5, 10..15, 15..20, 20..22, 22..30]);
+        let spans: Vec<(Range<usize>, PlantValue)> = redraw
+            .spans_of("k")
+            .into_iter()
+            .map(|p| (p.span, p.value))
+            .collect();
+        assert_eq!(
+            spans,
+            vec![
+                (0..5, FOUR),
+                (10..15, FOUR),
+                (15..20, EIGHT),
+                (20..22, FOUR),
+                (22..30, EIGHT)
+            ]
+        );
         assert_eq!(redraw.spans_of("v"), Vec::new());
+    }
+
+    #[test]
+    fn ten_thousand_spans_of_a_scaled_head_lay_out_as_they_are() {
+        let mut redraw = Redraw::default();
+        for row in (0..10_000).rev() {
+            redraw.plant("q", row * 256..row * 256 + 64, EIGHT);
+        }
+        redraw.plant("q", 64..128, FOUR);
+        let spans = redraw.spans_of("q");
+        assert_eq!(spans.len(), 10_001);
+        assert_eq!(
+            (spans[0].span.clone(), spans[1].span.clone()),
+            (0..64, 64..128)
+        );
+        assert_eq!(spans[1].value, FOUR);
     }
 
     #[test]

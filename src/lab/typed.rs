@@ -379,3 +379,17 @@ pub fn check_args_against_signature(lab: &dyn Lab) -> Result<(), String> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_labs_timing_case_crosses_the_worker_pipe() {
+        for lab in crate::lab::registry::labs() {
+            let case = lab.timing_case(&[]).expect("a timing case");
+            let back = lab
+                .decode_case(&case.recipe.to_json())
+                .unwrap_or_else(|e| panic!("{}: {e}", lab.info().name));
+            assert_eq!(back.name, case.name);
+        }
+    }
+}

@@ -135,7 +135,12 @@ impl TypedLab for PagedPrefillFp8 {
     }
 
     fn check_case(case: &CaseSpec) -> Result<(), CaseError> {
-        INSTANCE.check(case)
+        // The timing batch is larger than any case may be: it passes as
+        // exactly the one this lab builds, or not at all.
+        match *case == cases::timing_spec(|batch| INSTANCE.problem(batch).detail) {
+            true => Ok(()),
+            false => INSTANCE.check(case),
+        }
     }
 
     fn prove_oracle() -> Result<String, String> {
