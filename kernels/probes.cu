@@ -131,7 +131,7 @@ extern "C" __global__ void stream_copy(const float4* in, float4* out, unsigned l
 // 1. Guard bands are copied.
 // 2. A planted span (sorted, never overlapping, in the launched tensor's own
 //    indices) wins: its elements are a constant, or drawn over the span's own
-//    range (a head scaled up, say).
+//    range (large values no format holds exactly, so precision matters).
 // 3. A block-indexed cache reads its pristine element from the block the
 //    launch's permutation put there (`block_source`), so block ids move from
 //    launch to launch with their contents; a block table's entries are mapped
@@ -215,7 +215,8 @@ __device__ __forceinline__ T fresh_element(const T* pristine, unsigned long long
     if (r.span_count != 0) {
         if (const PlantSpan* span = span_of(r, e)) {
             if (span->constant || r.mode == FP8) return (T)span->bits;
-            if (r.mode == BF16) return (T)bf16_draw(r, i, span->low, span->high, span->bits);
+            // Cut toward zero, a planted bf16 may sit one bf16 step below `low`.
+            if (r.mode == BF16) return (T)(__float_as_uint(float_draw(r, i, span->low, span->high)) >> 16);
             return (T)__float_as_uint(float_draw(r, i, span->low, span->high));
         }
     }

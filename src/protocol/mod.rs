@@ -625,6 +625,8 @@ pub struct CountersUnavailableReport {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReferenceCheck {
     pub rows_checked: usize,
+    /// Infinite when either side had a NaN.
+    #[serde(with = "crate::nonfinite")]
     pub max_rel_diff: f64,
     pub agrees: bool,
 }

@@ -1,10 +1,14 @@
 //! The timed launches' data (`lab::redraw`): the cases' hazards
-//! (assets/cases.toml) at positions drawn for each launch. One KV group's
-//! heads carry values eight times larger (`large-values-other-heads`), one
-//! query row's largest score is its own key, the last it sees
-//! (`last-key-of-sequence`), and one row meets three keys scoring 128
-//! (`planted-overflow`). A kernel needs fp32-exact scores and a subtracted
-//! row max on the timed launches as much as on the cases.
+//! (assets/cases.toml) at positions drawn for each launch: one query row's
+//! largest score is its own key, the last it sees (`last-key-of-sequence`),
+//! and one row meets three keys scoring about 128 (`planted-overflow`),
+//! each at a random head. The planted values are drawn from [3.5, 4.5), not
+//! the cases' exact 4.0: close large scores then decide each other's
+//! weights, so a kernel needs fp32-exact scores and a subtracted row max on
+//! the timed launches as much as on the cases. (A head scaled eight times,
+//! `large-values-other-heads`, is left out: at the timing shape's 4,096 keys
+//! it takes honest split-precision tensor-core kernels past the tolerance,
+//! H100 2026-12-06.)
 
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -12,62 +16,34 @@ use rand_chacha::ChaCha8Rng;
 use super::contract::{Inputs, DH, GROUP, HKV, HQ};
 use crate::lab::redraw::{PlantValue, Redraw};
 
-/// What the cases plant: 4.0 in a query and a key scores 4 x 4 x 64 / 8 = 128.
-const LARGE: f32 = 4.0;
-/// The large-values case's factor on its heads.
-const LARGE_HEADS: f32 = 8.0;
+/// Large values about the cases' 4.0: 4 x 4 x 64 / 8 = 128.
+pub const LARGE: PlantValue = PlantValue::Drawn {
+    low: 3.5,
+    high: 4.5,
+};
 
 pub fn redraw(inputs: &Inputs, rng: &mut ChaCha8Rng) -> Redraw {
     let shape = inputs.shape;
-    let (rows, keys) = (shape.chunk_len, shape.seq_len());
     let mut redraw = Redraw::default();
-    let scaled = PlantValue::Drawn {
-        low: -LARGE_HEADS,
-        high: LARGE_HEADS,
-    };
-    let group = rng.random_range(0..HKV);
-    for row in 0..rows {
-        let first = (row * HQ + group * GROUP) * DH;
-        redraw.plant("q", first..first + GROUP * DH, scaled);
-    }
-    for key in 0..keys {
-        let first = (key * HKV + group) * DH;
-        redraw.plant("kCache", first..first + DH, scaled);
-        redraw.plant("vCache", first..first + DH, scaled);
-    }
-    // The two plants below go in the other groups, so their scores are the cases' own.
-    let head_elsewhere = |rng: &mut ChaCha8Rng| {
-        let other = (group + rng.random_range(1..HKV)) % HKV;
-        other * GROUP + rng.random_range(0..GROUP)
-    };
-    let large = PlantValue::Constant(LARGE.to_bits());
-    let plant = |redraw: &mut Redraw, kind, row: usize, head: usize, keys: &[usize]| {
+    let plant = |redraw: &mut Redraw, kind, row: usize, keys: &[usize], rng: &mut ChaCha8Rng| {
+        let head = rng.random_range(0..HQ);
         let query = (row * HQ + head) * DH;
-        redraw.plant("q", query..query + DH, large);
+        redraw.plant("q", query..query + DH, LARGE);
         for &key in keys {
             let first = (key * HKV + head / GROUP) * DH;
-            redraw.plant("kCache", first..first + DH, large);
+            redraw.plant("kCache", first..first + DH, LARGE);
         }
         redraw.decides(kind, row);
     };
-    let row = rng.random_range(0..rows);
-    let head = head_elsewhere(rng);
-    plant(
-        &mut redraw,
-        "last-key",
-        row,
-        head,
-        &[shape.prefix_len + row],
-    );
-    let row = rng.random_range(0..rows);
-    let head = head_elsewhere(rng);
+    let row = rng.random_range(0..shape.chunk_len);
+    plant(&mut redraw, "last-key", row, &[shape.prefix_len + row], rng);
+    let row = rng.random_range(0..shape.chunk_len);
     let seen: Vec<usize> = (0..3)
         .map(|_| rng.random_range(0..=shape.prefix_len + row))
         .collect();
-    plant(&mut redraw, "overflow", row, head, &seen);
+    plant(&mut redraw, "overflow", row, &seen, rng);
     redraw
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,22 +14,29 @@ use super::layout::HQ;
 use super::recipe::{Plant, PlantKeys, PlantRows};
 use crate::lab::redraw::{BlockMove, PlantValue, Redraw};
 
-/// A large element in an instance's own bits: what `q` and `kNew` (the
-/// activation) and the K cache (the key, scale applied) hold where a plant
-/// goes, so that a planted query meets a planted key at a score of about
-/// 181 (4 x 4 x 128 / sqrt(128)), as the cases' plants of 4.0 do.
+/// What an instance plants: in `q` and `kNew` (the activation) and in the
+/// K cache (the key, scale applied), values about the cases' 4.0, so that
+/// a planted query meets a planted key at a score of about 4 x 4 x DH /
+/// sqrt(DH). Drawn from a range where the element type allows, so close
+/// large scores decide each other's weights and precision matters.
 #[derive(Debug, Clone, Copy)]
-pub struct LargeBits {
-    pub activation: u32,
-    pub key: u32,
+pub struct Large {
+    pub activation: PlantValue,
+    pub key: PlantValue,
 }
+
+/// Large values drawn about the cases' 4.0 (float and bf16 elements).
+pub const ABOUT_FOUR: PlantValue = PlantValue::Drawn {
+    low: 3.5,
+    high: 4.5,
+};
 
 /// A launch's redraw of `batch`: the block move, then a query row whose
 /// largest score is its own key, the last it sees (`last-key`), and one
 /// whose large scores fall on two cached keys (`overflow`, the `expf`
 /// overflow of a kernel that does not subtract the row max), each at a
 /// random head.
-pub fn prefill_redraw(batch: &Batch, large: LargeBits, rng: &mut ChaCha8Rng) -> Redraw {
+pub fn prefill_redraw(batch: &Batch, large: Large, rng: &mut ChaCha8Rng) -> Redraw {
     let block_elems = batch.layout.block_elems();
     let moved = BlockMove::shuffled(
         "blockTable",
@@ -92,7 +99,7 @@ fn plant(
     seq: usize,
     row: usize,
     keys: Vec<usize>,
-    large: LargeBits,
+    large: Large,
     rng: &mut ChaCha8Rng,
 ) {
     let plant = Plant {
@@ -103,13 +110,9 @@ fn plant(
         value: 0.0,
     };
     let sites = PlantSites::of(launched, &plant);
-    let (activation, key) = (
-        PlantValue::Constant(large.activation),
-        PlantValue::Constant(large.key),
-    );
-    redraw.plant_at("q", &sites.q, activation);
-    redraw.plant_at("kNew", &sites.k_new, activation);
-    redraw.plant_at("kCache", &sites.k_cache, key);
+    redraw.plant_at("q", &sites.q, large.activation);
+    redraw.plant_at("kNew", &sites.k_new, large.activation);
+    redraw.plant_at("kCache", &sites.k_cache, large.key);
     redraw.decides(kind, launched.start(seq) + row);
 }
 
@@ -140,9 +143,9 @@ mod tests {
     #[test]
     fn each_launch_moves_the_plants_and_the_blocks() {
         let batch = batch();
-        let large = LargeBits {
-            activation: 4f32.to_bits(),
-            key: 4f32.to_bits(),
+        let large = Large {
+            activation: ABOUT_FOUR,
+            key: ABOUT_FOUR,
         };
         let mut rng = ChaCha8Rng::seed_from_u64(9);
         let first = prefill_redraw(&batch, large, &mut rng);

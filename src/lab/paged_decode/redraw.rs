@@ -1,8 +1,8 @@
 //! The timed launches' data (`lab::redraw`): every block id renamed with
 //! its contents, and two of the cases' hazards at a sequence and head drawn
 //! for each launch: a query whose largest score is its own key, the last of
-//! its context (`last-key`), and one whose large scores fall on two earlier
-//! cached keys (`overflow`). The split-K partitions then meet the planted
+//! its context (`last-key`), and one whose large scores (about 128, values
+//! drawn about the cases' 4.0) fall on two earlier cached keys (`overflow`). The split-K partitions then meet the planted
 //! keys wherever the launch put them.
 
 use rand::seq::IndexedRandom;
@@ -11,10 +11,9 @@ use rand_chacha::ChaCha8Rng;
 
 use super::contract::{Batch, Inputs, DH, HQ, LAYOUT};
 use crate::lab::paged::layout::{kv_head_of, BLOCK};
-use crate::lab::redraw::{BlockMove, PlantValue, Redraw};
+use crate::lab::paged::redraw::ABOUT_FOUR;
+use crate::lab::redraw::{BlockMove, Redraw};
 
-/// 4.0 in a query and a key: a score of 4 x 4 x 64 / 8 = 128, as the cases plant.
-const LARGE: f32 = 4.0;
 
 pub fn redraw(inputs: &Inputs, rng: &mut ChaCha8Rng) -> Redraw {
     let batch = &inputs.batch;
@@ -59,7 +58,7 @@ fn plant(
     rng: &mut ChaCha8Rng,
 ) {
     let head = rng.random_range(0..HQ);
-    let large = PlantValue::Constant(LARGE.to_bits());
+    let large = ABOUT_FOUR;
     let query = Batch::q_index(seq, head, 0);
     redraw.plant("q", query..query + DH, large);
     let sites: Vec<usize> = keys

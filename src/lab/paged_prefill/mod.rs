@@ -14,7 +14,7 @@ pub mod tensors;
 
 use rand_chacha::ChaCha8Rng;
 
-use crate::lab::paged::redraw::{prefill_redraw, LargeBits};
+use crate::lab::paged::redraw::{prefill_redraw, Large, ABOUT_FOUR};
 use crate::lab::redraw::Redraw;
 use std::path::Path;
 
@@ -137,9 +137,9 @@ impl TypedLab for PagedPrefill {
     }
 
     fn redraw(inputs: &Inputs, rng: &mut ChaCha8Rng) -> Redraw {
-        let large = LargeBits {
-            activation: 4f32.to_bits(),
-            key: 4f32.to_bits(),
+        let large = Large {
+            activation: ABOUT_FOUR,
+            key: ABOUT_FOUR,
         };
         prefill_redraw(&inputs.batch, large, rng)
     }

@@ -19,7 +19,8 @@ pub use crate::lab::paged::{bf16, fp8};
 
 use rand_chacha::ChaCha8Rng;
 
-use crate::lab::paged::redraw::{prefill_redraw, LargeBits};
+use crate::lab::paged::redraw::{prefill_redraw, Large, ABOUT_FOUR};
+use crate::lab::redraw::PlantValue;
 use crate::lab::redraw::Redraw;
 use std::path::Path;
 
@@ -122,10 +123,10 @@ impl TypedLab for PagedPrefillFp8 {
 
     fn redraw(launch: &LaunchInputs, rng: &mut ChaCha8Rng) -> Redraw {
         let inputs = &launch.inputs;
-        // 4.0 after the cache's scale, as the fp32 lab plants it.
-        let large = LargeBits {
-            activation: u32::from(bf16::bits(4.0)),
-            key: u32::from(inputs.format.encode(4.0 / inputs.k_scale)),
+        // The cache holds codes: 4.0 after its scale, as the cases plant it.
+        let large = Large {
+            activation: ABOUT_FOUR,
+            key: PlantValue::Constant(u32::from(inputs.format.encode(4.0 / inputs.k_scale))),
         };
         prefill_redraw(&inputs.batch, large, rng)
     }
