@@ -30,8 +30,9 @@
 //! real `grade::launch_audit` against the real CPU oracle and judged by the
 //! real `grade::floor`: KIND `honest` gives 2x, `stale` returns the previous
 //! launch's output, `first-inputs` the checked launch's, `unwritten` leaves
-//! poison in one row, `too-fast` is honest but faster than the floor. A text
-//! without it is not timed.
+//! poison in one row, `too-fast` is honest but faster than the floor,
+//! `less-exact` is exact when checked and uses 40% of the allowance on every
+//! timed launch (the precision rule names it). A text without it is not timed.
 //!
 //! Started with `FLASHPROF_WORKER_EXIT_ON_HANGUP=1` (as every remote worker
 //! is), it ends when its caller hangs up, through the real worker's watch:
@@ -56,7 +57,10 @@ use flashprof::facts::device::DeviceInfo;
 use flashprof::gpu::compile::Build;
 use flashprof::grade::compare::{compare, POISON_BITS};
 use flashprof::grade::floor::{Ceilings, Floor};
-use flashprof::grade::launch_audit::{LaunchAudit, LaunchId, LaunchPhase};
+use flashprof::grade::launch_audit::{
+    row_shares, FindingKind, LaunchAudit, LaunchFinding, LaunchId, LaunchPhase,
+};
+use flashprof::grade::precision::{less_exact, ClassShares};
 use flashprof::grade::stats::{speedup, summarize};
 use flashprof::lab::definition::CaseData;
 use flashprof::lab::flash_prefill::FLASH_PREFILL;
@@ -351,6 +355,10 @@ fn cpu_timing(kind: &str, seed: u64, config: TimingConfig) -> TimingOutcome {
         of: 1,
     };
     audit.remember(first, &first_output);
+    let checked_shares = ClassShares::of(
+        &row_shares(problem.output, lab.tolerance(), &first_output, &reference),
+        |_| None,
+    );
     let mut rows = ChaCha8Rng::seed_from_u64(seed);
     let mut previous = first_output.clone();
     let mut finding = None;
@@ -371,14 +379,32 @@ fn cpu_timing(kind: &str, seed: u64, config: TimingConfig) -> TimingOutcome {
         if kind == "unwritten" && number == 3 {
             output[problem.output.index(5, 2, 0)] = f32::from_bits(POISON_BITS);
         }
+        if kind == "less-exact" {
+            // Exact when checked, then 40% of the allowance on every timed
+            // launch: inside the tolerance, far from the checked launch.
+            let exact = lab.oracle(&data, None);
+            for (got, want) in output.iter_mut().zip(&exact) {
+                *got = (want + 0.4 * lab.tolerance().allowed(*want)) as f32;
+            }
+        }
         previous = honest(&data);
         let verdict = audit
             .plan(launch, &output, &[], &mut rows)
             .and_then(|plan| {
                 let rows_reference = lab.oracle(&data, Some(&plan.rows));
-                audit
-                    .judge(launch, &output, plan, &rows_reference)
-                    .map(|_| ())
+                let shares = audit.judge(launch, &output, plan, &rows_reference)?;
+                // The worker's precision rule, on the same shares (no plants here).
+                match less_exact(&checked_shares, &ClassShares::of(&shares, |_| None)) {
+                    Some(found) => Err(LaunchFinding {
+                        launch,
+                        kind: FindingKind::LessExact {
+                            class: found.class,
+                            checked: found.checked,
+                            timed: found.timed,
+                        },
+                    }),
+                    None => Ok(()),
+                }
             });
         if let Err(found) = verdict {
             finding.get_or_insert(found);
@@ -425,12 +451,9 @@ fn cpu_timing(kind: &str, seed: u64, config: TimingConfig) -> TimingOutcome {
         phases: None,
         profile_refused: None,
         bandwidth: None,
-        draw_seed: Some(seed),
-        planted: Vec::new(),
-        unchanged_inputs: Vec::new(),
+        data: None,
         precision: None,
         drift: None,
         two_groups: None,
-        warmup_ms: Vec::new(),
     }
 }

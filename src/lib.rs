@@ -37,6 +37,8 @@
 //! The crate denies `unsafe`; these files allow it, each for foreign calls
 //! it keeps thin (the same test compares this list with the source):
 //! - `src/gpu/device.rs`: CUDA driver calls and kernel launches;
+//! - `src/gpu/device/fresh.rs`: the fresh-input kernels' launches and the
+//!   rule they take by value;
 //! - `src/gpu/peaks.rs`: launching the peak probes;
 //! - `src/gpu/compile/nvrtc.rs`: NVRTC through cudarc;
 //! - `src/gpu/cupti/mod.rs`, `src/gpu/cupti/sys.rs`: CUPTI's profiler API;

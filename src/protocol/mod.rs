@@ -45,8 +45,8 @@ use crate::lab::registry;
 /// 6: the line profile (`Request::Lines`, `Event::Lines`).
 /// 7: a case travels as its lab's name and recipe ([`WireCase`]), decoded
 /// once by the worker's lab.
-/// 8: timing rules 3 (`TimingOutcome::draw_seed`, `planted`, `precision`,
-/// `drift`, ...).
+/// 8: timing rules 3 (`TimingOutcome::data`, `precision`, `drift`,
+/// `two_groups`).
 pub const PROTOCOL_VERSION: u32 = 8;
 
 /// The rules a speedup was measured under, kept with every timing and in
@@ -412,31 +412,35 @@ pub struct TimingOutcome {
     /// streaming probes (absent for the other labs and in older reports).
     #[serde(default)]
     pub bandwidth: Option<crate::grade::roofline::Bandwidth>,
-    /// The seed of every launch's draws, plants and block moves: the
-    /// operating system's entropy, new each timing (absent before rules 3).
+    /// What the launches were given (absent before rules 3).
     #[serde(default)]
-    pub draw_seed: Option<u64>,
-    /// The kinds of hazard every launch carried, at positions of its own.
-    #[serde(default)]
-    pub planted: Vec<String>,
-    /// The inputs every launch got unchanged (scalars, int tensors no block
-    /// move renames): what a kernel may derive a plan from.
-    #[serde(default)]
-    pub unchanged_inputs: Vec<String>,
+    pub data: Option<Box<TimedData>>,
     /// How much of the allowance each class of rows used: the checked
     /// launch's and the timed launches' worst.
     #[serde(default)]
-    pub precision: Option<Precision>,
+    pub precision: Option<Box<Precision>>,
     /// The starter after itself against the starter after the student's
     /// kernel; withholds the speedup past its limit.
     #[serde(default)]
-    pub drift: Option<crate::grade::drift::StarterDrift>,
+    pub drift: Option<Box<crate::grade::drift::StarterDrift>>,
     /// The student's launch times (warm-ups included) in two groups far
     /// apart, named but not withheld.
     #[serde(default)]
-    pub two_groups: Option<crate::grade::drift::TwoGroups>,
+    pub two_groups: Option<Box<crate::grade::drift::TwoGroups>>,
+}
+
+/// What a timing's launches were given, and the student's warm-ups.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TimedData {
+    /// The seed of every launch's draws, plants and block moves: the
+    /// operating system's entropy, new each timing.
+    pub draw_seed: u64,
+    /// The kinds of hazard every launch carried, at positions of its own.
+    pub planted: Vec<String>,
+    /// The inputs every launch got unchanged (scalars, int tensors no block
+    /// move renames): what a kernel may derive a plan from.
+    pub unchanged_inputs: Vec<String>,
     /// The student's warm-up launches, timed like the others.
-    #[serde(default)]
     pub warmup_ms: Vec<f64>,
 }
 

@@ -483,19 +483,26 @@ fn render_timing_integrity(out: &mut String, t: &crate::protocol::TimingOutcome)
         "  audit    {} launches on fresh inputs, each with a poisoned output and checked after it ran",
         t.audited_launches
     );
-    if let Some(seed) = t.draw_seed {
-        let planted = match t.planted.is_empty() {
+    if let Some(data) = &t.data {
+        let planted = match data.planted.is_empty() {
             true => "no plants".to_owned(),
-            false => format!("planted {} rows moved every launch", t.planted.join(", ")),
+            false => format!(
+                "planted {} rows moved every launch",
+                data.planted.join(", ")
+            ),
         };
-        let _ = writeln!(out, "  data     draw seed {seed:#018x}; {planted}");
-    }
-    if !t.unchanged_inputs.is_empty() {
         let _ = writeln!(
             out,
-            "  same     {} unchanged across launches (a plan derived from them is allowed)",
-            t.unchanged_inputs.join(", ")
+            "  data     draw seed {:#018x}; {planted}",
+            data.draw_seed
         );
+        if !data.unchanged_inputs.is_empty() {
+            let _ = writeln!(
+                out,
+                "  same     {} unchanged across launches (a plan derived from them is allowed)",
+                data.unchanged_inputs.join(", ")
+            );
+        }
     }
     if let Some(precision) = &t.precision {
         let classes: Vec<String> = precision

@@ -41,7 +41,7 @@ use crate::lab::args::ArgKind;
 use crate::lab::definition::{CaseData, CaseInputs, LabCase, LabRef};
 use crate::lab::redraw::Redraw;
 use crate::protocol::{
-    Precision, ReferenceCheck, TimingConfig, TimingOutcome, TimingPhases, TIMING_RULES,
+    Precision, ReferenceCheck, TimedData, TimingConfig, TimingOutcome, TimingPhases, TIMING_RULES,
 };
 
 /// Rows of the timed shape whose GPU reference is recomputed on the CPU.
@@ -201,21 +201,23 @@ pub fn time(
         }),
         profile_refused: None,
         bandwidth,
-        draw_seed: Some(draw_seed),
-        planted: bench
-            .redraw
-            .rows
-            .iter()
-            .map(|r| r.kind.to_owned())
-            .collect(),
-        unchanged_inputs: bench.unchanged_inputs(),
-        precision: Some(Precision {
+        data: Some(Box::new(TimedData {
+            draw_seed,
+            planted: bench
+                .redraw
+                .rows
+                .iter()
+                .map(|r| r.kind.to_owned())
+                .collect(),
+            unchanged_inputs: bench.unchanged_inputs(),
+            warmup_ms,
+        })),
+        precision: Some(Box::new(Precision {
             checked: sides.checked,
             timed: sides.timed,
-        }),
-        drift,
-        two_groups: TwoGroups::of(&all_student_ms),
-        warmup_ms,
+        })),
+        drift: drift.map(Box::new),
+        two_groups: TwoGroups::of(&all_student_ms).map(Box::new),
     })
 }
 

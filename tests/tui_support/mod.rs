@@ -224,13 +224,10 @@ pub fn timing(starter_ms: f64, ratio: f64) -> TimingOutcome {
         phases: None,
         profile_refused: None,
         bandwidth: None,
-        draw_seed: Some(7),
-        planted: Vec::new(),
-        unchanged_inputs: Vec::new(),
+        data: None,
         precision: None,
         drift: None,
         two_groups: None,
-        warmup_ms: Vec::new(),
     }
 }
 

@@ -6,6 +6,7 @@
 //! The same rule, run again after the launch, counts the elements the launch
 //! changed, and a fingerprint of the pristine copies finds a kernel that
 //! wrote into them.
+#![allow(unsafe_code)]
 
 use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DeviceRepr, PushKernelArg};
 

@@ -14,7 +14,6 @@ use crate::lab::paged::layout::{kv_head_of, BLOCK};
 use crate::lab::paged::redraw::ABOUT_FOUR;
 use crate::lab::redraw::{BlockMove, Redraw};
 
-
 pub fn redraw(inputs: &Inputs, rng: &mut ChaCha8Rng) -> Redraw {
     let batch = &inputs.batch;
     let block_elems = LAYOUT.block_elems();
