@@ -36,10 +36,10 @@ case $LAB in
       kernels/paged-prefill/stream-read-probe.cu) ;;
   fp8)
     ARGS=(--lab paged-prefill-fp8)
-    KERNELS=(kernels/paged-prefill-fp8/starter.cu kernels/paged-prefill-fp8/reference.cu) ;;
+    KERNELS=(kernels/paged-prefill-fp8/starter.cu kernels/paged-prefill-fp8/reference.cu kernels/paged-prefill-fp8/cheats/*.cu) ;;
   decode)
     ARGS=(--lab paged-decode)
-    KERNELS=(kernels/paged-decode/starter.cu kernels/paged-decode/reference.cu) ;;
+    KERNELS=(kernels/paged-decode/starter.cu kernels/paged-decode/reference.cu kernels/paged-decode/cheats/*.cu) ;;
   *) echo "unknown lab $LAB" >&2; exit 2 ;;
 esac
 

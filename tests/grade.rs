@@ -247,7 +247,7 @@ fn hostile_submissions_get_one_row_each_with_reasons_and_nothing_leaks() {
     let rows = parse_csv(&csv);
     assert_eq!(rows[0][0], "id");
     assert_eq!(rows.len(), 1 + subs.len());
-    assert!(rows.iter().all(|r| r.len() == 22), "{rows:?}");
+    assert!(rows.iter().all(|r| r.len() == 23), "{rows:?}");
     assert!(
         rows[1..].iter().all(|r| r[2] == "flash-prefill"),
         "{rows:?}"
@@ -309,7 +309,8 @@ fn the_gradebook_s_last_column_says_what_a_kernel_keeps_between_launches() {
             "spill_bytes",
             "smem_bytes",
             "occupancy",
-            "occupancy_limiter"
+            "occupancy_limiter",
+            "gate_version"
         ]
     );
     let kept: BTreeMap<&str, &str> = rows[1..]

@@ -158,6 +158,7 @@ fn gates() -> GateTable {
             threshold: 1.5,
             reference_speedup: None,
             measured_on: None,
+            timing_rules: None,
         }],
     }
 }
@@ -293,6 +294,7 @@ fn the_speed_gate_withholds_its_verdict_from_every_cheat_and_passes_the_honest_k
             speedup,
             threshold,
             gpu,
+            ..
         } => {
             assert!((speedup - 2.0).abs() < 1e-9);
             assert_eq!((threshold, gpu.as_str()), (1.5, "stand-in GPU"));

@@ -47,6 +47,11 @@ pub struct GpuGate {
     /// When the calibration ran (a date, as text).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub measured_on: Option<String>,
+    /// The timing rules the calibration ran under
+    /// ([`crate::protocol::TIMING_RULES`]); absent in gates written before
+    /// gates had a version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timing_rules: Option<u32>,
 }
 
 fn first_lab() -> String {
@@ -78,6 +83,19 @@ pub enum GateTableError {
 }
 
 impl GpuGate {
+    /// What a verdict records of the gate that judged it: threshold, timing
+    /// rules and calibration date, so a gradebook row says which gate it
+    /// was judged by after the table has moved on.
+    pub fn version(&self) -> String {
+        let rules = self
+            .timing_rules
+            .map_or("rules unrecorded".to_owned(), |r| {
+                format!("timing rules {r}")
+            });
+        let date = self.measured_on.as_deref().unwrap_or("date unrecorded");
+        format!("{:.1}x, {rules}, calibrated {date}", self.threshold)
+    }
+
     fn serves(&self, lab: &str, device_name: &str) -> bool {
         self.lab == lab && self.name.trim().eq_ignore_ascii_case(device_name.trim())
     }
@@ -180,11 +198,17 @@ pub enum SpeedGate {
         speedup: f64,
         threshold: f64,
         gpu: String,
+        /// The judging gate's [`GpuGate::version`] (empty in rows judged
+        /// before gates had one).
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        gate: String,
     },
     Fail {
         speedup: f64,
         threshold: f64,
         gpu: String,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        gate: String,
     },
     /// There is no speedup to judge: not timed, no GPU, or the timed output was wrong.
     NoSpeedup { reason: String },
@@ -229,16 +253,26 @@ impl SpeedGate {
                 speedup,
                 threshold: gate.threshold,
                 gpu,
+                gate: gate.version(),
             },
             Some(gate) => Self::Fail {
                 speedup,
                 threshold: gate.threshold,
                 gpu,
+                gate: gate.version(),
             },
         }
     }
 
     /// One word for a spreadsheet column.
+    /// The version of the gate that judged this verdict, when one did.
+    pub fn gate_version(&self) -> Option<&str> {
+        match self {
+            Self::Pass { gate, .. } | Self::Fail { gate, .. } => Some(gate),
+            Self::NoSpeedup { .. } | Self::Uncalibrated { .. } => None,
+        }
+    }
+
     pub fn word(&self) -> &'static str {
         match self {
             Self::Pass { .. } => "pass",
@@ -256,6 +290,7 @@ impl fmt::Display for SpeedGate {
                 speedup,
                 threshold,
                 gpu,
+                ..
             } => write!(
                 f,
                 "speed gate: pass, {speedup:.1}x >= {threshold:.1}x on {gpu}"
@@ -264,6 +299,7 @@ impl fmt::Display for SpeedGate {
                 speedup,
                 threshold,
                 gpu,
+                ..
             } => write!(
                 f,
                 "speed gate: FAIL, {speedup:.1}x < {threshold:.1}x on {gpu}"
@@ -323,6 +359,7 @@ mod tests {
             threshold: 10.0,
             reference_speedup: Some(20.4),
             measured_on: None,
+            timing_rules: Some(3),
         };
         table.upsert(faster.clone());
         table.upsert(GpuGate {
@@ -358,5 +395,45 @@ mod tests {
     fn a_non_positive_threshold_is_refused() {
         let err = GateTable::parse("[[gpu]]\nname = \"X\"\nthreshold = 0.0\n", "t").unwrap_err();
         assert!(err.to_string().contains("positive threshold"));
+    }
+
+    #[test]
+    fn a_verdict_records_the_gate_that_judged_it_and_an_older_row_still_reads() {
+        let gate = GpuGate {
+            lab: "flash-prefill".into(),
+            name: "NVIDIA H100 80GB HBM3".into(),
+            threshold: 9.0,
+            reference_speedup: Some(18.4),
+            measured_on: Some("2026-12-06".into()),
+            timing_rules: Some(3),
+        };
+        assert_eq!(
+            gate.version(),
+            "9.0x, timing rules 3, calibrated 2026-12-06"
+        );
+        let unversioned = GpuGate {
+            measured_on: None,
+            timing_rules: None,
+            ..gate.clone()
+        };
+        assert_eq!(
+            unversioned.version(),
+            "9.0x, rules unrecorded, calibrated date unrecorded"
+        );
+        // A gradebook row judged before gates had a version reads, with none.
+        let old: SpeedGate = serde_json::from_str(
+            r#"{"verdict":"pass","speedup":18.2,"threshold":9.0,"gpu":"NVIDIA H200"}"#,
+        )
+        .unwrap();
+        assert_eq!(old.gate_version(), Some(""));
+        let judged = SpeedGate::Fail {
+            speedup: 3.0,
+            threshold: 9.0,
+            gpu: gate.name.clone(),
+            gate: gate.version(),
+        };
+        let json = serde_json::to_string(&judged).unwrap();
+        assert_eq!(serde_json::from_str::<SpeedGate>(&json).unwrap(), judged);
+        assert!(json.contains("timing rules 3"), "{json}");
     }
 }

@@ -104,6 +104,7 @@ pub fn run(args: CalibrateArgs) -> Result<ExitCode, Refusal> {
         threshold: threshold_from_reference(summary.median),
         reference_speedup: Some((summary.median * 10.0).round() / 10.0),
         measured_on: Some(today()),
+        timing_rules: Some(crate::protocol::TIMING_RULES),
     };
     println!(
         "{}: reference median {:.2}x over {} runs -> speed gate {:.1}x",

@@ -343,6 +343,7 @@ impl ProgressBar {
                 to_grade,
                 retimed,
                 cut_short,
+                older_gate,
                 limits,
             } => {
                 self.total = *to_grade;
@@ -355,6 +356,13 @@ impl ProgressBar {
                         "grading {retimed} submissions again: their rows were timed under earlier \
                          timing rules (v{} is this build's, docs/INTEGRITY.md)",
                         crate::protocol::TIMING_RULES
+                    );
+                }
+                if *older_gate > 0 {
+                    eprintln!(
+                        "{older_gate} graded submissions keep the speed verdict of the gate that \
+                         judged them, not the gates table's current one (each row's `gate` says \
+                         which; docs/TA.md)"
                     );
                 }
                 if *cut_short > 0 {

@@ -15,3 +15,4 @@ pub mod lines;
 pub mod precision;
 pub mod roofline;
 pub mod stats;
+pub mod stopping;

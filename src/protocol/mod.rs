@@ -180,6 +180,10 @@ pub struct TimingConfig {
     pub repetitions: u32,
     /// Evict L2 before every timed launch (outside the timed region).
     pub cold_l2: bool,
+    /// When timing stops before `repetitions` (absent in older requests and
+    /// reports: the rule they were timed under, [`StoppingRule::DEFAULT`]).
+    #[serde(default)]
+    pub stopping: crate::grade::stopping::StoppingRule,
 }
 
 impl Default for TimingConfig {
@@ -190,6 +194,7 @@ impl Default for TimingConfig {
             warmup: 1,
             repetitions: 15,
             cold_l2: true,
+            stopping: crate::grade::stopping::StoppingRule::DEFAULT,
         }
     }
 }

@@ -419,10 +419,11 @@ fn render_timing(out: &mut String, report: &CheckReport) {
     };
     let _ = writeln!(
         out,
-        "\ntiming at {} ({} interleaved runs each of at most {}, L2 {}):",
+        "\ntiming at {} ({} interleaved runs each of at most {}, {}; L2 {}):",
         t.shape.detail,
         t.student.n,
         t.config.repetitions,
+        t.config.stopping.name(),
         if t.config.cold_l2 {
             "flushed"
         } else {

@@ -16,8 +16,9 @@
 //! exact than the checked launch's (`grade::precision`). Launches alternate
 //! starter, student, ... so drift hits both alike; a few pairs launch the
 //! starter twice, so the starter after itself is compared with the starter
-//! after the student (`grade::drift`). Timing stops once the speedup's 95%
-//! interval is within 1%. A median below the physical floor
+//! after the student (`grade::drift`). Timing stops as the request's
+//! stopping rule says (`grade::stopping`: by default once the speedup's 95%
+//! interval is within 1%). A median below the physical floor
 //! (`grade::floor`) is impossible. Any finding withholds the speedup.
 
 use std::time::Instant;
@@ -36,7 +37,7 @@ use crate::grade::launch_audit::{
 };
 use crate::grade::precision::{less_exact, ClassShares};
 use crate::grade::roofline::Bandwidth;
-use crate::grade::stats::{speedup, summarize, Speedup};
+use crate::grade::stats::{speedup, summarize};
 use crate::lab::args::ArgKind;
 use crate::lab::definition::{CaseData, CaseInputs, LabCase, LabRef};
 use crate::lab::redraw::Redraw;
@@ -48,10 +49,6 @@ use crate::protocol::{
 const SAMPLED_ROWS: usize = 12;
 /// The GPU reference must match the CPU oracle this closely (relative, float64 against float64).
 const REFERENCE_AGREEMENT: f64 = 1e-9;
-/// Timed pairs before timing may stop early.
-const MIN_TIMED_PAIRS: u32 = 5;
-/// Timing stops once the speedup's 95% interval is within this share of it, either side.
-const SETTLED_HALF_WIDTH: f64 = 0.01;
 /// Headroom on the best DRAM bandwidth known (the attribute figure or the
 /// L2 sweep's): the floor must sit under any honest streaming kernel.
 const DRAM_HEADROOM: f64 = 1.10;
@@ -134,10 +131,10 @@ pub fn time(
         starter_ms.push(times.starter);
         student_ms.push(times.student);
         starter_after_starter.extend(times.starter_again);
-        // A withheld speedup needs no precision, only the floor of pairs.
-        let done =
-            sides.finding.is_some() || speedup(&starter_ms, &student_ms).is_ok_and(|s| settled(&s));
-        if number as u32 >= MIN_TIMED_PAIRS.min(most) && done {
+        if config
+            .stopping
+            .done(&starter_ms, &student_ms, most, sides.finding.is_some())
+        {
             break;
         }
     }
@@ -250,11 +247,6 @@ fn record(audited: Result<Vec<RowShare>, LaunchFinding>, first: &mut Option<Laun
     if let Err(found) = audited {
         first.get_or_insert(found);
     }
-}
-
-/// Whether the speedup's 95% interval is within [`SETTLED_HALF_WIDTH`] of it.
-fn settled(speedup: &Speedup) -> bool {
-    speedup.ci_high - speedup.ci_low <= 2.0 * SETTLED_HALF_WIDTH * speedup.point
 }
 
 fn elapsed_ms(since: Instant) -> f64 {

@@ -21,7 +21,7 @@ use crate::protocol::CaseStatus;
 pub const GRADEBOOK_SCHEMA: &str = "flashprof.gradebook/1";
 
 /// The CSV header, in column order.
-pub const CSV_COLUMNS: [&str; 22] = [
+pub const CSV_COLUMNS: [&str; 23] = [
     "id",
     "file",
     "lab",
@@ -44,6 +44,7 @@ pub const CSV_COLUMNS: [&str; 22] = [
     "smem_bytes",
     "occupancy",
     "occupancy_limiter",
+    "gate_version",
 ];
 
 /// One gradebook row, computed from a journal entry.
@@ -177,7 +178,7 @@ impl GradebookRow {
         }
     }
 
-    fn csv_cells(&self) -> [String; 22] {
+    fn csv_cells(&self) -> [String; 23] {
         [
             self.id.clone(),
             self.file.clone(),
@@ -210,6 +211,11 @@ impl GradebookRow {
                 .map(|o| format!("{o:.3}"))
                 .unwrap_or_default(),
             self.occupancy_limiter.unwrap_or_default().to_owned(),
+            self.gate
+                .as_ref()
+                .and_then(SpeedGate::gate_version)
+                .unwrap_or_default()
+                .to_owned(),
         ]
     }
 }

@@ -41,6 +41,9 @@ pub struct GradingKey {
     pub mode: GradeMode,
     /// [`crate::protocol::TIMING_RULES`] of this build.
     pub timing_rules: u32,
+    /// The timing's stopping rule by name (`grade::stopping`; empty for a
+    /// run that times nothing).
+    pub stopping: String,
     pub limits: GradingLimits,
 }
 
@@ -137,8 +140,13 @@ impl JournalEntry {
             && (self.mode == grading.mode || self.mode == GradeMode::Full)
     }
 
+    /// Timed under the same rules and, when the row was timed, stopped by
+    /// the same rule.
     fn same_timing_rules(&self, grading: &GradingKey) -> bool {
-        grading.mode == GradeMode::CompileOnly || self.timing_rules == grading.timing_rules
+        let timing = self.report.as_ref().and_then(|r| r.timing.as_ref());
+        grading.mode == GradeMode::CompileOnly
+            || (self.timing_rules == grading.timing_rules
+                && timing.is_none_or(|t| t.config.stopping.name() == grading.stopping))
     }
 
     /// Whether no limit cut this row short, or each limit that did is the
@@ -526,6 +534,7 @@ mod tests {
             cases_hash: cases_hash.into(),
             mode,
             timing_rules: crate::protocol::TIMING_RULES,
+            stopping: crate::grade::stopping::StoppingRule::DEFAULT.name(),
             limits: LIMITS,
         }
     }

@@ -81,6 +81,12 @@ impl BatchPlan {
             cases_hash: content_hash(cases.as_bytes()),
             mode: self.mode,
             timing_rules: crate::protocol::TIMING_RULES,
+            stopping: self
+                .check
+                .timing
+                .as_ref()
+                .map(|t| t.config.stopping.name())
+                .unwrap_or_default(),
             limits: GradingLimits {
                 case_timeout_ms: self.check.case_timeout.as_millis() as u64,
                 compile_timeout_s: super::check::compile_timeout().as_secs(),
@@ -102,6 +108,10 @@ pub enum BatchEvent<'a> {
         /// Of those to grade, how many had a row a limit cut short that is
         /// now different from `limits`, this run's.
         cut_short: usize,
+        /// Of those already graded, how many keep a verdict judged by a gate
+        /// other than the one the table holds now (never regraded silently:
+        /// the row keeps the gate it was judged by, and this says so).
+        older_gate: usize,
         limits: GradingLimits,
     },
     Finished {
@@ -148,6 +158,17 @@ fn io_error(path: &std::path::Path) -> impl Fn(std::io::Error) -> BatchError + '
     }
 }
 
+/// Whether `entry`'s speed verdict was judged by a gate other than the one
+/// `gates` holds now for its lab and GPU.
+fn judged_by_another_gate(entry: &JournalEntry, gates: &GateTable) -> bool {
+    let Some(version) = entry.gate.as_ref().and_then(SpeedGate::gate_version) else {
+        return false;
+    };
+    let gpu = entry.report.as_ref().and_then(|r| r.gpu.as_ref().ok());
+    let current = gpu.and_then(|gpu| gates.lookup(&entry.lab, &gpu.name));
+    current.is_none_or(|gate| gate.version() != version)
+}
+
 /// Grades every submission the journal does not already hold, then
 /// regenerates the gradebook from the journal.
 pub fn run_batch(
@@ -168,6 +189,7 @@ pub fn run_batch(
     let mut skipped = 0;
     let mut retimed = 0;
     let mut cut_short = 0;
+    let mut older_gate = 0;
     for submission in &plan.submissions {
         // Only the hash is kept: each submission is read again just before
         // it is graded, so memory does not grow with the size of the class.
@@ -175,6 +197,9 @@ pub fn run_batch(
         let done = previous.answers(&submission.id, &content_hash, &grading);
         if done {
             skipped += 1;
+            let newest = previous.newest(&submission.id);
+            older_gate +=
+                usize::from(newest.is_some_and(|e| judged_by_another_gate(e, &plan.gates)));
         } else {
             // Why the row the gradebook shows no longer stands, if it is one of this file.
             let stale = previous
@@ -190,6 +215,7 @@ pub fn run_batch(
         to_grade: pending.len(),
         retimed,
         cut_short,
+        older_gate,
         limits: grading.limits,
     });
     let mut writer = JournalWriter::open(&journal_path).map_err(io_error(&journal_path))?;
