@@ -3,8 +3,9 @@
 //!
 //! Speedups differ by GPU model, so one number cannot serve every course.
 //! Thresholds live in a small TOML table keyed by the device name the driver
-//! reports; flashprof ships the H200's and `flashprof calibrate` writes a
-//! user table for any other model. The engine never sees the gate: commands
+//! reports; flashprof ships the H200's and the H100's, each with its
+//! version, and `flashprof calibrate` writes a user table for any other
+//! model. The engine never sees the gate: commands
 //! compute it from a finished [`CheckReport`], which keeps grading and
 //! policy apart.
 
@@ -15,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::outcome::CheckReport;
 
-/// The gates flashprof ships (the H200's), overridden by a user table.
+/// The gates flashprof ships (the H200's and the H100's), overridden by a user table.
 pub const SHIPPED_GATES: &str = include_str!("../../assets/gates.toml");
 
 /// Share of the reference kernel's speedup a student must reach.
@@ -328,24 +329,43 @@ mod tests {
     }
 
     #[test]
-    fn shipped_table_holds_the_h200_for_each_lab() {
+    fn shipped_table_holds_the_h200_and_the_h100_for_each_lab_with_their_versions() {
         let table = GateTable::parse(SHIPPED_GATES, "shipped").unwrap();
-        for (lab, threshold) in [
-            ("flash-prefill", 9.0),
-            ("paged-prefill", 12.0),
-            ("paged-decode", 6.0),
+        for (gpu, rules, gates) in [
+            (
+                " nvidia h200",
+                2,
+                [
+                    ("flash-prefill", 9.0),
+                    ("paged-prefill", 12.0),
+                    ("paged-decode", 6.0),
+                    ("paged-prefill-fp8", 49.5),
+                ],
+            ),
+            (
+                "NVIDIA H100 80GB HBM3",
+                3,
+                [
+                    ("flash-prefill", 9.0),
+                    ("paged-prefill", 12.5),
+                    ("paged-decode", 4.5),
+                    ("paged-prefill-fp8", 47.5),
+                ],
+            ),
         ] {
-            let h200 = table.lookup(lab, " nvidia h200").expect("H200 gate");
-            assert_eq!(h200.threshold, threshold, "{lab}");
-            assert_eq!(
-                h200.reference_speedup.map(threshold_from_reference),
-                Some(threshold),
-                "{lab}"
-            );
+            for (lab, threshold) in gates {
+                let gate = table.lookup(lab, gpu).expect("a shipped gate");
+                assert_eq!(gate.threshold, threshold, "{lab} on {gpu}");
+                assert_eq!(
+                    gate.reference_speedup.map(threshold_from_reference),
+                    Some(threshold),
+                    "{lab} on {gpu}"
+                );
+                assert_eq!(gate.timing_rules, Some(rules), "{lab} on {gpu}");
+                assert!(gate.measured_on.is_some(), "{lab} on {gpu}");
+            }
         }
-        assert!(table
-            .lookup("flash-prefill", "NVIDIA H100 80GB HBM3")
-            .is_none());
+        assert!(table.lookup("flash-prefill", "NVIDIA L4").is_none());
         assert!(table.lookup("decode-v2", "NVIDIA H200").is_none());
     }
 
