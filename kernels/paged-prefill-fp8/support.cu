@@ -12,10 +12,7 @@
 // here from their definition (sign, exponent, mantissa; E4M3 bias 7 with NaN
 // at S.1111.111 and no infinities, E5M2 bias 15 with IEEE infinities and
 // NaNs), so it shares no conversion code with the kernels it judges. Every
-// decoded value times its scale is exact in double. Each block decodes the
-// 256 codes of the launch's format once into shared memory and looks bytes
-// up there: decoding every byte with ldexp, twice for keys, was most of the
-// 5.9 s this reference took at the timing batch (H100, 2026-12-06).
+// decoded value times its scale is exact in double.
 //
 // Launch: one warp per (new token, query head), any block size that is a
 // multiple of 32, at least qStart[numSeqs] * 32 warps in all (extra warps
@@ -61,13 +58,12 @@ __device__ double fp8Value(unsigned char byte, int kvFormat)
 }
 
 struct Walk {
-    const double* fp8Values;  // the 256 codes of the launch's format, decoded
     const unsigned short* kNew;
     const unsigned short* vNew;
     const unsigned char* kCache;
     const unsigned char* vCache;
     const int* blockTable;
-    int maxBlocksPerSeq, s, start, ctx, g;
+    int maxBlocksPerSeq, s, start, ctx, g, kvFormat;
     double kScale, vScale;
 
     __device__ double key(int j, int d) const
@@ -76,7 +72,7 @@ struct Walk {
             const size_t b = (size_t)blockTable[(size_t)s * maxBlocksPerSeq + j / PF8_B];
             const int o = j % PF8_B;
             const size_t at = (((b * PF8_KVH + g) * (PF8_D / PF8_X) + d / PF8_X) * PF8_B + o) * PF8_X + d % PF8_X;
-            return fp8Values[kCache[at]] * kScale;
+            return fp8Value(kCache[at], kvFormat) * kScale;
         }
         return bf16Value(kNew[((size_t)(start + j - ctx) * PF8_KVH + g) * PF8_D + d]);
     }
@@ -86,7 +82,7 @@ struct Walk {
         if (j < ctx) {
             const size_t b = (size_t)blockTable[(size_t)s * maxBlocksPerSeq + j / PF8_B];
             const int o = j % PF8_B;
-            return fp8Values[vCache[((b * PF8_KVH + g) * PF8_D + d) * PF8_B + o]] * vScale;
+            return fp8Value(vCache[((b * PF8_KVH + g) * PF8_D + d) * PF8_B + o], kvFormat) * vScale;
         }
         return bf16Value(vNew[((size_t)(start + j - ctx) * PF8_KVH + g) * PF8_D + d]);
     }
@@ -100,11 +96,6 @@ extern "C" __global__ void paged_fp8_oracle_f64(
     const int* seqLen, int numSeqs, int maxBlocksPerSeq, int slidingWindow, const float* alibiSlopes,
     float kScale, float vScale, int kvFormat, double* out, const int* rowList, int rowCount)
 {
-    // Before any warp returns: every thread of the block helps decode.
-    __shared__ double fp8Values[256];
-    for (int code = threadIdx.x; code < 256; code += blockDim.x) fp8Values[code] = fp8Value((unsigned char)code, kvFormat);
-    __syncthreads();
-
     const long long warpId = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane = threadIdx.x % 32;
     const int totalRows = rowList != nullptr ? rowCount : qStart[numSeqs];
@@ -122,8 +113,8 @@ extern "C" __global__ void paged_fp8_oracle_f64(
     const double slope = alibiSlopes != nullptr ? (double)alibiSlopes[h] : 0.0;
     // The contract's score scale, the float nearest 1/sqrt(128).
     const double scale = (double)__uint_as_float(0x3DB504F3u);
-    const Walk walk{fp8Values, kNew, vNew, kCache, vCache, blockTable, maxBlocksPerSeq, s, start, ctx,
-                    h / (PF8_QH / PF8_KVH), (double)kScale, (double)vScale};
+    const Walk walk{kNew, vNew, kCache, vCache, blockTable, maxBlocksPerSeq, s, start, ctx,
+                    h / (PF8_QH / PF8_KVH), kvFormat, (double)kScale, (double)vScale};
 
     double qd[PF8_LANE_DIMS];
     for (int k = 0; k < PF8_LANE_DIMS; ++k) qd[k] = bf16Value(q[((size_t)row * PF8_QH + h) * PF8_D + lane + 32 * k]);
