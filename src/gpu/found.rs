@@ -30,6 +30,7 @@ use std::time::Duration;
 
 use crate::sys::effective_uid;
 use crate::sys::folder::flashprof_cache;
+use crate::sys::trust::untrusted_because;
 
 /// The one step that gives a machine with Python but no CUDA a compiler:
 /// flashprof's own fetch ([`crate::gpu::fetch`]).
@@ -136,32 +137,8 @@ pub const NVRTC_NAMES: [&str; 3] = ["libnvrtc.so.13", "libnvrtc.so.12", "libnvrt
 /// The same for CUPTI.
 pub const CUPTI_NAMES: [&str; 2] = ["libcupti.so.13", "libcupti.so"];
 
-/// Why a file or folder with owner `uid` and `mode` cannot be trusted by
-/// user `euid`, or `None` when it can. `holds_library`: the folder that
-/// holds the library itself, where even a sticky bit does not make a write
-/// bit for others acceptable.
-pub fn untrusted_because(
-    uid: u32,
-    mode: u32,
-    is_dir: bool,
-    holds_library: bool,
-    euid: u32,
-) -> Option<String> {
-    if uid != euid && uid != 0 {
-        return Some(format!("owned by uid {uid}"));
-    }
-    let sticky_root = is_dir && mode & 0o1000 != 0 && uid == 0 && !holds_library;
-    match (mode & 0o020 != 0, mode & 0o002 != 0) {
-        _ if sticky_root => None,
-        (true, true) => Some("writable by group and others".into()),
-        (true, false) => Some("writable by group".into()),
-        (false, true) => Some("writable by others".into()),
-        (false, false) => None,
-    }
-}
-
 /// `library` with its links resolved, if it and every folder from it up
-/// to `/` are trusted by this process's user ([`untrusted_because`]); else
+/// to `/` are trusted by this process's user (`sys::trust::untrusted_because`); else
 /// the reason, naming the path at fault (neutralised for display).
 pub fn trust(library: &Path) -> Result<PathBuf, String> {
     use std::os::unix::fs::MetadataExt;
@@ -1006,29 +983,6 @@ mod tests {
                 format!("{}: owned by uid 1001", lib.display())
             );
         }
-    }
-
-    #[test]
-    fn only_this_user_or_root_and_no_other_writer_is_trusted() {
-        let euid = 1000;
-        assert_eq!(untrusted_because(1000, 0o100644, false, false, euid), None);
-        assert_eq!(untrusted_because(0, 0o40755, true, true, euid), None);
-        assert_eq!(
-            untrusted_because(1001, 0o100644, false, false, euid).as_deref(),
-            Some("owned by uid 1001")
-        );
-        // /tmp: sticky, root's, above the library: accepted; as its folder: not.
-        assert_eq!(untrusted_because(0, 0o41777, true, false, euid), None);
-        assert_eq!(
-            untrusted_because(0, 0o41777, true, true, euid).as_deref(),
-            Some("writable by group and others")
-        );
-        // Sticky but not root's: refused.
-        assert!(untrusted_because(1000, 0o41777, true, false, euid).is_some());
-        assert_eq!(
-            untrusted_because(1000, 0o40775, true, false, euid).as_deref(),
-            Some("writable by group")
-        );
     }
 
     #[test]

@@ -51,6 +51,11 @@ pub enum SourceError {
     NotRegular { path: String, kind: &'static str },
     #[error("{path}: cannot be read: {reason}")]
     Unreadable { path: String, reason: String },
+    #[error(
+        "{path}: not read: {link}; only your own or root's links, in folders no one else can \
+         write, are followed (docs/SECURITY.md)"
+    )]
+    UntrustedLink { path: String, link: String },
     #[error("{path}: {size} bytes is more than the {limit}-byte limit for a kernel source")]
     TooLarge { path: String, size: u64, limit: u64 },
     #[error("{path}: has no code (only whitespace or comments)")]
@@ -198,9 +203,16 @@ pub fn marker_name(display_path: &str) -> String {
 
 impl StudentSource {
     /// Reads and checks the file at `path` for `lab`, shown to the user as given.
-    /// A FIFO, socket or device node is refused without blocking on it.
+    /// A FIFO, socket or device node is refused without blocking on it, and
+    /// so is a path through a link another user owns or can replace
+    /// ([`crate::sys::trust::check_links`]).
     pub fn from_path(path: &Path, lab: LabRef) -> Result<Self, SourceError> {
         let shown = path.display().to_string();
+        // A link another user made or can swap would reach the TA's files.
+        crate::sys::trust::check_links(path).map_err(|link| SourceError::UntrustedLink {
+            path: shown.clone(),
+            link,
+        })?;
         let read = read_regular_file(path, FollowLinks::Yes, MAX_SOURCE_BYTES)?;
         // Checked on the size the file claims, so a huge file is never loaded.
         check_size(&shown, read.size.max(read.bytes.len() as u64))?;

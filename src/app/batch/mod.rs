@@ -294,7 +294,7 @@ fn prepare_out_folder(out: &std::path::Path) -> Result<(), BatchError> {
     let euid = crate::sys::effective_uid().unwrap_or(u32::MAX);
     let untrusted = match meta.uid() == euid {
         false => Some(format!("owned by uid {}, not by you", meta.uid())),
-        true => crate::gpu::found::untrusted_because(meta.uid(), meta.mode(), true, true, euid),
+        true => crate::sys::trust::untrusted_because(meta.uid(), meta.mode(), true, true, euid),
     };
     match untrusted {
         None => Ok(()),
