@@ -45,30 +45,53 @@ fn load_from(path: &Path, gpu: &DeviceInfo) -> Option<DevicePeaks> {
         .remove(&key(gpu)?)
         .filter(|peaks| peaks.name == gpu.name)
         .filter(|peaks| peaks.has_every_roof_of(&gpu.attribute_peaks()))
-        .filter(is_usable)
+        .filter(|peaks| is_usable(peaks, &gpu.attribute_peaks()))
 }
 
-/// Whether every roof of a cached entry is a rate a GPU can have: the file
-/// is only JSON on disk, and a roof of 0, -1 or 1e308 would be divided by
-/// and plotted. An unusable entry is measured again.
-fn is_usable(peaks: &DevicePeaks) -> bool {
-    let usable = |roof: &Roof| {
+/// Whether every roof of a cached entry is a rate this GPU can have: the
+/// file is only JSON on disk, and a roof of 0, -1 or 1e308 would be divided
+/// by and plotted, while one of 1e-3 bytes a second would put a kernel at
+/// 10^17 % of it. Each roof must lie between [`MIN_SHARE`] and
+/// [`MAX_OVER`] times what the GPU's attributes give for it (where they
+/// give one). An unusable entry is measured again.
+fn is_usable(peaks: &DevicePeaks, attributes: &DevicePeaks) -> bool {
+    let usable = |roof: &Roof, attribute: Option<&Roof>| {
+        let plausible = attribute
+            .map(|a| a.per_s)
+            .filter(|a| a.is_finite() && *a > 0.0)
+            .is_none_or(|a| roof.per_s >= a * MIN_SHARE && roof.per_s <= a * MAX_OVER);
         roof.per_s.is_finite()
             && roof.per_s > 0.0
             && roof.per_s < MAX_RATE
+            && plausible
             && roof.source == PeakSource::Measured
             && roof
                 .pipe_pct_at_peak
                 .is_none_or(|pct| pct.is_finite() && pct > 0.0 && pct <= 100.0)
     };
-    usable(&peaks.fp32_flops)
-        && usable(&peaks.dram_bytes)
-        && peaks.tensor_roofs().all(|(_, roof)| usable(roof))
+    let attribute_roof = |name: &str| {
+        attributes
+            .tensor_roofs()
+            .find(|(theirs, _)| *theirs == name)
+            .map(|(_, roof)| roof)
+    };
+    usable(&peaks.fp32_flops, Some(&attributes.fp32_flops))
+        && usable(&peaks.dram_bytes, Some(&attributes.dram_bytes))
+        && peaks
+            .tensor_roofs()
+            .all(|(name, roof)| usable(roof, attribute_roof(name)))
 }
 
 /// No roof of any GPU is near this many FLOP or bytes a second (an H200's
 /// fastest is below 1e16).
 const MAX_RATE: f64 = 1e18;
+/// A measured roof below this share of the attribute figure is no
+/// measurement of a working GPU (the H100's and H200's measured roofs are
+/// 70-95% of theirs).
+const MIN_SHARE: f64 = 0.02;
+/// Nor is one this far above it: attribute figures use the boost clock, so
+/// a measurement may pass them only by rounding and clock reporting.
+const MAX_OVER: f64 = 1.25;
 
 fn store_in(path: &Path, gpu: &DeviceInfo, peaks: &DevicePeaks) -> bool {
     let Some(key) = key(gpu) else {
@@ -109,18 +132,20 @@ mod tests {
         }
     }
 
-    fn measured(per_s: f64) -> DevicePeaks {
-        let roof = Roof {
-            per_s,
+    /// The H200's roofs measured at `share` of its attribute figures.
+    fn measured(share: f64) -> DevicePeaks {
+        let roof = |attribute: &Roof| Roof {
+            per_s: attribute.per_s * share,
             source: PeakSource::Measured,
             pipe_pct_at_peak: Some(84.0),
         };
+        let attributes = crate::facts::device::tests::h200().attribute_peaks();
         DevicePeaks {
             name: "NVIDIA H200".into(),
-            fp32_flops: roof,
-            tf32_flops: Some(roof),
-            bf16_flops: Some(roof),
-            dram_bytes: roof,
+            fp32_flops: roof(&attributes.fp32_flops),
+            tf32_flops: attributes.tf32_flops.as_ref().map(roof),
+            bf16_flops: attributes.bf16_flops.as_ref().map(roof),
+            dram_bytes: roof(&attributes.dram_bytes),
         }
     }
 
@@ -130,10 +155,10 @@ mod tests {
         let path = dir.path().join("flashprof").join("peaks.json");
         let (a, b) = (gpu("aa"), gpu("bb"));
         assert_eq!(load_from(&path, &a), None, "no file is an empty cache");
-        assert!(store_in(&path, &a, &measured(1.0)));
-        assert!(store_in(&path, &b, &measured(2.0)));
-        assert_eq!(load_from(&path, &a), Some(measured(1.0)));
-        assert_eq!(load_from(&path, &b), Some(measured(2.0)));
+        assert!(store_in(&path, &a, &measured(0.8)));
+        assert!(store_in(&path, &b, &measured(0.9)));
+        assert_eq!(load_from(&path, &a), Some(measured(0.8)));
+        assert_eq!(load_from(&path, &b), Some(measured(0.9)));
         let new_driver = DeviceInfo {
             driver_version: 13010,
             ..gpu("aa")
@@ -147,7 +172,8 @@ mod tests {
 
     /// An entry as flashprof filed it before it measured BF16.
     fn entry_without_bf16(gpu: &DeviceInfo) -> String {
-        let roof = r#"{"per_s": 3.2e14, "source": "measured", "pipe_pct_at_peak": 99.0}"#;
+        // Inside every attribute roof of the two GPUs below that it has.
+        let roof = r#"{"per_s": 4.0e12, "source": "measured", "pipe_pct_at_peak": 99.0}"#;
         format!(
             r#"{{"{}/driver-{}": {{"name": "{}", "fp32_flops": {roof},
                 "tf32_flops": {roof}, "dram_bytes": {roof}}}}}"#,
@@ -163,8 +189,8 @@ mod tests {
         std::fs::write(&path, entry_without_bf16(&h200)).expect("write");
         assert_eq!(load_from(&path, &h200), None, "the H200 has BF16");
         // Measured again, the new entry replaces the old one.
-        assert!(store_in(&path, &h200, &measured(1.0)));
-        assert_eq!(load_from(&path, &h200), Some(measured(1.0)));
+        assert!(store_in(&path, &h200, &measured(0.8)));
+        assert_eq!(load_from(&path, &h200), Some(measured(0.8)));
         // A GPU without BF16 (Turing) lacks nothing: its old entry stands.
         let t4 = DeviceInfo {
             name: "Tesla T4".into(),
@@ -182,7 +208,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("peaks.json");
         assert!(
-            !store_in(&path, &gpu(""), &measured(1.0)),
+            !store_in(&path, &gpu(""), &measured(0.8)),
             "no UUID, no key"
         );
         let attributes = gpu("aa").attribute_peaks();
@@ -200,8 +226,9 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("peaks.json");
         let h200 = gpu("aa");
-        for bad in [0.0, -1.0, 1e308, f64::NAN] {
-            let mut peaks = measured(1e12);
+        // 1e-3 and 1e15 bytes a second: positive, finite, and no H200's.
+        for bad in [0.0, -1.0, 1e308, f64::NAN, 1e-3, 1e15] {
+            let mut peaks = measured(0.8);
             peaks.dram_bytes.per_s = bad;
             let mut cache = BTreeMap::new();
             cache.insert(key(&h200).expect("key"), peaks);
@@ -209,12 +236,12 @@ mod tests {
             std::fs::write(&path, text).expect("write");
             assert_eq!(load_from(&path, &h200), None, "{bad}");
         }
-        let mut odd_pipe = measured(1e12);
+        let mut odd_pipe = measured(0.8);
         odd_pipe.fp32_flops.pipe_pct_at_peak = Some(1e9);
         assert!(store_in(&path, &h200, &odd_pipe));
         assert_eq!(load_from(&path, &h200), None);
-        assert!(store_in(&path, &h200, &measured(1e12)));
-        assert_eq!(load_from(&path, &h200), Some(measured(1e12)));
+        assert!(store_in(&path, &h200, &measured(0.8)));
+        assert_eq!(load_from(&path, &h200), Some(measured(0.8)));
     }
 
     #[test]
@@ -224,7 +251,7 @@ mod tests {
         std::fs::write(&elsewhere, "keep me").expect("write");
         let path = dir.path().join("peaks.json");
         std::os::unix::fs::symlink(&elsewhere, &path).expect("symlink");
-        assert!(store_in(&path, &gpu("aa"), &measured(1e12)));
+        assert!(store_in(&path, &gpu("aa"), &measured(0.8)));
         assert_eq!(
             std::fs::read_to_string(&elsewhere).expect("read"),
             "keep me"
