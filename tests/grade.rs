@@ -1145,3 +1145,45 @@ fn grade_s_help_says_what_grade_does_with_lab_and_gpu_host() {
     );
     assert!(!help.contains("file watching"), "{help}");
 }
+
+#[test]
+fn submissions_past_the_cap_of_a_folder_are_listed_with_the_reason_not_graded() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let class = root.path().join("class");
+    for name in ["a.cu", "b.cu", "c.cu"] {
+        write(&class.join("alice").join(name), STARTER);
+    }
+    write(&class.join("bob/only.cu"), STARTER);
+    write(&class.join("loose.cu"), STARTER);
+    let out = root.path().join("out");
+    let run = flashprof_within(
+        &[
+            "grade",
+            class.to_str().expect("utf-8"),
+            "--out",
+            out.to_str().expect("utf-8"),
+            "--compile-only",
+            "--max-per-folder",
+            "2",
+        ],
+        root.path(),
+        Duration::from_secs(60),
+    );
+    assert_finished(&run);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        stderr.contains("1 submissions past 2 in their folder are listed, not graded"),
+        "{stderr}"
+    );
+    let subs = submissions(&out);
+    assert_eq!(subs.len(), 5, "every file is a row: {:?}", subs.keys());
+    assert_eq!(subs["alice/c.cu"]["status"], "rejected");
+    let reason = subs["alice/c.cu"]["error"].as_str().expect("reason");
+    assert!(
+        reason.contains("submission 3 in `alice/`, past the 2 a folder graded"),
+        "{reason}"
+    );
+    for graded in ["alice/a.cu", "alice/b.cu", "bob/only.cu", "loose.cu"] {
+        assert_ne!(subs[graded]["status"], "rejected", "{graded}");
+    }
+}

@@ -18,7 +18,7 @@ use crate::app::batch::lock::{LockError, OutLock};
 use crate::app::batch::merge::{is_among, merge_folders};
 use crate::app::batch::output::{write_atomically, write_outputs, GRADEBOOK_CSV};
 use crate::app::batch::shard::Shard;
-use crate::app::batch::submissions::{discover_dir, from_files};
+use crate::app::batch::submissions::{self, cap_per_folder, discover_dir, from_files};
 use crate::app::batch::{run_batch, BatchError, BatchEvent, BatchPlan};
 use crate::app::gate::GateTable;
 use crate::display::{line_for_display, path_for_display};
@@ -69,6 +69,12 @@ pub struct GradeArgs {
     /// Compile with NVRTC only; no GPU is needed or touched.
     #[arg(long)]
     pub compile_only: bool,
+    /// Submissions graded per first-level folder below DIR (a student's
+    /// folder); the rest are listed as not graded, with the reason. Never
+    /// applies to files named one by one.
+    #[arg(long, value_name = "N", default_value_t = submissions::DEFAULT_MAX_PER_FOLDER,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub max_per_folder: usize,
     /// Also run compute-sanitizer (racecheck, memcheck, synccheck, initcheck)
     /// over each submission on the first case; a hazard fails it (docs/SANITIZER.md).
     #[arg(long, conflicts_with_all = ["compile_only", "merge"])]
@@ -111,7 +117,16 @@ pub fn run(args: GradeArgs) -> Result<ExitCode, Refusal> {
                     path_for_display(dir)
                 )));
             }
-            found.submissions
+            let mut submissions = found.submissions;
+            let capped = cap_per_folder(&mut submissions, args.max_per_folder);
+            if capped > 0 {
+                eprintln!(
+                    "flashprof grade: {capped} submissions past {} in their folder are listed, not \
+                     graded (--max-per-folder)",
+                    args.max_per_folder
+                );
+            }
+            submissions
         }
         files => {
             if let Some(dir) = files.iter().find(|f| f.is_dir()) {

@@ -329,6 +329,36 @@ fn relative_id(path: &Path) -> String {
         .join("/")
 }
 
+/// Submissions graded per first-level folder below the class folder, unless
+/// `grade --max-per-folder` says otherwise: a student's folder is one
+/// first-level folder, and 200 copies of a file are 200 full checks.
+pub const DEFAULT_MAX_PER_FOLDER: usize = 20;
+
+/// Keeps the first `max` submissions (in id order) of each first-level
+/// folder below the class folder; each one past them becomes a row refused
+/// with the reason, so the gradebook lists it. Files directly in the class
+/// folder are each their own, never capped. Returns how many were capped.
+pub fn cap_per_folder(submissions: &mut [Submission], max: usize) -> usize {
+    let mut seen: std::collections::BTreeMap<String, usize> = Default::default();
+    let mut capped = 0;
+    for submission in submissions.iter_mut() {
+        let Some((folder, _)) = submission.id.split_once('/') else {
+            continue;
+        };
+        let count = seen.entry(folder.to_owned()).or_default();
+        *count += 1;
+        if *count > max && submission.place.is_ok() {
+            capped += 1;
+            submission.place = Err(format!(
+                "submission {count} in `{}/`, past the {max} a folder graded (grade \
+                 --max-per-folder): not graded",
+                crate::display::line_for_display(folder)
+            ));
+        }
+    }
+    capped
+}
+
 /// Sorts by id and makes ids unique: two names that differ only in bytes
 /// that are not UTF-8 would otherwise share one id.
 fn unique_sorted(mut found: Vec<Submission>) -> Vec<Submission> {
