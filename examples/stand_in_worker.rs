@@ -57,10 +57,8 @@ use flashprof::facts::device::DeviceInfo;
 use flashprof::gpu::compile::Build;
 use flashprof::grade::compare::{compare, POISON_BITS};
 use flashprof::grade::floor::{Ceilings, Floor};
-use flashprof::grade::launch_audit::{
-    row_shares, FindingKind, LaunchAudit, LaunchFinding, LaunchId, LaunchPhase,
-};
-use flashprof::grade::precision::{less_exact, ClassShares};
+use flashprof::grade::launch_audit::{row_shares, LaunchAudit, LaunchId, LaunchPhase};
+use flashprof::grade::precision::{self, ClassShares};
 use flashprof::grade::stats::{speedup, summarize};
 use flashprof::lab::definition::CaseData;
 use flashprof::lab::flash_prefill::FLASH_PREFILL;
@@ -394,17 +392,7 @@ fn cpu_timing(kind: &str, seed: u64, config: TimingConfig) -> TimingOutcome {
                 let rows_reference = lab.oracle(&data, Some(&plan.rows));
                 let shares = audit.judge(launch, &output, plan, &rows_reference)?;
                 // The worker's precision rule, on the same shares (no plants here).
-                match less_exact(&checked_shares, &ClassShares::of(&shares, |_| None)) {
-                    Some(found) => Err(LaunchFinding {
-                        launch,
-                        kind: FindingKind::LessExact {
-                            class: found.class,
-                            checked: found.checked,
-                            timed: found.timed,
-                        },
-                    }),
-                    None => Ok(()),
-                }
+                precision::judge(launch, &checked_shares, &ClassShares::of(&shares, |_| None))
             });
         if let Err(found) = verdict {
             finding.get_or_insert(found);

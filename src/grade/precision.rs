@@ -15,7 +15,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::launch_audit::RowShare;
+use super::launch_audit::{FindingKind, LaunchFinding, LaunchId, RowShare};
 
 /// How many times a timed class may exceed the checked launch's share of the
 /// allowance: honest kernels stay well under it (their margins are in
@@ -93,6 +93,26 @@ impl LessExact {
     /// How many times less exact, for the sentence.
     pub fn ratio(&self) -> f64 {
         self.timed / self.checked.max(f64::MIN_POSITIVE)
+    }
+}
+
+/// The rule on one timed launch: its finding when a class of `timed`
+/// breaks it.
+pub fn judge(
+    launch: LaunchId,
+    checked: &ClassShares,
+    timed: &ClassShares,
+) -> Result<(), LaunchFinding> {
+    match less_exact(checked, timed) {
+        Some(found) => Err(LaunchFinding {
+            launch,
+            kind: FindingKind::LessExact {
+                class: found.class,
+                checked: found.checked,
+                timed: found.timed,
+            },
+        }),
+        None => Ok(()),
     }
 }
 

@@ -35,7 +35,7 @@ use crate::grade::floor::{Ceilings, Floor};
 use crate::grade::launch_audit::{
     row_shares, FindingKind, LaunchAudit, LaunchFinding, LaunchId, LaunchPhase, RowShare,
 };
-use crate::grade::precision::{less_exact, ClassShares};
+use crate::grade::precision::{self, ClassShares};
 use crate::grade::roofline::Bandwidth;
 use crate::grade::stats::{speedup, summarize};
 use crate::lab::args::ArgKind;
@@ -431,17 +431,7 @@ impl<'a> Bench<'a> {
                 None => {
                     let classes = ClassShares::of(&shares, |row| self.redraw.kind_of(row));
                     sides.timed.worst(&classes);
-                    match less_exact(&sides.checked, &classes) {
-                        Some(found) => Err(LaunchFinding {
-                            launch,
-                            kind: FindingKind::LessExact {
-                                class: found.class,
-                                checked: found.checked,
-                                timed: found.timed,
-                            },
-                        }),
-                        None => Ok(shares),
-                    }
+                    precision::judge(launch, &sides.checked, &classes).map(|()| shares)
                 }
             },
             Err(finding) => Err(finding),

@@ -37,20 +37,15 @@ pub const ABOUT_FOUR: PlantValue = PlantValue::Drawn {
 /// overflow of a kernel that does not subtract the row max), each at a
 /// random head.
 pub fn prefill_redraw(batch: &Batch, large: Large, rng: &mut ChaCha8Rng) -> Redraw {
-    let block_elems = batch.layout.block_elems();
-    let moved = BlockMove::shuffled(
-        "blockTable",
-        vec![("kCache", block_elems), ("vCache", block_elems)],
+    let (mut redraw, block_table) = blocks_moved(
+        batch.layout.block_elems(),
         batch.num_blocks,
+        &batch.block_table,
         rng,
     );
     let launched = Batch {
-        block_table: moved.moved_table(&batch.block_table),
+        block_table,
         ..batch.clone()
-    };
-    let mut redraw = Redraw {
-        blocks: Some(moved),
-        ..Redraw::default()
     };
     let seqs: Vec<usize> = (0..batch.num_seqs())
         .filter(|&s| batch.new[s] > 0)
@@ -87,6 +82,29 @@ pub fn prefill_redraw(batch: &Batch, large: Large, rng: &mut ChaCha8Rng) -> Redr
         );
     }
     redraw
+}
+
+/// A paged launch's redraw before its plants: every one of `blocks` ids of
+/// the K and V caches (`block_elems` elements a block) renamed, with the
+/// block table as the launch sees it, which the plants are placed through.
+pub fn blocks_moved(
+    block_elems: usize,
+    blocks: usize,
+    table: &[i32],
+    rng: &mut ChaCha8Rng,
+) -> (Redraw, Vec<i32>) {
+    let moved = BlockMove::shuffled(
+        "blockTable",
+        vec![("kCache", block_elems), ("vCache", block_elems)],
+        blocks,
+        rng,
+    );
+    let table = moved.moved_table(table);
+    let redraw = Redraw {
+        blocks: Some(moved),
+        ..Redraw::default()
+    };
+    (redraw, table)
 }
 
 /// Plants query `row` of `seq` at a random head and `keys` of its KV head,

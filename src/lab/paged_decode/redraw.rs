@@ -11,25 +11,16 @@ use rand_chacha::ChaCha8Rng;
 
 use super::contract::{Batch, Inputs, DH, HQ, LAYOUT};
 use crate::lab::paged::layout::{kv_head_of, BLOCK};
-use crate::lab::paged::redraw::ABOUT_FOUR;
-use crate::lab::redraw::{BlockMove, Redraw};
+use crate::lab::paged::redraw::{blocks_moved, ABOUT_FOUR};
+use crate::lab::redraw::Redraw;
 
 pub fn redraw(inputs: &Inputs, rng: &mut ChaCha8Rng) -> Redraw {
     let batch = &inputs.batch;
-    let block_elems = LAYOUT.block_elems();
-    let moved = BlockMove::shuffled(
-        "blockTable",
-        vec![("kCache", block_elems), ("vCache", block_elems)],
-        batch.num_blocks,
-        rng,
-    );
+    let (mut redraw, block_table) =
+        blocks_moved(LAYOUT.block_elems(), batch.num_blocks, &batch.block_table, rng);
     let launched = Batch {
-        block_table: moved.moved_table(&batch.block_table),
+        block_table,
         ..batch.clone()
-    };
-    let mut redraw = Redraw {
-        blocks: Some(moved),
-        ..Redraw::default()
     };
     let seqs: Vec<usize> = (0..batch.num_seqs()).collect();
     if let Some(&seq) = seqs.choose(rng) {
