@@ -16,8 +16,12 @@ use crate::lab::redraw::Redraw;
 
 pub fn redraw(inputs: &Inputs, rng: &mut ChaCha8Rng) -> Redraw {
     let batch = &inputs.batch;
-    let (mut redraw, block_table) =
-        blocks_moved(LAYOUT.block_elems(), batch.num_blocks, &batch.block_table, rng);
+    let (mut redraw, block_table) = blocks_moved(
+        LAYOUT.block_elems(),
+        batch.num_blocks,
+        &batch.block_table,
+        rng,
+    );
     let launched = Batch {
         block_table,
         ..batch.clone()
