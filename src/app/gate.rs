@@ -265,7 +265,6 @@ impl SpeedGate {
         }
     }
 
-    /// One word for a spreadsheet column.
     /// The version of the gate that judged this verdict, when one did.
     pub fn gate_version(&self) -> Option<&str> {
         match self {
@@ -274,6 +273,7 @@ impl SpeedGate {
         }
     }
 
+    /// One word for a spreadsheet column.
     pub fn word(&self) -> &'static str {
         match self {
             Self::Pass { .. } => "pass",

@@ -209,11 +209,19 @@ impl StudentSource {
     pub fn from_path(path: &Path, lab: LabRef) -> Result<Self, SourceError> {
         let shown = path.display().to_string();
         // A link another user made or can swap would reach the TA's files.
-        crate::sys::trust::check_links(path).map_err(|link| SourceError::UntrustedLink {
+        let untrusted = |link| SourceError::UntrustedLink {
             path: shown.clone(),
             link,
-        })?;
-        let read = read_regular_file(path, FollowLinks::Yes, MAX_SOURCE_BYTES)?;
+        };
+        // Nothing there when checked: a file made after the check is not read.
+        let Some(checked) = crate::sys::trust::check_links(path).map_err(untrusted)? else {
+            return Err(SourceError::Missing { path: shown });
+        };
+        let read =
+            read_regular_file_checked(path, checked, MAX_SOURCE_BYTES).map_err(|e| match e {
+                Swapped => untrusted(format!("{shown} changed while its links were checked")),
+                Source(e) => e,
+            })?;
         // Checked on the size the file claims, so a huge file is never loaded.
         check_size(&shown, read.size.max(read.bytes.len() as u64))?;
         Self::from_bytes(&shown, &read.bytes, lab)
@@ -426,6 +434,37 @@ pub fn read_regular_file(
     limit: u64,
 ) -> Result<BoundedRead, SourceError> {
     read_regular_file_named(path, path, follow, limit)
+}
+
+/// Why [`read_regular_file_checked`] read nothing.
+enum CheckedReadError {
+    /// The file opened is not the one the link check arrived at.
+    Swapped,
+    Source(SourceError),
+}
+use CheckedReadError::{Source, Swapped};
+
+/// [`read_regular_file`] following links, refusing a file other than the
+/// one at device and inode `checked` (where the link walk arrived).
+fn read_regular_file_checked(
+    path: &Path,
+    checked: (u64, u64),
+    limit: u64,
+) -> Result<BoundedRead, CheckedReadError> {
+    use std::io::Read;
+    use std::os::unix::fs::MetadataExt;
+    let (file, size) = open_regular(path, path, FollowLinks::Yes).map_err(Source)?;
+    let opened = file
+        .metadata()
+        .map_err(|error| Source(unreadable(path, error)))?;
+    if checked != (opened.dev(), opened.ino()) {
+        return Err(Swapped);
+    }
+    let mut bytes = Vec::new();
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|error| Source(unreadable(path, error)))?;
+    Ok(BoundedRead { bytes, size })
 }
 
 /// [`read_regular_file`] of `path`, its messages naming the file `name`

@@ -69,7 +69,9 @@ pub fn untrusted_link(
 /// cannot be followed. A component that does not exist ends the walk: the
 /// read that follows reports it. A student's own links in her own folders
 /// are another user's to the TA, and are refused; a TA's own are followed.
-pub fn check_links(path: &Path) -> Result<(), String> {
+/// On success, the device and inode the walk arrived at (when it did), so
+/// the caller can refuse a file swapped in after the check.
+pub fn check_links(path: &Path) -> Result<Option<(u64, u64)>, String> {
     let shown = |p: &Path| crate::display::line_for_display(&p.display().to_string()).into_owned();
     let euid =
         effective_uid().ok_or("this process's user could not be read from /proc/self/status")?;
@@ -93,7 +95,7 @@ pub fn check_links(path: &Path) -> Result<(), String> {
             Some(Component::Prefix(_)) | Some(Component::Normal(_)) => {
                 let next = at.join(&part);
                 let Ok(meta) = std::fs::symlink_metadata(&next) else {
-                    return Ok(());
+                    return Ok(None);
                 };
                 if !meta.file_type().is_symlink() {
                     at = next;
@@ -123,7 +125,9 @@ pub fn check_links(path: &Path) -> Result<(), String> {
             }
         }
     }
-    Ok(())
+    Ok(std::fs::symlink_metadata(&at)
+        .ok()
+        .map(|meta| (meta.dev(), meta.ino())))
 }
 
 #[cfg(test)]
@@ -191,8 +195,12 @@ mod tests {
         // This user's own links, in this user's folders, relative and chained: followed.
         symlink("mine", root.join("via")).unwrap();
         symlink("via/k.cu", root.join("k.cu")).unwrap();
-        assert_eq!(check_links(&root.join("k.cu")), Ok(()));
-        assert_eq!(check_links(&root.join("via/../mine/k.cu")), Ok(()));
+        assert!(check_links(&root.join("k.cu")).expect("followed").is_some());
+        let real = std::fs::metadata(root.join("mine/k.cu")).unwrap();
+        assert_eq!(
+            check_links(&root.join("via/../mine/k.cu")),
+            Ok(Some((real.dev(), real.ino())))
+        );
         // A folder anyone can write (not sticky): a link there is refused, and
         // so is a path that only passes through it.
         std::fs::create_dir(root.join("open")).unwrap();
@@ -213,7 +221,7 @@ mod tests {
             .expect_err("refused")
             .contains("more than 40 links"));
         // A missing file is left to the read to report.
-        assert_eq!(check_links(&root.join("nothing.cu")), Ok(()));
+        assert_eq!(check_links(&root.join("nothing.cu")), Ok(None));
         if effective_uid() == Some(0) {
             // Another user's link in this user's folder (only root can make one here).
             std::os::unix::fs::lchown(root.join("k.cu"), Some(1001), None).expect("lchown");

@@ -334,8 +334,8 @@ fn relative_id(path: &Path) -> String {
 /// first-level folder, and 200 copies of a file are 200 full checks.
 pub const DEFAULT_MAX_PER_FOLDER: usize = 20;
 
-/// Keeps the first `max` submissions (in id order) of each first-level
-/// folder below the class folder; each one past them becomes a row refused
+/// Keeps the first `max` readable submissions (in id order) of each
+/// first-level folder below the class folder; each one past them becomes a row refused
 /// with the reason, so the gradebook lists it. Files directly in the class
 /// folder are each their own, never capped. Returns how many were capped.
 pub fn cap_per_folder(submissions: &mut [Submission], max: usize) -> usize {
@@ -345,9 +345,13 @@ pub fn cap_per_folder(submissions: &mut [Submission], max: usize) -> usize {
         let Some((folder, _)) = submission.id.split_once('/') else {
             continue;
         };
+        // A row refused already (a link leaving the folder, say) is no check.
+        if submission.place.is_err() {
+            continue;
+        }
         let count = seen.entry(folder.to_owned()).or_default();
         *count += 1;
-        if *count > max && submission.place.is_ok() {
+        if *count > max {
             capped += 1;
             submission.place = Err(format!(
                 "submission {count} in `{}/`, past the {max} a folder graded (grade \
@@ -537,5 +541,41 @@ mod tests {
         assert!(is_cuda_file(Path::new("B.CU")));
         assert!(!is_cuda_file(Path::new("b.cuh")));
         assert!(!is_cuda_file(Path::new("cu")));
+    }
+
+    #[test]
+    fn the_cap_counts_only_what_would_be_graded_and_never_a_file_of_the_class_folder() {
+        let row = |id: &str, readable: bool| Submission {
+            id: id.into(),
+            path: PathBuf::from(id),
+            place: match readable {
+                true => Ok(Place {
+                    base: Base::Named(PathBuf::from(".")),
+                    relative: PathBuf::from(id),
+                }),
+                false => Err("a link leaving the folder".into()),
+            },
+        };
+        let mut rows = vec![
+            row("alice/0-refused.cu", false),
+            row("alice/a.cu", true),
+            row("alice/b.cu", true),
+            row("alice/c.cu", true),
+            row("bob/a.cu", true),
+            row("top.cu", true),
+            row("top2.cu", true),
+        ];
+        assert_eq!(cap_per_folder(&mut rows, 2), 1);
+        let refused: Vec<&str> = rows
+            .iter()
+            .filter(|r| r.place.is_err())
+            .map(|r| r.id.as_str())
+            .collect();
+        assert_eq!(refused, ["alice/0-refused.cu", "alice/c.cu"]);
+        let reason = rows[3].place.as_ref().expect_err("capped");
+        assert!(
+            reason.starts_with("submission 3 in `alice/`, past the 2"),
+            "{reason}"
+        );
     }
 }

@@ -296,9 +296,15 @@ impl Gpu {
                             planted.span.end
                         )));
                     }
-                    let (low, high, bits, constant) = match planted.value {
-                        PlantValue::Constant(bits) => (0.0, 0.0, bits, 1),
-                        PlantValue::Drawn { low, high } => (low, high, 0, 0),
+                    let (low, high, bits, constant) = match (planted.value, arg) {
+                        (PlantValue::Constant(bits), _) => (0.0, 0.0, bits, 1),
+                        // FP8 bytes have no uniform draw over a range.
+                        (PlantValue::Drawn { .. }, DeviceArg::U8(_)) => {
+                            return Err(GpuError::message(format!(
+                                "a plant of `{name}` draws over a range; its FP8 bytes take constants only"
+                            )))
+                        }
+                        (PlantValue::Drawn { low, high }, _) => (low, high, 0, 0),
                     };
                     Ok(PlantSpan {
                         start: planted.span.start as u64,
