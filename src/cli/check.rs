@@ -56,6 +56,11 @@ pub struct CheckArgs {
     /// Keep L2 warm between timed launches (the default flushes it).
     #[arg(long)]
     pub warm_l2: bool,
+    /// Draw the timed launches' values, plants and block moves from this
+    /// seed instead of the operating system's entropy: a report's `draw seed`
+    /// replays its timing's data (docs/INTEGRITY.md).
+    #[arg(long, value_name = "SEED", value_parser = parse_draw_seed)]
+    pub draw_seed: Option<u64>,
     /// Change the lab's timing shape, e.g. `chunk=1024,prefix=512` for
     /// flash-prefill (the keys are the lab's; a bad key lists them).
     #[arg(long, value_delimiter = ',', value_name = "KEY=VALUE,...")]
@@ -68,6 +73,15 @@ pub struct CheckArgs {
     /// verdict (docs/SANITIZER.md). Needs compute-sanitizer (CUDA toolkit).
     #[arg(long)]
     pub sanitize: bool,
+}
+
+/// A draw seed as the report prints it (`0x...`) or in decimal.
+fn parse_draw_seed(text: &str) -> Result<u64, String> {
+    let parsed = match text.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => text.parse(),
+    };
+    parsed.map_err(|_| format!("expected a seed such as 0x00ab12cd34ef5678 or 42, found `{text}`"))
 }
 
 pub fn run(args: CheckArgs) -> Result<ExitCode, Refusal> {
@@ -88,6 +102,7 @@ impl CheckArgs {
         if let Some(config) = &mut options.timing {
             config.repetitions = self.repetitions;
             config.cold_l2 = !self.warm_l2;
+            config.draw_seed = self.draw_seed;
         }
         RunOptions {
             cases: self
@@ -279,7 +294,15 @@ fn show_progress(progress: &Progress, total: usize) {
 
 #[cfg(test)]
 mod tests {
-    use super::coloured;
+    use super::{coloured, parse_draw_seed};
+
+    #[test]
+    fn a_draw_seed_is_read_as_the_report_prints_it_or_in_decimal() {
+        assert_eq!(parse_draw_seed("0x000000000000002a"), Ok(42));
+        assert_eq!(parse_draw_seed("42"), Ok(42));
+        let refused = parse_draw_seed("0xzz").expect_err("not a seed");
+        assert!(refused.contains("found `0xzz`"), "{refused}");
+    }
 
     #[test]
     fn errors_and_warnings_are_coloured_and_nothing_else_changes() {

@@ -174,6 +174,9 @@ impl RunOptions {
                 if !config.cold_l2 {
                     command = command.with("--warm-l2", None);
                 }
+                if let Some(seed) = config.draw_seed {
+                    command = command.with("--draw-seed", Some(&format!("{seed:#018x}")));
+                }
             }
         }
         // `check` collects no counters unless asked; each of these asks.
@@ -445,12 +448,25 @@ mod tests {
             "--repetitions",
             "30",
             "--warm-l2",
+            "--draw-seed",
+            "0x2a",
         ])
         .expect("plan");
         assert_eq!(plan.seed, 9);
         assert_eq!(plan.case_timeout, Duration::from_millis(500));
         let config = plan.timing.expect("timed").config;
         assert_eq!((config.repetitions, config.cold_l2), (30, false));
+        assert_eq!(config.draw_seed, Some(42), "a report's hex seed replays");
+        assert_eq!(
+            plan_of(&["check", "k.cu", "--draw-seed", "42"])
+                .expect("plan")
+                .timing
+                .expect("timed")
+                .config
+                .draw_seed,
+            Some(42)
+        );
+
         for args in [
             &["check", "k.cu", "--no-timing"][..],
             &["k.cu", "--no-timing"],

@@ -184,6 +184,10 @@ pub struct TimingConfig {
     /// reports: the rule they were timed under, [`StoppingRule::DEFAULT`]).
     #[serde(default)]
     pub stopping: crate::grade::stopping::StoppingRule,
+    /// The timed launches' draw seed when replaying one (`check --draw-seed`);
+    /// absent: the operating system's entropy, new each timing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draw_seed: Option<u64>,
 }
 
 impl Default for TimingConfig {
@@ -195,6 +199,7 @@ impl Default for TimingConfig {
             repetitions: 15,
             cold_l2: true,
             stopping: crate::grade::stopping::StoppingRule::DEFAULT,
+            draw_seed: None,
         }
     }
 }

@@ -494,7 +494,7 @@ fn render_timing_integrity(out: &mut String, t: &crate::protocol::TimingOutcome)
         };
         let _ = writeln!(
             out,
-            "  data     draw seed {:#018x}; {planted}",
+            "  data     draw seed {:#018x} (--draw-seed replays it); {planted}",
             data.draw_seed
         );
         if !data.unchanged_inputs.is_empty() {
