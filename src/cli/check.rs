@@ -60,7 +60,7 @@ pub struct CheckArgs {
     /// seed instead of the operating system's entropy: a report's `draw seed`
     /// replays its timing's data (docs/INTEGRITY.md).
     #[arg(long, value_name = "SEED", value_parser = parse_draw_seed)]
-    pub draw_seed: Option<u64>,
+    pub draw_seed: Option<std::num::NonZeroU64>,
     /// Change the lab's timing shape, e.g. `chunk=1024,prefix=512` for
     /// flash-prefill (the keys are the lab's; a bad key lists them).
     #[arg(long, value_delimiter = ',', value_name = "KEY=VALUE,...")]
@@ -75,13 +75,16 @@ pub struct CheckArgs {
     pub sanitize: bool,
 }
 
-/// A draw seed as the report prints it (`0x...`) or in decimal.
-fn parse_draw_seed(text: &str) -> Result<u64, String> {
+/// A draw seed as the report prints it (`0x...`) or in decimal; never 0
+/// (every seed a timing draws is odd).
+fn parse_draw_seed(text: &str) -> Result<std::num::NonZeroU64, String> {
     let parsed = match text.strip_prefix("0x") {
-        Some(hex) => u64::from_str_radix(hex, 16),
-        None => text.parse(),
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => text.parse().ok(),
     };
-    parsed.map_err(|_| format!("expected a seed such as 0x00ab12cd34ef5678 or 42, found `{text}`"))
+    parsed
+        .and_then(std::num::NonZeroU64::new)
+        .ok_or_else(|| format!("expected a seed such as 0x00ab12cd34ef5679 or 43, found `{text}`"))
 }
 
 pub fn run(args: CheckArgs) -> Result<ExitCode, Refusal> {
@@ -298,10 +301,13 @@ mod tests {
 
     #[test]
     fn a_draw_seed_is_read_as_the_report_prints_it_or_in_decimal() {
-        assert_eq!(parse_draw_seed("0x000000000000002a"), Ok(42));
-        assert_eq!(parse_draw_seed("42"), Ok(42));
-        let refused = parse_draw_seed("0xzz").expect_err("not a seed");
-        assert!(refused.contains("found `0xzz`"), "{refused}");
+        let seed = std::num::NonZeroU64::new(43);
+        assert_eq!(parse_draw_seed("0x000000000000002b").ok(), seed);
+        assert_eq!(parse_draw_seed("43").ok(), seed);
+        for bad in ["0xzz", "0"] {
+            let refused = parse_draw_seed(bad).expect_err("not a seed");
+            assert!(refused.contains(&format!("found `{bad}`")), "{refused}");
+        }
     }
 
     #[test]

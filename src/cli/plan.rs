@@ -449,22 +449,23 @@ mod tests {
             "30",
             "--warm-l2",
             "--draw-seed",
-            "0x2a",
+            "0x2b",
         ])
         .expect("plan");
         assert_eq!(plan.seed, 9);
         assert_eq!(plan.case_timeout, Duration::from_millis(500));
         let config = plan.timing.expect("timed").config;
         assert_eq!((config.repetitions, config.cold_l2), (30, false));
-        assert_eq!(config.draw_seed, Some(42), "a report's hex seed replays");
+        let seed = std::num::NonZeroU64::new(43);
+        assert_eq!(config.draw_seed, seed, "a report's hex seed replays");
         assert_eq!(
-            plan_of(&["check", "k.cu", "--draw-seed", "42"])
+            plan_of(&["check", "k.cu", "--draw-seed", "43"])
                 .expect("plan")
                 .timing
                 .expect("timed")
                 .config
                 .draw_seed,
-            Some(42)
+            seed
         );
 
         for args in [

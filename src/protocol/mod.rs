@@ -186,8 +186,9 @@ pub struct TimingConfig {
     pub stopping: crate::grade::stopping::StoppingRule,
     /// The timed launches' draw seed when replaying one (`check --draw-seed`);
     /// absent: the operating system's entropy, new each timing.
+    /// (Never zero: draw seeds are odd, which also keeps this field small.)
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub draw_seed: Option<u64>,
+    pub draw_seed: Option<std::num::NonZeroU64>,
 }
 
 impl Default for TimingConfig {
