@@ -8,6 +8,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::stats::median_of;
+
 /// How much slower the starter may run after the student's kernel than
 /// after itself before the speedup is withheld. Provisional until the
 /// honest spread (docs/INTEGRITY.md, five runs on each card) sets it.
@@ -31,8 +33,8 @@ impl StarterDrift {
     /// starter after itself, or `None` when either side has no launch.
     pub fn of(after_starter: &[f64], after_student: &[f64]) -> Option<Self> {
         Some(Self {
-            after_starter_ms: median(after_starter)?,
-            after_student_ms: median(after_student)?,
+            after_starter_ms: median_of(after_starter)?,
+            after_student_ms: median_of(after_student)?,
             after_starter: after_starter.len(),
             after_student: after_student.len(),
         })
@@ -83,8 +85,8 @@ impl TwoGroups {
             .map(|(i, pair)| (i + 1, pair[1] / pair[0].max(f64::MIN_POSITIVE)))
             .max_by(|a, b| a.1.total_cmp(&b.1))?;
         (gap >= BIMODAL_GAP).then(|| Self {
-            fast_ms: median(&sorted[..at]).unwrap_or(0.0),
-            slow_ms: median(&sorted[at..]).unwrap_or(0.0),
+            fast_ms: median_of(&sorted[..at]).unwrap_or(0.0),
+            slow_ms: median_of(&sorted[at..]).unwrap_or(0.0),
             slow_launches: sorted.len() - at,
             launches: sorted.len(),
         })
@@ -98,17 +100,6 @@ impl std::fmt::Display for TwoGroups {
             "{} of {} launches took {:.3} ms where the others took {:.3} ms",
             self.slow_launches, self.launches, self.slow_ms, self.fast_ms
         )
-    }
-}
-
-fn median(times: &[f64]) -> Option<f64> {
-    let mut sorted = times.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let n = sorted.len();
-    match n {
-        0 => None,
-        _ if n % 2 == 1 => Some(sorted[n / 2]),
-        _ => Some((sorted[n / 2 - 1] + sorted[n / 2]) / 2.0),
     }
 }
 

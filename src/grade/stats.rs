@@ -144,6 +144,11 @@ fn sorted(values: impl Iterator<Item = f64>) -> Vec<f64> {
     values
 }
 
+/// The median of `values`, `None` when there are none.
+pub fn median_of(values: &[f64]) -> Option<f64> {
+    (!values.is_empty()).then(|| median(&mut values.to_vec()))
+}
+
 fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
     percentile(values, 0.5)
