@@ -71,6 +71,7 @@ pub fn time(
         .draw_seed
         .map_or_else(|| rand::random::<u64>() | 1, |seed| seed.get());
     let mut bench = Bench::new(gpu, baselines, &data, draw_seed, config.cold_l2)?;
+    bench.remember_pristine()?;
     let inputs_ms = elapsed_ms(started);
 
     // The GPU reference against the CPU oracle, on the host's own inputs.
@@ -268,8 +269,9 @@ pub(super) struct Bench<'a> {
     draws: ChaCha8Rng,
     /// The plants and block move of the last launch prepared.
     pub(super) redraw: Redraw,
-    /// The pristine copies' fingerprints when uploaded.
-    pristine: Vec<(&'static str, u64)>,
+    /// The pristine copies' fingerprints when uploaded, taken only for a
+    /// timing (counters and the line profile never check them).
+    pristine: Option<Vec<(&'static str, u64)>>,
     cold_l2: bool,
     /// The fastest L2 sweep seen, as bytes a second (a measured DRAM bandwidth).
     best_sweep_bytes_per_s: f64,
@@ -290,7 +292,6 @@ impl<'a> Bench<'a> {
     ) -> Result<Self, GpuError> {
         let mut ws = gpu.workspace(baselines.lab, data, POISON_BITS)?;
         gpu.keep_pristine(&mut ws)?;
-        let pristine = gpu.pristine_fingerprints(&ws, &baselines.fresh)?;
         Ok(Self {
             gpu,
             baselines,
@@ -298,7 +299,7 @@ impl<'a> Bench<'a> {
             inputs: data.inputs.clone(),
             draws: ChaCha8Rng::seed_from_u64(draw_seed),
             redraw: Redraw::default(),
-            pristine,
+            pristine: None,
             cold_l2,
             best_sweep_bytes_per_s: 0.0,
             audited: 0,
@@ -358,14 +359,26 @@ impl<'a> Bench<'a> {
             }))
     }
 
+    /// Fingerprints the pristine copies as uploaded, for [`Self::harness_written`].
+    fn remember_pristine(&mut self) -> Result<(), GpuError> {
+        let fingerprints = self
+            .gpu
+            .pristine_fingerprints(&self.ws, &self.baselines.fresh)?;
+        self.pristine = Some(fingerprints);
+        Ok(())
+    }
+
     /// A finding when the last launch wrote into a pristine copy.
     fn harness_written(&self, launch: LaunchId) -> Result<Option<LaunchFinding>, GpuError> {
+        let then = self.pristine.as_ref().ok_or_else(|| {
+            GpuError::message("the pristine copies were not fingerprinted before the launch")
+        })?;
         let now = self
             .gpu
             .pristine_fingerprints(&self.ws, &self.baselines.fresh)?;
         Ok(now
             .iter()
-            .zip(&self.pristine)
+            .zip(then)
             .find(|(now, then)| now != then)
             .map(|((input, _), _)| LaunchFinding {
                 launch,
