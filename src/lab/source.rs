@@ -207,6 +207,7 @@ impl StudentSource {
     /// so is a path through a link another user owns or can replace
     /// ([`crate::sys::trust::check_links`]).
     pub fn from_path(path: &Path, lab: LabRef) -> Result<Self, SourceError> {
+        use std::os::unix::fs::MetadataExt;
         let shown = path.display().to_string();
         // A link another user made or can swap would reach the TA's files.
         let untrusted = |link| SourceError::UntrustedLink {
@@ -217,11 +218,15 @@ impl StudentSource {
         let Some(checked) = crate::sys::trust::check_links(path).map_err(untrusted)? else {
             return Err(SourceError::Missing { path: shown });
         };
-        let read =
-            read_regular_file_checked(path, checked, MAX_SOURCE_BYTES).map_err(|e| match e {
-                Swapped => untrusted(format!("{shown} changed while its links were checked")),
-                Source(e) => e,
-            })?;
+        // The file opened must be the one the walk arrived at.
+        let (file, size) = open_regular(path, path, FollowLinks::Yes)?;
+        let opened = file.metadata().map_err(|error| unreadable(path, error))?;
+        if checked != (opened.dev(), opened.ino()) {
+            return Err(untrusted(format!(
+                "{shown} changed while its links were checked"
+            )));
+        }
+        let read = read_open(file, size, path, MAX_SOURCE_BYTES)?;
         // Checked on the size the file claims, so a huge file is never loaded.
         check_size(&shown, read.size.max(read.bytes.len() as u64))?;
         Self::from_bytes(&shown, &read.bytes, lab)
@@ -436,37 +441,6 @@ pub fn read_regular_file(
     read_regular_file_named(path, path, follow, limit)
 }
 
-/// Why [`read_regular_file_checked`] read nothing.
-enum CheckedReadError {
-    /// The file opened is not the one the link check arrived at.
-    Swapped,
-    Source(SourceError),
-}
-use CheckedReadError::{Source, Swapped};
-
-/// [`read_regular_file`] following links, refusing a file other than the
-/// one at device and inode `checked` (where the link walk arrived).
-fn read_regular_file_checked(
-    path: &Path,
-    checked: (u64, u64),
-    limit: u64,
-) -> Result<BoundedRead, CheckedReadError> {
-    use std::io::Read;
-    use std::os::unix::fs::MetadataExt;
-    let (file, size) = open_regular(path, path, FollowLinks::Yes).map_err(Source)?;
-    let opened = file
-        .metadata()
-        .map_err(|error| Source(unreadable(path, error)))?;
-    if checked != (opened.dev(), opened.ino()) {
-        return Err(Swapped);
-    }
-    let mut bytes = Vec::new();
-    file.take(limit.saturating_add(1))
-        .read_to_end(&mut bytes)
-        .map_err(|error| Source(unreadable(path, error)))?;
-    Ok(BoundedRead { bytes, size })
-}
-
 /// [`read_regular_file`] of `path`, its messages naming the file `name`
 /// (a path through an open folder, `/proc/self/fd/N/x.cu`, means nothing
 /// to the person reading them).
@@ -476,8 +450,19 @@ pub fn read_regular_file_named(
     follow: FollowLinks,
     limit: u64,
 ) -> Result<BoundedRead, SourceError> {
-    use std::io::Read;
     let (file, size) = open_regular(path, name, follow)?;
+    read_open(file, size, name, limit)
+}
+
+/// At most `limit + 1` bytes of an open `file` of `size` bytes, so a caller
+/// can tell it went past the limit.
+fn read_open(
+    file: std::fs::File,
+    size: u64,
+    name: &Path,
+    limit: u64,
+) -> Result<BoundedRead, SourceError> {
+    use std::io::Read;
     let mut bytes = Vec::new();
     file.take(limit.saturating_add(1))
         .read_to_end(&mut bytes)
