@@ -279,13 +279,7 @@ impl Gpu {
     fn upload_redraw(&self, ws: &Workspace, draw: Draw, redraw: &Redraw) -> GpuResult<Drawn> {
         let mut spans = Vec::with_capacity(ws.args.len());
         for (name, arg) in &ws.args {
-            let len = match arg {
-                DeviceArg::F32(t) => t.len,
-                DeviceArg::I32(t) => t.len,
-                DeviceArg::Bf16(t) => t.len,
-                DeviceArg::U8(t) => t.len,
-                _ => 0,
-            };
+            let len = input_len(arg).unwrap_or(0);
             let laid: Vec<PlantSpan> = redraw
                 .spans_of(name)
                 .into_iter()
@@ -330,12 +324,11 @@ impl Gpu {
             None => None,
             Some(moved) => {
                 for (cache, elems) in &moved.caches {
-                    let len = ws.args.iter().find_map(|(name, arg)| match arg {
-                        DeviceArg::F32(t) if name == cache => Some(t.len),
-                        DeviceArg::Bf16(t) if name == cache => Some(t.len),
-                        DeviceArg::U8(t) if name == cache => Some(t.len),
-                        _ => None,
-                    });
+                    let len = ws
+                        .args
+                        .iter()
+                        .find(|(name, _)| name == cache)
+                        .and_then(|(_, arg)| input_len(arg));
                     if len != Some(elems * moved.map.len()) {
                         return Err(GpuError::message(format!(
                             "`{cache}` is not {} blocks of {elems} elements",
@@ -470,6 +463,17 @@ impl Gpu {
         unsafe { launch.launch(grid_stride(blocks)) }.map_err(gpu_err("cuLaunchKernel"))?;
         drop(held);
         Ok(())
+    }
+}
+
+/// Elements of an input tensor (guard bands left out); `None` for any other argument.
+fn input_len(arg: &DeviceArg) -> Option<usize> {
+    match arg {
+        DeviceArg::F32(t) => Some(t.len),
+        DeviceArg::I32(t) => Some(t.len),
+        DeviceArg::Bf16(t) => Some(t.len),
+        DeviceArg::U8(t) => Some(t.len),
+        _ => None,
     }
 }
 
