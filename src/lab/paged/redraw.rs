@@ -53,16 +53,8 @@ pub fn prefill_redraw(batch: &Batch, large: Large, rng: &mut ChaCha8Rng) -> Redr
     if let Some(&seq) = seqs.choose(rng) {
         let row = rng.random_range(0..batch.new[seq]);
         let keys = vec![batch.context[seq] + row];
-        plant(
-            &mut redraw,
-            &launched,
-            "last-key",
-            seq,
-            row,
-            keys,
-            large,
-            rng,
-        );
+        let last_key = at_random_head(seq, row, keys, rng);
+        plant(&mut redraw, &launched, "last-key", &last_key, large);
     }
     let cached: Vec<usize> = seqs.into_iter().filter(|&s| batch.context[s] > 0).collect();
     if let Some(&seq) = cached.choose(rng) {
@@ -70,16 +62,8 @@ pub fn prefill_redraw(batch: &Batch, large: Large, rng: &mut ChaCha8Rng) -> Redr
         let keys = (0..2)
             .map(|_| rng.random_range(0..batch.context[seq]))
             .collect();
-        plant(
-            &mut redraw,
-            &launched,
-            "overflow",
-            seq,
-            row,
-            keys,
-            large,
-            rng,
-        );
+        let overflow = at_random_head(seq, row, keys, rng);
+        plant(&mut redraw, &launched, "overflow", &overflow, large);
     }
     redraw
 }
@@ -107,31 +91,27 @@ pub fn blocks_moved(
     (redraw, table)
 }
 
-/// Plants query `row` of `seq` at a random head and `keys` of its KV head,
-/// on the launched (moved) table, and records the row as decided by `kind`.
-#[allow(clippy::too_many_arguments)]
-fn plant(
-    redraw: &mut Redraw,
-    launched: &Batch,
-    kind: &'static str,
-    seq: usize,
-    row: usize,
-    keys: Vec<usize>,
-    large: Large,
-    rng: &mut ChaCha8Rng,
-) {
-    let plant = Plant {
+/// Query `row` of `seq` at a head drawn from `rng`, meeting `keys`.
+fn at_random_head(seq: usize, row: usize, keys: Vec<usize>, rng: &mut ChaCha8Rng) -> Plant {
+    Plant {
         seq,
         head: rng.random_range(0..HQ),
         rows: PlantRows::List(vec![row]),
         keys: PlantKeys::List(keys),
         value: 0.0,
-    };
-    let sites = PlantSites::of(launched, &plant);
+    }
+}
+
+/// Plants `plant` on the launched (moved) table and records its rows as
+/// decided by `kind`.
+fn plant(redraw: &mut Redraw, launched: &Batch, kind: &'static str, plant: &Plant, large: Large) {
+    let sites = PlantSites::of(launched, plant);
     redraw.plant_at("q", &sites.q, large.activation);
     redraw.plant_at("kNew", &sites.k_new, large.activation);
     redraw.plant_at("kCache", &sites.k_cache, large.key);
-    redraw.decides(kind, launched.start(seq) + row);
+    for row in plant.rows(launched.new[plant.seq]) {
+        redraw.decides(kind, launched.start(plant.seq) + row);
+    }
 }
 
 #[cfg(test)]
