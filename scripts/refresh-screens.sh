@@ -22,6 +22,10 @@ for rung in starter rung_1 plain_tf32 top_rung; do
     copy "tui_recorded__ladder_present_${rung}_$size" "tui-ladder-present-${rung//_/-}-$size"
   done
 done
+# The source view (`l`) of two profiled saves (tests/line_profile_report.rs).
+for size in 80x24 120x40 200x60; do
+  copy "line_profile_report__source_view_$size" "source-view-$size"
+done
 # The walkthrough recorded on the H200 (`flashprof replay`), save by save.
 for save in starter compile_error missing_l_rescale tile_edge reference; do
   for size in 80x24 120x40 200x60; do

@@ -1,13 +1,18 @@
-//! `check --lines` as the table shows it, from a recorded profile (the
-//! collector itself needs a GPU: tests/line_profile_gpu.rs).
+//! The line profile as `check --lines` and the TUI's source view show it,
+//! from recorded profiles standing in for the collector (which needs a
+//! GPU: tests/line_profile_gpu.rs).
 
 mod tui_support;
 
+use crossterm::event::KeyCode;
 use flashprof::grade::lines::{
     by_line, source_of, InstructionCounts, InstructionReading, LineKey, LineProfile,
 };
+use flashprof::outcome::{CheckReport, Progress};
 use flashprof::report::render_table;
+use flashprof::tui::model::Model;
 use tui_support::all_pass;
+use tui_support::drive::{complete, fresh, key, progress, save, screen};
 
 const SOURCE: &str = "const int lane = threadIdx.x & 31;\n\
                       float v = tile[lane][warp];\n\
@@ -56,6 +61,39 @@ fn recorded() -> LineProfile {
         period_log2: 10,
         collect_ms: 41.0,
         lines,
+        starter: Some(Ok(Box::new(starter()))),
+    }
+}
+
+/// The starter's profile on the same inputs: one strided load, hot.
+fn starter() -> LineProfile {
+    let text = "int i = threadIdx.x;\nfloat k = kCache[i * 128];\n";
+    let strided = InstructionCounts {
+        executed: 4096,
+        global_sectors: 16 * 4096,
+        global_sectors_ideal: 4096,
+        ..InstructionCounts::default()
+    };
+    let reading = InstructionReading {
+        offset: 0,
+        stalls: vec![(
+            "smsp__pcsamp_warps_issue_stalled_long_scoreboard".into(),
+            900,
+        )],
+        counts: strided,
+    };
+    let mut lines = by_line(&[reading], |_| Some(LineKey::Student(2)));
+    for row in &mut lines {
+        row.source = source_of(text, row.line);
+    }
+    LineProfile {
+        chip: "GH100".into(),
+        total_samples: 900,
+        dropped_samples: 0,
+        period_log2: 14,
+        collect_ms: 310.0,
+        lines,
+        starter: None,
     }
 }
 
@@ -104,4 +142,186 @@ fn a_profile_that_could_not_be_taken_says_why_and_the_json_keeps_it() {
     report.lines = None;
     let json = serde_json::to_string(&report).expect("json");
     assert!(!json.contains("\"lines\""), "{json}");
+}
+
+#[test]
+fn the_table_names_the_starter_s_hottest_lines_on_the_same_inputs() {
+    let mut report = all_pass(2.0, 40);
+    report.lines = Some(Ok(recorded()));
+    let table = render_table(&report, None);
+    assert!(
+        table.contains("the starter on the same inputs, 900 samples; its hottest 1:"),
+        "{table}"
+    );
+    assert!(
+        table.contains("    2  100.0%  waiting on a global load (long_scoreboard)"),
+        "{table}"
+    );
+    assert!(table.contains("float k = kCache[i * 128];"), "{table}");
+}
+
+/// A second save of [`SOURCE`]: a line added at the top (every line moves
+/// down one) and the strided load rewritten.
+const EDITED: &str = "// coalesced now\n\
+                      const int lane = threadIdx.x & 31;\n\
+                      float v = tile[lane][warp];\n\
+                      const float s = kCache[lane];\n";
+
+/// The profile of [`EDITED`]: the conflict now 80% (line 3), the rewritten
+/// load 20% (line 4).
+fn edited() -> LineProfile {
+    let mut profile = recorded();
+    profile.lines = by_line(
+        &[
+            InstructionReading {
+                offset: 0,
+                stalls: vec![(
+                    "smsp__pcsamp_warps_issue_stalled_short_scoreboard".into(),
+                    800,
+                )],
+                counts: InstructionCounts::default(),
+            },
+            InstructionReading {
+                offset: 0x10,
+                stalls: vec![(
+                    "smsp__pcsamp_warps_issue_stalled_long_scoreboard".into(),
+                    200,
+                )],
+                counts: InstructionCounts::default(),
+            },
+        ],
+        |offset| Some(LineKey::Student(if offset == 0 { 3 } else { 4 })),
+    );
+    for row in &mut profile.lines {
+        row.source = source_of(EDITED, row.line);
+    }
+    profile
+}
+
+fn profiled(lines: LineProfile) -> CheckReport {
+    let mut report = all_pass(2.0, 40);
+    report.lines = Some(Ok(lines));
+    report
+}
+
+/// The TUI after two passing saves, each profiled, with the source view open.
+fn two_profiled_saves() -> Model {
+    let mut model = fresh();
+    complete(&mut model, SOURCE, profiled(recorded()));
+    complete(&mut model, EDITED, profiled(edited()));
+    key(&mut model, KeyCode::Char('l'));
+    model
+}
+
+#[test]
+fn the_source_view_shows_each_line_s_share_reason_findings_and_change_at_three_sizes() {
+    let mut model = two_profiled_saves();
+    for (width, height) in [(80, 24), (120, 40), (200, 60)] {
+        model.width = width;
+        model.height = height;
+        insta::assert_snapshot!(
+            format!("source_view_{width}x{height}"),
+            screen(&model, width, height)
+        );
+    }
+    let shown = screen(&model, 120, 40);
+    // The conflict line moved from 2 to 3 and went from 60% to 80%.
+    assert!(
+        shown.contains("   3 ████████  80.0%  +20.0  float v = tile[lane][warp];"),
+        "{shown}"
+    );
+    // The added line and the rewritten load read "new".
+    assert!(
+        shown.contains("   1                    new  // coalesced now"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("   4 ██        20.0%    new  const float s = kCache[lane];"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("waiting on shared memory (short_scoreboard)"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("starter's hottest: line 2 100.0% waiting on a global load"),
+        "{shown}"
+    );
+    // Wide enough, the starter has a pane of its own, with its text.
+    let wide = screen(&model, 200, 60);
+    assert!(wide.contains("the starter, same inputs"), "{wide}");
+    assert!(wide.contains("float k = kCache[i * 128];"), "{wide}");
+}
+
+#[test]
+fn the_hottest_lines_come_first_on_request_and_the_memory_findings_show_under_them() {
+    let mut model = fresh();
+    complete(&mut model, SOURCE, profiled(recorded()));
+    key(&mut model, KeyCode::Char('l'));
+    key(&mut model, KeyCode::Char('o'));
+    let shown = screen(&model, 120, 40);
+    let conflict = shown.find("float v = tile[lane][warp];").expect("line 2");
+    let load = shown
+        .find("const float s = kCache[lane * 64];")
+        .expect("line 3");
+    assert!(conflict < load, "{shown}");
+    assert!(
+        !shown.contains("const int lane"),
+        "unsampled lines are left out: {shown}"
+    );
+    assert!(
+        shown.contains("32-way bank conflict: 32.0x the wavefronts a conflict-free access needs"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("8.0x the global sectors a coalesced access needs"),
+        "{shown}"
+    );
+    assert!(shown.contains("flashprof's own code 10.0%"), "{shown}");
+    // `o` again: file order, every line.
+    key(&mut model, KeyCode::Char('o'));
+    assert!(screen(&model, 120, 40).contains("const int lane"));
+}
+
+#[test]
+fn a_save_without_a_profile_says_why_and_keeps_the_last_profile_marked_as_earlier() {
+    let mut model = fresh();
+    complete(&mut model, SOURCE, profiled(recorded()));
+    let mut failing = all_pass(2.0, 40);
+    failing.lines = Some(Err(
+        "counters are restricted to administrators (cuptiPCSamplingEnable returned \
+         CUPTI_ERROR_INSUFFICIENT_PRIVILEGES); fix: Allow non-admin counters"
+            .into(),
+    ));
+    complete(&mut model, EDITED, failing);
+    key(&mut model, KeyCode::Char('l'));
+    let shown = screen(&model, 200, 60);
+    assert!(
+        shown.contains(
+            "the newest save has no line profile: counters are restricted to administrators"
+        ),
+        "{shown}"
+    );
+    assert!(shown.contains("fix: Allow non-admin counters"), "{shown}");
+    assert!(shown.contains("shown: the last save profiled"), "{shown}");
+    assert!(shown.contains("float v = tile[lane][warp];"), "{shown}");
+}
+
+#[test]
+fn while_the_lines_are_profiled_the_view_says_so_and_before_any_profile_it_says_when_one_comes() {
+    let mut model = fresh();
+    key(&mut model, KeyCode::Char('l'));
+    let empty = screen(&model, 80, 24);
+    assert!(empty.contains("where the time goes"), "{empty}");
+    let run = save(&mut model, SOURCE).expect("a run");
+    progress(&mut model, run, Progress::LinesStarted);
+    let shown = screen(&model, 80, 24);
+    assert!(
+        shown.contains("profiling lines of the newest save..."),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("profiling lines..."),
+        "the header says so too: {shown}"
+    );
 }

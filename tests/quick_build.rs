@@ -12,7 +12,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use flashprof::app::check::{run_check, run_check_unless_stale, CheckError, CheckPlan};
+use flashprof::app::check::{run_check, run_check_unless_stale, CheckError, CheckPlan, LineWorker};
 use flashprof::gpu::compile::{Build, QuickBuild};
 use flashprof::outcome::Progress;
 use flashprof::protocol::{CaseStatus, CompileProblemKind};
@@ -211,6 +211,7 @@ fn a_stale_optimized_build_is_stopped_and_the_check_gives_way() {
         &plan("// slow-optimizer", &["first", "second", "last"]),
         &command,
         &mut worker,
+        &mut LineWorker::default(),
         &|| stale.load(Ordering::SeqCst),
         |p| {
             // A save arrives once the first verdict is on screen and the

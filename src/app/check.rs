@@ -20,11 +20,12 @@ mod plan;
 mod session;
 
 pub use builds::{compile_timeout, COMPILE_TIMEOUT_ENV};
-pub use lines::LinesPlan;
+pub use lines::{LineWorker, LinesPlan};
 pub use plan::{CheckPlan, CountersPlan, TimingPlan};
 
 use super::worker_handle::{WorkerCommand, WorkerFailure, WorkerHandle};
 use crate::outcome::{CheckReport, CheckStopped, PhaseTimes, Progress};
+use crate::protocol::CaseStatus;
 use phases::{CasesEnded, NotRun};
 use session::WorkerSession;
 
@@ -59,11 +60,16 @@ pub fn run_check(
     worker: &mut Option<WorkerHandle>,
     progress: impl FnMut(Progress),
 ) -> Result<CheckReport, CheckError> {
-    run_check_unless_stale(plan, command, worker, &|| false, progress)
+    let mut line_worker = LineWorker::default();
+    let report =
+        run_check_unless_stale(plan, command, worker, &mut line_worker, &|| false, progress);
+    line_worker.shutdown();
+    report
 }
 
 /// [`run_check`], giving up with [`CheckError::Superseded`] when `stale()`
-/// turns true while the optimized build of a quick-first check compiles.
+/// turns true while the optimized build of a quick-first check compiles;
+/// a line profile uses `line_worker`, and leaves a live one in it.
 ///
 /// The check runs in phases: the worker, the build(s), the cases, the
 /// timing, the counters, the line profile; each phase's wall time is
@@ -72,6 +78,7 @@ pub fn run_check_unless_stale(
     plan: &CheckPlan,
     command: &WorkerCommand,
     worker: &mut Option<WorkerHandle>,
+    line_worker: &mut LineWorker,
     stale: &dyn Fn() -> bool,
     mut progress: impl FnMut(Progress),
 ) -> Result<CheckReport, CheckError> {
@@ -119,7 +126,25 @@ pub fn run_check_unless_stale(
         .lines
         .as_ref()
         .filter(|_| ended == CasesEnded::Ran)
-        .map(|lines_plan| lines::profile_lines(plan, lines_plan, command, &session.kept()));
+        .map(|lines_plan| {
+            let failing = cases.iter().filter(|c| c.status != CaseStatus::Pass).count();
+            if failing > 0 {
+                return Err(format!(
+                    "{failing} of {} cases fail; lines are profiled for a kernel that passes them all",
+                    cases.len()
+                ));
+            }
+            progress(Progress::LinesStarted);
+            let build = session.kept();
+            lines::profile_lines(
+                plan,
+                lines_plan,
+                command,
+                &build,
+                gpu.as_ref().ok(),
+                line_worker,
+            )
+        });
     phase_times.total_ms = ms_since(started);
     let quick_build = quick.map(|first| first.report(&cases));
     Ok(CheckReport {

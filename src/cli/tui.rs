@@ -34,6 +34,10 @@ pub struct TuiArgs {
     /// The counters are collected after the timing unless this is given.
     #[command(flatten)]
     pub no_counters: super::plan::NoCountersArg,
+    /// The line profile (the source view, `l`) is collected after every
+    /// save that passes unless this is given.
+    #[arg(long)]
+    pub no_lines: bool,
     /// Lecture mode: the speedup and the pass count in large digits, the heatmap large.
     #[arg(long)]
     pub present: bool,
@@ -65,6 +69,7 @@ impl TuiArgs {
     pub(super) fn options(&self) -> RunOptions {
         RunOptions {
             quick_build: self.quick_build.choice.0,
+            lines: !self.no_lines,
             ..self.run.options(!self.no_counters.no_counters)
         }
     }

@@ -85,6 +85,11 @@ pub struct LineProfile {
     /// The profile's own launches: unprofiled, sampled, counted.
     pub collect_ms: f64,
     pub lines: Vec<LineReading>,
+    /// The lab starter's profile on the same inputs, for comparison (or
+    /// why there is none); absent inside a starter's own profile and in
+    /// profiles recorded before it was collected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub starter: Option<Result<Box<LineProfile>, String>>,
 }
 
 /// The most of a line's text a profile keeps.
@@ -216,6 +221,15 @@ pub fn by_line(
 /// "Not-issued Samples").
 pub fn is_stall_reason(name: &str) -> bool {
     name.starts_with("smsp__pcsamp_warps_issue_stalled_") && !name.ends_with("_not_issued")
+}
+
+/// A reason as a profile shows it: its words, then CUPTI's name without
+/// the common prefix, `waiting on shared memory (short_scoreboard)`.
+pub fn reason_shown(name: &str) -> String {
+    let short = name
+        .strip_prefix("smsp__pcsamp_warps_issue_stalled_")
+        .unwrap_or(name);
+    format!("{} ({short})", reason_words(name))
 }
 
 /// A stall reason in words a student understands, from CUPTI's name

@@ -63,6 +63,8 @@ pub enum Progress {
         tier: CounterTier,
     },
     CountersFinished(CountersResult),
+    /// The line profile started (after the timing and the counters).
+    LinesStarted,
 }
 
 /// How the link to a remote worker failed (docs/REMOTE.md), as the screens

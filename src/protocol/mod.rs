@@ -47,7 +47,9 @@ use crate::lab::registry;
 /// once by the worker's lab.
 /// 8: timing rules 3 (`TimingOutcome::data`, `precision`, `drift`,
 /// `two_groups`).
-pub const PROTOCOL_VERSION: u32 = 8;
+/// 9: a line profile names the kernel it is of (`Request::Lines::kernel`);
+/// the starter's comes with the image the worker built it from.
+pub const PROTOCOL_VERSION: u32 = 9;
 
 /// The rules a speedup was measured under, kept with every timing and in
 /// the gradebook's journal so that a row timed under other rules is timed
@@ -110,9 +112,23 @@ pub enum Request {
     /// Sample and count every instruction of the loaded kernel over a
     /// launch on `case`'s inputs (docs/LINE-PROFILE.md). A worker that has
     /// served it times nothing after: the caller starts one for lines.
-    Lines { case: WireCase, seed: u64 },
+    Lines {
+        case: WireCase,
+        seed: u64,
+        kernel: ProfiledKernel,
+    },
     /// Finish cleanly.
     Shutdown,
+}
+
+/// Which kernel a line profile is of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProfiledKernel {
+    /// The kernel loaded last: the student's build.
+    Student,
+    /// The lab's starter, as the worker built it for timing.
+    Starter,
 }
 
 /// What the line profile read of the loaded kernel, per instruction of its
@@ -136,6 +152,15 @@ pub struct LinesOutcome {
     /// did not compute its output shows none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refused: Option<String>,
+    /// The starter's cubin, as this worker's NVRTC built it, when the
+    /// starter was profiled: the caller reads the starter's line table from
+    /// it (a remote worker's NVRTC may not build what the caller's would).
+    #[serde(
+        default,
+        with = "framing::image_bytes",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub starter_image: Vec<u8>,
 }
 
 /// A lab as the protocol names it: by name, with its contract's version, so

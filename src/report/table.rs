@@ -7,6 +7,7 @@ use std::fmt::Write;
 
 use crate::facts::diagnostics::Severity;
 use crate::facts::metrics::finite_value;
+use crate::grade::lines::{reason_shown, LineKey, LineProfile};
 use crate::outcome::CheckReport;
 use crate::protocol::{CaseOutcome, CaseStatus, CompileOutcome, CompileProblemKind};
 
@@ -208,13 +209,15 @@ fn render_raw_table(report: &CheckReport, reproduce: Option<&str>) -> String {
     out
 }
 
-/// The most lines the table lists of a line profile (`--json` has them all).
+/// The most lines the table lists of a line profile (`--json` has them all),
+/// and of the starter's beside it.
 const LINES_SHOWN: usize = 8;
+const STARTER_LINES_SHOWN: usize = 3;
 
 /// The line profile's hottest lines: share of the stall samples, the main
-/// reason in words and CUPTI's name, the memory findings, the source.
+/// reason in words and CUPTI's name, the memory findings, the source; then
+/// the starter's hottest on the same inputs.
 fn render_lines(out: &mut String, report: &CheckReport) {
-    use crate::grade::lines::{reason_words, LineKey};
     let Some(lines) = &report.lines else {
         return;
     };
@@ -235,20 +238,31 @@ fn render_lines(out: &mut String, report: &CheckReport) {
         profile.collect_ms,
         LINES_SHOWN.min(profile.lines.len())
     );
-    for row in profile.lines.iter().take(LINES_SHOWN) {
+    render_line_rows(out, profile, LINES_SHOWN);
+    match &profile.starter {
+        None => {}
+        Some(Err(why)) => {
+            let _ = writeln!(out, "the starter: not profiled: {why}");
+        }
+        Some(Ok(starter)) => {
+            let _ = writeln!(
+                out,
+                "the starter on the same inputs, {} samples; its hottest {}:",
+                starter.total_samples,
+                STARTER_LINES_SHOWN.min(starter.lines.len())
+            );
+            render_line_rows(out, starter, STARTER_LINES_SHOWN);
+        }
+    }
+}
+
+fn render_line_rows(out: &mut String, profile: &LineProfile, count: usize) {
+    for row in profile.lines.iter().take(count) {
         let line = match row.line {
             LineKey::Student(n) => format!("{n:>5}"),
             LineKey::Own => "  own".to_owned(),
         };
-        let reason = row
-            .main_reason()
-            .map(|name| {
-                let short = name
-                    .strip_prefix("smsp__pcsamp_warps_issue_stalled_")
-                    .unwrap_or(name);
-                format!("{} ({short})", reason_words(name))
-            })
-            .unwrap_or_default();
+        let reason = row.main_reason().map(reason_shown).unwrap_or_default();
         let _ = writeln!(
             out,
             "{line}  {:>5.1}%  {reason:<48}  {}",

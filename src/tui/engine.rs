@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 
-use crate::app::check::{run_check_unless_stale, CheckError, CheckPlan};
+use crate::app::check::{run_check_unless_stale, CheckError, CheckPlan, LineWorker};
 use crate::app::worker_handle::{WorkerCommand, WorkerHandle};
 use crate::gpu::found;
 
@@ -78,6 +78,9 @@ fn serve(
     messages: &Sender<Msg>,
 ) {
     let mut worker: Option<WorkerHandle> = None;
+    // Kept between saves: a profile after each passing save pays neither
+    // a worker's start nor the starter's profile again.
+    let mut line_worker = LineWorker::default();
     while let Ok(job) = inbox.recv() {
         let (run, source) = match job {
             Job::Check(run, source) => (run, source),
@@ -87,6 +90,7 @@ fn serve(
                 if let Some(old) = worker.take() {
                     old.shutdown();
                 }
+                std::mem::take(&mut line_worker).shutdown();
                 let search = LibrarySearch::of(&found::current(), &found::Context::current());
                 if messages.send(Msg::LibrariesSearched(search)).is_err() {
                     break;
@@ -100,12 +104,19 @@ fn serve(
             ..template.clone()
         };
         let stale = || superseded.load(Ordering::SeqCst) >= run;
-        let result = run_check_unless_stale(&plan, &command, &mut worker, &stale, |progress| {
-            let _ = messages.send(Msg::Progress {
-                run,
-                progress: Box::new(progress),
-            });
-        });
+        let result = run_check_unless_stale(
+            &plan,
+            &command,
+            &mut worker,
+            &mut line_worker,
+            &stale,
+            |progress| {
+                let _ = messages.send(Msg::Progress {
+                    run,
+                    progress: Box::new(progress),
+                });
+            },
+        );
         let finished = match result {
             Err(CheckError::Superseded) => Msg::RunSuperseded(run),
             result => Msg::RunFinished {
@@ -120,4 +131,5 @@ fn serve(
     if let Some(worker) = worker {
         worker.shutdown();
     }
+    line_worker.shutdown();
 }

@@ -35,6 +35,8 @@ pub enum Action {
     Slower,
     Sanitize,
     Counters,
+    Lines,
+    HottestFirst,
     CopyReproduce,
     FetchCuda,
 }
@@ -49,7 +51,7 @@ enum Mode {
 
 impl Action {
     /// Every action, in the order the help lists them.
-    pub const ALL: [Action; 27] = [
+    pub const ALL: [Action; 29] = [
         Action::Quit,
         Action::Rerun,
         Action::Help,
@@ -65,6 +67,8 @@ impl Action {
         Action::Open,
         Action::Close,
         Action::Counters,
+        Action::Lines,
+        Action::HottestFirst,
         Action::History,
         Action::RestoreBest,
         Action::RestoreSelected,
@@ -96,6 +100,8 @@ impl Action {
             Action::Open => "heatmap of the selected case; in history, diff that run",
             Action::Close => "close the overlay",
             Action::Counters => "every counter line whole, and the roofline plot large",
+            Action::Lines => "where the time goes, line by line (the source view)",
+            Action::HottestFirst => "in the source view: the hottest lines first, or file order",
             Action::History => "past runs of this file",
             Action::RestoreBest => "in history: restore this file's best passing version",
             Action::RestoreSelected => "in history: restore the selected run's text",
@@ -188,6 +194,8 @@ const BINDINGS: &[Binding<Action>] = &[
     key(KeyCode::Enter, Action::Open),
     key(KeyCode::Esc, Action::Close),
     key(KeyCode::Char('c'), Action::Counters),
+    key(KeyCode::Char('l'), Action::Lines),
+    key(KeyCode::Char('o'), Action::HottestFirst),
     key(KeyCode::Char('h'), Action::History),
     key(KeyCode::Char('b'), Action::RestoreBest),
     key(KeyCode::Char('t'), Action::RestoreSelected),

@@ -18,6 +18,7 @@ pub mod msg;
 pub mod plot;
 mod runtime;
 mod shell;
+pub mod source_view;
 pub mod terminal;
 pub mod theme;
 pub mod update;

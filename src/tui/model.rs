@@ -23,6 +23,7 @@ use crate::report::ReproduceCommand;
 
 use super::msg::{LibrarySearch, RunId};
 use super::plot::{Axes, RooflinePlot};
+use super::source_view::{self, Profiled};
 use super::theme::Theme;
 
 /// A hazard case as the table lists it before any result exists.
@@ -39,6 +40,8 @@ pub enum Phase {
     Case(usize),
     Timing,
     Counters,
+    /// The line profile, after everything else.
+    Lines,
 }
 
 /// The check in flight, as far as it has got.
@@ -294,6 +297,12 @@ pub enum Overlay {
         lines: Vec<DiffLine>,
         scroll: usize,
     },
+    /// The source view: the profiled text, line by line (`l`); `scroll` is
+    /// the first row shown.
+    Lines {
+        scroll: usize,
+        hottest_first: bool,
+    },
 }
 
 /// Playing back a history store instead of watching a file.
@@ -373,6 +382,10 @@ pub struct Model {
     /// Past runs, oldest first, for the trend and the history overlay.
     pub history: Vec<RunSummary>,
     pub counters: Option<CountersView>,
+    /// The newest line profile and the text it is of, and the one profiled
+    /// before it, which each line's change is measured against.
+    pub profiled: Option<Profiled>,
+    pub profiled_before: Option<Profiled>,
     /// The roofline plot of the same counters, when the launch was placed.
     pub roofline: Option<RooflinePlot>,
     pub selected: usize,
@@ -423,6 +436,8 @@ impl Model {
             previous_resources: None,
             history: Vec::new(),
             counters: None,
+            profiled: None,
+            profiled_before: None,
             roofline: None,
             selected: 0,
             compile_scroll: 0,
@@ -439,6 +454,41 @@ impl Model {
             nvrtc_missing: None,
             quitting: false,
             next_run: 1,
+        }
+    }
+
+    /// How many rows the source view lists: every line of the profiled
+    /// text, or only its sampled lines when the hottest come first.
+    pub fn source_rows(&self, hottest_first: bool) -> usize {
+        let Some(now) = &self.profiled else {
+            return 0;
+        };
+        let rows = source_view::rows(now, None);
+        if hottest_first {
+            source_view::hottest_first(rows).len()
+        } else {
+            rows.len()
+        }
+    }
+
+    /// Why the newest check has no line profile of its own, when it has
+    /// none (the view then shows an earlier save's, marked so).
+    pub fn lines_missing(&self) -> Option<String> {
+        if matches!(self.live.as_ref().map(|l| l.phase), Some(Phase::Lines)) {
+            return Some("profiling lines of the newest save...".into());
+        }
+        let report = &self.last.as_ref()?.report;
+        match &report.lines {
+            Some(Ok(_)) => None,
+            Some(Err(why)) => Some(format!("the newest save has no line profile: {why}")),
+            None if !report.compile.ok => Some("the newest save does not compile".into()),
+            None if report.gpu.is_err() => {
+                Some("no GPU: lines are profiled on a GPU with CUPTI".into())
+            }
+            None => Some(
+                "the newest save was not profiled: lines are profiled after a save that passes every case"
+                    .into(),
+            ),
         }
     }
 

@@ -19,6 +19,7 @@ use super::model::{
 };
 use super::msg::{Effect, LibrarySearch, Msg, RunId};
 use super::plot::RooflinePlot;
+use super::source_view::Profiled;
 use super::view::layout::{case_at, compile_scroll_limit, overlay_rows, visible_case_rows, Areas};
 use crate::app::history::RestoreTarget;
 use crate::display::line_for_display;
@@ -258,6 +259,7 @@ fn on_progress(model: &mut Model, run: RunId, progress: Progress) {
         Progress::TimingFinished(result) => live.timing = Some(result),
         Progress::CountersStarted { .. } => live.phase = Phase::Counters,
         Progress::CountersFinished(result) => show_counters(model, Some(&result)),
+        Progress::LinesStarted => live.phase = Phase::Lines,
     }
 }
 
@@ -357,7 +359,19 @@ fn show_completed(model: &mut Model, completed: Completed) {
     // A run that stopped short of counters (compile error, no GPU) clears
     // the panel rather than leave another version's figures under this one.
     show_counters(model, completed.report.counters.last());
+    if let Some(now) = profiled(&completed) {
+        model.profiled_before = model.profiled.replace(now);
+    }
     model.last = Some(completed);
+}
+
+/// The line profile a finished check carries, with the text it is of.
+fn profiled(completed: &Completed) -> Option<Profiled> {
+    let profile = completed.report.lines.as_ref()?.as_ref().ok()?;
+    Some(Profiled {
+        source: completed.source.clone(),
+        profile: profile.clone(),
+    })
 }
 
 /// The counters panel's lines and the roofline plot of `result`, or neither.
@@ -423,6 +437,12 @@ fn on_panel_key(model: &mut Model, action: Action) -> Vec<Effect> {
         }
         Action::History => model.overlay = Some(Overlay::History { selected: 0 }),
         Action::Counters => model.overlay = Some(Overlay::Counters),
+        Action::Lines => {
+            model.overlay = Some(Overlay::Lines {
+                scroll: 0,
+                hottest_first: false,
+            })
+        }
         Action::Pause => {
             if let Some(replay) = model.replay.as_mut() {
                 replay.paused = !replay.paused;
@@ -446,7 +466,8 @@ fn on_panel_key(model: &mut Model, action: Action) -> Vec<Effect> {
         | Action::Quit
         | Action::Sanitize
         | Action::CopyReproduce
-        | Action::FetchCuda => {}
+        | Action::FetchCuda
+        | Action::HottestFirst => {}
     }
     Vec::new()
 }
@@ -589,6 +610,27 @@ fn on_overlay_key(model: &mut Model, overlay: Overlay, action: Action) -> Vec<Ef
         (_, Action::Close) => None,
         (Overlay::Help, Action::Help) => None,
         (Overlay::Counters, Action::Counters) => None,
+        (Overlay::Lines { .. }, Action::Lines) => None,
+        (Overlay::Lines { hottest_first, .. }, Action::HottestFirst) => Some(Overlay::Lines {
+            scroll: 0,
+            hottest_first: !hottest_first,
+        }),
+        (
+            Overlay::Lines {
+                scroll,
+                hottest_first,
+            },
+            action,
+        ) if scrolls(action) => {
+            let rows = overlay_rows(model.height);
+            let last = model
+                .source_rows(hottest_first)
+                .saturating_sub(rows.saturating_sub(2));
+            Some(Overlay::Lines {
+                scroll: moved(scroll, action, rows, last),
+                hottest_first,
+            })
+        }
         (Overlay::Heatmap { .. }, Action::Open) => None,
         (Overlay::History { .. }, Action::History) => None,
         (Overlay::History { selected }, action) if scrolls(action) => {
@@ -729,6 +771,9 @@ pub fn show_replay_position(model: &mut Model) {
     model.compile_scroll = 0;
     model.source = run.source.clone();
     model.gpu = Some(run.report.gpu.clone());
+    // The newest profile up to this run, and the one before it.
+    let mut profiles = replay.runs[..=position].iter().rev().filter_map(profiled);
+    (model.profiled, model.profiled_before) = (profiles.next(), profiles.next());
     show_counters(model, run.report.counters.last());
     model.last = Some(run);
     model.previous_resources = before;

@@ -19,6 +19,35 @@ use crate::grade::lines::merge;
 use crate::lab::definition::LabCase;
 use crate::protocol::LinesOutcome;
 
+/// Set (to anything) in a line worker's environment, it launches the kernel
+/// once on the profile's inputs and collects nothing, so that Nsight
+/// Compute, attached from outside, profiles the very launch flashprof would
+/// (scripts/gpu-lines.sh compares the two).
+pub const LAUNCH_ONLY_ENV: &str = "FLASHPROF_LINES_LAUNCH_ONLY";
+
+/// Whether [`LAUNCH_ONLY_ENV`] is set.
+pub fn launch_only() -> bool {
+    std::env::var_os(LAUNCH_ONLY_ENV).is_some()
+}
+
+/// The launch a profile samples, made once with no collector: the inputs
+/// of the profile's unprofiled launch. Answers why there is no profile.
+pub fn launch_once(
+    gpu: &Gpu,
+    kernel: &Kernel,
+    baselines: &mut Baselines,
+    case: &LabCase,
+    seed: u64,
+) -> Result<String, GpuError> {
+    let data = timing_inputs(baselines.lab, case, seed)?;
+    let mut bench = Bench::new(gpu, baselines, &data, rand::random(), true)?;
+    bench.prepare_copy()?;
+    let ms = gpu.timed(|| gpu.launch(kernel, &mut bench.ws))?;
+    Ok(format!(
+        "no collector ({LAUNCH_ONLY_ENV} is set): the kernel was launched once, {ms:.3} ms"
+    ))
+}
+
 /// PC Sampling's period is 2^this many cycles at least, and at most
 /// [`LONGEST_PERIOD_LOG2`] (the range CUPTI accepts is 5 to 31).
 const SHORTEST_PERIOD_LOG2: u32 = 5;
@@ -39,6 +68,21 @@ pub fn period_log2_for(launch_ms: f64) -> u32 {
     ) as u32
 }
 
+/// Why there is no line profile, in words: when the machine is at fault
+/// (counter permission, another profiler attached, a GPU without sampling)
+/// the reason and its fix, as the counters give them.
+fn why_not(error: &CuptiError) -> String {
+    match error.unavailable() {
+        Some(unavailable) => format!(
+            "{} ({}); fix: {}",
+            unavailable.reason,
+            unavailable.detail,
+            unavailable.fix()
+        ),
+        None => error.to_string(),
+    }
+}
+
 /// A collection around one launch (the closure given launches and waits).
 type Collect<'a> = dyn FnMut(&mut dyn FnMut() -> anyhow::Result<()>) -> Result<(), CuptiError> + 'a;
 
@@ -51,19 +95,19 @@ pub struct LineProfiler {
 
 impl LineProfiler {
     pub fn enable(gpu: &Gpu) -> Result<Self, String> {
-        let cupti = Cupti::load().map_err(|e| format!("{}: {}", e.reason.summary(), e.fix()))?;
-        let sampler = LineSampler::enable(&cupti, gpu.context()).map_err(|e| e.to_string())?;
+        let cupti = Cupti::load().map_err(|e| why_not(&CuptiError::Unavailable(e)))?;
+        let sampler = LineSampler::enable(&cupti, gpu.context()).map_err(|e| why_not(&e))?;
         Ok(Self {
             sampler,
             _cupti: cupti,
         })
     }
 
-    /// Samples and counts `student`'s `entry` on the timing inputs of `case`.
+    /// Samples and counts `kernel`'s `entry` on the timing inputs of `case`.
     pub fn collect(
         &mut self,
         gpu: &Gpu,
-        student: &Kernel,
+        kernel: &Kernel,
         entry: &str,
         baselines: &mut Baselines,
         case: &LabCase,
@@ -76,7 +120,7 @@ impl LineProfiler {
         // Once unprofiled: module loading and first touch stay out, and its
         // time sets the sampling period.
         bench.prepare_copy()?;
-        let plain_launch_ms = gpu.timed(|| gpu.launch(student, &mut bench.ws))?;
+        let plain_launch_ms = gpu.timed(|| gpu.launch(kernel, &mut bench.ws))?;
         let period_log2 = period_log2_for(plain_launch_ms);
         let mut outcome = LinesOutcome {
             chip: self.sampler.chip().to_owned(),
@@ -89,6 +133,7 @@ impl LineProfiler {
             sample_ms: 0.0,
             count_ms: 0.0,
             refused: None,
+            starter_image: Vec::new(),
         };
         let launch_id = |number| LaunchId {
             phase: LaunchPhase::Profiled,
@@ -105,11 +150,11 @@ impl LineProfiler {
                 let started = Instant::now();
                 let ws = &mut bench.ws;
                 collect(&mut || {
-                    gpu.launch(student, ws)?;
+                    gpu.launch(kernel, ws)?;
                     gpu.synchronize()?;
                     Ok(())
                 })
-                .map_err(GpuError::message)?;
+                .map_err(|e| GpuError::message(why_not(&e)))?;
                 let ms = started.elapsed().as_secs_f64() * 1e3;
                 let refused = bench
                     .audit(&mut audit, launch_id(number))?

@@ -35,8 +35,8 @@ use crate::lab::geometry::LaunchGeometry;
 use crate::lab::source::StudentSource;
 use crate::protocol::{
     read_message, write_message, CaseOutcome, CaseStatus, CompileOutcome, CompileProblem,
-    CompileProblemKind, CountersUnavailableReport, Event, FramingError, LabId, Request,
-    TimingConfig, WireCase, MAX_FRAME_BYTES, PROTOCOL_VERSION,
+    CompileProblemKind, CountersUnavailableReport, Event, FramingError, LabId, ProfiledKernel,
+    Request, TimingConfig, WireCase, MAX_FRAME_BYTES, PROTOCOL_VERSION,
 };
 
 /// Runs the worker loop on this process's stdin and stdout until shutdown or a fatal error.
@@ -103,6 +103,9 @@ pub fn main() -> anyhow::Result<()> {
 struct Baselines {
     lab: LabRef,
     starter: Kernel,
+    /// The starter's cubin, which a line profile of the starter sends back
+    /// for its line table.
+    starter_image: Vec<u8>,
     oracle_f64: CudaFunction,
     clock_probe: CudaFunction,
     l2_flusher: L2Flusher,
@@ -197,8 +200,8 @@ impl Worker {
                     known_peaks,
                 }),
             },
-            Request::Lines { case, seed } => match self.case(&case) {
-                Ok(case) => self.lines(&case, seed),
+            Request::Lines { case, seed, kernel } => match self.case(&case) {
+                Ok(case) => self.lines(&case, seed, kernel),
                 Err(e) => failure(e, false),
             },
             Request::Shutdown => failure("shutdown is handled by the loop", true),
@@ -265,7 +268,7 @@ impl Worker {
         }
     }
 
-    fn lines(&mut self, case: &LabCase, seed: u64) -> (Event, bool) {
+    fn lines(&mut self, case: &LabCase, seed: u64, kernel: ProfiledKernel) -> (Event, bool) {
         if let Some(answer) = self.unmeasurable("a line profile needs") {
             return answer;
         }
@@ -274,6 +277,20 @@ impl Worker {
         else {
             unreachable!("unmeasurable checked all three");
         };
+        let profiled = match kernel {
+            ProfiledKernel::Student => student.clone(),
+            ProfiledKernel::Starter => baselines.starter.clone(),
+        };
+        let entry = baselines.lab.abi().entry_point;
+        if lines::launch_only() {
+            return match lines::launch_once(gpu, &profiled, baselines, case, seed) {
+                Ok(why) => (Event::Lines(Err(why)), false),
+                Err(e) => {
+                    let sticky = e.sticky;
+                    failure(e, sticky)
+                }
+            };
+        }
         let profiler = match self
             .lines
             .get_or_insert_with(|| lines::LineProfiler::enable(gpu))
@@ -281,9 +298,13 @@ impl Worker {
             Ok(profiler) => profiler,
             Err(why) => return (Event::Lines(Err(why.clone())), false),
         };
-        let entry = baselines.lab.abi().entry_point;
-        match profiler.collect(gpu, student, entry, baselines, case, seed) {
-            Ok(outcome) => (Event::Lines(Ok(outcome)), false),
+        match profiler.collect(gpu, &profiled, entry, baselines, case, seed) {
+            Ok(mut outcome) => {
+                if kernel == ProfiledKernel::Starter {
+                    outcome.starter_image = baselines.starter_image.clone();
+                }
+                (Event::Lines(Ok(outcome)), false)
+            }
             Err(e) => {
                 let sticky = e.sticky;
                 failure(e, sticky)
@@ -480,6 +501,7 @@ impl Worker {
         self.baselines = Some(Baselines {
             lab,
             starter: gpu.load(&starter.image, lab.abi().entry_point, starter.geometry)?,
+            starter_image: starter.image,
             oracle_f64: gpu.load_support(&oracle_image, support.oracle_f64)?,
             clock_probe: gpu.load_support(&probes, "clock_probe")?,
             l2_flusher: gpu.l2_flusher(&l2_sweep)?,

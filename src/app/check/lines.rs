@@ -1,18 +1,21 @@
-//! The line profile of a check (`check --lines`, docs/LINE-PROFILE.md): a
-//! worker of its own loads the build the cases ran and samples and counts
-//! it on the timing inputs; each instruction is charged to a line of the
-//! student's file through the build's line table, here in the caller.
+//! The line profile of a check (`check --lines`, the TUI on every passing
+//! save; docs/LINE-PROFILE.md): a worker of its own loads the build the
+//! cases ran and samples and counts it on the timing inputs; each
+//! instruction is charged to a line of the student's file through the
+//! build's line table, here in the caller. The lab's starter is profiled
+//! the same way once per line worker's GPU, so a student can compare.
 
 use std::time::Duration;
 
 use super::session::{LoadedBuild, Unanswered, WorkerSession};
 use super::CheckPlan;
-use crate::app::worker_handle::WorkerCommand;
+use crate::app::worker_handle::{WorkerCommand, WorkerHandle};
+use crate::facts::device::DeviceInfo;
 use crate::gpu::compile::line_table::{attribute, Attribution, LineTable};
 use crate::grade::lines::{by_line, source_of, LineKey, LineProfile};
 use crate::lab::definition::LabCase;
 use crate::lab::source::marker_name;
-use crate::protocol::{Event, LinesOutcome};
+use crate::protocol::{Event, LinesOutcome, ProfiledKernel};
 
 /// The line profile a plan asks for.
 #[derive(Debug, Clone)]
@@ -22,28 +25,75 @@ pub struct LinesPlan {
     pub timeout: Duration,
 }
 
-/// Collects the profile of `build`, the build the cases ran, in a worker
-/// started for it, then charges it.
+/// The worker that profiles lines, kept between the checks of one front
+/// end (the TUI's saves pay its start and CUPTI's setup once), and the
+/// starter's profile, which is the same for every save on one GPU.
+#[derive(Default)]
+pub struct LineWorker {
+    handle: Option<WorkerHandle>,
+    starter: Option<(String, StarterProfile)>,
+}
+
+type StarterProfile = Result<Box<LineProfile>, String>;
+
+impl LineWorker {
+    /// Ends the worker, if one was started.
+    pub fn shutdown(self) {
+        if let Some(handle) = self.handle {
+            handle.shutdown();
+        }
+    }
+}
+
+/// Collects the profile of `build`, the build the cases ran, in the line
+/// worker (started when there is none), then charges it; the starter's
+/// profile rides along, collected on the first check on `gpu`.
 pub(super) fn profile_lines(
     plan: &CheckPlan,
     lines: &LinesPlan,
     command: &WorkerCommand,
     build: &LoadedBuild<'_>,
+    gpu: Option<&DeviceInfo>,
+    kept: &mut LineWorker,
 ) -> Result<LineProfile, String> {
-    let mut worker = None;
-    let mut session = WorkerSession::new(command, &mut worker, plan.lab);
+    let mut session = WorkerSession::new(command, &mut kept.handle, plan.lab);
     session
         .start_if_gone()
         .map_err(|e| format!("the line worker did not start: {e}"))?;
-    let collected = collect(&mut session, plan, lines, build);
-    if let Some(worker) = worker {
-        worker.shutdown();
-    }
-    let outcome = collected?;
-    if let Some(refused) = outcome.refused {
-        return Err(refused);
-    }
-    charge(plan, build, &outcome)
+    let outcome = collect(&mut session, plan, lines, build, ProfiledKernel::Student)?;
+    let mut profile = charge(&outcome, build.image, &plan.source_path, &plan.source_text)?;
+
+    let key = format!(
+        "{} on {}",
+        plan.lab.name(),
+        gpu.map_or_else(
+            || "an unknown GPU".to_owned(),
+            |g| format!("{} {}", g.ordinal, g.name)
+        )
+    );
+    let starter = match &kept.starter {
+        Some((kept_key, starter)) if *kept_key == key => starter.clone(),
+        _ => {
+            let starter = profile_starter(&mut session, plan, lines, build);
+            kept.starter = Some((key, starter.clone()));
+            starter
+        }
+    };
+    profile.starter = Some(starter);
+    Ok(profile)
+}
+
+/// The starter's profile, charged through the starter's own line table
+/// (read from the image the worker built it from).
+fn profile_starter(
+    session: &mut WorkerSession<'_>,
+    plan: &CheckPlan,
+    lines: &LinesPlan,
+    build: &LoadedBuild<'_>,
+) -> StarterProfile {
+    let outcome = collect(session, plan, lines, build, ProfiledKernel::Starter)?;
+    let starter = plan.lab.starter();
+    charge(&outcome, &outcome.starter_image, starter.path, starter.text).map(Box::new)
 }
 
 fn collect(
@@ -51,6 +101,7 @@ fn collect(
     plan: &CheckPlan,
     lines: &LinesPlan,
     build: &LoadedBuild<'_>,
+    kernel: ProfiledKernel,
 ) -> Result<LinesOutcome, String> {
     let unanswered = |unanswered: Unanswered| match unanswered {
         Unanswered::Answered(event) => match *event {
@@ -59,19 +110,28 @@ fn collect(
         },
         lost => lost.to_string(),
     };
+    // A kept worker may hold another save's build, or none after a restart.
     session.load(build).map_err(unanswered)?;
-    session.lines(lines, plan.seed).map_err(unanswered)?
+    let outcome = session
+        .lines(lines, plan.seed, kernel)
+        .map_err(unanswered)??;
+    match outcome.refused {
+        Some(refused) => Err(refused),
+        None => Ok(outcome),
+    }
 }
 
-/// Charges each instruction of `outcome` to its line and sums them.
+/// Charges each instruction of `outcome` to its line of `source_text`
+/// through the line table of `image`, and sums them.
 fn charge(
-    plan: &CheckPlan,
-    build: &LoadedBuild<'_>,
     outcome: &LinesOutcome,
+    image: &[u8],
+    source_path: &str,
+    source_text: &str,
 ) -> Result<LineProfile, String> {
-    let table = LineTable::from_cubin(build.image).map_err(|e| e.to_string())?;
-    let student = marker_name(&plan.source_path);
-    let line_count = plan.source_text.lines().count() as u32;
+    let table = LineTable::from_cubin(image).map_err(|e| e.to_string())?;
+    let student = marker_name(source_path);
+    let line_count = source_text.lines().count() as u32;
     let charge = |offset: u64| {
         let frames = table.frames(&outcome.function, offset)?;
         Some(match attribute(&frames, &student, line_count) {
@@ -81,7 +141,7 @@ fn charge(
     };
     let mut rows = by_line(&outcome.readings, charge);
     for row in &mut rows {
-        row.source = source_of(&plan.source_text, row.line);
+        row.source = source_of(source_text, row.line);
     }
     Ok(LineProfile {
         chip: outcome.chip.clone(),
@@ -90,5 +150,6 @@ fn charge(
         period_log2: outcome.period_log2,
         collect_ms: outcome.plain_launch_ms + outcome.sample_ms + outcome.count_ms,
         lines: rows,
+        starter: None,
     })
 }

@@ -19,7 +19,7 @@ use crate::lab::geometry::LaunchGeometry;
 use crate::outcome::{CountersResult, LinkLost, Progress};
 use crate::protocol::{
     CaseOutcome, CaseStatus, CompileOutcome, CompileProblem, CompileProblemKind, CounterTier,
-    Event, LabId, LinesOutcome, Request, TimingOutcome,
+    Event, LabId, LinesOutcome, ProfiledKernel, Request, TimingOutcome,
 };
 
 /// How long a worker may take to start (CUDA initialisation included).
@@ -479,10 +479,12 @@ impl<'a> WorkerSession<'a> {
         &mut self,
         plan: &LinesPlan,
         seed: u64,
+        kernel: ProfiledKernel,
     ) -> Result<Result<LinesOutcome, String>, Unanswered> {
         let request = Request::Lines {
             case: (&plan.case).into(),
             seed,
+            kernel,
         };
         self.ask(&request, plan.timeout)
     }

@@ -148,6 +148,7 @@ pub(super) fn phase_words(phase: Phase, cases: &[CaseRow]) -> String {
         ),
         Phase::Timing => "timing against the starter...".to_string(),
         Phase::Counters => "reading hardware counters...".to_string(),
+        Phase::Lines => "profiling lines...".to_string(),
     }
 }
 
@@ -202,10 +203,10 @@ pub fn draw_footer(frame: &mut Frame, area: Rect, model: &Model) {
             "q quit  f fetch NVRTC  r look for it again  h history  ? help",
         )],
         None if model.replay.is_some() => vec![Line::from(
-            "q quit  space pause  ←/→ step  +/- speed  enter heatmap  h history  ? help",
+            "q quit  space pause  ←/→ step  +/- speed  enter map  l lines  h history  ? help",
         )],
         None => vec![Line::from(
-            "q quit  r rerun  ↑↓/tab select  enter heatmap  c counters  h history  ? help",
+            "q quit  r rerun  ↑↓/tab cases  enter map  c counters  l lines  h history  ? help",
         )],
     };
     frame.render_widget(Paragraph::new(lines), area);

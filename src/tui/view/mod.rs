@@ -17,6 +17,7 @@ pub mod layout;
 mod present;
 mod resources;
 mod roofline;
+mod source;
 mod text;
 mod timing;
 mod trend;
@@ -53,6 +54,10 @@ pub fn draw(frame: &mut Frame, model: &Model) {
             lines,
             scroll,
         }) => history::draw_diff(frame, area, model, title, lines, *scroll),
+        Some(Overlay::Lines {
+            scroll,
+            hottest_first,
+        }) => source::draw(frame, area, model, *scroll, *hottest_first),
     }
     neutralise_controls(frame);
 }
