@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The line profile on the GPU machine (docs/LINE-PROFILE.md): the collector's
-# own test (a bank conflict and a strided load on their own lines), then
-# `flashprof check --lines` on the four labs' references and the flash
-# starter, each once with --lines and once without, so the cost of the
-# profile is the difference. Logs under $OUT; a short table last.
+# own test (a bank conflict and a strided load on their own lines), then the
+# cost per save of each lab's reference (and the flash starter) through
+# `flashprof bench`: a check with `--lines` on a fresh line worker (the
+# first save, the starter's profile included) and then saves on the line
+# worker kept between them, as the TUI keeps it. Logs under $OUT; a short
+# table last.
 # Usage: OUT=dir scripts/gpu-lines.sh [path/to/flashprof]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -14,19 +16,35 @@ if [ -x target/gpu-tests/line_profile_gpu ]; then
   target/gpu-tests/line_profile_gpu --ignored --nocapture >"$OUT/collector-test.log" 2>&1
   echo "collector test rc=$? $(grep -E '^test result' "$OUT/collector-test.log")"
 fi
-seconds() { python3 -c "import time; print(f'{time.time() - $1:.2f}')"; }
-printf '%-34s %-18s %9s %9s  %s\n' kernel lab "plain s" "lines s" "hottest line"
 for pair in flash-prefill:kernels/flash-prefill/reference.cu flash-prefill:kernels/flash-prefill/starter.cu \
   paged-prefill:kernels/paged-prefill/reference.cu paged-prefill-fp8:kernels/paged-prefill-fp8/reference.cu \
   paged-decode:kernels/paged-decode/reference.cu; do
   lab=${pair%%:*}; file=${pair#*:}; name=$(echo "$file" | tr '/' '_')
-  start=$(date +%s.%N)
-  "$BIN" check "$file" --lab "$lab" --no-timing --seed 7 >"$OUT/$name.txt" 2>&1
-  plain=$(seconds "$start")
-  start=$(date +%s.%N)
-  echo "=== with --lines" >>"$OUT/$name.txt"
-  "$BIN" check "$file" --lab "$lab" --no-timing --seed 7 --lines >>"$OUT/$name.txt" 2>&1
-  lines=$(seconds "$start")
-  hot=$(grep -A1 '^lines:' "$OUT/$name.txt" | tail -1 | cut -c1-70)
-  printf '%-34s %-18s %9s %9s  %s\n' "$file" "$lab" "$plain" "$lines" "$hot"
+  "$BIN" bench "$file" --lab "$lab" --rounds 1 --markdown "$OUT/$name.md" >/dev/null 2>"$OUT/$name.err" \
+    || echo "$file: bench failed: $(tail -1 "$OUT/$name.err")"
+done
+echo
+echo "| kernel | first save ms | later saves, median ms | max ms | of which launches | sampled | counted |"
+echo "|---|---:|---:|---:|---:|---:|---:|"
+for md in "$OUT"/*.md; do
+  python3 - "$md" <<'PY'
+import sys, re
+text = open(sys.argv[1]).read()
+name = re.search(r"Loop latency: `([^`]*)`", text)
+rows = {}
+for line in text.splitlines():
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    if len(cells) == 4 and cells[0] in ("added to the save (the lines phase)", "of which the profile's three launches",
+                                        "the sampled launch (PC Sampling)", "the counted launch (SASS Metrics)"):
+        rows[cells[0]] = cells[1:]
+if not rows:
+    why = re.search(r"Line profile on a save: (.*)", text)
+    print(f"| {name.group(1) if name else sys.argv[1]} | {why.group(1) if why else 'no line rounds'} |")
+else:
+    a = rows.get("added to the save (the lines phase)", ["-"] * 3)
+    l = rows.get("of which the profile's three launches", ["-"] * 3)
+    s = rows.get("the sampled launch (PC Sampling)", ["-"] * 3)
+    c = rows.get("the counted launch (SASS Metrics)", ["-"] * 3)
+    print(f"| {name.group(1)} | {a[0]} | {a[1]} | {a[2]} | {l[1]} | {s[1]} | {c[1]} |")
+PY
 done

@@ -60,6 +60,8 @@ fn recorded() -> LineProfile {
         dropped_samples: 0,
         period_log2: 10,
         collect_ms: 41.0,
+        sampled_ms: 0.0,
+        counted_ms: 0.0,
         lines,
         starter: Some(Ok(Box::new(starter()))),
     }
@@ -92,6 +94,8 @@ fn starter() -> LineProfile {
         dropped_samples: 0,
         period_log2: 14,
         collect_ms: 310.0,
+        sampled_ms: 0.0,
+        counted_ms: 0.0,
         lines,
         starter: None,
     }

@@ -135,15 +135,18 @@ pub fn run_check_unless_stale(
                 ));
             }
             progress(Progress::LinesStarted);
+            let lines_started = Instant::now();
             let build = session.kept();
-            lines::profile_lines(
+            let profile = lines::profile_lines(
                 plan,
                 lines_plan,
                 command,
                 &build,
                 gpu.as_ref().ok(),
                 line_worker,
-            )
+            );
+            phase_times.lines_ms = ms_since(lines_started);
+            profile
         });
     phase_times.total_ms = ms_since(started);
     let quick_build = quick.map(|first| first.report(&cases));

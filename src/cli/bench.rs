@@ -5,8 +5,9 @@
 //! check (a new worker, timing and counters included), then warm rounds the
 //! way the TUI runs them after a save: the same worker, a freshly edited
 //! source (a new build each round, so no cache can answer),
-//! compile plus every hazard verdict; last, a few such saves with counters
-//! on, which is what a save costs in the TUI.
+//! compile plus every hazard verdict; then a few such saves with counters
+//! on, which is what a save costs in the TUI; last, a few with the line
+//! profile on a line worker kept between them, as the TUI keeps it.
 
 use std::fmt::Write;
 use std::path::PathBuf;
@@ -17,7 +18,7 @@ use clap::Args;
 use super::plan::{fresh_seed, CountersChoice, RunOptions};
 use super::refusal::Refusal;
 use super::ExitCode;
-use crate::app::check::run_check;
+use crate::app::check::{run_check, run_check_unless_stale, LineWorker};
 use crate::display::path_for_display;
 use crate::lab::source::{SourceForm, StudentSource};
 use crate::outcome::CheckReport;
@@ -44,6 +45,10 @@ pub struct BenchArgs {
 /// Saves measured with counters on after the verdict rounds: what a save
 /// costs in the TUI once the starter's counters are known.
 const COUNTER_ROUNDS: u32 = 3;
+
+/// Saves measured with the line profile on, last: the first pays the line
+/// worker's start and the starter's profile, the rest what a save adds.
+const LINE_ROUNDS: u32 = 4;
 
 /// The watchdog for one case of the bench's checks (twice a check's default).
 const BENCH_CASE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -93,11 +98,13 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, Refusal> {
             on: true,
             ..CountersChoice::default()
         },
+        lines: true,
         ..RunOptions::default()
     };
     let mut plan = options
         .plan(lab)?
         .of_source(args.file.display().to_string(), source.text().to_string());
+    let lines_plan = plan.lines.take();
 
     let mut worker = None;
     eprintln!("cold check (new worker, timing and counters)...");
@@ -138,11 +145,36 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, Refusal> {
         }
     }
     eprintln!();
+    plan.counters = None;
+    plan.lines = lines_plan;
+    let mut line_worker = LineWorker::default();
+    let mut profiled: Vec<CheckReport> = Vec::new();
+    for round in 0..LINE_ROUNDS {
+        eprint!("\rline profile round {}/{LINE_ROUNDS}", round + 1);
+        plan.source_text = edited_source(&source, total_rounds + round);
+        plan.seed = fresh_seed();
+        let report = run_check_unless_stale(
+            &plan,
+            &command,
+            &mut worker,
+            &mut line_worker,
+            &|| false,
+            |_| {},
+        )
+        .map_err(|e| {
+            eprintln!();
+            Refusal::new(ExitCode::Environment, e.to_string())
+        })?;
+        profiled.push(report);
+    }
+    eprintln!();
+    line_worker.shutdown();
     if let Some(w) = worker {
         w.shutdown();
     }
     let mut text = render(&args, &cold, &warm);
     text.push_str(&render_warm_counters(&warm_counters));
+    text.push_str(&render_line_rounds(&profiled));
     print!("{text}");
     if let Some(path) = &args.markdown {
         std::fs::write(path, &text).map_err(|e| {
@@ -303,6 +335,61 @@ fn render(args: &BenchArgs, cold: &CheckReport, warm: &[CheckReport]) -> String 
         if passed { "all passed" } else { "some failed" }
     );
     out
+}
+
+/// The line profile per save on a kept line worker: the first save apart
+/// (the worker's start, CUPTI's setup, the starter's profile), then what
+/// each later save adds, and the profile's own launches within it.
+fn render_line_rounds(rounds: &[CheckReport]) -> String {
+    let mut out = String::new();
+    let Some((first, later)) = rounds.split_first() else {
+        return out;
+    };
+    let why_not = rounds.iter().find_map(|r| match &r.lines {
+        Some(Ok(_)) => None,
+        Some(Err(why)) => Some(why.clone()),
+        None => Some("not profiled".into()),
+    });
+    if let Some(why) = why_not {
+        let _ = writeln!(out, "\nLine profile on a save: {why}");
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "\nLine profile per save on a kept line worker (as the TUI keeps it), {} saves after the first:\n",
+        later.len()
+    );
+    let _ = writeln!(
+        out,
+        "| | first save ms | later saves, median ms | max ms |\n|---|---:|---:|---:|"
+    );
+    let rows: [(&str, fn(&CheckReport) -> f64); 4] = [
+        ("added to the save (the lines phase)", |r| r.phases.lines_ms),
+        ("of which the profile's three launches", |r| {
+            profile_of(r).map_or(f64::NAN, |p| p.collect_ms)
+        }),
+        ("  the sampled launch (PC Sampling)", |r| {
+            profile_of(r).map_or(f64::NAN, |p| p.sampled_ms)
+        }),
+        ("  the counted launch (SASS Metrics)", |r| {
+            profile_of(r).map_or(f64::NAN, |p| p.counted_ms)
+        }),
+    ];
+    for (name, of) in rows {
+        let mut values: Vec<f64> = later.iter().map(of).collect();
+        let worst = values.iter().cloned().fold(0.0, f64::max);
+        let _ = writeln!(
+            out,
+            "| {name} | {:.1} | {:.1} | {worst:.1} |",
+            of(first),
+            median(&mut values)
+        );
+    }
+    out
+}
+
+fn profile_of(report: &CheckReport) -> Option<&crate::grade::lines::LineProfile> {
+    report.lines.as_ref()?.as_ref().ok()
 }
 
 /// Counters per save on a live worker, tier by tier, and whether the starter's

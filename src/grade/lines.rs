@@ -84,6 +84,12 @@ pub struct LineProfile {
     pub period_log2: u32,
     /// The profile's own launches: unprofiled, sampled, counted.
     pub collect_ms: f64,
+    /// Of which the sampled launch and the counted launch, each with its
+    /// API's setup and reading (0 in profiles recorded before they were kept).
+    #[serde(default)]
+    pub sampled_ms: f64,
+    #[serde(default)]
+    pub counted_ms: f64,
     pub lines: Vec<LineReading>,
     /// The lab starter's profile on the same inputs, for comparison (or
     /// why there is none); absent inside a starter's own profile and in

@@ -120,6 +120,10 @@ pub struct PhaseTimes {
     pub cases_ms: f64,
     pub timing_ms: f64,
     pub counters_ms: f64,
+    /// The line profile, the starter's included when it was taken (0 in
+    /// reports written before it was measured).
+    #[serde(default)]
+    pub lines_ms: f64,
     pub total_ms: f64,
 }
 

@@ -167,6 +167,8 @@ mod tests {
                 dropped_samples: 0,
                 period_log2: 10,
                 collect_ms: 1.0,
+                sampled_ms: 0.0,
+                counted_ms: 0.0,
                 lines,
                 starter: None,
             },

@@ -43,9 +43,16 @@ pub fn launch_once(
     let mut bench = Bench::new(gpu, baselines, &data, rand::random(), true)?;
     bench.prepare_copy()?;
     let ms = gpu.timed(|| gpu.launch(kernel, &mut bench.ws))?;
-    Ok(format!(
-        "no collector ({LAUNCH_ONLY_ENV} is set): the kernel was launched once, {ms:.3} ms"
-    ))
+    Ok(no_collector(Some(ms)))
+}
+
+/// Why a launch-only worker gives no profile, and the launch it made.
+pub fn no_collector(launch_ms: Option<f64>) -> String {
+    let launched = launch_ms.map_or_else(
+        || "nothing was launched".to_owned(),
+        |ms| format!("the kernel was launched once, {ms:.3} ms"),
+    );
+    format!("no collector ({LAUNCH_ONLY_ENV} is set): {launched}")
 }
 
 /// PC Sampling's period is 2^this many cycles at least, and at most

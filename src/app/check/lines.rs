@@ -149,6 +149,8 @@ fn charge(
         dropped_samples: outcome.dropped_samples,
         period_log2: outcome.period_log2,
         collect_ms: outcome.plain_launch_ms + outcome.sample_ms + outcome.count_ms,
+        sampled_ms: outcome.sample_ms,
+        counted_ms: outcome.count_ms,
         lines: rows,
         starter: None,
     })
