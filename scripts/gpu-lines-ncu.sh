@@ -29,17 +29,19 @@ for k in \
   start=$(date +%s.%N)
   "$BIN" check "$file" --lab "$lab" --no-timing --seed 7 --lines --json >"$OUT/$name.json" 2>"$OUT/$name.err"
   ours=$(seconds "$start")
-  rm -f /tmp/lines-ncu-"$name"-*.ncu-rep
+  rep=/tmp/lines-ncu-$name.ncu-rep
+  rm -f "$rep"
   start=$(date +%s.%N)
+  # One report for the whole run: the check's own worker launches the
+  # kernel on one small case, the line worker (started last) once on the
+  # profile's inputs; the table reads the last launch.
   FLASHPROF_LINES_LAUNCH_ONLY=1 ncu --target-processes all -k "regex:^${entry}\$" \
     --section SourceCounters --section WarpStateStats --import-source yes \
-    --export "/tmp/lines-ncu-$name-%p" --force-overwrite \
+    --export "$rep" --force-overwrite \
     "$BIN" check "$file" --lab "$lab" --no-timing --seed 7 --lines --case "$case" >"$OUT/$name.ncu.log" 2>&1
   theirs=$(seconds "$start")
-  # The line worker starts after the check's own worker: the highest pid.
-  rep=$(ls /tmp/lines-ncu-"$name"-*.ncu-rep 2>/dev/null | sed 's/.*-\([0-9]*\)\.ncu-rep$/\1 &/' | sort -n | tail -1 | cut -d' ' -f2)
-  [ -n "$rep" ] && ncu -i "$rep" --page source --csv --print-source sass >"$OUT/$name.ncu.csv" 2>&1
+  [ -f "$rep" ] && ncu -i "$rep" --page source --csv --print-source sass >"$OUT/$name.ncu.csv" 2>&1
   "$TABLE" "$lab" "$file" >"$OUT/$name.table.tsv" 2>&1
-  echo "$name: flashprof --lines ${ours}s, ncu run ${theirs}s, report ${rep:-none}"
+  echo "$name: flashprof --lines ${ours}s, ncu run ${theirs}s"
 done
 python3 scripts/lines_ncu_table.py "$OUT"

@@ -37,7 +37,10 @@ def table(path):
 def ncu_lines(csv_path, charged):
     with open(csv_path) as f:
         lines = f.read().splitlines()
-    start = next(i for i, l in enumerate(lines) if l.startswith('"Address"'))
+    # One section per profiled launch, in the order they ran: the check's
+    # own worker's case launches, then the line worker's, last.
+    last = max(i for i, l in enumerate(lines) if l.startswith('"Kernel Name"'))
+    start = next(i for i, l in enumerate(lines) if i > last and l.startswith('"Address"'))
     sums = defaultdict(lambda: defaultdict(int))
     first = None
     for row in csv.DictReader(lines[start:]):

@@ -108,8 +108,23 @@ pub struct LineSampler {
     /// The SASS metrics this chip offers of [`COUNTED`], by id.
     counted: Vec<(u64, usize)>,
     chip: String,
+    /// The device whose SASS Metrics configuration this sampler set: CUPTI
+    /// takes it once per device (a second set failed on the H100,
+    /// 2026-12-06), so it is set on the first count and unset on drop.
+    sass_configured: Option<u32>,
     _session: ProfilerSession,
     target: Target,
+}
+
+impl Drop for LineSampler {
+    fn drop(&mut self) {
+        if let Some(device) = self.sass_configured.take() {
+            let mut unset = sys::SassUnsetConfigParams::new();
+            unset.deviceIndex = device;
+            // Nothing to do about a failure while the sampler goes away.
+            let _ = self.call(Function::SassMetricsUnsetConfig, &mut unset);
+        }
+    }
 }
 
 impl LineSampler {
@@ -135,6 +150,7 @@ impl LineSampler {
             api: Arc::clone(api),
             counted,
             chip,
+            sass_configured: None,
             _session: session,
             target,
         })
@@ -326,6 +342,28 @@ impl LineSampler {
     ) -> Result<Vec<(u64, InstructionCounts)>, CuptiError> {
         self.target.bind()?;
         let ctx = self.target.raw;
+        if self.counted.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.configure_sass()?;
+        let mut enable = sys::SassEnableParams::new();
+        enable.ctx = ctx;
+        enable.enableLazyPatching = 1;
+        self.call(Function::SassMetricsEnable, &mut enable)?;
+        let counted = self.count_enabled(function, launch);
+        let mut disable = sys::SassDisableParams::new();
+        disable.ctx = ctx;
+        then_cleanup(
+            counted,
+            self.call(Function::SassMetricsDisable, &mut disable),
+        )
+    }
+
+    /// Sets the SASS metrics to count on the sampler's device, once.
+    fn configure_sass(&mut self) -> Result<(), CuptiError> {
+        if self.sass_configured.is_some() {
+            return Ok(());
+        }
         let mut configs: Vec<sys::SassMetricConfig> = self
             .counted
             .iter()
@@ -334,35 +372,14 @@ impl LineSampler {
                 outputGranularity: sys::SASS_GRANULARITY_GPU,
             })
             .collect();
-        if configs.is_empty() {
-            return Ok(Vec::new());
-        }
         let device = u32::try_from(self.target.ordinal).unwrap_or(0);
         let mut set = sys::SassSetConfigParams::new();
         set.numOfMetricConfig = configs.len();
         set.pConfigs = configs.as_mut_ptr();
         set.deviceIndex = device;
         self.call(Function::SassMetricsSetConfig, &mut set)?;
-        let mut enable = sys::SassEnableParams::new();
-        enable.ctx = ctx;
-        enable.enableLazyPatching = 1;
-        let counted = self
-            .call(Function::SassMetricsEnable, &mut enable)
-            .and_then(|()| {
-                let counted = self.count_enabled(function, launch);
-                let mut disable = sys::SassDisableParams::new();
-                disable.ctx = ctx;
-                then_cleanup(
-                    counted,
-                    self.call(Function::SassMetricsDisable, &mut disable),
-                )
-            });
-        let mut unset = sys::SassUnsetConfigParams::new();
-        unset.deviceIndex = device;
-        then_cleanup(
-            counted,
-            self.call(Function::SassMetricsUnsetConfig, &mut unset),
-        )
+        self.sass_configured = Some(device);
+        Ok(())
     }
 
     fn count_enabled(
