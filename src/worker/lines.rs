@@ -16,8 +16,8 @@ use crate::gpu::cupti::{Cupti, CuptiError};
 use crate::gpu::device::{Gpu, GpuError, Kernel};
 use crate::grade::launch_audit::{LaunchAudit, LaunchId, LaunchPhase};
 use crate::grade::lines::merge;
-use crate::lab::definition::LabCase;
-use crate::protocol::LinesOutcome;
+use crate::lab::definition::{CaseData, LabCase, LabRef};
+use crate::protocol::{LinesOutcome, WireCase};
 
 /// Set (to anything) in a line worker's environment, it launches the kernel
 /// once on the profile's inputs and collects nothing, so that Nsight
@@ -93,11 +93,16 @@ fn why_not(error: &CuptiError) -> String {
 /// A collection around one launch (the closure given launches and waits).
 type Collect<'a> = dyn FnMut(&mut dyn FnMut() -> anyhow::Result<()>) -> Result<(), CuptiError> + 'a;
 
-/// CUPTI's two line APIs, set up on the worker's first line request.
+/// CUPTI's two line APIs, set up on the worker's first line request, and
+/// the inputs of the last profile: a line worker kept between saves is
+/// asked for the same case and seed each time (the caller keeps the seed),
+/// so the inputs, which a paged lab takes seconds to make on the CPU, are
+/// made once.
 pub struct LineProfiler {
     // Dropped before the library it came from.
     sampler: LineSampler,
     _cupti: Cupti,
+    inputs: Option<((WireCase, u64), CaseData)>,
 }
 
 impl LineProfiler {
@@ -107,7 +112,21 @@ impl LineProfiler {
         Ok(Self {
             sampler,
             _cupti: cupti,
+            inputs: None,
         })
+    }
+
+    /// The timing inputs of `case` at `seed`, made once for each.
+    fn inputs(&mut self, lab: LabRef, case: &LabCase, seed: u64) -> Result<CaseData, GpuError> {
+        let key = (WireCase::from(case), seed);
+        match &self.inputs {
+            Some((made_for, data)) if *made_for == key => Ok(data.clone()),
+            _ => {
+                let data = timing_inputs(lab, case, seed)?;
+                self.inputs = Some((key, data.clone()));
+                Ok(data)
+            }
+        }
     }
 
     /// Samples and counts `kernel`'s `entry` on the timing inputs of `case`.
@@ -121,7 +140,7 @@ impl LineProfiler {
         seed: u64,
     ) -> Result<LinesOutcome, GpuError> {
         let lab = baselines.lab;
-        let data = timing_inputs(lab, case, seed)?;
+        let data = self.inputs(lab, case, seed)?;
         let mut audit = LaunchAudit::new(data.problem.output, lab.tolerance());
         let mut bench = Bench::new(gpu, baselines, &data, rand::random(), true)?;
         // Once unprofiled: module loading and first touch stay out, and its

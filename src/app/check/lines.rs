@@ -32,6 +32,10 @@ pub struct LinesPlan {
 pub struct LineWorker {
     handle: Option<WorkerHandle>,
     starter: Option<(String, StarterProfile)>,
+    /// The seed of every profile on this worker: the first check's. The
+    /// profile is no verdict, so the inputs need not change between saves,
+    /// and with the same seed the worker makes them once.
+    seed: Option<u64>,
 }
 
 type StarterProfile = Result<Box<LineProfile>, String>;
@@ -60,7 +64,8 @@ pub(super) fn profile_lines(
     session
         .start_if_gone()
         .map_err(|e| format!("the line worker did not start: {e}"))?;
-    let outcome = collect(&mut session, plan, lines, build, ProfiledKernel::Student)?;
+    let seed = *kept.seed.get_or_insert(plan.seed);
+    let outcome = collect(&mut session, lines, build, ProfiledKernel::Student, seed)?;
     let mut profile = charge(&outcome, build.image, &plan.source_path, &plan.source_text)?;
 
     let key = format!(
@@ -74,7 +79,7 @@ pub(super) fn profile_lines(
     let starter = match &kept.starter {
         Some((kept_key, starter)) if *kept_key == key => starter.clone(),
         _ => {
-            let starter = profile_starter(&mut session, plan, lines, build);
+            let starter = profile_starter(&mut session, plan, lines, build, seed);
             kept.starter = Some((key, starter.clone()));
             starter
         }
@@ -90,18 +95,19 @@ fn profile_starter(
     plan: &CheckPlan,
     lines: &LinesPlan,
     build: &LoadedBuild<'_>,
+    seed: u64,
 ) -> StarterProfile {
-    let outcome = collect(session, plan, lines, build, ProfiledKernel::Starter)?;
+    let outcome = collect(session, lines, build, ProfiledKernel::Starter, seed)?;
     let starter = plan.lab.starter();
     charge(&outcome, &outcome.starter_image, starter.path, starter.text).map(Box::new)
 }
 
 fn collect(
     session: &mut WorkerSession<'_>,
-    plan: &CheckPlan,
     lines: &LinesPlan,
     build: &LoadedBuild<'_>,
     kernel: ProfiledKernel,
+    seed: u64,
 ) -> Result<LinesOutcome, String> {
     let unanswered = |unanswered: Unanswered| match unanswered {
         Unanswered::Answered(event) => match *event {
@@ -113,7 +119,7 @@ fn collect(
     // A kept worker may hold another save's build, or none after a restart.
     session.load(build).map_err(unanswered)?;
     let outcome = session
-        .lines(lines, plan.seed, kernel)
+        .lines(lines, seed, kernel)
         .map_err(unanswered)??;
     match outcome.refused {
         Some(refused) => Err(refused),
