@@ -363,7 +363,7 @@ fn render_line_rounds(rounds: &[CheckReport]) -> String {
         out,
         "| | first save ms | later saves, median ms | max ms |\n|---|---:|---:|---:|"
     );
-    let rows: [(&str, fn(&CheckReport) -> f64); 4] = [
+    let rows: [(&str, Figure); 4] = [
         ("added to the save (the lines phase)", |r| r.phases.lines_ms),
         ("of which the profile's three launches", |r| {
             profile_of(r).map_or(f64::NAN, |p| p.collect_ms)
@@ -387,6 +387,9 @@ fn render_line_rounds(rounds: &[CheckReport]) -> String {
     }
     out
 }
+
+/// One figure read off a check's report.
+type Figure = fn(&CheckReport) -> f64;
 
 fn profile_of(report: &CheckReport) -> Option<&crate::grade::lines::LineProfile> {
     report.lines.as_ref()?.as_ref().ok()
