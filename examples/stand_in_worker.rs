@@ -34,6 +34,13 @@
 //! `less-exact` is exact when checked and uses 40% of the allowance on every
 //! timed launch (the precision rule names it). A text without it is not timed.
 //!
+//! Lines: a flash-prefill source text holding `stand-in-lines` is built
+//! with the real NVRTC, so its image is a real cubin; a line profile of it
+//! (and of the lab's starter, built the same way and sent back with its
+//! cubin) answers recorded samples on the function's first instructions,
+//! which the caller charges through the real line table. Any other line
+//! profile is refused.
+//!
 //! Started with `FLASHPROF_WORKER_EXIT_ON_HANGUP=1` (as every remote worker
 //! is), it ends when its caller hangs up, through the real worker's watch:
 //! a `hang` case then shows that a worker stuck on a dropped link goes away.
@@ -54,17 +61,21 @@
 use std::io::{BufReader, Write};
 
 use flashprof::facts::device::DeviceInfo;
-use flashprof::gpu::compile::Build;
+use flashprof::gpu::compile::line_table::{LineTable, SASS_INSTRUCTION_BYTES};
+use flashprof::gpu::compile::{compile, Build, CompileOptions};
 use flashprof::grade::compare::{compare, POISON_BITS};
 use flashprof::grade::floor::{Ceilings, Floor};
 use flashprof::grade::launch_audit::{row_shares, LaunchAudit, LaunchId, LaunchPhase};
+use flashprof::grade::lines::{InstructionCounts, InstructionReading};
 use flashprof::grade::precision::{self, ClassShares};
 use flashprof::grade::stats::{speedup, summarize};
 use flashprof::lab::definition::CaseData;
 use flashprof::lab::flash_prefill::FLASH_PREFILL;
+use flashprof::lab::source::StudentSource;
 use flashprof::protocol::{
-    read_message, write_message, CaseOutcome, CaseStatus, CompileOutcome, Event, ReferenceCheck,
-    Request, TimingConfig, TimingOutcome, PROTOCOL_VERSION, TIMING_RULES,
+    read_message, write_message, CaseOutcome, CaseStatus, CompileOutcome, Event, LinesOutcome,
+    ProfiledKernel, ReferenceCheck, Request, TimingConfig, TimingOutcome, PROTOCOL_VERSION,
+    TIMING_RULES,
 };
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -76,6 +87,11 @@ const OPTIMIZED_IMAGE: &[u8] = b"stand-in image";
 const QUICK_IMAGE: &[u8] = b"stand-in quick image";
 /// What a source text says to choose how the stand-in times it.
 const TIMING_MARK: &str = "stand-in-timing: ";
+/// What a source text says to be built for real and given a line profile.
+const LINES_MARK: &str = "stand-in-lines";
+/// The recorded samples a line profile answers, per instruction from the
+/// function's first (each half the one before).
+const LINE_SAMPLES: [u64; 6] = [3200, 1600, 800, 400, 200, 100];
 
 fn main() {
     flashprof::worker::exit_when_caller_hangs_up();
@@ -115,6 +131,7 @@ fn main() {
             Request::Shutdown => return,
             Request::Compile {
                 build,
+                source_path,
                 source_text,
                 lab,
                 ..
@@ -144,6 +161,10 @@ fn main() {
                 if build == Build::Optimized && source_text.contains("optimizer-takes-300ms") {
                     std::thread::sleep(std::time::Duration::from_millis(300));
                 }
+                let built = source_text
+                    .contains(LINES_MARK)
+                    .then(|| built_for_real(&source_path, &source_text));
+                let image = built.as_deref().unwrap_or(image);
                 loaded = Some(image.to_vec());
                 timing_kind = source_text.split_once(TIMING_MARK).map(|(_, rest)| {
                     rest.split_whitespace()
@@ -179,8 +200,8 @@ fn main() {
                     None => (image, None),
                 };
                 timing_kind = kind;
-                loaded = [QUICK_IMAGE, OPTIMIZED_IMAGE]
-                    .contains(&base.as_slice())
+                let real = base.starts_with(b"\x7fELF");
+                loaded = ([QUICK_IMAGE, OPTIMIZED_IMAGE].contains(&base.as_slice()) || real)
                     .then_some(base);
                 Event::Loaded { load_ms: 0.0 }
             }
@@ -257,6 +278,12 @@ fn main() {
             Request::Time { seed, config, .. } if timing_kind.is_some() => Event::Timing(
                 cpu_timing(timing_kind.as_deref().unwrap_or_default(), seed, config),
             ),
+            Request::Lines { kernel, .. }
+                if loaded.as_ref().is_some_and(|i| i.starts_with(b"\x7fELF")) =>
+            {
+                let student = loaded.clone().unwrap_or_default();
+                Event::Lines(Ok(recorded_lines(student, kernel)))
+            }
             Request::Time { .. } | Request::Counters { .. } | Request::Lines { .. } => {
                 Event::Failed {
                     message: "the stand-in worker does not time or profile".into(),
@@ -269,6 +296,63 @@ fn main() {
         if sticky {
             std::process::exit(0);
         }
+    }
+}
+
+/// `text` built for real (flash-prefill, for the H100's architecture) as
+/// the caller's path names it, so its line table names the caller's file.
+fn built_for_real(path: &str, text: &str) -> Vec<u8> {
+    let source = StudentSource::from_bytes(path, text.as_bytes(), FLASH_PREFILL)
+        .expect("a stand-in-lines text is a valid source");
+    compile(&source, &CompileOptions::default())
+        .expect("a stand-in-lines text compiles")
+        .image
+}
+
+/// The recorded samples of a line profile of `kernel`: the student's
+/// loaded image, or the starter built here and sent back.
+fn recorded_lines(student: Vec<u8>, kernel: ProfiledKernel) -> LinesOutcome {
+    let (image, starter_image) = match kernel {
+        ProfiledKernel::Student => (student, Vec::new()),
+        ProfiledKernel::Starter => {
+            let starter = FLASH_PREFILL.starter();
+            let image = built_for_real(starter.path, starter.text);
+            (image.clone(), image)
+        }
+    };
+    let function = FLASH_PREFILL.abi().entry_point;
+    let bytes = LineTable::from_cubin(&image)
+        .expect("a real cubin")
+        .functions()
+        .find(|(name, _)| *name == function)
+        .map_or(0, |(_, bytes)| bytes);
+    let readings = LINE_SAMPLES
+        .iter()
+        .zip((0..bytes).step_by(SASS_INSTRUCTION_BYTES as usize))
+        .map(|(&samples, offset)| InstructionReading {
+            offset,
+            stalls: vec![(
+                "smsp__pcsamp_warps_issue_stalled_long_scoreboard".into(),
+                samples,
+            )],
+            counts: InstructionCounts {
+                executed: 1024,
+                ..InstructionCounts::default()
+            },
+        })
+        .collect();
+    LinesOutcome {
+        chip: "stand-in".into(),
+        function: function.into(),
+        readings,
+        total_samples: LINE_SAMPLES.iter().sum(),
+        dropped_samples: 0,
+        period_log2: 10,
+        plain_launch_ms: 0.0,
+        sample_ms: 0.0,
+        count_ms: 0.0,
+        refused: None,
+        starter_image,
     }
 }
 

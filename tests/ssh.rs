@@ -23,7 +23,10 @@ use flashprof::outcome::{Progress, Verdict};
 use flashprof::protocol::CaseStatus;
 use pty_support::{save_in_place, Session, STARTER};
 use sshd_support::{Sshd, ALIAS};
-use stand_in_support::{assert_a_hang_times_out, plan, stand_in, statuses};
+use stand_in_support::{
+    assert_a_hang_times_out, assert_the_recorded_profile_arrived, lines_plan, plan, stand_in,
+    statuses,
+};
 
 /// The library-level tests point this process's ssh at their server through
 /// the environment, so the tests of this file take turns.
@@ -89,6 +92,28 @@ fn check_through_sshd_compiles_on_the_node() {
         "the check went through the server:\n{}",
         sshd.log()
     );
+    sshd.assert_nothing_left();
+}
+
+#[test]
+#[ignore = "starts a real sshd on localhost: FLASHPROF_SSH_TEST=1 scripts/test.sh runs it"]
+fn a_line_profile_through_sshd_comes_back_from_a_second_worker_on_the_node() {
+    let _turn = one_at_a_time();
+    let sshd = Sshd::start();
+    assert!(
+        flashprof::gpu::libraries::preload_nvrtc(),
+        "NVRTC (libnvrtc.so.13) cannot be loaded: run the tests through scripts/test.sh"
+    );
+    let command = stand_in_through(&sshd);
+    let mut worker = None;
+    let report = run_check(&lines_plan(), &command, &mut worker, |_| {}).expect("a check");
+    if let Some(worker) = worker {
+        worker.shutdown();
+    }
+    assert_the_recorded_profile_arrived(&report);
+    // The check's worker and the line worker: two sessions on the node.
+    let sessions = sshd.log().matches("Accepted publickey").count();
+    assert!(sessions >= 2, "{sessions} session(s):\n{}", sshd.log());
     sshd.assert_nothing_left();
 }
 

@@ -3,7 +3,7 @@
 //! faults and garbage output each cost one case, and the rest still run.
 
 mod stand_in_support;
-use stand_in_support::{case, plan, stand_in};
+use stand_in_support::{assert_the_recorded_profile_arrived, case, lines_plan, plan, stand_in};
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -95,4 +95,21 @@ fn a_missing_worker_program_is_a_clear_error() {
         .err()
         .expect("spawn fails");
     assert!(err.to_string().contains("/nonexistent/flashprof-worker"));
+}
+
+/// The line profile's whole path but the GPU: the stand-in builds the file
+/// and the starter with the real NVRTC and answers recorded samples, which
+/// a line worker of their own carries back and the caller charges through
+/// the real line tables.
+#[test]
+fn a_line_profile_is_carried_back_and_charged_with_the_starter_s_beside_it() {
+    assert!(
+        flashprof::gpu::libraries::preload_nvrtc(),
+        "NVRTC (libnvrtc.so.13) cannot be loaded: run the tests through scripts/test.sh"
+    );
+    let mut worker = None;
+    let report = run_check(&lines_plan(), &stand_in(), &mut worker, |_| {}).expect("a check");
+    assert!(report.all_passed(), "{:?}", report.cases);
+    assert_the_recorded_profile_arrived(&report);
+    assert!(report.phases.lines_ms > 0.0);
 }

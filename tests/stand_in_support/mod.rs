@@ -115,3 +115,66 @@ pub fn assert_a_hang_times_out(command: &WorkerCommand, worker: &mut Option<Work
     );
     assert_eq!(report.worker_restarts, 1);
 }
+
+/// A check of the flash reference, marked for the stand-in's line profile
+/// (built with the real NVRTC, answered with recorded samples), that asks
+/// for lines after two passing cases.
+pub fn lines_plan() -> CheckPlan {
+    let reference = include_str!("../../kernels/flash-prefill/reference.cu");
+    let lab = flashprof::lab::flash_prefill::FLASH_PREFILL;
+    CheckPlan {
+        source_path: "reference.cu".into(),
+        source_text: format!("{reference}\n// stand-in-lines\n"),
+        lines: Some(flashprof::app::check::LinesPlan {
+            case: lab.timing_case(&[]).expect("the timing case"),
+            timeout: Duration::from_secs(60),
+        }),
+        ..plan(&["first", "last"], Duration::from_secs(30))
+    }
+}
+
+/// Asserts what the stand-in's line profile of [`lines_plan`] is once
+/// charged: its recorded samples on lines of the student's file, and the
+/// starter's profile beside it, charged through the starter's own cubin.
+pub fn assert_the_recorded_profile_arrived(report: &CheckReport) {
+    use flashprof::grade::lines::LineKey;
+    let profile = match &report.lines {
+        Some(Ok(profile)) => profile,
+        other => panic!("no profile: {other:?}"),
+    };
+    assert_eq!(profile.chip, "stand-in");
+    assert_eq!(profile.total_samples, 6300);
+    let sampled: u64 = profile.lines.iter().map(|l| l.samples).sum();
+    assert_eq!(
+        sampled, 6300,
+        "every sample is charged: {:?}",
+        profile.lines
+    );
+    let file_lines = lines_plan().source_text.lines().count() as u32;
+    assert!(
+        profile
+            .lines
+            .iter()
+            .any(|l| matches!(l.line, LineKey::Student(n) if (1..=file_lines).contains(&n))),
+        "charged to lines of the file: {:?}",
+        profile.lines
+    );
+    let starter = match &profile.starter {
+        Some(Ok(starter)) => starter,
+        other => panic!("no starter profile: {other:?}"),
+    };
+    assert_eq!(starter.total_samples, 6300);
+    let starter_lines = flashprof::lab::flash_prefill::FLASH_PREFILL
+        .starter()
+        .text
+        .lines()
+        .count() as u32;
+    assert!(
+        starter
+            .lines
+            .iter()
+            .any(|l| matches!(l.line, LineKey::Student(n) if (1..=starter_lines).contains(&n))),
+        "the starter's lines are the starter file's: {:?}",
+        starter.lines
+    );
+}

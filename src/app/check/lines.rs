@@ -118,9 +118,7 @@ fn collect(
     };
     // A kept worker may hold another save's build, or none after a restart.
     session.load(build).map_err(unanswered)?;
-    let outcome = session
-        .lines(lines, seed, kernel)
-        .map_err(unanswered)??;
+    let outcome = session.lines(lines, seed, kernel).map_err(unanswered)??;
     match outcome.refused {
         Some(refused) => Err(refused),
         None => Ok(outcome),

@@ -20,6 +20,17 @@ use super::sys::{self, Params};
 use super::{chip_name, Api, Cupti, CuptiError, Function, ProfilerSession, Target};
 use crate::grade::lines::{is_stall_reason, InstructionCounts, InstructionReading};
 
+/// PC Sampling's hardware buffer: CUPTI's default is 512 MB, set up on
+/// every enable; a profile takes some tens of thousands of samples, a few
+/// megabytes, so far less does.
+const HARDWARE_BUFFER_BYTES: u64 = 64 << 20;
+/// The buffer CUPTI decodes samples into: 1 MB (its default) holds about
+/// 5,500 PCs with every reason; room for four times the PCs we read.
+const SCRATCH_BUFFER_BYTES: u64 = 32 << 20;
+/// How often CUPTI's worker threads wake to decode samples, in ms (its
+/// default, 100 ms, is as much again at the end of every sampled launch).
+const WORKER_SLEEP_MS: u64 = 2;
+
 /// The count of [`InstructionCounts`] a SASS metric fills.
 type CountField = fn(&mut InstructionCounts) -> &mut u64;
 
@@ -232,6 +243,18 @@ impl LineSampler {
             sys::PcSamplingConfigurationInfo::words(
                 sys::PC_SAMPLING_ATTR_SAMPLING_DATA_BUFFER,
                 [data_ptr as u64, 0, 0],
+            ),
+            sys::PcSamplingConfigurationInfo::words(
+                sys::PC_SAMPLING_ATTR_HARDWARE_BUFFER_SIZE,
+                [HARDWARE_BUFFER_BYTES, 0, 0],
+            ),
+            sys::PcSamplingConfigurationInfo::words(
+                sys::PC_SAMPLING_ATTR_SCRATCH_BUFFER_SIZE,
+                [SCRATCH_BUFFER_BYTES, 0, 0],
+            ),
+            sys::PcSamplingConfigurationInfo::words(
+                sys::PC_SAMPLING_ATTR_WORKER_THREAD_PERIODIC_SLEEP_SPAN,
+                [WORKER_SLEEP_MS, 0, 0],
             ),
         ];
         let mut set = sys::PcSamplingConfigurationInfoParams::new();
