@@ -284,6 +284,7 @@ fn main() {
                 let student = loaded.clone().unwrap_or_default();
                 Event::Lines(Ok(recorded_lines(student, kernel)))
             }
+            Request::PrepareLines { .. } => Event::LinesPrepared { prepare_ms: 0.0 },
             Request::Time { .. } | Request::Counters { .. } | Request::Lines { .. } => {
                 Event::Failed {
                     message: "the stand-in worker does not time or profile".into(),

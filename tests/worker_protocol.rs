@@ -113,3 +113,31 @@ fn a_line_profile_is_carried_back_and_charged_with_the_starter_s_beside_it() {
     assert_the_recorded_profile_arrived(&report);
     assert!(report.phases.lines_ms > 0.0);
 }
+
+/// Saves in a row, as the TUI runs them: each profile in a worker of its
+/// own, the next one readied in the background, the starter's kept.
+#[test]
+fn saves_in_a_row_each_get_a_profile_and_share_the_starter_s() {
+    use flashprof::app::check::{run_check_unless_stale, LineWorker};
+    assert!(flashprof::gpu::libraries::preload_nvrtc(), "NVRTC");
+    let command = stand_in();
+    let (mut worker, mut lines) = (None, LineWorker::for_saves());
+    let mut starters = Vec::new();
+    for save in 0..3 {
+        let mut plan = lines_plan();
+        plan.source_text.push_str(&format!("// save {save}\n"));
+        let report =
+            run_check_unless_stale(&plan, &command, &mut worker, &mut lines, &|| false, |_| {})
+                .expect("a check");
+        assert_the_recorded_profile_arrived(&report);
+        starters.push(report.lines.and_then(Result::ok).and_then(|p| p.starter));
+    }
+    lines.shutdown();
+    if let Some(worker) = worker {
+        worker.shutdown();
+    }
+    assert!(
+        starters.windows(2).all(|w| w[0] == w[1]),
+        "the starter's profile is kept"
+    );
+}

@@ -147,7 +147,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, Refusal> {
     eprintln!();
     plan.counters = None;
     plan.lines = lines_plan;
-    let mut line_worker = LineWorker::default();
+    let mut line_worker = LineWorker::for_saves();
     let mut profiled: Vec<CheckReport> = Vec::new();
     for round in 0..LINE_ROUNDS {
         eprint!("\rline profile round {}/{LINE_ROUNDS}", round + 1);

@@ -48,7 +48,8 @@ use crate::lab::registry;
 /// 8: timing rules 3 (`TimingOutcome::data`, `precision`, `drift`,
 /// `two_groups`).
 /// 9: a line profile names the kernel it is of (`Request::Lines::kernel`);
-/// the starter's comes with the image the worker built it from.
+/// the starter's comes with the image the worker built it from; a line
+/// worker can be readied ahead of its profile (`Request::PrepareLines`).
 pub const PROTOCOL_VERSION: u32 = 9;
 
 /// The rules a speedup was measured under, kept with every timing and in
@@ -117,6 +118,10 @@ pub enum Request {
         seed: u64,
         kernel: ProfiledKernel,
     },
+    /// Do everything a line profile of `case` at `seed` needs but the
+    /// profile: the baselines, CUPTI's setup, the inputs; answered by
+    /// `Event::LinesPrepared`. A line worker started ahead of a save.
+    PrepareLines { case: WireCase, seed: u64 },
     /// Finish cleanly.
     Shutdown,
 }
@@ -252,6 +257,10 @@ pub enum Event {
     Counters(Result<CountersOutcome, CountersUnavailableReport>),
     /// The line profile, or why it could not be collected.
     Lines(Result<LinesOutcome, String>),
+    /// Ready for a line profile (`Request::PrepareLines`), in this long.
+    LinesPrepared {
+        prepare_ms: f64,
+    },
     /// A request could not be served; the worker stays usable unless `fatal`.
     Failed {
         message: String,

@@ -78,9 +78,9 @@ fn serve(
     messages: &Sender<Msg>,
 ) {
     let mut worker: Option<WorkerHandle> = None;
-    // Kept between saves: a profile after each passing save pays neither
-    // a worker's start nor the starter's profile again.
-    let mut line_worker = LineWorker::default();
+    // Kept between saves: the next save's line worker is readied while the
+    // student reads this one's profile, and the starter's profile is kept.
+    let mut line_worker = LineWorker::for_saves();
     while let Ok(job) = inbox.recv() {
         let (run, source) = match job {
             Job::Check(run, source) => (run, source),
@@ -90,7 +90,7 @@ fn serve(
                 if let Some(old) = worker.take() {
                     old.shutdown();
                 }
-                std::mem::take(&mut line_worker).shutdown();
+                std::mem::replace(&mut line_worker, LineWorker::for_saves()).shutdown();
                 let search = LibrarySearch::of(&found::current(), &found::Context::current());
                 if messages.send(Msg::LibrariesSearched(search)).is_err() {
                     break;

@@ -94,10 +94,9 @@ fn why_not(error: &CuptiError) -> String {
 type Collect<'a> = dyn FnMut(&mut dyn FnMut() -> anyhow::Result<()>) -> Result<(), CuptiError> + 'a;
 
 /// CUPTI's two line APIs, set up on the worker's first line request, and
-/// the inputs of the last profile: a line worker kept between saves is
-/// asked for the same case and seed each time (the caller keeps the seed),
-/// so the inputs, which a paged lab takes seconds to make on the CPU, are
-/// made once.
+/// the inputs of the last profile, made when the worker is readied ahead of
+/// its profile (`Request::PrepareLines`): a paged lab's take seconds on the
+/// CPU.
 pub struct LineProfiler {
     // Dropped before the library it came from.
     sampler: LineSampler,
@@ -117,7 +116,7 @@ impl LineProfiler {
     }
 
     /// The timing inputs of `case` at `seed`, made once for each.
-    fn inputs(&mut self, lab: LabRef, case: &LabCase, seed: u64) -> Result<CaseData, GpuError> {
+    pub fn inputs(&mut self, lab: LabRef, case: &LabCase, seed: u64) -> Result<CaseData, GpuError> {
         let key = (WireCase::from(case), seed);
         match &self.inputs {
             Some((made_for, data)) if *made_for == key => Ok(data.clone()),

@@ -200,6 +200,10 @@ impl Worker {
                     known_peaks,
                 }),
             },
+            Request::PrepareLines { case, seed } => match self.case(&case) {
+                Ok(case) => self.prepare_lines(&case, seed),
+                Err(e) => failure(e, false),
+            },
             Request::Lines { case, seed, kernel } => match self.case(&case) {
                 Ok(case) => self.lines(&case, seed, kernel),
                 Err(e) => failure(e, false),
@@ -266,6 +270,30 @@ impl Worker {
                 failure(e, sticky)
             }
         }
+    }
+
+    /// Everything a line profile needs but the profile, so that the
+    /// profile of the next save starts at once.
+    fn prepare_lines(&mut self, case: &LabCase, seed: u64) -> (Event, bool) {
+        let started = Instant::now();
+        if let Some(answer) = self.unmeasurable("a line profile needs") {
+            return answer;
+        }
+        let (Some(gpu), Some(baselines)) = (&self.gpu, &self.baselines) else {
+            unreachable!("unmeasurable checked both");
+        };
+        if !lines::launch_only() {
+            let profiler = self
+                .lines
+                .get_or_insert_with(|| lines::LineProfiler::enable(gpu));
+            if let Ok(profiler) = profiler {
+                if let Err(e) = profiler.inputs(baselines.lab, case, seed) {
+                    return failure(e, false);
+                }
+            }
+        }
+        let prepare_ms = started.elapsed().as_secs_f64() * 1e3;
+        (Event::LinesPrepared { prepare_ms }, false)
     }
 
     fn lines(&mut self, case: &LabCase, seed: u64, kernel: ProfiledKernel) -> (Event, bool) {

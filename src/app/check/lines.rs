@@ -5,6 +5,7 @@
 //! build's line table, here in the caller. The lab's starter is profiled
 //! the same way once per line worker's GPU, so a student can compare.
 
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::session::{LoadedBuild, Unanswered, WorkerSession};
@@ -13,9 +14,10 @@ use crate::app::worker_handle::{WorkerCommand, WorkerHandle};
 use crate::facts::device::DeviceInfo;
 use crate::gpu::compile::line_table::{attribute, Attribution, LineTable};
 use crate::grade::lines::{by_line, source_of, LineKey, LineProfile};
-use crate::lab::definition::LabCase;
+use crate::lab::definition::{LabCase, LabRef};
+use crate::lab::geometry::LaunchGeometry;
 use crate::lab::source::marker_name;
-use crate::protocol::{Event, LinesOutcome, ProfiledKernel};
+use crate::protocol::{Event, LinesOutcome, ProfiledKernel, WireCase};
 
 /// The line profile a plan asks for.
 #[derive(Debug, Clone)]
@@ -25,33 +27,51 @@ pub struct LinesPlan {
     pub timeout: Duration,
 }
 
-/// The worker that profiles lines, kept between the checks of one front
-/// end (the TUI's saves pay its start and CUPTI's setup once), and the
-/// starter's profile, which is the same for every save on one GPU.
+/// The line workers of one front end, and the starter's profile, which is
+/// the same for every save on one GPU.
+///
+/// Each profile runs in a worker that has profiled nothing before: on the
+/// H100 (2026-12-06) CUPTI's PC Sampling failed to stop
+/// (`CUPTI_ERROR_UNKNOWN`) in a worker that had sampled an earlier save's
+/// build, so a worker is let go after the profile it served. A front end
+/// with later saves (the TUI, `bench`) starts the next one at once, in the
+/// background, and readies it (the build loaded, the baselines, CUPTI's
+/// setup, the inputs), so a save pays for none of that.
 #[derive(Default)]
 pub struct LineWorker {
-    handle: Option<WorkerHandle>,
+    /// Start and ready the next save's worker after each profile.
+    ahead: bool,
+    next: Option<JoinHandle<Option<WorkerHandle>>>,
     starter: Option<(String, StarterProfile)>,
-    /// The seed of every profile on this worker: the first check's. The
-    /// profile is no verdict, so the inputs need not change between saves,
-    /// and with the same seed the worker makes them once.
+    /// The seed of every profile of this front end: the first check's. The
+    /// profile is no verdict, so its inputs need not change between saves,
+    /// and a worker readied ahead makes them before the save.
     seed: Option<u64>,
 }
 
 type StarterProfile = Result<Box<LineProfile>, String>;
 
 impl LineWorker {
-    /// Ends the worker, if one was started.
+    /// Line workers for a session of saves: each next one started and
+    /// readied in the background after a profile.
+    pub fn for_saves() -> Self {
+        Self {
+            ahead: true,
+            ..Self::default()
+        }
+    }
+
+    /// Ends the worker started ahead, if any.
     pub fn shutdown(self) {
-        if let Some(handle) = self.handle {
+        if let Some(Ok(Some(handle))) = self.next.map(JoinHandle::join) {
             handle.shutdown();
         }
     }
 }
 
-/// Collects the profile of `build`, the build the cases ran, in the line
-/// worker (started when there is none), then charges it; the starter's
-/// profile rides along, collected on the first check on `gpu`.
+/// Collects the profile of `build`, the build the cases ran, in a line
+/// worker (the one readied ahead, else a new one), then charges it; the
+/// starter's profile rides along, collected on the first check on `gpu`.
 pub(super) fn profile_lines(
     plan: &CheckPlan,
     lines: &LinesPlan,
@@ -60,12 +80,56 @@ pub(super) fn profile_lines(
     gpu: Option<&DeviceInfo>,
     kept: &mut LineWorker,
 ) -> Result<LineProfile, String> {
-    let mut session = WorkerSession::new(command, &mut kept.handle, plan.lab);
+    let mut worker = kept.next.take().and_then(|next| next.join().ok().flatten());
+    let seed = *kept.seed.get_or_insert(plan.seed);
+    let mut session = WorkerSession::new(command, &mut worker, plan.lab);
+    let profile = profile_in(
+        &mut session,
+        plan,
+        lines,
+        build,
+        gpu,
+        &mut kept.starter,
+        seed,
+    );
+    drop(session);
+    // This worker has sampled: it serves no other profile.
+    let used = worker.take();
+    kept.next = kept.ahead.then(|| {
+        let ready = Ready {
+            command: command.clone(),
+            lab: plan.lab,
+            image: build.image.to_vec(),
+            geometry: build.geometry,
+            case: WireCase::from(&lines.case),
+            seed,
+            timeout: lines.timeout,
+        };
+        std::thread::spawn(move || {
+            if let Some(used) = used {
+                used.shutdown();
+            }
+            ready.start()
+        })
+    });
+    profile
+}
+
+/// The student's profile in `session`'s worker, and the starter's beside it
+/// (`kept_starter`, unless it is kept for `gpu` already).
+fn profile_in(
+    session: &mut WorkerSession<'_>,
+    plan: &CheckPlan,
+    lines: &LinesPlan,
+    build: &LoadedBuild<'_>,
+    gpu: Option<&DeviceInfo>,
+    kept_starter: &mut Option<(String, StarterProfile)>,
+    seed: u64,
+) -> Result<LineProfile, String> {
     session
         .start_if_gone()
         .map_err(|e| format!("the line worker did not start: {e}"))?;
-    let seed = *kept.seed.get_or_insert(plan.seed);
-    let outcome = collect(&mut session, lines, build, ProfiledKernel::Student, seed)?;
+    let outcome = collect(session, lines, build, ProfiledKernel::Student, seed)?;
     let mut profile = charge(&outcome, build.image, &plan.source_path, &plan.source_text)?;
 
     let key = format!(
@@ -76,16 +140,49 @@ pub(super) fn profile_lines(
             |g| format!("{} {}", g.ordinal, g.name)
         )
     );
-    let starter = match &kept.starter {
+    let starter = match kept_starter {
         Some((kept_key, starter)) if *kept_key == key => starter.clone(),
         _ => {
-            let starter = profile_starter(&mut session, plan, lines, build, seed);
-            kept.starter = Some((key, starter.clone()));
+            let starter = profile_starter(session, plan, lines, build, seed);
+            *kept_starter = Some((key, starter.clone()));
             starter
         }
     };
     profile.starter = Some(starter);
     Ok(profile)
+}
+
+/// What a line worker started ahead is readied with: the last build (a
+/// save that changed nothing the worker holds loads its own anyway), the
+/// profile's case and seed.
+struct Ready {
+    command: WorkerCommand,
+    lab: LabRef,
+    image: Vec<u8>,
+    geometry: LaunchGeometry,
+    case: WireCase,
+    seed: u64,
+    timeout: Duration,
+}
+
+impl Ready {
+    /// A started and readied worker, or none when it could not be readied
+    /// (the save then starts its own, and says why if that fails too).
+    fn start(self) -> Option<WorkerHandle> {
+        let mut worker = None;
+        let mut session = WorkerSession::new(&self.command, &mut worker, self.lab);
+        session.start_if_gone().ok()?;
+        let build = LoadedBuild {
+            image: &self.image,
+            geometry: self.geometry,
+        };
+        session.load(&build).ok()?;
+        session
+            .prepare_lines(self.case, self.seed, self.timeout)
+            .ok()?;
+        drop(session);
+        worker
+    }
 }
 
 /// The starter's profile, charged through the starter's own line table

@@ -19,11 +19,11 @@ use crate::lab::geometry::LaunchGeometry;
 use crate::outcome::{CountersResult, LinkLost, Progress};
 use crate::protocol::{
     CaseOutcome, CaseStatus, CompileOutcome, CompileProblem, CompileProblemKind, CounterTier,
-    Event, LabId, LinesOutcome, ProfiledKernel, Request, TimingOutcome,
+    Event, LabId, LinesOutcome, ProfiledKernel, Request, TimingOutcome, WireCase,
 };
 
 /// How long a worker may take to start (CUDA initialisation included).
-const WORKER_START_TIMEOUT: Duration = Duration::from_secs(60);
+pub(super) const WORKER_START_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long loading a built image into the worker may take (a module load
 /// takes milliseconds; a dead link or driver is what this catches).
 const LOAD_TIMEOUT: Duration = Duration::from_secs(60);
@@ -127,6 +127,9 @@ macro_rules! carried_by {
 /// The answer to a `Load`: how long the load took, in milliseconds.
 struct Loaded(f64);
 
+/// The answer to a `PrepareLines`: the worker is ready for a line profile.
+pub(super) struct LinesPrepared;
+
 carried_by! {
     CompileOutcome: Event::Compiled(outcome) => outcome;
     Loaded: Event::Loaded { load_ms } => Loaded(load_ms);
@@ -134,6 +137,7 @@ carried_by! {
     TimingOutcome: Event::Timing(outcome) => outcome;
     CountersResult: Event::Counters(result) => result;
     Result<LinesOutcome, String>: Event::Lines(result) => result;
+    LinesPrepared: Event::LinesPrepared { .. } => LinesPrepared;
 }
 
 /// The one rule for when a worker is let go, after `request` got `answer`:
@@ -472,6 +476,16 @@ impl<'a> WorkerSession<'a> {
             known_peaks,
         };
         self.ask(&request, plan.timeout)
+    }
+
+    /// Readies the worker for a line profile of `case` at `seed`.
+    pub(super) fn prepare_lines(
+        &mut self,
+        case: WireCase,
+        seed: u64,
+        timeout: Duration,
+    ) -> Result<LinesPrepared, Unanswered> {
+        self.ask(&Request::PrepareLines { case, seed }, timeout)
     }
 
     /// Samples and counts the loaded build line by line on the plan's inputs.
