@@ -36,11 +36,9 @@ pub fn launch_once(
     gpu: &Gpu,
     kernel: &Kernel,
     baselines: &mut Baselines,
-    case: &LabCase,
-    seed: u64,
+    data: &CaseData,
 ) -> Result<String, GpuError> {
-    let data = timing_inputs(baselines.lab, case, seed)?;
-    let mut bench = Bench::new(gpu, baselines, &data, rand::random(), true)?;
+    let mut bench = Bench::new(gpu, baselines, data, rand::random(), true)?;
     bench.prepare_copy()?;
     let ms = gpu.timed(|| gpu.launch(kernel, &mut bench.ws))?;
     Ok(no_collector(Some(ms)))
@@ -93,15 +91,35 @@ fn why_not(error: &CuptiError) -> String {
 /// A collection around one launch (the closure given launches and waits).
 type Collect<'a> = dyn FnMut(&mut dyn FnMut() -> anyhow::Result<()>) -> Result<(), CuptiError> + 'a;
 
-/// CUPTI's two line APIs, set up on the worker's first line request, and
-/// the inputs of the last profile, made when the worker is readied ahead of
-/// its profile (`Request::PrepareLines`): a paged lab's take seconds on the
-/// CPU.
+/// CUPTI's two line APIs, set up on the worker's first line request.
 pub struct LineProfiler {
     // Dropped before the library it came from.
     sampler: LineSampler,
     _cupti: Cupti,
-    inputs: Option<((WireCase, u64), CaseData)>,
+}
+
+/// A line profile's inputs, kept by the worker from when it was readied
+/// ahead of its profile (`Request::PrepareLines`): a paged lab's take
+/// seconds to make on the CPU.
+pub type KeptInputs = Option<((WireCase, u64), CaseData)>;
+
+/// The timing inputs of `case` at `seed`: the kept ones when they are
+/// those, else made (and kept).
+pub fn inputs(
+    kept: &mut KeptInputs,
+    lab: LabRef,
+    case: &LabCase,
+    seed: u64,
+) -> Result<CaseData, GpuError> {
+    let key = (WireCase::from(case), seed);
+    match kept {
+        Some((made_for, data)) if *made_for == key => Ok(data.clone()),
+        _ => {
+            let data = timing_inputs(lab, case, seed)?;
+            *kept = Some((key, data.clone()));
+            Ok(data)
+        }
+    }
 }
 
 impl LineProfiler {
@@ -111,37 +129,21 @@ impl LineProfiler {
         Ok(Self {
             sampler,
             _cupti: cupti,
-            inputs: None,
         })
     }
 
-    /// The timing inputs of `case` at `seed`, made once for each.
-    pub fn inputs(&mut self, lab: LabRef, case: &LabCase, seed: u64) -> Result<CaseData, GpuError> {
-        let key = (WireCase::from(case), seed);
-        match &self.inputs {
-            Some((made_for, data)) if *made_for == key => Ok(data.clone()),
-            _ => {
-                let data = timing_inputs(lab, case, seed)?;
-                self.inputs = Some((key, data.clone()));
-                Ok(data)
-            }
-        }
-    }
-
-    /// Samples and counts `kernel`'s `entry` on the timing inputs of `case`.
+    /// Samples and counts `kernel`'s `entry` on `data`, the timing inputs.
     pub fn collect(
         &mut self,
         gpu: &Gpu,
         kernel: &Kernel,
         entry: &str,
         baselines: &mut Baselines,
-        case: &LabCase,
-        seed: u64,
+        data: &CaseData,
     ) -> Result<LinesOutcome, GpuError> {
         let lab = baselines.lab;
-        let data = self.inputs(lab, case, seed)?;
         let mut audit = LaunchAudit::new(data.problem.output, lab.tolerance());
-        let mut bench = Bench::new(gpu, baselines, &data, rand::random(), true)?;
+        let mut bench = Bench::new(gpu, baselines, data, rand::random(), true)?;
         // Once unprofiled: module loading and first touch stay out, and its
         // time sets the sampling period.
         bench.prepare_copy()?;

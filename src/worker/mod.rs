@@ -78,6 +78,7 @@ pub fn main() -> anyhow::Result<()> {
         baselines: None,
         counters: None,
         lines: None,
+        line_inputs: None,
         probed_cases: 0,
     };
     loop {
@@ -128,6 +129,7 @@ struct Worker {
     counters: Option<Result<counters::Counters, CountersUnavailableReport>>,
     /// Enabled on the first line request, kept the same way.
     lines: Option<Result<lines::LineProfiler, String>>,
+    line_inputs: lines::KeptInputs,
     /// Cases rerun under changed conditions since the kernel was loaded (at most [`MAX_PROBED_CASES`]).
     probed_cases: usize,
 }
@@ -272,25 +274,21 @@ impl Worker {
         }
     }
 
-    /// Everything a line profile needs but the profile, so that the
-    /// profile of the next save starts at once.
+    /// What a line profile needs before the save's build is loaded, so
+    /// that the profile of the next save starts sooner: the baselines and
+    /// the inputs. CUPTI is not set up here: PC Sampling failed to stop
+    /// (`CUPTI_ERROR_UNKNOWN`, H100, 2026-12-06) in a worker that loaded a
+    /// build after CUPTI's line APIs were set up.
     fn prepare_lines(&mut self, case: &LabCase, seed: u64) -> (Event, bool) {
         let started = Instant::now();
         if let Some(answer) = self.unmeasurable("a line profile needs") {
             return answer;
         }
-        let (Some(gpu), Some(baselines)) = (&self.gpu, &self.baselines) else {
-            unreachable!("unmeasurable checked both");
+        let Some(baselines) = &self.baselines else {
+            unreachable!("unmeasurable checked it");
         };
-        if !lines::launch_only() {
-            let profiler = self
-                .lines
-                .get_or_insert_with(|| lines::LineProfiler::enable(gpu));
-            if let Ok(profiler) = profiler {
-                if let Err(e) = profiler.inputs(baselines.lab, case, seed) {
-                    return failure(e, false);
-                }
-            }
+        if let Err(e) = lines::inputs(&mut self.line_inputs, baselines.lab, case, seed) {
+            return failure(e, false);
         }
         let prepare_ms = started.elapsed().as_secs_f64() * 1e3;
         (Event::LinesPrepared { prepare_ms }, false)
@@ -310,12 +308,16 @@ impl Worker {
             ProfiledKernel::Starter => baselines.starter.clone(),
         };
         let entry = baselines.lab.abi().entry_point;
+        let data = match lines::inputs(&mut self.line_inputs, baselines.lab, case, seed) {
+            Ok(data) => data,
+            Err(e) => return failure(e, false),
+        };
         if lines::launch_only() {
             // Only the student's launch is for Nsight Compute to see.
             if kernel == ProfiledKernel::Starter {
                 return (Event::Lines(Err(lines::no_collector(None))), false);
             }
-            return match lines::launch_once(gpu, &profiled, baselines, case, seed) {
+            return match lines::launch_once(gpu, &profiled, baselines, &data) {
                 Ok(why) => (Event::Lines(Err(why)), false),
                 Err(e) => {
                     let sticky = e.sticky;
@@ -330,7 +332,7 @@ impl Worker {
             Ok(profiler) => profiler,
             Err(why) => return (Event::Lines(Err(why.clone())), false),
         };
-        match profiler.collect(gpu, &profiled, entry, baselines, case, seed) {
+        match profiler.collect(gpu, &profiled, entry, baselines, &data) {
             Ok(mut outcome) => {
                 if kernel == ProfiledKernel::Starter {
                     outcome.starter_image = baselines.starter_image.clone();
