@@ -457,6 +457,14 @@ impl Model {
         }
     }
 
+    /// The cases of the run on screen that failed, hung or crashed.
+    pub fn cases_failed(&self) -> usize {
+        (0..self.cases.len())
+            .filter_map(|i| self.case_outcome(i))
+            .filter(|c| !matches!(c.status, CaseStatus::Pass | CaseStatus::NotRun))
+            .count()
+    }
+
     /// How many rows the source view lists: every line of the profiled
     /// text, or only its sampled lines when the hottest come first.
     pub fn source_rows(&self, hottest_first: bool) -> usize {

@@ -42,10 +42,13 @@ pub fn draw_runs(frame: &mut Frame, area: Rect, model: &Model, selected: usize) 
                     }
                     Some(o) => (format!("FAIL {}/{}", o.cases_passed, o.cases), theme.bad()),
                 };
-                let speedup = run
-                    .outcome
-                    .and_then(|o| o.speedup)
-                    .map_or(String::new(), |s| format!("{s:.2}x"));
+                // A failing run's speedup is no result: it is not shown as one.
+                let speedup = match run.outcome {
+                    Some(o) if o.speedup.is_some() && !o.all_passed => "not counted".into(),
+                    outcome => outcome
+                        .and_then(|o| o.speedup)
+                        .map_or(String::new(), |s| format!("{s:.2}x")),
+                };
                 let line = Line::from(vec![
                     Span::raw(format!(
                         "#{:<4} {} UTC  ",
@@ -54,7 +57,7 @@ pub fn draw_runs(frame: &mut Frame, area: Rect, model: &Model, selected: usize) 
                     )),
                     Span::styled(format!("{verdict:<24}"), style),
                     Span::raw(format!(
-                        "{speedup:>8}  {}",
+                        "{speedup:>11}  {}",
                         &run.source_hash[..8.min(run.source_hash.len())]
                     )),
                 ]);

@@ -140,7 +140,7 @@ impl Tally {
         Self {
             total: model.cases.len(),
             passed: count(|s| s == CaseStatus::Pass),
-            failed: count(|s| !matches!(s, CaseStatus::Pass | CaseStatus::NotRun)),
+            failed: model.cases_failed(),
         }
     }
 

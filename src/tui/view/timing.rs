@@ -50,7 +50,19 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
             }
             lines.push(Line::raw(format!("student {:>9.3} ms", t.student.median)));
             lines.push(Line::raw(format!("starter {:>9.3} ms", t.starter.median)));
+            let failed = model.cases_failed();
             match &t.speedup {
+                // A wrong kernel's speed is no result, however fast.
+                Some(s) if failed > 0 => {
+                    lines.push(Line::styled(
+                        format!("{:.2}x, not counted", s.point),
+                        theme.bad(),
+                    ));
+                    lines.extend(sentence(
+                        &format!("{failed} of {} cases fail", model.cases.len()),
+                        theme.bad(),
+                    ));
+                }
                 Some(s) => {
                     lines.push(Line::from(vec![
                         Span::styled(format!("speedup {:.2}x", s.point), theme.accent()),
