@@ -1187,3 +1187,39 @@ fn submissions_past_the_cap_of_a_folder_are_listed_with_the_reason_not_graded() 
         assert_ne!(subs[graded]["status"], "rejected", "{graded}");
     }
 }
+
+/// A grade that finds no GPU compiles only, and says so with exit 5 (no
+/// GPU), so a job script never reads a compile-only run as a graded class;
+/// asked for with `--compile-only`, the same run exits 0.
+#[test]
+fn a_grade_that_found_no_gpu_exits_5_unless_compiling_only_was_asked_for() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let class = root.path().join("class");
+    write(&class.join("alice/prefill.cu"), STARTER);
+    let grade = |extra: &[&str], out: &str| {
+        let out = root.path().join(out);
+        let mut args = vec![
+            "grade",
+            class.to_str().expect("utf-8"),
+            "--out",
+            out.to_str().expect("utf-8"),
+        ];
+        args.extend(extra);
+        // No device visible, whether or not this machine has a GPU.
+        Command::new(env!("CARGO_BIN_EXE_flashprof"))
+            .args(&args)
+            .current_dir(root.path())
+            .env("CUDA_VISIBLE_DEVICES", "")
+            .output()
+            .expect("flashprof runs")
+    };
+    let found_none = grade(&[], "out-a");
+    assert_eq!(found_none.status.code(), Some(5), "{}", text(&found_none));
+    assert!(
+        text(&found_none).contains("compiling only"),
+        "{}",
+        text(&found_none)
+    );
+    let asked = grade(&["--compile-only"], "out-b");
+    assert_finished(&asked);
+}

@@ -180,6 +180,10 @@ pub fn run(args: GradeArgs) -> Result<ExitCode, Refusal> {
             print_summary(&s.by_status);
             Ok(if s.errors > 0 {
                 ExitCode::Environment
+            } else if mode == GradeMode::CompileOnly && !args.compile_only {
+                // Compiled only because no GPU was found: a job script must
+                // not read that as a graded class.
+                ExitCode::NoGpu
             } else {
                 ExitCode::Pass
             })
