@@ -39,7 +39,8 @@
 //! (and of the lab's starter, built the same way and sent back with its
 //! cubin) answers recorded samples on the function's first instructions,
 //! which the caller charges through the real line table. Any other line
-//! profile is refused.
+//! profile is refused. Asked to release the counters' profiler, it writes
+//! `released` under `FLASHPROF_STAND_IN_MARKS`.
 //!
 //! Started with `FLASHPROF_WORKER_EXIT_ON_HANGUP=1` (as every remote worker
 //! is), it ends when its caller hangs up, through the real worker's watch:
@@ -285,6 +286,14 @@ fn main() {
                 Event::Lines(Ok(recorded_lines(student, kernel)))
             }
             Request::PrepareLines { .. } => Event::LinesPrepared { prepare_ms: 0.0 },
+            Request::ReleaseCounters => {
+                // Marked, so a test can see the check's worker was asked.
+                if let Some(marks) = std::env::var_os("FLASHPROF_STAND_IN_MARKS") {
+                    let mark = std::path::Path::new(&marks).join("released");
+                    std::fs::write(mark, std::process::id().to_string()).expect("mark");
+                }
+                Event::CountersReleased
+            }
             Request::Time { .. } | Request::Counters { .. } | Request::Lines { .. } => {
                 Event::Failed {
                     message: "the stand-in worker does not time or profile".into(),

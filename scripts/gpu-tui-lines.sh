@@ -20,7 +20,7 @@ cp kernels/flash-prefill/starter.cu "$WORK/prefill.cu"
 save() { cp "$REPO/$1" "$WORK/prefill.cu.tmp" && mv "$WORK/prefill.cu.tmp" "$WORK/prefill.cu"; }
 # Waits until the history store holds N runs (at most 60 s).
 runs() { for _ in $(seq 120); do [ "$(wc -l <"$WORK/.flashprof/history.jsonl" 2>/dev/null || echo 0)" -ge "$1" ] && return; sleep 0.5; done; }
-tmux new-session -d -s fl -x 120 -y 40 "cd $WORK && $BIN prefill.cu 2>$OUT/tui-stderr.log"
+tmux new-session -d -s fl -x 120 -y 40 "cd $WORK && $BIN --lines prefill.cu 2>$OUT/tui-stderr.log"
 runs 1
 save kernels/flash-prefill/ladder/03-register-tiles.cu
 runs 2

@@ -141,3 +141,34 @@ fn saves_in_a_row_each_get_a_profile_and_share_the_starter_s() {
         "the starter's profile is kept"
     );
 }
+
+/// A check that asked for counters lets go of CUPTI's profiler in its own
+/// worker before the line worker samples (PC Sampling failed to stop on the
+/// H100 while it was held).
+#[test]
+fn a_check_with_counters_releases_its_profiler_before_the_line_profile() {
+    assert!(flashprof::gpu::libraries::preload_nvrtc(), "NVRTC");
+    let marks = tempfile::tempdir().expect("temp dir");
+    let mut command = stand_in();
+    command
+        .env
+        .push(("FLASHPROF_STAND_IN_MARKS".into(), marks.path().into()));
+    let mut plan = lines_plan();
+    plan.counters = Some(flashprof::app::check::CountersPlan {
+        case: plan.lines.as_ref().expect("lines").case.clone(),
+        timeout: Duration::from_secs(10),
+        custom_metrics: Vec::new(),
+    });
+    let mut worker = None;
+    let report = run_check(&plan, &command, &mut worker, |_| {}).expect("a check");
+    assert_the_recorded_profile_arrived(&report);
+    assert!(
+        marks.path().join("released").exists(),
+        "no release was asked"
+    );
+    // Without counters there is nothing to release.
+    std::fs::remove_file(marks.path().join("released")).expect("mark");
+    let report = run_check(&lines_plan(), &command, &mut worker, |_| {}).expect("a check");
+    assert_the_recorded_profile_arrived(&report);
+    assert!(!marks.path().join("released").exists());
+}

@@ -136,6 +136,13 @@ pub fn run_check_unless_stale(
             }
             progress(Progress::LinesStarted);
             let lines_started = Instant::now();
+            // PC Sampling failed to stop (H100, 2026-12-06) while this
+            // check's worker held CUPTI's profiler for the counters.
+            if plan.counters.is_some() {
+                session
+                    .release_counters(lines_plan.timeout)
+                    .map_err(|e| format!("the check's worker kept CUPTI's profiler: {e}"))?;
+            }
             let build = session.kept();
             let profile = lines::profile_lines(
                 plan,

@@ -145,7 +145,9 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, Refusal> {
         }
     }
     eprintln!();
-    plan.counters = None;
+    // As the TUI runs a save: counters, then lines (the check's worker
+    // lets go of CUPTI's profiler before the line worker samples).
+    plan.counters.clone_from(&counters_plan);
     plan.lines = lines_plan;
     let mut line_worker = LineWorker::for_saves();
     let mut profiled: Vec<CheckReport> = Vec::new();

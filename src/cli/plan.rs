@@ -355,10 +355,14 @@ mod tests {
             command(&["check", "k.cu"]),
             "flashprof check k.cu --lab flash-prefill --seed 3"
         );
-        // The TUI collects counters and profiles lines, which a check does
-        // only when asked.
+        // The TUI collects counters, which a check does only when asked;
+        // with --lines it profiles lines too.
         assert_eq!(
             command(&["k.cu"]),
+            "flashprof check k.cu --lab flash-prefill --counters --seed 3"
+        );
+        assert_eq!(
+            command(&["--lines", "k.cu"]),
             "flashprof check k.cu --lab flash-prefill --counters --lines --seed 3"
         );
         assert_eq!(

@@ -34,10 +34,10 @@ pub struct TuiArgs {
     /// The counters are collected after the timing unless this is given.
     #[command(flatten)]
     pub no_counters: super::plan::NoCountersArg,
-    /// The line profile (the source view, `l`) is collected after every
-    /// save that passes unless this is given.
+    /// Profile lines after every save that passes (the source view, `l`):
+    /// a worker of its own samples and counts the kernel (docs/LINE-PROFILE.md).
     #[arg(long)]
-    pub no_lines: bool,
+    pub lines: bool,
     /// Lecture mode: the speedup and the pass count in large digits, the heatmap large.
     #[arg(long)]
     pub present: bool,
@@ -69,7 +69,7 @@ impl TuiArgs {
     pub(super) fn options(&self) -> RunOptions {
         RunOptions {
             quick_build: self.quick_build.choice.0,
-            lines: !self.no_lines,
+            lines: self.lines,
             ..self.run.options(!self.no_counters.no_counters)
         }
     }

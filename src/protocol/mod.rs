@@ -49,7 +49,8 @@ use crate::lab::registry;
 /// `two_groups`).
 /// 9: a line profile names the kernel it is of (`Request::Lines::kernel`);
 /// the starter's comes with the image the worker built it from; a line
-/// worker can be readied ahead of its profile (`Request::PrepareLines`).
+/// worker can be readied ahead of its profile (`Request::PrepareLines`); a
+/// worker lets go of CUPTI's profiler when asked (`Request::ReleaseCounters`).
 pub const PROTOCOL_VERSION: u32 = 9;
 
 /// The rules a speedup was measured under, kept with every timing and in
@@ -122,6 +123,11 @@ pub enum Request {
     /// profile: the baselines, CUPTI's setup, the inputs; answered by
     /// `Event::LinesPrepared`. A line worker started ahead of a save.
     PrepareLines { case: WireCase, seed: u64 },
+    /// End this worker's CUPTI profiler session (the counters'), if it has
+    /// one: PC Sampling in another process on the same GPU failed to stop
+    /// while one was open. Answered by `Event::CountersReleased`; the next
+    /// counters request sets it up again.
+    ReleaseCounters,
     /// Finish cleanly.
     Shutdown,
 }
@@ -261,6 +267,8 @@ pub enum Event {
     LinesPrepared {
         prepare_ms: f64,
     },
+    /// The counters' profiler session is ended (`Request::ReleaseCounters`).
+    CountersReleased,
     /// A request could not be served; the worker stays usable unless `fatal`.
     Failed {
         message: String,

@@ -386,6 +386,8 @@ pub struct Model {
     /// before it, which each line's change is measured against.
     pub profiled: Option<Profiled>,
     pub profiled_before: Option<Profiled>,
+    /// This session profiles no lines (started without `--lines`).
+    pub lines_off: bool,
     /// The roofline plot of the same counters, when the launch was placed.
     pub roofline: Option<RooflinePlot>,
     pub selected: usize,
@@ -438,6 +440,7 @@ impl Model {
             counters: None,
             profiled: None,
             profiled_before: None,
+            lines_off: false,
             roofline: None,
             selected: 0,
             compile_scroll: 0,
@@ -482,6 +485,9 @@ impl Model {
     /// Why the newest check has no line profile of its own, when it has
     /// none (the view then shows an earlier save's, marked so).
     pub fn lines_missing(&self) -> Option<String> {
+        if self.lines_off && self.replay.is_none() {
+            return Some("this session profiles no lines: start flashprof with --lines".into());
+        }
         if matches!(self.live.as_ref().map(|l| l.phase), Some(Phase::Lines)) {
             return Some("profiling lines of the newest save...".into());
         }

@@ -72,6 +72,7 @@ pub fn run_live(setup: LiveSetup) -> anyhow::Result<()> {
     let rows = planned_rows(&setup.plan);
     let mut model = Model::new(&file_label, rows, Theme::from_env());
     model.present = setup.present;
+    model.lines_off = setup.plan.lines.is_none();
     model.reproduce = Some(setup.reproduce);
     // A worker on this machine compiles with this machine's NVRTC; without
     // one the screen says so and offers the fetch instead of a check.

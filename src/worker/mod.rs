@@ -202,6 +202,10 @@ impl Worker {
                     known_peaks,
                 }),
             },
+            Request::ReleaseCounters => {
+                self.counters = None;
+                (Event::CountersReleased, false)
+            }
             Request::PrepareLines { case, seed } => match self.case(&case) {
                 Ok(case) => self.prepare_lines(&case, seed),
                 Err(e) => failure(e, false),
@@ -276,9 +280,8 @@ impl Worker {
 
     /// What a line profile needs before the save's build is loaded, so
     /// that the profile of the next save starts sooner: the baselines and
-    /// the inputs. CUPTI is not set up here: PC Sampling failed to stop
-    /// (`CUPTI_ERROR_UNKNOWN`, H100, 2026-12-06) in a worker that loaded a
-    /// build after CUPTI's line APIs were set up.
+    /// the inputs. CUPTI is set up by the profile itself, after the build
+    /// is loaded: the order of every profile that worked on the H100.
     fn prepare_lines(&mut self, case: &LabCase, seed: u64) -> (Event, bool) {
         let started = Instant::now();
         if let Some(answer) = self.unmeasurable("a line profile needs") {

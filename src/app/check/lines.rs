@@ -30,13 +30,13 @@ pub struct LinesPlan {
 /// The line workers of one front end, and the starter's profile, which is
 /// the same for every save on one GPU.
 ///
-/// Each profile runs in a worker that has profiled nothing before: on the
-/// H100 (2026-12-06) CUPTI's PC Sampling failed to stop
-/// (`CUPTI_ERROR_UNKNOWN`) in a worker that had sampled an earlier save's
-/// build, so a worker is let go after the profile it served. A front end
+/// Each profile runs in a worker that has profiled nothing before, in the
+/// one order that worked every time on the H100 (2026-12-06): the build
+/// loaded, then CUPTI's line APIs set up, then the launches sampled and
+/// counted. A worker is let go after the profile it served. A front end
 /// with later saves (the TUI, `bench`) starts the next one at once, in the
-/// background, and readies it (the build loaded, the baselines, CUPTI's
-/// setup, the inputs), so a save pays for none of that.
+/// background, and readies it (a build loaded, the baselines, the inputs),
+/// so a save pays for none of that.
 #[derive(Default)]
 pub struct LineWorker {
     /// Start and ready the next save's worker after each profile.

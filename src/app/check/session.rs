@@ -130,6 +130,9 @@ struct Loaded(f64);
 /// The answer to a `PrepareLines`: the worker is ready for a line profile.
 pub(super) struct LinesPrepared;
 
+/// The answer to a `ReleaseCounters`: the worker's profiler session is ended.
+pub(super) struct CountersReleased;
+
 carried_by! {
     CompileOutcome: Event::Compiled(outcome) => outcome;
     Loaded: Event::Loaded { load_ms } => Loaded(load_ms);
@@ -138,6 +141,7 @@ carried_by! {
     CountersResult: Event::Counters(result) => result;
     Result<LinesOutcome, String>: Event::Lines(result) => result;
     LinesPrepared: Event::LinesPrepared { .. } => LinesPrepared;
+    CountersReleased: Event::CountersReleased => CountersReleased;
 }
 
 /// The one rule for when a worker is let go, after `request` got `answer`:
@@ -476,6 +480,13 @@ impl<'a> WorkerSession<'a> {
             known_peaks,
         };
         self.ask(&request, plan.timeout)
+    }
+
+    /// Ends the worker's CUPTI profiler session, so that a line profile in
+    /// another process can sample the GPU.
+    pub(super) fn release_counters(&mut self, timeout: Duration) -> Result<(), Unanswered> {
+        self.ask::<CountersReleased>(&Request::ReleaseCounters, timeout)
+            .map(|CountersReleased| ())
     }
 
     /// Readies the worker for a line profile of `case` at `seed`.
