@@ -95,23 +95,27 @@ pub(super) fn profile_lines(
     drop(session);
     // This worker has sampled: it serves no other profile.
     let used = worker.take();
-    kept.next = kept.ahead.then(|| {
-        let ready = Ready {
-            command: command.clone(),
-            lab: plan.lab,
-            image: build.image.to_vec(),
-            geometry: build.geometry,
-            case: WireCase::from(&lines.case),
-            seed,
-            timeout: lines.timeout,
-        };
-        std::thread::spawn(move || {
-            if let Some(used) = used {
-                used.shutdown();
-            }
-            ready.start()
-        })
-    });
+    if !kept.ahead {
+        if let Some(used) = used {
+            used.shutdown();
+        }
+        return profile;
+    }
+    let ready = Ready {
+        command: command.clone(),
+        lab: plan.lab,
+        image: build.image.to_vec(),
+        geometry: build.geometry,
+        case: WireCase::from(&lines.case),
+        seed,
+        timeout: lines.timeout,
+    };
+    kept.next = Some(std::thread::spawn(move || {
+        if let Some(used) = used {
+            used.shutdown();
+        }
+        ready.start()
+    }));
     profile
 }
 
