@@ -9,9 +9,47 @@
 //! Figures read from a stored report are hostile too (a history written by
 //! hand may say a level moves 1e308 bytes a second): [`figure`] keeps each
 //! one to a screen's width.
+//!
+//! Whether anything is coloured at all is one rule too, [`colour`]: the
+//! command line's `--color`, then `NO_COLOR`, then whether it is a terminal.
 
 use std::borrow::Cow;
+use std::ffi::OsStr;
 use std::path::Path;
+use std::sync::OnceLock;
+
+/// `--color`: when output is coloured.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ColorChoice {
+    /// At a terminal, unless `NO_COLOR` is set to anything non-empty.
+    #[default]
+    Auto,
+    Always,
+    Never,
+}
+
+static COLOR_CHOICE: OnceLock<ColorChoice> = OnceLock::new();
+
+/// Records the command line's choice, once, for every output of the process.
+pub fn choose_colour(choice: ColorChoice) {
+    let _ = COLOR_CHOICE.set(choice);
+}
+
+/// Whether output to a terminal (`to_terminal`) or elsewhere is coloured.
+pub fn colour(to_terminal: bool) -> bool {
+    let choice = COLOR_CHOICE.get().copied().unwrap_or_default();
+    colour_for(choice, to_terminal, std::env::var_os("NO_COLOR").as_deref())
+}
+
+/// The rule (<https://no-color.org>): `always` and `never` are obeyed;
+/// `auto` colours a terminal unless `NO_COLOR` is set and not empty.
+fn colour_for(choice: ColorChoice, to_terminal: bool, no_color: Option<&OsStr>) -> bool {
+    match choice {
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => to_terminal && no_color.is_none_or(OsStr::is_empty),
+    }
+}
 
 /// Spaces a tab becomes.
 const TAB: &str = "    ";
@@ -94,6 +132,18 @@ pub fn figure(x: f64, decimals: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn colour_follows_the_flag_then_no_color_then_the_terminal() {
+        let set = Some(OsStr::new("1"));
+        let empty = Some(OsStr::new(""));
+        assert!(colour_for(ColorChoice::Auto, true, None));
+        assert!(colour_for(ColorChoice::Auto, true, empty));
+        assert!(!colour_for(ColorChoice::Auto, true, set));
+        assert!(!colour_for(ColorChoice::Auto, false, None));
+        assert!(colour_for(ColorChoice::Always, false, set));
+        assert!(!colour_for(ColorChoice::Never, true, None));
+    }
 
     #[test]
     fn figures_stay_short_whatever_a_report_says() {

@@ -87,3 +87,18 @@ fn the_reproduce_line_keeps_every_option_that_chose_the_inputs_and_quotes_the_pa
         "{shown}"
     );
 }
+
+/// `--color always` colours even a pipe, `never` nothing; `auto` (the
+/// default) leaves a pipe plain, which the test above holds.
+#[test]
+fn color_always_colours_the_errors_into_a_pipe_and_never_leaves_them_plain() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let broken = STARTER.replacen("const float*", "const flaot*", 1);
+    std::fs::write(dir.path().join("t.cu"), broken).expect("write");
+    let always = flashprof_without_gpu(&["check", "--color", "always", "t.cu"], dir.path());
+    let shown = String::from_utf8_lossy(&always.stdout);
+    assert!(shown.contains("\u{1b}[1;31merror\u{1b}[0m"), "{shown}");
+    let never = flashprof_without_gpu(&["check", "--color", "never", "t.cu"], dir.path());
+    assert!(!text(&never).contains('\u{1b}'), "{}", text(&never));
+    assert_eq!(never.status.code(), Some(4));
+}

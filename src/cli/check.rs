@@ -189,10 +189,9 @@ fn checked(args: &CheckArgs, context: &mut ErrorContext) -> Result<ExitCode, Ref
     Ok(Verdict::of(&report).exit_code())
 }
 
-/// Colour only for a person at a terminal who has not asked for none
-/// (<https://no-color.org>: `NO_COLOR` set to anything but empty).
+/// Colour as `--color` and `NO_COLOR` say, for standard output.
 fn wants_colour() -> bool {
-    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+    crate::display::colour(std::io::stdout().is_terminal())
 }
 
 /// The table with each diagnostic's severity and caret in colour (red

@@ -112,7 +112,7 @@ fn compared(args: &CompareArgs, context: &mut ErrorContext) -> Result<ExitCode, 
         println!("{}", render_compare_json(a, b));
     } else {
         let palette = Palette {
-            enabled: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+            enabled: crate::display::colour(std::io::stdout().is_terminal()),
         };
         print!("{}", render_compare_table(a, b, palette));
     }

@@ -19,6 +19,8 @@ use refusal::Refusal;
 
 use std::path::Path;
 
+use crate::display::ColorChoice;
+
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::display::for_display;
@@ -258,6 +260,10 @@ fn worker_command(
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    /// When to colour the output: `auto` at a terminal unless NO_COLOR is
+    /// set (to anything non-empty), `always`, `never`.
+    #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto)]
+    color: ColorChoice,
     /// With no command: watch FILE in the live TUI.
     #[command(flatten)]
     tui: tui::TuiArgs,
@@ -354,6 +360,7 @@ pub fn main() -> u8 {
             };
         }
     };
+    crate::display::choose_colour(cli.color);
     let program = cli.command.as_ref().map_or("flashprof", Command::program);
     let ran = match cli.command {
         None => cli

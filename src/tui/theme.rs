@@ -11,10 +11,12 @@ pub struct Theme {
 }
 
 impl Theme {
-    /// Colour unless the `NO_COLOR` variable is set to anything non-empty.
+    /// Colour as `--color` and `NO_COLOR` say ([`crate::display::colour`]);
+    /// the TUI draws only on a terminal.
     pub fn from_env() -> Self {
-        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-        Self { color: !no_color }
+        Self {
+            color: crate::display::colour(true),
+        }
     }
 
     fn pick(self, colored: Style, mono: Style) -> Style {
