@@ -1,5 +1,5 @@
-//! The line profile of a check (`check --lines`, the TUI on every passing
-//! save; docs/LINE-PROFILE.md): a worker of its own loads the build the
+//! The line profile of a check (`check --lines`, the TUI with `--lines` on
+//! every passing save; docs/LINE-PROFILE.md): a worker of its own loads the build the
 //! cases ran and samples and counts it on the timing inputs; each
 //! instruction is charged to a line of the student's file through the
 //! build's line table, here in the caller. The lab's starter is profiled
