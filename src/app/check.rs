@@ -111,6 +111,8 @@ pub fn run_check_unless_stale(
     phase_times.cases_ms = ms_since(cases_started);
 
     let ended = CasesEnded::of(blocked.is_some(), &cases);
+    // A line worker still starting must not share the GPU with the timing.
+    line_worker.settle();
     let (mut timing, timing_error) =
         phases::run_timing(&mut session, plan, ended, &mut phase_times, &mut progress);
     let counters = phases::run_counters(&mut session, plan, ended, &mut phase_times, &mut progress);
@@ -130,7 +132,7 @@ pub fn run_check_unless_stale(
             let failing = cases.iter().filter(|c| c.status != CaseStatus::Pass).count();
             if failing > 0 {
                 return Err(format!(
-                    "{failing} of {} cases fail; lines are profiled for a kernel that passes them all",
+                    "{failing} of {} cases did not pass; lines are profiled for a kernel that passes them all",
                     cases.len()
                 ));
             }

@@ -3,6 +3,8 @@
 //! findings, and its change since the save profiled before, lines matched
 //! across the two texts by a line diff. Pure: the view draws these rows.
 
+use std::collections::HashMap;
+
 use crate::app::history::{line_diff, DiffLine};
 use crate::grade::lines::{LineKey, LineProfile, LineReading};
 
@@ -96,31 +98,25 @@ pub fn own_share(profile: &LineProfile) -> f64 {
         .fold(0.0, |sum, share| sum + share)
 }
 
-/// Each line's share by its 1-based number.
-struct Shares(Vec<f64>);
+/// Each line's share by its 1-based number (a map: a stored profile may
+/// name any line number, however large).
+struct Shares(HashMap<u32, f64>);
 
 impl Shares {
     fn get(&self, line: u32) -> f64 {
-        self.0.get(line as usize).copied().unwrap_or(0.0)
+        self.0.get(&line).copied().unwrap_or(0.0)
     }
 }
 
 fn shares_by_line(profile: &LineProfile) -> Shares {
-    let last = profile
+    let shares = profile
         .lines
         .iter()
         .filter_map(|r| match r.line {
-            LineKey::Student(n) => Some(n as usize),
+            LineKey::Student(n) => Some((n, r.share)),
             LineKey::Own => None,
         })
-        .max()
-        .unwrap_or(0);
-    let mut shares = vec![0.0; last + 1];
-    for reading in &profile.lines {
-        if let LineKey::Student(n) = reading.line {
-            shares[n as usize] = reading.share;
-        }
-    }
+        .collect();
     Shares(shares)
 }
 
@@ -195,6 +191,14 @@ mod tests {
         };
         assert!((slow + 10.0).abs() < 1e-9, "60% then, 50% now: {slow}");
         assert_eq!(changes[3], (4, Change::New));
+    }
+
+    #[test]
+    fn a_stored_profile_naming_any_line_number_costs_nothing_to_compare_with() {
+        // A hand-written history may name line 4294967295.
+        let before = profiled("x();\n", &[(LineKey::Student(u32::MAX), 1.0)]);
+        let now = profiled("x();\n", &[(LineKey::Student(1), 1.0)]);
+        assert_eq!(rows(&now, Some(&before))[0].change, Change::Points(100.0));
     }
 
     #[test]

@@ -622,10 +622,10 @@ fn on_overlay_key(model: &mut Model, overlay: Overlay, action: Action) -> Vec<Ef
             },
             action,
         ) if scrolls(action) => {
+            // Any row can be brought to the top: rows take one screen
+            // line or more (a reason, findings), so no page count is exact.
             let rows = overlay_rows(model.height);
-            let last = model
-                .source_rows(hottest_first)
-                .saturating_sub(rows.saturating_sub(2));
+            let last = model.source_rows(hottest_first).saturating_sub(1);
             Some(Overlay::Lines {
                 scroll: moved(scroll, action, rows, last),
                 hottest_first,

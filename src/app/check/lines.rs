@@ -30,19 +30,24 @@ pub struct LinesPlan {
 /// The line workers of one front end, and the starter's profile, which is
 /// the same for every save on one GPU.
 ///
-/// Each profile runs in a worker that has profiled nothing before, in the
-/// one order that worked every time on the H100 (2026-12-06): the build
-/// loaded, then CUPTI's line APIs set up, then the launches sampled and
-/// counted. A worker is let go after the profile it served. A front end
-/// with later saves (the TUI, `bench`) starts the next one at once, in the
-/// background, and readies it (a build loaded, the baselines, the inputs),
-/// so a save pays for none of that.
+/// Each save's profile runs in a worker that has profiled nothing before,
+/// in the order that worked every time on the H100 (2026-12-06): the build
+/// loaded, then CUPTI's line APIs set up, then the student's launches
+/// sampled and counted (and, on the first save, the starter's). A worker is
+/// let go after the save it served. A front end with later saves (the TUI,
+/// `bench`) starts the next one at once, in the background, and readies it
+/// (a build loaded, the baselines, the inputs), so a save pays for none of
+/// that; [`LineWorker::settle`] waits for it before a check times anything.
 #[derive(Default)]
 pub struct LineWorker {
     /// Start and ready the next save's worker after each profile.
     ahead: bool,
+    /// The next worker while it is being started and readied, then ready.
     next: Option<JoinHandle<Option<WorkerHandle>>>,
-    starter: Option<(String, StarterProfile)>,
+    ready: Option<WorkerHandle>,
+    /// The starter's profile once it was taken (a failed one is tried
+    /// again on the next save).
+    starter: Option<(String, Box<LineProfile>)>,
     /// The seed of every profile of this front end: the first check's. The
     /// profile is no verdict, so its inputs need not change between saves,
     /// and a worker readied ahead makes them before the save.
@@ -61,9 +66,19 @@ impl LineWorker {
         }
     }
 
+    /// Waits until the next worker is started and readied, so that its
+    /// start (CUDA's setup, the baselines' build, the inputs) is over
+    /// before a check times anything on the GPU.
+    pub fn settle(&mut self) {
+        if let Some(next) = self.next.take() {
+            self.ready = next.join().ok().flatten();
+        }
+    }
+
     /// Ends the worker started ahead, if any.
-    pub fn shutdown(self) {
-        if let Some(Ok(Some(handle))) = self.next.map(JoinHandle::join) {
+    pub fn shutdown(mut self) {
+        self.settle();
+        if let Some(handle) = self.ready.take() {
             handle.shutdown();
         }
     }
@@ -80,7 +95,8 @@ pub(super) fn profile_lines(
     gpu: Option<&DeviceInfo>,
     kept: &mut LineWorker,
 ) -> Result<LineProfile, String> {
-    let mut worker = kept.next.take().and_then(|next| next.join().ok().flatten());
+    kept.settle();
+    let mut worker = kept.ready.take();
     let seed = *kept.seed.get_or_insert(plan.seed);
     let mut session = WorkerSession::new(command, &mut worker, plan.lab);
     let profile = profile_in(
@@ -127,13 +143,15 @@ fn profile_in(
     lines: &LinesPlan,
     build: &LoadedBuild<'_>,
     gpu: Option<&DeviceInfo>,
-    kept_starter: &mut Option<(String, StarterProfile)>,
+    kept_starter: &mut Option<(String, Box<LineProfile>)>,
     seed: u64,
 ) -> Result<LineProfile, String> {
     session
         .start_if_gone()
         .map_err(|e| format!("the line worker did not start: {e}"))?;
-    let outcome = collect(session, lines, build, ProfiledKernel::Student, seed)?;
+    // A worker readied ahead holds an earlier build: this one is loaded.
+    session.load(build).map_err(unanswered)?;
+    let outcome = collect(session, lines, ProfiledKernel::Student, seed)?;
     let mut profile = charge(&outcome, build.image, &plan.source_path, &plan.source_text)?;
 
     let key = format!(
@@ -145,10 +163,12 @@ fn profile_in(
         )
     );
     let starter = match kept_starter {
-        Some((kept_key, starter)) if *kept_key == key => starter.clone(),
+        Some((kept_key, starter)) if *kept_key == key => Ok(starter.clone()),
         _ => {
-            let starter = profile_starter(session, plan, lines, build, seed);
-            *kept_starter = Some((key, starter.clone()));
+            let starter = profile_starter(session, plan, lines, seed);
+            if let Ok(taken) = &starter {
+                *kept_starter = Some((key, taken.clone()));
+            }
             starter
         }
     };
@@ -195,30 +215,31 @@ fn profile_starter(
     session: &mut WorkerSession<'_>,
     plan: &CheckPlan,
     lines: &LinesPlan,
-    build: &LoadedBuild<'_>,
     seed: u64,
 ) -> StarterProfile {
-    let outcome = collect(session, lines, build, ProfiledKernel::Starter, seed)?;
+    let outcome = collect(session, lines, ProfiledKernel::Starter, seed)?;
     let starter = plan.lab.starter();
     charge(&outcome, &outcome.starter_image, starter.path, starter.text).map(Box::new)
 }
 
-fn collect(
-    session: &mut WorkerSession<'_>,
-    lines: &LinesPlan,
-    build: &LoadedBuild<'_>,
-    kernel: ProfiledKernel,
-    seed: u64,
-) -> Result<LinesOutcome, String> {
-    let unanswered = |unanswered: Unanswered| match unanswered {
+/// A request's failure in words: the worker's own message, or why nothing came.
+fn unanswered(unanswered: Unanswered) -> String {
+    match unanswered {
         Unanswered::Answered(event) => match *event {
             Event::Failed { message, .. } => message,
             other => format!("the line worker answered {other:?}"),
         },
         lost => lost.to_string(),
-    };
-    // A kept worker may hold another save's build, or none after a restart.
-    session.load(build).map_err(unanswered)?;
+    }
+}
+
+/// The profile of `kernel` in the session's worker, the build loaded.
+fn collect(
+    session: &mut WorkerSession<'_>,
+    lines: &LinesPlan,
+    kernel: ProfiledKernel,
+    seed: u64,
+) -> Result<LinesOutcome, String> {
     let outcome = session.lines(lines, seed, kernel).map_err(unanswered)??;
     match outcome.refused {
         Some(refused) => Err(refused),

@@ -485,8 +485,11 @@ impl<'a> WorkerSession<'a> {
     /// Ends the worker's CUPTI profiler session, so that a line profile in
     /// another process can sample the GPU.
     pub(super) fn release_counters(&mut self, timeout: Duration) -> Result<(), Unanswered> {
-        self.ask::<CountersReleased>(&Request::ReleaseCounters, timeout)
-            .map(|CountersReleased| ())
+        match self.ask::<CountersReleased>(&Request::ReleaseCounters, timeout) {
+            // A worker that is gone holds nothing any more.
+            Ok(CountersReleased) | Err(Unanswered::NoWorker | Unanswered::Lost(_)) => Ok(()),
+            Err(answered) => Err(answered),
+        }
     }
 
     /// Readies the worker for a line profile of `case` at `seed`.

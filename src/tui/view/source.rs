@@ -79,7 +79,8 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model, scroll: usize, hottest
         ),
         theme.stale(),
     ));
-    for row in rows.iter().skip(scroll) {
+    // A newer, shorter profile may have come in under an old scroll.
+    for row in rows.iter().skip(scroll.min(rows.len().saturating_sub(1))) {
         lines.extend(row_lines(row, hottest, usize::from(main.width), theme));
         if lines.len() >= usize::from(main.height) {
             break;
