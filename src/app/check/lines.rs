@@ -96,7 +96,11 @@ pub(super) fn profile_lines(
     kept: &mut LineWorker,
 ) -> Result<LineProfile, String> {
     kept.settle();
-    let mut worker = kept.ready.take();
+    // One that ended while idle (a remote link dropped) is replaced.
+    let mut worker = kept
+        .ready
+        .take()
+        .and_then(|mut ready| ready.ended().is_none().then_some(ready));
     let seed = *kept.seed.get_or_insert(plan.seed);
     let mut session = WorkerSession::new(command, &mut worker, plan.lab);
     let profile = profile_in(
