@@ -263,10 +263,8 @@ pub enum Event {
     Counters(Result<CountersOutcome, CountersUnavailableReport>),
     /// The line profile, or why it could not be collected.
     Lines(Result<LinesOutcome, String>),
-    /// Ready for a line profile (`Request::PrepareLines`), in this long.
-    LinesPrepared {
-        prepare_ms: f64,
-    },
+    /// Ready for a line profile (`Request::PrepareLines`).
+    LinesPrepared,
     /// The counters' profiler session is ended (`Request::ReleaseCounters`).
     CountersReleased,
     /// A request could not be served; the worker stays usable unless `fatal`.

@@ -52,16 +52,21 @@ pub fn rows<'a>(now: &'a Profiled, before: Option<&Profiled>) -> Vec<SourceRow<'
             earlier_lines(&b.source, &now.source),
         )
     });
+    let readings: HashMap<u32, &LineReading> = now
+        .profile
+        .lines
+        .iter()
+        .filter_map(|r| match r.line {
+            LineKey::Student(n) => Some((n, r)),
+            LineKey::Own => None,
+        })
+        .collect();
     now.source
         .lines()
         .enumerate()
         .map(|(index, text)| {
             let line = index as u32 + 1;
-            let reading = now
-                .profile
-                .lines
-                .iter()
-                .find(|r| r.line == LineKey::Student(line));
+            let reading = readings.get(&line).copied();
             let share = reading.map_or(0.0, |r| r.share);
             let change = match &then {
                 None => Change::Unknown,

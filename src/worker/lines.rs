@@ -38,10 +38,23 @@ pub fn launch_once(
     baselines: &mut Baselines,
     data: &CaseData,
 ) -> Result<String, GpuError> {
+    let (_, ms) = first_launch(gpu, kernel, baselines, data)?;
+    Ok(no_collector(Some(ms)))
+}
+
+/// The bench a profile's launches run on, after its unprofiled launch on the
+/// checked launch's inputs (module loading and first touch stay out of the
+/// profiled ones), and that launch's time in milliseconds.
+fn first_launch<'a>(
+    gpu: &'a Gpu,
+    kernel: &Kernel,
+    baselines: &'a mut Baselines,
+    data: &CaseData,
+) -> Result<(Bench<'a>, f64), GpuError> {
     let mut bench = Bench::new(gpu, baselines, data, rand::random(), true)?;
     bench.prepare_copy()?;
     let ms = gpu.timed(|| gpu.launch(kernel, &mut bench.ws))?;
-    Ok(no_collector(Some(ms)))
+    Ok((bench, ms))
 }
 
 /// Why a launch-only worker gives no profile, and the launch it made.
@@ -143,11 +156,8 @@ impl LineProfiler {
     ) -> Result<LinesOutcome, GpuError> {
         let lab = baselines.lab;
         let mut audit = LaunchAudit::new(data.problem.output, lab.tolerance());
-        let mut bench = Bench::new(gpu, baselines, data, rand::random(), true)?;
-        // Once unprofiled: module loading and first touch stay out, and its
-        // time sets the sampling period.
-        bench.prepare_copy()?;
-        let plain_launch_ms = gpu.timed(|| gpu.launch(kernel, &mut bench.ws))?;
+        // Its unprofiled launch's time sets the sampling period.
+        let (mut bench, plain_launch_ms) = first_launch(gpu, kernel, baselines, data)?;
         let period_log2 = period_log2_for(plain_launch_ms);
         let mut outcome = LinesOutcome {
             chip: self.sampler.chip().to_owned(),

@@ -283,7 +283,6 @@ impl Worker {
     /// the inputs. CUPTI is set up by the profile itself, after the build
     /// is loaded: the order of every profile that worked on the H100.
     fn prepare_lines(&mut self, case: &LabCase, seed: u64) -> (Event, bool) {
-        let started = Instant::now();
         if let Some(answer) = self.unmeasurable("a line profile needs") {
             return answer;
         }
@@ -293,8 +292,7 @@ impl Worker {
         if let Err(e) = lines::inputs(&mut self.line_inputs, baselines.lab, case, seed) {
             return failure(e, false);
         }
-        let prepare_ms = started.elapsed().as_secs_f64() * 1e3;
-        (Event::LinesPrepared { prepare_ms }, false)
+        (Event::LinesPrepared, false)
     }
 
     fn lines(&mut self, case: &LabCase, seed: u64, kernel: ProfiledKernel) -> (Event, bool) {

@@ -140,7 +140,7 @@ carried_by! {
     TimingOutcome: Event::Timing(outcome) => outcome;
     CountersResult: Event::Counters(result) => result;
     Result<LinesOutcome, String>: Event::Lines(result) => result;
-    LinesPrepared: Event::LinesPrepared { .. } => LinesPrepared;
+    LinesPrepared: Event::LinesPrepared => LinesPrepared;
     CountersReleased: Event::CountersReleased => CountersReleased;
 }
 
