@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# Every planted bug of both labs checked on a GPU, with each case's diagnosis
-# and the check's one line collected into one Markdown file (docs/DIAGNOSIS.md
-# records a run). Reports go to $OUT/reports, the summary to $OUT/diagnoses.md.
+# Every planted bug of every lab checked on a GPU with two seeds, each
+# case's diagnosis and the check's one line collected into one Markdown file
+# (docs/DIAGNOSIS.md records a run). Reports go to $OUT/reports, the
+# per-case tables to $OUT/diagnoses.md; last, a short table: for each
+# planted paged kernel (whose file is named after its cause) and seed, how
+# many failing cases name that cause and whether the check's line does.
 #
-# Usage: scripts/gpu-diagnoses.sh [path/to/flashprof]
+# Usage: OUT=dir [PAGED_ONLY=1] scripts/gpu-diagnoses.sh [path/to/flashprof] [seeds...]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=${1:-target/release/flashprof}
+shift || true
+SEEDS=${*:-11 29}
 OUT=${OUT:-diagnoses-out}
 mkdir -p "$OUT/reports"
 check() { # name, then flashprof arguments
@@ -14,30 +19,44 @@ check() { # name, then flashprof arguments
   "$BIN" check "$@" --no-timing --case-timeout 4 --json >"$OUT/reports/$name.json" 2>>"$OUT/stderr.log"
   echo "$name rc=$?" >>"$OUT/runs.txt"
 }
-for kernel in kernels/flash-prefill/starter.cu kernels/flash-prefill/reference.cu kernels/flash-prefill/bugs/*.cu; do
-  check "flash-$(basename "$kernel" .cu)" "$kernel"
+FIRST=${SEEDS%% *}
+for seed in $SEEDS; do
+  # The flash lab's planted bugs once (a hang costs its case timeout per case).
+  [ "$seed" = "$FIRST" ] && [ -z "${PAGED_ONLY:-}" ] && for kernel in kernels/flash-prefill/bugs/*.cu; do
+    check "flash-prefill.$(basename "$kernel" .cu).$seed" "$kernel" --seed "$seed"
+  done
+  for lab in paged-prefill paged-prefill-fp8 paged-decode; do
+    for kernel in kernels/$lab/bugs/*.cu; do
+      check "$lab.$(basename "$kernel" .cu).$seed" "$kernel" --lab "$lab" --seed "$seed"
+    done
+  done
 done
-for kernel in kernels/paged-prefill/starter.cu kernels/paged-prefill/reference.cu kernels/paged-prefill/bugs/*.cu; do
-  check "paged-$(basename "$kernel" .cu)" "$kernel" --lab paged-prefill
-done
-python3 - "$OUT" >"$OUT/diagnoses.md" <<'PY'
+python3 - "$OUT" <<'PY'
 import json, pathlib, sys
 out = pathlib.Path(sys.argv[1])
+tables, rows = [], []
 for path in sorted((out / "reports").glob("*.json")):
+    lab, bug, seed = path.stem.rsplit(".", 2)
     try:
         report = json.loads(path.read_text())
     except Exception as error:
-        print(f"### {path.stem}\n\nno report: {error}\n")
+        tables.append(f"### {path.stem}\n\nno report: {error}\n")
+        rows.append(f"| {lab} | {bug} | {seed} | no report | | |")
         continue
-    print(f"### {path.stem}\n")
-    print(f"verdict line: {report.get('diagnosis', '(none)')}\n")
-    print("| case | result | cause | diagnosis |")
-    print("|---|---|---|---|")
-    for case in report.get("cases", []):
-        if case["status"] == "pass":
-            continue
+    line = report.get("diagnosis") or "(none)"
+    failing = [c for c in report.get("cases", []) if c["status"] != "pass"]
+    tables.append(f"### {path.stem}\n\nverdict line: {line}\n")
+    tables.append("| case | result | cause | diagnosis |\n|---|---|---|---|")
+    for case in failing:
         text = case["diagnosis"].replace("|", "\\|")
-        print(f"| {case['name']} | {case['status']} | {case.get('cause', '')} | {text} |")
-    passing = sum(1 for c in report.get("cases", []) if c["status"] == "pass")
-    print(f"\n{passing} of {len(report.get('cases', []))} cases pass.\n")
+        tables.append(f"| {case['name']} | {case['status']} | {case.get('cause') or ''} | {text} |")
+    tables.append(f"\n{len(report.get('cases', [])) - len(failing)} of {len(report.get('cases', []))} cases pass.\n")
+    if lab != "flash-prefill":
+        named = sum(1 for c in failing if c.get("cause") == bug)
+        others = sorted({c.get("cause") or "-" for c in failing if c.get("cause") != bug})
+        rows.append(f"| {lab} | {bug} | {seed} | {named} of {len(failing)} | {', '.join(others)} | {line[:70]} |")
+(out / "diagnoses.md").write_text("\n".join(tables) + "\n")
+print("| lab | planted bug | seed | cases naming it | other causes | check's line |")
+print("|---|---|---|---|---|---|")
+print("\n".join(rows))
 PY

@@ -500,6 +500,17 @@ impl Gpu {
         self.restore(tensor)
     }
 
+    /// Sets the inside of every float scratch buffer (not its guards) to
+    /// `value` in its host image: what [`Self::poison_output`] resets it to
+    /// before each launch from then on.
+    pub fn refill_scratch(&self, ws: &mut Workspace, value: f32) {
+        for (_, arg) in &mut ws.args {
+            if let DeviceArg::ScratchF32(scratch) = arg {
+                scratch.host[GUARD_ELEMS..GUARD_ELEMS + scratch.len].fill(value);
+            }
+        }
+    }
+
     /// Restores the poisoned output (and its guards) before a launch, and
     /// resets every scratch buffer (NaN or zero, guards included).
     pub fn poison_output(&self, ws: &mut Workspace) -> GpuResult<()> {

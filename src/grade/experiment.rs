@@ -30,6 +30,12 @@ pub struct Experiments {
     /// brings one failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected_file: Option<ExpectedFileCheck>,
+    /// The output of the rerun with the case's sentinels tagged
+    /// ([`Change::SentinelsTagged`]), which the lab's diagnosis replays its
+    /// models against when NaN sentinels left them no finite evidence. Kept
+    /// in the worker for the diagnosis only: it is a whole output.
+    #[serde(skip)]
+    pub tagged_output: Option<Vec<f32>>,
 }
 
 impl Experiments {
@@ -52,6 +58,11 @@ pub enum Change {
     /// The inputs that set the scores were multiplied by `factor` (below 1),
     /// so no `exp` of a score can overflow.
     ScoresShrunk { factor: f32 },
+    /// The grader's float scratch buffers started at 0 instead of NaN.
+    ScratchFinite { buffers: String },
+    /// The slots no kernel should read (a paged cache's slots no context
+    /// covers) held finite values tagging each slot instead of their NaN sentinel.
+    SentinelsTagged,
 }
 
 /// Which guard band of a buffer a read landed in.
@@ -89,6 +100,10 @@ pub struct NonFiniteTrial {
     pub unexplained: Footprint,
     /// Launches the reruns took.
     pub launches: usize,
+    /// Whether a rerun had the sentinels tagged ([`Change::SentinelsTagged`]),
+    /// found something or not.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sentinels_tagged: bool,
 }
 
 /// The rerun of a case whose output still held the poison somewhere.

@@ -244,6 +244,16 @@ impl Diagnosis {
             cause: None,
         }
     }
+
+    /// This diagnosis, said of the rerun with the sentinels tagged
+    /// ([`CaseInputs::sentinels_tagged`]) rather than of the first run.
+    pub fn seen_on_tagged_rerun(mut self) -> Self {
+        self.line.push_str(
+            " (seen on a rerun with the unused cache slots holding finite tags instead of NaN, \
+             where the first run's NaN told no misread from another)",
+        );
+        self
+    }
 }
 
 /// How one case of a check ended, as a lab's verdict reads it.
@@ -462,6 +472,11 @@ pub trait CaseInputs: Send + Sync {
     /// so that no `exp` of a score can overflow; `None` when the lab cannot
     /// shrink its scores (the overflow experiment is then skipped).
     fn scores_shrunk(&self, factor: f32) -> Option<std::sync::Arc<dyn CaseInputs>>;
+    /// These inputs with every sentinel (the value a slot no kernel should
+    /// read holds, NaN in some labs) replaced by a finite value that tags
+    /// the slot, so a misread shows which slot it reached instead of a NaN
+    /// every misread shares; `None` when the lab has no such slots.
+    fn sentinels_tagged(&self) -> Option<std::sync::Arc<dyn CaseInputs>>;
     /// What one timed launch on these inputs gets on top of the fresh draw
     /// (see [`super::typed::TypedLab::redraw`]).
     fn redraw(&self, rng: &mut rand_chacha::ChaCha8Rng) -> super::redraw::Redraw;
@@ -623,6 +638,15 @@ impl<'a> dyn Lab + 'a {
             inputs: data.inputs.scores_shrunk(factor)?,
             expected: None,
             planted_heads: data.planted_heads,
+        })
+    }
+    /// The case's data with its sentinels tagged (see
+    /// [`CaseInputs::sentinels_tagged`]); the answer is unchanged, since no
+    /// correct kernel reads a sentinel.
+    pub fn sentinels_tagged(&self, data: &CaseData) -> Option<CaseData> {
+        Some(CaseData {
+            inputs: data.inputs.sentinels_tagged()?,
+            ..data.clone()
         })
     }
 }

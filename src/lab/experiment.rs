@@ -10,6 +10,7 @@
 //! show: NaN or Inf, elements still holding the poison, or two runs that
 //! differ; each probe is a bounded number of launches.
 
+use super::args::ArgKind;
 use super::definition::{ArgValue, CaseData, Diagnosis, Graded, Lab};
 use crate::grade::compare::{compare, Comparison, Footprint, POISON_BITS};
 use crate::grade::experiment::{
@@ -37,6 +38,8 @@ pub struct Conditions {
     /// Float inputs (by argument index) whose guard bands hold 0 instead of
     /// NaN, and on which side.
     pub finite_guards: Vec<(usize, GuardSide)>,
+    /// Whether the float scratch buffers start at 0 instead of NaN.
+    pub finite_scratch: bool,
 }
 
 impl Default for Conditions {
@@ -44,6 +47,7 @@ impl Default for Conditions {
         Self {
             output_start: POISON_BITS,
             finite_guards: Vec::new(),
+            finite_scratch: false,
         }
     }
 }
@@ -89,7 +93,9 @@ pub fn run<R: Rerun>(
     }
     if cmp.nan + cmp.inf > 0 {
         let after = finite_start.as_deref().unwrap_or_default();
-        experiments.non_finite = Some(non_finite_trial(lab, first, after, kernel)?);
+        let (trial, tagged_output) = non_finite_trial(lab, first, after, kernel)?;
+        experiments.non_finite = Some(trial);
+        experiments.tagged_output = tagged_output;
     }
     if first.runs_differ {
         let mut runs = vec![first.out.to_vec()];
@@ -152,7 +158,7 @@ fn non_finite_trial<R: Rerun>(
     first: &FirstRuns<'_>,
     finite_start: &[f32],
     kernel: &mut R,
-) -> Result<NonFiniteTrial, R::Error> {
+) -> Result<(NonFiniteTrial, Option<Vec<f32>>), R::Error> {
     let shape = first.data.problem.output;
     let before = non_finite(first.out);
     let mut remaining = before.clone();
@@ -241,6 +247,41 @@ fn non_finite_trial<R: Rerun>(
         }
     }
 
+    // Scratch the grader owns starts at NaN: a kernel that reads a slot of
+    // it that no thread wrote this launch computes NaN, and at 0 it does not.
+    let scratch: Vec<&str> = lab
+        .abi()
+        .args
+        .iter()
+        .filter(|spec| spec.kind == ArgKind::ScratchF32)
+        .map(|spec| spec.name)
+        .collect();
+    if !remaining.is_empty() && !scratch.is_empty() {
+        let conditions = Conditions {
+            finite_scratch: true,
+            ..Conditions::default()
+        };
+        let after = kernel.rerun(first.data, &conditions)?;
+        launches += 1;
+        let gone = cleared(&remaining, &after);
+        let change = Change::ScratchFinite {
+            buffers: scratch.join(", "),
+        };
+        record(change, gone, None, &mut remaining);
+    }
+
+    // A NaN a kernel read from a slot no context covers is the same NaN
+    // whichever wrong slot it read; with finite tags there, the output shows
+    // which, and the lab's models can tell the misreads apart.
+    let mut tagged_output = None;
+    if let Some(tagged) = lab.sentinels_tagged(first.data) {
+        let after = kernel.rerun(&tagged, &Conditions::default())?;
+        launches += 1;
+        let gone = cleared(&remaining, &after);
+        record(Change::SentinelsTagged, gone, None, &mut remaining);
+        tagged_output = Some(after);
+    }
+
     if !remaining.is_empty() {
         if let Some(shrunk) = lab.scores_shrunk(first.data, SCORE_SHRINK) {
             let after = kernel.rerun(&shrunk, &Conditions::default())?;
@@ -260,12 +301,14 @@ fn non_finite_trial<R: Rerun>(
             }
         }
     }
-    Ok(NonFiniteTrial {
+    let trial = NonFiniteTrial {
         before: Footprint::of(shape, before),
         findings,
         unexplained: Footprint::of(shape, remaining),
         launches,
-    })
+        sentinels_tagged: tagged_output.is_some(),
+    };
+    Ok((trial, tagged_output))
 }
 
 fn expected_file_check(lab: &dyn Lab, first: &FirstRuns<'_>) -> ExpectedFileCheck {
@@ -336,6 +379,22 @@ pub fn explain_non_finite(
                      gone, with any one buffer's alone it stays"
                 ),
             ),
+            Change::ScratchFinite { buffers } => (
+                cause::NAN_SCRATCH_READ,
+                format!(
+                    "reads scratch no thread wrote this launch: with {buffers} starting at 0 \
+                     instead of NaN, the {kind} in {at} is gone; read only the slots this launch \
+                     wrote (a combine over the partitions a sequence has, not all of them)"
+                ),
+            ),
+            Change::SentinelsTagged => (
+                cause::NAN_SENTINEL_READ,
+                format!(
+                    "reads slots no sequence owns: with the cache's unused slots holding finite \
+                     tags instead of NaN, the {kind} in {at} is gone; check the block id and the \
+                     slot index of every cache read"
+                ),
+            ),
             Change::ScoresShrunk { factor } => (
                 cause::NAN_EXP_OVERFLOW,
                 format!(
@@ -355,9 +414,14 @@ pub fn explain_non_finite(
     if trial.unexplained.elements > 0 {
         let at = place(&trial.unexplained);
         let text = format!(
-            "the {kind} in {at} stays with out starting finite, finite guard bands and scores \
+            "the {kind} in {at} stays with out starting finite, finite guard bands{} and scores \
              shrunk {:.0}x: it is computed from finite values, a 0/0 or -inf - (-inf), as a row \
              (or a key tile) with every key masked gives",
+            if trial.sentinels_tagged {
+                ", finite sentinels"
+            } else {
+                ""
+            },
             1.0 / SCORE_SHRINK
         );
         first_cause.get_or_insert(cause::NAN_COMPUTED);

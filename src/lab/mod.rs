@@ -8,6 +8,7 @@
 pub mod args;
 pub mod case_file;
 pub mod definition;
+pub mod evidence;
 pub mod experiment;
 pub mod geometry;
 pub mod golden;

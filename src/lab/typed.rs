@@ -201,6 +201,10 @@ pub trait TypedLab: Send + Sync + 'static {
     fn scores_shrunk(_inputs: &Self::Inputs, _factor: f32) -> Option<Self::Inputs> {
         None
     }
+    /// The inputs with their sentinels tagged (see [`CaseInputs::sentinels_tagged`]).
+    fn sentinels_tagged(_inputs: &Self::Inputs) -> Option<Self::Inputs> {
+        None
+    }
     /// One line for the whole check (see [`Lab::verdict`]).
     fn verdict(cases: &[CaseSummary<'_>]) -> Option<String> {
         super::verdict::common(cases)
@@ -274,6 +278,10 @@ impl<L: TypedLab> CaseInputs for Typed<L> {
     fn scores_shrunk(&self, factor: f32) -> Option<Arc<dyn CaseInputs>> {
         let shrunk = L::scores_shrunk(&self.0, factor)?;
         Some(Arc::new(Typed::<L>(shrunk)))
+    }
+    fn sentinels_tagged(&self) -> Option<Arc<dyn CaseInputs>> {
+        let tagged = L::sentinels_tagged(&self.0)?;
+        Some(Arc::new(Typed::<L>(tagged)))
     }
     #[cfg(test)]
     fn as_any(&self) -> &dyn std::any::Any {

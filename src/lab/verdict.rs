@@ -18,6 +18,8 @@ pub mod cause {
     pub const RACE: &str = "race";
     pub const NONDETERMINISTIC_ORDER: &str = "nondeterministic-order";
     pub const NAN_GUARD_READ: &str = "nan-guard-read";
+    pub const NAN_SENTINEL_READ: &str = "nan-sentinel-read";
+    pub const NAN_SCRATCH_READ: &str = "nan-scratch-read";
     pub const NAN_EXP_OVERFLOW: &str = "nan-exp-overflow";
     pub const NAN_FROM_OUT: &str = "nan-from-out";
     pub const NAN_COMPUTED: &str = "nan-computed";

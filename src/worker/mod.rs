@@ -672,6 +672,9 @@ impl Rerun for GpuRerun<'_> {
             };
             self.gpu.refill_guards(&mut ws, index, before, after, 0.0)?;
         }
+        if conditions.finite_scratch {
+            self.gpu.refill_scratch(&mut ws, 0.0);
+        }
         self.gpu.poison_output(&mut ws)?;
         self.gpu.launch(self.kernel, &mut ws)?;
         self.gpu.synchronize()?;

@@ -13,6 +13,7 @@
 
 use super::contract::{Shape, DH, GROUP, HQ, TOLERANCE};
 use crate::grade::compare::TILE_ROWS;
+use crate::lab::evidence::{self, Element, Replay, Written};
 
 /// A planted value bug of the flash-prefill lab, named as its kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,28 +133,35 @@ pub fn row_output(
     Some(out)
 }
 
-/// Whether `bug`'s model reproduces `out` on `rows` (every head): within
-/// the lab's tolerance of the model, non-finite where the model is.
+/// Whether `bug`'s model reproduces `out` on `rows` (every head), by
+/// [`evidence::replay`]: within the lab's tolerance where the model is
+/// finite, and naming some element that fails `reference`.
 pub fn replay_matches(
     shape: Shape,
     tensors: Tensors<'_>,
     bug: FlashBug,
     out: &[f32],
+    reference: &[f64],
     rows: &[usize],
 ) -> bool {
-    rows.iter().all(|&row| {
+    let within = |got: f64, want: f64| (got - want).abs() <= TOLERANCE.allowed(want);
+    let mut elements = Vec::with_capacity(rows.len() * HQ * DH);
+    for &row in rows {
         let Some(model) = row_output(shape, tensors, bug, f32::NAN, row) else {
             return false;
         };
-        let got = &out[Shape::q_index(row, 0, 0)..][..HQ * DH];
-        got.iter().zip(&model).all(|(&o, &m)| {
-            if !o.is_finite() || !m.is_finite() {
-                !o.is_finite() && !m.is_finite()
-            } else {
-                (f64::from(o) - f64::from(m)).abs() <= TOLERANCE.allowed(f64::from(m))
+        let start = Shape::q_index(row, 0, 0);
+        elements.extend(model.iter().enumerate().map(|(k, &m)| {
+            let at = start + k;
+            Element {
+                at,
+                got: Written::from_output(out[at]),
+                model: Written::Value(f64::from(m)),
+                failing: !within(f64::from(out[at]), reference[at]),
             }
-        })
-    })
+        }));
+    }
+    evidence::replay(elements, |_, got, want| within(got, want)) == Replay::Reproduces
 }
 
 /// The whole output of the kernel with `bug`; `start` is what `out` held before.

@@ -272,9 +272,16 @@ fn replayed(reading: &Reading<'_>) -> Option<Diagnosis> {
         .collect();
     sample.push(failing[n - 1]);
     sample.dedup();
-    let bug = SUSPECTS
-        .into_iter()
-        .find(|&bug| replay_matches(reading.shape, tensors, bug, reading.out, &sample))?;
+    let bug = SUSPECTS.into_iter().find(|&bug| {
+        replay_matches(
+            reading.shape,
+            tensors,
+            bug,
+            reading.out,
+            reading.reference,
+            &sample,
+        )
+    })?;
     let at = &reading.cmp.where_failing;
     let span = at.rows?;
     let checked = format!(
@@ -665,6 +672,7 @@ mod tests {
                 findings,
                 unexplained,
                 launches: 4,
+                sentinels_tagged: false,
             }),
             ..Experiments::default()
         }

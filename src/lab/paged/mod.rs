@@ -6,10 +6,11 @@
 //! ([`generate`]), the `.npy` schema and its loader ([`tensors`]), the
 //! problem, grid and timing recipe ([`problem`]), what an output says by
 //! itself ([`diagnosis`]), the misreadings no planted bug models
-//! ([`misread`]), the element formats ([`bf16`], [`fp8`]), and, for their
-//! tests, what every instance's tests check (`testing`). Each instance
-//! keeps its contract, element draw, oracle, bug models, diagnosis and
-//! golden proof in its own folder (docs/LABS.md).
+//! ([`misread`]), finite tags for the sentinel slots ([`tags`]), the
+//! element formats ([`bf16`], [`fp8`]), and, for their tests, what every
+//! instance's tests check (`testing`). Each instance keeps its contract,
+//! element draw, oracle, bug models, diagnosis and golden proof in its own
+//! folder (docs/LABS.md).
 
 pub mod batch;
 pub mod bf16;
@@ -21,6 +22,7 @@ pub mod misread;
 pub mod problem;
 pub mod recipe;
 pub mod redraw;
+pub mod tags;
 pub mod tensors;
 #[cfg(test)]
 pub mod testing;

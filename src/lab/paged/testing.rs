@@ -2,12 +2,14 @@
 //! against the ABI, the engine's comparison and diagnosis of one output, and
 //! the check's line over cases that ran.
 
-use crate::grade::compare::{compare_scaled, Comparison};
+use crate::grade::compare::{compare_scaled, Comparison, POISON_BITS};
+use crate::grade::experiment::Experiments;
 use crate::grade::integrity::Integrity;
 use crate::lab::args::ArgValue;
 use crate::lab::definition::{
     CaseData, CaseState, CaseSummary, Diagnosis, Graded, LabCase, LabRef,
 };
+use crate::lab::experiment::{self, Conditions, FirstRuns, Rerun};
 
 /// `lab`'s embedded cases, parsed as the engine parses them.
 pub fn embedded(lab: LabRef) -> Vec<LabCase> {
@@ -76,6 +78,33 @@ pub fn diagnosed(
     out: &[f32],
     integrity: &Integrity,
 ) -> (Comparison, Diagnosis) {
+    diagnosed_with(lab, data, out, integrity, &Experiments::default())
+}
+
+/// [`diagnosed`] for a CPU model of a kernel (`kernel` gives its output on
+/// a case's data under a rerun's conditions, unwritten elements holding the
+/// poison), with the experiments the worker would run on it (reruns
+/// included, through [`ModelKernel`]).
+pub fn diagnosed_model(
+    lab: LabRef,
+    data: &CaseData,
+    kernel: impl Fn(&CaseData, &Conditions) -> Vec<f32>,
+) -> (Comparison, Diagnosis) {
+    let out = kernel(data, &Conditions::default());
+    let (comparison, reference) = compared(lab, data, &out);
+    let first = FirstRuns {
+        data,
+        out: &out,
+        reference: &reference,
+        comparison: &comparison,
+        runs_differ: false,
+        second: None,
+    };
+    let Ok(experiments) = experiment::run(&*lab, &first, &mut ModelKernel(kernel));
+    diagnosed_with(lab, data, &out, &Integrity::default(), &experiments)
+}
+
+fn compared(lab: LabRef, data: &CaseData, out: &[f32]) -> (Comparison, Vec<f64>) {
     let reference = lab.oracle(data, None);
     let scales = lab.tolerance_scales(data);
     let comparison = compare_scaled(
@@ -85,6 +114,17 @@ pub fn diagnosed(
         out,
         &reference,
     );
+    (comparison, reference)
+}
+
+fn diagnosed_with(
+    lab: LabRef,
+    data: &CaseData,
+    out: &[f32],
+    integrity: &Integrity,
+    experiments: &Experiments,
+) -> (Comparison, Diagnosis) {
+    let (comparison, reference) = compared(lab, data, out);
     let said = lab.diagnose(
         data,
         &Graded {
@@ -92,10 +132,27 @@ pub fn diagnosed(
             reference: &reference,
             comparison: &comparison,
             integrity,
-            experiments: &Default::default(),
+            experiments,
         },
     );
     (comparison, said)
+}
+
+/// A CPU model of a kernel as the experiments rerun it: what it writes on
+/// a case's data under the rerun's conditions, with the elements it never
+/// writes holding whatever `out` started at, as on the GPU.
+pub struct ModelKernel<F>(pub F);
+
+impl<F: Fn(&CaseData, &Conditions) -> Vec<f32>> Rerun for ModelKernel<F> {
+    type Error = std::convert::Infallible;
+
+    fn rerun(&mut self, data: &CaseData, conditions: &Conditions) -> Result<Vec<f32>, Self::Error> {
+        let start = f32::from_bits(conditions.output_start);
+        Ok((self.0)(data, conditions)
+            .into_iter()
+            .map(|x| if x.to_bits() == POISON_BITS { start } else { x })
+            .collect())
+    }
 }
 
 /// `lab`'s one line for a check whose cases ran as `ran`: each case's name,

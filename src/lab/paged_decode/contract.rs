@@ -239,6 +239,17 @@ impl Inputs {
         let block = self.batch.block_of(seq, pos);
         self.v_cache[Batch::v_cache_index(block, kv_head, dim, pos % BLOCK)]
     }
+
+    /// These inputs with each unused cache slot's NaN replaced by a finite
+    /// tag of its own ([`crate::lab::paged::tags`]).
+    pub fn sentinels_tagged(&self) -> Inputs {
+        use crate::lab::paged::tags;
+        Inputs {
+            k_cache: tags::tagged(&self.k_cache, f32::is_nan, tags::key_tag),
+            v_cache: tags::tagged(&self.v_cache, f32::is_nan, tags::value_tag),
+            ..self.clone()
+        }
+    }
 }
 
 #[cfg(test)]

@@ -168,6 +168,10 @@ impl TypedLab for PagedDecode {
         Some(shrunk)
     }
 
+    fn sentinels_tagged(inputs: &Inputs) -> Option<Inputs> {
+        Some(inputs.sentinels_tagged())
+    }
+
     fn verdict(cases: &[CaseSummary<'_>]) -> Option<String> {
         crate::lab::verdict::with_planted(
             cases,
@@ -248,10 +252,11 @@ fn problem_of(batch: &Batch) -> Problem {
 mod tests {
     use super::bugs::{model, Bug};
     use super::*;
-    use crate::grade::compare::{Comparison, POISON_BITS};
+    use crate::grade::compare::Comparison;
     use crate::grade::integrity::Integrity;
     use crate::lab::args::ArgValue;
     use crate::lab::definition::LabCase;
+    use crate::lab::experiment::Conditions;
     use crate::lab::paged::testing;
     use crate::lab::typed;
 
@@ -347,17 +352,16 @@ mod tests {
     }
 
     /// What a kernel with `bug` leaves in `out` (NaN as the grader's poison).
-    fn kernel_output(data: &CaseData, bug: Bug) -> Vec<f32> {
-        model(typed::inputs_of::<PagedDecode>(data), bug)
-            .iter()
-            .map(|&x| {
-                if x.is_nan() {
-                    f32::from_bits(POISON_BITS)
-                } else {
-                    x as f32
-                }
-            })
-            .collect()
+    /// What a kernel with `bug` writes. With the workspace starting at 0
+    /// instead of NaN, a combine that reads every slot reads unused slots
+    /// whose sums are 0, which weigh nothing: it writes the right answer.
+    fn kernel_output(data: &CaseData, bug: Bug, conditions: &Conditions) -> Vec<f32> {
+        let inputs = typed::inputs_of::<PagedDecode>(data);
+        let modelled = match (bug, conditions.finite_scratch) {
+            (Bug::CombineAllSlots, true) => oracle::attention(inputs, None),
+            _ => model(inputs, bug),
+        };
+        modelled.iter().map(|&x| x as f32).collect()
     }
 
     fn diagnosed(data: &CaseData, out: &[f32]) -> (Comparison, Diagnosis) {
@@ -379,7 +383,8 @@ mod tests {
                 .iter()
                 .zip(&data)
                 .map(|(case, d)| {
-                    let (comparison, said) = diagnosed(d, &kernel_output(d, bug));
+                    let (comparison, said) =
+                        testing::diagnosed_model(PAGED_DECODE, d, |d, c| kernel_output(d, bug, c));
                     (case.name.clone(), comparison, said)
                 })
                 .collect();

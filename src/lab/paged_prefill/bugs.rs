@@ -113,6 +113,20 @@ pub fn model(inputs: &Inputs, bug: Bug) -> Vec<f64> {
     oracle::evaluate(inputs, None, Model::Bug(bug), f64::NAN)
 }
 
+/// What a kernel with `bug` leaves in `out`: rows it never writes keep the
+/// poison, a NaN it computes (a read past a buffer) is a NaN.
+#[cfg(test)]
+pub fn kernel_output(inputs: &Inputs, bug: Bug) -> Vec<f32> {
+    use crate::grade::compare::POISON_BITS;
+    oracle::evaluate(inputs, None, Model::Bug(bug), oracle::NOT_WRITTEN)
+        .iter()
+        .map(|&x| match x == oracle::NOT_WRITTEN {
+            true => f32::from_bits(POISON_BITS),
+            false => x as f32,
+        })
+        .collect()
+}
+
 /// Elements of `out` that fail against `reference` (NaN and Inf always fail).
 pub fn failing_elements(out: &[f64], reference: &[f64]) -> usize {
     out.iter()

@@ -27,9 +27,10 @@
 
 use super::bugs::Bug;
 use super::contract::{passes, Batch, Inputs, BLOCK, DH, HKV, HQ, LAYOUT};
-use super::oracle::{self, Model};
+use super::oracle::{self, Model, NOT_WRITTEN};
 use crate::grade::compare::{common_factor, Footprint};
 use crate::lab::definition::{Diagnosis, Graded};
+use crate::lab::evidence::{self, Element, Replay, Written};
 use crate::lab::experiment::shared_reading;
 use crate::lab::paged::diagnosis::{output_diagnosis, place, worst_element};
 use crate::lab::paged::misread::{
@@ -81,11 +82,11 @@ pub fn explain_rows(
     let suspects = facts.suspects(batch);
     let sample = facts.sample();
     for &bug in &suspects {
-        if replay_matches(inputs, out, Model::Bug(bug), &sample) {
+        if replay_matches(inputs, out, reference, Model::Bug(bug), &sample) {
             return Some((confirmed(bug, inputs, &facts), Some(bug.name())));
         }
     }
-    if let Some((line, cause)) = misread(inputs, out, &facts, &sample) {
+    if let Some((line, cause)) = misread(inputs, out, reference, &facts, &sample) {
         return Some((line, Some(cause)));
     }
     Some((facts.likely(batch), None))
@@ -96,6 +97,7 @@ pub fn explain_rows(
 fn misread(
     inputs: &Inputs,
     out: &[f32],
+    reference: &[f64],
     facts: &Facts,
     rows: &[usize],
 ) -> Option<(String, &'static str)> {
@@ -117,7 +119,7 @@ fn misread(
     }
     let shift = CONTEXT_SHIFTS.into_iter().find(|&shift| {
         let model = Model::Misread(Misreading::ContextShift(shift));
-        replay_matches(inputs, out, model, rows)
+        replay_matches(inputs, out, reference, model, rows)
     })?;
     let (row, s, ..) = facts.first(&inputs.batch);
     let line = context_line(shift, row, s, inputs.batch.context[s]);
@@ -340,23 +342,36 @@ fn is_scaled_up(out: &[f32], reference: &[f64]) -> bool {
 }
 
 /// Whether `model` produces `out` on `rows`.
-fn replay_matches(inputs: &Inputs, out: &[f32], model: Model, rows: &[usize]) -> bool {
-    let modelled = oracle::evaluate(inputs, Some(rows), model, f64::NAN);
-    rows.iter().all(|&row| {
+/// Whether `model` reproduces the kernel's output on `rows` (every head), by
+/// [`evidence::replay`]: finite where it counts, and naming some failure.
+fn replay_matches(
+    inputs: &Inputs,
+    out: &[f32],
+    reference: &[f64],
+    model: Model,
+    rows: &[usize],
+) -> bool {
+    let modelled = oracle::evaluate(inputs, Some(rows), model, NOT_WRITTEN);
+    let elements = rows.iter().flat_map(|&row| {
         let at = LAYOUT.head_index(row, 0, 0);
-        (at..at + HQ * DH).all(|k| agrees(out[k], modelled[k]))
-    })
+        (at..at + HQ * DH).map(|k| Element {
+            at: k,
+            got: Written::from_output(out[k]),
+            model: match modelled[k] {
+                NOT_WRITTEN => Written::Unwritten,
+                value => Written::Value(value),
+            },
+            failing: !passes(f64::from(out[k]), reference[k]),
+        })
+    });
+    evidence::replay(elements, |_, got, model| passes(got, model)) == Replay::Reproduces
 }
 
-/// Whether an output element agrees with a model's: within the lab's
-/// tolerance, or non-finite where the model is.
+/// Whether an output element agrees with a model's value: both finite and
+/// within the lab's tolerance (a NaN beside a NaN proves nothing).
 fn agrees(out: f32, model: f64) -> bool {
     let o = f64::from(out);
-    if !model.is_finite() || !o.is_finite() {
-        !model.is_finite() && !o.is_finite()
-    } else {
-        passes(o, model)
-    }
+    o.is_finite() && model.is_finite() && passes(o, model)
 }
 
 /// The message for a bug whose model reproduced the kernel's output.
@@ -471,7 +486,7 @@ pub fn case_diagnosis(inputs: &Inputs, graded: &Graded<'_>) -> Diagnosis {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::paged_prefill::bugs::{failing_elements, model};
+    use crate::lab::paged_prefill::bugs::{failing_elements, kernel_output, model};
     use crate::lab::paged_prefill::cases;
     use crate::lab::paged_prefill::cases::embedded_cases;
 
@@ -506,7 +521,7 @@ mod tests {
                 if failing_elements(&out, &reference) == 0 {
                     continue;
                 }
-                let message = diagnose(&inputs, &to_f32(&out), &reference).unwrap();
+                let message = diagnose(&inputs, &kernel_output(&inputs, bug), &reference).unwrap();
                 eprintln!("{:<22} {:<28} {message}", bug.name(), case.name);
                 if !names_cause(bug, &message) {
                     wrong.push(format!("{} on {}: {message}", bug.name(), case.name));

@@ -164,7 +164,7 @@ impl TypedLab for PagedPrefill {
 
 #[cfg(test)]
 mod tests {
-    use super::bugs::{model, Bug};
+    use super::bugs::{self, Bug};
     use super::oracle::Model;
     use super::*;
     use crate::grade::compare::{Comparison, POISON_BITS};
@@ -227,18 +227,9 @@ mod tests {
         assert_eq!(sampled[row_len..], whole[last..last + row_len]);
     }
 
-    /// What a kernel with `bug` leaves in `out` (rows it never writes keep the poison).
+    /// What a kernel with `bug` leaves in `out` (see [`bugs::kernel_output`]).
     fn kernel_output(data: &CaseData, bug: Bug) -> Vec<f32> {
-        model(typed::inputs_of::<PagedPrefill>(data), bug)
-            .iter()
-            .map(|&x| {
-                if x.is_nan() {
-                    f32::from_bits(POISON_BITS)
-                } else {
-                    x as f32
-                }
-            })
-            .collect()
+        bugs::kernel_output(typed::inputs_of::<PagedPrefill>(data), bug)
     }
 
     /// The lab's comparison and diagnosis of `out`, launched with `integrity`.

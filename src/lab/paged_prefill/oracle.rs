@@ -64,6 +64,11 @@ pub fn attention(inputs: &Inputs, rows: Option<&[usize]>) -> Vec<f64> {
     evaluate(inputs, rows, Model::Exact, 0.0)
 }
 
+/// What [`evaluate`] can leave in a row no sequence writes, to tell it from
+/// a computed NaN: a value no model computes (its outputs are weighted
+/// means of finite values, or NaN).
+pub const NOT_WRITTEN: f64 = f64::NEG_INFINITY;
+
 /// The shared core of the oracle and the models.
 ///
 /// Rows no sequence writes (only possible under [`Bug::QStartShifted`])

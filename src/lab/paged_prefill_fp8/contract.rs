@@ -107,6 +107,18 @@ impl Inputs {
         let byte = self.v_cache[LAYOUT.v_cache_index(block, kv_head, dim, pos % BLOCK)];
         f64::from(self.format.decode(byte)) * f64::from(self.v_scale)
     }
+
+    /// These inputs with each unused cache slot's NaN byte replaced by a
+    /// finite tag of its own ([`crate::lab::paged::tags`]).
+    pub fn sentinels_tagged(&self) -> Inputs {
+        use crate::lab::paged::tags;
+        let is_nan = |byte| byte == FP8_NAN;
+        Inputs {
+            k_cache: tags::tagged(&self.k_cache, is_nan, tags::fp8_key_tag),
+            v_cache: tags::tagged(&self.v_cache, is_nan, tags::fp8_value_tag),
+            ..self.clone()
+        }
+    }
 }
 
 /// What one launch is given: the inputs, with the bf16 tensors also as the

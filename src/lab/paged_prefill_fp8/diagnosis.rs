@@ -17,13 +17,15 @@
 use super::bugs::{model, Bug};
 use super::oracle::{evaluate, value_scales, Model};
 use super::{bf16, passes, Inputs, DH, HKV, HQ, LAYOUT};
-use crate::grade::compare::{Footprint, POISON_BITS};
+use crate::grade::compare::Footprint;
 use crate::lab::definition::{Diagnosis, Graded};
+use crate::lab::evidence::{self, Element, Suspects, Written};
 use crate::lab::experiment::shared_reading;
 use crate::lab::paged::diagnosis::{output_diagnosis, place, worst_element};
 use crate::lab::paged::misread::{
     self, context_line, head_pattern, kv_map_found, kv_map_line, Misreading, CONTEXT_SHIFTS,
 };
+use crate::lab::verdict::cause;
 
 /// A case's diagnosis: the launch's evidence, then the bug models, then the output.
 pub fn case_diagnosis(inputs: &Inputs, graded: &Graded<'_>) -> Diagnosis {
@@ -32,32 +34,24 @@ pub fn case_diagnosis(inputs: &Inputs, graded: &Graded<'_>) -> Diagnosis {
     if let Some(said) = shared_reading(graded, &place) {
         return said;
     }
-    let bugs = reproducing_bugs(inputs, graded.out, graded.reference);
-    if let Some((&bug, others)) = bugs.split_first() {
-        let cmp = graded.comparison;
-        // Two defects can write the same output on a case (both reading
-        // only FP8 NaN bytes, say): the line names every one that does.
-        let also: String = others
-            .iter()
-            .map(|&other| format!("; or: {}", bug_line(other, inputs)))
-            .collect();
-        return Diagnosis::new(
-            format!(
-                "{}: {} of {} elements wrong, {}{also}",
-                bug_line(bug, inputs),
-                cmp.failing,
-                cmp.elements,
-                place(&cmp.where_failing)
-            ),
-            bug.name(),
-        );
+    if let Some(said) = modelled(inputs, graded.out, graded) {
+        return said;
+    }
+    // Where the failures lie under NaN bytes, every model that reads one is
+    // blind; the rerun with those bytes tagged tells them apart.
+    if let Some(out) = graded.experiments.tagged_output.as_deref() {
+        if let Some(said) = modelled(&inputs.sentinels_tagged(), out, graded) {
+            return said.seen_on_tagged_rerun();
+        }
     }
     let agrees = agreement(inputs, graded.out);
     let failing = |k: usize| !agrees(k, graded.reference[k]);
-    if let Some(said) = misread_diagnosis(inputs, graded.out, &failing) {
-        return said;
-    }
     if let Some(said) = output_diagnosis(batch, graded, &place) {
+        // NaN that shrinking the scores removes is an exp that overflowed:
+        // the planted missing max subtraction, found by experiment.
+        if said.cause == Some(cause::NAN_EXP_OVERFLOW) {
+            return Diagnosis::new(said.line, Bug::MissingMaxSubtraction.name());
+        }
         return said;
     }
     let failing_heads: [bool; HQ] = std::array::from_fn(|head| {
@@ -71,6 +65,34 @@ pub fn case_diagnosis(inputs: &Inputs, graded: &Graded<'_>) -> Diagnosis {
         Some(pattern) => Diagnosis::plain(format!("{}: {pattern}", worst.line)),
         None => worst,
     }
+}
+
+/// The planted bug, or else the misreading, whose model reproduces `out`
+/// (a launch on `inputs`), named; the counts and places are `graded`'s.
+fn modelled(inputs: &Inputs, out: &[f32], graded: &Graded<'_>) -> Option<Diagnosis> {
+    let bugs = reproducing_bugs(inputs, out, graded.reference);
+    if let Some((&bug, others)) = bugs.split_first() {
+        let cmp = graded.comparison;
+        // Two defects can write the same output on a case: the line names
+        // every one that does.
+        let also: String = others
+            .iter()
+            .map(|&other| format!("; or: {}", bug_line(other, inputs)))
+            .collect();
+        return Some(Diagnosis::new(
+            format!(
+                "{}: {} of {} elements wrong, {}{also}",
+                bug_line(bug, inputs),
+                cmp.failing,
+                cmp.elements,
+                place(&inputs.batch, &cmp.where_failing)
+            ),
+            bug.name(),
+        ));
+    }
+    let agrees = agreement(inputs, out);
+    let failing = |k: usize| !agrees(k, graded.reference[k]);
+    misread_diagnosis(inputs, out, &failing)
 }
 
 /// The misreading whose model reproduces `out` everywhere, named; `failing`
@@ -109,39 +131,45 @@ fn misread_diagnosis(
     ))
 }
 
-/// Whether element `at` of `out` agrees with a model's value `want`. An
-/// element the kernel never wrote agrees with no model (every model writes
-/// every row); a NaN or Inf agrees with what the model's value is as a bf16
-/// output (a NaN, or past bf16's range).
+/// Whether element `at` of `out` agrees with a model's value `want`: both
+/// finite and within the case's tolerance. An element the kernel never
+/// wrote agrees with no model (every model writes every row), and a NaN or
+/// Inf beside a non-finite model value proves nothing ([`evidence`]).
 fn agreement<'a>(inputs: &Inputs, out: &'a [f32]) -> impl Fn(usize, f64) -> bool + 'a {
     let scales = value_scales(inputs);
     move |at: usize, want: f64| {
         let got = out[at];
-        match got.is_finite() {
-            _ if got.to_bits() == POISON_BITS => false,
-            true => passes(f64::from(got), want, scales[at / DH]),
-            false => {
-                let as_output = bf16::round(want as f32);
-                (got.is_nan() && as_output.is_nan()) || got == as_output
-            }
-        }
+        got.is_finite() && want.is_finite() && passes(f64::from(got), want, scales[at / DH])
     }
 }
 
-/// The planted bugs whose models agree with `out` on every element, where
-/// `out` fails somewhere ([`agreement`]).
+/// The planted bugs whose models reproduce `out` ([`evidence::replay`]),
+/// where `out` fails somewhere. A model's value past bf16's range counts as
+/// the Inf the output would hold, so it is no evidence.
 pub fn reproducing_bugs(inputs: &Inputs, out: &[f32], reference: &[f64]) -> Vec<Bug> {
     let agrees = agreement(inputs, out);
-    if (0..out.len()).all(|at| agrees(at, reference[at])) {
+    let failing: Vec<bool> = (0..out.len())
+        .map(|at| !agrees(at, reference[at]))
+        .collect();
+    if !failing.contains(&true) {
         return Vec::new();
     }
-    Bug::ALL
-        .into_iter()
-        .filter(|&bug| {
-            let modelled = model(inputs, bug);
-            (0..out.len()).all(|at| agrees(at, modelled[at]))
-        })
-        .collect()
+    let scales = value_scales(inputs);
+    let as_output = |want: f64| match bf16::round(want as f32) {
+        x if x.is_finite() => want,
+        x => f64::from(x),
+    };
+    let judged = Suspects::judge(Bug::ALL, |bug| {
+        let modelled = model(inputs, bug);
+        let elements = (0..out.len()).map(|at| Element {
+            at,
+            got: Written::from_output(out[at]),
+            model: Written::Value(as_output(modelled[at])),
+            failing: failing[at],
+        });
+        evidence::replay(elements, |at, got, want| passes(got, want, scales[at / DH]))
+    });
+    judged.reproducing
 }
 
 /// The cause in this case's numbers.

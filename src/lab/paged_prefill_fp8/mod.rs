@@ -114,6 +114,25 @@ impl TypedLab for PagedPrefillFp8 {
         diagnosis::case_diagnosis(&launch.inputs, graded)
     }
 
+    /// Scores are `q . k * scale * kScale` plus the ALiBi bias: shrinking
+    /// `q` (exactly, by a power of two, so it stays bf16) and the slopes
+    /// shrinks every score by the same factor.
+    fn scores_shrunk(launch: &LaunchInputs, factor: f32) -> Option<LaunchInputs> {
+        let mut inputs = launch.inputs.clone();
+        inputs
+            .q
+            .iter_mut()
+            .for_each(|x| *x = bf16::round(*x * factor));
+        if let Some(slopes) = &mut inputs.alibi_slopes {
+            slopes.iter_mut().for_each(|x| *x *= factor);
+        }
+        Some(LaunchInputs::new(inputs))
+    }
+
+    fn sentinels_tagged(launch: &LaunchInputs) -> Option<LaunchInputs> {
+        Some(LaunchInputs::new(launch.inputs.sentinels_tagged()))
+    }
+
     fn verdict(cases: &[CaseSummary<'_>]) -> Option<String> {
         crate::lab::verdict::with_planted(
             cases,
@@ -295,6 +314,17 @@ mod tests {
         testing::diagnosed(PAGED_PREFILL_FP8, data, out, &Integrity::default())
     }
 
+    /// The diagnosis of a CPU model run as the worker runs a kernel, reruns included.
+    fn diagnosed_bug(data: &CaseData, bug: Bug) -> (Comparison, Diagnosis) {
+        testing::diagnosed_model(PAGED_PREFILL_FP8, data, |d, _| kernel_output(d, bug))
+    }
+
+    fn diagnosed_misread(data: &CaseData, misreading: Misreading) -> (Comparison, Diagnosis) {
+        testing::diagnosed_model(PAGED_PREFILL_FP8, data, |d, _| {
+            misread_output(d, misreading)
+        })
+    }
+
     /// A case's name, its comparison with the oracle and its diagnosis.
     type Diagnosed = (String, Comparison, Diagnosis);
 
@@ -316,7 +346,7 @@ mod tests {
                     let ran = all
                         .iter()
                         .map(|(name, data)| {
-                            let (comparison, said) = diagnosed(data, &kernel_output(data, bug));
+                            let (comparison, said) = diagnosed_bug(data, bug);
                             (name.clone(), comparison, said)
                         })
                         .collect();
@@ -351,14 +381,14 @@ mod tests {
             );
         }
         let data = case("mixed-lengths-e4m3");
-        let (_, said) = diagnosed(&data, &kernel_output(&data, Bug::KScaleIgnored));
+        let (_, said) = diagnosed_bug(&data, Bug::KScaleIgnored);
         assert!(
             said.line.starts_with(
                 "cached keys are read without kScale (0.5): their scores are 2.000x too large"
             ),
             "{said:?}"
         );
-        let (_, said) = diagnosed(&data, &kernel_output(&data, Bug::FormatIgnored));
+        let (_, said) = diagnosed_bug(&data, Bug::FormatIgnored);
         assert!(
             said.line.starts_with("E4M3 bytes decoded as E5M2"),
             "{said:?}"
@@ -411,8 +441,7 @@ mod tests {
             ("mixed-lengths-e5m2", |h| h / HKV, "h / 8"),
         ] {
             let data = case(name);
-            let (comparison, said) =
-                diagnosed(&data, &misread_output(&data, Misreading::kv_map(map)));
+            let (comparison, said) = diagnosed_misread(&data, Misreading::kv_map(map));
             assert!(!comparison.passed, "{name}");
             assert_eq!(
                 said.cause,
@@ -431,11 +460,10 @@ mod tests {
     fn a_context_length_off_is_named_with_its_shift() {
         let data = case("last-cached-key");
         // Longer contexts read the cache's NaN bytes past the context and
-        // write NaN everywhere, as the planted one-key-too-many does (and
-        // x-assumed-8 on this case): the bugs' models name them.
-        for shift in [-1, -2] {
-            let out = misread_output(&data, Misreading::ContextShift(shift));
-            let (comparison, said) = diagnosed(&data, &out);
+        // write NaN everywhere, as the planted one-key-too-many does: the
+        // rerun with those bytes tagged tells the shifts apart.
+        for shift in [-1, -2, 2] {
+            let (comparison, said) = diagnosed_misread(&data, Misreading::ContextShift(shift));
             assert!(!comparison.passed, "{shift}");
             assert_eq!(
                 said.cause,
@@ -446,8 +474,7 @@ mod tests {
             assert!(said.line.starts_with(&named), "{shift}: {said:?}");
             assert!(said.line.contains("context 500 taken as"), "{said:?}");
         }
-        let out = misread_output(&data, Misreading::ContextShift(2));
-        let (_, said) = diagnosed(&data, &out);
+        let (_, said) = diagnosed_misread(&data, Misreading::ContextShift(1));
         assert!(said.line.contains(Bug::OneKeyTooMany.defect()), "{said:?}");
     }
 
