@@ -205,8 +205,19 @@ pub fn confirmed(cases: &[CaseSummary<'_>], planted: &[(&str, &str)]) -> Option<
         ),
         n => format!("; {n} other cases pass"),
     };
+    // The failing cases it leaves unexplained are said, so a second defect
+    // is not hidden behind the first.
+    let unexplained: Vec<&CaseSummary<'_>> = failing
+        .iter()
+        .copied()
+        .filter(|c| !hit.iter().any(|h| h.name == c.name))
+        .collect();
+    let rest = match unexplained.as_slice() {
+        [] => String::new(),
+        cases => format!("; it does not explain {}", names(cases)),
+    };
     Some(format!(
-        "{defect}: its model reproduces the output of {} of {} failing cases ({}){passes}",
+        "{defect}: its model reproduces the output of {} of {} failing cases ({}){rest}{passes}",
         hit.len(),
         failing.len(),
         names(&hit)
@@ -264,6 +275,29 @@ mod tests {
             common(&cases).unwrap(),
             "another at row 3 (in b and c; 3 of 4 cases fail)"
         );
+    }
+
+    #[test]
+    fn the_planted_bug_that_reproduces_most_cases_is_named_with_what_it_leaves() {
+        let planted = [("x-bug", "the x defect"), ("y-bug", "the y defect")];
+        let cases = [
+            case("a", CaseState::Fail, "x here", Some("x-bug")),
+            case("b", CaseState::Fail, "x there", Some("x-bug")),
+            case("c", CaseState::Fail, "NaN in rows 1 to 3", None),
+            case("d", CaseState::Pass, "correct", None),
+        ];
+        assert_eq!(
+            with_planted(&cases, &planted).unwrap(),
+            "the x defect: its model reproduces the output of 2 of 3 failing cases (a and b); \
+             it does not explain c; d passes"
+        );
+        // A model that explains fewer than half the failing cases names nothing.
+        let few = [
+            case("a", CaseState::Fail, "x here", Some("x-bug")),
+            case("b", CaseState::Fail, "rows wrong", None),
+            case("c", CaseState::Fail, "rows wrong", None),
+        ];
+        assert_eq!(confirmed(&few, &planted), None);
     }
 
     #[test]

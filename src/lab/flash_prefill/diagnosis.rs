@@ -27,6 +27,12 @@ use crate::lab::verdict::cause;
 /// Below this worst error-to-allowance ratio, failures read as lost precision, not a wrong formula.
 const PRECISION_LOSS_RATIO: f64 = 10.0;
 
+/// Failing elements all within this fraction of the largest value in their
+/// (row, head) read as lost precision: TF32 keeps 10 mantissa bits (a
+/// product's relative error up to 2^-11), and a sum of such products over
+/// a row stays within a few times that of its largest term.
+const PRECISION_LOSS_FRACTION: f64 = 4e-3;
+
 /// Causes only this lab's diagnosis names (the shared ones are in [`cause`]).
 pub mod flash_cause {
     pub const ROWS_NEVER_WRITTEN: &str = "rows-never-written";
@@ -244,6 +250,34 @@ const SUSPECTS: [FlashBug; 3] = [
     FlashBug::TileEdge,
 ];
 
+/// The worst error of a failing element as a fraction of the largest
+/// |value| of the reference in its (row, head), when every failing element
+/// stays under [`PRECISION_LOSS_FRACTION`] of it: the signature of lost
+/// precision, whose error scales with the magnitude of the values.
+fn precision_loss(reading: &Reading<'_>) -> Option<f64> {
+    let tolerance = super::contract::TOLERANCE;
+    let mut worst: f64 = 0.0;
+    for row in 0..reading.shape.chunk_len {
+        for head in 0..HQ {
+            let at = Shape::q_index(row, head, 0)..Shape::q_index(row, head, DH);
+            let reference = &reading.reference[at.clone()];
+            let scale = reference.iter().fold(0.0_f64, |m, r| m.max(r.abs()));
+            for (&got, &want) in reading.out[at].iter().zip(reference) {
+                let error = (f64::from(got) - want).abs();
+                if error.le(&tolerance.allowed(want)) {
+                    continue;
+                }
+                let fraction = error / scale;
+                if !fraction.le(&PRECISION_LOSS_FRACTION) {
+                    return None;
+                }
+                worst = worst.max(fraction);
+            }
+        }
+    }
+    (worst > 0.0).then_some(worst)
+}
+
 /// Rows holding a failing element, ascending.
 fn failing_rows(reading: &Reading<'_>) -> Vec<usize> {
     let tolerance = super::contract::TOLERANCE;
@@ -333,6 +367,24 @@ fn inaccurate(reading: &Reading<'_>) -> Diagnosis {
     }
     if let Some(said) = replayed(reading) {
         return said;
+    }
+    // Before any pattern of rows or heads is read as a cause: errors that
+    // stay a small fraction of the values they sit among are arithmetic
+    // done in lower precision, whichever heads hold the large values.
+    if let Some(worst) = precision_loss(reading) {
+        return Diagnosis::new(
+            format!(
+                "{} elements wrong by at most {:.2}% of the largest value in their (row, head) \
+                 ({}, {}): lost precision, not a wrong formula; the error grows with the values, \
+                 as TF32 or bf16 products, a fast-math expf or a sum kept in lower precision \
+                 give; keep the dot products and the sums in float",
+                cmp.failing,
+                100.0 * worst,
+                rows(span),
+                heads(at.heads)
+            ),
+            flash_cause::PRECISION,
+        );
     }
     if reading.planted_heads != 0 && at.heads & !reading.planted_heads == 0 {
         return Diagnosis::new(
@@ -896,9 +948,32 @@ mod tests {
             (row == 70 && head == 9 && dim < 2).then_some(0.5 + 0.0012)
         });
         assert!(
-            line.starts_with("2 elements just outside tolerance (worst 2.0x"),
+            line.starts_with(
+                "2 elements wrong by at most 0.24% of the largest value in their (row, head) \
+                 (row 70, head 9): lost precision"
+            ),
             "{line}"
         );
+    }
+
+    #[test]
+    fn an_error_that_scales_with_the_values_is_precision_not_a_head_map() {
+        // Heads 1-31 wrong in every row, by 0.2% of their values (as TF32
+        // products give): lost precision, not a KV head map.
+        let line = diagnose_output(|_, head, _| (head != 0).then_some(0.5 * 1.002));
+        assert!(
+            line.contains("lost precision, not a wrong formula"),
+            "{line}"
+        );
+        // Wrong by 2% of the values: a wrong formula, read by its pattern.
+        let line = diagnose_output(|_, head, _| (head != 0).then_some(0.5 * 1.02));
+        assert!(
+            line.starts_with("only heads 1-31 are wrong, in every row"),
+            "{line}"
+        );
+        // Where the case plants large scores, precision is still precision.
+        let said = diagnose_planted(|_, head, _| (head == 0).then_some(0.5 * 1.003));
+        assert_eq!(said.cause, Some(flash_cause::PRECISION), "{said:?}");
     }
 
     #[test]
