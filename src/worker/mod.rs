@@ -135,9 +135,9 @@ struct Worker {
 }
 
 /// Most failing cases one worker reruns per loaded kernel to tell causes
-/// apart: enough for every case of a check, few enough that a broken kernel
-/// costs seconds.
-const MAX_PROBED_CASES: usize = 16;
+/// apart: enough for every case of every shipped lab's check (18 at most),
+/// few enough that a broken kernel costs seconds.
+const MAX_PROBED_CASES: usize = 24;
 
 /// A case whose first two launches took longer than this is not rerun: the
 /// experiments must stay well inside the case's watchdog.

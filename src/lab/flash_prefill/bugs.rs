@@ -77,17 +77,7 @@ pub fn row_output(
     if bug == FlashBug::RowsNeverWritten && row >= c / TILE_ROWS * TILE_ROWS {
         return None;
     }
-    let pos = p + row;
-    let mut keys = if bug == FlashBug::CausalOffByOne {
-        pos
-    } else {
-        pos + 1
-    };
-    if bug == FlashBug::TileEdge {
-        let first_row = row / TILE_ROWS * TILE_ROWS;
-        let last_key = p + (first_row + TILE_ROWS).min(c) - 1;
-        keys = keys.min((last_key + 1) / TILE_ROWS * TILE_ROWS);
-    }
+    let keys = keys_seen(shape, bug, row);
     let mut out = vec![0.0f32; HQ * DH];
     for (head, out_head) in out.chunks_exact_mut(DH).enumerate() {
         let g = head / GROUP;
@@ -131,6 +121,23 @@ pub fn row_output(
         }
     }
     Some(out)
+}
+
+/// How many keys (from key 0) row `row` attends to in the kernel with `bug`.
+pub fn keys_seen(shape: Shape, bug: FlashBug, row: usize) -> usize {
+    let (c, p) = (shape.chunk_len, shape.prefix_len);
+    let pos = p + row;
+    let keys = if bug == FlashBug::CausalOffByOne {
+        pos
+    } else {
+        pos + 1
+    };
+    if bug != FlashBug::TileEdge {
+        return keys;
+    }
+    let first_row = row / TILE_ROWS * TILE_ROWS;
+    let last_key = p + (first_row + TILE_ROWS).min(c) - 1;
+    keys.min((last_key + 1) / TILE_ROWS * TILE_ROWS)
 }
 
 /// Whether `bug`'s model reproduces `out` on `rows` (every head), by

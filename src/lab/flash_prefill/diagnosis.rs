@@ -116,7 +116,8 @@ pub fn diagnose(reading: &Reading<'_>) -> Diagnosis {
     }
     if cmp.nan + cmp.inf > 0 {
         return match &reading.experiments.non_finite {
-            Some(trial) => explain_non_finite(non_finite_kind(cmp), trial, &place),
+            Some(trial) => keyless(reading, &trial.unexplained)
+                .unwrap_or_else(|| explain_non_finite(non_finite_kind(cmp), trial, &place)),
             None => non_finite(shape, reading.planted_heads, cmp),
         };
     }
@@ -306,16 +307,19 @@ fn replayed(reading: &Reading<'_>) -> Option<Diagnosis> {
         .collect();
     sample.push(failing[n - 1]);
     sample.dedup();
-    let bug = SUSPECTS.into_iter().find(|&bug| {
-        replay_matches(
-            reading.shape,
-            tensors,
-            bug,
-            reading.out,
-            reading.reference,
-            &sample,
-        )
-    })?;
+    let found: Vec<FlashBug> = SUSPECTS
+        .into_iter()
+        .filter(|&bug| {
+            replay_matches(
+                reading.shape,
+                tensors,
+                bug,
+                reading.out,
+                reading.reference,
+                &sample,
+            )
+        })
+        .collect();
     let at = &reading.cmp.where_failing;
     let span = at.rows?;
     let checked = format!(
@@ -325,21 +329,95 @@ fn replayed(reading: &Reading<'_>) -> Option<Diagnosis> {
         rows(span),
         heads(at.heads)
     );
-    let line = match bug {
-        FlashBug::MissingAccRescale => format!(
-            "the accumulator is not rescaled when the running max grows: {checked}; multiply \
-             acc by exp(m_old - m_new) at every new max"
+    named(&found, &checked)
+}
+
+/// What a planted defect is and how to fix it, in the lab's words.
+fn defect(bug: FlashBug) -> (&'static str, &'static str) {
+    match bug {
+        FlashBug::MissingAccRescale => (
+            "the accumulator is not rescaled when the running max grows",
+            "multiply acc by exp(m_old - m_new) at every new max",
         ),
-        FlashBug::CausalOffByOne => format!(
-            "each row misses its own key (the key loop stops at j < prefixLen + i): {checked}; \
-             row i sees keys up to prefixLen + i inclusive"
+        FlashBug::CausalOffByOne => (
+            "each row misses its own key (the key loop stops at j < prefixLen + i)",
+            "row i sees keys up to prefixLen + i inclusive",
         ),
-        _ => format!(
-            "each block drops its last, partial key tile (the tile count rounds down): {checked}; \
-             round the tile count up and mask the keys past the end"
+        _ => (
+            "each block drops its last, partial key tile (the tile count rounds down)",
+            "round the tile count up and mask the keys past the end",
         ),
-    };
-    Some(Diagnosis::new(line, bug.name()))
+    }
+}
+
+/// The diagnosis naming the defects in `found` (each of whose models
+/// reproduced the output as `evidence` says). Two defects whose models
+/// agree on this case are both said and neither is named as the cause:
+/// the case cannot tell them apart.
+fn named(found: &[FlashBug], evidence: &str) -> Option<Diagnosis> {
+    match found {
+        [] => None,
+        [bug] => {
+            let (what, fix) = defect(*bug);
+            Some(Diagnosis::new(
+                format!("{what}: {evidence}; {fix}"),
+                bug.name(),
+            ))
+        }
+        several => {
+            let whats: Vec<&str> = several.iter().map(|&b| defect(b).0).collect();
+            Some(Diagnosis::plain(format!(
+                "{}: {evidence}, for each of these defects, which write the same output on \
+                 this case; the other cases tell them apart",
+                whats.join(", or ")
+            )))
+        }
+    }
+}
+
+/// The planted bugs whose models see no key at all in exactly the rows
+/// where the kernel's NaN was computed (it stayed with every change the
+/// experiments made): a row with no key is 0/0, a precise fact about the
+/// loop bounds, where a model's NaN alone would be no evidence. The finite
+/// failing rows, if any, must be reproduced by the same model.
+fn keyless(reading: &Reading<'_>, computed: &Footprint) -> Option<Diagnosis> {
+    let shape = reading.shape;
+    if computed.elements == 0 || computed.heads != u32::MAX {
+        return None;
+    }
+    let failing = failing_rows(reading);
+    let found: Vec<FlashBug> = SUSPECTS
+        .into_iter()
+        .filter(|&bug| {
+            let empty: Vec<usize> = (0..shape.chunk_len)
+                .filter(|&row| super::bugs::keys_seen(shape, bug, row) == 0)
+                .collect();
+            let same_rows = empty.first().zip(empty.last()).is_some_and(|(&a, &b)| {
+                computed.rows == Some(RowSpan { first: a, last: b })
+                    && computed.row_count == empty.len()
+                    && computed.elements == empty.len() * HQ * DH
+            });
+            let rest: Vec<usize> = failing
+                .iter()
+                .copied()
+                .filter(|row| !empty.contains(row))
+                .take(REPLAY_ROWS)
+                .collect();
+            same_rows
+                && (rest.is_empty()
+                    || reading.tensors.is_some_and(|tensors| {
+                        replay_matches(shape, tensors, bug, reading.out, reading.reference, &rest)
+                    }))
+        })
+        .collect();
+    let span = computed.rows?;
+    let evidence = format!(
+        "{} see no key at all in a CPU model of the starter with that defect, and exactly there \
+         the kernel's NaN is computed (a 0/0: it stays with out starting finite, finite guard \
+         bands and scores shrunk)",
+        rows(span)
+    );
+    named(&found, &evidence)
 }
 
 fn inaccurate(reading: &Reading<'_>) -> Diagnosis {
