@@ -20,7 +20,7 @@ cp kernels/flash-prefill/starter.cu "$WORK/prefill.cu"
 save() { cp "$REPO/$1" "$WORK/prefill.cu.tmp" && mv "$WORK/prefill.cu.tmp" "$WORK/prefill.cu"; }
 # Waits until the history store holds N runs (at most 60 s).
 runs() { for _ in $(seq 120); do [ "$(wc -l <"$WORK/.flashprof/history.jsonl" 2>/dev/null || echo 0)" -ge "$1" ] && return; sleep 0.5; done; }
-tmux new-session -d -s fl -x 120 -y 40 "cd $WORK && $BIN --lines prefill.cu 2>$OUT/tui-stderr.log"
+tmux new-session -d -s fl -x 120 -y 40 "cd $WORK && $BIN prefill.cu 2>$OUT/tui-stderr.log"
 runs 1
 save kernels/flash-prefill/ladder/03-register-tiles.cu
 runs 2
@@ -48,7 +48,9 @@ for number, line in enumerate(open(sys.argv[1]), 1):
     lines = report.get("lines") or {}
     profile = lines.get("Ok")
     top = (profile or {}).get("lines") or [{}]
-    hot = f"{top[0].get('line')} {100 * top[0].get('share', 0):.1f}%" if profile else lines.get("Err", "-")
+    line = top[0].get("line")
+    line = line.get("student", line) if isinstance(line, dict) else line
+    hot = f"{line} {100 * top[0].get('share', 0):.1f}%" if profile else lines.get("Err", "-")
     launches = f"{profile['collect_ms']:.0f}" if profile else "-"
     print(f"{number:>4}  {passed:>3}/{len(cases):<3}  {speedup or 0:>7.2f}x  {report.get('phases', {}).get('lines_ms', 0):>9.0f}  {launches:>19}  {hot}")
 PY

@@ -34,10 +34,11 @@ pub struct TuiArgs {
     /// The counters are collected after the timing unless this is given.
     #[command(flatten)]
     pub no_counters: super::plan::NoCountersArg,
-    /// Profile lines after every save that passes (the source view, `l`):
-    /// a worker of its own samples and counts the kernel (docs/LINE-PROFILE.md).
+    /// Profile no lines: by default every save that passes is profiled line
+    /// by line (the source view, `l`) by a worker of its own, which samples
+    /// and counts the kernel (docs/LINE-PROFILE.md).
     #[arg(long)]
-    pub lines: bool,
+    pub no_lines: bool,
     /// Lecture mode: the speedup and the pass count in large digits, the heatmap large.
     #[arg(long)]
     pub present: bool,
@@ -69,7 +70,7 @@ impl TuiArgs {
     pub(super) fn options(&self) -> RunOptions {
         RunOptions {
             quick_build: self.quick_build.choice.0,
-            lines: self.lines,
+            lines: !self.no_lines,
             ..self.run.options(!self.no_counters.no_counters)
         }
     }

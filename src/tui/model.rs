@@ -386,7 +386,7 @@ pub struct Model {
     /// before it, which each line's change is measured against.
     pub profiled: Option<Profiled>,
     pub profiled_before: Option<Profiled>,
-    /// This session profiles no lines (started without `--lines`).
+    /// This session profiles no lines (started with `--no-lines`).
     pub lines_off: bool,
     /// The roofline plot of the same counters, when the launch was placed.
     pub roofline: Option<RooflinePlot>,
@@ -486,7 +486,7 @@ impl Model {
     /// none (the view then shows an earlier save's, marked so).
     pub fn lines_missing(&self) -> Option<String> {
         if self.lines_off && self.replay.is_none() {
-            return Some("this session profiles no lines: start flashprof with --lines".into());
+            return Some("this session profiles no lines: it was started with --no-lines".into());
         }
         if matches!(self.live.as_ref().map(|l| l.phase), Some(Phase::Lines)) {
             return Some("profiling lines of the newest save...".into());

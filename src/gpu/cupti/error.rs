@@ -158,6 +158,12 @@ pub enum CuptiError {
     RangeCount(usize),
     #[error("kernel replay stopped before every pass was submitted")]
     IncompleteReplay,
+    #[error("PC Sampling charged none of its {samples} samples to `{function}` (it named: {seen})")]
+    Unattributed {
+        function: String,
+        samples: u64,
+        seen: String,
+    },
 }
 
 fn plural_metric(count: usize) -> &'static str {

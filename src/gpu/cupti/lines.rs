@@ -276,6 +276,8 @@ impl LineSampler {
         let mut readings: std::collections::BTreeMap<u64, InstructionReading> = Default::default();
         let mut total_samples = 0;
         let mut dropped_samples = 0;
+        // The functions CUPTI named instead, should none be the kernel's.
+        let mut others = std::collections::BTreeSet::new();
         loop {
             total_samples += buffers.data.totalSamples;
             dropped_samples += buffers.data.droppedSamples;
@@ -286,6 +288,9 @@ impl LineSampler {
             {
                 let name = function_name(pc);
                 if name.as_deref() != Some(function) {
+                    if others.len() < 3 {
+                        others.insert(name.unwrap_or_else(|| "no function".into()));
+                    }
                     continue;
                 }
                 let reading = readings
@@ -319,6 +324,15 @@ impl LineSampler {
             more.ctx = ctx;
             more.pcSamplingData = data_ptr.cast();
             self.call(Function::PcSamplingGetData, &mut more)?;
+        }
+        // Samples charged to no instruction of the kernel would read as a
+        // profile in which every line is cold: refuse it instead.
+        if readings.is_empty() && total_samples > 0 {
+            return Err(CuptiError::Unattributed {
+                function: function.to_owned(),
+                samples: total_samples,
+                seen: others.into_iter().collect::<Vec<_>>().join(", "),
+            });
         }
         Ok(Sampled {
             readings: readings.into_values().collect(),
