@@ -151,7 +151,7 @@ fn y_copies_the_reproduce_command_and_a_deleted_file_is_said_until_it_comes_back
 
     // The first check draws from the session's seed plus its run number.
     session.press("y");
-    let command = "flashprof check prefill.cu --lab flash-prefill --no-timing --seed 101";
+    let command = "flashprof check prefill.cu --lab flash-prefill --no-timing --lines --seed 101";
     let words = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
     session.wait_for("the command in the footer", |s| words(s).contains(command));
     let clipboard = flashprof::tui::terminal::clipboard_sequence(command);

@@ -355,15 +355,15 @@ mod tests {
             command(&["check", "k.cu"]),
             "flashprof check k.cu --lab flash-prefill --seed 3"
         );
-        // The TUI collects counters, which a check does only when asked;
-        // with --lines it profiles lines too.
+        // The TUI collects counters and profiles lines, which a check does
+        // only when asked.
         assert_eq!(
             command(&["k.cu"]),
-            "flashprof check k.cu --lab flash-prefill --counters --seed 3"
+            "flashprof check k.cu --lab flash-prefill --counters --lines --seed 3"
         );
         assert_eq!(
-            command(&["--lines", "k.cu"]),
-            "flashprof check k.cu --lab flash-prefill --counters --lines --seed 3"
+            command(&["--no-lines", "k.cu"]),
+            "flashprof check k.cu --lab flash-prefill --counters --seed 3"
         );
         assert_eq!(
             command(&[
@@ -373,7 +373,8 @@ mod tests {
                 "2.5",
                 "k.cu"
             ]),
-            "flashprof check k.cu --lab flash-prefill --case-timeout 2.5 --no-timing --seed 3"
+            "flashprof check k.cu --lab flash-prefill --case-timeout 2.5 --no-timing --lines \
+             --seed 3"
         );
         assert_eq!(
             command(&[

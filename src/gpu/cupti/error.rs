@@ -158,7 +158,9 @@ pub enum CuptiError {
     RangeCount(usize),
     #[error("kernel replay stopped before every pass was submitted")]
     IncompleteReplay,
-    #[error("PC Sampling charged none of its {samples} samples to `{function}` (it named: {seen})")]
+    #[error(
+        "PC Sampling charged none of its {samples} samples to `{function}` (it named: {seen})"
+    )]
     Unattributed {
         function: String,
         samples: u64,

@@ -1,4 +1,5 @@
-//! CPU models of the eight planted bugs the contract ships.
+//! CPU models of the planted bugs: the contract's eight, and an ALiBi bias
+//! of the wrong sign.
 //!
 //! Each model is the oracle with one knob turned ([`super::oracle::Model`]).
 //! The contract names a family each bug must fail; the exact list of a bug
@@ -33,10 +34,12 @@ pub enum Bug {
     WindowOffByOne,
     /// The final `acc / l` left out.
     MissingDivision,
+    /// The ALiBi bias added as `slope * (i - j)`: later keys weigh less.
+    AlibiSignFlipped,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 8] = [
+    pub const ALL: [Bug; 9] = [
         Bug::KScaleIgnored,
         Bug::ScalesSwapped,
         Bug::FormatIgnored,
@@ -45,6 +48,7 @@ impl Bug {
         Bug::MissingMaxSubtraction,
         Bug::WindowOffByOne,
         Bug::MissingDivision,
+        Bug::AlibiSignFlipped,
     ];
 
     /// A short name, as the planted kernels are named.
@@ -58,6 +62,7 @@ impl Bug {
             Bug::MissingMaxSubtraction => "missing-max-subtraction",
             Bug::WindowOffByOne => "window-off-by-one",
             Bug::MissingDivision => "missing-final-division",
+            Bug::AlibiSignFlipped => "alibi-sign",
         }
     }
 
@@ -74,6 +79,7 @@ impl Bug {
             Bug::MissingMaxSubtraction => "expf(score) overflows: subtract the running max first",
             Bug::WindowOffByOne => "the sliding window is one key too wide: use i - j < slidingWindow",
             Bug::MissingDivision => "the softmax is not normalized: divide the accumulator by l at the end",
+            Bug::AlibiSignFlipped => "the ALiBi bias has the wrong sign: add slope * (j - i)",
         }
     }
 
@@ -91,6 +97,8 @@ impl Bug {
             Bug::WindowOffByOne => batch.window().is_some(),
             // A row with one visible key has l = 1: the division cannot show.
             Bug::MissingDivision => batch.has_multi_key_rows(),
+            // The bias of a row's own key is 0 either way.
+            Bug::AlibiSignFlipped => batch.alibi && batch.has_multi_key_rows(),
         }
     }
 }

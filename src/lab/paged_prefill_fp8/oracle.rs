@@ -237,7 +237,11 @@ impl SequenceKv {
                         * SCALE
                 };
                 if let Some(slope) = slope {
-                    score += slope * (j as f64 - i as f64);
+                    let bias = slope * (j as f64 - i as f64);
+                    score += match self.model {
+                        Model::Bug(Bug::AlibiSignFlipped) => -bias,
+                        _ => bias,
+                    };
                 }
                 scores.push((score, at));
             }
