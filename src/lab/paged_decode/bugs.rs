@@ -33,10 +33,12 @@ pub enum Bug {
     MissingDivision,
     /// `slope * (i - j)` instead of `slope * (j - i)`.
     AlibiSignFlipped,
+    /// The K cache unpacked with `X = 8` (bf16's 16 bytes) instead of 4 floats.
+    XAssumed8,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 8] = [
+    pub const ALL: [Bug; 9] = [
         Bug::KIgnored,
         Bug::BlockTableIgnored,
         Bug::LastKeyDropped,
@@ -45,6 +47,7 @@ impl Bug {
         Bug::CombineAllSlots,
         Bug::MissingDivision,
         Bug::AlibiSignFlipped,
+        Bug::XAssumed8,
     ];
 
     /// A short name, as the planted kernels are named (`kernels/paged-decode/bugs/NAME.cu`).
@@ -58,6 +61,7 @@ impl Bug {
             Bug::CombineAllSlots => "combine-all-slots",
             Bug::MissingDivision => "missing-final-division",
             Bug::AlibiSignFlipped => "alibi-sign",
+            Bug::XAssumed8 => "x-assumed-8",
         }
     }
 
@@ -90,6 +94,7 @@ impl Bug {
             }
             Bug::MissingDivision => "the softmax is not normalized: divide the accumulator by l at the end",
             Bug::AlibiSignFlipped => "the ALiBi bias has the wrong sign: add slope * (j - (seqLen - 1))",
+            Bug::XAssumed8 => "the K cache is unpacked with X = 8; fp32 packs X = 4 floats",
         }
     }
 
@@ -103,7 +108,9 @@ impl Bug {
         let split = |l: usize| partitions(l, oracle::REFERENCE_SPLITS);
         match self {
             Bug::KIgnored | Bug::MissingDivision => multi_key,
-            Bug::BlockTableIgnored | Bug::LastKeyDropped | Bug::WrongGqaMap => true,
+            Bug::BlockTableIgnored | Bug::LastKeyDropped | Bug::WrongGqaMap | Bug::XAssumed8 => {
+                true
+            }
             Bug::CombineUnscaled => lens().any(|l| split(l) > 1),
             // A one-partition sequence is written directly; sixteen use every slot.
             Bug::CombineAllSlots => {

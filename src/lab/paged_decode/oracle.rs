@@ -17,6 +17,7 @@ use rayon::prelude::*;
 
 use super::bugs::Bug;
 use super::{partition_len, partitions, Batch, Inputs, BLOCK, DH, GROUP, HQ, MAX_SPLITS, SCALE};
+use crate::lab::paged::layout::CacheLayout;
 
 /// Partitions the reference kernel launches (`splits=16`): the split bug
 /// models follow it.
@@ -122,11 +123,11 @@ fn keys(inputs: &Inputs, seq: usize, head: usize, bug: Option<Bug>) -> Vec<Key> 
                     &inputs.v_cache,
                     Batch::v_cache_index(block, kv_head, d, slot),
                 );
-                score += query[d]
-                    * read(
-                        &inputs.k_cache,
-                        Batch::k_cache_index(block, kv_head, d, slot),
-                    );
+                let k_at = match bug {
+                    Some(Bug::XAssumed8) => LAYOUT_X8.k_cache_index(block, kv_head, d, slot),
+                    _ => Batch::k_cache_index(block, kv_head, d, slot),
+                };
+                score += query[d] * read(&inputs.k_cache, k_at);
             }
             if bug == Some(Bug::KIgnored) {
                 score = 0.0;
@@ -143,6 +144,9 @@ fn keys(inputs: &Inputs, seq: usize, head: usize, bug: Option<Bug>) -> Vec<Key> 
         })
         .collect()
 }
+
+/// The K cache as a kernel assuming bf16's `X = 8` unpacks it.
+const LAYOUT_X8: CacheLayout = CacheLayout::new(DH, 8);
 
 /// Unnormalised softmax state of a run of keys: max, sum and accumulator,
 /// both taken relative to the run's own max.
