@@ -37,10 +37,12 @@ pub enum Bug {
     MissingDivision,
     /// `j < ctx || j <= i && inWindow` instead of `(j < ctx || j <= i) && inWindow`.
     MaskPrecedence,
+    /// The V cache read token-major (`[block][head][slot][dim]`), not `[block][head][dim][slot]`.
+    VTokenMajor,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 8] = [
+    pub const ALL: [Bug; 9] = [
         Bug::BlockTableIgnored,
         Bug::XAssumed8,
         Bug::WindowOffByOne,
@@ -49,6 +51,7 @@ impl Bug {
         Bug::QStartShifted,
         Bug::MissingDivision,
         Bug::MaskPrecedence,
+        Bug::VTokenMajor,
     ];
 
     /// A short name, as the planted kernels are named.
@@ -62,6 +65,7 @@ impl Bug {
             Bug::QStartShifted => "wrong-qstart",
             Bug::MissingDivision => "missing-final-division",
             Bug::MaskPrecedence => "mask-precedence",
+            Bug::VTokenMajor => "v-token-major",
         }
     }
 
@@ -87,13 +91,16 @@ impl Bug {
             Bug::MaskPrecedence => {
                 "the window is skipped for cached keys: parenthesize (j < ctx || j <= i) && inWindow"
             }
+            Bug::VTokenMajor => {
+                "the V cache is read token-major: it is [block][head][dim][slot], so dim d of slot o is at (vBase + d) * B + o"
+            }
         }
     }
 
     /// Whether the contract's table says a case of this batch must catch the bug.
     pub fn must_fail(self, batch: &Batch) -> bool {
         match self {
-            Bug::BlockTableIgnored | Bug::XAssumed8 => batch.reads_cache(),
+            Bug::BlockTableIgnored | Bug::XAssumed8 | Bug::VTokenMajor => batch.reads_cache(),
             Bug::WindowOffByOne => batch.window().is_some(),
             Bug::AlibiSignFlipped => batch.alibi,
             Bug::CacheForNewTokens => true,

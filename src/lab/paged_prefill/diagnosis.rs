@@ -227,7 +227,7 @@ impl Facts {
             }
         }
         if self.failures_confined_to(batch, |_, i, ctx| sees_cache(batch, i, ctx)) {
-            order.extend([Bug::BlockTableIgnored, Bug::XAssumed8]);
+            order.extend([Bug::BlockTableIgnored, Bug::XAssumed8, Bug::VTokenMajor]);
         }
         if batch.alibi {
             order.push(Bug::AlibiSignFlipped);
@@ -440,6 +440,11 @@ fn confirmed(bug: Bug, inputs: &Inputs, facts: &Facts) -> String {
             "the softmax is not normalized: {rows}, each (row, head) is the right answer times \
              one factor above 1 ({at}); divide the accumulator by l at the end"
         ),
+        Bug::VTokenMajor => format!(
+            "cached values are read token-major: {rows}, {cached_rows} ({at}, context {ctx}), \
+             while the keys are read right; the V cache is [block][head][dim][slot], so dim d of \
+             slot o is at ((b*8 + g)*64 + d)*{BLOCK} + o"
+        ),
     }
 }
 
@@ -505,6 +510,7 @@ mod tests {
             Bug::CacheForNewTokens => "read from the cache",
             Bug::QStartShifted => "start at the wrong row",
             Bug::MissingDivision => "not normalized",
+            Bug::VTokenMajor => "token-major",
         };
         message.contains(needle)
     }

@@ -187,7 +187,12 @@ impl SequenceKv {
                             Some(Bug::XAssumed8) => LAYOUT_X8.k_cache_index(b, kv_head, dim, slot),
                             _ => LAYOUT.k_cache_index(b, kv_head, dim, slot),
                         });
-                        let v_index = block.map(|b| LAYOUT.v_cache_index(b, kv_head, dim, slot));
+                        let v_index = block.map(|b| match bug {
+                            Some(Bug::VTokenMajor) => {
+                                ((b * HKV + kv_head) * BLOCK + slot) * DH + dim
+                            }
+                            _ => LAYOUT.v_cache_index(b, kv_head, dim, slot),
+                        });
                         (
                             read(&inputs.k_cache, k_index),
                             read(&inputs.v_cache, v_index),
