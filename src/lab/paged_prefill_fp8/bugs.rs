@@ -1,5 +1,6 @@
-//! CPU models of the planted bugs: the contract's eight, and an ALiBi bias
-//! of the wrong sign.
+//! CPU models of the planted bugs: the contract's eight, and three the
+//! diagnoses must name (an ALiBi bias of the wrong sign, E5M2 bytes read as
+//! E4M3, `vScale` applied twice).
 //!
 //! Each model is the oracle with one knob turned ([`super::oracle::Model`]).
 //! The contract names a family each bug must fail; the exact list of a bug
@@ -36,10 +37,14 @@ pub enum Bug {
     MissingDivision,
     /// The ALiBi bias added as `slope * (i - j)`: later keys weigh less.
     AlibiSignFlipped,
+    /// Every byte decoded as E4M3 (`kvFormat` ignored the other way).
+    FormatAssumedE4m3,
+    /// Values multiplied by `vScale` twice.
+    VScaleTwice,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 9] = [
+    pub const ALL: [Bug; 11] = [
         Bug::KScaleIgnored,
         Bug::ScalesSwapped,
         Bug::FormatIgnored,
@@ -49,6 +54,8 @@ impl Bug {
         Bug::WindowOffByOne,
         Bug::MissingDivision,
         Bug::AlibiSignFlipped,
+        Bug::FormatAssumedE4m3,
+        Bug::VScaleTwice,
     ];
 
     /// A short name, as the planted kernels are named.
@@ -63,6 +70,8 @@ impl Bug {
             Bug::WindowOffByOne => "window-off-by-one",
             Bug::MissingDivision => "missing-final-division",
             Bug::AlibiSignFlipped => "alibi-sign",
+            Bug::FormatAssumedE4m3 => "format-assumed-e4m3",
+            Bug::VScaleTwice => "vscale-twice",
         }
     }
 
@@ -80,6 +89,8 @@ impl Bug {
             Bug::WindowOffByOne => "the sliding window is one key too wide: use i - j < slidingWindow",
             Bug::MissingDivision => "the softmax is not normalized: divide the accumulator by l at the end",
             Bug::AlibiSignFlipped => "the ALiBi bias has the wrong sign: add slope * (j - i)",
+            Bug::FormatAssumedE4m3 => "E5M2 bytes are decoded as E4M3: read kvFormat",
+            Bug::VScaleTwice => "cached values are multiplied by vScale twice: once per value",
         }
     }
 
@@ -93,6 +104,8 @@ impl Bug {
                 with_context
             }
             Bug::FormatIgnored => with_context && inputs.format == KvFormat::E4m3,
+            Bug::FormatAssumedE4m3 => with_context && inputs.format == KvFormat::E5m2,
+            Bug::VScaleTwice => with_context && inputs.v_scale != 1.0,
             Bug::MissingMaxSubtraction => planted,
             Bug::WindowOffByOne => batch.window().is_some(),
             // A row with one visible key has l = 1: the division cannot show.

@@ -129,11 +129,13 @@ impl SequenceKv {
         };
         let format = match bug {
             Some(Bug::FormatIgnored) => KvFormat::E5m2,
+            Some(Bug::FormatAssumedE4m3) => KvFormat::E4m3,
             _ => inputs.format,
         };
         let (k_scale, v_scale) = match bug {
             Some(Bug::KScaleIgnored) => (1.0, inputs.v_scale),
             Some(Bug::ScalesSwapped) => (inputs.v_scale, inputs.k_scale),
+            Some(Bug::VScaleTwice) => (inputs.k_scale, inputs.v_scale * inputs.v_scale),
             _ => (inputs.k_scale, inputs.v_scale),
         };
         let round = |x: f64| match model {
