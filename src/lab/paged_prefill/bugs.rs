@@ -15,7 +15,7 @@
 //! in a case where every row sees one key. [`Bug::must_fail`] encodes the
 //! table with these two readings.
 
-use super::contract::{passes, Batch, Inputs};
+use super::contract::{passes, Batch, Inputs, BLOCK};
 use super::oracle::{self, Model};
 
 /// One planted defect, each the starter kernel with one line wrong.
@@ -39,10 +39,12 @@ pub enum Bug {
     MaskPrecedence,
     /// The V cache read token-major (`[block][head][slot][dim]`), not `[block][head][dim][slot]`.
     VTokenMajor,
+    /// The walk over cached keys covers whole blocks only: a context's last, partial block is skipped.
+    PartialBlockDropped,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 9] = [
+    pub const ALL: [Bug; 10] = [
         Bug::BlockTableIgnored,
         Bug::XAssumed8,
         Bug::WindowOffByOne,
@@ -52,6 +54,7 @@ impl Bug {
         Bug::MissingDivision,
         Bug::MaskPrecedence,
         Bug::VTokenMajor,
+        Bug::PartialBlockDropped,
     ];
 
     /// A short name, as the planted kernels are named.
@@ -66,6 +69,7 @@ impl Bug {
             Bug::MissingDivision => "missing-final-division",
             Bug::MaskPrecedence => "mask-precedence",
             Bug::VTokenMajor => "v-token-major",
+            Bug::PartialBlockDropped => "partial-block-dropped",
         }
     }
 
@@ -94,6 +98,9 @@ impl Bug {
             Bug::VTokenMajor => {
                 "the V cache is read token-major: it is [block][head][dim][slot], so dim d of slot o is at (vBase + d) * B + o"
             }
+            Bug::PartialBlockDropped => {
+                "the context's last, partial block is never read: walk cached keys up to ctx, not to the last whole block"
+            }
         }
     }
 
@@ -110,6 +117,13 @@ impl Bug {
             Bug::QStartShifted => true,
             Bug::MissingDivision => batch.has_multi_key_rows(),
             Bug::MaskPrecedence => batch.window().is_some() && batch.context.iter().any(|&c| c > 0),
+            // A context ending inside a block, whose last key a row can see
+            // (a window of 1 hides every key but the row's own).
+            Bug::PartialBlockDropped => {
+                batch.window().is_none_or(|w| w > 1)
+                    && (0..batch.num_seqs())
+                        .any(|s| batch.context[s] % BLOCK != 0 && batch.new[s] > 0)
+            }
         }
     }
 }

@@ -440,6 +440,12 @@ fn confirmed(bug: Bug, inputs: &Inputs, facts: &Facts) -> String {
             "the softmax is not normalized: {rows}, each (row, head) is the right answer times \
              one factor above 1 ({at}); divide the accumulator by l at the end"
         ),
+        Bug::PartialBlockDropped => format!(
+            "the context's last, partial block is never read: {rows} ({at}, context {ctx}: \
+             positions {} to {} are skipped); walk cached keys up to ctx - 1",
+            ctx / BLOCK * BLOCK,
+            ctx.saturating_sub(1)
+        ),
         Bug::VTokenMajor => format!(
             "cached values are read token-major: {rows}, {cached_rows} ({at}, context {ctx}), \
              while the keys are read right; the V cache is [block][head][dim][slot], so dim d of \
@@ -511,6 +517,7 @@ mod tests {
             Bug::QStartShifted => "start at the wrong row",
             Bug::MissingDivision => "not normalized",
             Bug::VTokenMajor => "token-major",
+            Bug::PartialBlockDropped => "partial block is never read",
         };
         message.contains(needle)
     }

@@ -221,6 +221,10 @@ impl SequenceKv {
 
     /// Whether the query at `i` sees the key at `j <= i`, under the model.
     fn sees(&self, batch: &Batch, i: usize, j: usize) -> bool {
+        let partial_block = self.context / BLOCK * BLOCK..self.context;
+        if self.bug == Some(Bug::PartialBlockDropped) && partial_block.contains(&j) {
+            return false;
+        }
         let Some(w) = batch.window() else {
             return true;
         };
