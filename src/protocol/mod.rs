@@ -51,7 +51,9 @@ use crate::lab::registry;
 /// the starter's comes with the image the worker built it from; a line
 /// worker can be readied ahead of its profile (`Request::PrepareLines`); a
 /// worker lets go of CUPTI's profiler when asked (`Request::ReleaseCounters`).
-pub const PROTOCOL_VERSION: u32 = 9;
+/// 10: the non-finite experiments' new changes (`scratch_finite`,
+/// `sentinels_tagged`) and the trial's `sentinels_tagged`.
+pub const PROTOCOL_VERSION: u32 = 10;
 
 /// The rules a speedup was measured under, kept with every timing and in
 /// the gradebook's journal so that a row timed under other rules is timed
