@@ -104,6 +104,10 @@ pub struct NonFiniteTrial {
     /// found something or not.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub sentinels_tagged: bool,
+    /// Whether a rerun had the scratch at 0 ([`Change::ScratchFinite`]),
+    /// found something or not.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub scratch_zeroed: bool,
 }
 
 /// The rerun of a case whose output still held the poison somewhere.

@@ -256,7 +256,8 @@ fn non_finite_trial<R: Rerun>(
         .filter(|spec| spec.kind == ArgKind::ScratchF32)
         .map(|spec| spec.name)
         .collect();
-    if !remaining.is_empty() && !scratch.is_empty() {
+    let scratch_zeroed = !remaining.is_empty() && !scratch.is_empty();
+    if scratch_zeroed {
         let conditions = Conditions {
             finite_scratch: true,
             ..Conditions::default()
@@ -307,6 +308,7 @@ fn non_finite_trial<R: Rerun>(
         unexplained: Footprint::of(shape, remaining),
         launches,
         sentinels_tagged: tagged_output.is_some(),
+        scratch_zeroed,
     };
     Ok((trial, tagged_output))
 }
@@ -414,9 +416,14 @@ pub fn explain_non_finite(
     if trial.unexplained.elements > 0 {
         let at = place(&trial.unexplained);
         let text = format!(
-            "the {kind} in {at} stays with out starting finite, finite guard bands{} and scores \
+            "the {kind} in {at} stays with out starting finite, finite guard bands{}{} and scores \
              shrunk {:.0}x: it is computed from finite values, a 0/0 or -inf - (-inf), as a row \
              (or a key tile) with every key masked gives",
+            if trial.scratch_zeroed {
+                ", scratch at 0"
+            } else {
+                ""
+            },
             if trial.sentinels_tagged {
                 ", finite sentinels"
             } else {

@@ -803,6 +803,7 @@ mod tests {
                 unexplained,
                 launches: 4,
                 sentinels_tagged: false,
+                scratch_zeroed: false,
             }),
             ..Experiments::default()
         }
