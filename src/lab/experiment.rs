@@ -52,6 +52,24 @@ impl Default for Conditions {
     }
 }
 
+/// Shrinks every score of a lab whose score is `q . k * scale` plus an ALiBi
+/// bias `slope * (j - i)` (none where `alibi_slopes` is `None`): both terms
+/// scale with `q` and the slopes, so multiplying those by `factor` (below 1)
+/// multiplies every score by it. `round` keeps `q` in the element type the
+/// kernel reads (bf16 for FP8; a power-of-two factor keeps it exact).
+pub fn shrink_scores(
+    q: &mut [f32],
+    alibi_slopes: Option<&mut Vec<f32>>,
+    factor: f32,
+    round: impl Fn(f32) -> f32,
+) {
+    q.iter_mut().for_each(|x| *x = round(*x * factor));
+    alibi_slopes
+        .into_iter()
+        .flatten()
+        .for_each(|x| *x *= factor);
+}
+
 /// One more launch of the kernel on `data` under `conditions`, returning its output.
 pub trait Rerun {
     type Error;

@@ -117,7 +117,7 @@ impl TypedLab for FlashPrefill {
     /// Scores are `q . k / 8`: shrinking `q` shrinks every score by the same factor.
     fn scores_shrunk(inputs: &Inputs, factor: f32) -> Option<Inputs> {
         let mut shrunk = inputs.clone();
-        shrunk.q.iter_mut().for_each(|x| *x *= factor);
+        crate::lab::experiment::shrink_scores(&mut shrunk.q, None, factor, |x| x);
         Some(shrunk)
     }
 

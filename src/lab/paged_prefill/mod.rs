@@ -122,10 +122,8 @@ impl TypedLab for PagedPrefill {
     /// slopes shrinks every score by the same factor.
     fn scores_shrunk(inputs: &Inputs, factor: f32) -> Option<Inputs> {
         let mut shrunk = inputs.clone();
-        shrunk.q.iter_mut().for_each(|x| *x *= factor);
-        if let Some(slopes) = &mut shrunk.alibi_slopes {
-            slopes.iter_mut().for_each(|x| *x *= factor);
-        }
+        let slopes = shrunk.alibi_slopes.as_mut();
+        crate::lab::experiment::shrink_scores(&mut shrunk.q, slopes, factor, |x| x);
         Some(shrunk)
     }
 

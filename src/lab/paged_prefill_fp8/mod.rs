@@ -119,13 +119,8 @@ impl TypedLab for PagedPrefillFp8 {
     /// shrinks every score by the same factor.
     fn scores_shrunk(launch: &LaunchInputs, factor: f32) -> Option<LaunchInputs> {
         let mut inputs = launch.inputs.clone();
-        inputs
-            .q
-            .iter_mut()
-            .for_each(|x| *x = bf16::round(*x * factor));
-        if let Some(slopes) = &mut inputs.alibi_slopes {
-            slopes.iter_mut().for_each(|x| *x *= factor);
-        }
+        let slopes = inputs.alibi_slopes.as_mut();
+        crate::lab::experiment::shrink_scores(&mut inputs.q, slopes, factor, bf16::round);
         Some(LaunchInputs::new(inputs))
     }
 
