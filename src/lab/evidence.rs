@@ -98,31 +98,24 @@ pub fn replay(
     }
 }
 
-/// Which of several models reproduce one case: the names of those whose
-/// replay [`Replay::Reproduces`], and whether any was blind (the case then
-/// deserves a rerun with finite sentinels before a cause is named).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Suspects<N> {
-    pub reproducing: Vec<N>,
-    pub blind: Vec<N>,
-}
-
-impl<N: Copy> Suspects<N> {
-    /// Each of `models` judged by `judge`.
-    pub fn judge(models: impl IntoIterator<Item = N>, judge: impl Fn(N) -> Replay) -> Self {
-        let mut found = Suspects {
-            reproducing: Vec::new(),
-            blind: Vec::new(),
-        };
-        for name in models {
-            match judge(name) {
-                Replay::Reproduces => found.reproducing.push(name),
-                Replay::Blind => found.blind.push(name),
-                Replay::Differs => {}
-            }
-        }
-        found
-    }
+/// [`replay`] of a model over the output elements `indices`: `model(at)`
+/// is what the model leaves at `at`, and `passes(at, got, want)` the lab's
+/// tolerance, which also tells which of the kernel's elements fail
+/// `reference`.
+pub fn replay_output(
+    indices: impl IntoIterator<Item = usize>,
+    out: &[f32],
+    reference: &[f64],
+    model: impl Fn(usize) -> Written,
+    passes: impl Fn(usize, f64, f64) -> bool,
+) -> Replay {
+    let elements = indices.into_iter().map(|at| Element {
+        at,
+        got: Written::from_output(out[at]),
+        model: model(at),
+        failing: !passes(at, f64::from(out[at]), reference[at]),
+    });
+    replay(elements, &passes)
 }
 
 #[cfg(test)]
@@ -206,13 +199,6 @@ mod tests {
             ),
             Replay::Reproduces
         );
-        let found = Suspects::judge(["a", "b", "c"], |name| match name {
-            "a" => Replay::Reproduces,
-            "b" => Replay::Blind,
-            _ => Replay::Differs,
-        });
-        assert_eq!(found.reproducing, ["a"]);
-        assert_eq!(found.blind, ["b"]);
     }
 
     #[test]

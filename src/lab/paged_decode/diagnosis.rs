@@ -18,7 +18,7 @@ use super::oracle::{self, REFERENCE_SPLITS};
 use super::{partitions, passes, Batch, Inputs, DH, HQ};
 use crate::grade::compare::{common_factor, Footprint};
 use crate::lab::definition::{Diagnosis, Graded};
-use crate::lab::evidence::{self, Element, Replay, Written};
+use crate::lab::evidence::{self, Replay, Written};
 use crate::lab::experiment::{non_finite_reading, shared_reading};
 use crate::lab::verdict::cause;
 
@@ -256,15 +256,17 @@ fn replay_matches(
     seqs: &[usize],
 ) -> bool {
     let model = oracle::evaluate(inputs, Some(seqs), Some(bug));
-    let elements = seqs.iter().flat_map(|&s| {
-        (Batch::q_index(s, 0, 0)..Batch::q_index(s + 1, 0, 0)).map(|i| Element {
-            at: i,
-            got: Written::from_output(out[i]),
-            model: Written::Value(model[i]),
-            failing: !passes(f64::from(out[i]), reference[i]),
-        })
-    });
-    evidence::replay(elements, |_, got, model| passes(got, model)) == Replay::Reproduces
+    let indices = seqs
+        .iter()
+        .flat_map(|&s| Batch::q_index(s, 0, 0)..Batch::q_index(s + 1, 0, 0));
+    let replayed = evidence::replay_output(
+        indices,
+        out,
+        reference,
+        |at| Written::Value(model[at]),
+        |_, got, want| passes(got, want),
+    );
+    replayed == Replay::Reproduces
 }
 
 #[cfg(test)]

@@ -30,7 +30,7 @@ use super::contract::{passes, Batch, Inputs, BLOCK, DH, HKV, HQ, LAYOUT};
 use super::oracle::{self, Model, NOT_WRITTEN};
 use crate::grade::compare::{common_factor, Footprint};
 use crate::lab::definition::{Diagnosis, Graded};
-use crate::lab::evidence::{self, Element, Replay, Written};
+use crate::lab::evidence::{self, Replay, Written};
 use crate::lab::experiment::shared_reading;
 use crate::lab::paged::diagnosis::{output_diagnosis, place, worst_element};
 use crate::lab::paged::misread::{
@@ -352,19 +352,18 @@ fn replay_matches(
     rows: &[usize],
 ) -> bool {
     let modelled = oracle::evaluate(inputs, Some(rows), model, NOT_WRITTEN);
-    let elements = rows.iter().flat_map(|&row| {
+    let indices = rows.iter().flat_map(|&row| {
         let at = LAYOUT.head_index(row, 0, 0);
-        (at..at + HQ * DH).map(|k| Element {
-            at: k,
-            got: Written::from_output(out[k]),
-            model: match modelled[k] {
-                NOT_WRITTEN => Written::Unwritten,
-                value => Written::Value(value),
-            },
-            failing: !passes(f64::from(out[k]), reference[k]),
-        })
+        at..at + HQ * DH
     });
-    evidence::replay(elements, |_, got, model| passes(got, model)) == Replay::Reproduces
+    let model_at = |at: usize| match modelled[at] {
+        NOT_WRITTEN => Written::Unwritten,
+        value => Written::Value(value),
+    };
+    let replayed = evidence::replay_output(indices, out, reference, model_at, |_, got, want| {
+        passes(got, want)
+    });
+    replayed == Replay::Reproduces
 }
 
 /// Whether an output element agrees with a model's value: both finite and

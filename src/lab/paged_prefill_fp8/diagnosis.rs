@@ -19,7 +19,7 @@ use super::oracle::{evaluate, value_scales, Model};
 use super::{bf16, passes, Inputs, DH, HKV, HQ, LAYOUT};
 use crate::grade::compare::Footprint;
 use crate::lab::definition::{Diagnosis, Graded};
-use crate::lab::evidence::{self, Element, Suspects, Written};
+use crate::lab::evidence::{self, Replay, Written};
 use crate::lab::experiment::shared_reading;
 use crate::lab::paged::diagnosis::{output_diagnosis, place, worst_element};
 use crate::lab::paged::misread::{
@@ -148,10 +148,7 @@ fn agreement<'a>(inputs: &Inputs, out: &'a [f32]) -> impl Fn(usize, f64) -> bool
 /// the Inf the output would hold, so it is no evidence.
 pub fn reproducing_bugs(inputs: &Inputs, out: &[f32], reference: &[f64]) -> Vec<Bug> {
     let agrees = agreement(inputs, out);
-    let failing: Vec<bool> = (0..out.len())
-        .map(|at| !agrees(at, reference[at]))
-        .collect();
-    if !failing.contains(&true) {
+    if (0..out.len()).all(|at| agrees(at, reference[at])) {
         return Vec::new();
     }
     let scales = value_scales(inputs);
@@ -159,17 +156,21 @@ pub fn reproducing_bugs(inputs: &Inputs, out: &[f32], reference: &[f64]) -> Vec<
         x if x.is_finite() => want,
         x => f64::from(x),
     };
-    let judged = Suspects::judge(Bug::ALL, |bug| {
+    let reproduces = |bug: Bug| {
         let modelled = model(inputs, bug);
-        let elements = (0..out.len()).map(|at| Element {
-            at,
-            got: Written::from_output(out[at]),
-            model: Written::Value(as_output(modelled[at])),
-            failing: failing[at],
-        });
-        evidence::replay(elements, |at, got, want| passes(got, want, scales[at / DH]))
-    });
-    judged.reproducing
+        let replayed = evidence::replay_output(
+            0..out.len(),
+            out,
+            reference,
+            |at| Written::Value(as_output(modelled[at])),
+            |at, got, want| passes(got, want, scales[at / DH]),
+        );
+        replayed == Replay::Reproduces
+    };
+    Bug::ALL
+        .into_iter()
+        .filter(|&bug| reproduces(bug))
+        .collect()
 }
 
 /// The cause in this case's numbers.
