@@ -13,7 +13,7 @@
 //! that plants them.
 
 use super::bugs::{replay_matches, FlashBug, Tensors};
-use super::contract::{Shape, DH, HQ};
+use super::contract::{Inputs, Shape, DH, GROUP, HQ};
 use crate::grade::compare::{common_factor, Comparison, Footprint, RowSpan, TILE_ROWS};
 use crate::grade::experiment::Experiments;
 use crate::grade::integrity::{integrity_problem, Integrity};
@@ -32,6 +32,17 @@ const PRECISION_LOSS_RATIO: f64 = 10.0;
 /// product's relative error up to 2^-11), and a sum of such products over
 /// a row stays within a few times that of its largest term.
 const PRECISION_LOSS_FRACTION: f64 = 4e-3;
+
+/// A query head whose inputs are this many times larger than the
+/// smallest head's holds large values (a case scales some heads by 8).
+const LARGE_HEAD_RATIO: f32 = 4.0;
+
+/// Where only the heads with large inputs fail, errors within this
+/// fraction of their (row, head)'s largest value still read as lost
+/// precision: scores 64x larger carry a TF32 rounding 64x larger into the
+/// exponent (the top ladder rung in plain TF32 stays under 1% on the H100),
+/// while a wrong head map's output is another head's, off by its whole size.
+const LARGE_VALUE_LOSS_FRACTION: f64 = 0.05;
 
 /// Causes only this lab's diagnosis names (the shared ones are in [`cause`]).
 pub mod flash_cause {
@@ -53,6 +64,9 @@ pub struct Reading<'a> {
     pub shape: Shape,
     /// Query heads where the case plants large scores (0: it plants nothing).
     pub planted_heads: u32,
+    /// Query heads whose inputs are much larger than the others'
+    /// ([`large_value_heads`]; 0: every head alike).
+    pub large_heads: u32,
     pub out: &'a [f32],
     pub reference: &'a [f64],
     pub cmp: &'a Comparison,
@@ -251,11 +265,42 @@ const SUSPECTS: [FlashBug; 3] = [
     FlashBug::TileEdge,
 ];
 
+/// Query heads (bit `h` for head `h`) whose inputs are large: the
+/// largest |q| of the head times the largest |k| and |v| of the KV head it
+/// reads, at least [`LARGE_HEAD_RATIO`] times that of the smallest head.
+/// 0 when no head stands out.
+pub fn large_value_heads(inputs: &Inputs) -> u32 {
+    let Inputs { shape, q, k, v } = inputs;
+    let largest = |data: &[f32], heads: usize, head: usize| {
+        data.chunks_exact(DH)
+            .skip(head)
+            .step_by(heads)
+            .flatten()
+            .fold(0.0f32, |m, x| m.max(x.abs()))
+    };
+    let kv_heads = HQ / GROUP;
+    let sizes: Vec<f32> = (0..HQ)
+        .map(|head| {
+            let group = head / GROUP;
+            largest(q, HQ, head) * largest(k, kv_heads, group) * largest(v, kv_heads, group)
+        })
+        .collect();
+    let smallest = sizes.iter().copied().fold(f32::INFINITY, f32::min);
+    if shape.chunk_len == 0 || !smallest.is_finite() || smallest <= 0.0 {
+        return 0;
+    }
+    sizes
+        .iter()
+        .enumerate()
+        .filter(|&(_, &size)| size >= LARGE_HEAD_RATIO * smallest)
+        .fold(0, |heads, (head, _)| heads | 1 << head)
+}
+
 /// The worst error of a failing element as a fraction of the largest
 /// |value| of the reference in its (row, head), when every failing element
-/// stays under [`PRECISION_LOSS_FRACTION`] of it: the signature of lost
-/// precision, whose error scales with the magnitude of the values.
-fn precision_loss(reading: &Reading<'_>) -> Option<f64> {
+/// stays under `bound` of it: the signature of lost precision, whose error
+/// scales with the magnitude of the values.
+fn precision_loss(reading: &Reading<'_>, bound: f64) -> Option<f64> {
     let tolerance = super::contract::TOLERANCE;
     let mut worst: f64 = 0.0;
     for row in 0..reading.shape.chunk_len {
@@ -269,7 +314,7 @@ fn precision_loss(reading: &Reading<'_>) -> Option<f64> {
                     continue;
                 }
                 let fraction = error / scale;
-                if !fraction.le(&PRECISION_LOSS_FRACTION) {
+                if !fraction.le(&bound) {
                     return None;
                 }
                 worst = worst.max(fraction);
@@ -449,7 +494,7 @@ fn inaccurate(reading: &Reading<'_>) -> Diagnosis {
     // Before any pattern of rows or heads is read as a cause: errors that
     // stay a small fraction of the values they sit among are arithmetic
     // done in lower precision, whichever heads hold the large values.
-    if let Some(worst) = precision_loss(reading) {
+    if let Some(worst) = precision_loss(reading, PRECISION_LOSS_FRACTION) {
         return Diagnosis::new(
             format!(
                 "{} elements wrong by at most {:.2}% of the largest value in their (row, head) \
@@ -473,6 +518,28 @@ fn inaccurate(reading: &Reading<'_>) -> Diagnosis {
                 rows(span)
             ),
             flash_cause::PLANTED_HEADS_WRONG,
+        );
+    }
+    // Wrong exactly where the inputs are large, by a fraction of the values
+    // there: an error that follows the size of the values, not a head's
+    // index (a wrong head map is off by a whole value, wherever it is).
+    let only_large_heads = reading.large_heads != 0 && at.heads & !reading.large_heads == 0;
+    if let Some(worst) = only_large_heads
+        .then(|| precision_loss(reading, LARGE_VALUE_LOSS_FRACTION))
+        .flatten()
+    {
+        return Diagnosis::new(
+            format!(
+                "only {} are wrong ({}), the heads whose inputs are at least \
+                 {LARGE_HEAD_RATIO}x larger, each by at most {:.2}% of the largest value in its \
+                 (row, head): the error grows with the values, as lost precision does (TF32 or \
+                 bf16 products, a fast-math expf, a sum kept in lower precision); keep the dot \
+                 products and the sums in float",
+                heads(at.heads),
+                rows(span),
+                100.0 * worst
+            ),
+            flash_cause::PRECISION,
         );
     }
     if full_tiles < shape.chunk_len && span.first >= full_tiles && full_tiles > 0 {
@@ -646,6 +713,7 @@ mod tests {
         diagnose(&Reading {
             shape: SHAPE,
             planted_heads,
+            large_heads: 0,
             out: &spoiled.out,
             reference: &spoiled.reference,
             cmp: &spoiled.cmp,
@@ -1053,6 +1121,78 @@ mod tests {
         // Where the case plants large scores, precision is still precision.
         let said = diagnose_planted(|_, head, _| (head == 0).then_some(0.5 * 1.003));
         assert_eq!(said.cause, Some(flash_cause::PRECISION), "{said:?}");
+    }
+
+    /// What an output spoiled by `spoil` reads where heads 1-31 hold large inputs.
+    fn diagnose_large_heads(spoil: impl Fn(usize, usize, usize) -> Option<f32>) -> Diagnosis {
+        let spoiled = output_with(spoil);
+        diagnose(&Reading {
+            shape: SHAPE,
+            planted_heads: 0,
+            large_heads: !1,
+            out: &spoiled.out,
+            reference: &spoiled.reference,
+            cmp: &spoiled.cmp,
+            integrity: &Integrity::default(),
+            experiments: &Experiments::default(),
+            tensors: None,
+        })
+    }
+
+    #[test]
+    fn only_the_heads_with_large_inputs_wrong_by_a_little_is_precision() {
+        // 1% of the values: past the plain precision bound, but only where
+        // the inputs are large (the top ladder rung in TF32 on the H100).
+        let said = diagnose_large_heads(|_, head, _| (head != 0).then_some(0.5 * 1.01));
+        assert_eq!(said.cause, Some(flash_cause::PRECISION), "{said:?}");
+        assert!(
+            said.line.starts_with(
+                "only heads 1-31 are wrong (rows 0 to 149), the heads whose inputs are at \
+                 least 4x larger, each by at most 1.00%"
+            ),
+            "{}",
+            said.line
+        );
+        // Off by several times the value there: another head's output, not rounding.
+        let said = diagnose_large_heads(|_, head, _| if head != 0 { WRONG } else { None });
+        assert_eq!(said.cause, Some(flash_cause::KV_HEAD_MAPPING), "{said:?}");
+        // Head 0 wrong too: the error does not follow the values.
+        let said = diagnose_large_heads(|_, head, _| (head % 4 != 1).then_some(0.5 * 1.01));
+        assert_ne!(said.cause, Some(flash_cause::PRECISION), "{said:?}");
+    }
+
+    #[test]
+    fn heads_with_large_inputs_are_found_from_the_inputs() {
+        let shape = Shape {
+            chunk_len: 4,
+            prefix_len: 4,
+        };
+        // Values of one size, varied a little per element, as drawn.
+        let drawn =
+            |len: usize| -> Vec<f32> { (0..len).map(|i| 0.5 + (i % 7) as f32 * 0.05).collect() };
+        let mut inputs = Inputs {
+            shape,
+            q: drawn(shape.q_elems()),
+            k: drawn(shape.kv_elems()),
+            v: drawn(shape.kv_elems()),
+        };
+        assert_eq!(large_value_heads(&inputs), 0, "every head alike");
+        // As large-values-other-heads scales them: query heads 1-31 and KV
+        // heads 1-7 by 8 (query heads 1-3 read the unscaled KV head 0).
+        for row in 0..shape.chunk_len {
+            for head in 1..HQ {
+                let at = Shape::q_index(row, head, 0);
+                inputs.q[at..at + DH].iter_mut().for_each(|x| *x *= 8.0);
+            }
+        }
+        for pos in 0..shape.chunk_len + shape.prefix_len {
+            for kv_head in 1..HQ / GROUP {
+                let at = Shape::kv_index(pos, kv_head, 0);
+                inputs.k[at..at + DH].iter_mut().for_each(|x| *x *= 8.0);
+                inputs.v[at..at + DH].iter_mut().for_each(|x| *x *= 8.0);
+            }
+        }
+        assert_eq!(large_value_heads(&inputs), !1);
     }
 
     #[test]

@@ -105,6 +105,7 @@ impl TypedLab for FlashPrefill {
         diagnosis::diagnose(&diagnosis::Reading {
             shape: inputs.shape,
             planted_heads: data.planted_heads,
+            large_heads: diagnosis::large_value_heads(inputs),
             out: graded.out,
             reference: graded.reference,
             cmp: graded.comparison,
