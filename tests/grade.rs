@@ -8,7 +8,7 @@ mod stand_in_support;
 
 mod cli_support;
 use cli_support::{flashprof, memo_kernel, text};
-use stand_in_support::{plan, stand_in};
+use stand_in_support::{options, plan_of, stand_in};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -18,7 +18,7 @@ use std::time::Duration;
 use flashprof::app::batch::journal::GradeMode;
 use flashprof::app::batch::submissions::discover_dir;
 use flashprof::app::batch::{run_batch, BatchPlan};
-use flashprof::app::check::CheckPlan;
+use flashprof::app::check::{GateUse, RunOptions};
 use flashprof::app::gate::GateTable;
 use flashprof::worker::GpuSelection;
 use serde_json::Value;
@@ -486,17 +486,17 @@ fn stand_in_batch(
     case_timeout: Duration,
     gpus: usize,
 ) -> BatchPlan {
+    let options = RunOptions {
+        seed: Some(3),
+        gates: GateUse::These(GateTable::default()),
+        ..options(cases, case_timeout)
+    };
     BatchPlan {
-        check: CheckPlan {
-            seed: 3,
-            ..plan(cases, case_timeout)
-        },
-        sanitizer: None,
+        check: plan_of(options, "// stand-in"),
         submissions: discover_dir(class).expect("discover").submissions,
         out_dir: root.join("out"),
         mode: GradeMode::Full,
         slots: (0..gpus).map(GpuSelection::Ordinal).collect(),
-        gates: GateTable::default(),
     }
 }
 

@@ -17,7 +17,7 @@ use std::time::Duration;
 use flashprof::app::batch::journal::GradeMode;
 use flashprof::app::batch::submissions::discover_dir;
 use flashprof::app::batch::{run_batch, BatchPlan};
-use flashprof::app::check::{run_check, CheckPlan, TimingPlan};
+use flashprof::app::check::{run_check, GateUse, RunOptions};
 use flashprof::app::gate::{GateTable, GpuGate, SpeedGate};
 use flashprof::lab::flash_prefill::FLASH_PREFILL;
 use flashprof::outcome::CheckReport;
@@ -27,7 +27,7 @@ use flashprof::tui::model::{CaseRow, Model};
 use flashprof::tui::theme::Theme;
 use flashprof::worker::GpuSelection;
 use serde_json::Value;
-use stand_in_support::{case, stand_in};
+use stand_in_support::{options, plan_of, stand_in};
 use tui_support::drive::{complete, screen};
 
 const STARTER: &str = include_str!("../kernels/flash-prefill/starter.cu");
@@ -94,26 +94,14 @@ fn source(kind: &str) -> String {
 }
 
 /// One passing case, timed (the stand-in's timing marker decides how), on fixed inputs.
-fn one_case_plan() -> CheckPlan {
-    CheckPlan {
-        lab: FLASH_PREFILL,
-        source_path: String::new(),
-        source_text: String::new(),
-        cases: vec![case("first")],
-        seed: 7,
-        case_timeout: Duration::from_secs(20),
-        timing: Some(TimingPlan {
-            case: FLASH_PREFILL
-                .timing_case(&[])
-                .expect("the lab's timing case"),
-            config: TimingConfig::default(),
-            // A watchdog, not a figure: the stand-in's CPU launches take
-            // seconds, more on a loaded two-core machine.
-            timeout: Duration::from_secs(60),
-        }),
-        counters: None,
-        lines: None,
-        quick_build: None,
+fn one_case_options() -> RunOptions {
+    RunOptions {
+        seed: Some(7),
+        timing: Some(TimingConfig::default()),
+        // A watchdog, not a figure: the stand-in's CPU launches take
+        // seconds, more on a loaded two-core machine.
+        step_timeout: Duration::from_secs(60),
+        ..options(&["first"], Duration::from_secs(20))
     }
 }
 
@@ -130,7 +118,7 @@ fn check(kind: &str) -> CheckReport {
 }
 
 fn check_now(kind: &str) -> CheckReport {
-    let plan = one_case_plan().of_source(format!("{kind}.cu"), source(kind));
+    let plan = plan_of(one_case_options(), "").of_source(format!("{kind}.cu"), source(kind));
     let mut worker = None;
     let report = run_check(&plan, &stand_in(), &mut worker, |_| {}).expect("the check runs");
     if let Some(worker) = worker {
@@ -331,14 +319,16 @@ fn the_gradebook_fails_the_cheats_and_says_why_in_timing_integrity() {
     for kind in ["honest", "stale", "too-fast"] {
         std::fs::write(class.join(format!("{kind}.cu")), source(kind)).expect("write");
     }
+    let gated = RunOptions {
+        gates: GateUse::These(gates()),
+        ..one_case_options()
+    };
     let plan = BatchPlan {
-        check: one_case_plan(),
+        check: plan_of(gated, ""),
         submissions: discover_dir(&class).expect("discover").submissions,
         out_dir: root.path().join("out"),
         mode: GradeMode::Full,
         slots: vec![GpuSelection::Ordinal(0)],
-        gates: gates(),
-        sanitizer: None,
     };
     let summary = run_batch(&plan, &stand_in(), |_| {}).expect("the batch runs");
     assert_eq!((summary.graded_now, summary.errors), (3, 0));

@@ -12,25 +12,21 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use flashprof::app::check::{run_check, run_check_unless_stale, CheckError, CheckPlan, LineWorker};
+use flashprof::app::check::{
+    run_check, run_check_unless_stale, CheckError, CheckPlan, LineWorker, RunOptions,
+};
 use flashprof::gpu::compile::{Build, QuickBuild};
 use flashprof::outcome::Progress;
 use flashprof::protocol::{CaseStatus, CompileProblemKind};
-use stand_in_support::{case, stand_in};
+use stand_in_support::{options, plan_of, stand_in};
 
+/// The stand-in's cases `names` on `source_text`, a quick build first.
 fn plan(source_text: &str, names: &[&str]) -> CheckPlan {
-    CheckPlan {
-        lab: flashprof::lab::flash_prefill::FLASH_PREFILL,
-        source_path: "student.cu".into(),
-        source_text: source_text.into(),
-        cases: names.iter().map(|n| case(n)).collect(),
-        seed: 1,
-        case_timeout: Duration::from_secs(5),
-        timing: None,
-        counters: None,
-        lines: None,
+    let options = RunOptions {
         quick_build: Some(QuickBuild::FastCompile),
-    }
+        ..options(names, Duration::from_secs(5))
+    };
+    plan_of(options, source_text)
 }
 
 #[test]
@@ -176,8 +172,7 @@ fn when_the_builder_fails_the_gpu_worker_compiles_nothing_and_the_report_says_wh
 
 #[test]
 fn without_a_quick_build_there_is_one_optimized_build_and_no_provisional_verdict() {
-    let mut no_quick = plan("// kernel", &["first"]);
-    no_quick.quick_build = None;
+    let no_quick = plan_of(options(&["first"], Duration::from_secs(5)), "// kernel");
     let mut worker = None;
     let mut events = Vec::new();
     let report =

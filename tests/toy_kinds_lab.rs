@@ -10,7 +10,7 @@ mod toy_kinds;
 
 use std::time::Duration;
 
-use flashprof::app::check::{run_check, CheckPlan};
+use flashprof::app::check::{run_check, CaseChoice, CheckPlan, RunOptions};
 use flashprof::grade::compare::POISON_BITS;
 use flashprof::lab::args::{
     ArgKind, ArgValue, Laid, BF16_INPUT_GUARD_BITS, BF16_POISON_BITS, GUARD_ELEMS, U8_INPUT_GUARD,
@@ -79,18 +79,17 @@ fn the_launch_sees_each_kinds_bytes_guards_and_poison() {
 }
 
 fn plan(names: &[&str]) -> CheckPlan {
-    CheckPlan {
-        lab: KINDS,
-        source_path: "kinds.cu".into(),
-        source_text: "// stand-in".into(),
-        cases: names.iter().map(|n| case(n, 4)).collect(),
-        seed: 3,
+    let options = RunOptions {
+        seed: Some(3),
         case_timeout: Duration::from_secs(20),
+        cases: CaseChoice::These(names.iter().map(|n| case(n, 4)).collect()),
         timing: None,
-        counters: None,
-        lines: None,
-        quick_build: None,
-    }
+        ..RunOptions::default()
+    };
+    options
+        .plan(KINDS)
+        .expect("a valid plan")
+        .of_source("kinds.cu".into(), "// stand-in".into())
 }
 
 #[test]

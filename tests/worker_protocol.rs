@@ -3,7 +3,10 @@
 //! faults and garbage output each cost one case, and the rest still run.
 
 mod stand_in_support;
-use stand_in_support::{assert_the_recorded_profile_arrived, case, lines_plan, plan, stand_in};
+use stand_in_support::{
+    assert_the_recorded_profile_arrived, case, lines_options, lines_plan, lines_plan_of, plan,
+    stand_in,
+};
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -124,8 +127,7 @@ fn saves_in_a_row_each_get_a_profile_and_share_the_starter_s() {
     let (mut worker, mut lines) = (None, LineWorker::for_saves());
     let mut starters = Vec::new();
     for save in 0..3 {
-        let mut plan = lines_plan();
-        plan.source_text.push_str(&format!("// save {save}\n"));
+        let plan = lines_plan_of(lines_options(), &format!("// save {save}\n"));
         let report =
             run_check_unless_stale(&plan, &command, &mut worker, &mut lines, &|| false, |_| {})
                 .expect("a check");
@@ -153,12 +155,14 @@ fn a_check_with_counters_releases_its_profiler_before_the_line_profile() {
     command
         .env
         .push(("FLASHPROF_STAND_IN_MARKS".into(), marks.path().into()));
-    let mut plan = lines_plan();
-    plan.counters = Some(flashprof::app::check::CountersPlan {
-        case: plan.lines.as_ref().expect("lines").case.clone(),
-        timeout: Duration::from_secs(10),
-        custom_metrics: Vec::new(),
-    });
+    let counted = flashprof::app::check::RunOptions {
+        counters: flashprof::app::check::CountersChoice {
+            on: true,
+            ..Default::default()
+        },
+        ..lines_options()
+    };
+    let plan = lines_plan_of(counted, "");
     let mut worker = None;
     let report = run_check(&plan, &command, &mut worker, |_| {}).expect("a check");
     assert_the_recorded_profile_arrived(&report);

@@ -15,12 +15,16 @@ use std::time::Instant;
 
 mod builds;
 mod lines;
+mod options;
 mod phases;
 mod plan;
 mod session;
 
 pub use builds::{compile_timeout, COMPILE_TIMEOUT_ENV};
 pub use lines::{LineWorker, LinesPlan};
+pub use options::{
+    CaseChoice, CountersChoice, GateUse, PlanError, RunOptions, CASE_TIMEOUT_S, STEP_TIMEOUT,
+};
 pub use plan::{CheckPlan, CountersPlan, TimingPlan};
 
 use super::worker_handle::{WorkerCommand, WorkerFailure, WorkerHandle};

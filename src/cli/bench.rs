@@ -15,10 +15,10 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::plan::{fresh_seed, CountersChoice, RunOptions};
 use super::refusal::Refusal;
 use super::ExitCode;
-use crate::app::check::{run_check, run_check_unless_stale, LineWorker};
+use crate::app::check::{run_check, run_check_unless_stale, CheckPlan, LineWorker};
+use crate::app::check::{CountersChoice, RunOptions};
 use crate::display::path_for_display;
 use crate::lab::source::{SourceForm, StudentSource};
 use crate::outcome::CheckReport;
@@ -92,19 +92,44 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, Refusal> {
         StudentSource::from_path(&args.file, lab).map_err(|e| args.lab.refuse_source(e))?;
     let command = super::worker_command(&args.remote)?;
     // The cold check is a whole one, timing and counters included.
-    let options = RunOptions {
+    // Four plans, one per kind of round: the cold check (timing and
+    // counters), the warm saves (a quick build, no timing), the warm saves
+    // with counters, and the saves as the TUI runs them (counters, lines).
+    let cold_options = RunOptions {
         case_timeout: BENCH_CASE_TIMEOUT,
         counters: CountersChoice {
             on: true,
             ..CountersChoice::default()
         },
-        lines: true,
         ..RunOptions::default()
     };
-    let mut plan = options
+    let warm_options = RunOptions {
+        timing: None,
+        quick_build: args.quick_build.choice.0,
+        counters: CountersChoice::default(),
+        ..cold_options.clone()
+    };
+    let counted_options = RunOptions {
+        counters: cold_options.counters.clone(),
+        ..warm_options.clone()
+    };
+    let profiled_options = RunOptions {
+        lines: true,
+        ..counted_options.clone()
+    };
+    let file = args.file.display().to_string();
+    let plan = cold_options
         .plan(lab)?
-        .of_source(args.file.display().to_string(), source.text().to_string());
-    let lines_plan = plan.lines.take();
+        .of_source(file.clone(), source.text().to_string());
+    let warm_plan = warm_options.plan(lab)?;
+    let counted_plan = counted_options.plan(lab)?;
+    let profiled_plan = profiled_options.plan(lab)?;
+    // Each warm round is a save of its own: an edited text on fresh inputs.
+    let save = |template: &CheckPlan, round: u32| {
+        template
+            .of_source(file.clone(), edited_source(&source, round))
+            .for_run(u64::from(round))
+    };
 
     let mut worker = None;
     eprintln!("cold check (new worker, timing and counters)...");
@@ -114,23 +139,21 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, Refusal> {
         return Err(Refusal::new(ExitCode::NoGpu, "bench needs a GPU"));
     }
 
-    plan.timing = None;
-    plan.quick_build = args.quick_build.choice.0;
-    let counters_plan = plan.counters.take();
     let mut warm: Vec<CheckReport> = Vec::new();
     let mut warm_counters: Vec<CheckReport> = Vec::new();
     let total_rounds = args.rounds + COUNTER_ROUNDS;
     for round in 0..total_rounds {
         eprint!("\rwarm round {}/{total_rounds}", round + 1);
-        if round == args.rounds {
-            plan.counters.clone_from(&counters_plan);
-        }
-        plan.source_text = edited_source(&source, round);
-        plan.seed = fresh_seed();
-        let report = run_check(&plan, &command, &mut worker, |_| {}).map_err(|e| {
-            eprintln!();
-            Refusal::new(ExitCode::Environment, e.to_string())
-        })?;
+        let template = if round < args.rounds {
+            &warm_plan
+        } else {
+            &counted_plan
+        };
+        let report =
+            run_check(&save(template, round), &command, &mut worker, |_| {}).map_err(|e| {
+                eprintln!();
+                Refusal::new(ExitCode::Environment, e.to_string())
+            })?;
         if !report.compile.ok {
             eprintln!();
             return Err(Refusal::new(
@@ -147,16 +170,12 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, Refusal> {
     eprintln!();
     // As the TUI runs a save: counters, then lines (the check's worker
     // lets go of CUPTI's profiler before the line worker samples).
-    plan.counters.clone_from(&counters_plan);
-    plan.lines = lines_plan;
     let mut line_worker = LineWorker::for_saves();
     let mut profiled: Vec<CheckReport> = Vec::new();
     for round in 0..LINE_ROUNDS {
         eprint!("\rline profile round {}/{LINE_ROUNDS}", round + 1);
-        plan.source_text = edited_source(&source, total_rounds + round);
-        plan.seed = fresh_seed();
         let report = run_check_unless_stale(
-            &plan,
+            &save(&profiled_plan, total_rounds + round),
             &command,
             &mut worker,
             &mut line_worker,

@@ -12,10 +12,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use clap::Args;
 
-use super::plan::{CaseChoice, RunOptions};
 use super::refusal::Refusal;
 use super::ExitCode;
 use crate::app::check::run_check;
+use crate::app::check::{CaseChoice, RunOptions};
 use crate::app::gate::{threshold_from_reference, user_gates_path, GateTable, GpuGate};
 use crate::grade::stats::summarize;
 use crate::worker::GpuSelection;

@@ -5,11 +5,10 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::plan::{CaseChoice, CountersChoice, RunOptions};
 use super::refusal::{ErrorContext, Refusal};
 use super::ExitCode;
 use crate::app::check::{run_check, CheckPlan};
-use crate::app::gate::SpeedGate;
+use crate::app::check::{CaseChoice, CountersChoice, GateUse, RunOptions};
 use crate::lab::source::StudentSource;
 use crate::outcome::Progress;
 use crate::outcome::Verdict;
@@ -120,6 +119,8 @@ impl CheckArgs {
                 metrics: self.metrics.clone(),
             },
             lines: self.lines,
+            sanitize: self.sanitize,
+            gates: GateUse::Lenient("flashprof"),
             ..options
         }
     }
@@ -132,7 +133,6 @@ fn checked(args: &CheckArgs, context: &mut ErrorContext) -> Result<ExitCode, Ref
     let source =
         StudentSource::from_path(&args.file, lab).map_err(|e| args.lab.refuse_source(e))?;
     super::proven_oracle(lab)?;
-    let sanitizer = super::plan::sanitizer(args.sanitize)?;
     let plan = args
         .options()
         .plan(lab)?
@@ -141,7 +141,7 @@ fn checked(args: &CheckArgs, context: &mut ErrorContext) -> Result<ExitCode, Ref
     let mut worker = None;
     // A status line only makes sense on a terminal; in a log it is noise.
     let show_progress_line = !args.json && std::io::stderr().is_terminal();
-    let total = plan.cases.len();
+    let total = plan.cases().len();
     let report = run_check(&plan, &command, &mut worker, |p| {
         if show_progress_line {
             show_progress(&p, total);
@@ -158,10 +158,10 @@ fn checked(args: &CheckArgs, context: &mut ErrorContext) -> Result<ExitCode, Ref
         w.shutdown();
     }
     let mut report = report.map_err(|e| Refusal::new(ExitCode::Environment, e.to_string()))?;
-    if let Some(sanitizer) = sanitizer {
-        sanitize(&mut report, &plan, args, sanitizer, show_progress_line);
+    if plan.sanitizes() {
+        sanitize(&mut report, &plan, show_progress_line);
     }
-    let gate = speed_gate(&report);
+    let gate = plan.gate(&report);
     if args.json {
         println!("{}", render_json(&report, gate.as_ref()));
     } else {
@@ -170,14 +170,14 @@ fn checked(args: &CheckArgs, context: &mut ErrorContext) -> Result<ExitCode, Ref
         }
         let reproduce = args
             .remote
-            .reproduce_on(args.options().reproduce(&args.file, plan.lab));
-        let table = render_table(&report, Some(&reproduce.for_seed(plan.seed)));
+            .reproduce_on(args.options().reproduce(&args.file, plan.lab()));
+        let table = render_table(&report, Some(&reproduce.for_seed(plan.seed())));
         if wants_colour() {
             print!("{}", coloured(&table));
         } else {
             print!("{table}");
         }
-        if plan.counters.is_none() && report.gpu.is_ok() && report.compile.ok {
+        if plan.counters().is_none() && report.gpu.is_ok() && report.compile.ok {
             println!(
                 "counters: off (--counters adds each unit's load, DRAM bytes and the roofline verdict)"
             );
@@ -228,14 +228,8 @@ fn coloured(table: &str) -> String {
 
 /// Runs the sanitizer pass on the plan's first case and adds it to the
 /// report; only a kernel that compiled and ran on a GPU is sanitized.
-fn sanitize(
-    report: &mut crate::outcome::CheckReport,
-    plan: &CheckPlan,
-    args: &CheckArgs,
-    sanitizer: PathBuf,
-    show_progress_line: bool,
-) {
-    use crate::app::sanitize::{run_pass, SanitizePlan};
+fn sanitize(report: &mut crate::outcome::CheckReport, plan: &CheckPlan, show_progress_line: bool) {
+    use crate::app::sanitize::run_pass;
     if report.gpu.is_err() || !report.compile.ok {
         eprintln!(
             "flashprof: --sanitize: not run (the kernel did not compile, or there is no GPU)"
@@ -249,7 +243,7 @@ fn sanitize(
             return;
         }
     };
-    let Some(pass) = plan.sanitize_pass(sanitizer, exe) else {
+    let Some(pass) = plan.sanitize_pass(exe) else {
         return;
     };
     if show_progress_line {
@@ -258,18 +252,7 @@ fn sanitize(
             pass.case
         );
     }
-    report.sanitizer = Some(run_pass(&SanitizePlan {
-        cases_file: args.cases.clone(),
-        ..pass
-    }));
-}
-
-/// The speed gate for a report that ran on a GPU; a broken gates file is
-/// reported and leaves the check ungated rather than failing it.
-fn speed_gate(report: &crate::outcome::CheckReport) -> Option<SpeedGate> {
-    report.gpu.as_ref().ok()?;
-    let table = super::plan::speed_gates("flashprof")?;
-    Some(SpeedGate::evaluate(report, &table))
+    report.sanitizer = Some(run_pass(&pass));
 }
 
 /// One status line on stderr while the check runs, so a slow GPU never looks frozen.

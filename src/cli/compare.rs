@@ -11,11 +11,10 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::plan::RunOptions;
 use super::refusal::{ErrorContext, Refusal};
 use super::ExitCode;
 use crate::app::check::run_check_alone;
-use crate::app::gate::SpeedGate;
+use crate::app::check::{GateUse, RunOptions};
 use crate::lab::source::StudentSource;
 use crate::outcome::CheckReport;
 use crate::report::compare::{render_compare_json, render_compare_table, Palette, Side};
@@ -97,9 +96,7 @@ fn compared(args: &CompareArgs, context: &mut ErrorContext) -> Result<ExitCode, 
     if show_progress {
         eprint!("\r\x1b[2K");
     }
-    let gates = super::plan::speed_gates("flashprof compare").unwrap_or_default();
-    let gate_of = |r: &CheckReport| r.gpu.is_ok().then(|| SpeedGate::evaluate(r, &gates));
-    let (gate_a, gate_b) = (gate_of(&reports[0]), gate_of(&reports[1]));
+    let (gate_a, gate_b) = (template.gate(&reports[0]), template.gate(&reports[1]));
     let a = Side {
         report: &reports[0],
         gate: gate_a.as_ref(),
@@ -124,10 +121,14 @@ fn compared(args: &CompareArgs, context: &mut ErrorContext) -> Result<ExitCode, 
 }
 
 impl CompareArgs {
-    /// What both kernels' checks ask for: counters only with the timing.
+    /// What both kernels' checks ask for: counters only with the timing,
+    /// each report judged by the speed gates.
     pub(super) fn options(&self) -> RunOptions {
-        self.run
-            .options(!self.run.no_timing && !self.no_counters.no_counters)
+        let counters = !self.run.no_timing && !self.no_counters.no_counters;
+        RunOptions {
+            gates: GateUse::Lenient("flashprof compare"),
+            ..self.run.options(counters)
+        }
     }
 }
 

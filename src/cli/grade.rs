@@ -20,7 +20,7 @@ use crate::app::batch::output::{write_atomically, write_outputs, GRADEBOOK_CSV};
 use crate::app::batch::shard::Shard;
 use crate::app::batch::submissions::{self, cap_per_folder, discover_dir, from_files};
 use crate::app::batch::{run_batch, BatchError, BatchEvent, BatchPlan};
-use crate::app::gate::GateTable;
+use crate::app::check::{GateUse, RunOptions};
 use crate::display::{line_for_display, path_for_display};
 use crate::gpu::device;
 use crate::outcome::Verdict;
@@ -82,6 +82,19 @@ pub struct GradeArgs {
     /// Without --seed, a resumed run keeps its journal's seed, so its inputs.
     #[command(flatten)]
     pub run: super::plan::RunArgs,
+}
+
+impl GradeArgs {
+    /// What every submission's check asks for: no counters, a sanitizer
+    /// pass when asked, and a verdict of the speed gates in effect (a
+    /// gates file that cannot be read refuses the run).
+    pub(super) fn options(&self) -> RunOptions {
+        RunOptions {
+            sanitize: self.sanitize,
+            gates: GateUse::Required,
+            ..self.run.options(false)
+        }
+    }
 }
 
 pub fn run(args: GradeArgs) -> Result<ExitCode, Refusal> {
@@ -146,24 +159,19 @@ pub fn run(args: GradeArgs) -> Result<ExitCode, Refusal> {
     if mode == GradeMode::Full {
         super::proven_oracle(lab)?;
     }
-    let gates =
-        GateTable::effective().map_err(|e| Refusal::new(ExitCode::Environment, e.to_string()))?;
     let command = super::worker_command(&args.remote)?;
-    let sanitizer = super::plan::sanitizer(args.sanitize)?;
-    let mut options = args.run.options(false);
+    let mut options = args.options();
     // A compile-only run times nothing; a resumed one keeps its journal's inputs.
     if mode != GradeMode::Full {
         options.timing = None;
     }
     options.seed = options.seed.or_else(|| journal_seed(&args));
     let plan = BatchPlan {
-        sanitizer,
         check: options.plan(lab)?,
         submissions,
         out_dir: args.out.clone(),
         mode,
         slots,
-        gates,
     };
     let mut bar = ProgressBar::new(std::io::stderr().is_terminal());
     let summary = run_batch(&plan, &command, |event| bar.update(&event));

@@ -1,31 +1,20 @@
-//! From a command's options to the one [`CheckPlan`] its checks follow.
+//! From a command's flags to the [`RunOptions`] its checks follow.
 //!
-//! Every command that runs kernels takes the same run options
-//! ([`RunArgs`], and [`NoCountersArg`] where counters are collected),
-//! turns them and its own into [`RunOptions`], and asks
-//! [`RunOptions::plan`] for the plan: the lab's cases loaded and chosen,
-//! its timing shape, and every default in this file. A plan is a template
-//! until [`CheckPlan::of_source`] gives it a file.
+//! Every command that runs kernels takes the same run flags ([`RunArgs`],
+//! and [`NoCountersArg`] where counters are collected) and turns them and
+//! its own into [`RunOptions`]; `RunOptions::plan` (in `app::check`) then
+//! makes the one validated plan. Pasting [`RunOptions::reproduce`] reruns
+//! a check.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use clap::Args;
 
-use super::refusal::Refusal;
-use super::ExitCode;
-use crate::app::check::{CheckPlan, CountersPlan, LinesPlan, TimingPlan};
-use crate::app::gate::GateTable;
-use crate::gpu::compile::QuickBuild;
-use crate::lab::definition::{LabCase, LabRef};
+use crate::app::check::{CaseChoice, CountersChoice, RunOptions, CASE_TIMEOUT_S};
+use crate::lab::definition::LabRef;
 use crate::protocol::TimingConfig;
 use crate::report::ReproduceCommand;
-
-/// The default watchdog for one case (two launches and the checks), in seconds.
-pub const CASE_TIMEOUT_S: f64 = 5.0;
-/// How long the timing step, and each tier of counters, may take before it
-/// counts as hung.
-pub const STEP_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The options of every command that runs a check.
 #[derive(Args, Debug, Clone)]
@@ -58,72 +47,6 @@ pub fn positive_seconds(text: &str) -> Result<f64, String> {
         _ => Err(format!(
             "expected seconds between 0 and 3600, found `{text}`"
         )),
-    }
-}
-
-/// A seed that differs on every run: fresh inputs each time unless `--seed` is given.
-pub fn fresh_seed() -> u64 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
-    (nanos ^ (std::process::id() as u64).rotate_left(32)) % 1_000_000_000_000
-}
-
-/// Which of the lab's cases a check runs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CaseChoice {
-    Every,
-    /// Only the case of this name (`check --case NAME`).
-    Only(String),
-    /// None: the check only times the kernel (`calibrate`).
-    TimingOnly,
-}
-
-/// What a command asks of its checks, before the lab is consulted.
-#[derive(Debug, Clone)]
-pub struct RunOptions {
-    /// `None`: a fresh seed.
-    pub seed: Option<u64>,
-    pub case_timeout: Duration,
-    /// A cases file instead of the lab's embedded cases.
-    pub cases_file: Option<PathBuf>,
-    pub cases: CaseChoice,
-    /// `None`: no timing.
-    pub timing: Option<TimingConfig>,
-    /// `--timing-shape KEY=VALUE` overrides of the lab's timing shape.
-    pub timing_shape: Vec<String>,
-    pub counters: CountersChoice,
-    /// The line profile, last (`check --lines`).
-    pub lines: bool,
-    pub quick_build: Option<QuickBuild>,
-}
-
-/// Hardware counters after the timing, and how.
-#[derive(Debug, Clone, Default)]
-pub struct CountersChoice {
-    pub on: bool,
-    /// Profile this case's shape instead of the timing shape (checked
-    /// against the cases even with the counters off).
-    pub case: Option<String>,
-    /// These metrics instead of the quick and full sets.
-    pub metrics: Vec<String>,
-}
-
-impl Default for RunOptions {
-    /// Every case, timed, no counters, one optimized build.
-    fn default() -> Self {
-        Self {
-            seed: None,
-            case_timeout: Duration::from_secs_f64(CASE_TIMEOUT_S),
-            cases: CaseChoice::Every,
-            cases_file: None,
-            timing: Some(TimingConfig::default()),
-            timing_shape: Vec::new(),
-            counters: CountersChoice::default(),
-            lines: false,
-            quick_build: None,
-        }
     }
 }
 
@@ -196,128 +119,16 @@ impl RunOptions {
         }
         command
     }
-
-    /// The plan for `lab` with no file yet, or why these options cannot run on it.
-    pub fn plan(&self, lab: LabRef) -> Result<CheckPlan, Refusal> {
-        let mut cases = match self.cases {
-            CaseChoice::TimingOnly => Vec::new(),
-            _ => load_cases(lab, self.cases_file.as_deref())
-                .map_err(|e| Refusal::new(ExitCode::Environment, e))?,
-        };
-        let timing_case = timing_shape_case(lab, &self.timing_shape)?;
-        if let CaseChoice::Only(name) = &self.cases {
-            named(&cases, name)?;
-            cases.retain(|c| &c.name == name);
-        }
-        let counters_case = match &self.counters.case {
-            None => timing_case.clone(),
-            Some(name) => counters_case(lab, &cases, name)?,
-        };
-        let counters = self.counters.on.then(|| CountersPlan {
-            case: counters_case,
-            timeout: STEP_TIMEOUT,
-            custom_metrics: self.counters.metrics.clone(),
-        });
-        let lines = self.lines.then(|| LinesPlan {
-            case: timing_case.clone(),
-            timeout: STEP_TIMEOUT,
-        });
-        Ok(CheckPlan {
-            lab,
-            source_path: String::new(),
-            source_text: String::new(),
-            cases,
-            seed: self.seed.unwrap_or_else(fresh_seed),
-            case_timeout: self.case_timeout,
-            timing: self.timing.map(|config| TimingPlan {
-                case: timing_case,
-                config,
-                timeout: STEP_TIMEOUT,
-            }),
-            counters,
-            lines,
-            quick_build: self.quick_build,
-        })
-    }
-}
-
-/// The compute-sanitizer a `--sanitize` run uses, found before any check
-/// runs so that a missing one stops the command at once.
-pub fn sanitizer(asked: bool) -> Result<Option<PathBuf>, Refusal> {
-    asked
-        .then(crate::app::sanitize::locate)
-        .transpose()
-        .map_err(|message| Refusal::new(ExitCode::Environment, format!("--sanitize: {message}")))
-}
-
-/// The speed gates in effect; a broken gates file is said (after `who`)
-/// and leaves the reports ungated rather than failing the command.
-pub fn speed_gates(who: &str) -> Option<GateTable> {
-    GateTable::effective()
-        .map_err(|e| eprintln!("{who}: no speed gate: {e}"))
-        .ok()
-}
-
-/// The lab's cases: its embedded set, or a cases file.
-fn load_cases(lab: LabRef, file: Option<&Path>) -> Result<Vec<LabCase>, String> {
-    match file {
-        None => lab
-            .parse_cases(lab.embedded_cases(), "(embedded cases)", Path::new("."))
-            .map_err(|e| e.to_string()),
-        Some(file) => {
-            let text = std::fs::read_to_string(file)
-                .map_err(|e| format!("cannot read cases file {}: {e}", file.display()))?;
-            let base = file.parent().unwrap_or(Path::new("."));
-            lab.parse_cases(&text, &file.display().to_string(), base)
-                .map_err(|e| e.to_string())
-        }
-    }
-}
-
-/// The case called `name`, or a refusal that lists the cases there are.
-fn named<'a>(cases: &'a [LabCase], name: &str) -> Result<&'a LabCase, Refusal> {
-    cases.iter().find(|c| c.name == name).ok_or_else(|| {
-        let names: Vec<&str> = cases.iter().map(|c| c.name.as_str()).collect();
-        Refusal::new(
-            ExitCode::Usage,
-            format!("no case named `{name}` (cases: {})", names.join(", ")),
-        )
-    })
-}
-
-/// The case `--counters-case NAME` profiles: one whose inputs are generated.
-fn counters_case(lab: LabRef, cases: &[LabCase], name: &str) -> Result<LabCase, Refusal> {
-    let case = named(cases, name)?;
-    if lab.own_tensors(case).is_some() {
-        return Err(Refusal::new(
-            ExitCode::Usage,
-            format!(
-                "case `{name}` brings its own tensors; pick a generated case for --counters-case"
-            ),
-        ));
-    }
-    Ok(case.clone())
-}
-
-/// The lab's timing shape as a case, with `--timing-shape KEY=VALUE` overrides.
-fn timing_shape_case(lab: LabRef, overrides: &[String]) -> Result<LabCase, Refusal> {
-    let pairs: Result<Vec<(String, String)>, String> = overrides
-        .iter()
-        .map(|pair| {
-            pair.split_once('=')
-                .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
-                .ok_or_else(|| format!("expected KEY=VALUE, found `{pair}`"))
-        })
-        .collect();
-    pairs
-        .and_then(|pairs| lab.timing_case(&pairs))
-        .map_err(|e| Refusal::new(ExitCode::Usage, format!("--timing-shape: {e}")))
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::{Cli, Command};
     use super::*;
+    use crate::app::check::{CheckPlan, GateUse, STEP_TIMEOUT};
+    use crate::cli::{ExitCode, Refusal};
+    use crate::gpu::compile::QuickBuild;
+    use crate::lab::definition::LabCase;
     use crate::lab::flash_prefill::FLASH_PREFILL;
     use clap::Parser;
 
@@ -332,14 +143,21 @@ mod tests {
             None => cli.tui.options(),
             Some(Command::Check(check)) => check.options(),
             Some(Command::Compare(compare)) => compare.options(),
-            Some(Command::Grade(grade)) => grade.run.options(false),
+            Some(Command::Grade(grade)) => grade.options(),
             _ => panic!("{args:?} runs no check"),
         }
     }
 
     /// The plan `args` give on flash-prefill, or why not.
     fn plan_of(args: &[&str]) -> Result<CheckPlan, Refusal> {
-        options_of(args).plan(FLASH_PREFILL)
+        Ok(options_of(args).plan(FLASH_PREFILL)?)
+    }
+
+    /// The lab's embedded cases, parsed by the lab itself.
+    fn embedded_cases() -> Vec<LabCase> {
+        FLASH_PREFILL
+            .parse_cases(FLASH_PREFILL.embedded_cases(), "embedded", Path::new("."))
+            .expect("embedded cases")
     }
 
     #[test]
@@ -393,18 +211,12 @@ mod tests {
         );
     }
 
-    fn embedded_case_count() -> usize {
-        load_cases(FLASH_PREFILL, None)
-            .expect("embedded cases")
-            .len()
-    }
-
     #[test]
     fn every_command_gets_its_defaults_from_one_place() {
         let check = plan_of(&["check", "k.cu"]).expect("plan");
-        assert_eq!(check.case_timeout, Duration::from_secs(5));
-        assert_eq!(check.cases.len(), embedded_case_count());
-        let timing = check.timing.as_ref().expect("timed by default");
+        assert_eq!(check.case_timeout(), Duration::from_secs(5));
+        assert_eq!(check.cases().len(), embedded_cases().len());
+        let timing = check.timing().expect("timed by default");
         assert_eq!(timing.timeout, STEP_TIMEOUT);
         assert_eq!(timing.config, TimingConfig::default());
         assert_eq!(
@@ -412,33 +224,33 @@ mod tests {
             FLASH_PREFILL.timing_case(&[]).unwrap().name
         );
         assert!(
-            check.counters.is_none(),
+            check.counters().is_none(),
             "check collects counters only when asked"
         );
-        assert_eq!(check.quick_build, None);
+        assert_eq!(check.quick_build(), None);
 
         // The TUI and compare collect counters unless told not to; grade never does.
         for args in [&["k.cu"][..], &["compare", "a.cu", "b.cu"]] {
             let plan = plan_of(args).expect("plan");
-            assert_eq!(plan.case_timeout, check.case_timeout, "{args:?}");
-            let counters = plan.counters.expect("counters by default");
+            assert_eq!(plan.case_timeout(), check.case_timeout(), "{args:?}");
+            let counters = plan.counters().expect("counters by default");
             assert_eq!(counters.timeout, STEP_TIMEOUT);
             assert_eq!(counters.case.name, timing.case.name);
             assert!(counters.custom_metrics.is_empty());
         }
         assert_eq!(
-            plan_of(&["k.cu"]).unwrap().quick_build,
+            plan_of(&["k.cu"]).unwrap().quick_build(),
             Some(QuickBuild::FastCompile)
         );
         assert!(plan_of(&["grade", "class", "--out", "o"])
             .unwrap()
-            .counters
+            .counters()
             .is_none());
         for args in [
             &["k.cu", "--no-counters"][..],
             &["compare", "a.cu", "b.cu", "--no-timing"],
         ] {
-            assert!(plan_of(args).unwrap().counters.is_none(), "{args:?}");
+            assert!(plan_of(args).unwrap().counters().is_none(), "{args:?}");
         }
     }
 
@@ -458,16 +270,16 @@ mod tests {
             "0x2b",
         ])
         .expect("plan");
-        assert_eq!(plan.seed, 9);
-        assert_eq!(plan.case_timeout, Duration::from_millis(500));
-        let config = plan.timing.expect("timed").config;
+        assert_eq!(plan.seed(), 9);
+        assert_eq!(plan.case_timeout(), Duration::from_millis(500));
+        let config = plan.timing().expect("timed").config;
         assert_eq!((config.repetitions, config.cold_l2), (30, false));
         let seed = std::num::NonZeroU64::new(43);
         assert_eq!(config.draw_seed, seed, "a report's hex seed replays");
         assert_eq!(
             plan_of(&["check", "k.cu", "--draw-seed", "43"])
                 .expect("plan")
-                .timing
+                .timing()
                 .expect("timed")
                 .config
                 .draw_seed,
@@ -479,23 +291,80 @@ mod tests {
             &["k.cu", "--no-timing"],
             &["grade", "class", "--out", "o", "--no-timing"],
         ] {
-            assert!(plan_of(args).unwrap().timing.is_none(), "{args:?}");
+            assert!(plan_of(args).unwrap().timing().is_none(), "{args:?}");
         }
-        assert_eq!(plan_of(&["k.cu", "--seed", "4"]).unwrap().seed, 4);
+        assert_eq!(plan_of(&["k.cu", "--seed", "4"]).unwrap().seed(), 4);
+    }
+
+    #[test]
+    fn the_plan_carries_the_gates_and_the_sanitizer_pass_each_command_asks_for() {
+        // A check and a comparison say a broken gates file and go on
+        // ungated; a gradebook needs its gates; the TUI judges no speed.
+        assert_eq!(
+            options_of(&["check", "k.cu"]).gates,
+            GateUse::Lenient("flashprof")
+        );
+        assert_eq!(
+            options_of(&["compare", "a.cu", "b.cu"]).gates,
+            GateUse::Lenient("flashprof compare")
+        );
+        let grade = ["grade", "class", "--out", "o"];
+        assert_eq!(options_of(&grade).gates, GateUse::Required);
+        assert_eq!(options_of(&["k.cu"]).gates, GateUse::Off);
+        // The shipped gates are read into the plan that judges by them.
+        let shipped = plan_of(&["check", "k.cu"]).expect("plan");
+        let gates = shipped.gates().expect("gated");
+        assert!(gates.gpus.iter().any(|g| g.lab == FLASH_PREFILL.name()));
+        assert!(plan_of(&["k.cu"]).expect("plan").gates().is_none());
+
+        assert!(options_of(&["check", "k.cu", "--sanitize"]).sanitize);
+        assert!(options_of(&[&grade[..], &["--sanitize"]].concat()).sanitize);
+        assert!(!options_of(&["check", "k.cu"]).sanitize);
+        assert!(!plan_of(&["check", "k.cu"]).expect("plan").sanitizes());
+    }
+
+    #[test]
+    fn cases_parsed_by_another_lab_are_refused() {
+        let paged = crate::lab::paged_prefill::PAGED_PREFILL;
+        let theirs = paged
+            .parse_cases(paged.embedded_cases(), "embedded", Path::new("."))
+            .expect("the paged lab's cases");
+        let options = RunOptions {
+            cases: CaseChoice::These(theirs),
+            ..RunOptions::default()
+        };
+        let refused = options.plan(FLASH_PREFILL).expect_err("refused");
+        assert_eq!(refused.code, ExitCode::Usage);
+        assert!(
+            refused
+                .message
+                .contains("the paged-prefill lab's, not the flash-prefill lab's"),
+            "{}",
+            refused.message
+        );
+        let own = RunOptions {
+            cases: CaseChoice::These(embedded_cases()),
+            ..RunOptions::default()
+        };
+        let plan = own.plan(FLASH_PREFILL).expect("the lab's own cases");
+        assert_eq!(plan.cases().len(), embedded_cases().len());
     }
 
     #[test]
     fn metrics_or_a_counters_case_ask_for_counters() {
         let plan = plan_of(&["check", "k.cu", "--metrics", "a,b"]).expect("plan");
-        assert_eq!(plan.counters.expect("counters").custom_metrics, ["a", "b"]);
-        let first = load_cases(FLASH_PREFILL, None).unwrap()[0].name.clone();
+        assert_eq!(
+            plan.counters().expect("counters").custom_metrics,
+            ["a", "b"]
+        );
+        let first = embedded_cases()[0].name.clone();
         let plan = plan_of(&["check", "k.cu", "--counters-case", &first]).expect("plan");
-        assert_eq!(plan.counters.expect("counters").case.name, first);
+        assert_eq!(plan.counters().expect("counters").case.name, first);
         let plan = plan_of(&["check", "k.cu", "--case", &first]).expect("plan");
-        assert_eq!(plan.cases.len(), 1);
-        assert_eq!(plan.cases[0].name, first);
+        assert_eq!(plan.cases().len(), 1);
+        assert_eq!(plan.cases()[0].name, first);
         let plan = plan_of(&["check", "k.cu", "--metrics", "a", "--no-counters"]).expect("plan");
-        assert!(plan.counters.is_none());
+        assert!(plan.counters().is_none());
     }
 
     #[test]
@@ -520,7 +389,7 @@ mod tests {
         ]);
         assert_eq!(missing.code, ExitCode::Usage);
         // --case narrows the cases --counters-case may name.
-        let cases = load_cases(FLASH_PREFILL, None).unwrap();
+        let cases = embedded_cases();
         let (a, b) = (cases[0].name.as_str(), cases[1].name.as_str());
         let narrowed = refused(&["check", "k.cu", "--case", a, "--counters-case", b]);
         assert_eq!(

@@ -23,6 +23,12 @@ pub struct Refusal {
     pub json_context: Option<Box<ErrorContext>>,
 }
 
+impl From<crate::app::check::PlanError> for Refusal {
+    fn from(error: crate::app::check::PlanError) -> Self {
+        Self::new(error.code, error.message)
+    }
+}
+
 impl Refusal {
     pub fn new(code: ExitCode, message: impl Into<String>) -> Self {
         Self {

@@ -4,9 +4,9 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use super::plan::RunOptions;
 use super::refusal::Refusal;
 use super::ExitCode;
+use crate::app::check::RunOptions;
 use crate::app::history::HistoryStore;
 use crate::app::lab_memory;
 use crate::display::{line_for_display, path_for_display};

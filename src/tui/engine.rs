@@ -98,11 +98,9 @@ fn serve(
                 continue;
             }
         };
-        let plan = CheckPlan {
-            source_text: source,
-            seed: template.seed.wrapping_add(run),
-            ..template.clone()
-        };
+        let plan = template
+            .of_source(template.source_path().to_owned(), source)
+            .for_run(run);
         let stale = || superseded.load(Ordering::SeqCst) >= run;
         let result = run_check_unless_stale(
             &plan,

@@ -72,7 +72,7 @@ pub fn run_live(setup: LiveSetup) -> anyhow::Result<()> {
     let rows = planned_rows(&setup.plan);
     let mut model = Model::new(&file_label, rows, Theme::from_env());
     model.present = setup.present;
-    model.lines_off = setup.plan.lines.is_none();
+    model.lines_off = setup.plan.lines().is_none();
     model.reproduce = Some(setup.reproduce);
     // A worker on this machine compiles with this machine's NVRTC; without
     // one the screen says so and offers the fetch instead of a check.
@@ -81,7 +81,7 @@ pub fn run_live(setup: LiveSetup) -> anyhow::Result<()> {
         model.nvrtc_missing = NvrtcMissing::after(&search, None);
     }
     let (messages, inbox) = mpsc::channel();
-    let store = HistoryStore::beside(&setup.file, setup.plan.lab.name());
+    let store = HistoryStore::beside(&setup.file, setup.plan.lab().name());
     let disk = start_disk_thread(store, Some(setup.file.clone()), messages.clone())?;
     let sanitize_template = setup.plan.clone();
     let setup_file = setup.file.clone();
@@ -136,8 +136,9 @@ fn start_sanitizer(file: &Path, template: &CheckPlan, messages: &Sender<Msg>) {
                 let text = String::from_utf8(read.bytes)
                     .map_err(|_| format!("{} is not UTF-8 text", path_for_display(&file)))?;
                 let plan = template
-                    .of_source(template.source_path.clone(), text)
-                    .sanitize_pass(sanitizer, exe)
+                    .of_source(template.source_path().to_owned(), text)
+                    .with_sanitizer(sanitizer)
+                    .sanitize_pass(exe)
                     .ok_or("no case to run")?;
                 Ok(Box::new(run_pass(&plan)))
             })();

@@ -134,11 +134,11 @@ pub fn display_name(file: &Path) -> String {
 
 /// The table rows of the cases `plan` will run, before any has run.
 pub fn planned_rows(plan: &CheckPlan) -> Vec<CaseRow> {
-    plan.cases
+    plan.cases()
         .iter()
         .map(|c| CaseRow {
             name: c.name.clone(),
-            shape: plan.lab.problem(c).unwrap_or_else(|_| Problem::unknown()),
+            shape: plan.lab().problem(c).unwrap_or_else(|_| Problem::unknown()),
         })
         .collect()
 }

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use flashprof::app::check::{run_check, CheckPlan};
+use flashprof::app::check::{run_check, CaseChoice, CheckPlan, RunOptions};
 use flashprof::app::worker_handle::{WorkerCommand, WorkerHandle};
 use flashprof::lab::definition::LabCase;
 use flashprof::lab::flash_prefill::cases::CaseSpec;
@@ -75,20 +75,29 @@ pub fn case(name: &str) -> LabCase {
     flashprof::lab::typed::lab_case::<flashprof::lab::flash_prefill::FlashPrefill>(spec)
 }
 
+/// The options of a check of the stand-in's cases `names`, each under
+/// `case_timeout`, on seed 1; no timing, no counters.
+pub fn options(names: &[&str], case_timeout: Duration) -> RunOptions {
+    RunOptions {
+        seed: Some(1),
+        case_timeout,
+        cases: CaseChoice::These(names.iter().map(|n| case(n)).collect()),
+        timing: None,
+        ..RunOptions::default()
+    }
+}
+
+/// The plan of `options` for `student.cu` holding `text`.
+pub fn plan_of(options: RunOptions, text: &str) -> CheckPlan {
+    options
+        .plan(flashprof::lab::flash_prefill::FLASH_PREFILL)
+        .expect("a valid plan")
+        .of_source("student.cu".into(), text.into())
+}
+
 /// A check of the stand-in's cases `names`, each under `case_timeout`; no timing, no counters.
 pub fn plan(names: &[&str], case_timeout: Duration) -> CheckPlan {
-    CheckPlan {
-        lab: flashprof::lab::flash_prefill::FLASH_PREFILL,
-        source_path: "student.cu".into(),
-        source_text: "// stand-in".into(),
-        cases: names.iter().map(|n| case(n)).collect(),
-        seed: 1,
-        case_timeout,
-        timing: None,
-        counters: None,
-        lines: None,
-        quick_build: None,
-    }
+    plan_of(options(names, case_timeout), "// stand-in")
 }
 
 /// Each case's status, in order.
@@ -120,17 +129,29 @@ pub fn assert_a_hang_times_out(command: &WorkerCommand, worker: &mut Option<Work
 /// (built with the real NVRTC, answered with recorded samples), that asks
 /// for lines after two passing cases.
 pub fn lines_plan() -> CheckPlan {
-    let reference = include_str!("../../kernels/flash-prefill/reference.cu");
-    let lab = flashprof::lab::flash_prefill::FLASH_PREFILL;
-    CheckPlan {
-        source_path: "reference.cu".into(),
-        source_text: format!("{reference}\n// stand-in-lines\n"),
-        lines: Some(flashprof::app::check::LinesPlan {
-            case: lab.timing_case(&[]).expect("the timing case"),
-            timeout: Duration::from_secs(60),
-        }),
-        ..plan(&["first", "last"], Duration::from_secs(30))
+    lines_plan_of(lines_options(), "")
+}
+
+/// The options of [`lines_plan`].
+pub fn lines_options() -> RunOptions {
+    RunOptions {
+        lines: true,
+        step_timeout: Duration::from_secs(60),
+        ..options(&["first", "last"], Duration::from_secs(30))
     }
+}
+
+/// The plan of `options` on the reference marked for the stand-in's line
+/// profile, with `save` (a comment that makes a save of its own) after it.
+pub fn lines_plan_of(options: RunOptions, save: &str) -> CheckPlan {
+    let reference = include_str!("../../kernels/flash-prefill/reference.cu");
+    options
+        .plan(flashprof::lab::flash_prefill::FLASH_PREFILL)
+        .expect("a valid plan")
+        .of_source(
+            "reference.cu".into(),
+            format!("{reference}\n// stand-in-lines\n{save}"),
+        )
 }
 
 /// Asserts what the stand-in's line profile of [`lines_plan`] is once
@@ -159,7 +180,7 @@ pub fn assert_the_recorded_profile_arrived(report: &CheckReport) {
             .any(|l| matches!(l.line, LineKey::Student(n) if (1..=last).contains(&n)))
     };
     assert!(
-        charged_to(profile, &lines_plan().source_text),
+        charged_to(profile, lines_plan().source_text()),
         "charged to lines of the file: {:?}",
         profile.lines
     );

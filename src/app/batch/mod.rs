@@ -43,9 +43,6 @@ pub struct BatchPlan {
     pub mode: GradeMode,
     /// One entry per concurrent worker: the device it opens.
     pub slots: Vec<GpuSelection>,
-    pub gates: GateTable,
-    /// compute-sanitizer, for a sanitizer pass over each submission that ran (`--sanitize`).
-    pub sanitizer: Option<PathBuf>,
 }
 
 /// The cases as a journal row keys them (`[{"name", "summary", "recipe"}]`,
@@ -71,24 +68,23 @@ fn journal_cases(cases: &[crate::lab::definition::LabCase]) -> String {
 impl BatchPlan {
     /// What a journal row must match to stand for this run.
     pub fn grading_key(&self) -> GradingKey {
-        let mut cases = journal_cases(&self.check.cases);
+        let mut cases = journal_cases(self.check.cases());
         // Rows graded with and without the sanitizer never stand in for each other.
-        if self.sanitizer.is_some() {
+        if self.check.sanitizes() {
             cases.push_str("\0sanitize");
         }
         GradingKey {
-            lab: self.check.lab.name().to_owned(),
+            lab: self.check.lab().name().to_owned(),
             cases_hash: content_hash(cases.as_bytes()),
             mode: self.mode,
             timing_rules: crate::protocol::TIMING_RULES,
             stopping: self
                 .check
-                .timing
-                .as_ref()
+                .timing()
                 .map(|t| t.config.stopping.name())
                 .unwrap_or_default(),
             limits: GradingLimits {
-                case_timeout_ms: self.check.case_timeout.as_millis() as u64,
+                case_timeout_ms: self.check.case_timeout().as_millis() as u64,
                 compile_timeout_s: super::check::compile_timeout().as_secs(),
                 compile_memory_mb: crate::worker::sandbox::compile_memory_mb(),
             },
@@ -160,12 +156,14 @@ fn io_error(path: &std::path::Path) -> impl Fn(std::io::Error) -> BatchError + '
 
 /// Whether `entry`'s speed verdict was judged by a gate other than the one
 /// `gates` holds now for its lab and GPU.
-fn judged_by_another_gate(entry: &JournalEntry, gates: &GateTable) -> bool {
+fn judged_by_another_gate(entry: &JournalEntry, gates: Option<&GateTable>) -> bool {
     let Some(version) = entry.gate.as_ref().and_then(SpeedGate::gate_version) else {
         return false;
     };
     let gpu = entry.report.as_ref().and_then(|r| r.gpu.as_ref().ok());
-    let current = gpu.and_then(|gpu| gates.lookup(&entry.lab, &gpu.name));
+    let current = gpu
+        .zip(gates)
+        .and_then(|(gpu, gates)| gates.lookup(&entry.lab, &gpu.name));
     current.is_none_or(|gate| gate.version() != version)
 }
 
@@ -193,13 +191,13 @@ pub fn run_batch(
     for submission in &plan.submissions {
         // Only the hash is kept: each submission is read again just before
         // it is graded, so memory does not grow with the size of the class.
-        let content_hash = submission.load(plan.check.lab).content_hash;
+        let content_hash = submission.load(plan.check.lab()).content_hash;
         let done = previous.answers(&submission.id, &content_hash, &grading);
         if done {
             skipped += 1;
             let newest = previous.newest(&submission.id);
             older_gate +=
-                usize::from(newest.is_some_and(|e| judged_by_another_gate(e, &plan.gates)));
+                usize::from(newest.is_some_and(|e| judged_by_another_gate(e, plan.check.gates())));
         } else {
             // Why the row the gradebook shows no longer stands, if it is one of this file.
             let stale = previous
@@ -235,7 +233,7 @@ pub fn run_batch(
                 let Some(submission) = next else {
                     return;
                 };
-                let loaded = submission.load(plan.check.lab);
+                let loaded = submission.load(plan.check.lab());
                 let entry = grade_one(plan, grading, worker, slot, &submission, loaded);
                 if sender.send(entry).is_err() {
                     return;
@@ -313,14 +311,14 @@ fn now_unix_ms() -> u64 {
 }
 
 /// The sanitizer pass on the first case, on the worker's GPU, over the
-/// exact text `check` graded (never the path read again); `None` without a case.
+/// exact text `check` graded (never the path read again); `None` when the
+/// plan asks for none or has no case.
 fn sanitize_one(
-    sanitizer: &std::path::Path,
     worker: &WorkerCommand,
     check: &CheckPlan,
 ) -> Option<crate::app::sanitize::SanitizerOutcome> {
     use crate::app::sanitize::{run_pass, SanitizePlan};
-    let pass = check.sanitize_pass(sanitizer.to_path_buf(), worker.program.clone())?;
+    let pass = check.sanitize_pass(worker.program.clone())?;
     Some(run_pass(&SanitizePlan {
         env: worker.env.clone(),
         ..pass
@@ -343,7 +341,7 @@ fn grade_one(
         lab: grading.lab.clone(),
         cases_hash: grading.cases_hash.clone(),
         mode: plan.mode,
-        seed: plan.check.seed,
+        seed: plan.check.seed(),
         status: Verdict::Rejected,
         gate: None,
         error: None,
@@ -373,15 +371,13 @@ fn grade_one(
         Ok(mut report) => {
             // The image is for restarting a worker, not for a gradebook.
             report.compile.image.clear();
-            if let Some(sanitizer) = &plan.sanitizer {
-                if report.gpu.is_ok() && report.compile.ok {
-                    report.sanitizer = sanitize_one(sanitizer, &command, &check);
-                }
+            if report.gpu.is_ok() && report.compile.ok {
+                report.sanitizer = sanitize_one(&command, &check);
             }
             entry.status = Verdict::of(&report);
             entry.error = report.compile.problem.as_ref().map(|p| p.message.clone());
-            if plan.mode == GradeMode::Full && report.gpu.is_ok() && report.compile.ok {
-                entry.gate = Some(SpeedGate::evaluate(&report, &plan.gates));
+            if plan.mode == GradeMode::Full && report.compile.ok {
+                entry.gate = check.gate(&report);
             }
             entry.report = Some(report);
         }

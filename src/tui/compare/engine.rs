@@ -49,11 +49,12 @@ fn serve(
 ) {
     while let Ok((run, mut sources)) = inbox.recv() {
         let mut check = |column: Column| {
-            let mut plan = template.of_source(
-                paths.get(column).clone(),
-                std::mem::take(sources.get_mut(column)),
-            );
-            plan.seed = template.seed.wrapping_add(run);
+            let plan = template
+                .of_source(
+                    paths.get(column).clone(),
+                    std::mem::take(sources.get_mut(column)),
+                )
+                .for_run(run);
             run_check_alone(&plan, command, |progress| {
                 let _ = messages.send(CompareMsg::Progress {
                     run,
