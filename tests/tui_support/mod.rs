@@ -146,6 +146,7 @@ pub fn graded(name: &str, shape: Shape, error: f32, wrong: &[(usize, usize)]) ->
     let said = diagnose(&Reading {
         shape,
         planted_heads: 0,
+        large_heads: 0,
         out: &out,
         reference: &reference,
         cmp: &comparison,
