@@ -38,8 +38,10 @@
 //! with the real NVRTC, so its image is a real cubin; a line profile of it
 //! (and of the lab's starter, built the same way and sent back with its
 //! cubin) answers recorded samples on the function's first instructions,
-//! which the caller charges through the real line table. Any other line
-//! profile is refused. Asked to release the counters' profiler, it writes
+//! which the caller charges through the real line table. As on the H100, a
+//! worker samples once: its second profile comes back with no instruction
+//! (refused here, so a caller that samples twice in one worker fails).
+//! Any other line profile is refused. Asked to release the counters' profiler, it writes
 //! `released` under `FLASHPROF_STAND_IN_MARKS`.
 //!
 //! Started with `FLASHPROF_WORKER_EXIT_ON_HANGUP=1` (as every remote worker
@@ -124,6 +126,8 @@ fn main() {
         sandbox: None,
     };
     write_message(&mut out, &ready).expect("stdout");
+    // A worker samples once (the H100 answered a second sampling with no instruction).
+    let mut sampled = false;
     let mut loaded: Option<Vec<u8>> = None;
     let mut timing_kind: Option<String> = None;
     let mut lab_name = String::new();
@@ -282,8 +286,15 @@ fn main() {
             Request::Lines { kernel, .. }
                 if loaded.as_ref().is_some_and(|i| i.starts_with(b"\x7fELF")) =>
             {
-                let student = loaded.clone().unwrap_or_default();
-                Event::Lines(Ok(recorded_lines(student, kernel)))
+                if std::mem::replace(&mut sampled, true) {
+                    Event::Lines(Err(format!(
+                        "stand-in: this worker sampled before; the {kernel:?} profile has no \
+                         instruction (the H100's second sampling in one worker)"
+                    )))
+                } else {
+                    let student = loaded.clone().unwrap_or_default();
+                    Event::Lines(Ok(recorded_lines(student, kernel)))
+                }
             }
             Request::PrepareLines { .. } => Event::LinesPrepared,
             Request::ReleaseCounters => {

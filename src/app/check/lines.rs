@@ -103,18 +103,21 @@ pub(super) fn profile_lines(
         .and_then(|mut ready| ready.ended().is_none().then_some(ready));
     let seed = *kept.seed.get_or_insert(plan.seed);
     let mut session = WorkerSession::new(command, &mut worker, plan.lab);
-    let profile = profile_in(
-        &mut session,
-        plan,
-        lines,
-        build,
-        gpu,
-        &mut kept.starter,
-        seed,
-    );
+    let profile = profile_student(&mut session, plan, lines, build, seed);
     drop(session);
     // This worker has sampled: it serves no other profile.
     let used = worker.take();
+    let profile = profile.map(|mut profile| {
+        let starter = StarterRun {
+            command,
+            plan,
+            lines,
+            build,
+            seed,
+        };
+        profile.starter = Some(starter.profile_kept(gpu, &mut kept.starter));
+        profile
+    });
     if !kept.ahead {
         if let Some(used) = used {
             used.shutdown();
@@ -139,15 +142,12 @@ pub(super) fn profile_lines(
     profile
 }
 
-/// The student's profile in `session`'s worker, and the starter's beside it
-/// (`kept_starter`, unless it is kept for `gpu` already).
-fn profile_in(
+/// The student's profile in `session`'s worker.
+fn profile_student(
     session: &mut WorkerSession<'_>,
     plan: &CheckPlan,
     lines: &LinesPlan,
     build: &LoadedBuild<'_>,
-    gpu: Option<&DeviceInfo>,
-    kept_starter: &mut Option<(String, Box<LineProfile>)>,
     seed: u64,
 ) -> Result<LineProfile, String> {
     session
@@ -156,28 +156,71 @@ fn profile_in(
     // A worker readied ahead holds an earlier build: this one is loaded.
     session.load(build).map_err(unanswered)?;
     let outcome = collect(session, lines, ProfiledKernel::Student, seed)?;
-    let mut profile = charge(&outcome, build.image, &plan.source_path, &plan.source_text)?;
+    charge(&outcome, build.image, &plan.source_path, &plan.source_text)
+}
 
-    let key = format!(
-        "{} on {}",
-        plan.lab.name(),
-        gpu.map_or_else(
-            || "an unknown GPU".to_owned(),
-            |g| format!("{} {}", g.ordinal, g.name)
-        )
-    );
-    let starter = match kept_starter {
-        Some((kept_key, starter)) if *kept_key == key => Ok(starter.clone()),
-        _ => {
-            let starter = profile_starter(session, plan, lines, seed);
-            if let Ok(taken) = &starter {
-                *kept_starter = Some((key, taken.clone()));
+/// What the starter's profile is taken with: the save's plan, case, seed
+/// and build (a worker must hold a student build to profile anything).
+struct StarterRun<'a> {
+    command: &'a WorkerCommand,
+    plan: &'a CheckPlan,
+    lines: &'a LinesPlan,
+    build: &'a LoadedBuild<'a>,
+    seed: u64,
+}
+
+impl StarterRun<'_> {
+    /// The starter's profile on `gpu`: the one kept, else a new one (kept
+    /// when it worked; a failed one is tried again on the next save).
+    fn profile_kept(
+        &self,
+        gpu: Option<&DeviceInfo>,
+        kept: &mut Option<(String, Box<LineProfile>)>,
+    ) -> StarterProfile {
+        let key = format!(
+            "{} on {}",
+            self.plan.lab.name(),
+            gpu.map_or_else(
+                || "an unknown GPU".to_owned(),
+                |g| format!("{} {}", g.ordinal, g.name)
+            )
+        );
+        match kept {
+            Some((kept_key, starter)) if *kept_key == key => Ok(starter.clone()),
+            _ => {
+                let starter = self.profile();
+                if let Ok(taken) = &starter {
+                    *kept = Some((key, taken.clone()));
+                }
+                starter
             }
-            starter
         }
-    };
-    profile.starter = Some(starter);
-    Ok(profile)
+    }
+
+    /// The starter's profile, in a worker of its own, charged through the
+    /// starter's own line table (read from the image the worker built it
+    /// from).
+    ///
+    /// A worker's second sampling returned the samples' count but not one
+    /// of their instructions (H100, 2026-12-06: every starter profile taken
+    /// after the student's in the same worker), so the starter, like every
+    /// profile, is sampled by a worker that has sampled nothing before.
+    fn profile(&self) -> StarterProfile {
+        let mut worker = None;
+        let mut session = WorkerSession::new(self.command, &mut worker, self.plan.lab);
+        let outcome = session
+            .start_if_gone()
+            .map_err(|e| format!("the starter's line worker did not start: {e}"))
+            .and_then(|()| session.load(self.build).map_err(unanswered))
+            .and_then(|_| collect(&mut session, self.lines, ProfiledKernel::Starter, self.seed));
+        drop(session);
+        if let Some(worker) = worker {
+            worker.shutdown();
+        }
+        let outcome = outcome?;
+        let starter = self.plan.lab.starter();
+        charge(&outcome, &outcome.starter_image, starter.path, starter.text).map(Box::new)
+    }
 }
 
 /// What a line worker started ahead is readied with: the last build (a
@@ -211,19 +254,6 @@ impl Ready {
         drop(session);
         worker
     }
-}
-
-/// The starter's profile, charged through the starter's own line table
-/// (read from the image the worker built it from).
-fn profile_starter(
-    session: &mut WorkerSession<'_>,
-    plan: &CheckPlan,
-    lines: &LinesPlan,
-    seed: u64,
-) -> StarterProfile {
-    let outcome = collect(session, lines, ProfiledKernel::Starter, seed)?;
-    let starter = plan.lab.starter();
-    charge(&outcome, &outcome.starter_image, starter.path, starter.text).map(Box::new)
 }
 
 /// A request's failure in words: the worker's own message, or why nothing came.
