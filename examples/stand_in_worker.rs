@@ -372,6 +372,8 @@ fn recorded_lines(student: Vec<u8>, kernel: ProfiledKernel) -> LinesOutcome {
         plain_launch_ms: 0.0,
         sample_ms: 0.0,
         count_ms: 0.0,
+        setup_ms: 0.0,
+        worker_ms: 0.0,
         refused: None,
         starter_image,
     }

@@ -24,27 +24,27 @@ for pair in flash-prefill:kernels/flash-prefill/reference.cu flash-prefill:kerne
     || echo "$file: bench failed: $(tail -1 "$OUT/$name.err")"
 done
 echo
-echo "| kernel | first save ms | later saves, median ms | max ms | of which launches | sampled | counted |"
-echo "|---|---:|---:|---:|---:|---:|---:|"
+echo "| kernel | first save ms | later saves, median ms | max ms | waiting for the worker | worker request | CUPTI setup | launches | sampled | counted | charging |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 for md in "$OUT"/*.md; do
   python3 - "$md" <<'PY'
 import sys, re
 text = open(sys.argv[1]).read()
 name = re.search(r"Loop latency: `([^`]*)`", text)
 rows = {}
+names = ("added to the save (the lines phase)", "waiting for the line worker started ahead",
+         "the line worker's request", "CUPTI's line APIs set up", "the profile's three launches",
+         "the sampled launch (PC Sampling)", "the counted launch (SASS Metrics)",
+         "charging the samples to lines")
 for line in text.splitlines():
     cells = [c.strip() for c in line.strip("|").split("|")]
-    if len(cells) == 4 and cells[0] in ("added to the save (the lines phase)", "of which the profile's three launches",
-                                        "the sampled launch (PC Sampling)", "the counted launch (SASS Metrics)"):
+    if len(cells) == 4 and cells[0] in names:
         rows[cells[0]] = cells[1:]
 if not rows:
     why = re.search(r"Line profile on a save: (.*)", text)
     print(f"| {name.group(1) if name else sys.argv[1]} | {why.group(1) if why else 'no line rounds'} |")
 else:
-    a = rows.get("added to the save (the lines phase)", ["-"] * 3)
-    l = rows.get("of which the profile's three launches", ["-"] * 3)
-    s = rows.get("the sampled launch (PC Sampling)", ["-"] * 3)
-    c = rows.get("the counted launch (SASS Metrics)", ["-"] * 3)
-    print(f"| {name.group(1)} | {a[0]} | {a[1]} | {a[2]} | {l[1]} | {s[1]} | {c[1]} |")
+    a, r, w, u, l, s, c, h = (rows.get(n, ["-"] * 3) for n in names)
+    print(f"| {name.group(1)} | {a[0]} | {a[1]} | {a[2]} | {r[1]} | {w[1]} | {u[1]} | {l[1]} | {s[1]} | {c[1]} | {h[1]} |")
 PY
 done

@@ -62,6 +62,10 @@ fn recorded() -> LineProfile {
         collect_ms: 41.0,
         sampled_ms: 0.0,
         counted_ms: 0.0,
+        waited_ms: 0.0,
+        setup_ms: 0.0,
+        worker_ms: 0.0,
+        charge_ms: 0.0,
         lines,
         starter: Some(Ok(Box::new(starter()))),
     }
@@ -96,6 +100,10 @@ fn starter() -> LineProfile {
         collect_ms: 310.0,
         sampled_ms: 0.0,
         counted_ms: 0.0,
+        waited_ms: 0.0,
+        setup_ms: 0.0,
+        worker_ms: 0.0,
+        charge_ms: 0.0,
         lines,
         starter: None,
     }

@@ -384,16 +384,28 @@ fn render_line_rounds(rounds: &[CheckReport]) -> String {
         out,
         "| | first save ms | later saves, median ms | max ms |\n|---|---:|---:|---:|"
     );
-    let rows: [(&str, Figure); 4] = [
+    let rows: [(&str, Figure); 8] = [
         ("added to the save (the lines phase)", |r| r.phases.lines_ms),
-        ("of which the profile's three launches", |r| {
+        ("  waiting for the line worker started ahead", |r| {
+            profile_of(r).map_or(f64::NAN, |p| p.waited_ms)
+        }),
+        ("  the line worker's request", |r| {
+            profile_of(r).map_or(f64::NAN, |p| p.worker_ms)
+        }),
+        ("    CUPTI's line APIs set up", |r| {
+            profile_of(r).map_or(f64::NAN, |p| p.setup_ms)
+        }),
+        ("    the profile's three launches", |r| {
             profile_of(r).map_or(f64::NAN, |p| p.collect_ms)
         }),
-        ("  the sampled launch (PC Sampling)", |r| {
+        ("      the sampled launch (PC Sampling)", |r| {
             profile_of(r).map_or(f64::NAN, |p| p.sampled_ms)
         }),
-        ("  the counted launch (SASS Metrics)", |r| {
+        ("      the counted launch (SASS Metrics)", |r| {
             profile_of(r).map_or(f64::NAN, |p| p.counted_ms)
+        }),
+        ("  charging the samples to lines", |r| {
+            profile_of(r).map_or(f64::NAN, |p| p.charge_ms)
         }),
     ];
     for (name, of) in rows {

@@ -90,6 +90,19 @@ pub struct LineProfile {
     pub sampled_ms: f64,
     #[serde(default)]
     pub counted_ms: f64,
+    /// Where the rest of the lines phase went (0 in profiles recorded
+    /// before they were kept): waiting for the line worker started ahead
+    /// to be ready, CUPTI's line APIs set up in the worker, the whole
+    /// request in the worker (the launches, CUPTI's setup, the inputs and
+    /// audits), and charging the samples to lines here.
+    #[serde(default)]
+    pub waited_ms: f64,
+    #[serde(default)]
+    pub setup_ms: f64,
+    #[serde(default)]
+    pub worker_ms: f64,
+    #[serde(default)]
+    pub charge_ms: f64,
     pub lines: Vec<LineReading>,
     /// The lab starter's profile on the same inputs, for comparison (or
     /// why there is none); absent inside a starter's own profile and in

@@ -53,7 +53,7 @@ use crate::lab::registry;
 /// worker lets go of CUPTI's profiler when asked (`Request::ReleaseCounters`).
 /// 10: the non-finite experiments' new changes (`scratch_finite`,
 /// `sentinels_tagged`) and the trial's `sentinels_tagged`.
-pub const PROTOCOL_VERSION: u32 = 10;
+pub const PROTOCOL_VERSION: u32 = 11;
 
 /// The rules a speedup was measured under, kept with every timing and in
 /// the gradebook's journal so that a row timed under other rules is timed
@@ -161,6 +161,14 @@ pub struct LinesOutcome {
     pub plain_launch_ms: f64,
     pub sample_ms: f64,
     pub count_ms: f64,
+    /// CUPTI's line APIs set up for this profile (0 where the worker had
+    /// them set up before).
+    #[serde(default)]
+    pub setup_ms: f64,
+    /// The whole request in the worker: the inputs, CUPTI's setup, the
+    /// three launches and their audits.
+    #[serde(default)]
+    pub worker_ms: f64,
     /// Why there is no profile although both launches ran: a launch that
     /// did not compute its output shows none.
     #[serde(default, skip_serializing_if = "Option::is_none")]

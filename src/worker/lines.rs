@@ -169,6 +169,8 @@ impl LineProfiler {
             plain_launch_ms,
             sample_ms: 0.0,
             count_ms: 0.0,
+            setup_ms: 0.0,
+            worker_ms: 0.0,
             refused: None,
             starter_image: Vec::new(),
         };

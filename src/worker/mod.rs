@@ -296,6 +296,7 @@ impl Worker {
     }
 
     fn lines(&mut self, case: &LabCase, seed: u64, kernel: ProfiledKernel) -> (Event, bool) {
+        let started = std::time::Instant::now();
         if let Some(answer) = self.unmeasurable("a line profile needs") {
             return answer;
         }
@@ -326,10 +327,14 @@ impl Worker {
                 }
             };
         }
-        let profiler = match self
-            .lines
-            .get_or_insert_with(|| lines::LineProfiler::enable(gpu))
-        {
+        let set_up = std::time::Instant::now();
+        let setup_ms = if self.lines.is_some() {
+            0.0
+        } else {
+            self.lines = Some(lines::LineProfiler::enable(gpu));
+            set_up.elapsed().as_secs_f64() * 1e3
+        };
+        let profiler = match self.lines.as_mut().expect("set up above") {
             Ok(profiler) => profiler,
             Err(why) => return (Event::Lines(Err(why.clone())), false),
         };
@@ -338,6 +343,8 @@ impl Worker {
                 if kernel == ProfiledKernel::Starter {
                     outcome.starter_image = baselines.starter_image.clone();
                 }
+                outcome.setup_ms = setup_ms;
+                outcome.worker_ms = started.elapsed().as_secs_f64() * 1e3;
                 (Event::Lines(Ok(outcome)), false)
             }
             Err(e) => {

@@ -6,7 +6,7 @@
 //! the same way once per line worker's GPU, so a student can compare.
 
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::session::{LoadedBuild, Unanswered, WorkerSession};
 use super::CheckPlan;
@@ -95,7 +95,9 @@ pub(super) fn profile_lines(
     gpu: Option<&DeviceInfo>,
     kept: &mut LineWorker,
 ) -> Result<LineProfile, String> {
+    let started = Instant::now();
     kept.settle();
+    let waited_ms = started.elapsed().as_secs_f64() * 1e3;
     // One that ended while idle (a remote link dropped) is replaced.
     let mut worker = kept
         .ready
@@ -108,6 +110,7 @@ pub(super) fn profile_lines(
     // This worker has sampled: it serves no other profile.
     let used = worker.take();
     let profile = profile.map(|mut profile| {
+        profile.waited_ms = waited_ms;
         let starter = StarterRun {
             command,
             plan,
@@ -289,6 +292,7 @@ fn charge(
     source_path: &str,
     source_text: &str,
 ) -> Result<LineProfile, String> {
+    let started = Instant::now();
     let table = LineTable::from_cubin(image).map_err(|e| e.to_string())?;
     let student = marker_name(source_path);
     let line_count = source_text.lines().count() as u32;
@@ -311,6 +315,10 @@ fn charge(
         collect_ms: outcome.plain_launch_ms + outcome.sample_ms + outcome.count_ms,
         sampled_ms: outcome.sample_ms,
         counted_ms: outcome.count_ms,
+        waited_ms: 0.0,
+        setup_ms: outcome.setup_ms,
+        worker_ms: outcome.worker_ms,
+        charge_ms: started.elapsed().as_secs_f64() * 1e3,
         lines: rows,
         starter: None,
     })
