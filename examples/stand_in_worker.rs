@@ -41,6 +41,7 @@
 //! which the caller charges through the real line table. As on the H100, a
 //! worker samples once: its second profile comes back with no instruction
 //! (refused here, so a caller that samples twice in one worker fails).
+//! `FLASHPROF_STAND_IN_SLOW_LINES_MS` makes each profile take that long.
 //! Any other line profile is refused. Asked to release the counters' profiler, it writes
 //! `released` under `FLASHPROF_STAND_IN_MARKS`.
 //!
@@ -292,6 +293,13 @@ fn main() {
                          instruction (the H100's second sampling in one worker)"
                     )))
                 } else {
+                    // A slow profile, for a newer save to stop.
+                    if let Some(ms) = std::env::var("FLASHPROF_STAND_IN_SLOW_LINES_MS")
+                        .ok()
+                        .and_then(|ms| ms.parse().ok())
+                    {
+                        std::thread::sleep(std::time::Duration::from_millis(ms));
+                    }
                     let student = loaded.clone().unwrap_or_default();
                     Event::Lines(Ok(recorded_lines(student, kernel)))
                 }

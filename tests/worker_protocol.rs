@@ -176,3 +176,47 @@ fn a_check_with_counters_releases_its_profiler_before_the_line_profile() {
     assert_the_recorded_profile_arrived(&report);
     assert!(!marks.path().join("released").exists());
 }
+
+/// A newer save stops the line profile it arrives during: the check
+/// returns at once, its verdicts kept, the profile said to be stopped.
+#[test]
+fn a_newer_save_stops_the_line_profile() {
+    use flashprof::app::check::{run_check_unless_stale, LineWorker};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    assert!(flashprof::gpu::libraries::preload_nvrtc(), "NVRTC");
+    let mut command = stand_in();
+    command
+        .env
+        .push(("FLASHPROF_STAND_IN_SLOW_LINES_MS".into(), "20000".into()));
+    // The newer save arrives as the profile starts.
+    let newer_save = AtomicBool::new(false);
+    let (mut worker, mut lines) = (None, LineWorker::default());
+    let started = Instant::now();
+    let report = run_check_unless_stale(
+        &lines_plan(),
+        &command,
+        &mut worker,
+        &mut lines,
+        &|| newer_save.load(Ordering::SeqCst),
+        |progress| {
+            if matches!(progress, Progress::LinesStarted) {
+                newer_save.store(true, Ordering::SeqCst);
+            }
+        },
+    )
+    .expect("the check's verdicts");
+    let waited = started.elapsed();
+    lines.shutdown();
+    if let Some(worker) = worker {
+        worker.shutdown();
+    }
+    assert!(report.cases.iter().all(|c| c.status == CaseStatus::Pass));
+    match &report.lines {
+        Some(Err(why)) => assert!(why.contains("stopped for a newer save"), "{why}"),
+        other => panic!("the profile was not stopped: {other:?}"),
+    }
+    assert!(
+        waited < Duration::from_secs(15),
+        "the check waited {waited:?} for a profile it no longer needed"
+    );
+}

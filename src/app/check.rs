@@ -140,6 +140,9 @@ pub fn run_check_unless_stale(
                     cases.len()
                 ));
             }
+            if stale() {
+                return Err(WorkerFailure::Superseded.to_string());
+            }
             progress(Progress::LinesStarted);
             let lines_started = Instant::now();
             // PC Sampling failed to stop (H100, 2026-12-06) while this
@@ -157,6 +160,7 @@ pub fn run_check_unless_stale(
                 &build,
                 gpu.as_ref().ok(),
                 line_worker,
+                stale,
             );
             phase_times.lines_ms = ms_since(lines_started);
             profile

@@ -153,6 +153,10 @@ pub enum WorkerFailure {
     /// that installs the right one.
     #[error("{0}")]
     Incompatible(String),
+    /// A newer save made the answer stale before it came; the worker was
+    /// stopped.
+    #[error("stopped for a newer save")]
+    Superseded,
 }
 
 impl WorkerFailure {
@@ -387,9 +391,21 @@ impl WorkerHandle {
         request: &Request,
         timeout: Duration,
     ) -> Result<Event, WorkerFailure> {
+        self.request_unless_stale(request, timeout, &|| false)
+    }
+
+    /// [`Self::request`], stopped as soon as `stale()` turns true (checked
+    /// every few tens of milliseconds): the worker is then killed and the
+    /// answer is [`WorkerFailure::Superseded`].
+    pub fn request_unless_stale(
+        &mut self,
+        request: &Request,
+        timeout: Duration,
+        stale: &dyn Fn() -> bool,
+    ) -> Result<Event, WorkerFailure> {
         let sent = Instant::now();
         self.send(request)?;
-        let answer = self.wait(timeout);
+        let answer = self.wait_unless_stale(timeout, stale);
         if let (Some(_), Ok(event)) = (&self.remote, &answer) {
             if let Some(own_ms) = worker_time_ms(event) {
                 let round_trip_ms = sent.elapsed().as_secs_f64() * 1e3;
@@ -440,20 +456,47 @@ impl WorkerHandle {
         }
     }
 
+    /// The answer within `timeout`, polled in slices between which
+    /// `stale()` may stop the worker.
+    fn wait_unless_stale(
+        &mut self,
+        timeout: Duration,
+        stale: &dyn Fn() -> bool,
+    ) -> Result<Event, WorkerFailure> {
+        const SLICE: Duration = Duration::from_millis(40);
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if let Some(answer) = self.poll(left.min(SLICE)) {
+                return answer;
+            }
+            if left <= SLICE {
+                return Err(self.gave_up(timeout));
+            }
+            if stale() {
+                self.kill();
+                return Err(WorkerFailure::Superseded);
+            }
+        }
+    }
+
     fn wait(&mut self, timeout: Duration) -> Result<Event, WorkerFailure> {
         match self.poll(timeout) {
             Some(answer) => answer,
-            None => {
-                self.kill();
-                // Far away, silence may be the link's fault: ask the node before blaming the kernel.
-                if let Some(remote) = &self.remote {
-                    if let Err(problem) = remote.probe() {
-                        return Err(transport_failure(remote, &self.program, problem));
-                    }
-                }
-                Err(WorkerFailure::Timeout(timeout))
+            None => Err(self.gave_up(timeout)),
+        }
+    }
+
+    /// Why no answer came within `timeout`, the worker killed.
+    fn gave_up(&mut self, timeout: Duration) -> WorkerFailure {
+        self.kill();
+        // Far away, silence may be the link's fault: ask the node before blaming the kernel.
+        if let Some(remote) = &self.remote {
+            if let Err(problem) = remote.probe() {
+                return transport_failure(remote, &self.program, problem);
             }
         }
+        WorkerFailure::Timeout(timeout)
     }
 
     /// How the worker is reached, for messages (`ssh user@node`).

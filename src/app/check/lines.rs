@@ -94,6 +94,7 @@ pub(super) fn profile_lines(
     build: &LoadedBuild<'_>,
     gpu: Option<&DeviceInfo>,
     kept: &mut LineWorker,
+    stale: &dyn Fn() -> bool,
 ) -> Result<LineProfile, String> {
     let started = Instant::now();
     kept.settle();
@@ -105,7 +106,7 @@ pub(super) fn profile_lines(
         .and_then(|mut ready| ready.ended().is_none().then_some(ready));
     let seed = *kept.seed.get_or_insert(plan.seed);
     let mut session = WorkerSession::new(command, &mut worker, plan.lab);
-    let profile = profile_student(&mut session, plan, lines, build, seed);
+    let profile = profile_student(&mut session, plan, lines, build, seed, stale);
     drop(session);
     // This worker has sampled: it serves no other profile.
     let used = worker.take();
@@ -117,6 +118,7 @@ pub(super) fn profile_lines(
             lines,
             build,
             seed,
+            stale,
         };
         profile.starter = Some(starter.profile_kept(gpu, &mut kept.starter));
         profile
@@ -152,24 +154,27 @@ fn profile_student(
     lines: &LinesPlan,
     build: &LoadedBuild<'_>,
     seed: u64,
+    stale: &dyn Fn() -> bool,
 ) -> Result<LineProfile, String> {
     session
         .start_if_gone()
         .map_err(|e| format!("the line worker did not start: {e}"))?;
     // A worker readied ahead holds an earlier build: this one is loaded.
     session.load(build).map_err(unanswered)?;
-    let outcome = collect(session, lines, ProfiledKernel::Student, seed)?;
+    let outcome = collect(session, lines, ProfiledKernel::Student, seed, stale)?;
     charge(&outcome, build.image, &plan.source_path, &plan.source_text)
 }
 
 /// What the starter's profile is taken with: the save's plan, case, seed
-/// and build (a worker must hold a student build to profile anything).
+/// and build (a worker must hold a student build to profile anything),
+/// and when a newer save stops it.
 struct StarterRun<'a> {
     command: &'a WorkerCommand,
     plan: &'a CheckPlan,
     lines: &'a LinesPlan,
     build: &'a LoadedBuild<'a>,
     seed: u64,
+    stale: &'a dyn Fn() -> bool,
 }
 
 impl StarterRun<'_> {
@@ -215,7 +220,15 @@ impl StarterRun<'_> {
             .start_if_gone()
             .map_err(|e| format!("the starter's line worker did not start: {e}"))
             .and_then(|()| session.load(self.build).map_err(unanswered))
-            .and_then(|_| collect(&mut session, self.lines, ProfiledKernel::Starter, self.seed));
+            .and_then(|_| {
+                collect(
+                    &mut session,
+                    self.lines,
+                    ProfiledKernel::Starter,
+                    self.seed,
+                    self.stale,
+                )
+            });
         drop(session);
         if let Some(worker) = worker {
             worker.shutdown();
@@ -270,14 +283,18 @@ fn unanswered(unanswered: Unanswered) -> String {
     }
 }
 
-/// The profile of `kernel` in the session's worker, the build loaded.
+/// The profile of `kernel` in the session's worker, the build loaded;
+/// given up (the worker stopped) when a newer save makes it stale.
 fn collect(
     session: &mut WorkerSession<'_>,
     lines: &LinesPlan,
     kernel: ProfiledKernel,
     seed: u64,
+    stale: &dyn Fn() -> bool,
 ) -> Result<LinesOutcome, String> {
-    let outcome = session.lines(lines, seed, kernel).map_err(unanswered)??;
+    let outcome = session
+        .lines(lines, seed, kernel, stale)
+        .map_err(unanswered)??;
     match outcome.refused {
         Some(refused) => Err(refused),
         None => Ok(outcome),

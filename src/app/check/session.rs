@@ -337,8 +337,18 @@ impl<'a> WorkerSession<'a> {
     /// Sends `request` to the worker and waits at most `timeout` for its
     /// answer; the worker is let go as [`lets_go`] says.
     fn ask<T: Answer>(&mut self, request: &Request, timeout: Duration) -> Result<T, Unanswered> {
+        self.ask_unless_stale(request, timeout, &|| false)
+    }
+
+    /// [`Self::ask`], given up (the worker let go) once `stale()` turns true.
+    fn ask_unless_stale<T: Answer>(
+        &mut self,
+        request: &Request,
+        timeout: Duration,
+        stale: &dyn Fn() -> bool,
+    ) -> Result<T, Unanswered> {
         let handle = self.worker.as_mut().ok_or(Unanswered::NoWorker)?;
-        let answer = handle.request(request, timeout);
+        let answer = handle.request_unless_stale(request, timeout, stale);
         if lets_go(request, &answer) {
             *self.worker = None;
         }
@@ -508,13 +518,14 @@ impl<'a> WorkerSession<'a> {
         plan: &LinesPlan,
         seed: u64,
         kernel: ProfiledKernel,
+        stale: &dyn Fn() -> bool,
     ) -> Result<Result<LinesOutcome, String>, Unanswered> {
         let request = Request::Lines {
             case: (&plan.case).into(),
             seed,
             kernel,
         };
-        self.ask(&request, plan.timeout)
+        self.ask_unless_stale(&request, plan.timeout, stale)
     }
 }
 
