@@ -50,6 +50,7 @@
 #![deny(unsafe_code)]
 
 pub mod app;
+pub mod base64;
 pub mod cli;
 pub mod display;
 pub mod embedded;
