@@ -128,23 +128,26 @@ mod tests {
         assert!(loaded.expected.is_none());
     }
 
+    /// Why the files of `inputs`, changed by `edit`, are refused.
+    fn refusal(inputs: &Inputs, edit: impl FnOnce(&mut Vec<(&'static str, Vec<u8>)>)) -> String {
+        let mut files = encode(inputs, None);
+        edit(&mut files);
+        load(&files, inputs).unwrap_err().to_string()
+    }
+
     #[test]
     fn a_value_that_is_not_bf16_is_refused_at_its_index() {
         let mut inputs = sample();
         let at = LAYOUT.head_index(3, 17, 100);
         inputs.q[at] = 0.1;
-        let err = load(&encode(&inputs, None), &inputs)
-            .unwrap_err()
-            .to_string();
+        let err = refusal(&inputs, |_| {});
         assert!(
             err.starts_with("q.npy: element [3, 17, 100] is 0.1: not a bf16 value"),
             "{err}"
         );
         let mut inputs = sample();
         inputs.v_new[5] = f32::NAN;
-        let err = load(&encode(&inputs, None), &inputs)
-            .unwrap_err()
-            .to_string();
+        let err = refusal(&inputs, |_| {});
         assert!(
             err.starts_with("v_new.npy: element [0, 0, 5] is NaN: not finite"),
             "{err}"
@@ -158,19 +161,19 @@ mod tests {
     fn refusals_keep_their_words() {
         let inputs = sample();
         let t = inputs.batch.total_new();
-        let mut files = encode(&inputs, None);
-        files[0].1 = npy::encode_f32(&[t, 16, 128], &inputs.q[..t * 16 * 128]).unwrap();
-        let err = load(&files, &inputs).unwrap_err().to_string();
+        let err = refusal(&inputs, |files| {
+            files[0].1 = npy::encode_f32(&[t, 16, 128], &inputs.q[..t * 16 * 128]).unwrap();
+        });
         assert!(err.contains("expected [T, 32, 128] with T >= 1"), "{err}");
-        let mut files = encode(&inputs, None);
         let n = inputs.batch.num_blocks;
-        files[4].1 = npy::encode_u8(&[n, 8, 16, 128], &inputs.v_cache).unwrap();
-        let err = load(&files, &inputs).unwrap_err().to_string();
+        let err = refusal(&inputs, |files| {
+            files[4].1 = npy::encode_u8(&[n, 8, 16, 128], &inputs.v_cache).unwrap();
+        });
         let want = format!("expected [{n}, 8, 128, 16] (uint8, numBlocks from k_cache.npy)");
         assert!(err.contains(&want), "{err}");
-        let mut files = encode(&inputs, None);
-        files.retain(|(name, _)| *name != "block_table.npy");
-        let err = load(&files, &inputs).unwrap_err().to_string();
+        let err = refusal(&inputs, |files| {
+            files.retain(|(name, _)| *name != "block_table.npy");
+        });
         assert!(
             err.ends_with("block_table.npy: missing (a paged case needs this file)"),
             "{err}"
@@ -180,18 +183,18 @@ mod tests {
     #[test]
     fn caches_must_be_uint8_of_the_fp8_shapes() {
         let inputs = sample();
-        let mut files = encode(&inputs, None);
         let n = inputs.batch.num_blocks;
-        files[3].1 = npy::encode_u8(&[n, 8, 16, 16, 8], &inputs.k_cache).unwrap();
-        let err = load(&files, &inputs).unwrap_err().to_string();
+        let err = refusal(&inputs, |files| {
+            files[3].1 = npy::encode_u8(&[n, 8, 16, 16, 8], &inputs.k_cache).unwrap();
+        });
         assert!(
             err.contains("k_cache.npy: shape") && err.contains("X = 16"),
             "{err}"
         );
-        let mut files = encode(&inputs, None);
         let floats: Vec<f32> = inputs.v_cache.iter().map(|&b| f32::from(b)).collect();
-        files[4].1 = npy::encode_f32(&[n, 8, 128, 16], &floats).unwrap();
-        let err = load(&files, &inputs).unwrap_err().to_string();
+        let err = refusal(&inputs, |files| {
+            files[4].1 = npy::encode_f32(&[n, 8, 128, 16], &floats).unwrap();
+        });
         assert!(
             err.contains("v_cache.npy") && err.contains("`<f4`, expected `|u1`"),
             "{err}"
@@ -201,12 +204,12 @@ mod tests {
     #[test]
     fn the_int32_files_go_through_the_second_labs_checks() {
         let inputs = sample();
-        let mut files = encode(&inputs, None);
         let mut table = inputs.batch.block_table.clone();
         table[1] = -1;
         let s = inputs.batch.num_seqs();
-        files[5].1 = npy::encode_i32(&[s, inputs.batch.max_blocks_per_seq], &table).unwrap();
-        let err = load(&files, &inputs).unwrap_err().to_string();
+        let err = refusal(&inputs, |files| {
+            files[5].1 = npy::encode_i32(&[s, inputs.batch.max_blocks_per_seq], &table).unwrap();
+        });
         assert!(err.contains("block_table.npy: entry [0][1] = -1"), "{err}");
         assert_eq!(tensors::multi_index(&[2, 3, 4], 23), [1, 2, 3]);
     }
