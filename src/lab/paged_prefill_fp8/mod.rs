@@ -78,7 +78,7 @@ impl TypedLab for PagedPrefillFp8 {
 
     fn generate(case: &CaseSpec, seed: u64) -> Result<Made<LaunchInputs>, CaseError> {
         let made = cases::generate(case, seed).map_err(|e| e.for_case(&case.name))?;
-        made.inputs.batch.check_int_arguments(&case.name)?;
+        made.inputs.tensors.batch.check_int_arguments(&case.name)?;
         Ok(Made {
             inputs: LaunchInputs::new(made.inputs),
             expected: made.expected,
@@ -87,7 +87,7 @@ impl TypedLab for PagedPrefillFp8 {
     }
 
     fn problem_of(inputs: &LaunchInputs) -> Problem {
-        INSTANCE.problem(&inputs.inputs.batch)
+        INSTANCE.problem(&inputs.inputs.tensors.batch)
     }
 
     fn problem(case: &CaseSpec) -> Result<Problem, CaseError> {
@@ -119,8 +119,8 @@ impl TypedLab for PagedPrefillFp8 {
     /// shrinks every score by the same factor.
     fn scores_shrunk(launch: &LaunchInputs, factor: f32) -> Option<LaunchInputs> {
         let mut inputs = launch.inputs.clone();
-        let slopes = inputs.alibi_slopes.as_mut();
-        crate::lab::experiment::shrink_scores(&mut inputs.q, slopes, factor, bf16::round);
+        let slopes = inputs.tensors.alibi_slopes.as_mut();
+        crate::lab::experiment::shrink_scores(&mut inputs.tensors.q, slopes, factor, bf16::round);
         Some(LaunchInputs::new(inputs))
     }
 
@@ -142,7 +142,7 @@ impl TypedLab for PagedPrefillFp8 {
             activation: ABOUT_FOUR,
             key: PlantValue::Constant(u32::from(inputs.format.encode(4.0 / inputs.k_scale))),
         };
-        prefill_redraw(&inputs.batch, large, rng)
+        prefill_redraw(&inputs.tensors.batch, large, rng)
     }
     fn timing_case(overrides: &[(String, String)]) -> Result<CaseSpec, String> {
         fixed_timing_shape(NAME, overrides)?;
@@ -221,11 +221,11 @@ mod tests {
             };
             assert!(q
                 .iter()
-                .zip(&inputs.q)
+                .zip(&inputs.tensors.q)
                 .all(|(&bits, &x)| f32::from_bits(u32::from(bits) << 16) == x));
             assert_eq!(
                 args[11] == ArgValue::Null,
-                !inputs.batch.alibi,
+                !inputs.tensors.batch.alibi,
                 "{}",
                 case.name
             );
@@ -439,8 +439,8 @@ mod tests {
     fn the_query_heads_of_one_kv_head_failing_alike_point_at_its_data() {
         let data = case("mixed-lengths-e4m3");
         let mut inputs = typed::inputs_of::<PagedPrefillFp8>(&data).inputs.clone();
-        let total_new = inputs.batch.total_new();
-        testing::corrupt_kv_head_2(&mut inputs.v_new, total_new, &LAYOUT, 400.0);
+        let total_new = inputs.tensors.batch.total_new();
+        testing::corrupt_kv_head_2(&mut inputs.tensors.v_new, total_new, &LAYOUT, 400.0);
         let wrong = as_stored(&oracle::attention(&inputs));
         let right = as_stored(&PAGED_PREFILL_FP8.oracle(&data, None));
         testing::assert_kv_head_failures_told(
