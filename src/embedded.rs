@@ -50,11 +50,27 @@ impl RecordedSession {
 mod tests {
     use super::*;
     use crate::app::history::HistoryStore;
+    use crate::outcome::CheckReport;
+    use crate::protocol::CaseStatus;
 
     fn records(session: &RecordedSession) -> Vec<crate::app::history::HistoryRecord> {
         let dir = tempfile::tempdir().unwrap();
         let history = session.unpack(dir.path()).unwrap();
         HistoryStore::locate(&history).read().unwrap().records
+    }
+
+    /// The reports of `session`'s records, which must be `runs` saves that
+    /// were each checked.
+    fn checked_reports(session: &RecordedSession, runs: usize) -> Vec<CheckReport> {
+        let read = records(session);
+        assert_eq!(read.len(), runs, "{} runs recorded", read.len());
+        read.into_iter()
+            .map(|record| record.report.expect("every save was checked"))
+            .collect()
+    }
+
+    fn passes_every_case(report: &CheckReport) -> bool {
+        report.cases.iter().all(|c| c.status == CaseStatus::Pass)
     }
 
     #[test]
@@ -65,19 +81,9 @@ mod tests {
 
     #[test]
     fn the_ladder_session_walks_from_the_starter_to_the_top_rung_with_every_save_checked() {
-        let read = records(&LADDER);
         // The starter, five rungs and plain TF32 before the top rung.
-        assert_eq!(read.len(), 7, "{} runs recorded", read.len());
-        let reports: Vec<_> = read
-            .iter()
-            .map(|record| record.report.as_ref().expect("every save was checked"))
-            .collect();
-        let passed = |index: usize| {
-            reports[index]
-                .cases
-                .iter()
-                .all(|c| c.status == crate::protocol::CaseStatus::Pass)
-        };
+        let reports = checked_reports(&LADDER, 7);
+        let passed = |index: usize| passes_every_case(&reports[index]);
         for index in [0, 1, 2, 3, 4, 6] {
             assert!(passed(index), "save {} passes every case", index + 1);
         }
@@ -101,20 +107,12 @@ mod tests {
 
     #[test]
     fn the_decode_walk_reads_less_time_at_every_step_and_every_save_passes_and_was_profiled() {
-        let read = records(&DECODE_WALK);
         // The starter, the walk's three steps, the reference.
-        assert_eq!(read.len(), 5, "{} runs recorded", read.len());
-        let reports: Vec<_> = read
-            .iter()
-            .map(|record| record.report.as_ref().expect("every save was checked"))
-            .collect();
+        let reports = checked_reports(&DECODE_WALK, 5);
         for (index, report) in reports.iter().enumerate() {
             assert_eq!(report.lab, "paged-decode", "save {}", index + 1);
             assert!(
-                report
-                    .cases
-                    .iter()
-                    .all(|c| c.status == crate::protocol::CaseStatus::Pass),
+                passes_every_case(report),
                 "save {} passes every case",
                 index + 1
             );

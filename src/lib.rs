@@ -9,8 +9,9 @@
 //! layers listed before it (tests/architecture_map.rs checks every
 //! `use crate::` edge against this list, and that every module is named):
 //!
-//! 1. [`display`], [`nonfinite`]: leaves: outside text made safe for a
-//!    terminal, and floats that may be NaN or infinite through JSON;
+//! 1. [`base64`], [`display`], [`nonfinite`]: leaves: base64 for report
+//!    images and the clipboard, outside text made safe for a terminal, and
+//!    floats that may be NaN or infinite through JSON;
 //! 2. [`sys`]: what holds against hostile input, once: this process's
 //!    user, private folders, and other programs started from one under a
 //!    deadline;
@@ -50,6 +51,7 @@
 #![deny(unsafe_code)]
 
 pub mod app;
+pub mod base64;
 pub mod cli;
 pub mod display;
 pub mod embedded;

@@ -740,11 +740,7 @@ mod tests {
         assert!(error.to_string().contains("symlink"), "{error}");
 
         fs::remove_file(store.log_path()).expect("remove");
-        let made = std::process::Command::new("mkfifo")
-            .arg(store.log_path())
-            .status()
-            .expect("mkfifo runs");
-        assert!(made.success());
+        crate::sys::make_fifo(&store.log_path());
         let error = store.read().expect_err("a FIFO");
         assert!(error.to_string().contains("FIFO"), "{error}");
     }

@@ -83,11 +83,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let file = dir.path().join("k.cu");
         std::fs::create_dir_all(dir.path().join(".flashprof")).expect("mkdir");
-        let made = std::process::Command::new("mkfifo")
-            .arg(memory_path(&file))
-            .status()
-            .expect("mkfifo runs");
-        assert!(made.success());
+        crate::sys::make_fifo(&memory_path(&file));
         assert_eq!(recall(&file), None);
     }
 

@@ -359,20 +359,12 @@ impl Remote {
 /// planted); [`remove_ssh_log`] removes both. None when no folder can be made:
 /// ssh then writes to stderr as usual.
 fn ssh_log_path() -> Option<PathBuf> {
-    use std::os::unix::fs::DirBuilderExt;
     static SESSIONS: AtomicU64 = AtomicU64::new(0);
     let n = SESSIONS.fetch_add(1, Ordering::Relaxed);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    let dir =
-        std::env::temp_dir().join(format!("flashprof-ssh-{}-{n}-{nanos}", std::process::id()));
-    std::fs::DirBuilder::new()
-        .mode(0o700)
-        .create(&dir)
+    let prefix = format!("flashprof-ssh-{}-{n}", std::process::id());
+    crate::sys::folder::new_private_temp(&prefix)
         .ok()
-        .map(|()| dir.join("ssh.log"))
+        .map(|dir| dir.join("ssh.log"))
 }
 
 /// Removes a session's ssh log and its folder.

@@ -201,12 +201,17 @@ mod tests {
         assert_eq!(rx.recv_timeout(SETTLE).ok(), None);
     }
 
+    /// That the next content reported is `text`, and nothing comes after it.
+    fn delivered_once(rx: &Receiver<Watched>, text: &str) {
+        assert_eq!(next(rx).as_deref(), Some(text));
+        nothing_more(rx);
+    }
+
     #[test]
     fn an_in_place_write_is_delivered_once() {
         let (_dir, file, _w, rx) = watched("one");
         fs::write(&file, "two").expect("write");
-        assert_eq!(next(&rx).as_deref(), Some("two"));
-        nothing_more(&rx);
+        delivered_once(&rx, "two");
     }
 
     #[test]
@@ -219,8 +224,7 @@ mod tests {
         // The inode changed; the watch on the folder must still see the next save.
         fs::write(&tmp, "three").expect("write tmp");
         fs::rename(&tmp, &file).expect("rename");
-        assert_eq!(next(&rx).as_deref(), Some("three"));
-        nothing_more(&rx);
+        delivered_once(&rx, "three");
     }
 
     #[test]
@@ -233,8 +237,7 @@ mod tests {
             .write_all(b"two, written after a truncate")
             .expect("write");
         drop(handle);
-        assert_eq!(next(&rx).as_deref(), Some("two, written after a truncate"));
-        nothing_more(&rx);
+        delivered_once(&rx, "two, written after a truncate");
     }
 
     #[test]
@@ -246,8 +249,7 @@ mod tests {
         fs::write(dir.path().join("other.cu"), "x").expect("other");
         nothing_more(&rx);
         fs::write(&file, "one").expect("recreate");
-        assert_eq!(next(&rx).as_deref(), Some("one"));
-        nothing_more(&rx);
+        delivered_once(&rx, "one");
     }
 
     #[test]
@@ -255,8 +257,7 @@ mod tests {
         let (_dir, file, _w, rx) = watched("one");
         fs::remove_file(&file).expect("delete");
         fs::write(&file, "two").expect("recreate");
-        assert_eq!(next(&rx).as_deref(), Some("two"));
-        nothing_more(&rx);
+        delivered_once(&rx, "two");
     }
 
     #[test]
@@ -265,8 +266,7 @@ mod tests {
         for i in 1..=20 {
             fs::write(&file, format!("save {i}")).expect("write");
         }
-        assert_eq!(next(&rx).as_deref(), Some("save 20"));
-        nothing_more(&rx);
+        delivered_once(&rx, "save 20");
     }
 
     #[test]

@@ -115,10 +115,7 @@ fn ptxas_detail(line: &str) -> &str {
 
 /// `0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads`
 fn read_stack_line(detail: &str, usage: &mut ResourceUsage) {
-    for item in detail.split(',') {
-        let Some((value, what)) = leading_number(item) else {
-            continue;
-        };
+    for (value, what) in counted_items(detail) {
         match what {
             "bytes stack frame" => usage.local_bytes = value,
             "bytes spill stores" => usage.spill_store_bytes = value,
@@ -130,15 +127,7 @@ fn read_stack_line(detail: &str, usage: &mut ResourceUsage) {
 
 /// `Used 40 registers, used 1 barriers, 384 bytes cmem[0], 256 bytes smem`
 fn read_used_line(detail: &str, usage: &mut ResourceUsage) {
-    for item in detail.split(',') {
-        let item = item.trim();
-        let item = item
-            .strip_prefix("Used ")
-            .or_else(|| item.strip_prefix("used "))
-            .unwrap_or(item);
-        let Some((value, what)) = leading_number(item) else {
-            continue;
-        };
+    for (value, what) in counted_items(detail) {
         match what {
             "registers" => usage.registers = value,
             "barriers" => usage.barriers = value,
@@ -146,6 +135,19 @@ fn read_used_line(detail: &str, usage: &mut ResourceUsage) {
             _ => {}
         }
     }
+}
+
+/// The `<count> <what>` items of a comma-separated ptxas line, each read
+/// past a leading `Used ` or `used `.
+fn counted_items(detail: &str) -> impl Iterator<Item = (u32, &str)> {
+    detail.split(',').filter_map(|item| {
+        let item = item.trim();
+        let item = item
+            .strip_prefix("Used ")
+            .or_else(|| item.strip_prefix("used "))
+            .unwrap_or(item);
+        leading_number(item)
+    })
 }
 
 fn leading_number(item: &str) -> Option<(u32, &str)> {

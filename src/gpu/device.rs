@@ -850,14 +850,8 @@ impl Gpu {
     pub fn l2_flusher(&self, sweep: &CudaFunction) -> GpuResult<L2Flusher> {
         let bytes = (self.info.l2_bytes.max(1) as usize) * 3;
         Ok(L2Flusher {
-            buffer: self
-                .stream
-                .alloc_zeros::<f32>(bytes / 4)
-                .map_err(gpu_err("cuMemAlloc"))?,
-            sink: self
-                .stream
-                .alloc_zeros::<f32>(1)
-                .map_err(gpu_err("cuMemAlloc"))?,
+            buffer: self.zeroed_floats(bytes / 4)?,
+            sink: self.zeroed_floats(1)?,
             sweep: sweep.clone(),
         })
     }
@@ -903,6 +897,14 @@ impl Gpu {
         Ok(start
             .elapsed_ms(&end)
             .map_err(gpu_err("cuEventElapsedTime"))? as f64)
+    }
+
+    /// A buffer of `len` zeroed floats on the stream, for flashprof's own
+    /// kernels (probes, sinks, the L2 flusher).
+    pub(super) fn zeroed_floats(&self, len: usize) -> GpuResult<CudaSlice<f32>> {
+        self.stream
+            .alloc_zeros::<f32>(len)
+            .map_err(gpu_err("cuMemAlloc"))
     }
 
     /// Loads one of flashprof's own kernels (not a student's) from an image.

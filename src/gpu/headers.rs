@@ -272,28 +272,23 @@ mod tests {
 
     #[test]
     fn the_include_folder_beside_each_library_layout() {
-        let beside = |lib: &str| include_beside(Path::new(lib)).map(|p| p.display().to_string());
-        assert_eq!(
-            beside("/s/nvidia/cu13/lib").as_deref(),
-            Some("/s/nvidia/cu13/include")
-        );
-        assert_eq!(
-            beside("/s/nvidia/cuda_nvrtc/lib").as_deref(),
-            Some("/s/nvidia/cuda_runtime/include")
-        );
-        assert_eq!(
-            beside("/usr/local/cuda/lib64").as_deref(),
-            Some("/usr/local/cuda/include")
-        );
-        assert_eq!(
-            beside("/usr/local/cuda/targets/x86_64-linux/lib").as_deref(),
-            Some("/usr/local/cuda/targets/x86_64-linux/include")
-        );
-        assert_eq!(beside("/usr/local/cuda/extras/CUPTI/lib64"), None);
-        assert_eq!(
-            beside("/usr/lib/wsl/lib").as_deref(),
-            Some("/usr/lib/wsl/include")
-        );
+        for (lib, include) in [
+            ("/s/nvidia/cu13/lib", Some("/s/nvidia/cu13/include")),
+            (
+                "/s/nvidia/cuda_nvrtc/lib",
+                Some("/s/nvidia/cuda_runtime/include"),
+            ),
+            ("/usr/local/cuda/lib64", Some("/usr/local/cuda/include")),
+            (
+                "/usr/local/cuda/targets/x86_64-linux/lib",
+                Some("/usr/local/cuda/targets/x86_64-linux/include"),
+            ),
+            ("/usr/local/cuda/extras/CUPTI/lib64", None),
+            ("/usr/lib/wsl/lib", Some("/usr/lib/wsl/include")),
+        ] {
+            let beside = include_beside(Path::new(lib)).map(|p| p.display().to_string());
+            assert_eq!(beside.as_deref(), include, "{lib}");
+        }
     }
 
     #[test]

@@ -138,10 +138,7 @@ impl<'a> ProbeLaunch<'a> {
             gpu,
             benchmark,
             function: gpu.load_support(probes, benchmark.entry())?,
-            sink: gpu
-                .stream()
-                .alloc_zeros::<f32>(1)
-                .map_err(gpu_err("cuMemAlloc"))?,
+            sink: gpu.zeroed_floats(1)?,
             blocks: gpu.info.sm_count.max(1) as u32 * 8,
         })
     }
@@ -184,14 +181,8 @@ fn stream_bytes(gpu: &Gpu) -> usize {
 fn read_rate(gpu: &Gpu, sweep: &CudaFunction) -> GpuResult<f64> {
     let bytes = stream_bytes(gpu);
     let count = (bytes / 16) as u64;
-    let input = gpu
-        .stream()
-        .alloc_zeros::<f32>(bytes / 4)
-        .map_err(gpu_err("cuMemAlloc"))?;
-    let mut sink = gpu
-        .stream()
-        .alloc_zeros::<f32>(1)
-        .map_err(gpu_err("cuMemAlloc"))?;
+    let input = gpu.zeroed_floats(bytes / 4)?;
+    let mut sink = gpu.zeroed_floats(1)?;
     let blocks = gpu.info.sm_count.max(1) as u32 * 8;
     let mut launch = || {
         let mut builder = gpu.stream().launch_builder(sweep);
@@ -209,14 +200,8 @@ fn read_rate(gpu: &Gpu, sweep: &CudaFunction) -> GpuResult<f64> {
 fn copy_rate(gpu: &Gpu, copy: &CudaFunction) -> GpuResult<f64> {
     let bytes = stream_bytes(gpu);
     let count = (bytes / 16) as u64;
-    let input = gpu
-        .stream()
-        .alloc_zeros::<f32>(bytes / 4)
-        .map_err(gpu_err("cuMemAlloc"))?;
-    let mut output = gpu
-        .stream()
-        .alloc_zeros::<f32>(bytes / 4)
-        .map_err(gpu_err("cuMemAlloc"))?;
+    let input = gpu.zeroed_floats(bytes / 4)?;
+    let mut output = gpu.zeroed_floats(bytes / 4)?;
     let blocks = gpu.info.sm_count.max(1) as u32 * 8;
     let mut launch = || {
         let mut builder = gpu.stream().launch_builder(copy);

@@ -854,7 +854,7 @@ fn rereads(mut verdict: Verdict, work: Work, dram: &DramTraffic, ridge: f64) -> 
 const LEADING_PIPE_PCT: f64 = 30.0;
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -929,7 +929,7 @@ mod tests {
 
     /// The H200's datasheet roofs: 132 SMs x 128 lanes x 2 x 1.98 GHz, TF32
     /// at 1024 dense FMA a clock per SM, BF16 at twice that, 4.8 TB/s.
-    fn h200() -> DevicePeaks {
+    pub(crate) fn h200() -> DevicePeaks {
         let attributes = |per_s| Roof {
             per_s,
             source: PeakSource::Attributes,

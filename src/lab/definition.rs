@@ -34,8 +34,12 @@ pub struct Abi {
 }
 
 /// A problem size as the engine and the screens see it.
+// `remote = "Self"` makes the derives plain functions (`Problem::serialize`,
+// `Problem::deserialize`) that the trait impls below call: reading goes
+// through [`ProblemRecord`], which also takes the first lab's old shape,
+// without a second list of the fields.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(from = "ProblemRecord")]
+#[serde(remote = "Self")]
 pub struct Problem {
     /// How tables name the size (`64x1000`; `5s/118t` for 5 sequences, 118 new tokens).
     pub label: String,
@@ -53,49 +57,16 @@ pub struct Problem {
     pub work: Work,
 }
 
-/// A problem as stored: current records, or the first lab's `{chunk_len,
-/// prefix_len}` shape that histories written before labs were values hold.
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum ProblemRecord {
-    Current {
-        label: String,
-        detail: String,
-        row_hint: String,
-        output: OutputShape,
-        head_group: usize,
-        sequence_starts: Vec<usize>,
-        max_sequence_rows: usize,
-        work: Work,
-    },
-    FlashPrefillShape {
-        chunk_len: usize,
-        prefix_len: usize,
-    },
+impl Serialize for Problem {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        Problem::serialize(self, serializer)
+    }
 }
 
-impl From<ProblemRecord> for Problem {
-    fn from(record: ProblemRecord) -> Self {
-        match record {
-            ProblemRecord::Current {
-                label,
-                detail,
-                row_hint,
-                output,
-                head_group,
-                sequence_starts,
-                max_sequence_rows,
-                work,
-            } => Self {
-                label,
-                detail,
-                row_hint,
-                output,
-                head_group,
-                sequence_starts,
-                max_sequence_rows,
-                work,
-            },
+impl<'de> Deserialize<'de> for Problem {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Ok(match ProblemRecord::deserialize(deserializer)? {
+            ProblemRecord::Current(problem) => problem,
             ProblemRecord::FlashPrefillShape {
                 chunk_len,
                 prefix_len,
@@ -104,8 +75,17 @@ impl From<ProblemRecord> for Problem {
                 prefix_len,
             }
             .problem(),
-        }
+        })
     }
+}
+
+/// A problem as stored: current records, or the first lab's `{chunk_len,
+/// prefix_len}` shape that histories written before labs were values hold.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ProblemRecord {
+    Current(#[serde(with = "Problem")] Problem),
+    FlashPrefillShape { chunk_len: usize, prefix_len: usize },
 }
 
 impl Problem {

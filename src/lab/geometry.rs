@@ -252,12 +252,16 @@ mod tests {
         assert_eq!(g.grid_y, GridY::KvGroup);
     }
 
-    #[test]
-    fn the_lab_key_names_the_lab_and_leaves_the_geometry_alone() {
-        let src = "\n// @flashprof lab=paged-prefill threads=128\n";
-        assert_eq!(declared_lab(src), Some((2, "paged-prefill".to_owned())));
+    /// That `src` declares the paged-prefill lab on `line`, and 128 threads.
+    fn assert_paged_prefill_in_128_threads(src: &str, line: usize) {
+        assert_eq!(declared_lab(src), Some((line, "paged-prefill".to_owned())));
         let g = LaunchGeometry::from_source(src, DEFAULT).unwrap();
         assert_eq!(g.threads, 128);
+    }
+
+    #[test]
+    fn the_lab_key_names_the_lab_and_leaves_the_geometry_alone() {
+        assert_paged_prefill_in_128_threads("\n// @flashprof lab=paged-prefill threads=128\n", 2);
         assert_eq!(declared_lab("// @flashprof threads=64"), None);
     }
 
@@ -277,9 +281,7 @@ mod tests {
     #[test]
     fn a_byte_order_mark_does_not_hide_a_first_line_declaration() {
         let src = "\u{feff}// @flashprof lab=paged-prefill threads=128\n";
-        assert_eq!(declared_lab(src), Some((1, "paged-prefill".to_owned())));
-        let g = LaunchGeometry::from_source(src, DEFAULT).unwrap();
-        assert_eq!(g.threads, 128);
+        assert_paged_prefill_in_128_threads(src, 1);
     }
 
     #[test]

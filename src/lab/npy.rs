@@ -52,44 +52,26 @@ trait Element: Copy {
     fn append_le(self, out: &mut Vec<u8>);
 }
 
-impl Element for f32 {
-    const DESCR: &'static str = "<f4";
-    const SIZE: usize = 4;
-    fn from_le(bytes: &[u8]) -> Self {
-        let mut raw = [0; 4];
-        raw.copy_from_slice(bytes);
-        f32::from_le_bytes(raw)
-    }
-    fn append_le(self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.to_le_bytes());
-    }
+/// The numbers NumPy stores little-endian (`<`): each the same reading and
+/// writing, at its own width.
+macro_rules! little_endian_elements {
+    ($($ty:ty => $descr:literal),* $(,)?) => {$(
+        impl Element for $ty {
+            const DESCR: &'static str = $descr;
+            const SIZE: usize = std::mem::size_of::<$ty>();
+            fn from_le(bytes: &[u8]) -> Self {
+                let mut raw = [0; std::mem::size_of::<$ty>()];
+                raw.copy_from_slice(bytes);
+                <$ty>::from_le_bytes(raw)
+            }
+            fn append_le(self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&self.to_le_bytes());
+            }
+        }
+    )*};
 }
 
-impl Element for f64 {
-    const DESCR: &'static str = "<f8";
-    const SIZE: usize = 8;
-    fn from_le(bytes: &[u8]) -> Self {
-        let mut raw = [0; 8];
-        raw.copy_from_slice(bytes);
-        f64::from_le_bytes(raw)
-    }
-    fn append_le(self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.to_le_bytes());
-    }
-}
-
-impl Element for i32 {
-    const DESCR: &'static str = "<i4";
-    const SIZE: usize = 4;
-    fn from_le(bytes: &[u8]) -> Self {
-        let mut raw = [0; 4];
-        raw.copy_from_slice(bytes);
-        i32::from_le_bytes(raw)
-    }
-    fn append_le(self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.to_le_bytes());
-    }
-}
+little_endian_elements!(f32 => "<f4", f64 => "<f8", i32 => "<i4");
 
 impl Element for u8 {
     /// NumPy writes single bytes with `|`: byte order does not apply.
@@ -594,11 +576,7 @@ mod outside_files {
     fn a_fifo_or_a_link_is_refused_and_a_missing_file_is_none() {
         let dir = tempfile::tempdir().unwrap();
         let fifo = dir.path().join("q.npy");
-        let made = std::process::Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .expect("mkfifo runs");
-        assert!(made.success());
+        crate::sys::make_fifo(&fifo);
         let err = read_file(&fifo).unwrap_err().to_string();
         assert!(err.contains("q.npy: is a FIFO"), "{err}");
         let real = dir.path().join("real.npy");

@@ -215,6 +215,15 @@ mod tests {
         high: 8.0,
     };
 
+    /// The spans laid out in `k`, each with its value.
+    fn k_spans(redraw: &Redraw) -> Vec<(Range<usize>, PlantValue)> {
+        redraw
+            .spans_of("k")
+            .into_iter()
+            .map(|p| (p.span, p.value))
+            .collect()
+    }
+
     #[test]
     fn a_later_plant_wins_where_two_overlap_and_the_spans_come_out_sorted() {
         let mut redraw = Redraw::default();
@@ -222,19 +231,11 @@ mod tests {
         redraw.plant("q", 0..4, FOUR);
         redraw.plant("k", 0..5, FOUR);
         redraw.plant("k", 15..30, EIGHT);
-        let spans: Vec<(Range<usize>, PlantValue)> = redraw
-            .spans_of("k")
-            .into_iter()
-            .map(|p| (p.span, p.value))
-            .collect();
+        let spans = k_spans(&redraw);
         assert_eq!(spans, vec![(0..5, FOUR), (10..15, FOUR), (15..30, EIGHT)]);
         // A plant inside an earlier one splits it in two.
         redraw.plant("k", 20..22, FOUR);
-        let spans: Vec<(Range<usize>, PlantValue)> = redraw
-            .spans_of("k")
-            .into_iter()
-            .map(|p| (p.span, p.value))
-            .collect();
+        let spans = k_spans(&redraw);
         assert_eq!(
             spans,
             vec![

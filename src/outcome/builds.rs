@@ -213,6 +213,16 @@ mod tests {
         }
     }
 
+    /// Case `a` as a build that hung on it leaves it: timed out, nothing compared.
+    fn hung() -> CaseOutcome {
+        CaseOutcome {
+            status: CaseStatus::Timeout,
+            comparison: None,
+            integrity: None,
+            ..graded("a", &[1.0, 1.0], false)
+        }
+    }
+
     #[test]
     fn builds_that_agree_have_no_differences() {
         let quick = [
@@ -278,11 +288,7 @@ mod tests {
 
     #[test]
     fn a_hang_of_the_slower_quick_build_alone_is_no_finding() {
-        let mut hung = graded("a", &[1.0, 1.0], false);
-        hung.status = CaseStatus::Timeout;
-        hung.comparison = None;
-        hung.integrity = None;
-        let found = differences(&[hung], &[graded("a", &[1.0, 1.0], false)]);
+        let found = differences(&[hung()], &[graded("a", &[1.0, 1.0], false)]);
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].finding, None);
         assert!(
@@ -294,11 +300,7 @@ mod tests {
 
     #[test]
     fn a_hang_in_one_build_only_is_a_finding() {
-        let mut hung = graded("a", &[1.0, 1.0], false);
-        hung.status = CaseStatus::Timeout;
-        hung.comparison = None;
-        hung.integrity = None;
-        let found = differences(&[graded("a", &[1.0, 1.0], false)], &[hung]);
+        let found = differences(&[graded("a", &[1.0, 1.0], false)], &[hung()]);
         let finding = found[0].finding.as_deref().expect("a finding");
         assert!(
             finding.starts_with("a hang only in the optimized build"),

@@ -48,14 +48,16 @@ impl IntegrityBadges {
             .iter()
             .filter_map(|c| c.comparison.as_ref().zip(c.integrity.as_ref()))
             .collect();
-        let tally = |count: &dyn Fn(usize) -> String, total: usize| {
-            if ran.is_empty() {
+        // A badge that counts what tripped it: `said` words a count above zero.
+        let tallied = |name, total: usize, said: &dyn Fn(usize) -> String| Badge {
+            name,
+            state: if ran.is_empty() {
                 BadgeState::NotChecked
             } else if total == 0 {
                 BadgeState::Clean
             } else {
-                BadgeState::Tripped(count(total))
-            }
+                BadgeState::Tripped(said(total))
+            },
         };
         let unwritten = ran.iter().map(|(c, _)| c.unwritten).sum();
         let stray = ran.iter().map(|(_, i)| i.out_of_bounds_writes).sum();
@@ -77,22 +79,16 @@ impl IntegrityBadges {
             },
         };
         let badges = vec![
-            Badge {
-                name: "poison",
-                state: tally(&|n| format!("{n} elements never written"), unwritten),
-            },
-            Badge {
-                name: "guards",
-                state: tally(&|n| format!("{n} floats written outside out"), stray),
-            },
-            Badge {
-                name: "inputs",
-                state: tally(&|n| format!("inputs modified in {n} cases"), mutated),
-            },
-            Badge {
-                name: "repeat",
-                state: tally(&|n| format!("runs differ in {n} cases"), moving),
-            },
+            tallied("poison", unwritten, &|n| {
+                format!("{n} elements never written")
+            }),
+            tallied("guards", stray, &|n| {
+                format!("{n} floats written outside out")
+            }),
+            tallied("inputs", mutated, &|n| {
+                format!("inputs modified in {n} cases")
+            }),
+            tallied("repeat", moving, &|n| format!("runs differ in {n} cases")),
             Badge {
                 name: "timed-output",
                 state: timed,

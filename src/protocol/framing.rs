@@ -175,7 +175,7 @@ pub mod image_bytes {
         });
         match index {
             Some(index) => serializer.serialize_u64(index as u64),
-            None => serializer.serialize_str(&super::base64::encode(bytes)),
+            None => serializer.serialize_str(&crate::base64::encode(bytes)),
         }
     }
 
@@ -204,7 +204,7 @@ pub mod image_bytes {
         }
 
         fn visit_str<E: Error>(self, text: &str) -> Result<Vec<u8>, E> {
-            super::base64::decode(text).ok_or_else(|| E::custom("invalid base64 image"))
+            crate::base64::decode(text).ok_or_else(|| E::custom("invalid base64 image"))
         }
 
         fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<u8>, A::Error> {
@@ -214,52 +214,6 @@ pub mod image_bytes {
             }
             Ok(bytes)
         }
-    }
-}
-
-/// Standard base64 with padding, for images outside the worker protocol.
-mod base64 {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-    pub fn encode(bytes: &[u8]) -> String {
-        let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-        for chunk in bytes.chunks(3) {
-            let n = chunk
-                .iter()
-                .enumerate()
-                .fold(0u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
-            for i in 0..4 {
-                if i <= chunk.len() {
-                    out.push(char::from(ALPHABET[(n >> (18 - 6 * i) & 63) as usize]));
-                } else {
-                    out.push('=');
-                }
-            }
-        }
-        out
-    }
-
-    pub fn decode(text: &str) -> Option<Vec<u8>> {
-        let text = text.as_bytes();
-        if text.len() % 4 != 0 {
-            return None;
-        }
-        let mut out = Vec::with_capacity(text.len() / 4 * 3);
-        for chunk in text.chunks(4) {
-            let padding = chunk.iter().rev().take_while(|&&c| c == b'=').count();
-            if padding > 2 {
-                return None;
-            }
-            let mut n = 0u32;
-            for (i, &c) in chunk[..4 - padding].iter().enumerate() {
-                let value = ALPHABET.iter().position(|&a| a == c)? as u32;
-                n |= value << (18 - 6 * i);
-            }
-            for i in 0..3 - padding {
-                out.push((n >> (16 - 8 * i)) as u8);
-            }
-        }
-        Some(out)
     }
 }
 
@@ -351,14 +305,14 @@ mod tests {
     #[test]
     fn images_outside_the_protocol_are_base64_and_old_arrays_still_read() {
         for bytes in [&b""[..], b"f", b"fo", b"foo", b"foob", b"\xff\x00\x10"] {
-            let text = super::base64::encode(bytes);
+            let text = crate::base64::encode(bytes);
             assert_eq!(
-                super::base64::decode(&text).as_deref(),
+                crate::base64::decode(&text).as_deref(),
                 Some(bytes),
                 "{text}"
             );
         }
-        assert_eq!(super::base64::encode(b"foobar"), "Zm9vYmFy");
+        assert_eq!(crate::base64::encode(b"foobar"), "Zm9vYmFy");
         let sent = Request::Load {
             lab: LabId::of(crate::lab::flash_prefill::FLASH_PREFILL),
             image: vec![1, 2, 3],

@@ -51,6 +51,22 @@ pub fn make_private(folder: &Path) -> Result<(), String> {
         .map_err(|e| format!("cannot make {shown} private: {e}"))
 }
 
+/// A new folder only this user can enter, `<prefix>-<nanoseconds>` in the
+/// temporary folder: made new, never an existing path another user could
+/// have planted. The error is the path and why it could not be made.
+pub fn new_private_temp(prefix: &str) -> Result<PathBuf, (PathBuf, std::io::Error)> {
+    use std::os::unix::fs::DirBuilderExt;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let dir = std::env::temp_dir().join(format!("{prefix}-{nanos}"));
+    match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+        Ok(()) => Ok(dir),
+        Err(e) => Err((dir, e)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,3 +21,14 @@ pub fn effective_uid() -> Option<u32> {
         .parse()
         .ok()
 }
+
+/// Makes a FIFO at `path` (with `mkfifo`), for the tests of what refuses
+/// one: a read of it would block for good.
+#[cfg(test)]
+pub fn make_fifo(path: &std::path::Path) {
+    let made = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+}

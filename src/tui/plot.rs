@@ -205,23 +205,20 @@ impl RooflinePlot {
 
     /// The highest compute roof, FLOP/s.
     pub fn highest_compute(&self) -> Option<f64> {
-        self.roofs
-            .iter()
-            .filter_map(|r| match r.kind {
-                RoofKind::Compute { flops_per_s } => Some(flops_per_s),
-                RoofKind::Memory { .. } => None,
-            })
-            .reduce(f64::max)
+        self.highest(|kind| matches!(kind, RoofKind::Compute { .. }))
     }
 
     /// The highest memory roof, bytes/s.
     pub fn highest_memory(&self) -> Option<f64> {
+        self.highest(|kind| matches!(kind, RoofKind::Memory { .. }))
+    }
+
+    /// The highest rate of the roofs of the kind `is_kind` accepts.
+    fn highest(&self, is_kind: impl Fn(RoofKind) -> bool) -> Option<f64> {
         self.roofs
             .iter()
-            .filter_map(|r| match r.kind {
-                RoofKind::Memory { bytes_per_s } => Some(bytes_per_s),
-                RoofKind::Compute { .. } => None,
-            })
+            .filter(|r| is_kind(r.kind))
+            .map(|r| r.kind.rate())
             .reduce(f64::max)
     }
 

@@ -83,50 +83,12 @@ pub fn copy_to_clipboard(text: &str) {
 /// The OSC 52 sequence that sets the clipboard to `text`. Base64 keeps any
 /// byte of it from reaching the terminal as a control.
 pub fn clipboard_sequence(text: &str) -> String {
-    format!("\x1b]52;c;{}\x07", base64(text.as_bytes()))
-}
-
-/// RFC 4648 base64, padded.
-fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        // Three bytes are four 6-bit digits; a short chunk pads with `=`.
-        let bits = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |bits, (i, &b)| bits | u32::from(b) << (16 - 8 * i));
-        for digit in 0..4 {
-            if digit <= chunk.len() {
-                let index = (bits >> (18 - 6 * digit)) & 63;
-                out.push(char::from(ALPHABET[index as usize]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
+    format!("\x1b]52;c;{}\x07", crate::base64::encode(text.as_bytes()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn base64_follows_the_rfc_test_vectors() {
-        let vectors = [
-            ("", ""),
-            ("f", "Zg=="),
-            ("fo", "Zm8="),
-            ("foo", "Zm9v"),
-            ("foob", "Zm9vYg=="),
-            ("fooba", "Zm9vYmE="),
-            ("foobar", "Zm9vYmFy"),
-        ];
-        for (text, encoded) in vectors {
-            assert_eq!(base64(text.as_bytes()), encoded, "{text}");
-        }
-    }
 
     #[test]
     fn the_clipboard_sequence_carries_no_control_but_its_frame() {

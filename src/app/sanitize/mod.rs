@@ -498,18 +498,9 @@ fn copy_of_text(dir: &Path, plan: &SanitizePlan) -> Result<PathBuf, String> {
 }
 
 fn private_folder() -> Result<PathBuf, String> {
-    use std::os::unix::fs::DirBuilderExt;
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    let dir =
-        std::env::temp_dir().join(format!("flashprof-sanitize-{}-{nanos}", std::process::id()));
-    std::fs::DirBuilder::new()
-        .mode(0o700)
-        .create(&dir)
-        .map(|_| dir.clone())
-        .map_err(|e| format!("cannot create {}: {e}", dir.display()))
+    let prefix = format!("flashprof-sanitize-{}", std::process::id());
+    crate::sys::folder::new_private_temp(&prefix)
+        .map_err(|(dir, e)| format!("cannot create {}: {e}", dir.display()))
 }
 
 #[cfg(test)]

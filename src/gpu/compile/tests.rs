@@ -433,6 +433,11 @@ fn unit_with_globals(globals: &str, body: &str) -> String {
     format!("{globals}\n{ENTRY_SIGNATURE}\n{{\n{body}\n    out[0] = q[0];\n}}\n")
 }
 
+/// What the optimized sm_90 build of [`unit_with_globals`] keeps and reads.
+fn facts_with_globals(globals: &str, body: &str) -> KernelFacts {
+    facts_of(&unit_with_globals(globals, body))
+}
+
 /// What the optimized sm_90 build of `text` keeps and reads.
 fn facts_of(text: &str) -> KernelFacts {
     facts_for(text, &CompileOptions::default())
@@ -453,11 +458,10 @@ fn variable(name: &str, bytes: u64) -> ModuleVariable {
 
 #[test]
 fn a_module_global_memo_is_kept_with_its_name_and_size() {
-    let text = unit_with_globals(
+    let facts = facts_with_globals(
         "__device__ float g_memo[4 << 20];",
         "    g_memo[threadIdx.x] += q[threadIdx.x];",
     );
-    let facts = facts_of(&text);
     assert_eq!(facts.kept, [variable("g_memo", 16 << 20)]);
     assert_eq!(
         facts.summary().as_deref(),
@@ -469,11 +473,10 @@ fn a_module_global_memo_is_kept_with_its_name_and_size() {
 fn static_counters_are_kept_at_file_scope_and_in_a_function() {
     // CUDA allows `static` in a kernel only without `__device__`; both
     // live in global memory for the module's lifetime.
-    let text = unit_with_globals(
+    let facts = facts_with_globals(
         "static __device__ unsigned launches;",
         "    static unsigned calls;\n    atomicAdd(&launches, 1u);\n    calls++;",
     );
-    let facts = facts_of(&text);
     assert_eq!(
         facts.kept,
         [
@@ -485,11 +488,10 @@ fn static_counters_are_kept_at_file_scope_and_in_a_function() {
 
 #[test]
 fn an_initialised_table_the_kernel_writes_is_kept() {
-    let text = unit_with_globals(
+    let facts = facts_with_globals(
         "__device__ int table[4] = {1, 2, 3, 4};",
         "    table[threadIdx.x % 4] += 1;",
     );
-    let facts = facts_of(&text);
     assert_eq!(facts.kept, [variable("table", 16)]);
 }
 
@@ -498,13 +500,12 @@ fn constant_data_and_read_only_tables_are_not_kept() {
     // `__constant__` memory is not writable from a kernel; a `const` table
     // and the lab's shape constants (`HQ`, `DH`, in the prelude) sit in the
     // same ELF section as writable data, and only the code tells them apart.
-    let text = unit_with_globals(
+    let facts = facts_with_globals(
         "__constant__ float weights[64];\n\
          __device__ const int lut[4] = {5, 6, 7, 8};\n\
          static constexpr float kScale = 0.5f;",
         "    out[threadIdx.x] = weights[threadIdx.x % 64] * kScale + lut[threadIdx.x % 4] + HQ * DH;",
     );
-    let facts = facts_of(&text);
     assert_eq!(facts.kept, []);
 }
 
@@ -518,13 +519,12 @@ fn the_starter_keeps_and_reads_nothing() {
 
 #[test]
 fn a_global_timer_read_in_inline_asm_is_noted() {
-    let text = unit_with_globals(
+    let facts = facts_with_globals(
         "",
         "    unsigned long long t;\n\
          asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(t));\n\
          if (t == 0) out[1] = 0.0f;",
     );
-    let facts = facts_of(&text);
     assert!(facts.reads_global_timer, "{facts:?}");
     assert!(!facts.reads_clock, "{facts:?}");
     assert_eq!(facts.summary().as_deref(), Some("reads the global timer"));

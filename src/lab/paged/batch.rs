@@ -238,6 +238,21 @@ pub struct PrefillTensors<A, C> {
     pub alibi_slopes: Option<Vec<f32>>,
 }
 
+impl<A, C> PrefillTensors<A, C> {
+    /// Panics unless the tensors agree with their batch ([`Batch::assert_lengths`]).
+    pub fn assert_lengths(&self) {
+        let lengths = [
+            self.q.len(),
+            self.k_new.len(),
+            self.v_new.len(),
+            self.k_cache.len(),
+            self.v_cache.len(),
+        ];
+        self.batch
+            .assert_lengths(lengths, self.alibi_slopes.is_some());
+    }
+}
+
 impl<A, C: Copy> PrefillTensors<A, C> {
     /// The cached key at context position `pos` of sequence `seq`, KV head `kv_head`.
     pub fn cached_key(&self, seq: usize, pos: usize, kv_head: usize, dim: usize) -> C {
@@ -257,22 +272,3 @@ impl<A, C: Copy> PrefillTensors<A, C> {
             .v_cache_index(block, kv_head, dim, pos % BLOCK)]
     }
 }
-
-/// Panics unless a prefill lab's inputs (a struct with `batch`, `q`,
-/// `k_new`, `v_new`, `k_cache`, `v_cache` and `alibi_slopes` fields, in the
-/// lab's element types) agree with their batch ([`Batch::assert_lengths`]).
-macro_rules! assert_prefill_lengths {
-    ($inputs:expr) => {{
-        let inputs = $inputs;
-        let lengths = [
-            inputs.q.len(),
-            inputs.k_new.len(),
-            inputs.v_new.len(),
-            inputs.k_cache.len(),
-            inputs.v_cache.len(),
-        ];
-        let slopes = inputs.alibi_slopes.is_some();
-        inputs.batch.assert_lengths(lengths, slopes)
-    }};
-}
-pub(crate) use assert_prefill_lengths;

@@ -10,6 +10,8 @@ use crate::lab::definition::{
     CaseData, CaseState, CaseSummary, Diagnosis, Graded, LabCase, LabRef,
 };
 use crate::lab::experiment::{self, Conditions, FirstRuns, Rerun};
+use crate::lab::paged::layout::{CacheLayout, HKV};
+use crate::lab::paged::misread::{self, Misreading};
 
 /// `lab`'s embedded cases, parsed as the engine parses them.
 pub fn embedded(lab: LabRef) -> Vec<LabCase> {
@@ -19,6 +21,112 @@ pub fn embedded(lab: LabRef) -> Vec<LabCase> {
         std::path::Path::new("."),
     )
     .expect("the embedded cases parse")
+}
+
+/// `lab`'s embedded case `name`, generated with `seed`.
+pub fn embedded_case(lab: LabRef, name: &str, seed: u64) -> CaseData {
+    let case = embedded(lab)
+        .into_iter()
+        .find(|c| c.name == name)
+        .expect("the case exists");
+    lab.generate(&case, seed).expect("generates")
+}
+
+/// That outputs read through a wrong GQA map fail and are named as that
+/// map: `h % 8` on `cases[0]` and `h / 8` on `cases[1]` (each generated
+/// with seed 5), `diagnosed` giving the comparison and diagnosis of what a
+/// kernel misreading a case so writes.
+pub fn assert_wrong_kv_maps_named(
+    lab: LabRef,
+    cases: [&str; 2],
+    diagnosed: impl Fn(&CaseData, Misreading) -> (Comparison, Diagnosis),
+) {
+    let maps = [
+        ((|h| h % HKV) as fn(usize) -> usize, "h % 8"),
+        (|h| h / HKV, "h / 8"),
+    ];
+    for (case, (map, formula)) in cases.into_iter().zip(maps) {
+        let data = embedded_case(lab, case, 5);
+        let (comparison, said) = diagnosed(&data, Misreading::kv_map(map));
+        assert!(!comparison.passed, "{case}");
+        assert_eq!(
+            said.cause,
+            Some(misread::cause::KV_HEAD_MAPPING),
+            "{case}: {said:?}"
+        );
+        assert!(
+            said.line.starts_with("query heads read the wrong KV head"),
+            "{said:?}"
+        );
+        assert!(said.line.contains(formula), "{case}: {said:?}");
+    }
+}
+
+/// That an output read with every context length off by `shift` fails and
+/// is named with its shift, on the `last-cached-key` case (context 500).
+pub fn assert_context_shift_named(shift: i8, (comparison, said): &(Comparison, Diagnosis)) {
+    assert!(!comparison.passed, "{shift}");
+    assert_eq!(
+        said.cause,
+        Some(misread::cause::CONTEXT_LENGTH),
+        "{shift}: {said:?}"
+    );
+    let named = format!("the context length is off by {shift:+}");
+    assert!(said.line.starts_with(&named), "{shift}: {said:?}");
+    assert!(said.line.contains("context 500 taken as"), "{said:?}");
+}
+
+/// Adds `by` to dimension 5 of KV head 2's new value at each of the
+/// `total_new` tokens: data every query head of that KV head reads.
+pub fn corrupt_kv_head_2(v_new: &mut [f32], total_new: usize, layout: &CacheLayout, by: f32) {
+    for row in 0..total_new {
+        v_new[layout.kv_index(row, 2, 5)] += by;
+    }
+}
+
+/// That `kv_head_2_wrong` (the output of data [`corrupt_kv_head_2`] made
+/// wrong) is pointed at KV head 2's data, its query heads 8-11 failing
+/// alike; and that `right` (the oracle's output as the kernel stores it)
+/// with query head 9 alone off by `head_9_off` is told per query head.
+pub fn assert_kv_head_failures_told(
+    lab: LabRef,
+    data: &CaseData,
+    layout: &CacheLayout,
+    kv_head_2_wrong: &[f32],
+    mut right: Vec<f32>,
+    head_9_off: f32,
+) {
+    let (_, said) = diagnosed(lab, data, kv_head_2_wrong, &Integrity::default());
+    assert!(
+        said.line.contains("only the query heads of KV head 2 fail"),
+        "{said:?}"
+    );
+    assert!(said.line.contains("heads 8-11"), "{said:?}");
+    for row in 0..data.problem.output.rows {
+        right[layout.head_index(row, 9, 0)] += head_9_off;
+    }
+    let (_, said) = diagnosed(lab, data, &right, &Integrity::default());
+    assert!(
+        said.line.contains("share a KV head fail differently"),
+        "{said:?}"
+    );
+    assert!(said.line.contains("head 9 fail"), "{said:?}");
+}
+
+/// That `out` (the oracle's output as the kernel stores it) with its first
+/// three rows left unwritten is told as unwritten, not as NaN.
+pub fn assert_unwritten_rows_told(lab: LabRef, data: &CaseData, mut out: Vec<f32>) {
+    let row_len = data.problem.output.heads * data.problem.output.dim;
+    out[..3 * row_len].fill(f32::from_bits(POISON_BITS));
+    let (comparison, said) = diagnosed(lab, data, &out, &Integrity::default());
+    assert_eq!(comparison.unwritten, 3 * row_len);
+    assert_eq!(
+        said.cause,
+        Some(crate::lab::verdict::cause::NEVER_WRITTEN),
+        "{said:?}"
+    );
+    assert!(said.line.contains("never written"), "{said:?}");
+    assert!(!said.line.contains("NaN"), "{said:?}");
 }
 
 /// A planted kernel of `lab` (`kernels/<lab>/bugs/<bug>.cu`): its path, its

@@ -165,14 +165,13 @@ mod tests {
     use super::bugs::{self, Bug};
     use super::oracle::Model;
     use super::*;
-    use crate::grade::compare::{Comparison, POISON_BITS};
+    use crate::grade::compare::Comparison;
     use crate::grade::integrity::Integrity;
     use crate::lab::args::ArgValue;
     use crate::lab::definition::LabCase;
-    use crate::lab::paged::misread::{self, Misreading, CONTEXT_SHIFTS};
+    use crate::lab::paged::misread::{Misreading, CONTEXT_SHIFTS};
     use crate::lab::paged::recipe::MAX_NEW;
     use crate::lab::paged::testing;
-    use crate::lab::paged_prefill::contract::HKV;
     use crate::lab::typed;
 
     fn embedded() -> Vec<LabCase> {
@@ -236,11 +235,7 @@ mod tests {
     }
 
     fn mixed_lengths() -> CaseData {
-        let case = embedded()
-            .into_iter()
-            .find(|c| c.name == "mixed-lengths")
-            .expect("the mixed-lengths case");
-        PAGED_PREFILL.generate(&case, 5).expect("generates")
+        named_case("mixed-lengths")
     }
 
     #[test]
@@ -326,11 +321,7 @@ mod tests {
     }
 
     fn named_case(name: &str) -> CaseData {
-        let case = embedded()
-            .into_iter()
-            .find(|c| c.name == name)
-            .expect("the case exists");
-        PAGED_PREFILL.generate(&case, 5).expect("generates")
+        testing::embedded_case(PAGED_PREFILL, name, 5)
     }
 
     /// What a kernel that misreads the batch so writes into `out`.
@@ -344,25 +335,14 @@ mod tests {
 
     #[test]
     fn a_wrong_gqa_map_is_named_with_the_kv_head_each_query_head_reads() {
-        for (case, map, formula) in [
-            ("gqa-heads", (|h| h % HKV) as fn(usize) -> usize, "h % 8"),
-            ("mixed-lengths", |h| h / HKV, "h / 8"),
-        ] {
-            let data = named_case(case);
-            let out = misread_output(&data, Misreading::kv_map(map));
-            let (comparison, said) = diagnosed(&data, &out, &Integrity::default());
-            assert!(!comparison.passed, "{case}");
-            assert_eq!(
-                said.cause,
-                Some(misread::cause::KV_HEAD_MAPPING),
-                "{case}: {said:?}"
-            );
-            assert!(
-                said.line.starts_with("query heads read the wrong KV head"),
-                "{said:?}"
-            );
-            assert!(said.line.contains(formula), "{case}: {said:?}");
-        }
+        let cases = ["gqa-heads", "mixed-lengths"];
+        testing::assert_wrong_kv_maps_named(PAGED_PREFILL, cases, |data, misreading| {
+            diagnosed(
+                data,
+                &misread_output(data, misreading),
+                &Integrity::default(),
+            )
+        });
     }
 
     #[test]
@@ -370,16 +350,8 @@ mod tests {
         let data = named_case("last-cached-key");
         for shift in CONTEXT_SHIFTS {
             let out = misread_output(&data, Misreading::ContextShift(shift));
-            let (comparison, said) = diagnosed(&data, &out, &Integrity::default());
-            assert!(!comparison.passed, "{shift}");
-            assert_eq!(
-                said.cause,
-                Some(misread::cause::CONTEXT_LENGTH),
-                "{shift}: {said:?}"
-            );
-            let named = format!("the context length is off by {shift:+}");
-            assert!(said.line.starts_with(&named), "{shift}: {said:?}");
-            assert!(said.line.contains("context 500 taken as"), "{said:?}");
+            let diagnosed = diagnosed(&data, &out, &Integrity::default());
+            testing::assert_context_shift_named(shift, &diagnosed);
         }
     }
 
@@ -390,30 +362,12 @@ mod tests {
         // and the other KV heads' query heads pass.
         let data = named_case("mixed-lengths");
         let mut inputs = typed::inputs_of::<PagedPrefill>(&data).clone();
-        for row in 0..inputs.batch.total_new() {
-            inputs.v_new[LAYOUT.kv_index(row, 2, 5)] += 4.0;
-        }
-        let out: Vec<f32> = oracle::attention(&inputs, None)
-            .iter()
-            .map(|&x| x as f32)
-            .collect();
-        let (_, said) = diagnosed(&data, &out, &Integrity::default());
-        assert!(
-            said.line.contains("only the query heads of KV head 2 fail"),
-            "{said:?}"
-        );
-        assert!(said.line.contains("heads 8-11"), "{said:?}");
+        let total_new = inputs.batch.total_new();
+        testing::corrupt_kv_head_2(&mut inputs.v_new, total_new, &LAYOUT, 4.0);
+        let wrong = to_f32(&oracle::attention(&inputs, None));
         // One head of the group told apart from its group's others: per query head.
-        let mut out = to_f32(&PAGED_PREFILL.oracle(&data, None));
-        for row in 0..data.problem.output.rows {
-            out[LAYOUT.head_index(row, 9, 0)] += 1.0;
-        }
-        let (_, said) = diagnosed(&data, &out, &Integrity::default());
-        assert!(
-            said.line.contains("share a KV head fail differently"),
-            "{said:?}"
-        );
-        assert!(said.line.contains("head 9 fail"), "{said:?}");
+        let right = to_f32(&PAGED_PREFILL.oracle(&data, None));
+        testing::assert_kv_head_failures_told(PAGED_PREFILL, &data, &LAYOUT, &wrong, right, 1.0);
     }
 
     fn to_f32(values: &[f64]) -> Vec<f32> {
@@ -425,20 +379,8 @@ mod tests {
         // Sequence 0's first rows unwritten: the shifted-qStart model leaves
         // them unwritten too, but gets the rows after them wrong.
         let data = named_case("mixed-lengths");
-        let mut out = to_f32(&PAGED_PREFILL.oracle(&data, None));
-        let row_len = HQ * DH;
-        out[..3 * row_len].fill(f32::from_bits(POISON_BITS));
-        let (comparison, said) = diagnosed(&data, &out, &Integrity::default());
-        assert_eq!(comparison.unwritten, 3 * row_len);
-        assert_eq!(
-            said.cause,
-            Some(crate::lab::verdict::cause::NEVER_WRITTEN),
-            "{said:?}"
-        );
-        assert!(
-            said.line.contains("never written") && !said.line.contains("NaN"),
-            "{said:?}"
-        );
+        let out = to_f32(&PAGED_PREFILL.oracle(&data, None));
+        testing::assert_unwritten_rows_told(PAGED_PREFILL, &data, out);
     }
 
     #[test]

@@ -18,7 +18,6 @@ use rayon::prelude::*;
 
 use super::bugs::Bug;
 use super::contract::{Batch, Inputs, BLOCK, DH, GROUP, HKV, HQ, LAYOUT, SCALE};
-use crate::lab::paged::batch::assert_prefill_lengths;
 use crate::lab::paged::layout::CacheLayout;
 use crate::lab::paged::misread::Misreading;
 
@@ -76,7 +75,7 @@ pub const NOT_WRITTEN: f64 = f64::NEG_INFINITY;
 pub fn evaluate(inputs: &Inputs, rows: Option<&[usize]>, model: Model, unwritten: f64) -> Vec<f64> {
     let bug = model.bug();
     let batch = &inputs.batch;
-    assert_prefill_lengths!(inputs);
+    inputs.assert_lengths();
     let total = batch.total_new();
     let mut out = vec![unwritten; total * HQ * DH];
     let mut wanted = vec![rows.is_none(); total];

@@ -110,6 +110,10 @@ mod tests {
     #[test]
     fn each_inconsistency_is_refused_naming_file_and_value() {
         type Edit = Box<dyn FnOnce(&mut Vec<(String, Vec<u8>)>)>;
+        // The file `name` replaced by these ints.
+        let replaced_by_ints = |name, shape: &'static [usize], ints: &'static [i32]| -> Edit {
+            Box::new(move |f| replace(f, name, npy::encode_i32(shape, ints).unwrap()))
+        };
         let cases: Vec<(&str, Edit)> = vec![
             (
                 "k_new.npy: missing",
@@ -183,41 +187,23 @@ mod tests {
             ),
             (
                 "qStart[0] = 1, must be 0",
-                Box::new(|f| {
-                    replace(
-                        f,
-                        "q_start.npy",
-                        npy::encode_i32(&[3], &[1, 9, 42]).unwrap(),
-                    );
-                }),
+                replaced_by_ints("q_start.npy", &[3], &[1, 9, 42]),
             ),
             (
                 "qStart[2] = 9 is not above qStart[1] = 9",
-                Box::new(|f| {
-                    replace(f, "q_start.npy", npy::encode_i32(&[3], &[0, 9, 9]).unwrap());
-                }),
+                replaced_by_ints("q_start.npy", &[3], &[0, 9, 9]),
             ),
             (
                 "qStart[2] = 40, must be T = 42",
-                Box::new(|f| {
-                    replace(
-                        f,
-                        "q_start.npy",
-                        npy::encode_i32(&[3], &[0, 9, 40]).unwrap(),
-                    );
-                }),
+                replaced_by_ints("q_start.npy", &[3], &[0, 9, 40]),
             ),
             (
                 "q_start.npy: shape [2], expected [3]",
-                Box::new(|f| {
-                    replace(f, "q_start.npy", npy::encode_i32(&[2], &[0, 42]).unwrap());
-                }),
+                replaced_by_ints("q_start.npy", &[2], &[0, 42]),
             ),
             (
                 "seqLen[1] = 20 is below its 33 new tokens",
-                Box::new(|f| {
-                    replace(f, "seq_len.npy", npy::encode_i32(&[2], &[59, 20]).unwrap());
-                }),
+                replaced_by_ints("seq_len.npy", &[2], &[59, 20]),
             ),
             (
                 "seq_len.npy: element type is `<f4`",

@@ -97,7 +97,7 @@ impl Bug {
     /// Whether the contract's family for this bug holds a case of `inputs`
     /// (`planted`: the case plants an overflowing score).
     pub fn family(self, inputs: &Inputs, planted: bool) -> bool {
-        let batch: &Batch = &inputs.batch;
+        let batch: &Batch = &inputs.tensors.batch;
         let with_context = batch.reads_cache();
         match self {
             Bug::KScaleIgnored | Bug::ScalesSwapped | Bug::XAssumed8 | Bug::OneKeyTooMany => {

@@ -60,12 +60,12 @@ pub fn generate(spec: &CaseSpec, seed: u64) -> Result<CaseInputs<Inputs>, PagedC
     );
     for plant in &spec.plant {
         let key_byte = inputs.format.encode(plant.value / inputs.k_scale);
-        let sites = PlantSites::of(&inputs.batch, plant);
+        let sites = PlantSites::of(&inputs.tensors.batch, plant);
         let value = bf16::round(plant.value);
         sites.set(
-            &mut inputs.q,
-            &mut inputs.k_new,
-            &mut inputs.k_cache,
+            &mut inputs.tensors.q,
+            &mut inputs.tensors.k_new,
+            &mut inputs.tensors.k_cache,
             value,
             key_byte,
         );
@@ -113,18 +113,11 @@ fn lay_out_fp8(
         unowned: (FP8_NAN, FP8_NAN),
         cached: &mut cached,
     };
-    let tensors = lay_out(batch, share, rng, draw);
     Inputs {
+        tensors: lay_out(batch, share, rng, draw),
         format,
         k_scale,
         v_scale,
-        batch: tensors.batch,
-        q: tensors.q,
-        k_new: tensors.k_new,
-        v_new: tensors.v_new,
-        k_cache: tensors.k_cache,
-        v_cache: tensors.v_cache,
-        alibi_slopes: tensors.alibi_slopes,
     }
 }
 
@@ -192,10 +185,14 @@ mod tests {
     #[test]
     fn the_cases_cover_the_second_labs_families() {
         let all = generated();
-        assert_prefill_families(&all.iter().map(|(_, i)| &i.batch).collect::<Vec<_>>());
+        assert_prefill_families(
+            &all.iter()
+                .map(|(_, i)| &i.tensors.batch)
+                .collect::<Vec<_>>(),
+        );
         assert!(all.iter().any(|(c, _)| c.share_prefix.is_some()));
         for (case, inputs) in &all {
-            assert!(inputs.batch.num_seqs() >= 2, "{}", case.name);
+            assert!(inputs.tensors.batch.num_seqs() >= 2, "{}", case.name);
         }
     }
 
@@ -221,9 +218,10 @@ mod tests {
                 case.name
             );
             assert!(inputs
+                .tensors
                 .q
                 .iter()
-                .chain(&inputs.k_new)
+                .chain(&inputs.tensors.k_new)
                 .all(|&x| bf16::is_exact(x)));
         }
         let not_power_of_two = |s: f32| s.to_bits() & 0x007F_FFFF != 0;
@@ -237,7 +235,8 @@ mod tests {
         // Wide cases: E4M3 bytes in its last binade, E5M2 values E4M3 cannot hold.
         let holds = |case: &str, byte: &dyn Fn(u8) -> bool| {
             let (_, inputs) = all.iter().find(|(c, _)| c.name == case).unwrap();
-            inputs.v_cache.iter().any(|&b| byte(b)) || inputs.k_cache.iter().any(|&b| byte(b))
+            inputs.tensors.v_cache.iter().any(|&b| byte(b))
+                || inputs.tensors.k_cache.iter().any(|&b| byte(b))
         };
         let wide = |f: KvFormat| {
             all.iter()
@@ -270,7 +269,7 @@ mod tests {
 
     /// The largest score any visible (row, head, key) of the case has.
     fn largest_score(inputs: &Inputs) -> f64 {
-        let b = &inputs.batch;
+        let b = &inputs.tensors.batch;
         let mut worst = 0f64;
         for row in 0..b.total_new() {
             let (s, i) = b.sequence_of_row(row);
@@ -278,7 +277,7 @@ mod tests {
                 for j in b.first_visible(i)..b.context[s] {
                     let score: f64 = (0..DH)
                         .map(|d| {
-                            f64::from(inputs.q[LAYOUT.head_index(row, head, d)])
+                            f64::from(inputs.tensors.q[LAYOUT.head_index(row, head, d)])
                                 * inputs.cached_key(s, j, head / GROUP, d)
                         })
                         .sum();
@@ -292,25 +291,27 @@ mod tests {
     #[test]
     fn unused_slots_and_spare_blocks_hold_fp8_nan() {
         for (case, inputs) in generated() {
-            let b = &inputs.batch;
+            let b = &inputs.tensors.batch;
             let owned: std::collections::HashSet<usize> = (0..b.num_seqs())
                 .flat_map(|s| (0..b.context_blocks(s)).map(move |k| (s, k)))
                 .map(|(s, k)| b.block_of(s, k * BLOCK))
                 .collect();
             for (block, o) in slots_past_contexts(b) {
-                let k = inputs.k_cache[LAYOUT.k_cache_index(block, 2, 100, o)];
-                let v = inputs.v_cache[LAYOUT.v_cache_index(block, 6, 3, o)];
+                let k = inputs.tensors.k_cache[LAYOUT.k_cache_index(block, 2, 100, o)];
+                let v = inputs.tensors.v_cache[LAYOUT.v_cache_index(block, 6, 3, o)];
                 assert_eq!((k, v), (FP8_NAN, FP8_NAN), "{}", case.name);
             }
             let spare = (0..b.num_blocks).find(|id| !owned.contains(id)).unwrap();
             let region = spare * HKV * DH * BLOCK..(spare + 1) * HKV * DH * BLOCK;
             assert!(
-                inputs.k_cache[region.clone()].iter().all(|&x| x == FP8_NAN),
+                inputs.tensors.k_cache[region.clone()]
+                    .iter()
+                    .all(|&x| x == FP8_NAN),
                 "{}",
                 case.name
             );
             assert!(
-                inputs.v_cache[region].iter().all(|&x| x == FP8_NAN),
+                inputs.tensors.v_cache[region].iter().all(|&x| x == FP8_NAN),
                 "{}",
                 case.name
             );
@@ -325,8 +326,8 @@ mod tests {
             generate(spec, 42).unwrap().inputs
         );
         assert_ne!(
-            generate(spec, 42).unwrap().inputs.k_cache,
-            generate(spec, 43).unwrap().inputs.k_cache
+            generate(spec, 42).unwrap().inputs.tensors.k_cache,
+            generate(spec, 43).unwrap().inputs.tensors.k_cache
         );
     }
 

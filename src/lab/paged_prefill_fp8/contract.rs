@@ -2,7 +2,7 @@
 //! head dim 128, K x-packed with X = 16: the paged family's batch and cache
 //! layout at this head dimension and packing ([`INSTANCE`]).
 
-pub use crate::lab::paged::batch::Batch;
+pub use crate::lab::paged::batch::{Batch, PrefillTensors};
 use crate::lab::paged::bf16;
 pub use crate::lab::paged::fp8::{KvFormat, FP8_NAN};
 use crate::lab::paged::layout::CacheLayout;
@@ -71,40 +71,27 @@ pub fn miss_factor(out: f64, reference: f64, value_scale: f64) -> f64 {
     }
 }
 
-/// Everything a launch reads. The bf16 tensors hold f32 values that are
-/// exactly bf16 ([`bf16::is_exact`]); the caches hold FP8 bytes of `format`.
+/// Everything a launch reads: the paged tensors, their bf16 ones holding f32
+/// values that are exactly bf16 ([`bf16::is_exact`]) and their caches FP8
+/// bytes of `format`, read with the per-tensor `k_scale` and `v_scale`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Inputs {
-    pub batch: Batch,
+    pub tensors: PrefillTensors<f32, u8>,
     pub format: KvFormat,
     pub k_scale: f32,
     pub v_scale: f32,
-    /// `[T][32][128]`.
-    pub q: Vec<f32>,
-    /// `[T][8][128]`.
-    pub k_new: Vec<f32>,
-    /// `[T][8][128]`.
-    pub v_new: Vec<f32>,
-    /// `[numBlocks][8][128/16][16][16]` FP8 bytes.
-    pub k_cache: Vec<u8>,
-    /// `[numBlocks][8][128][16]` FP8 bytes.
-    pub v_cache: Vec<u8>,
-    /// `[32]`, present exactly when `batch.alibi`.
-    pub alibi_slopes: Option<Vec<f32>>,
 }
 
 impl Inputs {
     /// The cached key at context position `pos` of `seq`, dequantised exactly.
     pub fn cached_key(&self, seq: usize, pos: usize, kv_head: usize, dim: usize) -> f64 {
-        let block = self.batch.block_of(seq, pos);
-        let byte = self.k_cache[LAYOUT.k_cache_index(block, kv_head, dim, pos % BLOCK)];
+        let byte = self.tensors.cached_key(seq, pos, kv_head, dim);
         f64::from(self.format.decode(byte)) * f64::from(self.k_scale)
     }
 
     /// The cached value at context position `pos` of `seq`, dequantised exactly.
     pub fn cached_value(&self, seq: usize, pos: usize, kv_head: usize, dim: usize) -> f64 {
-        let block = self.batch.block_of(seq, pos);
-        let byte = self.v_cache[LAYOUT.v_cache_index(block, kv_head, dim, pos % BLOCK)];
+        let byte = self.tensors.cached_value(seq, pos, kv_head, dim);
         f64::from(self.format.decode(byte)) * f64::from(self.v_scale)
     }
 
@@ -113,9 +100,13 @@ impl Inputs {
     pub fn sentinels_tagged(&self) -> Inputs {
         use crate::lab::paged::tags;
         let is_nan = |byte| byte == FP8_NAN;
+        let tensors = &self.tensors;
         Inputs {
-            k_cache: tags::tagged(&self.k_cache, is_nan, tags::fp8_key_tag),
-            v_cache: tags::tagged(&self.v_cache, is_nan, tags::fp8_value_tag),
+            tensors: PrefillTensors {
+                k_cache: tags::tagged(&tensors.k_cache, is_nan, tags::fp8_key_tag),
+                v_cache: tags::tagged(&tensors.v_cache, is_nan, tags::fp8_value_tag),
+                ..tensors.clone()
+            },
             ..self.clone()
         }
     }
@@ -136,9 +127,9 @@ impl LaunchInputs {
     pub fn new(inputs: Inputs) -> LaunchInputs {
         let bits = |values: &[f32]| values.iter().copied().map(bf16::bits).collect();
         LaunchInputs {
-            q_bits: bits(&inputs.q),
-            k_new_bits: bits(&inputs.k_new),
-            v_new_bits: bits(&inputs.v_new),
+            q_bits: bits(&inputs.tensors.q),
+            k_new_bits: bits(&inputs.tensors.k_new),
+            v_new_bits: bits(&inputs.tensors.v_new),
             inputs,
         }
     }
@@ -149,18 +140,18 @@ pub const ARGS: &[Arg<LaunchInputs>] = &[
     Arg::bf16_input("q", |l| &l.q_bits),
     Arg::bf16_input("kNew", |l| &l.k_new_bits),
     Arg::bf16_input("vNew", |l| &l.v_new_bits),
-    Arg::u8_input("kCache", |l| &l.inputs.k_cache),
-    Arg::u8_input("vCache", |l| &l.inputs.v_cache),
-    Arg::i32_input("blockTable", |l| &l.inputs.batch.block_table),
-    Arg::i32_input("qStart", |l| &l.inputs.batch.q_start),
-    Arg::i32_input("seqLen", |l| &l.inputs.batch.seq_len),
+    Arg::u8_input("kCache", |l| &l.inputs.tensors.k_cache),
+    Arg::u8_input("vCache", |l| &l.inputs.tensors.v_cache),
+    Arg::i32_input("blockTable", |l| &l.inputs.tensors.batch.block_table),
+    Arg::i32_input("qStart", |l| &l.inputs.tensors.batch.q_start),
+    Arg::i32_input("seqLen", |l| &l.inputs.tensors.batch.seq_len),
     // Both fit an int: checked when the case is made (`Batch::check_int_arguments`).
-    Arg::int("numSeqs", |l| l.inputs.batch.num_seqs() as i32),
+    Arg::int("numSeqs", |l| l.inputs.tensors.batch.num_seqs() as i32),
     Arg::int("maxBlocksPerSeq", |l| {
-        l.inputs.batch.max_blocks_per_seq as i32
+        l.inputs.tensors.batch.max_blocks_per_seq as i32
     }),
-    Arg::int("slidingWindow", |l| l.inputs.batch.sliding_window),
-    Arg::optional_f32_input("alibiSlopes", |l| l.inputs.alibi_slopes.as_deref()),
+    Arg::int("slidingWindow", |l| l.inputs.tensors.batch.sliding_window),
+    Arg::optional_f32_input("alibiSlopes", |l| l.inputs.tensors.alibi_slopes.as_deref()),
     Arg::float("kScale", |l| l.inputs.k_scale),
     Arg::float("vScale", |l| l.inputs.v_scale),
     Arg::int("kvFormat", |l| l.inputs.format.code()),

@@ -29,7 +29,7 @@ use crate::lab::verdict::cause;
 
 /// A case's diagnosis: the launch's evidence, then the bug models, then the output.
 pub fn case_diagnosis(inputs: &Inputs, graded: &Graded<'_>) -> Diagnosis {
-    let batch = &inputs.batch;
+    let batch = &inputs.tensors.batch;
     let place = |at: &Footprint| place(batch, at);
     if let Some(said) = shared_reading(graded, &place) {
         return said;
@@ -85,7 +85,7 @@ fn modelled(inputs: &Inputs, out: &[f32], graded: &Graded<'_>) -> Option<Diagnos
                 bug_line(bug, inputs),
                 cmp.failing,
                 cmp.elements,
-                place(&inputs.batch, &cmp.where_failing)
+                place(&inputs.tensors.batch, &cmp.where_failing)
             ),
             bug.name(),
         ));
@@ -102,7 +102,7 @@ fn misread_diagnosis(
     out: &[f32],
     failing: &dyn Fn(usize) -> bool,
 ) -> Option<Diagnosis> {
-    let batch = &inputs.batch;
+    let batch = &inputs.tensors.batch;
     let agrees = agreement(inputs, out);
     let read_by_all: Vec<Vec<f64>> = (0..HKV)
         .map(|g| evaluate(inputs, Model::Misread(Misreading::all_read(g))))

@@ -99,14 +99,14 @@ mod tests {
             let inputs = load_bytes(golden_files(format), GOLDEN_WINDOW, format, GOLDEN_SCALES)
                 .unwrap()
                 .inputs;
-            let b = &inputs.batch;
+            let b = &inputs.tensors.batch;
             assert_eq!(b.context, vec![0, 19, 5]);
             assert!(b.alibi && b.window() == Some(6) && b.block_table.contains(&0));
             assert_eq!((inputs.k_scale, inputs.v_scale), (0.3, 1.7));
             assert_eq!(b.sequence_of_row(4), (1, 20));
             let score = |key: &dyn Fn(usize) -> f64| -> f64 {
                 (0..DH)
-                    .map(|d| f64::from(inputs.q[LAYOUT.head_index(4, 0, d)]) * key(d))
+                    .map(|d| f64::from(inputs.tensors.q[LAYOUT.head_index(4, 0, d)]) * key(d))
                     .sum::<f64>()
                     * SCALE
             };
@@ -116,11 +116,13 @@ mod tests {
             assert!(!b.sees(20, 10) && !b.sees(20, 22));
             assert!(score(&|d| inputs.cached_key(1, 10, 0, d)) > 900.0);
             let future = b.start(1) + 22 - 19;
-            assert!(score(&|d| f64::from(inputs.k_new[LAYOUT.kv_index(future, 0, d)])) > 900.0);
+            assert!(
+                score(&|d| f64::from(inputs.tensors.k_new[LAYOUT.kv_index(future, 0, d)])) > 900.0
+            );
             // The slot after sequence 1's context is an FP8 NaN.
             assert!(inputs
                 .format
-                .decode(inputs.k_cache[LAYOUT.k_cache_index(0, 0, 0, 3)])
+                .decode(inputs.tensors.k_cache[LAYOUT.k_cache_index(0, 0, 0, 3)])
                 .is_nan());
         }
     }

@@ -78,7 +78,7 @@ impl TypedLab for PagedPrefillFp8 {
 
     fn generate(case: &CaseSpec, seed: u64) -> Result<Made<LaunchInputs>, CaseError> {
         let made = cases::generate(case, seed).map_err(|e| e.for_case(&case.name))?;
-        made.inputs.batch.check_int_arguments(&case.name)?;
+        made.inputs.tensors.batch.check_int_arguments(&case.name)?;
         Ok(Made {
             inputs: LaunchInputs::new(made.inputs),
             expected: made.expected,
@@ -87,7 +87,7 @@ impl TypedLab for PagedPrefillFp8 {
     }
 
     fn problem_of(inputs: &LaunchInputs) -> Problem {
-        INSTANCE.problem(&inputs.inputs.batch)
+        INSTANCE.problem(&inputs.inputs.tensors.batch)
     }
 
     fn problem(case: &CaseSpec) -> Result<Problem, CaseError> {
@@ -119,8 +119,8 @@ impl TypedLab for PagedPrefillFp8 {
     /// shrinks every score by the same factor.
     fn scores_shrunk(launch: &LaunchInputs, factor: f32) -> Option<LaunchInputs> {
         let mut inputs = launch.inputs.clone();
-        let slopes = inputs.alibi_slopes.as_mut();
-        crate::lab::experiment::shrink_scores(&mut inputs.q, slopes, factor, bf16::round);
+        let slopes = inputs.tensors.alibi_slopes.as_mut();
+        crate::lab::experiment::shrink_scores(&mut inputs.tensors.q, slopes, factor, bf16::round);
         Some(LaunchInputs::new(inputs))
     }
 
@@ -142,7 +142,7 @@ impl TypedLab for PagedPrefillFp8 {
             activation: ABOUT_FOUR,
             key: PlantValue::Constant(u32::from(inputs.format.encode(4.0 / inputs.k_scale))),
         };
-        prefill_redraw(&inputs.batch, large, rng)
+        prefill_redraw(&inputs.tensors.batch, large, rng)
     }
     fn timing_case(overrides: &[(String, String)]) -> Result<CaseSpec, String> {
         fixed_timing_shape(NAME, overrides)?;
@@ -169,15 +169,14 @@ mod tests {
 
     use super::bugs::Bug;
     use super::*;
-    use crate::grade::compare::{compare_scaled, Comparison, POISON_BITS};
+    use crate::grade::compare::{compare_scaled, Comparison};
     use crate::grade::integrity::Integrity;
+    use crate::grade::roofline::tests::h200;
     use crate::grade::roofline::TensorRoof;
-    use crate::grade::roofline::{
-        analyze, DevicePeaks, Measured, PeakSource, Roof, Roofline, Unit, UnitLoad,
-    };
+    use crate::grade::roofline::{analyze, Measured, Roofline, Unit, UnitLoad};
     use crate::lab::args::ArgValue;
     use crate::lab::definition::{CaseState, LabCase};
-    use crate::lab::paged::misread::{self, Misreading};
+    use crate::lab::paged::misread::Misreading;
     use crate::lab::paged::testing;
     use crate::lab::typed;
 
@@ -186,11 +185,7 @@ mod tests {
     }
 
     fn case(name: &str) -> CaseData {
-        let case = embedded()
-            .into_iter()
-            .find(|c| c.name == name)
-            .expect("the case exists");
-        PAGED_PREFILL_FP8.generate(&case, 5).expect("generates")
+        testing::embedded_case(PAGED_PREFILL_FP8, name, 5)
     }
 
     /// A class's journal keys its rows by each case's recipe text: an FP8
@@ -226,11 +221,11 @@ mod tests {
             };
             assert!(q
                 .iter()
-                .zip(&inputs.q)
+                .zip(&inputs.tensors.q)
                 .all(|(&bits, &x)| f32::from_bits(u32::from(bits) << 16) == x));
             assert_eq!(
                 args[11] == ArgValue::Null,
-                !inputs.batch.alibi,
+                !inputs.tensors.batch.alibi,
                 "{}",
                 case.name
             );
@@ -299,10 +294,15 @@ mod tests {
 
     /// What a kernel with `bug` writes, as the grader reads a bf16 output.
     fn kernel_output(data: &CaseData, bug: Bug) -> Vec<f32> {
-        bugs::model(&typed::inputs_of::<PagedPrefillFp8>(data).inputs, bug)
-            .iter()
-            .map(|&x| bf16::round(x as f32))
-            .collect()
+        as_stored(&bugs::model(
+            &typed::inputs_of::<PagedPrefillFp8>(data).inputs,
+            bug,
+        ))
+    }
+
+    /// Output values as a kernel stores them and the grader reads them: bf16.
+    fn as_stored(values: &[f64]) -> Vec<f32> {
+        values.iter().map(|&x| bf16::round(x as f32)).collect()
     }
 
     fn diagnosed(data: &CaseData, out: &[f32]) -> (Comparison, Diagnosis) {
@@ -402,53 +402,23 @@ mod tests {
     #[test]
     fn rows_left_unwritten_are_told_as_unwritten() {
         let data = case("mixed-lengths-e4m3");
-        let mut out: Vec<f32> = PAGED_PREFILL_FP8
-            .oracle(&data, None)
-            .iter()
-            .map(|&x| bf16::round(x as f32))
-            .collect();
-        let row_len = HQ * DH;
-        out[..3 * row_len].fill(f32::from_bits(POISON_BITS));
-        let (comparison, said) = diagnosed(&data, &out);
-        assert_eq!(comparison.unwritten, 3 * row_len);
-        assert_eq!(
-            said.cause,
-            Some(crate::lab::verdict::cause::NEVER_WRITTEN),
-            "{said:?}"
-        );
-        assert!(said.line.contains("never written"), "{said:?}");
-        assert!(!said.line.contains("NaN"), "{said:?}");
+        let out = as_stored(&PAGED_PREFILL_FP8.oracle(&data, None));
+        testing::assert_unwritten_rows_told(PAGED_PREFILL_FP8, &data, out);
     }
 
     /// What a kernel that misreads the batch so writes, as the grader reads a bf16 output.
     fn misread_output(data: &CaseData, misreading: Misreading) -> Vec<f32> {
         let inputs = &typed::inputs_of::<PagedPrefillFp8>(data).inputs;
-        oracle::evaluate(inputs, oracle::Model::Misread(misreading))
-            .iter()
-            .map(|&x| bf16::round(x as f32))
-            .collect()
+        as_stored(&oracle::evaluate(
+            inputs,
+            oracle::Model::Misread(misreading),
+        ))
     }
 
     #[test]
     fn a_wrong_gqa_map_is_named_with_the_kv_head_each_query_head_reads() {
-        for (name, map, formula) in [
-            ("gqa-heads", (|h| h % HKV) as fn(usize) -> usize, "h % 8"),
-            ("mixed-lengths-e5m2", |h| h / HKV, "h / 8"),
-        ] {
-            let data = case(name);
-            let (comparison, said) = diagnosed_misread(&data, Misreading::kv_map(map));
-            assert!(!comparison.passed, "{name}");
-            assert_eq!(
-                said.cause,
-                Some(misread::cause::KV_HEAD_MAPPING),
-                "{name}: {said:?}"
-            );
-            assert!(
-                said.line.starts_with("query heads read the wrong KV head"),
-                "{said:?}"
-            );
-            assert!(said.line.contains(formula), "{name}: {said:?}");
-        }
+        let cases = ["gqa-heads", "mixed-lengths-e5m2"];
+        testing::assert_wrong_kv_maps_named(PAGED_PREFILL_FP8, cases, diagnosed_misread);
     }
 
     #[test]
@@ -458,16 +428,8 @@ mod tests {
         // write NaN everywhere, as the planted one-key-too-many does: the
         // rerun with those bytes tagged tells the shifts apart.
         for shift in [-1, -2, 2] {
-            let (comparison, said) = diagnosed_misread(&data, Misreading::ContextShift(shift));
-            assert!(!comparison.passed, "{shift}");
-            assert_eq!(
-                said.cause,
-                Some(misread::cause::CONTEXT_LENGTH),
-                "{shift}: {said:?}"
-            );
-            let named = format!("the context length is off by {shift:+}");
-            assert!(said.line.starts_with(&named), "{shift}: {said:?}");
-            assert!(said.line.contains("context 500 taken as"), "{said:?}");
+            let diagnosed = diagnosed_misread(&data, Misreading::ContextShift(shift));
+            testing::assert_context_shift_named(shift, &diagnosed);
         }
         let (_, said) = diagnosed_misread(&data, Misreading::ContextShift(1));
         assert!(said.line.contains(Bug::OneKeyTooMany.defect()), "{said:?}");
@@ -477,50 +439,18 @@ mod tests {
     fn the_query_heads_of_one_kv_head_failing_alike_point_at_its_data() {
         let data = case("mixed-lengths-e4m3");
         let mut inputs = typed::inputs_of::<PagedPrefillFp8>(&data).inputs.clone();
-        for row in 0..inputs.batch.total_new() {
-            inputs.v_new[LAYOUT.kv_index(row, 2, 5)] += 400.0;
-        }
-        let out: Vec<f32> = oracle::attention(&inputs)
-            .iter()
-            .map(|&x| bf16::round(x as f32))
-            .collect();
-        let (_, said) = diagnosed(&data, &out);
-        assert!(
-            said.line.contains("only the query heads of KV head 2 fail"),
-            "{said:?}"
+        let total_new = inputs.tensors.batch.total_new();
+        testing::corrupt_kv_head_2(&mut inputs.tensors.v_new, total_new, &LAYOUT, 400.0);
+        let wrong = as_stored(&oracle::attention(&inputs));
+        let right = as_stored(&PAGED_PREFILL_FP8.oracle(&data, None));
+        testing::assert_kv_head_failures_told(
+            PAGED_PREFILL_FP8,
+            &data,
+            &LAYOUT,
+            &wrong,
+            right,
+            100.0,
         );
-        assert!(said.line.contains("heads 8-11"), "{said:?}");
-        let mut out: Vec<f32> = PAGED_PREFILL_FP8
-            .oracle(&data, None)
-            .iter()
-            .map(|&x| bf16::round(x as f32))
-            .collect();
-        for row in 0..data.problem.output.rows {
-            out[LAYOUT.head_index(row, 9, 0)] += 100.0;
-        }
-        let (_, said) = diagnosed(&data, &out);
-        assert!(
-            said.line.contains("share a KV head fail differently"),
-            "{said:?}"
-        );
-        assert!(said.line.contains("head 9 fail"), "{said:?}");
-    }
-
-    /// The H200's datasheet roofs (132 SMs at 1.98 GHz: FP32 128 lanes x 2,
-    /// TF32 2048 and BF16 4096 dense flops a clock per SM; 4.8 TB/s).
-    fn h200() -> DevicePeaks {
-        let roof = |per_s| Roof {
-            per_s,
-            source: PeakSource::Attributes,
-            pipe_pct_at_peak: None,
-        };
-        DevicePeaks {
-            name: "NVIDIA H200".into(),
-            fp32_flops: roof(132.0 * 256.0 * 1.98e9),
-            tf32_flops: Some(roof(132.0 * 2048.0 * 1.98e9)),
-            bf16_flops: Some(roof(132.0 * 4096.0 * 1.98e9)),
-            dram_bytes: roof(4.8e12),
-        }
     }
 
     /// The verdict on a launch of the timing batch taking `ms`, reading
@@ -625,11 +555,7 @@ mod tests {
     #[test]
     fn a_correct_output_passes_and_the_verdict_says_so() {
         let data = case("alibi-and-window");
-        let out: Vec<f32> = PAGED_PREFILL_FP8
-            .oracle(&data, None)
-            .iter()
-            .map(|&x| bf16::round(x as f32))
-            .collect();
+        let out = as_stored(&PAGED_PREFILL_FP8.oracle(&data, None));
         let (comparison, said) = diagnosed(&data, &out);
         assert!(
             comparison.passed && said.line.starts_with("correct"),

@@ -14,7 +14,6 @@ use rayon::prelude::*;
 
 use super::bugs::Bug;
 use super::{bf16, Inputs, KvFormat, BLOCK, DH, GROUP, HKV, HQ, LAYOUT, SCALE, SCALE_F32};
-use crate::lab::paged::batch::assert_prefill_lengths;
 use crate::lab::paged::layout::{table_index, CacheLayout};
 use crate::lab::paged::misread::Misreading;
 
@@ -52,8 +51,8 @@ pub fn attention(inputs: &Inputs) -> Vec<f64> {
 /// What `model` computes for every row (rows always have a writer here:
 /// none of this lab's bugs moves a row).
 pub fn evaluate(inputs: &Inputs, model: Model) -> Vec<f64> {
-    assert_prefill_lengths!(inputs);
-    let batch = &inputs.batch;
+    inputs.tensors.assert_lengths();
+    let batch = &inputs.tensors.batch;
     let mut out = vec![0.0; batch.q_elems()];
     for seq in 0..batch.num_seqs() {
         let kv = SequenceKv::gather(inputs, seq, model);
@@ -74,8 +73,8 @@ pub fn evaluate(inputs: &Inputs, model: Model) -> Vec<f64> {
 /// The largest `|v|` each (row, head) sees, laid out `[T][32]`: what
 /// scales the absolute part of the tolerance ([`super::tolerance`]).
 pub fn value_scales(inputs: &Inputs) -> Vec<f64> {
-    assert_prefill_lengths!(inputs);
-    let batch = &inputs.batch;
+    inputs.tensors.assert_lengths();
+    let batch = &inputs.tensors.batch;
     let mut scales = vec![0.0; batch.total_new() * HQ];
     for seq in 0..batch.num_seqs() {
         let kv = SequenceKv::gather(inputs, seq, Model::Exact);
@@ -116,7 +115,7 @@ struct SequenceKv {
 
 impl SequenceKv {
     fn gather(inputs: &Inputs, seq: usize, model: Model) -> SequenceKv {
-        let batch = &inputs.batch;
+        let batch = &inputs.tensors.batch;
         let context = Misreading::context(model.misreading(), batch.context[seq], batch.new[seq]);
         let bug = match model {
             Model::Bug(bug) => Some(bug),
@@ -163,9 +162,9 @@ impl SequenceKv {
                         Some(Bug::XAssumed8) => LAYOUT_X8.k_cache_index(block, g, d, slot),
                         _ => LAYOUT.k_cache_index(block, g, d, slot),
                     });
-                    keys[g * DH + d] = read(&inputs.k_cache, k_at, k_scale);
+                    keys[g * DH + d] = read(&inputs.tensors.k_cache, k_at, k_scale);
                     let v_at = block.map(|block| LAYOUT.v_cache_index(block, g, d, slot));
-                    values[g * DH + d] = read(&inputs.v_cache, v_at, v_scale);
+                    values[g * DH + d] = read(&inputs.tensors.v_cache, v_at, v_scale);
                 }
             }
             positions.push(Position { pos, keys, values });
@@ -181,8 +180,8 @@ impl SequenceKv {
             };
             positions.push(Position {
                 pos: context + token,
-                keys: read(&inputs.k_new),
-                values: read(&inputs.v_new),
+                keys: read(&inputs.tensors.k_new),
+                values: read(&inputs.tensors.v_new),
             });
         }
         SequenceKv {
@@ -212,13 +211,17 @@ impl SequenceKv {
         out_group: &mut [f64],
     ) {
         let i = self.context + token;
-        let window = inputs.batch.window();
+        let window = inputs.tensors.batch.window();
         let seed_like = self.model == Model::SeedLike;
         for (member, out_head) in out_group.chunks_exact_mut(DH).enumerate() {
             let head = kv_head * GROUP + member;
-            let query =
-                &inputs.q[LAYOUT.head_index(row, head, 0)..LAYOUT.head_index(row, head, DH)];
-            let slope = inputs.alibi_slopes.as_ref().map(|s| f64::from(s[head]));
+            let query = &inputs.tensors.q
+                [LAYOUT.head_index(row, head, 0)..LAYOUT.head_index(row, head, DH)];
+            let slope = inputs
+                .tensors
+                .alibi_slopes
+                .as_ref()
+                .map(|s| f64::from(s[head]));
             let source = Misreading::kv_head(self.model.misreading(), head);
             scores.clear();
             for (at, position) in self.positions.iter().enumerate() {
@@ -292,7 +295,7 @@ impl SequenceKv {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::paged_prefill_fp8::{Batch, FP8_NAN};
+    use crate::lab::paged_prefill_fp8::{Batch, PrefillTensors, FP8_NAN};
 
     /// Two sequences; every q and K zero (uniform softmax); each value holds
     /// its position, the cached ones as FP8 bytes scaled by `vScale` = 0.5.
@@ -315,16 +318,18 @@ mod tests {
             v_new[LAYOUT.kv_index(row, 0, 0)..LAYOUT.kv_index(row + 1, 0, 0)].fill(pos as f32);
         }
         Inputs {
+            tensors: PrefillTensors {
+                q: vec![0.0; batch.q_elems()],
+                k_new: vec![0.0; batch.kv_new_elems()],
+                v_new,
+                k_cache,
+                v_cache,
+                alibi_slopes: None,
+                batch,
+            },
             format,
             k_scale: 0.25,
             v_scale: 0.5,
-            q: vec![0.0; batch.q_elems()],
-            k_new: vec![0.0; batch.kv_new_elems()],
-            v_new,
-            k_cache,
-            v_cache,
-            alibi_slopes: None,
-            batch,
         }
     }
 
@@ -349,7 +354,7 @@ mod tests {
     fn the_extra_cached_key_reads_an_unused_slot() {
         let mut inputs = uniform(0, KvFormat::E4m3);
         // Sequence 1's (unused) table entry names sequence 0's block.
-        inputs.batch.block_table = vec![2, 2];
+        inputs.tensors.batch.block_table = vec![2, 2];
         let out = evaluate(&inputs, Model::Bug(Bug::OneKeyTooMany));
         // Position 3 of block 2 is unused: NaN. Sequence 1 reads its table
         // entry 0 (block 2, sequence 0's), slot 0: a foreign but finite key.
@@ -365,8 +370,8 @@ mod tests {
     #[test]
     fn huge_scores_do_not_overflow_but_do_without_the_max() {
         let mut inputs = uniform(0, KvFormat::E5m2);
-        inputs.q.iter_mut().for_each(|x| *x = 8.0);
-        inputs.k_new.iter_mut().for_each(|x| *x = 8.0);
+        inputs.tensors.q.iter_mut().for_each(|x| *x = 8.0);
+        inputs.tensors.k_new.iter_mut().for_each(|x| *x = 8.0);
         let out = attention(&inputs);
         // Row 3: both keys score 8 * 8 * 128 * scale = 724; average of 0 and 1.
         assert_eq!(at(&out, 3, 0), 0.5);

@@ -11,7 +11,7 @@
 
 use std::path::Path;
 
-use super::{Inputs, KvFormat, INSTANCE};
+use super::{Inputs, KvFormat, PrefillTensors, INSTANCE};
 use crate::lab::paged::recipe::{CaseInputs, PagedCaseError};
 use crate::lab::paged::tensors::TensorFiles;
 
@@ -51,16 +51,18 @@ fn load(
     let tensors = &mut read.tensors;
     Ok(CaseInputs {
         inputs: Inputs {
+            tensors: PrefillTensors {
+                q: tensors.f32s("q.npy"),
+                k_new: tensors.f32s("k_new.npy"),
+                v_new: tensors.f32s("v_new.npy"),
+                k_cache: tensors.bytes("k_cache.npy"),
+                v_cache: tensors.bytes("v_cache.npy"),
+                batch: read.batch,
+                alibi_slopes: read.alibi_slopes,
+            },
             format,
             k_scale,
             v_scale,
-            q: tensors.f32s("q.npy"),
-            k_new: tensors.f32s("k_new.npy"),
-            v_new: tensors.f32s("v_new.npy"),
-            k_cache: tensors.bytes("k_cache.npy"),
-            v_cache: tensors.bytes("v_cache.npy"),
-            batch: read.batch,
-            alibi_slopes: read.alibi_slopes,
         },
         expected: read.expected,
     })
@@ -72,14 +74,14 @@ fn load(
 pub fn encode(inputs: &Inputs, expected: Option<&[f64]>) -> Vec<(&'static str, Vec<u8>)> {
     use crate::lab::paged::tensors::{encode_prefill, Elements};
     let tensors = [
-        Elements::F32(inputs.q.clone()),
-        Elements::F32(inputs.k_new.clone()),
-        Elements::F32(inputs.v_new.clone()),
-        Elements::U8(inputs.k_cache.clone()),
-        Elements::U8(inputs.v_cache.clone()),
+        Elements::F32(inputs.tensors.q.clone()),
+        Elements::F32(inputs.tensors.k_new.clone()),
+        Elements::F32(inputs.tensors.v_new.clone()),
+        Elements::U8(inputs.tensors.k_cache.clone()),
+        Elements::U8(inputs.tensors.v_cache.clone()),
     ];
-    let slopes = inputs.alibi_slopes.as_deref();
-    encode_prefill(&INSTANCE, &inputs.batch, tensors, slopes, expected)
+    let slopes = inputs.tensors.alibi_slopes.as_deref();
+    encode_prefill(&INSTANCE, &inputs.tensors.batch, tensors, slopes, expected)
 }
 
 #[cfg(test)]
@@ -103,7 +105,7 @@ mod tests {
         let refs: Vec<(&str, &[u8])> = files.iter().map(|(n, b)| (*n, b.as_slice())).collect();
         load_bytes(
             &refs,
-            inputs.batch.sliding_window,
+            inputs.tensors.batch.sliding_window,
             inputs.format,
             (inputs.k_scale, inputs.v_scale),
         )
@@ -119,7 +121,7 @@ mod tests {
         let scales = (inputs.k_scale, inputs.v_scale);
         let loaded = load_dir(
             dir.path(),
-            inputs.batch.sliding_window,
+            inputs.tensors.batch.sliding_window,
             inputs.format,
             scales,
         )
@@ -128,23 +130,26 @@ mod tests {
         assert!(loaded.expected.is_none());
     }
 
+    /// Why the files of `inputs`, changed by `edit`, are refused.
+    fn refusal(inputs: &Inputs, edit: impl FnOnce(&mut Vec<(&'static str, Vec<u8>)>)) -> String {
+        let mut files = encode(inputs, None);
+        edit(&mut files);
+        load(&files, inputs).unwrap_err().to_string()
+    }
+
     #[test]
     fn a_value_that_is_not_bf16_is_refused_at_its_index() {
         let mut inputs = sample();
         let at = LAYOUT.head_index(3, 17, 100);
-        inputs.q[at] = 0.1;
-        let err = load(&encode(&inputs, None), &inputs)
-            .unwrap_err()
-            .to_string();
+        inputs.tensors.q[at] = 0.1;
+        let err = refusal(&inputs, |_| {});
         assert!(
             err.starts_with("q.npy: element [3, 17, 100] is 0.1: not a bf16 value"),
             "{err}"
         );
         let mut inputs = sample();
-        inputs.v_new[5] = f32::NAN;
-        let err = load(&encode(&inputs, None), &inputs)
-            .unwrap_err()
-            .to_string();
+        inputs.tensors.v_new[5] = f32::NAN;
+        let err = refusal(&inputs, |_| {});
         assert!(
             err.starts_with("v_new.npy: element [0, 0, 5] is NaN: not finite"),
             "{err}"
@@ -157,20 +162,20 @@ mod tests {
     #[test]
     fn refusals_keep_their_words() {
         let inputs = sample();
-        let t = inputs.batch.total_new();
-        let mut files = encode(&inputs, None);
-        files[0].1 = npy::encode_f32(&[t, 16, 128], &inputs.q[..t * 16 * 128]).unwrap();
-        let err = load(&files, &inputs).unwrap_err().to_string();
+        let t = inputs.tensors.batch.total_new();
+        let err = refusal(&inputs, |files| {
+            files[0].1 = npy::encode_f32(&[t, 16, 128], &inputs.tensors.q[..t * 16 * 128]).unwrap();
+        });
         assert!(err.contains("expected [T, 32, 128] with T >= 1"), "{err}");
-        let mut files = encode(&inputs, None);
-        let n = inputs.batch.num_blocks;
-        files[4].1 = npy::encode_u8(&[n, 8, 16, 128], &inputs.v_cache).unwrap();
-        let err = load(&files, &inputs).unwrap_err().to_string();
+        let n = inputs.tensors.batch.num_blocks;
+        let err = refusal(&inputs, |files| {
+            files[4].1 = npy::encode_u8(&[n, 8, 16, 128], &inputs.tensors.v_cache).unwrap();
+        });
         let want = format!("expected [{n}, 8, 128, 16] (uint8, numBlocks from k_cache.npy)");
         assert!(err.contains(&want), "{err}");
-        let mut files = encode(&inputs, None);
-        files.retain(|(name, _)| *name != "block_table.npy");
-        let err = load(&files, &inputs).unwrap_err().to_string();
+        let err = refusal(&inputs, |files| {
+            files.retain(|(name, _)| *name != "block_table.npy");
+        });
         assert!(
             err.ends_with("block_table.npy: missing (a paged case needs this file)"),
             "{err}"
@@ -180,18 +185,23 @@ mod tests {
     #[test]
     fn caches_must_be_uint8_of_the_fp8_shapes() {
         let inputs = sample();
-        let mut files = encode(&inputs, None);
-        let n = inputs.batch.num_blocks;
-        files[3].1 = npy::encode_u8(&[n, 8, 16, 16, 8], &inputs.k_cache).unwrap();
-        let err = load(&files, &inputs).unwrap_err().to_string();
+        let n = inputs.tensors.batch.num_blocks;
+        let err = refusal(&inputs, |files| {
+            files[3].1 = npy::encode_u8(&[n, 8, 16, 16, 8], &inputs.tensors.k_cache).unwrap();
+        });
         assert!(
             err.contains("k_cache.npy: shape") && err.contains("X = 16"),
             "{err}"
         );
-        let mut files = encode(&inputs, None);
-        let floats: Vec<f32> = inputs.v_cache.iter().map(|&b| f32::from(b)).collect();
-        files[4].1 = npy::encode_f32(&[n, 8, 128, 16], &floats).unwrap();
-        let err = load(&files, &inputs).unwrap_err().to_string();
+        let floats: Vec<f32> = inputs
+            .tensors
+            .v_cache
+            .iter()
+            .map(|&b| f32::from(b))
+            .collect();
+        let err = refusal(&inputs, |files| {
+            files[4].1 = npy::encode_f32(&[n, 8, 128, 16], &floats).unwrap();
+        });
         assert!(
             err.contains("v_cache.npy") && err.contains("`<f4`, expected `|u1`"),
             "{err}"
@@ -201,12 +211,13 @@ mod tests {
     #[test]
     fn the_int32_files_go_through_the_second_labs_checks() {
         let inputs = sample();
-        let mut files = encode(&inputs, None);
-        let mut table = inputs.batch.block_table.clone();
+        let mut table = inputs.tensors.batch.block_table.clone();
         table[1] = -1;
-        let s = inputs.batch.num_seqs();
-        files[5].1 = npy::encode_i32(&[s, inputs.batch.max_blocks_per_seq], &table).unwrap();
-        let err = load(&files, &inputs).unwrap_err().to_string();
+        let s = inputs.tensors.batch.num_seqs();
+        let err = refusal(&inputs, |files| {
+            files[5].1 =
+                npy::encode_i32(&[s, inputs.tensors.batch.max_blocks_per_seq], &table).unwrap();
+        });
         assert!(err.contains("block_table.npy: entry [0][1] = -1"), "{err}");
         assert_eq!(tensors::multi_index(&[2, 3, 4], 23), [1, 2, 3]);
     }

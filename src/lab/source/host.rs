@@ -205,7 +205,7 @@ fn parse_scope(
                 ")" | "]" | "}" => return None,
                 ";" if depth == 0 => break Some(j),
                 "{" => {
-                    let close = matching_brace(code, j, to)?;
+                    let close = matching_close(&code[..to], j, "{", "}")?;
                     let head = &code[start..j];
                     let mode = match mode {
                         Some(mode) => mode,
@@ -309,18 +309,18 @@ fn head_of<'a, 'b>(tokens: &'b [&'a Token<'a>]) -> &'b [&'a Token<'a>] {
     tokens
 }
 
-fn matching_brace(code: &[&Token], open: usize, to: usize) -> Option<usize> {
+/// The index of the token that closes the bracket `tokens[open]` opens
+/// (`opening`, closed by `closing`); `None` when it is never closed.
+fn matching_close(tokens: &[&Token], open: usize, opening: &str, closing: &str) -> Option<usize> {
     let mut depth = 0usize;
-    for (k, t) in code.iter().enumerate().take(to).skip(open) {
-        match t.text {
-            "{" => depth += 1,
-            "}" => {
-                depth -= 1;
-                if depth == 0 {
-                    return Some(k);
-                }
+    for (k, t) in tokens.iter().enumerate().skip(open) {
+        if t.text == opening {
+            depth += 1;
+        } else if t.text == closing {
+            depth -= 1;
+            if depth == 0 {
+                return Some(k);
             }
-            _ => {}
         }
     }
     None
@@ -443,20 +443,7 @@ fn skip_parens(head: &[&Token], open: usize) -> Option<usize> {
     if head.get(open)?.text != "(" {
         return Some(open - 1);
     }
-    let mut depth = 0usize;
-    for (k, t) in head.iter().enumerate().skip(open) {
-        match t.text {
-            "(" => depth += 1,
-            ")" => {
-                depth -= 1;
-                if depth == 0 {
-                    return Some(k);
-                }
-            }
-            _ => {}
-        }
-    }
-    None
+    matching_close(head, open, "(", ")")
 }
 
 fn function_name(tokens: &[&Token]) -> Option<String> {

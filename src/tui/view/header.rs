@@ -218,24 +218,19 @@ mod tests {
 
     #[test]
     fn a_kernel_is_named_by_its_first_comment_line_else_by_its_file() {
-        let rung = "\n// Ladder rung 1: tile the rows.\n//\n// more\n__global__ void k() {}\n";
-        assert_eq!(
-            kernel_name(rung, "prefill.cu"),
-            "Ladder rung 1: tile the rows."
-        );
-        let block = "/*\n * Split precision\n */\n";
-        assert_eq!(kernel_name(block, "prefill.cu"), "Split precision");
-        assert_eq!(
-            kernel_name("__global__ void k() {}", "prefill.cu"),
-            "prefill.cu"
-        );
         let planted = "// flashprof-expect: tile-edge fail\n// @flashprof threads=64\n// Bug: the last tile is skipped.\n";
-        assert_eq!(
-            kernel_name(planted, "prefill.cu"),
-            "Bug: the last tile is skipped."
-        );
-        // A student's comment reaches the terminal only made harmless.
-        let hostile = "// rung \u{1b}[2J\u{202e}one\n";
-        assert_eq!(kernel_name(hostile, "prefill.cu"), "rung ^[[2Jone");
+        for (text, name) in [
+            (
+                "\n// Ladder rung 1: tile the rows.\n//\n// more\n__global__ void k() {}\n",
+                "Ladder rung 1: tile the rows.",
+            ),
+            ("/*\n * Split precision\n */\n", "Split precision"),
+            ("__global__ void k() {}", "prefill.cu"),
+            (planted, "Bug: the last tile is skipped."),
+            // A student's comment reaches the terminal only made harmless.
+            ("// rung \u{1b}[2J\u{202e}one\n", "rung ^[[2Jone"),
+        ] {
+            assert_eq!(kernel_name(text, "prefill.cu"), name);
+        }
     }
 }
