@@ -1,6 +1,6 @@
-//! CPU models of the planted bugs: the contract's eight, and three the
+//! CPU models of the planted bugs: the contract's eight, and four the
 //! diagnoses must name (an ALiBi bias of the wrong sign, E5M2 bytes read as
-//! E4M3, `vScale` applied twice).
+//! E4M3, `vScale` applied twice, `vScale` left out).
 //!
 //! Each model is the oracle with one knob turned ([`super::oracle::Model`]).
 //! The contract names a family each bug must fail; the exact list of a bug
@@ -41,10 +41,12 @@ pub enum Bug {
     FormatAssumedE4m3,
     /// Values multiplied by `vScale` twice.
     VScaleTwice,
+    /// The value is `decode(byte)`, without `* vScale`.
+    VScaleIgnored,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 11] = [
+    pub const ALL: [Bug; 12] = [
         Bug::KScaleIgnored,
         Bug::ScalesSwapped,
         Bug::FormatIgnored,
@@ -56,6 +58,7 @@ impl Bug {
         Bug::AlibiSignFlipped,
         Bug::FormatAssumedE4m3,
         Bug::VScaleTwice,
+        Bug::VScaleIgnored,
     ];
 
     /// A short name, as the planted kernels are named.
@@ -72,6 +75,7 @@ impl Bug {
             Bug::AlibiSignFlipped => "alibi-sign",
             Bug::FormatAssumedE4m3 => "format-assumed-e4m3",
             Bug::VScaleTwice => "vscale-twice",
+            Bug::VScaleIgnored => "vscale-ignored",
         }
     }
 
@@ -91,6 +95,7 @@ impl Bug {
             Bug::AlibiSignFlipped => "the ALiBi bias has the wrong sign: add slope * (j - i)",
             Bug::FormatAssumedE4m3 => "E5M2 bytes are decoded as E4M3: read kvFormat",
             Bug::VScaleTwice => "cached values are multiplied by vScale twice: once per value",
+            Bug::VScaleIgnored => "cached values are not multiplied by vScale",
         }
     }
 
@@ -105,7 +110,7 @@ impl Bug {
             }
             Bug::FormatIgnored => with_context && inputs.format == KvFormat::E4m3,
             Bug::FormatAssumedE4m3 => with_context && inputs.format == KvFormat::E5m2,
-            Bug::VScaleTwice => with_context && inputs.v_scale != 1.0,
+            Bug::VScaleTwice | Bug::VScaleIgnored => with_context && inputs.v_scale != 1.0,
             Bug::MissingMaxSubtraction => planted,
             Bug::WindowOffByOne => batch.window().is_some(),
             // A row with one visible key has l = 1: the division cannot show.

@@ -182,6 +182,11 @@ fn bug_line(bug: Bug, inputs: &Inputs) -> String {
              multiply each decoded key byte by kScale",
             1.0 / k
         ),
+        Bug::VScaleIgnored => format!(
+            "cached values are read without vScale ({v}): each cached value is {:.3}x too \
+             large; multiply each decoded value byte by vScale",
+            1.0 / v
+        ),
         Bug::ScalesSwapped => format!(
             "kScale and vScale are swapped: cached keys are scaled by {v} instead of {k}, values \
              by {k} instead of {v}"

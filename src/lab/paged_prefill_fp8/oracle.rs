@@ -135,6 +135,7 @@ impl SequenceKv {
             Some(Bug::KScaleIgnored) => (1.0, inputs.v_scale),
             Some(Bug::ScalesSwapped) => (inputs.v_scale, inputs.k_scale),
             Some(Bug::VScaleTwice) => (inputs.k_scale, inputs.v_scale * inputs.v_scale),
+            Some(Bug::VScaleIgnored) => (inputs.k_scale, 1.0),
             _ => (inputs.k_scale, inputs.v_scale),
         };
         let round = |x: f64| match model {
