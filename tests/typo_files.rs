@@ -102,3 +102,28 @@ fn new_starts_a_file_from_the_starter_and_watches_it() {
     let written = std::fs::read_to_string(dir.path().join("mine.cu")).expect("the new file");
     assert_eq!(written, STARTER);
 }
+
+#[test]
+fn the_screens_refuse_to_start_without_a_terminal() {
+    let dir = folder_with_prefill();
+    for args in [
+        vec!["prefill.cu"],
+        vec!["--new", "fresh.cu"],
+        vec!["compare", "prefill.cu", "prefill.cu", "--watch"],
+        vec!["replay"],
+    ] {
+        let run = flashprof(&args, dir.path());
+        let shown = text(&run);
+        assert_eq!(run.status.code(), Some(2), "{args:?}: {shown}");
+        assert!(
+            shown.contains("the TUI needs a terminal"),
+            "{args:?}: {shown}"
+        );
+        assert!(
+            shown.contains("`flashprof check FILE`"),
+            "{args:?}: {shown}"
+        );
+    }
+    // Refused before anything was written.
+    assert!(!dir.path().join("fresh.cu").exists());
+}

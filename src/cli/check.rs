@@ -23,7 +23,7 @@ pub struct CheckArgs {
     #[command(flatten)]
     pub remote: super::remote::RemoteArgs,
     /// Print the report as JSON (schema flashprof.check/1, docs/JSON.md) instead of a table.
-    #[arg(long)]
+    #[arg(short, long)]
     pub json: bool,
     #[command(flatten)]
     pub run: super::plan::RunArgs,

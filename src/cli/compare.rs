@@ -33,7 +33,7 @@ pub struct CompareArgs {
     #[command(flatten)]
     pub remote: super::remote::RemoteArgs,
     /// Print JSON (schema flashprof.compare/1, docs/TA.md) instead of a table.
-    #[arg(long)]
+    #[arg(short, long)]
     pub json: bool,
     /// Both kernels see the same inputs; without timing there are no counters.
     #[command(flatten)]
@@ -136,6 +136,7 @@ impl CompareArgs {
 fn watch(args: CompareArgs) -> Result<ExitCode, Refusal> {
     let lab = args.lab.for_file(&args.a)?;
     super::refuse_missing(&args.b)?;
+    super::tui::refuse_without_terminal()?;
     super::proven_oracle(lab)?;
     let command = super::worker_command(&args.remote)?.on_gpu(GpuSelection::Ordinal(args.gpu));
     let setup = CompareSetup {

@@ -13,7 +13,7 @@ use crate::gpu::found::{self, Found, CUPTI_FIX, NVRTC_FIX};
 #[derive(Args, Debug)]
 pub struct DoctorArgs {
     /// Print the findings as JSON (schema flashprof.doctor/1, docs/JSON.md).
-    #[arg(long)]
+    #[arg(short, long)]
     pub json: bool,
 }
 

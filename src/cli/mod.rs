@@ -76,7 +76,7 @@ fn parse_quick_build(text: &str) -> Result<QuickBuildChoice, String> {
 pub struct LabArg {
     /// The lab to grade against (`flashprof labs` lists them). Without it, a
     /// file's own `// @flashprof lab=NAME` decides, then the first lab.
-    #[arg(long, value_name = "NAME")]
+    #[arg(short, long, value_name = "NAME")]
     pub lab: Option<String>,
 }
 
@@ -293,6 +293,16 @@ enum Command {
     /// is found: for a machine without CUDA. Running it is the consent; it asks nothing.
     #[command(name = "fetch-cuda")]
     FetchCuda,
+    /// Print the shell completion script for SHELL, made from these very
+    /// commands and flags (e.g. `flashprof completions bash >
+    /// ~/.local/share/bash-completion/completions/flashprof`).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), made from these very commands and flags
+    /// (e.g. `flashprof man > ~/.local/share/man/man1/flashprof.1`).
+    Man,
     /// Internal: the worker process that runs kernels (started by flashprof itself).
     #[command(name = "__worker", hide = true)]
     Worker,
@@ -335,7 +345,7 @@ pub fn main() -> u8 {
             // Under --json, a bad command line is a JSON document too.
             let context = args
                 .iter()
-                .any(|a| a == "--json")
+                .any(|a| a == "--json" || a == "-j")
                 .then(|| refusal::ErrorContext {
                     command: args.first().cloned().unwrap_or_default(),
                     ..Default::default()
@@ -379,6 +389,21 @@ pub fn main() -> u8 {
         Some(Command::Replay(args)) => tui::replay(args),
         Some(Command::Bench(args)) => bench::run(args),
         Some(Command::Labs) => list_labs(),
+        Some(Command::Completions { shell }) => {
+            let mut cli = Cli::command();
+            clap_complete::generate(shell, &mut cli, "flashprof", &mut std::io::stdout());
+            Ok(ExitCode::Pass)
+        }
+        Some(Command::Man) => match clap_mangen::Man::new(Cli::command().after_help(labs_help()))
+            .render(&mut std::io::stdout())
+        {
+            // A reader that stops early (`flashprof man | head`) is its choice.
+            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Refusal::new(
+                ExitCode::Environment,
+                format!("cannot write the manual page: {e}"),
+            )),
+            _ => Ok(ExitCode::Pass),
+        },
         Some(Command::SandboxProbe { paths }) => {
             let report = crate::worker::sandbox::probe(&paths);
             println!("level: {:?}", report.level);

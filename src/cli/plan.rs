@@ -22,7 +22,7 @@ pub struct RunArgs {
     /// Seed for the random inputs (default: a fresh one each run; `grade`
     /// keeps its journal's); a report prints the seed it used, so a failure
     /// reproduces.
-    #[arg(long)]
+    #[arg(short, long)]
     pub seed: Option<u64>,
     /// Watchdog per case, in seconds: a case still running after this is reported as a timeout.
     #[arg(long, default_value_t = CASE_TIMEOUT_S, value_parser = positive_seconds)]

@@ -9,20 +9,24 @@ use crate::app::remote::{remote_flashprof, Remote};
 use crate::app::worker_handle::WorkerCommand;
 use crate::report::ReproduceCommand;
 
+/// The remote flags' heading in every command's help.
+const REMOTE_HEADING: &str = "Remote GPU";
+
+/// Where the worker runs: here, over ssh, or in a Slurm allocation.
 #[derive(Args, Debug, Clone, Default)]
 pub struct RemoteArgs {
     /// Run the worker (compile, cases, timing, counters) on another machine
     /// through the system's ssh, e.g. `user@node`; the screen, the file
     /// watching and the history stay here (docs/REMOTE.md).
-    #[arg(long, value_name = "USER@NODE", conflicts_with = "gpu_slurm")]
+    #[arg(long, help_heading = REMOTE_HEADING, value_name = "USER@NODE", conflicts_with = "gpu_slurm")]
     pub gpu_host: Option<String>,
     /// flashprof's program on the node (default: $FLASHPROF_REMOTE_FLASHPROF,
     /// else `flashprof` on the node's PATH).
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, help_heading = REMOTE_HEADING, value_name = "PATH")]
     pub gpu_host_flashprof: Option<String>,
     /// Run the worker inside one Slurm allocation asked for with these
     /// arguments, e.g. "--gres=gpu:1 -p gpu --time=01:00:00" (docs/REMOTE.md).
-    #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
+    #[arg(long, help_heading = REMOTE_HEADING, value_name = "ARGS", allow_hyphen_values = true)]
     pub gpu_slurm: Option<String>,
 }
 

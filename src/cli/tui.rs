@@ -91,10 +91,16 @@ pub fn run(args: TuiArgs) -> Result<ExitCode, Refusal> {
     };
     let is_default_file = file.file_name() == Some(std::ffi::OsStr::new(lab.default_file()));
     let default_file_absent = is_default_file && std::fs::symlink_metadata(&file).is_err();
-    if args.new || default_file_absent {
-        write_starter(&file, lab)?;
-    } else {
+    let write = args.new || default_file_absent;
+    if let Some(refusal) = write.then(|| refuse_new(&file)).flatten() {
+        return Err(refusal);
+    }
+    if !write {
         super::refuse_missing(&file)?;
+    }
+    refuse_without_terminal()?;
+    if write {
+        write_starter(&file, lab)?;
     }
     super::proven_oracle(lab)?;
     if let Err(e) = lab_memory::remember(&file, lab.name()) {
@@ -120,11 +126,12 @@ pub fn run(args: TuiArgs) -> Result<ExitCode, Refusal> {
 /// `file` written from the lab's starter kernel: only a new `.cu` file,
 /// created `O_EXCL | O_NOFOLLOW`, so a link planted in its place (even a
 /// dangling one, even after the check) is refused, never followed.
-fn write_starter(file: &Path, lab: LabRef) -> Result<(), Refusal> {
-    use std::os::unix::fs::OpenOptionsExt;
+/// Why `--new FILE` writes no starter there: a path that is no kernel, or
+/// a file already there (a starter never overwrites anything).
+fn refuse_new(file: &Path) -> Option<Refusal> {
     // `--new notes.txt` must not leave a file behind that is no kernel.
     if file.extension().is_none_or(|e| e != "cu") {
-        return Err(Refusal::new(
+        return Some(Refusal::new(
             ExitCode::Usage,
             format!(
                 "--new {}: a starter kernel is written only for a path ending in .cu",
@@ -132,6 +139,23 @@ fn write_starter(file: &Path, lab: LabRef) -> Result<(), Refusal> {
             ),
         ));
     }
+    std::fs::symlink_metadata(file)
+        .is_ok()
+        .then(|| already_there(file))
+}
+
+/// `--new FILE` where FILE exists.
+fn already_there(file: &Path) -> Refusal {
+    let mut refusal = Refusal::new(
+        ExitCode::Usage,
+        format!("cannot create {}: it exists", path_for_display(file)),
+    );
+    refusal.fix = Some(format!("`flashprof {}` opens it", path_for_display(file)));
+    refusal
+}
+
+fn write_starter(file: &Path, lab: LabRef) -> Result<(), Refusal> {
+    use std::os::unix::fs::OpenOptionsExt;
     std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -139,15 +163,14 @@ fn write_starter(file: &Path, lab: LabRef) -> Result<(), Refusal> {
         .open(file)
         .and_then(|mut out| std::io::Write::write_all(&mut out, lab.starter().text.as_bytes()))
         .map_err(|e| {
-            let mut refusal = Refusal::new(
+            // Made between the check and the write: still never overwritten.
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                return already_there(file);
+            }
+            Refusal::new(
                 ExitCode::Environment,
                 format!("cannot create {}: {e}", path_for_display(file)),
-            );
-            if e.kind() == std::io::ErrorKind::AlreadyExists {
-                refusal.code = ExitCode::Usage;
-                refusal.fix = Some(format!("`flashprof {}` opens it", path_for_display(file)));
-            }
-            refusal
+            )
         })?;
     eprintln!(
         "flashprof: created {} from the lab's starter kernel",
@@ -156,7 +179,24 @@ fn write_starter(file: &Path, lab: LabRef) -> Result<(), Refusal> {
     Ok(())
 }
 
+/// The TUI draws on a terminal and reads its keys: without one (a pipe, a
+/// script, a CI log) it refuses before it writes or starts anything.
+pub(super) fn refuse_without_terminal() -> Result<(), Refusal> {
+    use std::io::IsTerminal;
+    if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
+        return Ok(());
+    }
+    let mut refusal = Refusal::new(
+        ExitCode::Usage,
+        "the TUI needs a terminal: standard input or output is not one",
+    );
+    refusal.fix =
+        Some("in a script or a pipe, `flashprof check FILE` prints the same verdicts".into());
+    Err(refusal)
+}
+
 pub fn replay(args: ReplayArgs) -> Result<ExitCode, Refusal> {
+    refuse_without_terminal()?;
     let path = match args.path {
         Some(path) => path,
         None => {
