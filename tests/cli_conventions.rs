@@ -31,7 +31,10 @@ fn the_manual_page_is_roff_of_every_command() {
         assert!(page.contains(section), "no {section}");
     }
     for command in ["check", "compare", "grade", "doctor"] {
-        assert!(page.contains(&format!("flashprof\\-{command}")), "no {command}");
+        assert!(
+            page.contains(&format!("flashprof\\-{command}")),
+            "no {command}"
+        );
     }
 }
 

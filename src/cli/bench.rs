@@ -384,31 +384,19 @@ fn render_line_rounds(rounds: &[CheckReport]) -> String {
         out,
         "| | first save ms | later saves, median ms | max ms |\n|---|---:|---:|---:|"
     );
-    let rows: [(&str, Figure); 8] = [
-        ("added to the save (the lines phase)", |r| r.phases.lines_ms),
-        ("  waiting for the line worker started ahead", |r| {
-            profile_of(r).map_or(f64::NAN, |p| p.waited_ms)
+    let profile_rows: [(&str, ProfileFigure); 7] = [
+        ("  waiting for the line worker started ahead", |p| {
+            p.waited_ms
         }),
-        ("  the line worker's request", |r| {
-            profile_of(r).map_or(f64::NAN, |p| p.worker_ms)
-        }),
-        ("    CUPTI's line APIs set up", |r| {
-            profile_of(r).map_or(f64::NAN, |p| p.setup_ms)
-        }),
-        ("    the profile's three launches", |r| {
-            profile_of(r).map_or(f64::NAN, |p| p.collect_ms)
-        }),
-        ("      the sampled launch (PC Sampling)", |r| {
-            profile_of(r).map_or(f64::NAN, |p| p.sampled_ms)
-        }),
-        ("      the counted launch (SASS Metrics)", |r| {
-            profile_of(r).map_or(f64::NAN, |p| p.counted_ms)
-        }),
-        ("  charging the samples to lines", |r| {
-            profile_of(r).map_or(f64::NAN, |p| p.charge_ms)
-        }),
+        ("  the line worker's request", |p| p.worker_ms),
+        ("    CUPTI's line APIs set up", |p| p.setup_ms),
+        ("    the profile's three launches", |p| p.collect_ms),
+        ("      the sampled launch (PC Sampling)", |p| p.sampled_ms),
+        ("      the counted launch (SASS Metrics)", |p| p.counted_ms),
+        ("  charging the samples to lines", |p| p.charge_ms),
     ];
-    for (name, of) in rows {
+    let phase: Figure = |r| r.phases.lines_ms;
+    let mut row = |name: &str, of: &dyn Fn(&CheckReport) -> f64| {
         let mut values: Vec<f64> = later.iter().map(of).collect();
         let worst = values.iter().cloned().fold(0.0, f64::max);
         let _ = writeln!(
@@ -417,12 +405,19 @@ fn render_line_rounds(rounds: &[CheckReport]) -> String {
             of(first),
             median(&mut values)
         );
+    };
+    row("added to the save (the lines phase)", &phase);
+    for (name, of) in profile_rows {
+        row(name, &|r| profile_of(r).map_or(f64::NAN, of));
     }
     out
 }
 
 /// One figure read off a check's report.
 type Figure = fn(&CheckReport) -> f64;
+
+/// One figure read off a check's line profile.
+type ProfileFigure = fn(&crate::grade::lines::LineProfile) -> f64;
 
 fn profile_of(report: &CheckReport) -> Option<&crate::grade::lines::LineProfile> {
     report.lines.as_ref()?.as_ref().ok()

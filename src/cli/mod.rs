@@ -343,13 +343,13 @@ pub fn main() -> u8 {
         Err(e) => {
             let args: Vec<String> = std::env::args().skip(1).collect();
             // Under --json, a bad command line is a JSON document too.
-            let context = args
-                .iter()
-                .any(|a| a == "--json" || a == "-j")
-                .then(|| refusal::ErrorContext {
-                    command: args.first().cloned().unwrap_or_default(),
-                    ..Default::default()
-                });
+            let context =
+                args.iter()
+                    .any(|a| a == "--json" || a == "-j")
+                    .then(|| refusal::ErrorContext {
+                        command: args.first().cloned().unwrap_or_default(),
+                        ..Default::default()
+                    });
             // `flashprof chek prefill.cu`: a mistyped command, said as such
             // rather than as clap's complaint about two positionals.
             if let Some(Err(refusal)) = args.first().map(|word| unknown_word(word)) {
