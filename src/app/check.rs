@@ -73,7 +73,8 @@ pub fn run_check(
 
 /// [`run_check`], giving up with [`CheckError::Superseded`] when `stale()`
 /// turns true while the optimized build of a quick-first check compiles;
-/// a line profile uses `line_worker`, and leaves a live one in it.
+/// a line profile uses `line_worker`, and leaves a live one in it, and is
+/// stopped (the check's report kept) when `stale()` turns true during it.
 ///
 /// The check runs in phases: the worker, the build(s), the cases, the
 /// timing, the counters, the line profile; each phase's wall time is

@@ -159,15 +159,17 @@ pub fn run(args: GradeArgs) -> Result<ExitCode, Refusal> {
     if mode == GradeMode::Full {
         super::proven_oracle(lab)?;
     }
-    let command = super::worker_command(&args.remote)?;
     let mut options = args.options();
     // A compile-only run times nothing; a resumed one keeps its journal's inputs.
     if mode != GradeMode::Full {
         options.timing = None;
     }
     options.seed = options.seed.or_else(|| journal_seed(&args));
+    // The gates file is read before the worker's command is looked for.
+    let check = options.plan(lab)?;
+    let command = super::worker_command(&args.remote)?;
     let plan = BatchPlan {
-        check: options.plan(lab)?,
+        check,
         submissions,
         out_dir: args.out.clone(),
         mode,

@@ -390,20 +390,19 @@ pub fn main() -> u8 {
         Some(Command::Bench(args)) => bench::run(args),
         Some(Command::Labs) => list_labs(),
         Some(Command::Completions { shell }) => {
-            let mut cli = Cli::command();
-            clap_complete::generate(shell, &mut cli, "flashprof", &mut std::io::stdout());
-            Ok(ExitCode::Pass)
+            use clap_complete::Generator;
+            let mut cli = Cli::command().bin_name("flashprof");
+            cli.build();
+            written(
+                shell.try_generate(&cli, &mut std::io::stdout()),
+                "completions",
+            )
         }
-        Some(Command::Man) => match clap_mangen::Man::new(Cli::command().after_help(labs_help()))
-            .render(&mut std::io::stdout())
-        {
-            // A reader that stops early (`flashprof man | head`) is its choice.
-            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Refusal::new(
-                ExitCode::Environment,
-                format!("cannot write the manual page: {e}"),
-            )),
-            _ => Ok(ExitCode::Pass),
-        },
+        Some(Command::Man) => written(
+            clap_mangen::Man::new(Cli::command().after_help(labs_help()))
+                .render(&mut std::io::stdout()),
+            "manual page",
+        ),
         Some(Command::SandboxProbe { paths }) => {
             let report = crate::worker::sandbox::probe(&paths);
             println!("level: {:?}", report.level);
@@ -417,6 +416,18 @@ pub fn main() -> u8 {
     match ran {
         Ok(code) => code as u8,
         Err(refusal) => refusal.report(program) as u8,
+    }
+}
+
+/// A generated text (`what`) written to stdout, or why not; a reader that
+/// stops early (`flashprof man | head`) is its choice, not a failure.
+fn written(result: std::io::Result<()>, what: &str) -> Result<ExitCode, Refusal> {
+    match result {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Refusal::new(
+            ExitCode::Environment,
+            format!("cannot write the {what}: {e}"),
+        )),
+        _ => Ok(ExitCode::Pass),
     }
 }
 

@@ -126,6 +126,7 @@ mod tests {
     use super::super::{Cli, Command};
     use super::*;
     use crate::app::check::{CheckPlan, GateUse, STEP_TIMEOUT};
+    use crate::app::gate::GateTable;
     use crate::cli::{ExitCode, Refusal};
     use crate::gpu::compile::QuickBuild;
     use crate::lab::definition::LabCase;
@@ -150,7 +151,12 @@ mod tests {
 
     /// The plan `args` give on flash-prefill, or why not.
     fn plan_of(args: &[&str]) -> Result<CheckPlan, Refusal> {
-        Ok(options_of(args).plan(FLASH_PREFILL)?)
+        // Judged by no gates file: the user's own must not decide a test.
+        let ungated = RunOptions {
+            gates: GateUse::Off,
+            ..options_of(args)
+        };
+        Ok(ungated.plan(FLASH_PREFILL)?)
     }
 
     /// The lab's embedded cases, parsed by the lab itself.
@@ -311,10 +317,20 @@ mod tests {
         let grade = ["grade", "class", "--out", "o"];
         assert_eq!(options_of(&grade).gates, GateUse::Required);
         assert_eq!(options_of(&["k.cu"]).gates, GateUse::Off);
-        // The shipped gates are read into the plan that judges by them.
-        let shipped = plan_of(&["check", "k.cu"]).expect("plan");
-        let gates = shipped.gates().expect("gated");
-        assert!(gates.gpus.iter().any(|g| g.lab == FLASH_PREFILL.name()));
+        // The gates a plan is given are the ones it judges by.
+        let table = GateTable::parse(
+            "[[gpu]]\nlab = \"flash-prefill\"\nname = \"NVIDIA H100 80GB HBM3\"\nthreshold = 9.0\n",
+            "test gates",
+        )
+        .expect("a gates table");
+        let gated = RunOptions {
+            gates: GateUse::These(table.clone()),
+            ..options_of(&["check", "k.cu"])
+        };
+        assert_eq!(
+            gated.plan(FLASH_PREFILL).expect("plan").gates(),
+            Some(&table)
+        );
         assert!(plan_of(&["k.cu"]).expect("plan").gates().is_none());
 
         assert!(options_of(&["check", "k.cu", "--sanitize"]).sanitize);

@@ -123,9 +123,6 @@ pub fn run(args: TuiArgs) -> Result<ExitCode, Refusal> {
     finish(run_live(setup))
 }
 
-/// `file` written from the lab's starter kernel: only a new `.cu` file,
-/// created `O_EXCL | O_NOFOLLOW`, so a link planted in its place (even a
-/// dangling one, even after the check) is refused, never followed.
 /// Why `--new FILE` writes no starter there: a path that is no kernel, or
 /// a file already there (a starter never overwrites anything).
 fn refuse_new(file: &Path) -> Option<Refusal> {
@@ -154,6 +151,9 @@ fn already_there(file: &Path) -> Refusal {
     refusal
 }
 
+/// `file` written from the lab's starter kernel: only a new file, created
+/// `O_EXCL | O_NOFOLLOW`, so a link planted in its place (even a dangling
+/// one, even after the check) is refused, never followed.
 fn write_starter(file: &Path, lab: LabRef) -> Result<(), Refusal> {
     use std::os::unix::fs::OpenOptionsExt;
     std::fs::OpenOptions::new()

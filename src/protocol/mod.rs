@@ -53,6 +53,7 @@ use crate::lab::registry;
 /// worker lets go of CUPTI's profiler when asked (`Request::ReleaseCounters`).
 /// 10: the non-finite experiments' new changes (`scratch_finite`,
 /// `sentinels_tagged`) and the trial's `sentinels_tagged`.
+/// 11: a line profile's `setup_ms` and `worker_ms`.
 pub const PROTOCOL_VERSION: u32 = 11;
 
 /// The rules a speedup was measured under, kept with every timing and in

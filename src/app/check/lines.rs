@@ -109,7 +109,7 @@ pub(super) fn profile_lines(
     let profile = profile_student(&mut session, plan, lines, build, seed, stale);
     drop(session);
     // This worker has sampled: it serves no other profile.
-    let used = worker.take();
+    let mut used = worker.take();
     let profile = profile.map(|mut profile| {
         profile.waited_ms = waited_ms;
         let starter = StarterRun {
@@ -120,7 +120,7 @@ pub(super) fn profile_lines(
             seed,
             stale,
         };
-        profile.starter = Some(starter.profile_kept(gpu, &mut kept.starter));
+        profile.starter = Some(starter.profile_kept(gpu, &mut kept.starter, &mut used));
         profile
     });
     if !kept.ahead {
@@ -179,11 +179,14 @@ struct StarterRun<'a> {
 
 impl StarterRun<'_> {
     /// The starter's profile on `gpu`: the one kept, else a new one (kept
-    /// when it worked; a failed one is tried again on the next save).
+    /// when it worked; a failed one is tried again on the next save), taken
+    /// once `spent`, the student's worker, has ended: two profiled contexts
+    /// never share the GPU.
     fn profile_kept(
         &self,
         gpu: Option<&DeviceInfo>,
         kept: &mut Option<(String, Box<LineProfile>)>,
+        spent: &mut Option<WorkerHandle>,
     ) -> StarterProfile {
         let key = format!(
             "{} on {}",
@@ -196,6 +199,9 @@ impl StarterRun<'_> {
         match kept {
             Some((kept_key, starter)) if *kept_key == key => Ok(starter.clone()),
             _ => {
+                if let Some(spent) = spent.take() {
+                    spent.shutdown();
+                }
                 let starter = self.profile();
                 if let Ok(taken) = &starter {
                     *kept = Some((key, taken.clone()));

@@ -134,6 +134,10 @@ impl Default for RunOptions {
 impl RunOptions {
     /// The plan for `lab` with no file yet, or why these options cannot run on it.
     pub fn plan(&self, lab: LabRef) -> Result<CheckPlan, PlanError> {
+        // What the machine lacks stops a command before what its words ask
+        // for is looked at, in the order the commands always said it.
+        let gates = speed_gates(&self.gates)?;
+        let sanitizer = sanitizer(self.sanitize)?;
         let mut cases = match &self.cases {
             CaseChoice::TimingOnly => Vec::new(),
             CaseChoice::These(cases) => own_cases(lab, cases)?,
@@ -174,8 +178,8 @@ impl RunOptions {
             counters,
             lines,
             quick_build: self.quick_build,
-            sanitizer: sanitizer(self.sanitize)?,
-            gates: speed_gates(&self.gates)?,
+            sanitizer,
+            gates,
         })
     }
 }

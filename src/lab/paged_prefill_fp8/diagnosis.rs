@@ -173,19 +173,29 @@ pub fn reproducing_bugs(inputs: &Inputs, out: &[f32], reference: &[f64]) -> Vec<
         .collect()
 }
 
+/// A value `factor` times what it should be, in words: "2.000x too large",
+/// "1.700x too small".
+fn off_by(factor: f32) -> String {
+    if factor >= 1.0 {
+        format!("{factor:.3}x too large")
+    } else {
+        format!("{:.3}x too small", 1.0 / factor)
+    }
+}
+
 /// The cause in this case's numbers.
 fn bug_line(bug: Bug, inputs: &Inputs) -> String {
     let (k, v) = (inputs.k_scale, inputs.v_scale);
     match bug {
         Bug::KScaleIgnored => format!(
-            "cached keys are read without kScale ({k}): their scores are {:.3}x too large; \
-             multiply each decoded key byte by kScale",
-            1.0 / k
+            "cached keys are read without kScale ({k}): their scores are {}; multiply each \
+             decoded key byte by kScale",
+            off_by(1.0 / k)
         ),
         Bug::VScaleIgnored => format!(
-            "cached values are read without vScale ({v}): each cached value is {:.3}x too \
-             large; multiply each decoded value byte by vScale",
-            1.0 / v
+            "cached values are read without vScale ({v}): each cached value is {}; multiply \
+             each decoded value byte by vScale",
+            off_by(1.0 / v)
         ),
         Bug::ScalesSwapped => format!(
             "kScale and vScale are swapped: cached keys are scaled by {v} instead of {k}, values \

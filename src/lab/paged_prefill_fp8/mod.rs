@@ -383,6 +383,13 @@ mod tests {
             ),
             "{said:?}"
         );
+        let (_, said) = diagnosed_bug(&data, Bug::VScaleIgnored);
+        assert!(
+            said.line.starts_with(
+                "cached values are read without vScale (2): each cached value is 2.000x too small"
+            ),
+            "{said:?}"
+        );
         let (_, said) = diagnosed_bug(&data, Bug::FormatIgnored);
         assert!(
             said.line.starts_with("E4M3 bytes decoded as E5M2"),
