@@ -608,11 +608,7 @@ fn worker_time_ms(event: &Event) -> Option<f64> {
         Event::Case(outcome) => Some(outcome.elapsed_ms),
         Event::Timing(outcome) => Some(outcome.elapsed_ms),
         Event::Counters(Ok(outcome)) => Some(outcome.elapsed_ms),
-        // The whole request where the worker timed it (older workers: the launches).
-        Event::Lines(Ok(outcome)) if outcome.worker_ms > 0.0 => Some(outcome.worker_ms),
-        Event::Lines(Ok(outcome)) => {
-            Some(outcome.plain_launch_ms + outcome.sample_ms + outcome.count_ms)
-        }
+        Event::Lines(Ok(outcome)) => Some(outcome.worker_ms),
         _ => None,
     }
 }

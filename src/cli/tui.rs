@@ -92,10 +92,9 @@ pub fn run(args: TuiArgs) -> Result<ExitCode, Refusal> {
     let is_default_file = file.file_name() == Some(std::ffi::OsStr::new(lab.default_file()));
     let default_file_absent = is_default_file && std::fs::symlink_metadata(&file).is_err();
     let write = args.new || default_file_absent;
-    if let Some(refusal) = write.then(|| refuse_new(&file)).flatten() {
-        return Err(refusal);
-    }
-    if !write {
+    if write {
+        refuse_new(&file)?;
+    } else {
         super::refuse_missing(&file)?;
     }
     refuse_without_terminal()?;
@@ -123,12 +122,12 @@ pub fn run(args: TuiArgs) -> Result<ExitCode, Refusal> {
     finish(run_live(setup))
 }
 
-/// Why `--new FILE` writes no starter there: a path that is no kernel, or
+/// Refuses `--new FILE` where no starter may be written: a path that is no kernel, or
 /// a file already there (a starter never overwrites anything).
-fn refuse_new(file: &Path) -> Option<Refusal> {
+fn refuse_new(file: &Path) -> Result<(), Refusal> {
     // `--new notes.txt` must not leave a file behind that is no kernel.
     if file.extension().is_none_or(|e| e != "cu") {
-        return Some(Refusal::new(
+        return Err(Refusal::new(
             ExitCode::Usage,
             format!(
                 "--new {}: a starter kernel is written only for a path ending in .cu",
@@ -136,9 +135,10 @@ fn refuse_new(file: &Path) -> Option<Refusal> {
             ),
         ));
     }
-    std::fs::symlink_metadata(file)
-        .is_ok()
-        .then(|| already_there(file))
+    match std::fs::symlink_metadata(file) {
+        Ok(_) => Err(already_there(file)),
+        Err(_) => Ok(()),
+    }
 }
 
 /// `--new FILE` where FILE exists.

@@ -327,14 +327,14 @@ impl Worker {
                 }
             };
         }
-        let set_up = std::time::Instant::now();
-        let setup_ms = if self.lines.is_some() {
-            0.0
-        } else {
-            self.lines = Some(lines::LineProfiler::enable(gpu));
-            set_up.elapsed().as_secs_f64() * 1e3
-        };
-        let profiler = match self.lines.as_mut().expect("set up above") {
+        let mut setup_ms = 0.0;
+        let profiler = self.lines.get_or_insert_with(|| {
+            let set_up = std::time::Instant::now();
+            let profiler = lines::LineProfiler::enable(gpu);
+            setup_ms = timing::elapsed_ms(set_up);
+            profiler
+        });
+        let profiler = match profiler {
             Ok(profiler) => profiler,
             Err(why) => return (Event::Lines(Err(why.clone())), false),
         };
@@ -344,7 +344,7 @@ impl Worker {
                     outcome.starter_image = baselines.starter_image.clone();
                 }
                 outcome.setup_ms = setup_ms;
-                outcome.worker_ms = started.elapsed().as_secs_f64() * 1e3;
+                outcome.worker_ms = timing::elapsed_ms(started);
                 (Event::Lines(Ok(outcome)), false)
             }
             Err(e) => {

@@ -253,7 +253,7 @@ fn record(audited: Result<Vec<RowShare>, LaunchFinding>, first: &mut Option<Laun
     }
 }
 
-fn elapsed_ms(since: Instant) -> f64 {
+pub(super) fn elapsed_ms(since: Instant) -> f64 {
     since.elapsed().as_secs_f64() * 1e3
 }
 

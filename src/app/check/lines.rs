@@ -98,7 +98,7 @@ pub(super) fn profile_lines(
 ) -> Result<LineProfile, String> {
     let started = Instant::now();
     kept.settle();
-    let waited_ms = started.elapsed().as_secs_f64() * 1e3;
+    let waited_ms = super::ms_since(started);
     // One that ended while idle (a remote link dropped) is replaced.
     let mut worker = kept
         .ready
@@ -156,12 +156,7 @@ fn profile_student(
     seed: u64,
     stale: &dyn Fn() -> bool,
 ) -> Result<LineProfile, String> {
-    session
-        .start_if_gone()
-        .map_err(|e| format!("the line worker did not start: {e}"))?;
-    // A worker readied ahead holds an earlier build: this one is loaded.
-    session.load(build).map_err(unanswered)?;
-    let outcome = collect(session, lines, ProfiledKernel::Student, seed, stale)?;
+    let outcome = collect(session, build, lines, ProfiledKernel::Student, seed, stale)?;
     charge(&outcome, build.image, &plan.source_path, &plan.source_text)
 }
 
@@ -222,19 +217,14 @@ impl StarterRun<'_> {
     fn profile(&self) -> StarterProfile {
         let mut worker = None;
         let mut session = WorkerSession::new(self.command, &mut worker, self.plan.lab);
-        let outcome = session
-            .start_if_gone()
-            .map_err(|e| format!("the starter's line worker did not start: {e}"))
-            .and_then(|()| session.load(self.build).map_err(unanswered))
-            .and_then(|_| {
-                collect(
-                    &mut session,
-                    self.lines,
-                    ProfiledKernel::Starter,
-                    self.seed,
-                    self.stale,
-                )
-            });
+        let outcome = collect(
+            &mut session,
+            self.build,
+            self.lines,
+            ProfiledKernel::Starter,
+            self.seed,
+            self.stale,
+        );
         drop(session);
         if let Some(worker) = worker {
             worker.shutdown();
@@ -289,15 +279,26 @@ fn unanswered(unanswered: Unanswered) -> String {
     }
 }
 
-/// The profile of `kernel` in the session's worker, the build loaded;
-/// given up (the worker stopped) when a newer save makes it stale.
+/// The profile of `kernel` in the session's worker (started if it is not
+/// yet), `build` loaded first (a worker readied ahead holds an earlier
+/// one, and a worker profiles only with a student build loaded); given up
+/// (the worker stopped) when a newer save makes it stale.
 fn collect(
     session: &mut WorkerSession<'_>,
+    build: &LoadedBuild<'_>,
     lines: &LinesPlan,
     kernel: ProfiledKernel,
     seed: u64,
     stale: &dyn Fn() -> bool,
 ) -> Result<LinesOutcome, String> {
+    let worker = match kernel {
+        ProfiledKernel::Student => "the line worker",
+        ProfiledKernel::Starter => "the starter's line worker",
+    };
+    session
+        .start_if_gone()
+        .map_err(|e| format!("{worker} did not start: {e}"))?;
+    session.load(build).map_err(unanswered)?;
     let outcome = session
         .lines(lines, seed, kernel, stale)
         .map_err(unanswered)??;
@@ -341,7 +342,7 @@ fn charge(
         waited_ms: 0.0,
         setup_ms: outcome.setup_ms,
         worker_ms: outcome.worker_ms,
-        charge_ms: started.elapsed().as_secs_f64() * 1e3,
+        charge_ms: super::ms_since(started),
         lines: rows,
         starter: None,
     })
