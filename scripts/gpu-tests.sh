@@ -9,7 +9,7 @@
 # (FLASHPROF_TEST_BIN, FLASHPROF_TEST_ROOT) and prints one line a program.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-TESTS=(gpu_check sanitize line_profile_gpu)
+TESTS=(gpu_check sanitize line_profile_gpu gpu_oracle)
 DIR=target/gpu-tests
 case ${1:-} in
   build)

@@ -136,7 +136,7 @@ impl TypedLab for ToyLab {
                     text: STARTER,
                 },
                 oracle_f64: "toy_attention",
-                oracle_threads: 32,
+                launch: flashprof::lab::definition::OracleLaunch::WarpPerRowHead { threads: 32 },
             },
         },
     };

@@ -3,9 +3,10 @@
 //
 // paged_fp8_oracle_f64 recomputes the lab's attention in double precision on
 // the GPU, for the timing shape, where the CPU oracle would take far too long;
-// it is proven against the CPU oracle on the hazard cases before any speedup
-// is reported. It takes the entry point's arguments in the same order, except
-// that it writes doubles, then a row list.
+// every timing checks it against the CPU oracle on sampled rows before any
+// speedup is reported. It takes the entry point's arguments in the same
+// order, except that it writes doubles, then a row list (null: every row;
+// otherwise only the listed rows, one after another in list order).
 //
 // It includes no CUDA header: bf16 tensors are read as their 16-bit patterns
 // (a bf16 value is the top half of a float's bits) and FP8 bytes are decoded
@@ -14,16 +15,9 @@
 // NaNs), so it shares no conversion code with the kernels it judges. Every
 // decoded value times its scale is exact in double.
 //
-// Launch: one warp per (new token, query head), any block size that is a
-// multiple of 32, at least qStart[numSeqs] * 32 warps in all (extra warps
-// return). Lane l keeps dims l, l+32, l+64, l+96. Two passes (the max of the
-// visible scores, then the weighted sum), every key looked up one at a time
-// through the block table; visibility as the contract states it: j <= i and
-// (window off or i - j < W).
-//
-// With a row list (two arguments past the entry point's) it computes only
-// those rows, written one after another in list order; a null list means
-// every row.
+// The work is the paged family's tiled body (kernels/paged-family/
+// tiled-oracle.cuh, compiled in front of this file): launch it as that file
+// says, 256 threads a block, one block per 8 rows and KV head.
 
 #define PF8_QH 32
 #define PF8_KVH 8
@@ -57,32 +51,43 @@ __device__ double fp8Value(unsigned char byte, int kvFormat)
     return sign * ldexp((double)((1 << mantissaBits) + mantissa), exponent - bias - mantissaBits);
 }
 
-struct Walk {
+// The FP8 lab's reading of its inputs for the tiled body: bf16 by bit
+// pattern; cache bytes through tables of their exact values times the
+// scale (in shared memory, filled once per block); the contract's x-packed
+// K layout.
+struct Fp8Source {
+    const unsigned short* q;
     const unsigned short* kNew;
     const unsigned short* vNew;
     const unsigned char* kCache;
     const unsigned char* vCache;
     const int* blockTable;
-    int maxBlocksPerSeq, s, start, ctx, g, kvFormat;
-    double kScale, vScale;
+    int maxBlocksPerSeq;
+    const double* scaledKey;
+    const double* scaledValue;
+    double scoreScale;
 
-    __device__ double key(int j, int d) const
+    __device__ double query(int row, int h, int d) const
+    {
+        return bf16Value(q[((size_t)row * PF8_QH + h) * PF8_D + d]);
+    }
+
+    __device__ double key(int s, int start, int ctx, int g, int j, int d) const
     {
         if (j < ctx) {
             const size_t b = (size_t)blockTable[(size_t)s * maxBlocksPerSeq + j / PF8_B];
             const int o = j % PF8_B;
-            const size_t at = (((b * PF8_KVH + g) * (PF8_D / PF8_X) + d / PF8_X) * PF8_B + o) * PF8_X + d % PF8_X;
-            return fp8Value(kCache[at], kvFormat) * kScale;
+            return scaledKey[kCache[(((b * PF8_KVH + g) * (PF8_D / PF8_X) + d / PF8_X) * PF8_B + o) * PF8_X + d % PF8_X]];
         }
         return bf16Value(kNew[((size_t)(start + j - ctx) * PF8_KVH + g) * PF8_D + d]);
     }
 
-    __device__ double value(int j, int d) const
+    __device__ double value(int s, int start, int ctx, int g, int j, int d) const
     {
         if (j < ctx) {
             const size_t b = (size_t)blockTable[(size_t)s * maxBlocksPerSeq + j / PF8_B];
             const int o = j % PF8_B;
-            return fp8Value(vCache[((b * PF8_KVH + g) * PF8_D + d) * PF8_B + o], kvFormat) * vScale;
+            return scaledValue[vCache[((b * PF8_KVH + g) * PF8_D + d) * PF8_B + o]];
         }
         return bf16Value(vNew[((size_t)(start + j - ctx) * PF8_KVH + g) * PF8_D + d]);
     }
@@ -90,57 +95,22 @@ struct Walk {
 
 }  // namespace
 
-extern "C" __global__ void paged_fp8_oracle_f64(
+extern "C" __global__ void __launch_bounds__(tiled_oracle::kThreads) paged_fp8_oracle_f64(
     const unsigned short* q, const unsigned short* kNew, const unsigned short* vNew,
     const unsigned char* kCache, const unsigned char* vCache, const int* blockTable, const int* qStart,
     const int* seqLen, int numSeqs, int maxBlocksPerSeq, int slidingWindow, const float* alibiSlopes,
     float kScale, float vScale, int kvFormat, double* out, const int* rowList, int rowCount)
 {
-    const long long warpId = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    const int lane = threadIdx.x % 32;
-    const int totalRows = rowList != nullptr ? rowCount : qStart[numSeqs];
-    if (warpId >= (long long)totalRows * PF8_QH) return;
-    const int listed = (int)(warpId / PF8_QH);
-    const int row = rowList != nullptr ? rowList[listed] : listed;
-    const int h = (int)(warpId % PF8_QH);
-
-    int s = 0;
-    while (s + 1 < numSeqs && qStart[s + 1] <= row) ++s;
-    const int start = qStart[s];
-    const int n = qStart[s + 1] - start;
-    const int ctx = seqLen[s] - n;
-    const int i = ctx + (row - start);
-    const double slope = alibiSlopes != nullptr ? (double)alibiSlopes[h] : 0.0;
+    __shared__ double scaledKey[256];
+    __shared__ double scaledValue[256];
+    for (int byte = threadIdx.x; byte < 256; byte += blockDim.x) {
+        scaledKey[byte] = fp8Value((unsigned char)byte, kvFormat) * (double)kScale;
+        scaledValue[byte] = fp8Value((unsigned char)byte, kvFormat) * (double)vScale;
+    }
     // The contract's score scale, the float nearest 1/sqrt(128).
-    const double scale = (double)__uint_as_float(0x3DB504F3u);
-    const Walk walk{kNew, vNew, kCache, vCache, blockTable, maxBlocksPerSeq, s, start, ctx,
-                    h / (PF8_QH / PF8_KVH), kvFormat, (double)kScale, (double)vScale};
-
-    double qd[PF8_LANE_DIMS];
-    for (int k = 0; k < PF8_LANE_DIMS; ++k) qd[k] = bf16Value(q[((size_t)row * PF8_QH + h) * PF8_D + lane + 32 * k]);
-
-    double best = -1.0e300;
-    for (int j = 0; j <= i; ++j) {
-        if (slidingWindow > 0 && !(i - j < slidingWindow)) continue;
-        double sc = 0.0;
-        for (int k = 0; k < PF8_LANE_DIMS; ++k) sc += qd[k] * walk.key(j, lane + 32 * k);
-        for (int offset = 16; offset > 0; offset >>= 1) sc += __shfl_xor_sync(0xffffffffu, sc, offset);
-        sc = sc * scale + slope * (double)(j - i);
-        best = fmax(best, sc);
-    }
-
-    double weightSum = 0.0;
-    double acc[PF8_LANE_DIMS] = {};
-    for (int j = 0; j <= i; ++j) {
-        if (slidingWindow > 0 && !(i - j < slidingWindow)) continue;
-        double sc = 0.0;
-        for (int k = 0; k < PF8_LANE_DIMS; ++k) sc += qd[k] * walk.key(j, lane + 32 * k);
-        for (int offset = 16; offset > 0; offset >>= 1) sc += __shfl_xor_sync(0xffffffffu, sc, offset);
-        sc = sc * scale + slope * (double)(j - i);
-        const double w = exp(sc - best);
-        weightSum += w;
-        for (int k = 0; k < PF8_LANE_DIMS; ++k) acc[k] += w * walk.value(j, lane + 32 * k);
-    }
-    double* outRow = out + ((size_t)listed * PF8_QH + h) * PF8_D;
-    for (int k = 0; k < PF8_LANE_DIMS; ++k) outRow[lane + 32 * k] = acc[k] / weightSum;
+    const Fp8Source source{q, kNew, vNew, kCache, vCache, blockTable, maxBlocksPerSeq, scaledKey, scaledValue,
+                           (double)__uint_as_float(0x3DB504F3u)};
+    const tiled_oracle::Batch batch{qStart, seqLen, numSeqs, slidingWindow, alibiSlopes, rowList, rowCount};
+    __syncthreads();
+    tiled_oracle::attend<PF8_QH, PF8_KVH, PF8_D>(source, batch, out);
 }

@@ -768,19 +768,10 @@ impl Gpu {
         rows: Option<&[usize]>,
     ) -> GpuResult<Vec<f64>> {
         let shape = ws.problem.output;
-        let threads = ws.lab.support().oracle_threads;
-        let (elements, grid_dim) = match rows {
-            None => (shape.elements(), ws.lab.oracle_f64_grid(&ws.problem)),
-            // One warp per (listed row, head).
-            Some(rows) => (
-                rows.len() * shape.heads * shape.dim,
-                (
-                    (rows.len() * shape.heads * 32).div_ceil(threads as usize) as u32,
-                    1,
-                    1,
-                ),
-            ),
-        };
+        let launch = ws.lab.support().launch;
+        let rows_out = rows.map_or(shape.rows, <[usize]>::len);
+        let elements = rows_out * shape.heads * shape.dim;
+        let grid_dim = (launch.blocks(rows_out, shape.heads), 1, 1);
         let listed = match rows {
             Some(rows) => {
                 let indices = rows
@@ -801,7 +792,7 @@ impl Gpu {
             .map_err(gpu_err("cuMemAlloc"))?;
         let config = LaunchConfig {
             grid_dim,
-            block_dim: (threads, 1, 1),
+            block_dim: (launch.threads(), 1, 1),
             shared_mem_bytes: 0,
         };
         let row_list = RowList {

@@ -313,9 +313,25 @@ pub(crate) use shipped_kernel;
 
 /// The kernels a lab ships from `kernels/<folder>/` (`starter.cu`,
 /// `reference.cu`, `support.cu`), its float64 reference being the entry
-/// point `oracle_f64` of `support.cu` at `threads` a block.
+/// point `oracle_f64` of `support.cu`, launched as `launch` says
+/// ([`OracleLaunch`]). With `after`, `support.cu` is compiled behind that
+/// shared file (a family's common body, `kernels/<family>/...`).
 macro_rules! shipped {
-    ($folder:literal, $oracle_f64:literal, $threads:expr) => {
+    ($folder:literal, $oracle_f64:literal, $launch:expr) => {
+        $crate::lab::definition::shipped!(@support $folder, $oracle_f64, $launch,
+            $crate::lab::definition::shipped_kernel!(concat!("kernels/", $folder, "/support.cu")))
+    };
+    ($folder:literal, $oracle_f64:literal, $launch:expr, after $common:literal) => {
+        $crate::lab::definition::shipped!(@support $folder, $oracle_f64, $launch,
+            $crate::lab::definition::KernelFile {
+                path: concat!("kernels/", $folder, "/support.cu"),
+                text: concat!(
+                    include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/", $common)),
+                    include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/kernels/", $folder, "/support.cu"))
+                ),
+            })
+    };
+    (@support $folder:literal, $oracle_f64:literal, $launch:expr, $support:expr) => {
         $crate::lab::definition::Shipped {
             starter: $crate::lab::definition::shipped_kernel!(concat!(
                 "kernels/",
@@ -328,13 +344,9 @@ macro_rules! shipped {
                 "/reference.cu"
             )),
             support: $crate::lab::definition::SupportKernels {
-                file: $crate::lab::definition::shipped_kernel!(concat!(
-                    "kernels/",
-                    $folder,
-                    "/support.cu"
-                )),
+                file: $support,
                 oracle_f64: $oracle_f64,
-                oracle_threads: $threads,
+                launch: $launch,
             },
         }
     };
@@ -353,11 +365,51 @@ pub struct KernelFile {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SupportKernels {
     pub file: KernelFile,
-    /// A float64 reference with the entry point's arguments, but `double*` for the output.
+    /// A float64 reference with the entry point's arguments, but `double*`
+    /// for the output, then a row list and its length (null: every row).
     pub oracle_f64: &'static str,
-    /// Threads per block of the float64 reference; its grid is one thread per
-    /// (row, head) at least (see `oracle_f64_grid` on `dyn Lab`).
-    pub oracle_threads: u32,
+    pub launch: OracleLaunch,
+}
+
+/// How a lab's float64 reference is launched over `rows` output rows (every
+/// row, or the listed ones).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OracleLaunch {
+    /// One warp per (row, head), `threads` a block.
+    WarpPerRowHead { threads: u32 },
+    /// One block of `threads` per `rows` rows and KV head: the paged
+    /// family's tiled body (kernels/paged-family/tiled-oracle.cuh).
+    RowTiles {
+        threads: u32,
+        rows: u32,
+        kv_heads: u32,
+    },
+}
+
+impl OracleLaunch {
+    /// Threads a block.
+    pub fn threads(self) -> u32 {
+        match self {
+            OracleLaunch::WarpPerRowHead { threads } | OracleLaunch::RowTiles { threads, .. } => {
+                threads
+            }
+        }
+    }
+
+    /// Blocks for `rows` output rows of `heads` heads.
+    pub fn blocks(self, rows: usize, heads: usize) -> u32 {
+        let blocks = match self {
+            OracleLaunch::WarpPerRowHead { threads } => {
+                (rows * heads * 32).div_ceil(threads as usize)
+            }
+            OracleLaunch::RowTiles {
+                rows: tile,
+                kv_heads,
+                ..
+            } => rows.div_ceil(tile as usize) * kv_heads as usize,
+        };
+        (blocks as u32).max(1)
+    }
 }
 
 /// What the engine reads about a lab as data: its names, its kernel, its
@@ -560,13 +612,6 @@ impl<'a> dyn Lab + 'a {
     }
     pub fn support(&self) -> SupportKernels {
         self.info().kernels.support
-    }
-    /// What the float64 reference kernel is launched with for `problem`:
-    /// one warp per (output row, head).
-    pub fn oracle_f64_grid(&self, problem: &Problem) -> (u32, u32, u32) {
-        let threads = problem.output.rows * problem.output.heads * 32;
-        let per_block = self.info().kernels.support.oracle_threads as usize;
-        ((threads.div_ceil(per_block) as u32).max(1), 1, 1)
     }
     /// The folder a case reads its own tensors from, if it brings them (the
     /// worker's sandbox must let it read there; such a case has no shape to

@@ -110,7 +110,7 @@ impl TypedLab for KindsLab {
                     text: STARTER,
                 },
                 oracle_f64: "toy_kinds",
-                oracle_threads: 128,
+                launch: flashprof::lab::definition::OracleLaunch::WarpPerRowHead { threads: 128 },
             },
         },
     };

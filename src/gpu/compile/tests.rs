@@ -638,11 +638,16 @@ fn the_fp8_labs_kernels_compile_with_the_headers_and_are_refused_with_the_fix_wi
             "{refused}"
         );
     }
-    // Its float64 reference includes no header, so it compiles either way.
-    let support = PAGED_PREFILL_FP8.support();
-    let oracle = compile_trusted(support.file.path, support.file.text, &opts)
-        .expect("the FP8 lab's float64 reference compiles");
-    assert!(image::defines_function(&oracle, support.oracle_f64));
+    // The paged family's float64 references (the FP8 lab's and the fp32
+    // one's, each behind the family's tiled body) include no header, so they
+    // compile either way, into the one function each names.
+    for lab in [PAGED_PREFILL_FP8, PAGED_PREFILL] {
+        let support = lab.support();
+        assert!(support.file.text.contains("namespace tiled_oracle"));
+        let oracle = compile_trusted(support.file.path, support.file.text, &opts)
+            .unwrap_or_else(|e| panic!("{}'s float64 reference: {e}", lab.name()));
+        assert!(image::defines_function(&oracle, support.oracle_f64));
+    }
     // The fp32 labs' shipped kernels need no header this machine lacks.
     for (lab, text) in [
         (

@@ -20,8 +20,8 @@ use std::path::Path;
 use self::cases::{parse_cases, CaseSpec, EMBEDDED_CASES};
 use self::contract::{Inputs, ARGS, DH, ENTRY_POINT, ENTRY_SIGNATURE, GROUP, HKV, HQ};
 use super::definition::{
-    shipped, CaseData, CaseError, CaseSummary, Diagnosis, Graded, LabInfo, LabRef, Problem,
-    RooflineWords,
+    shipped, CaseData, CaseError, CaseSummary, Diagnosis, Graded, LabInfo, LabRef, OracleLaunch,
+    Problem, RooflineWords,
 };
 use super::geometry::{GridY, LaunchGeometry};
 use super::typed::{Arg, Made, TypedLab};
@@ -61,7 +61,7 @@ impl TypedLab for FlashPrefill {
         cases: EMBEDDED_CASES,
         // What the timing case's random_tensor draws Q, K and V from.
         timing_draw: -1.0..1.0,
-        kernels: shipped!("flash-prefill", "oracle_f64", 256),
+        kernels: shipped!("flash-prefill", "oracle_f64", OracleLaunch::WarpPerRowHead { threads: 256 }),
     };
 
     fn parse_cases(text: &str, file: &str, base: &Path) -> Result<Vec<CaseSpec>, CaseError> {

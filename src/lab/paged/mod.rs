@@ -26,3 +26,4 @@ pub mod tags;
 pub mod tensors;
 #[cfg(test)]
 pub mod testing;
+pub mod tiled;

@@ -27,8 +27,8 @@ use self::directive::GridX;
 use crate::grade::compare::{OutputShape, Tolerance};
 use crate::grade::roofline::Work;
 use crate::lab::definition::{
-    shipped, CaseData, CaseError, CaseSummary, Diagnosis, Graded, LabInfo, LabRef, Problem,
-    RooflineWords,
+    shipped, CaseData, CaseError, CaseSummary, Diagnosis, Graded, LabInfo, LabRef, OracleLaunch,
+    Problem, RooflineWords,
 };
 use crate::lab::geometry::{GeometryError, GridY, LaunchGeometry};
 use crate::lab::paged::problem::{listed_rows, Timed};
@@ -87,7 +87,7 @@ impl TypedLab for PagedDecode {
         // `q` and the owned cache slots are drawn from it; the NaN slots past a
         // sequence's end and in spare blocks lie outside it and stay NaN.
         timing_draw: -1.0..1.0,
-        kernels: shipped!("paged-decode", "paged_decode_oracle_f64", 128),
+        kernels: shipped!("paged-decode", "paged_decode_oracle_f64", OracleLaunch::WarpPerRowHead { threads: 128 }),
     };
 
     fn parse_cases(text: &str, file: &str, base: &Path) -> Result<Vec<Recipe>, CaseError> {

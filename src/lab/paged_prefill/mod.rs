@@ -31,6 +31,7 @@ use crate::lab::definition::{
 use crate::lab::geometry::LaunchGeometry;
 use crate::lab::paged::layout::PREFILL_GEOMETRY;
 use crate::lab::paged::problem::{listed_rows, prefill_grid, Timed};
+use crate::lab::paged::tiled::TILED_ORACLE;
 use crate::lab::typed::{Arg, Made, TypedLab};
 
 /// A case of this lab: a recipe of the cases file, or the contract's timing batch.
@@ -66,7 +67,7 @@ impl TypedLab for PagedPrefill {
         // What the timing batch's tensors and owned cache slots are drawn from;
         // the cache's sentinels (2.5, 40) lie outside it and stay.
         timing_draw: -1.0..1.0,
-        kernels: shipped!("paged-prefill", "paged_oracle_f64", 256),
+        kernels: shipped!("paged-prefill", "paged_oracle_f64", TILED_ORACLE, after "kernels/paged-family/tiled-oracle.cuh"),
     };
 
     fn parse_cases(text: &str, file: &str, base: &Path) -> Result<Vec<Recipe>, CaseError> {

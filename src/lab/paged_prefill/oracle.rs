@@ -235,6 +235,62 @@ impl SequenceKv {
         }
     }
 
+    /// The scores of query head `head` of one output row (token `token`)
+    /// over positions `0..=i`, an unseen one's `-inf`; returns the KV head
+    /// its keys and values are read from.
+    fn head_scores(
+        &self,
+        inputs: &Inputs,
+        row: usize,
+        token: usize,
+        head: usize,
+        scores: &mut Vec<f64>,
+    ) -> usize {
+        let batch = &inputs.batch;
+        let i = self.context + token;
+        debug_assert!(i < self.len, "sequence {} position {i}", self.seq);
+        let source = Misreading::kv_head(self.misreading, head);
+        let keys = &self.keys[source * self.len * DH..(source + 1) * self.len * DH];
+        let mut query = [0.0; DH];
+        let q_row = &inputs.q[LAYOUT.head_index(row, head, 0)..LAYOUT.head_index(row, head, DH)];
+        for (q, &x) in query.iter_mut().zip(q_row) {
+            *q = f64::from(x) * SCALE;
+        }
+        let slope = inputs
+            .alibi_slopes
+            .as_ref()
+            .map(|slopes| f64::from(slopes[head]));
+        scores.clear();
+        for j in 0..=i {
+            if !self.sees(batch, i, j) {
+                scores.push(f64::NEG_INFINITY);
+                continue;
+            }
+            let key: &[f64; DH] = keys[j * DH..(j + 1) * DH].try_into().unwrap();
+            // Plain indexed loops: the tests run unoptimized, and this is
+            // where all of their time goes.
+            let mut score = 0.0;
+            for d in 0..DH {
+                score += query[d] * key[d];
+            }
+            if let Some(slope) = slope {
+                let distance = j as f64 - i as f64;
+                score += match self.bug {
+                    Some(Bug::AlibiSignFlipped) => -slope * distance,
+                    _ => slope * distance,
+                };
+            }
+            scores.push(score);
+        }
+        source
+    }
+
+    /// The values of KV head `source` at position `j`.
+    fn value(&self, source: usize, j: usize) -> &[f64; DH] {
+        let at = (source * self.len + j) * DH;
+        self.values[at..at + DH].try_into().unwrap()
+    }
+
     /// The four query heads of KV head `kv_head` for one output row.
     fn row_group(
         &self,
@@ -245,46 +301,8 @@ impl SequenceKv {
         scores: &mut Vec<f64>,
         out_group: &mut [f64],
     ) {
-        let batch = &inputs.batch;
-        let i = self.context + token;
-        debug_assert!(i < self.len, "sequence {} position {i}", self.seq);
         for (member, out_head) in out_group.chunks_exact_mut(DH).enumerate() {
-            let head = kv_head * GROUP + member;
-            let source = Misreading::kv_head(self.misreading, head);
-            let keys = &self.keys[source * self.len * DH..(source + 1) * self.len * DH];
-            let values = &self.values[source * self.len * DH..(source + 1) * self.len * DH];
-            let mut query = [0.0; DH];
-            let q_row =
-                &inputs.q[LAYOUT.head_index(row, head, 0)..LAYOUT.head_index(row, head, DH)];
-            for (q, &x) in query.iter_mut().zip(q_row) {
-                *q = f64::from(x) * SCALE;
-            }
-            let slope = inputs
-                .alibi_slopes
-                .as_ref()
-                .map(|slopes| f64::from(slopes[head]));
-            scores.clear();
-            for j in 0..=i {
-                if !self.sees(batch, i, j) {
-                    scores.push(f64::NEG_INFINITY);
-                    continue;
-                }
-                let key: &[f64; DH] = keys[j * DH..(j + 1) * DH].try_into().unwrap();
-                // Plain indexed loops: the tests run unoptimized, and this is
-                // where all of their time goes.
-                let mut score = 0.0;
-                for d in 0..DH {
-                    score += query[d] * key[d];
-                }
-                if let Some(slope) = slope {
-                    let distance = j as f64 - i as f64;
-                    score += match self.bug {
-                        Some(Bug::AlibiSignFlipped) => -slope * distance,
-                        _ => slope * distance,
-                    };
-                }
-                scores.push(score);
-            }
+            let source = self.head_scores(inputs, row, token, kv_head * GROUP + member, scores);
             // NaN scores (guard-band reads) must not be skipped by the max:
             // they reach the sum below and poison the row, as on a GPU.
             let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -296,7 +314,7 @@ impl SequenceKv {
                 }
                 let weight = (score - max).exp();
                 denominator += weight;
-                let value: &[f64; DH] = values[j * DH..(j + 1) * DH].try_into().unwrap();
+                let value = self.value(source, j);
                 for d in 0..DH {
                     out_head[d] += weight * value[d];
                 }
@@ -311,6 +329,44 @@ impl SequenceKv {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The GPU's tiled reference sums in another order than this oracle
+    /// (tiles of keys, a running maximum): its CPU port, on every shipped
+    /// case, gives this oracle's answer.
+    #[test]
+    fn the_tiled_order_of_sums_gives_the_oracle_s_answer() {
+        use crate::lab::paged::tiled::assert_tiled_order_gives;
+        use crate::lab::paged_prefill::cases::{embedded_cases, generate};
+        let mut checked = 0;
+        for case in embedded_cases() {
+            let inputs = generate(&case, 11).unwrap().inputs;
+            let exact = attention(&inputs, None);
+            let batch = &inputs.batch;
+            let mut scores = Vec::new();
+            for seq in 0..batch.num_seqs() {
+                let kv = SequenceKv::gather(&inputs, seq, Model::Exact);
+                for token in 0..batch.new[seq] {
+                    let row = batch.start(seq) + token;
+                    for head in 0..HQ {
+                        let source = kv.head_scores(&inputs, row, token, head, &mut scores);
+                        let visible: Vec<(usize, f64, &[f64])> = scores
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, &score)| score != f64::NEG_INFINITY)
+                            .map(|(j, &score)| (j, score, kv.value(source, j).as_slice()))
+                            .collect();
+                        let want = &exact
+                            [LAYOUT.head_index(row, head, 0)..LAYOUT.head_index(row, head, DH)];
+                        assert_tiled_order_gives(batch, row, &visible, want, || {
+                            format!("{}: row {row} head {head}", case.name)
+                        });
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert!(checked > 1000, "{checked} (row, head) pairs");
+    }
     use crate::lab::paged_prefill::contract::{alibi_slope, standard_alibi_slopes};
 
     /// A two-sequence batch with simple, hand-checkable values: every q and

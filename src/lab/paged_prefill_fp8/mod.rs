@@ -34,6 +34,7 @@ use crate::lab::definition::{
 use crate::lab::geometry::LaunchGeometry;
 use crate::lab::paged::layout::PREFILL_GEOMETRY;
 use crate::lab::paged::problem::{fixed_timing_shape, listed_rows, prefill_grid};
+use crate::lab::paged::tiled::TILED_ORACLE;
 use crate::lab::typed::{Arg, Made, TypedLab};
 
 /// The `paged-prefill-fp8` lab.
@@ -69,7 +70,7 @@ impl TypedLab for PagedPrefillFp8 {
         // The bf16 tensors' range; FP8 bytes are drawn by their own rule
         // (kernels/probes.cu, `fresh_fp8`), which needs no range.
         timing_draw: -1.0..1.0,
-        kernels: shipped!("paged-prefill-fp8", "paged_fp8_oracle_f64", 256),
+        kernels: shipped!("paged-prefill-fp8", "paged_fp8_oracle_f64", TILED_ORACLE, after "kernels/paged-family/tiled-oracle.cuh"),
     };
 
     fn parse_cases(text: &str, file: &str, base: &Path) -> Result<Vec<CaseSpec>, CaseError> {

@@ -201,6 +201,58 @@ impl SequenceKv {
         }
     }
 
+    /// The scores of the positions the row at `row` (token `token`) sees
+    /// for query head `head`, each with its index in `positions`; returns
+    /// the KV head its keys and values are read from.
+    fn visible_scores(
+        &self,
+        inputs: &Inputs,
+        row: usize,
+        token: usize,
+        head: usize,
+        scores: &mut Vec<(f64, usize)>,
+    ) -> usize {
+        let i = self.context + token;
+        let window = inputs.tensors.batch.window();
+        let seed_like = self.model == Model::SeedLike;
+        let source = Misreading::kv_head(self.model.misreading(), head);
+        let query =
+            &inputs.tensors.q[LAYOUT.head_index(row, head, 0)..LAYOUT.head_index(row, head, DH)];
+        let slope = inputs
+            .tensors
+            .alibi_slopes
+            .as_ref()
+            .map(|s| f64::from(s[head]));
+        scores.clear();
+        for (at, position) in self.positions.iter().enumerate() {
+            let j = position.pos;
+            if j > i || !self.sees(window, i, j) {
+                continue;
+            }
+            let key = &position.keys[source * DH..(source + 1) * DH];
+            let mut score = if seed_like {
+                let dot: f32 = query.iter().zip(key).map(|(&q, &k)| q * k as f32).sum();
+                f64::from(dot * SCALE_F32)
+            } else {
+                query
+                    .iter()
+                    .zip(key)
+                    .map(|(&q, &k)| f64::from(q) * k)
+                    .sum::<f64>()
+                    * SCALE
+            };
+            if let Some(slope) = slope {
+                let bias = slope * (j as f64 - i as f64);
+                score += match self.model {
+                    Model::Bug(Bug::AlibiSignFlipped) => -bias,
+                    _ => bias,
+                };
+            }
+            scores.push((score, at));
+        }
+        source
+    }
+
     /// The four query heads of `kv_head` for the row at `row` (token `token`).
     fn row_group(
         &self,
@@ -211,46 +263,10 @@ impl SequenceKv {
         scores: &mut Vec<(f64, usize)>,
         out_group: &mut [f64],
     ) {
-        let i = self.context + token;
-        let window = inputs.tensors.batch.window();
         let seed_like = self.model == Model::SeedLike;
         for (member, out_head) in out_group.chunks_exact_mut(DH).enumerate() {
             let head = kv_head * GROUP + member;
-            let query = &inputs.tensors.q
-                [LAYOUT.head_index(row, head, 0)..LAYOUT.head_index(row, head, DH)];
-            let slope = inputs
-                .tensors
-                .alibi_slopes
-                .as_ref()
-                .map(|s| f64::from(s[head]));
-            let source = Misreading::kv_head(self.model.misreading(), head);
-            scores.clear();
-            for (at, position) in self.positions.iter().enumerate() {
-                let j = position.pos;
-                if j > i || !self.sees(window, i, j) {
-                    continue;
-                }
-                let key = &position.keys[source * DH..(source + 1) * DH];
-                let mut score = if seed_like {
-                    let dot: f32 = query.iter().zip(key).map(|(&q, &k)| q * k as f32).sum();
-                    f64::from(dot * SCALE_F32)
-                } else {
-                    query
-                        .iter()
-                        .zip(key)
-                        .map(|(&q, &k)| f64::from(q) * k)
-                        .sum::<f64>()
-                        * SCALE
-                };
-                if let Some(slope) = slope {
-                    let bias = slope * (j as f64 - i as f64);
-                    score += match self.model {
-                        Model::Bug(Bug::AlibiSignFlipped) => -bias,
-                        _ => bias,
-                    };
-                }
-                scores.push((score, at));
-            }
+            let source = self.visible_scores(inputs, row, token, head, scores);
             // NaN scores (stray NaN bytes) must reach the sums, as on a GPU.
             let max = match self.model {
                 Model::Bug(Bug::MissingMaxSubtraction) => 0.0,
@@ -296,6 +312,49 @@ impl SequenceKv {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The GPU's tiled reference sums in another order than this oracle
+    /// (tiles of keys, a running maximum): its CPU port, on every shipped
+    /// case, gives this oracle's answer to 1e-12.
+    #[test]
+    fn the_tiled_order_of_sums_gives_the_oracle_s_answer() {
+        use crate::lab::paged::tiled::assert_tiled_order_gives;
+        use crate::lab::paged_prefill_fp8::cases::{embedded_cases, generate};
+        let mut checked = 0;
+        for case in embedded_cases() {
+            let inputs = generate(&case, 11).unwrap().inputs;
+            let exact = attention(&inputs);
+            let batch = &inputs.tensors.batch;
+            let mut scores = Vec::new();
+            for seq in 0..batch.num_seqs() {
+                let kv = SequenceKv::gather(&inputs, seq, Model::Exact);
+                for token in 0..batch.new[seq] {
+                    let row = batch.start(seq) + token;
+                    for head in 0..HQ {
+                        let source = kv.visible_scores(&inputs, row, token, head, &mut scores);
+                        let visible: Vec<(usize, f64, &[f64])> = scores
+                            .iter()
+                            .map(|&(score, at)| {
+                                let position = &kv.positions[at];
+                                (
+                                    position.pos,
+                                    score,
+                                    &position.values[source * DH..(source + 1) * DH],
+                                )
+                            })
+                            .collect();
+                        let want = &exact
+                            [LAYOUT.head_index(row, head, 0)..LAYOUT.head_index(row, head, DH)];
+                        assert_tiled_order_gives(batch, row, &visible, want, || {
+                            format!("{}: row {row} head {head}", case.name)
+                        });
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert!(checked > 1000, "{checked} (row, head) pairs");
+    }
     use crate::lab::paged_prefill_fp8::{Batch, PrefillTensors, FP8_NAN};
 
     /// Two sequences; every q and K zero (uniform softmax); each value holds
