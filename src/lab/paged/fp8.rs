@@ -94,13 +94,70 @@ impl KvFormat {
 
     /// The byte nearest `x` (ties to the even mantissa), saturating at the
     /// largest finite value as vLLM's quantisation does; NaN gives [`FP8_NAN`].
+    ///
+    /// By the bits, not by search: it runs for every cached element of a
+    /// case (tens of millions at the timing shape). The magnitude's code is
+    /// its f32 exponent rebiased and its mantissa rounded to the format's
+    /// bits, ties to even (a carry moves to the next binade, as the codes of
+    /// one sign are in value order); below the smallest normal it is the
+    /// nearest multiple of the subnormal unit.
     pub fn encode(self, x: f32) -> u8 {
         if x.is_nan() {
             return FP8_NAN;
         }
-        let table = self.positive_codes();
+        let m_bits = self.mantissa_bits();
         let magnitude = x.abs();
-        // The first code at or above the magnitude, and the one below it.
+        let smallest_normal = f32::from_bits(((127 + 1 - self.bias()) as u32) << 23);
+        let code = if magnitude < smallest_normal {
+            // Units of 2^(1 - bias - m_bits): a power-of-two scaling, exact in f32.
+            let units = f32::from_bits(((127 + self.bias() - 1 + m_bits as i32) as u32) << 23);
+            (magnitude * units).round_ties_even() as u32
+        } else if magnitude >= self.max_finite() {
+            u32::MAX
+        } else {
+            let bits = magnitude.to_bits();
+            let exponent = (bits >> 23) as i32 - 127 + self.bias();
+            let dropped = 23 - m_bits;
+            let mantissa = bits & ((1 << 23) - 1);
+            let kept = mantissa >> dropped;
+            let rest = mantissa & ((1 << dropped) - 1);
+            let half = 1 << (dropped - 1);
+            let up = rest > half || (rest == half && kept % 2 == 1);
+            ((exponent as u32) << m_bits | kept) + u32::from(up)
+        };
+        let code = code.min(u32::from(self.largest_finite_code())) as u8;
+        if x.is_sign_negative() && code != 0 {
+            code | 0x80
+        } else {
+            code
+        }
+    }
+
+    /// The code of [`Self::max_finite`].
+    fn largest_finite_code(self) -> u8 {
+        match self {
+            KvFormat::E4m3 => 0x7E,
+            KvFormat::E5m2 => 0x7B,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The byte nearest `x` by search over the format's finite codes in
+    /// value order (ties to the even code), saturating; what [`KvFormat::encode`]
+    /// must agree with everywhere.
+    fn encode_by_search(format: KvFormat, x: f32) -> u8 {
+        if x.is_nan() {
+            return FP8_NAN;
+        }
+        let table: Vec<(f32, u8)> = (0u8..0x80)
+            .map(|code| (format.decode(code), code))
+            .filter(|(value, _)| value.is_finite())
+            .collect();
+        let magnitude = x.abs();
         let above = table.partition_point(|&(value, _)| value < magnitude);
         let code = match (above.checked_sub(1), table.get(above)) {
             (_, None) => table[table.len() - 1].1,
@@ -122,26 +179,56 @@ impl KvFormat {
         }
     }
 
-    /// The finite non-negative values with their codes, ascending.
-    fn positive_codes(self) -> &'static [(f32, u8)] {
-        static E4M3: std::sync::OnceLock<Vec<(f32, u8)>> = std::sync::OnceLock::new();
-        static E5M2: std::sync::OnceLock<Vec<(f32, u8)>> = std::sync::OnceLock::new();
-        let cell = match self {
-            KvFormat::E4m3 => &E4M3,
-            KvFormat::E5m2 => &E5M2,
-        };
-        cell.get_or_init(|| {
-            (0u8..0x80)
-                .map(|code| (self.decode(code), code))
-                .filter(|(value, _)| value.is_finite())
-                .collect()
-        })
+    #[test]
+    fn encoding_by_the_bits_agrees_with_the_search_everywhere() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        for format in KvFormat::ALL {
+            let mut values = vec![
+                0.0f32,
+                -0.0,
+                f32::INFINITY,
+                f32::NEG_INFINITY,
+                f32::MIN_POSITIVE,
+            ];
+            // Every finite code, the midpoints between neighbours, and the
+            // floats on either side of each.
+            let codes: Vec<f32> = (0u8..0x80)
+                .map(|code| format.decode(code))
+                .filter(|v| v.is_finite())
+                .collect();
+            for pair in codes.windows(2) {
+                values.extend([pair[0], (pair[0] + pair[1]) / 2.0]);
+            }
+            values.push(format.max_finite() * 1.0625);
+            let around: Vec<f32> = values
+                .iter()
+                .flat_map(|&v| {
+                    [
+                        v,
+                        f32::from_bits(v.to_bits() + 1),
+                        f32::from_bits(v.to_bits().max(1) - 1),
+                    ]
+                })
+                .collect();
+            values.extend(around);
+            // Random floats over every binade the formats reach and beyond.
+            values.extend((0..200_000).map(|_| {
+                let exponent = rng.random_range(-30i32..20);
+                rng.random_range(1.0f32..2.0) * 2f32.powi(exponent)
+            }));
+            values.extend((0..50_000).map(|_| rng.random_range(-1.0f32..1.0) / 0.37));
+            for &v in &values {
+                for x in [v, -v] {
+                    assert_eq!(
+                        format.encode(x),
+                        encode_by_search(format, x),
+                        "{format} {x:e}"
+                    );
+                }
+            }
+        }
     }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
 
     /// A byte's value from the format's definition, in f64 arithmetic:
     /// sign, then `2^(e - bias) * (1 + m / 2^M)`, or `2^(1 - bias) * m / 2^M`
