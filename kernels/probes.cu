@@ -176,9 +176,17 @@ struct FreshRule {
     unsigned long long block_count;
 };
 
+// Element i's 64 random bits: SplitMix64's i-th output from the rule's seed
+// (one mix an element; lab::counter_draw draws a timing shape's values on
+// the CPU by the same function).
+__device__ __forceinline__ unsigned long long element_bits(const FreshRule& r, unsigned long long i)
+{
+    return mix64(r.seed + i * 0x9E3779B97F4A7C15ull);
+}
+
 __device__ __forceinline__ float unit_draw(const FreshRule& r, unsigned long long i)
 {
-    return (float)(mix64(r.seed ^ mix64(i)) >> 40) * (1.0f / 16777216.0f);
+    return (float)(element_bits(r, i) >> 40) * (1.0f / 16777216.0f);
 }
 
 __device__ __forceinline__ float float_draw(const FreshRule& r, unsigned long long i, float low, float high)
@@ -239,7 +247,7 @@ __device__ __forceinline__ T fresh_element(const T* pristine, unsigned long long
     }
     case FP8: {
         if (!(r.low < r.high) || (bits & 0x7F) >= 0x7C) return bits;
-        const unsigned fresh = (unsigned)(mix64(r.seed ^ mix64(i)) >> 61);  // 3 bits: sign, 2 mantissa
+        const unsigned fresh = (unsigned)(element_bits(r, i) >> 61);  // 3 bits: sign, 2 mantissa
         return (T)((bits & 0x7C) | ((fresh & 4u) << 5) | (fresh & 3u));
     }
     default: {

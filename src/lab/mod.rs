@@ -7,6 +7,7 @@
 
 pub mod args;
 pub mod case_file;
+pub mod counter_draw;
 pub mod definition;
 pub mod evidence;
 pub mod experiment;

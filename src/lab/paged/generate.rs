@@ -14,9 +14,12 @@ use rand::seq::SliceRandom;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
+use rayon::prelude::*;
+
 use super::batch::{Batch, PrefillTensors};
-use super::layout::{kv_head_of, standard_alibi_slopes, BLOCK, HKV};
+use super::layout::{kv_head_of, standard_alibi_slopes, CacheLayout, BLOCK, HKV};
 use super::recipe::Plant;
+use crate::lab::counter_draw::CounterDraw;
 
 /// How a lab draws its elements.
 pub struct Draw<'a, A, C> {
@@ -76,6 +79,100 @@ pub fn lay_out<A, C: Copy>(
         k_cache,
         v_cache,
     }
+}
+
+/// How a timing shape draws its elements by counter ([`CounterDraw`]):
+/// each value uniform in `range`, made into the lab's types.
+pub struct Counted<'a, A, C> {
+    pub range: std::ops::Range<f32>,
+    /// One element of `q`, `kNew` or `vNew`.
+    pub activation: &'a (dyn Fn(f32) -> A + Sync),
+    /// One cached key, and one cached value.
+    pub key: &'a (dyn Fn(f32) -> C + Sync),
+    pub value: &'a (dyn Fn(f32) -> C + Sync),
+    /// What every cache slot no context covers holds (K, V).
+    pub unowned: (C, C),
+}
+
+/// `batch`'s tensors for a timing shape: the block table drawn from `rng`
+/// as a case's is, then every element by counter from a seed drawn after
+/// it, on every core (the same tensors as [`lay_out`] lays out, with
+/// other values).
+pub fn lay_out_counted<A: Send, C: Copy + Send + Sync>(
+    batch: Batch,
+    rng: &mut ChaCha8Rng,
+    draw: Counted<'_, A, C>,
+) -> PrefillTensors<A, C> {
+    let (table, owned) = block_table(&batch, None, rng);
+    let batch = Batch {
+        block_table: table,
+        ..batch
+    };
+    let seed: u64 = rng.random();
+    let activations = |tensor: u64, len: usize| {
+        CounterDraw::new(seed, tensor).tensor(len, draw.range.clone(), draw.activation)
+    };
+    let layout = batch.layout;
+    // Slots each block holds (0: owned by no context).
+    let mut slots = vec![0usize; batch.num_blocks];
+    for (s, blocks) in owned.iter().enumerate() {
+        for (k, &block) in blocks.iter().enumerate() {
+            if slots[block] == 0 {
+                slots[block] = (batch.context[s] - k * BLOCK).min(BLOCK);
+            }
+        }
+    }
+    let counter = |tensor: u64| CounterDraw::new(seed, tensor);
+    let (keys, values) = (counter(3), counter(4));
+    let key = |at: usize| (draw.key)(keys.uniform(at as u64, &draw.range));
+    let value = |at: usize| (draw.value)(values.uniform(at as u64, &draw.range));
+    PrefillTensors {
+        alibi_slopes: batch.alibi.then(standard_alibi_slopes),
+        q: activations(0, batch.q_elems()),
+        k_new: activations(1, batch.kv_new_elems()),
+        v_new: activations(2, batch.kv_new_elems()),
+        k_cache: counted_cache(&layout, &slots, draw.unowned.0, key, |b, g, d, o| {
+            layout.k_cache_index(b, g, d, o)
+        }),
+        v_cache: counted_cache(&layout, &slots, draw.unowned.1, value, |b, g, d, o| {
+            layout.v_cache_index(b, g, d, o)
+        }),
+        batch,
+    }
+}
+
+/// A cache in `layout` whose block `b` holds `slots[b]` drawn slots (the
+/// element at `index(b, g, d, o)` is `value` of that index) and `unowned`
+/// everywhere else, made on every core a block at a time.
+pub fn counted_cache<C, V, I>(
+    layout: &CacheLayout,
+    slots: &[usize],
+    unowned: C,
+    value: V,
+    index: I,
+) -> Vec<C>
+where
+    C: Copy + Send + Sync,
+    V: Fn(usize) -> C + Sync,
+    I: Fn(usize, usize, usize, usize) -> usize + Sync,
+{
+    let block_elems = layout.block_elems();
+    let mut cache = vec![unowned; slots.len() * block_elems];
+    cache
+        .par_chunks_mut(block_elems)
+        .enumerate()
+        .for_each(|(block, elements)| {
+            let base = block * block_elems;
+            for g in 0..HKV {
+                for d in 0..layout.dim {
+                    for o in 0..slots[block] {
+                        let at = index(block, g, d, o);
+                        elements[at - base] = value(at);
+                    }
+                }
+            }
+        });
+    cache
 }
 
 /// The block table for `batch`'s lengths and which block each context owns.

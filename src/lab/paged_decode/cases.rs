@@ -21,10 +21,11 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use super::tensors::load_dir;
-use super::{alibi_slope, Batch, Inputs, BLOCK, DH, GROUP, HKV, HQ};
+use super::{alibi_slope, Batch, Inputs, BLOCK, DH, GROUP, HKV, HQ, LAYOUT};
 use crate::lab::case_file::{case_rng, case_table, read_case_tables};
 use crate::lab::definition::CaseError as LabCaseError;
-use crate::lab::paged::generate::table_of;
+use crate::lab::counter_draw::CounterDraw;
+use crate::lab::paged::generate::{counted_cache, table_of};
 
 /// Most sequences in one launch (the timing shape has this many).
 pub const MAX_SEQS: usize = 64;
@@ -277,11 +278,42 @@ pub fn timing_batch(seed: u64) -> Batch {
     batch
 }
 
-/// The timing shape's inputs from `seed` (about 0.93 GB of cache).
+/// The timing shape's inputs from `seed` (about 0.93 GB of cache): its
+/// block table as [`timing_batch`] draws it, then its values by counter
+/// from a seed drawn after it, uniform in `[-1, 1)` as a case's are, every
+/// other slot NaN.
 pub fn timing_inputs(seed: u64) -> Inputs {
     let (batch, mut rng) = timing_table(seed);
-    let owned = owned_blocks(&batch);
-    fill(batch, &owned, &mut rng)
+    let counted: u64 = rng.random();
+    let range = -1.0f32..1.0;
+    let mut slots = vec![0usize; batch.num_blocks];
+    for (s, blocks) in owned_blocks(&batch).iter().enumerate() {
+        for (k, &block) in blocks.iter().enumerate() {
+            slots[block] = (batch.len_of(s) - k * BLOCK).min(BLOCK);
+        }
+    }
+    let (keys, values) = (CounterDraw::new(counted, 3), CounterDraw::new(counted, 4));
+    let k_cache = counted_cache(
+        &LAYOUT,
+        &slots,
+        f32::NAN,
+        |at| keys.uniform(at as u64, &range),
+        |b, g, d, o| LAYOUT.k_cache_index(b, g, d, o),
+    );
+    let v_cache = counted_cache(
+        &LAYOUT,
+        &slots,
+        f32::NAN,
+        |at| values.uniform(at as u64, &range),
+        |b, g, d, o| LAYOUT.v_cache_index(b, g, d, o),
+    );
+    Inputs {
+        q: CounterDraw::new(counted, 0).tensor(batch.q_elems(), range.clone(), |x| x),
+        k_cache,
+        v_cache,
+        alibi_slopes: batch.alibi.then(|| (0..HQ).map(alibi_slope).collect()),
+        batch,
+    }
 }
 
 fn timing_table(seed: u64) -> (Batch, ChaCha8Rng) {

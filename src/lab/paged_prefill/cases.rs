@@ -15,7 +15,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::contract::{Batch, Inputs, INSTANCE, SENTINEL_K, SENTINEL_V};
 use crate::lab::case_file::case_rng;
-use crate::lab::paged::generate::{block_table, lay_out, Draw, PlantSites};
+use crate::lab::paged::generate::{block_table, lay_out, lay_out_counted, Counted, Draw, PlantSites};
 pub use crate::lab::paged::recipe::CaseSpec;
 use crate::lab::paged::recipe::{CaseInputs, PagedCaseError};
 
@@ -63,12 +63,21 @@ pub fn timing_batch(seed: u64) -> Batch {
     }
 }
 
-/// The timing shape's inputs from `seed` (about 300 MB of cache).
+/// The timing shape's inputs from `seed` (about 300 MB of cache): its block
+/// table as [`timing_batch`] draws it, its values by counter, uniform in
+/// `[-1, 1)` as a case's are.
 pub fn timing_inputs(seed: u64) -> Inputs {
-    lay_out_f32(
+    let uniform = |x: f32| x;
+    lay_out_counted(
         INSTANCE.timing_lengths(),
-        None,
         &mut case_rng(seed, "timing"),
+        Counted {
+            range: -1.0..1.0,
+            activation: &uniform,
+            key: &uniform,
+            value: &uniform,
+            unowned: (SENTINEL_K, SENTINEL_V),
+        },
     )
 }
 

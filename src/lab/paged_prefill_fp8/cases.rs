@@ -17,7 +17,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::{bf16, Batch, Inputs, KvFormat, FP8_NAN, INSTANCE};
 use crate::lab::case_file::case_rng;
-use crate::lab::paged::generate::{lay_out, Draw, PlantSites};
+use crate::lab::paged::generate::{lay_out, lay_out_counted, Counted, Draw, PlantSites};
 pub use crate::lab::paged::recipe::CaseSpec;
 use crate::lab::paged::recipe::{CaseInputs, Fp8Keys, PagedCaseError, TIMING_CONTEXT, TIMING_NEW};
 
@@ -52,12 +52,11 @@ pub fn generate(spec: &CaseSpec, seed: u64) -> Result<CaseInputs<Inputs>, PagedC
         return super::tensors::load_dir(dir, spec.window, keys.format, scales);
     }
     let mut rng = case_rng(seed, &spec.name);
-    let mut inputs = lay_out_fp8(
-        INSTANCE.lengths_batch(spec),
-        spec.share_prefix,
-        keys,
-        &mut rng,
-    );
+    let batch = INSTANCE.lengths_batch(spec);
+    let mut inputs = match is_timing(spec) {
+        true => lay_out_fp8_counted(batch, keys, &mut rng),
+        false => lay_out_fp8(batch, spec.share_prefix, keys, &mut rng),
+    };
     for plant in &spec.plant {
         let key_byte = inputs.format.encode(plant.value / inputs.k_scale);
         let sites = PlantSites::of(&inputs.tensors.batch, plant);
@@ -115,6 +114,40 @@ fn lay_out_fp8(
     };
     Inputs {
         tensors: lay_out(batch, share, rng, draw),
+        format,
+        k_scale,
+        v_scale,
+    }
+}
+
+/// Whether `spec` is the timing shape (no case may be as large: the lab
+/// refuses any other spec of its lengths).
+fn is_timing(spec: &CaseSpec) -> bool {
+    spec.name == "timing" && spec.context == TIMING_CONTEXT && spec.new == TIMING_NEW
+}
+
+/// The timing shape's tensors: its block table drawn from `rng` as a case's
+/// is, its values by counter (uniform in `[-1, 1)` before quantising, as a
+/// case's are).
+fn lay_out_fp8_counted(batch: Batch, keys: Fp8Keys, rng: &mut ChaCha8Rng) -> Inputs {
+    let Fp8Keys {
+        format,
+        k_scale,
+        v_scale,
+        ..
+    } = keys;
+    let activation = |x: f32| bf16::round(x);
+    let key = |x: f32| format.encode(x / k_scale);
+    let value = |x: f32| format.encode(x / v_scale);
+    let draw = Counted {
+        range: -1.0..1.0,
+        activation: &activation,
+        key: &key,
+        value: &value,
+        unowned: (FP8_NAN, FP8_NAN),
+    };
+    Inputs {
+        tensors: lay_out_counted(batch, rng, draw),
         format,
         k_scale,
         v_scale,
