@@ -147,6 +147,7 @@ fn gates() -> GateTable {
             reference_speedup: None,
             measured_on: None,
             timing_rules: None,
+            provisional: false,
         }],
     }
 }
@@ -332,6 +333,7 @@ fn the_gradebook_fails_the_cheats_and_says_why_in_timing_integrity() {
     };
     let summary = run_batch(&plan, &stand_in(), |_| {}).expect("the batch runs");
     assert_eq!((summary.graded_now, summary.errors), (3, 0));
+    assert_eq!(summary.no_gate, None, "a gate served the stand-in's GPU");
 
     let csv = std::fs::read_to_string(plan.out_dir.join("gradebook.csv")).expect("csv");
     let rows = parse_csv(&csv);
@@ -467,5 +469,34 @@ fn a_timing_saved_before_the_rules_had_a_version_loads_as_rules_1() {
     assert!(
         table.contains("timed under earlier rules (v1): timed launches were not audited"),
         "{table}"
+    );
+}
+
+/// Graded on a GPU no gate serves, the class's summary says so once, with
+/// the offer of a provisional gate (what `grade` prints after its counts).
+#[test]
+fn a_class_on_a_gpu_without_a_gate_is_offered_a_provisional_one() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let class = root.path().join("class");
+    std::fs::create_dir_all(&class).expect("mkdir");
+    std::fs::write(class.join("honest.cu"), source("honest")).expect("write");
+    let ungated = RunOptions {
+        gates: GateUse::These(GateTable::default()),
+        ..one_case_options()
+    };
+    let plan = BatchPlan {
+        check: plan_of(ungated, ""),
+        submissions: discover_dir(&class).expect("discover").submissions,
+        out_dir: root.path().join("out"),
+        mode: GradeMode::Full,
+        slots: vec![GpuSelection::Ordinal(0)],
+    };
+    let summary = run_batch(&plan, &stand_in(), |_| {}).expect("the batch runs");
+    let no_gate = summary.no_gate.expect("no gate served the stand-in's GPU");
+    let said = no_gate.to_string();
+    assert!(said.contains("none shipped for stand-in GPU"), "{said}");
+    assert!(
+        said.contains("`flashprof calibrate --runs 1` makes a provisional gate"),
+        "{said}"
     );
 }

@@ -53,7 +53,15 @@ pub struct GpuGate {
     /// gates had a version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timing_rules: Option<u32>,
+    /// From fewer than [`LASTING_RUNS`] calibration runs (one run's speedup
+    /// moves with clocks and neighbours): a gate to work with on a GPU
+    /// nothing was shipped for, said wherever it judges.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub provisional: bool,
 }
+
+/// Calibration runs a gate needs not to be provisional.
+pub const LASTING_RUNS: u32 = 3;
 
 fn first_lab() -> String {
     "flash-prefill".into()
@@ -94,7 +102,15 @@ impl GpuGate {
                 format!("timing rules {r}")
             });
         let date = self.measured_on.as_deref().unwrap_or("date unrecorded");
-        format!("{:.1}x, {rules}, calibrated {date}", self.threshold)
+        let provisional = if self.provisional {
+            ", provisional"
+        } else {
+            ""
+        };
+        format!(
+            "{:.1}x, {rules}, calibrated {date}{provisional}",
+            self.threshold
+        )
     }
 
     fn serves(&self, lab: &str, device_name: &str) -> bool {
@@ -213,7 +229,8 @@ pub enum SpeedGate {
     },
     /// There is no speedup to judge: not timed, no GPU, or the timed output was wrong.
     NoSpeedup { reason: String },
-    /// No threshold is known for this GPU model (run `flashprof calibrate`).
+    /// No gate is known for this GPU model: `flashprof calibrate` makes one
+    /// (provisional from fewer than [`LASTING_RUNS`] runs).
     Uncalibrated { gpu: String, speedup: f64 },
 }
 
@@ -291,26 +308,38 @@ impl fmt::Display for SpeedGate {
                 speedup,
                 threshold,
                 gpu,
-                ..
+                gate,
             } => write!(
                 f,
-                "speed gate: pass, {speedup:.1}x >= {threshold:.1}x on {gpu}"
+                "speed gate: pass, {speedup:.1}x >= {threshold:.1}x on {gpu}{}",
+                provisional_note(gate)
             ),
             Self::Fail {
                 speedup,
                 threshold,
                 gpu,
-                ..
+                gate,
             } => write!(
                 f,
-                "speed gate: FAIL, {speedup:.1}x < {threshold:.1}x on {gpu}"
+                "speed gate: FAIL, {speedup:.1}x < {threshold:.1}x on {gpu}{}",
+                provisional_note(gate)
             ),
             Self::NoSpeedup { reason } => write!(f, "speed gate: not judged ({reason})"),
             Self::Uncalibrated { gpu, speedup } => write!(
                 f,
-                "speed gate: none for {gpu} ({speedup:.1}x measured; run `flashprof calibrate`)"
+                "speed gate: none shipped for {gpu} ({speedup:.1}x measured); \
+                 `flashprof calibrate --runs 1` makes a provisional gate on this GPU, \
+                 `--runs {LASTING_RUNS}` or more a lasting one"
             ),
         }
+    }
+}
+
+/// What a verdict adds when a provisional gate judged it.
+fn provisional_note(gate_version: &str) -> &'static str {
+    match gate_version.ends_with(", provisional") {
+        true => " (a provisional gate: calibrated on this GPU in fewer than 3 runs)",
+        false => "",
     }
 }
 
@@ -380,6 +409,7 @@ mod tests {
             reference_speedup: Some(20.4),
             measured_on: None,
             timing_rules: Some(3),
+            provisional: false,
         };
         table.upsert(faster.clone());
         table.upsert(GpuGate {
@@ -426,6 +456,7 @@ mod tests {
             reference_speedup: Some(18.4),
             measured_on: Some("2026-12-06".into()),
             timing_rules: Some(3),
+            provisional: false,
         };
         assert_eq!(
             gate.version(),
@@ -455,5 +486,48 @@ mod tests {
         let json = serde_json::to_string(&judged).unwrap();
         assert_eq!(serde_json::from_str::<SpeedGate>(&json).unwrap(), judged);
         assert!(json.contains("timing rules 3"), "{json}");
+    }
+
+    /// A gate from one calibration run judges, and says it is provisional
+    /// in its version (a gradebook's column) and in its verdict's line; a
+    /// GPU with no gate is offered one.
+    #[test]
+    fn a_provisional_gate_says_so_wherever_it_judges() {
+        let table = GateTable::parse(
+            "[[gpu]]\nlab = \"paged-decode\"\nname = \"NVIDIA L40S\"\nthreshold = 3.5\n\
+             measured_on = \"2026-12-06\"\ntiming_rules = 3\nprovisional = true\n",
+            "t",
+        )
+        .unwrap();
+        let gate = table.lookup("paged-decode", "NVIDIA L40S").unwrap();
+        assert!(gate.provisional);
+        assert_eq!(
+            gate.version(),
+            "3.5x, timing rules 3, calibrated 2026-12-06, provisional"
+        );
+        let judged = SpeedGate::Pass {
+            speedup: 4.0,
+            threshold: 3.5,
+            gpu: gate.name.clone(),
+            gate: gate.version(),
+        };
+        assert!(judged.to_string().contains("provisional gate"), "{judged}");
+        // Written back, it stays provisional; a lasting gate writes no key.
+        let text = toml::to_string(&table).unwrap();
+        assert!(text.contains("provisional = true"), "{text}");
+        let lasting = GpuGate {
+            provisional: false,
+            ..gate.clone()
+        };
+        assert!(!toml::to_string(&lasting).unwrap().contains("provisional"));
+        let none = SpeedGate::Uncalibrated {
+            gpu: "NVIDIA L40S".into(),
+            speedup: 7.1,
+        };
+        assert!(
+            none.to_string()
+                .contains("--runs 1` makes a provisional gate"),
+            "{none}"
+        );
     }
 }

@@ -16,7 +16,9 @@ use super::refusal::Refusal;
 use super::ExitCode;
 use crate::app::check::run_check;
 use crate::app::check::{CaseChoice, RunOptions};
-use crate::app::gate::{threshold_from_reference, user_gates_path, GateTable, GpuGate};
+use crate::app::gate::{
+    threshold_from_reference, user_gates_path, GateTable, GpuGate, LASTING_RUNS,
+};
 use crate::grade::stats::summarize;
 use crate::worker::GpuSelection;
 
@@ -30,7 +32,8 @@ pub struct CalibrateArgs {
     /// The gates file to update (default: $XDG_CONFIG_HOME/flashprof/gates.toml).
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
-    /// Independent timed runs of reference against starter.
+    /// Independent timed runs of reference against starter (fewer than 3
+    /// make a provisional gate, said wherever it judges).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=50))]
     pub runs: u32,
     /// The GPU ordinal to calibrate.
@@ -105,10 +108,18 @@ pub fn run(args: CalibrateArgs) -> Result<ExitCode, Refusal> {
         reference_speedup: Some((summary.median * 10.0).round() / 10.0),
         measured_on: Some(today()),
         timing_rules: Some(crate::protocol::TIMING_RULES),
+        provisional: args.runs < LASTING_RUNS,
     };
     println!(
-        "{}: reference median {:.2}x over {} runs -> speed gate {:.1}x",
-        gate.name, summary.median, summary.n, gate.threshold
+        "{}: reference median {:.2}x over {} runs -> speed gate {:.1}x{}",
+        gate.name,
+        summary.median,
+        summary.n,
+        gate.threshold,
+        match gate.provisional {
+            true => format!(" (provisional: {LASTING_RUNS} runs or more make a lasting gate)"),
+            false => String::new(),
+        }
     );
     GateTable::load(&out)
         .and_then(|mut table| {

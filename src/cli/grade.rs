@@ -188,6 +188,9 @@ pub fn run(args: GradeArgs) -> Result<ExitCode, Refusal> {
                 path_for_display(&args.out.join(GRADEBOOK_CSV))
             );
             print_summary(&s.by_status);
+            if let Some(no_gate) = &s.no_gate {
+                eprintln!("{no_gate}");
+            }
             Ok(if s.errors > 0 {
                 ExitCode::Environment
             } else if mode == GradeMode::CompileOnly && !args.compile_only {

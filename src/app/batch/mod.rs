@@ -116,7 +116,7 @@ pub enum BatchEvent<'a> {
 }
 
 /// How a run ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct BatchSummary {
     pub graded_now: usize,
     pub skipped: usize,
@@ -126,6 +126,9 @@ pub struct BatchSummary {
     pub unreadable_lines: usize,
     /// The gradebook's rows by status (this run's and the journal's before it).
     pub by_status: Vec<(Verdict, usize)>,
+    /// A row's speed verdict when no gate served its GPU (it says so and
+    /// offers a provisional one), once for the class.
+    pub no_gate: Option<SpeedGate>,
 }
 
 /// Why a run could not proceed.
@@ -275,6 +278,10 @@ pub fn run_batch(
         errors,
         unreadable_lines: contents.unreadable_lines,
         by_status: gradebook::count_by_status(&gradebook),
+        no_gate: gradebook
+            .iter()
+            .filter_map(|entry| entry.gate.clone())
+            .find(|gate| matches!(gate, SpeedGate::Uncalibrated { .. })),
     })
 }
 
