@@ -420,6 +420,7 @@ fn kinds_case(case: &flashprof::lab::definition::LabCase, seed: u64) -> CaseOutc
     let diagnosis = lab.diagnose(
         &data,
         &flashprof::lab::definition::Graded {
+            launch: &lab.default_geometry(),
             out: &outputs[0],
             reference: &reference,
             comparison: &comparison,

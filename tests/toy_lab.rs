@@ -327,6 +327,7 @@ fn the_toy_cases_grade_through_the_shared_comparison_and_diagnosis() {
         let said = TOY.diagnose(
             &data,
             &Graded {
+                launch: &TOY.default_geometry(),
                 out: &wrong,
                 reference: &reference,
                 comparison: &bad,

@@ -192,6 +192,10 @@ impl std::fmt::Debug for CaseData {
 /// One launch's output and how it compares, for a diagnosis.
 #[derive(Debug, Clone, Copy)]
 pub struct Graded<'a> {
+    /// The launch the kernel ran with (its declared geometry): what a
+    /// lab's models of a planted bug follow where the launch shapes the
+    /// work (the decode lab's `splits=`).
+    pub launch: &'a LaunchGeometry,
     pub out: &'a [f32],
     pub reference: &'a [f64],
     pub comparison: &'a Comparison,

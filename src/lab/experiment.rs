@@ -691,6 +691,7 @@ mod tests {
         let said = FLASH_PREFILL.diagnose(
             &data,
             &Graded {
+                launch: &FLASH_PREFILL.default_geometry(),
                 out: &out,
                 reference: &expected,
                 comparison: &comparison,

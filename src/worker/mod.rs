@@ -638,6 +638,7 @@ impl Worker {
                 let diagnosis = lab.diagnose(
                     &inputs,
                     &Graded {
+                        launch: &kernel.geometry,
                         out: &runs.first,
                         reference: &reference,
                         comparison: &comparison,

@@ -189,6 +189,7 @@ mod tests {
         let said = lab.diagnose(
             &data,
             &Graded {
+                launch: &lab.default_geometry(),
                 out: &out,
                 reference: &reference,
                 comparison: &comparison,

@@ -10,6 +10,7 @@ use crate::lab::definition::{
     CaseData, CaseState, CaseSummary, Diagnosis, Graded, LabCase, LabRef,
 };
 use crate::lab::experiment::{self, Conditions, FirstRuns, Rerun};
+use crate::lab::geometry::LaunchGeometry;
 use crate::lab::paged::layout::{CacheLayout, HKV};
 use crate::lab::paged::misread::{self, Misreading};
 
@@ -186,7 +187,8 @@ pub fn diagnosed(
     out: &[f32],
     integrity: &Integrity,
 ) -> (Comparison, Diagnosis) {
-    diagnosed_with(lab, data, out, integrity, &Experiments::default())
+    let launch = lab.default_geometry();
+    diagnosed_with(lab, &launch, data, out, integrity, &Experiments::default())
 }
 
 /// [`diagnosed`] for a CPU model of a kernel (`kernel` gives its output on
@@ -195,6 +197,7 @@ pub fn diagnosed(
 /// included, through [`ModelKernel`]).
 pub fn diagnosed_model(
     lab: LabRef,
+    launch: &LaunchGeometry,
     data: &CaseData,
     kernel: impl Fn(&CaseData, &Conditions) -> Vec<f32>,
 ) -> (Comparison, Diagnosis) {
@@ -209,7 +212,7 @@ pub fn diagnosed_model(
         second: None,
     };
     let Ok(experiments) = experiment::run(&*lab, &first, &mut ModelKernel(kernel));
-    diagnosed_with(lab, data, &out, &Integrity::default(), &experiments)
+    diagnosed_with(lab, launch, data, &out, &Integrity::default(), &experiments)
 }
 
 fn compared(lab: LabRef, data: &CaseData, out: &[f32]) -> (Comparison, Vec<f64>) {
@@ -227,6 +230,7 @@ fn compared(lab: LabRef, data: &CaseData, out: &[f32]) -> (Comparison, Vec<f64>)
 
 fn diagnosed_with(
     lab: LabRef,
+    launch: &LaunchGeometry,
     data: &CaseData,
     out: &[f32],
     integrity: &Integrity,
@@ -236,6 +240,7 @@ fn diagnosed_with(
     let said = lab.diagnose(
         data,
         &Graded {
+            launch,
             out,
             reference: &reference,
             comparison: &comparison,

@@ -123,7 +123,12 @@ impl Bug {
 
 /// What the kernel with `bug` would write into `out`, in f64.
 pub fn model(inputs: &Inputs, bug: Bug) -> Vec<f64> {
-    oracle::evaluate(inputs, None, Some(bug))
+    model_split(inputs, bug, oracle::REFERENCE_SPLITS)
+}
+
+/// [`model`] for a kernel launched with `splits` partitions (`splits=N`).
+pub fn model_split(inputs: &Inputs, bug: Bug, splits: usize) -> Vec<f64> {
+    oracle::evaluate(inputs, None, Some(bug), splits)
 }
 
 /// The worst element of `out` against `reference`, in tolerances

@@ -14,8 +14,8 @@
 //! given, since a real kernel can be wrong in ways no planted bug is.
 
 use super::bugs::Bug;
-use super::oracle::{self, REFERENCE_SPLITS};
-use super::{partitions, passes, Batch, Inputs, DH, HQ};
+use super::oracle;
+use super::{partitions, passes, Batch, Inputs, DH, HQ, MAX_SPLITS};
 use crate::grade::compare::{common_factor, Footprint};
 use crate::lab::definition::{Diagnosis, Graded};
 use crate::lab::evidence::{self, Replay, Written};
@@ -61,7 +61,14 @@ pub fn check_line(outcomes: &[CaseOutcome<'_>]) -> Option<String> {
 /// The likely cause of the differences between `out` and `reference` in
 /// one case (both laid out like `out`), with the planted bug whose model
 /// reproduced the output when one did; `None` when every element passes.
-pub fn explain(inputs: &Inputs, out: &[f32], reference: &[f64]) -> Option<(String, Option<Bug>)> {
+/// `splits` is the kernel's own partition count (its `splits=`): which
+/// sequences it cut, and how the combine bugs' models cut them.
+pub fn explain(
+    inputs: &Inputs,
+    out: &[f32],
+    reference: &[f64],
+    splits: usize,
+) -> Option<(String, Option<Bug>)> {
     let batch = &inputs.batch;
     assert_eq!(out.len(), batch.q_elems(), "out does not match the batch");
     assert_eq!(reference.len(), out.len(), "reference does not match out");
@@ -74,8 +81,8 @@ pub fn explain(inputs: &Inputs, out: &[f32], reference: &[f64]) -> Option<(Strin
     let mut sample = facts.failing.clone();
     sample.sort_by_key(|&s| (facts.non_finite.contains(&s), batch.len_of(s)));
     sample.truncate(REPLAY_SEQS);
-    for bug in facts.suspects(batch) {
-        if replay_matches(inputs, out, reference, bug, &sample) {
+    for bug in facts.suspects(batch, splits) {
+        if replay_matches(inputs, out, reference, bug, &sample, splits) {
             let line = format!(
                 "{} (its model reproduces sequences {})",
                 bug.defect(),
@@ -88,7 +95,7 @@ pub fn explain(inputs: &Inputs, out: &[f32], reference: &[f64]) -> Option<(Strin
             return Some((line, Some(bug)));
         }
     }
-    Some((facts.likely(batch), None))
+    Some((facts.likely(batch, splits), None))
 }
 
 /// The likeliest cause of one case's output, in the lab's words: the
@@ -100,7 +107,8 @@ pub fn case_diagnosis(inputs: &Inputs, graded: &Graded<'_>) -> Diagnosis {
     if let Some(said) = shared_reading(graded, &place) {
         return said;
     }
-    let explained = explain(inputs, graded.out, graded.reference);
+    let splits = graded.launch.splits as usize;
+    let explained = explain(inputs, graded.out, graded.reference, splits);
     if let Some((line, Some(bug))) = &explained {
         return Diagnosis::new(line.clone(), bug.name());
     }
@@ -108,7 +116,7 @@ pub fn case_diagnosis(inputs: &Inputs, graded: &Graded<'_>) -> Diagnosis {
     // blind; the rerun with those slots tagged tells them apart.
     if let Some(out) = graded.experiments.tagged_output.as_deref() {
         let tagged = inputs.sentinels_tagged();
-        if let Some((line, Some(bug))) = explain(&tagged, out, graded.reference) {
+        if let Some((line, Some(bug))) = explain(&tagged, out, graded.reference, splits) {
             return Diagnosis::new(line, bug.name()).seen_on_tagged_rerun();
         }
     }
@@ -195,8 +203,8 @@ impl Facts {
 
     /// The planted bugs in the order the pattern makes likely (all of them:
     /// the replay decides).
-    fn suspects(&self, batch: &Batch) -> Vec<Bug> {
-        let split = |s: usize| partitions(batch.len_of(s), REFERENCE_SPLITS);
+    fn suspects(&self, batch: &Batch, splits: usize) -> Vec<Bug> {
+        let split = |s: usize| partitions(batch.len_of(s), splits);
         let mut first = Vec::new();
         if !self.non_finite.is_empty() && self.non_finite.iter().all(|&s| batch.len_of(s) == 1) {
             first.push(Bug::LastKeyDropped);
@@ -205,7 +213,7 @@ impl Facts {
             && self
                 .non_finite
                 .iter()
-                .all(|&s| (2..REFERENCE_SPLITS).contains(&split(s)))
+                .all(|&s| (2..MAX_SPLITS).contains(&split(s)))
         {
             first.push(Bug::CombineAllSlots);
         }
@@ -227,8 +235,8 @@ impl Facts {
     }
 
     /// The pattern's own reading, when no planted bug reproduces the output.
-    fn likely(&self, batch: &Batch) -> String {
-        let split = |s: usize| partitions(batch.len_of(s), REFERENCE_SPLITS);
+    fn likely(&self, batch: &Batch, splits: usize) -> String {
+        let split = |s: usize| partitions(batch.len_of(s), splits);
         let all = self.failing.len() == batch.num_seqs();
         if self.scaled_up {
             "every failing head is the answer times one factor: the softmax is not normalized by its sum".into()
@@ -254,8 +262,9 @@ fn replay_matches(
     reference: &[f64],
     bug: Bug,
     seqs: &[usize],
+    splits: usize,
 ) -> bool {
-    let model = oracle::evaluate(inputs, Some(seqs), Some(bug));
+    let model = oracle::evaluate(inputs, Some(seqs), Some(bug), splits);
     let indices = seqs
         .iter()
         .flat_map(|&s| Batch::q_index(s, 0, 0)..Batch::q_index(s + 1, 0, 0));
@@ -272,7 +281,8 @@ fn replay_matches(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::paged_decode::bugs::model;
+    use crate::lab::paged_decode::bugs::{model, model_split};
+    use crate::lab::paged_decode::oracle::REFERENCE_SPLITS;
     use crate::lab::paged_decode::cases::hazard_cases;
 
     fn as_f32(values: &[f64]) -> Vec<f32> {
@@ -287,14 +297,14 @@ mod tests {
             let inputs = case.generate(5).unwrap();
             let reference = oracle::attention(&inputs, None);
             assert!(
-                explain(&inputs, &as_f32(&reference), &reference).is_none(),
+                explain(&inputs, &as_f32(&reference), &reference, REFERENCE_SPLITS).is_none(),
                 "{}",
                 case.name
             );
             for bug in Bug::ALL.into_iter().filter(|b| b.must_fail(&inputs.batch)) {
                 let modelled = model(&inputs, bug);
                 let out = as_f32(&modelled);
-                let (line, named) = explain(&inputs, &out, &reference).expect("a failing case");
+                let (line, named) = explain(&inputs, &out, &reference, REFERENCE_SPLITS).expect("a failing case");
                 // A model whose failures are all NaN is no evidence: the
                 // experiments name that bug (tests in the lab's mod.rs).
                 let blind = modelled
@@ -311,6 +321,30 @@ mod tests {
         }
     }
 
+    /// A kernel that cuts its sequences into 4 partitions (`splits=4`) and
+    /// combines them unscaled is named by the model cut as it cuts, on
+    /// every case it fails; the reference's 16 partitions miss it on some.
+    #[test]
+    fn a_combine_bug_is_named_at_the_kernel_s_own_split() {
+        let (mut named, mut missed_at_sixteen) = (0, 0);
+        for case in hazard_cases() {
+            let inputs = case.generate(5).unwrap();
+            let reference = oracle::attention(&inputs, None);
+            let out = as_f32(&model_split(&inputs, Bug::CombineUnscaled, 4));
+            let Some((line, bug)) = explain(&inputs, &out, &reference, 4) else {
+                continue; // no sequence of this case is cut in two at 4 partitions
+            };
+            assert_eq!(bug, Some(Bug::CombineUnscaled), "{}: {line}", case.name);
+            named += 1;
+            let at_sixteen = explain(&inputs, &out, &reference, REFERENCE_SPLITS);
+            if at_sixteen.and_then(|(_, bug)| bug) != Some(Bug::CombineUnscaled) {
+                missed_at_sixteen += 1;
+            }
+        }
+        assert!(named >= 3, "{named} cases");
+        assert!(missed_at_sixteen >= 1, "the reference's split named all {named}");
+    }
+
     #[test]
     fn an_unplanted_error_gets_the_patterns_reading() {
         let case = hazard_cases()
@@ -321,13 +355,13 @@ mod tests {
         let reference = oracle::attention(&inputs, None);
         // Half of every output: a factor, but below 1, so no planted bug.
         let halved: Vec<f32> = reference.iter().map(|&x| (x * 0.5) as f32).collect();
-        let (line, named) = explain(&inputs, &halved, &reference).unwrap();
+        let (line, named) = explain(&inputs, &halved, &reference, REFERENCE_SPLITS).unwrap();
         assert_eq!(named, None);
         assert!(line.contains("finite values"), "{line}");
         // NaN in one sequence of one partition only: a stray read.
         let mut stray = as_f32(&reference);
         stray[Batch::q_index(3, 7, 1)] = f32::NAN;
-        let (line, named) = explain(&inputs, &stray, &reference).unwrap();
+        let (line, named) = explain(&inputs, &stray, &reference, REFERENCE_SPLITS).unwrap();
         assert_eq!(named, None);
         assert!(line.contains("NaN or Inf in sequences [3]"), "{line}");
     }

@@ -120,7 +120,7 @@ mod tests {
         // are the oracle there; every other planted bug must be caught.
         for bug in Bug::ALL.into_iter().filter(|b| !b.is_split()) {
             let err = prove_with(&GOLDEN_FILES, |inputs, seqs| {
-                oracle::evaluate(inputs, seqs, Some(bug))
+                oracle::evaluate(inputs, seqs, Some(bug), oracle::REFERENCE_SPLITS)
             })
             .unwrap_err();
             assert!(

@@ -366,6 +366,19 @@ mod tests {
         testing::diagnosed(PAGED_DECODE, data, out, &Integrity::default())
     }
 
+    /// The launch `bug`'s planted kernel declares (the combine bugs split).
+    fn planted_launch(bug: Bug) -> LaunchGeometry {
+        let path = format!(
+            "{}/kernels/paged-decode/bugs/{}.cu",
+            env!("CARGO_MANIFEST_DIR"),
+            bug.name()
+        );
+        let text = std::fs::read_to_string(&path).expect(&path);
+        PAGED_DECODE
+            .declared_geometry(&text)
+            .expect("a planted kernel's launch")
+    }
+
     /// Every planted bug, run on every case through the engine's view:
     /// exactly its cases fail, each naming the bug, and the check's line
     /// names its defect.
@@ -377,12 +390,15 @@ mod tests {
             .map(|c| PAGED_DECODE.generate(c, 3).expect("generates"))
             .collect();
         for bug in Bug::ALL {
+            let launch = planted_launch(bug);
             let ran: Vec<(String, Comparison, Diagnosis)> = cases
                 .iter()
                 .zip(&data)
                 .map(|(case, d)| {
                     let (comparison, said) =
-                        testing::diagnosed_model(PAGED_DECODE, d, |d, c| kernel_output(d, bug, c));
+                        testing::diagnosed_model(PAGED_DECODE, &launch, d, |d, c| {
+                            kernel_output(d, bug, c)
+                        });
                     (case.name.clone(), comparison, said)
                 })
                 .collect();

@@ -32,11 +32,17 @@ pub const REFERENCE_SPLITS: usize = MAX_SPLITS;
 /// When a tensor's length disagrees with the batch or a sequence is out of
 /// range (caller bugs: generated and loaded inputs are validated).
 pub fn attention(inputs: &Inputs, seqs: Option<&[usize]>) -> Vec<f64> {
-    evaluate(inputs, seqs, None)
+    evaluate(inputs, seqs, None, REFERENCE_SPLITS)
 }
 
-/// The shared core of the oracle and the bug models.
-pub(super) fn evaluate(inputs: &Inputs, seqs: Option<&[usize]>, bug: Option<Bug>) -> Vec<f64> {
+/// The shared core of the oracle and the bug models; `splits` is the
+/// partitions of the kernel a combine bug's model follows (its `splits=`).
+pub(super) fn evaluate(
+    inputs: &Inputs,
+    seqs: Option<&[usize]>,
+    bug: Option<Bug>,
+    splits: usize,
+) -> Vec<f64> {
     let batch = &inputs.batch;
     check_lengths(inputs);
     let mut out = vec![0.0; batch.q_elems()];
@@ -51,7 +57,7 @@ pub(super) fn evaluate(inputs: &Inputs, seqs: Option<&[usize]>, bug: Option<Bug>
         .collect();
     let results: Vec<[f64; DH]> = tasks
         .par_iter()
-        .map(|&(seq, head)| head_output(inputs, seq, head, bug))
+        .map(|&(seq, head)| head_output(inputs, seq, head, bug, splits))
         .collect();
     for (&(seq, head), result) in tasks.iter().zip(&results) {
         let at = Batch::q_index(seq, head, 0);
@@ -178,11 +184,17 @@ fn partial(keys: &[Key]) -> Partial {
     Partial { max, sum, acc }
 }
 
-fn head_output(inputs: &Inputs, seq: usize, head: usize, bug: Option<Bug>) -> [f64; DH] {
+fn head_output(
+    inputs: &Inputs,
+    seq: usize,
+    head: usize,
+    bug: Option<Bug>,
+    splits: usize,
+) -> [f64; DH] {
     let keys = keys(inputs, seq, head, bug);
     let len = inputs.batch.len_of(seq);
     match bug {
-        Some(Bug::CombineUnscaled | Bug::CombineAllSlots) => combined(&keys, len, bug),
+        Some(Bug::CombineUnscaled | Bug::CombineAllSlots) => combined(&keys, len, bug, splits),
         _ => {
             let p = partial(&keys);
             let mut out = p.acc;
@@ -196,14 +208,16 @@ fn head_output(inputs: &Inputs, seq: usize, head: usize, bug: Option<Bug>) -> [f
     }
 }
 
-/// The reference's split path with one of its combine bugs: partitions of
-/// [`partition_len`] keys, each normalised by its own sum into a workspace
-/// slot, then the slots combined. A sequence of one partition is written
-/// directly, with no combine, exactly as the reference does.
-fn combined(keys: &[Key], len: usize, bug: Option<Bug>) -> [f64; DH] {
-    let used = partitions(len, REFERENCE_SPLITS);
+/// The reference's split path with one of its combine bugs, for a kernel
+/// of `splits` partitions: partitions of [`partition_len`] keys, each
+/// normalised by its own sum into a workspace slot, then the slots
+/// combined (every one of the workspace's [`MAX_SPLITS`] under
+/// [`Bug::CombineAllSlots`], whatever the kernel's split). A sequence of one
+/// partition is written directly, with no combine, as the reference does.
+fn combined(keys: &[Key], len: usize, bug: Option<Bug>, splits: usize) -> [f64; DH] {
+    let used = partitions(len, splits);
     let parts: Vec<Partial> = keys
-        .chunks(partition_len(len, REFERENCE_SPLITS))
+        .chunks(partition_len(len, splits))
         .map(partial)
         .collect();
     debug_assert_eq!(parts.len(), used);
@@ -309,10 +323,10 @@ mod tests {
                 value: [j as f64 / 600.0; DH],
             })
             .collect();
-        let split = combined(&keys, 600, None);
+        let split = combined(&keys, 600, None, REFERENCE_SPLITS);
         let whole = partial(&keys);
         assert!((split[0] - whole.acc[0] / whole.sum).abs() < 1e-13);
-        let unscaled = combined(&keys, 600, Some(Bug::CombineUnscaled));
+        let unscaled = combined(&keys, 600, Some(Bug::CombineUnscaled), REFERENCE_SPLITS);
         assert!((unscaled[0] - split[0]).abs() > 1e-3);
     }
 

@@ -312,11 +312,11 @@ mod tests {
 
     /// The diagnosis of a CPU model run as the worker runs a kernel, reruns included.
     fn diagnosed_bug(data: &CaseData, bug: Bug) -> (Comparison, Diagnosis) {
-        testing::diagnosed_model(PAGED_PREFILL_FP8, data, |d, _| kernel_output(d, bug))
+        testing::diagnosed_model(PAGED_PREFILL_FP8, &PAGED_PREFILL_FP8.default_geometry(), data, |d, _| kernel_output(d, bug))
     }
 
     fn diagnosed_misread(data: &CaseData, misreading: Misreading) -> (Comparison, Diagnosis) {
-        testing::diagnosed_model(PAGED_PREFILL_FP8, data, |d, _| {
+        testing::diagnosed_model(PAGED_PREFILL_FP8, &PAGED_PREFILL_FP8.default_geometry(), data, |d, _| {
             misread_output(d, misreading)
         })
     }
