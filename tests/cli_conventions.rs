@@ -15,6 +15,10 @@ fn completions_for_each_shell_know_the_commands_and_their_flags() {
         for word in ["check", "grade", "fetch-cuda", "gpu-host", "json"] {
             assert!(script.contains(word), "{shell} completes no `{word}`");
         }
+        // The commands flashprof starts itself are no one's to type.
+        for hidden in ["__worker", "__sandbox-probe"] {
+            assert!(!script.contains(hidden), "{shell} offers `{hidden}`");
+        }
     }
     let run = flashprof(&["completions", "tcsh"], dir.path());
     assert_eq!(run.status.code(), Some(2), "{}", text(&run));

@@ -135,6 +135,16 @@ fn declared_lab_of(file: &Path) -> Option<String> {
 
 /// `flashprof WORD` where WORD is neither a file nor a command (`flashprof
 /// chek`, `flashprof chek prefill.cu`): refused with the nearest command,
+/// The command line as completions offer it: every argument and command a
+/// user types, without the hidden ones flashprof starts itself (`__worker`).
+fn offered_command() -> clap::Command {
+    let full = Cli::command();
+    clap::Command::new("flashprof")
+        .bin_name("flashprof")
+        .args(full.get_arguments().cloned())
+        .subcommands(full.get_subcommands().filter(|c| !c.is_hide_set()).cloned())
+}
+
 /// exit 2, and no file is written.
 fn unknown_word(word: &str) -> Result<(), Refusal> {
     let bare = !word.is_empty() && !word.starts_with('-') && !word.contains(['/', '.']);
@@ -391,7 +401,7 @@ pub fn main() -> u8 {
         Some(Command::Labs) => list_labs(),
         Some(Command::Completions { shell }) => {
             use clap_complete::Generator;
-            let mut cli = Cli::command().bin_name("flashprof");
+            let mut cli = offered_command();
             cli.build();
             written(
                 shell.try_generate(&cli, &mut std::io::stdout()),
