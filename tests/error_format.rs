@@ -79,13 +79,15 @@ fn the_reproduce_line_keeps_every_option_that_chose_the_inputs_and_quotes_the_pa
         dir.path(),
     );
     let shown = text(&run);
+    // The file did not compile, so no inputs were drawn: no seed.
     assert!(
         shown.contains(
-            "reproduce with: flashprof check 'my kernel.cu' --lab flash-prefill \
-             --case chunk-of-1 --timing-shape chunk=1024,prefix=512 --seed 7\n"
+            "COMPILE ERROR: 1 error\nreproduce with: flashprof check 'my kernel.cu' --lab flash-prefill \
+             --case chunk-of-1 --timing-shape chunk=1024,prefix=512\n"
         ),
         "{shown}"
     );
+    assert!(!shown.contains("--seed"), "{shown}");
 }
 
 /// `--color always` colours even a pipe, `never` nothing; `auto` (the

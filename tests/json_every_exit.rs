@@ -80,11 +80,16 @@ fn a_compile_error_and_a_compile_only_run_are_full_reports() {
     let (code, value) = json_run(&["check", "broken.cu", "--json", "--no-timing"], dir.path());
     assert_eq!(code, 4, "{value}");
     assert_eq!(value["compile"]["ok"], false);
+    assert_eq!(value["verdict"], "compile_error");
     std::fs::write(dir.path().join("k.cu"), STARTER).expect("write");
     let (code, value) = json_run(&["check", "k.cu", "--json", "--no-timing"], dir.path());
     assert_eq!(value["compile"]["ok"], true, "{value}");
-    // 5 without a GPU; 0 on one (the starter is correct).
-    assert!(code == 5 || code == 0, "{code}: {value}");
+    // 5 without a GPU (nothing graded); 0 on one (the starter is correct).
+    match code {
+        5 => assert_eq!(value["verdict"], "compiled", "{value}"),
+        0 => assert_eq!(value["verdict"], "passed", "{value}"),
+        _ => panic!("{code}: {value}"),
+    }
 }
 
 #[test]

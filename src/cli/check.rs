@@ -171,7 +171,11 @@ fn checked(args: &CheckArgs, context: &mut ErrorContext) -> Result<ExitCode, Ref
         let reproduce = args
             .remote
             .reproduce_on(args.options().reproduce(&args.file, plan.lab()));
-        let table = render_table(&report, Some(&reproduce.for_seed(plan.seed())));
+        let reproduce = match report.compile.ok {
+            true => reproduce.for_seed(plan.seed()),
+            false => reproduce.without_seed(),
+        };
+        let table = render_table(&report, Some(&reproduce));
         if wants_colour() {
             print!("{}", coloured(&table));
         } else {

@@ -12,7 +12,7 @@ pub use table::render_table;
 use serde::Serialize;
 
 use crate::app::gate::SpeedGate;
-use crate::outcome::CheckReport;
+use crate::outcome::{CheckReport, Verdict};
 
 /// The JSON schema identifier; bumped on any incompatible change (docs/JSON.md).
 pub const JSON_SCHEMA: &str = "flashprof.check/1";
@@ -22,6 +22,9 @@ struct JsonDocument<'a> {
     schema: &'static str,
     flashprof_version: &'static str,
     passed: bool,
+    /// The one verdict rule's word, as a gradebook's `status` and the exit
+    /// code have it ([`Verdict::of`]).
+    verdict: &'static str,
     /// The speed gate, when the GPU ran the kernel (computed by the command, not the engine).
     #[serde(skip_serializing_if = "Option::is_none")]
     gate: Option<&'a SpeedGate>,
@@ -35,6 +38,7 @@ pub fn render_json(report: &CheckReport, gate: Option<&SpeedGate>) -> String {
         schema: JSON_SCHEMA,
         flashprof_version: env!("CARGO_PKG_VERSION"),
         passed: report.all_passed(),
+        verdict: Verdict::of(report).word(),
         gate,
         report,
     };

@@ -33,6 +33,12 @@ impl ReproduceCommand {
     pub fn for_seed(&self, seed: u64) -> String {
         format!("{} --seed {seed}", self.words.join(" "))
     }
+
+    /// The whole command for a check that drew no inputs (its file did not
+    /// compile): a seed would claim inputs that mattered.
+    pub fn without_seed(&self) -> String {
+        self.words.join(" ")
+    }
 }
 
 /// `word` as one POSIX shell word: bare when it holds only characters no
