@@ -939,6 +939,30 @@ fn a_missing_class_folder_or_one_without_submissions_is_nothing_to_grade() {
     }
 }
 
+/// Among files named to `grade`, one that is not there is that student's
+/// `missing` row; the others are graded.
+#[test]
+fn a_missing_named_file_is_its_own_row_and_the_rest_are_graded() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let out = root.path().join("out");
+    let present = root.path().join("alice.cu");
+    write(&present, STARTER);
+    let absent = root.path().join("bob.cu");
+    let run = grade_compile_only(&[&present, &absent], &out, root.path());
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run));
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(stderr.contains("1 missing"), "{stderr}");
+    let csv = std::fs::read_to_string(out.join("gradebook.csv")).expect("a gradebook");
+    let row = |name: &str| {
+        csv.lines()
+            .find(|l| l.contains(name))
+            .unwrap_or_else(|| panic!("no row for {name}: {csv}"))
+            .to_owned()
+    };
+    assert!(row("bob.cu").contains(",missing,"), "{csv}");
+    assert!(row("alice.cu").contains(",compiled,"), "{csv}");
+}
+
 #[test]
 fn the_end_of_a_run_counts_the_gradebook_by_status_on_stderr() {
     let root = tempfile::tempdir().expect("tempdir");

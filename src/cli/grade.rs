@@ -105,13 +105,19 @@ pub fn run(args: GradeArgs) -> Result<ExitCode, Refusal> {
     let lab = args.lab.choose(None)?;
     let usage = |message: String| Refusal::new(ExitCode::Usage, message);
     let nothing = |message: String| Refusal::new(ExitCode::NothingToGrade, message);
-    // A name that is not there is the TA's typo or a glob that matched
-    // nothing, not a student's missing work: no gradebook is made of it.
-    for input in &args.inputs {
-        if let Err(e) = std::fs::symlink_metadata(input) {
+    // When nothing named is there, it is the TA's typo or a glob that
+    // matched nothing: no gradebook is made of it. Among files that are,
+    // a missing one is a student's missing work: a `missing` row.
+    let present = |input: &PathBuf| std::fs::symlink_metadata(input).is_ok();
+    if let Some(absent) = args.inputs.iter().find(|i| !present(i)) {
+        if !args.inputs.iter().any(present) {
             return Err(nothing(format!(
-                "{}: {e}; nothing was graded",
-                path_for_display(input)
+                "{}: no such file or folder{}; nothing was graded",
+                path_for_display(absent),
+                match args.inputs.len() {
+                    1 => "",
+                    _ => ", nor any other name given",
+                }
             )));
         }
     }

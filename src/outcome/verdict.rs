@@ -26,9 +26,9 @@ pub enum ExitCode {
     Environment = 6,
     /// The oracle failed its golden proof: flashprof refuses to grade.
     OracleUnproven = 7,
-    /// `grade` found nothing to grade: a class folder or named file that
-    /// does not exist, or a folder without one `*.cu` submission (a typo, or
-    /// a glob that matched nothing, must not pass as an empty gradebook).
+    /// `grade` found nothing to grade: no class folder or named file given
+    /// exists, or a folder without one `*.cu` submission (a typo, or a glob
+    /// that matched nothing, must not pass as an empty gradebook).
     NothingToGrade = 8,
 }
 
@@ -48,17 +48,21 @@ pub enum Verdict {
     /// The grader's own environment failed (NVRTC missing, worker did not
     /// start, timing could not run): not the student's doing, so a rerun retries it.
     Error,
+    /// A file named to `grade` that is not there: its row says so, and the
+    /// rest of the class is graded.
+    Missing,
 }
 
 impl Verdict {
     /// Every verdict, in the order a summary lists them.
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 7] = [
         Self::Passed,
         Self::Failed,
         Self::Compiled,
         Self::CompileError,
         Self::Rejected,
         Self::Error,
+        Self::Missing,
     ];
 
     /// Classifies a finished check.
@@ -105,6 +109,7 @@ impl Verdict {
             Self::CompileError => "compile_error",
             Self::Rejected => "rejected",
             Self::Error => "error",
+            Self::Missing => "missing",
         }
     }
 
@@ -117,6 +122,7 @@ impl Verdict {
             Self::CompileError => ExitCode::CompileError,
             Self::Rejected => ExitCode::BadSource,
             Self::Error => ExitCode::Environment,
+            Self::Missing => ExitCode::NothingToGrade,
         }
     }
 }

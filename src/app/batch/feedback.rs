@@ -78,6 +78,7 @@ fn verdict_sentence(status: Verdict, report: Option<&CheckReport>) -> String {
         Verdict::Compiled => "the kernel compiles; no case was run, as no GPU was used".into(),
         Verdict::CompileError => "the kernel does not compile".into(),
         Verdict::Rejected => "the file cannot be graded as a kernel source".into(),
+        Verdict::Missing => "no file was there to grade".into(),
         Verdict::Error => {
             "the grader's own environment failed, not the kernel; it will be graded again".into()
         }

@@ -360,6 +360,13 @@ fn grade_one(
     let source = match loaded.source {
         Ok(source) => source,
         Err(reason) => {
+            // Not there at all (a name given to `grade`, or a file gone
+            // since the folder was read): its own row, not a refused file.
+            if std::fs::symlink_metadata(&submission.path)
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+            {
+                entry.status = Verdict::Missing;
+            }
             entry.error = Some(reason);
             entry.finished_unix_ms = now_unix_ms();
             return entry;
