@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use flashprof::app::batch::journal::GradeMode;
 use flashprof::app::batch::submissions::discover_dir;
-use flashprof::app::batch::{run_batch, BatchPlan};
+use flashprof::app::batch::{run_batch, BatchEvent, BatchPlan};
 use flashprof::app::check::{run_check, GateUse, RunOptions};
 use flashprof::app::gate::{GateTable, GpuGate, SpeedGate};
 use flashprof::lab::flash_prefill::FLASH_PREFILL;
@@ -496,7 +496,31 @@ fn a_class_on_a_gpu_without_a_gate_is_offered_a_provisional_one() {
     let said = no_gate.to_string();
     assert!(said.contains("none shipped for stand-in GPU"), "{said}");
     assert!(
-        said.contains("`flashprof calibrate --runs 1` makes a provisional gate"),
+        said.contains(
+            "`flashprof calibrate --lab flash-prefill --runs 1` makes a provisional gate"
+        ),
         "{said}"
     );
+    // Once a gate serves the GPU, the row kept from before says it was
+    // judged by none (counted as judged by another gate) and the offer goes.
+    let gated = BatchPlan {
+        check: plan_of(
+            RunOptions {
+                gates: GateUse::These(gates()),
+                ..one_case_options()
+            },
+            "",
+        ),
+        ..plan
+    };
+    let mut older_gate = None;
+    let summary = run_batch(&gated, &stand_in(), |event| {
+        if let BatchEvent::Resumed { older_gate: n, .. } = event {
+            older_gate = Some(n);
+        }
+    })
+    .expect("the batch runs again");
+    assert_eq!(older_gate, Some(1));
+    assert_eq!(summary.graded_now, 0);
+    assert_eq!(summary.no_gate, None);
 }

@@ -5,8 +5,8 @@
 // Why tiled: the first references gave every (row, head) its own warp and
 // looked every key up twice, one element at a time, and ran at a few dozen
 // GFLOP/s, seconds per timing. Here one block of 256 threads computes 8 rows
-// of one sequence for the 4 query heads of one KV head (32 (row, head)
-// pairs): each key and value is read and decoded once per block and used by
+// (consecutive ones, or 8 entries of a row list) for the 4 query heads of one
+// KV head (32 (row, head) pairs): each key and value is read and decoded once per block and used by
 // all 32 pairs, and the softmax is taken in one pass over tiles of 16 keys
 // with the running maximum rescaling the sums (exact arithmetic gives the
 // definition's two-pass result; the doubles differ from it by rounding only).
@@ -159,10 +159,14 @@ __device__ void attend(const Source& source, const Batch& batch, double* out)
             const double newMax = fmax(runningMax, tileMax);
             const double rescale = runningMax == negativeInfinity() ? 0.0 : exp(runningMax - newMax);
             runningMax = newMax;
+            // Weights against the running maximum; while every score seen
+            // is -inf they are exp(-inf) = 0, as the definition's are
+            // against its finite maximum (not exp(-inf + inf), a NaN).
+            const double shift = newMax == negativeInfinity() ? 0.0 : newMax;
             // This lane's two weights; the pair's others come by shuffle.
             double mine0 = 0.0, mine1 = 0.0;
-            if (seen >> (2 * lane) & 1u) mine0 = exp(score[2 * lane] - newMax);
-            if (seen >> (2 * lane + 1) & 1u) mine1 = exp(score[2 * lane + 1] - newMax);
+            if (seen >> (2 * lane) & 1u) mine0 = exp(score[2 * lane] - shift);
+            if (seen >> (2 * lane + 1) & 1u) mine1 = exp(score[2 * lane + 1] - shift);
             double tileSum = mine0 + mine1;
             for (int offset = kLanesPerPair / 2; offset > 0; offset >>= 1)
                 tileSum += __shfl_xor_sync(pairMask, tileSum, offset, kLanesPerPair);

@@ -24,7 +24,6 @@
 #define PF8_D 128
 #define PF8_B 16
 #define PF8_X 16
-#define PF8_LANE_DIMS (PF8_D / 32)
 
 namespace {
 

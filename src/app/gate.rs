@@ -231,7 +231,14 @@ pub enum SpeedGate {
     NoSpeedup { reason: String },
     /// No gate is known for this GPU model: `flashprof calibrate` makes one
     /// (provisional from fewer than [`LASTING_RUNS`] runs).
-    Uncalibrated { gpu: String, speedup: f64 },
+    Uncalibrated {
+        gpu: String,
+        speedup: f64,
+        /// The lab a gate is missing for (empty in rows judged before it
+        /// was recorded).
+        #[serde(default)]
+        lab: String,
+    },
 }
 
 impl SpeedGate {
@@ -266,7 +273,11 @@ impl SpeedGate {
             }
         };
         match table.lookup(&report.lab, &gpu) {
-            None => Self::Uncalibrated { gpu, speedup },
+            None => Self::Uncalibrated {
+                gpu,
+                speedup,
+                lab: report.lab.clone(),
+            },
             Some(gate) if speedup >= gate.threshold => Self::Pass {
                 speedup,
                 threshold: gate.threshold,
@@ -325,20 +336,29 @@ impl fmt::Display for SpeedGate {
                 provisional_note(gate)
             ),
             Self::NoSpeedup { reason } => write!(f, "speed gate: not judged ({reason})"),
-            Self::Uncalibrated { gpu, speedup } => write!(
-                f,
-                "speed gate: none shipped for {gpu} ({speedup:.1}x measured); \
-                 `flashprof calibrate --runs 1` makes a provisional gate on this GPU, \
-                 `--runs {LASTING_RUNS}` or more a lasting one"
-            ),
+            Self::Uncalibrated { gpu, speedup, lab } => {
+                let lab = match lab.as_str() {
+                    "" => String::new(),
+                    lab => format!(" --lab {lab}"),
+                };
+                write!(
+                    f,
+                    "speed gate: none shipped for {gpu} ({speedup:.1}x measured); \
+                     `flashprof calibrate{lab} --runs 1` makes a provisional gate on this GPU, \
+                     `--runs {LASTING_RUNS}` or more a lasting one"
+                )
+            }
         }
     }
 }
 
+/// What a verdict adds when a provisional gate judged it (3 is [`LASTING_RUNS`]).
+const PROVISIONAL_NOTE: &str = " (a provisional gate: calibrated on this GPU in fewer than 3 runs)";
+
 /// What a verdict adds when a provisional gate judged it.
 fn provisional_note(gate_version: &str) -> &'static str {
     match gate_version.ends_with(", provisional") {
-        true => " (a provisional gate: calibrated on this GPU in fewer than 3 runs)",
+        true => PROVISIONAL_NOTE,
         false => "",
     }
 }
@@ -520,14 +540,25 @@ mod tests {
             ..gate.clone()
         };
         assert!(!toml::to_string(&lasting).unwrap().contains("provisional"));
+        assert!(PROVISIONAL_NOTE.contains(&format!("fewer than {LASTING_RUNS} runs")));
         let none = SpeedGate::Uncalibrated {
             gpu: "NVIDIA L40S".into(),
             speedup: 7.1,
+            lab: "paged-decode".into(),
         };
         assert!(
-            none.to_string()
-                .contains("--runs 1` makes a provisional gate"),
+            none.to_string().contains(
+                "`flashprof calibrate --lab paged-decode --runs 1` makes a provisional gate"
+            ),
             "{none}"
+        );
+        // A row judged before the lab was recorded still reads.
+        let old: SpeedGate =
+            serde_json::from_str(r#"{"verdict":"uncalibrated","gpu":"NVIDIA L40S","speedup":7.1}"#)
+                .unwrap();
+        assert!(
+            old.to_string().contains("`flashprof calibrate --runs 1`"),
+            "{old}"
         );
     }
 }

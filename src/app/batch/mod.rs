@@ -26,7 +26,7 @@ use self::journal::{
 };
 use self::submissions::{LoadedSubmission, Submission};
 use super::check::{run_check, CheckPlan};
-use super::gate::{GateTable, SpeedGate};
+use super::gate::{GateTable, GpuGate, SpeedGate};
 use super::worker_handle::WorkerCommand;
 use crate::app::history::content_hash;
 use crate::outcome::Verdict;
@@ -158,16 +158,22 @@ fn io_error(path: &std::path::Path) -> impl Fn(std::io::Error) -> BatchError + '
 }
 
 /// Whether `entry`'s speed verdict was judged by a gate other than the one
-/// `gates` holds now for its lab and GPU.
+/// `gates` holds now for its lab and GPU (by none, when one serves now).
 fn judged_by_another_gate(entry: &JournalEntry, gates: Option<&GateTable>) -> bool {
-    let Some(version) = entry.gate.as_ref().and_then(SpeedGate::gate_version) else {
-        return false;
-    };
-    let gpu = entry.report.as_ref().and_then(|r| r.gpu.as_ref().ok());
-    let current = gpu
-        .zip(gates)
-        .and_then(|(gpu, gates)| gates.lookup(&entry.lab, &gpu.name));
-    current.is_none_or(|gate| gate.version() != version)
+    let current = current_gate(entry, gates);
+    match &entry.gate {
+        Some(SpeedGate::Uncalibrated { .. }) => current.is_some(),
+        Some(judged) => judged
+            .gate_version()
+            .is_some_and(|version| current.is_none_or(|gate| gate.version() != version)),
+        None => false,
+    }
+}
+
+/// The gate `gates` holds now for `entry`'s lab and GPU.
+fn current_gate<'g>(entry: &JournalEntry, gates: Option<&'g GateTable>) -> Option<&'g GpuGate> {
+    let gpu = entry.report.as_ref().and_then(|r| r.gpu.as_ref().ok())?;
+    gates?.lookup(&entry.lab, &gpu.name)
 }
 
 /// Grades every submission the journal does not already hold, then
@@ -278,8 +284,11 @@ pub fn run_batch(
         errors,
         unreadable_lines: contents.unreadable_lines,
         by_status: gradebook::count_by_status(&gradebook),
+        // Offered only while no gate serves that GPU: after a calibration,
+        // older rows say which gate (none) judged them instead.
         no_gate: gradebook
             .iter()
+            .filter(|entry| current_gate(entry, plan.check.gates()).is_none())
             .filter_map(|entry| entry.gate.clone())
             .find(|gate| matches!(gate, SpeedGate::Uncalibrated { .. })),
     })

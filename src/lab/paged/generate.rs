@@ -315,3 +315,65 @@ impl PlantSites {
         self.k_cache.iter().for_each(|&i| k_cache[i] = key);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    /// A counted layout keeps what the sequential one holds of a batch:
+    /// the same block table from the same stream, markers in every slot no
+    /// context covers, and values in the range everywhere else, the same
+    /// for the same seed.
+    #[test]
+    fn a_counted_layout_keeps_the_table_and_the_markers_and_draws_in_range() {
+        let layout = CacheLayout::new(64, 4);
+        let batch = || Batch::from_lengths(layout, vec![40, 0, 17], vec![3, 5, 1], 0, false, 4, 12);
+        let same = |x: f32| x;
+        let counted = |seed| {
+            let draw = Counted {
+                range: -1.0..1.0,
+                activation: &same,
+                key: &same,
+                value: &same,
+                unowned: (2.5f32, 40.0f32),
+            };
+            lay_out_counted(batch(), &mut ChaCha8Rng::seed_from_u64(seed), draw)
+        };
+        let tensors = counted(9);
+        let (table, owned) = block_table(&batch(), None, &mut ChaCha8Rng::seed_from_u64(9));
+        assert_eq!(tensors.batch.block_table, table);
+        let in_range = |x: &f32| (-1.0..1.0).contains(x);
+        assert!(tensors
+            .q
+            .iter()
+            .chain(&tensors.k_new)
+            .chain(&tensors.v_new)
+            .all(in_range));
+        let mut owned_slots = std::collections::HashSet::new();
+        for (s, blocks) in owned.iter().enumerate() {
+            for (k, &block) in blocks.iter().enumerate() {
+                for o in 0..(batch().context[s] - k * BLOCK).min(BLOCK) {
+                    owned_slots.insert((block, o));
+                }
+            }
+        }
+        for block in 0..batch().num_blocks {
+            for g in 0..HKV {
+                for d in 0..64 {
+                    for o in 0..BLOCK {
+                        let key = tensors.k_cache[layout.k_cache_index(block, g, d, o)];
+                        let value = tensors.v_cache[layout.v_cache_index(block, g, d, o)];
+                        match owned_slots.contains(&(block, o)) {
+                            true => assert!(in_range(&key) && in_range(&value)),
+                            false => assert_eq!((key, value), (2.5, 40.0)),
+                        }
+                    }
+                }
+            }
+        }
+        let again = counted(9);
+        assert_ne!(counted(10).k_cache, tensors.k_cache);
+        assert_eq!((again.q, again.k_cache), (tensors.q, tensors.k_cache));
+    }
+}

@@ -55,7 +55,13 @@ pub fn online_softmax(first: usize, visible: &[(usize, f64, &[f64])], out: &mut 
             false => (running_max - new_max).exp(),
         };
         running_max = new_max;
-        let weights: Vec<f64> = tile.iter().map(|k| (k.1 - new_max).exp()).collect();
+        // While every score seen is -inf, weights are exp(-inf) = 0 (the
+        // definition's, against its finite maximum), not exp(NaN).
+        let shift = match new_max == f64::NEG_INFINITY {
+            true => 0.0,
+            false => new_max,
+        };
+        let weights: Vec<f64> = tile.iter().map(|k| (k.1 - shift).exp()).collect();
         weight_sum = weight_sum * rescale + weights.iter().sum::<f64>();
         out.iter_mut().for_each(|o| *o *= rescale);
         for (weight, (_, _, value)) in weights.iter().zip(tile) {
@@ -161,6 +167,20 @@ mod tests {
                 / total;
             assert!((got - want).abs() <= 1e-13 * want.abs(), "{got} {want}");
         }
+    }
+
+    /// Keys whose scores are -inf (an infinite E5M2 key against a positive
+    /// query) weigh nothing, also when a whole first tile holds only them.
+    #[test]
+    fn a_first_tile_of_minus_infinite_scores_weighs_nothing() {
+        let (far, near) = ([7.0], [3.0]);
+        let mut visible: Vec<(usize, f64, &[f64])> =
+            (0..16).map(|j| (j, f64::NEG_INFINITY, &far[..])).collect();
+        visible.push((16, 0.5, &near));
+        visible.push((17, 0.5, &near));
+        let mut out = [0.0];
+        online_softmax(0, &visible, &mut out);
+        assert_eq!(out, [3.0]);
     }
 
     #[test]
