@@ -104,7 +104,7 @@ impl TypedLab for PagedPrefillFp8 {
     }
 
     fn oracle(launch: &LaunchInputs, rows: Option<&[usize]>) -> Vec<f64> {
-        listed_rows(oracle::attention(&launch.inputs), rows, HQ * DH)
+        listed_rows(oracle::attention_of_rows(&launch.inputs, rows), rows, HQ * DH)
     }
 
     fn tolerance_scales(launch: &LaunchInputs) -> Option<Vec<f64>> {

@@ -48,22 +48,42 @@ pub fn attention(inputs: &Inputs) -> Vec<f64> {
     evaluate(inputs, Model::Exact)
 }
 
+/// Exact attention of `rows` only (every row when `None`), laid out like
+/// `out`, the rest 0: what checking the GPU reference on a few rows of the
+/// timing shape needs (the whole shape is seconds of CPU).
+pub fn attention_of_rows(inputs: &Inputs, rows: Option<&[usize]>) -> Vec<f64> {
+    evaluate_rows(inputs, Model::Exact, rows)
+}
+
 /// What `model` computes for every row (rows always have a writer here:
 /// none of this lab's bugs moves a row).
 pub fn evaluate(inputs: &Inputs, model: Model) -> Vec<f64> {
+    evaluate_rows(inputs, model, None)
+}
+
+fn evaluate_rows(inputs: &Inputs, model: Model, rows: Option<&[usize]>) -> Vec<f64> {
     inputs.tensors.assert_lengths();
     let batch = &inputs.tensors.batch;
+    let mut wanted = vec![rows.is_none(); batch.total_new()];
+    for &row in rows.unwrap_or(&[]) {
+        wanted[row] = true;
+    }
     let mut out = vec![0.0; batch.q_elems()];
     for seq in 0..batch.num_seqs() {
-        let kv = SequenceKv::gather(inputs, seq, model);
         let start = batch.start(seq);
+        if !wanted[start..start + batch.new[seq]].contains(&true) {
+            continue;
+        }
+        let kv = SequenceKv::gather(inputs, seq, model);
         let rows = &mut out
             [LAYOUT.head_index(start, 0, 0)..LAYOUT.head_index(start + batch.new[seq], 0, 0)];
         rows.par_chunks_mut(GROUP * DH).enumerate().for_each_init(
             Vec::new,
             |scratch, (task, group_out)| {
                 let (token, kv_head) = (task / HKV, task % HKV);
-                kv.row_group(inputs, start + token, token, kv_head, scratch, group_out);
+                if wanted[start + token] {
+                    kv.row_group(inputs, start + token, token, kv_head, scratch, group_out);
+                }
             },
         );
     }
@@ -312,6 +332,22 @@ impl SequenceKv {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Listed rows are the whole answer's rows; the others are left 0.
+    #[test]
+    fn listed_rows_are_the_whole_answer_s_rows() {
+        use crate::lab::paged_prefill_fp8::cases::{embedded_cases, generate};
+        let case = embedded_cases().into_iter().nth(1).expect("a case");
+        let inputs = generate(&case, 4).unwrap().inputs;
+        let whole = attention(&inputs);
+        let last = inputs.tensors.batch.total_new() - 1;
+        let some = attention_of_rows(&inputs, Some(&[last, 0]));
+        let row = |out: &[f64], r: usize| out[LAYOUT.head_index(r, 0, 0)..LAYOUT.head_index(r + 1, 0, 0)].to_vec();
+        assert_eq!(row(&some, last), row(&whole, last));
+        assert_eq!(row(&some, 0), row(&whole, 0));
+        assert!(last > 1 && row(&some, 1).iter().all(|&x| x == 0.0));
+        assert_eq!(attention_of_rows(&inputs, None), whole);
+    }
 
     /// The GPU's tiled reference sums in another order than this oracle
     /// (tiles of keys, a running maximum): its CPU port, on every shipped
