@@ -22,9 +22,44 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
         spans.push(Span::raw(format!("{}  ", model.file_label)));
     }
     spans.extend(activity(model));
+    let gpu = gpu(model);
+    if let (Some(_), Some(_)) = (&model.replay, &model.last) {
+        // A replayed kernel's name (a lecture step's title) comes before the
+        // GPU: the GPU is shown when the whole name fits beside it, else the
+        // name takes the line, cut between words when even that is short.
+        let name = spans
+            .pop()
+            .map(|s| s.content.into_owned())
+            .unwrap_or_default();
+        let used: usize = spans.iter().map(Span::width).sum();
+        let room = usize::from(area.width).saturating_sub(used);
+        let fits_beside_gpu = Span::raw(name.as_str()).width() + 2 + gpu.width() <= room;
+        spans.push(Span::raw(between_words(&name, room)));
+        if !fits_beside_gpu {
+            frame.render_widget(Paragraph::new(Line::from(spans)), area);
+            return;
+        }
+    }
     spans.push(Span::raw("  "));
-    spans.push(gpu(model));
+    spans.push(gpu);
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+/// `text` in at most `width` columns: whole, or cut after its last word
+/// that fits, with an ellipsis.
+fn between_words(text: &str, width: usize) -> String {
+    let columns = |text: &str| Span::raw(text).width();
+    if columns(text) <= width {
+        return text.to_owned();
+    }
+    let mut fitted = String::new();
+    for word in text.split_inclusive(' ') {
+        if columns((fitted.clone() + word).trim_end()) + 1 > width {
+            break;
+        }
+        fitted.push_str(word);
+    }
+    format!("{}…", fitted.trim_end())
 }
 
 fn activity(model: &Model) -> Vec<Span<'static>> {
@@ -214,7 +249,7 @@ pub fn draw_footer(frame: &mut Frame, area: Rect, model: &Model) {
 
 #[cfg(test)]
 mod tests {
-    use super::kernel_name;
+    use super::{between_words, kernel_name};
 
     #[test]
     fn a_kernel_is_named_by_its_first_comment_line_else_by_its_file() {
@@ -232,5 +267,14 @@ mod tests {
         ] {
             assert_eq!(kernel_name(text, "prefill.cu"), name);
         }
+    }
+
+    #[test]
+    fn a_long_name_is_cut_between_words_with_an_ellipsis() {
+        let title = "  Decode walk, step 2: each KV head's keys read once";
+        assert_eq!(between_words(title, 60), title);
+        assert_eq!(between_words(title, 30), "  Decode walk, step 2: each…");
+        assert!(between_words(title, 30).chars().count() <= 30);
+        assert_eq!(between_words(title, 3), "…");
     }
 }
