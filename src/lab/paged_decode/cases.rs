@@ -23,8 +23,8 @@ use serde::{Deserialize, Serialize};
 use super::tensors::load_dir;
 use super::{alibi_slope, Batch, Inputs, BLOCK, DH, GROUP, HKV, HQ, LAYOUT};
 use crate::lab::case_file::{case_rng, case_table, read_case_tables};
-use crate::lab::definition::CaseError as LabCaseError;
 use crate::lab::counter_draw::CounterDraw;
+use crate::lab::definition::CaseError as LabCaseError;
 use crate::lab::paged::generate::{counted_cache, table_of};
 
 /// Most sequences in one launch (the timing shape has this many).

@@ -282,8 +282,8 @@ fn replay_matches(
 mod tests {
     use super::*;
     use crate::lab::paged_decode::bugs::{model, model_split};
-    use crate::lab::paged_decode::oracle::REFERENCE_SPLITS;
     use crate::lab::paged_decode::cases::hazard_cases;
+    use crate::lab::paged_decode::oracle::REFERENCE_SPLITS;
 
     fn as_f32(values: &[f64]) -> Vec<f32> {
         values.iter().map(|&x| x as f32).collect()
@@ -304,7 +304,8 @@ mod tests {
             for bug in Bug::ALL.into_iter().filter(|b| b.must_fail(&inputs.batch)) {
                 let modelled = model(&inputs, bug);
                 let out = as_f32(&modelled);
-                let (line, named) = explain(&inputs, &out, &reference, REFERENCE_SPLITS).expect("a failing case");
+                let (line, named) =
+                    explain(&inputs, &out, &reference, REFERENCE_SPLITS).expect("a failing case");
                 // A model whose failures are all NaN is no evidence: the
                 // experiments name that bug (tests in the lab's mod.rs).
                 let blind = modelled
@@ -342,7 +343,10 @@ mod tests {
             }
         }
         assert!(named >= 3, "{named} cases");
-        assert!(missed_at_sixteen >= 1, "the reference's split named all {named}");
+        assert!(
+            missed_at_sixteen >= 1,
+            "the reference's split named all {named}"
+        );
     }
 
     #[test]

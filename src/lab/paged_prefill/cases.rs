@@ -15,7 +15,9 @@ use rand_chacha::ChaCha8Rng;
 
 use super::contract::{Batch, Inputs, INSTANCE, SENTINEL_K, SENTINEL_V};
 use crate::lab::case_file::case_rng;
-use crate::lab::paged::generate::{block_table, lay_out, lay_out_counted, Counted, Draw, PlantSites};
+use crate::lab::paged::generate::{
+    block_table, lay_out, lay_out_counted, Counted, Draw, PlantSites,
+};
 pub use crate::lab::paged::recipe::CaseSpec;
 use crate::lab::paged::recipe::{CaseInputs, PagedCaseError};
 

@@ -104,7 +104,11 @@ impl TypedLab for PagedPrefillFp8 {
     }
 
     fn oracle(launch: &LaunchInputs, rows: Option<&[usize]>) -> Vec<f64> {
-        listed_rows(oracle::attention_of_rows(&launch.inputs, rows), rows, HQ * DH)
+        listed_rows(
+            oracle::attention_of_rows(&launch.inputs, rows),
+            rows,
+            HQ * DH,
+        )
     }
 
     fn tolerance_scales(launch: &LaunchInputs) -> Option<Vec<f64>> {
@@ -312,13 +316,21 @@ mod tests {
 
     /// The diagnosis of a CPU model run as the worker runs a kernel, reruns included.
     fn diagnosed_bug(data: &CaseData, bug: Bug) -> (Comparison, Diagnosis) {
-        testing::diagnosed_model(PAGED_PREFILL_FP8, &PAGED_PREFILL_FP8.default_geometry(), data, |d, _| kernel_output(d, bug))
+        testing::diagnosed_model(
+            PAGED_PREFILL_FP8,
+            &PAGED_PREFILL_FP8.default_geometry(),
+            data,
+            |d, _| kernel_output(d, bug),
+        )
     }
 
     fn diagnosed_misread(data: &CaseData, misreading: Misreading) -> (Comparison, Diagnosis) {
-        testing::diagnosed_model(PAGED_PREFILL_FP8, &PAGED_PREFILL_FP8.default_geometry(), data, |d, _| {
-            misread_output(d, misreading)
-        })
+        testing::diagnosed_model(
+            PAGED_PREFILL_FP8,
+            &PAGED_PREFILL_FP8.default_geometry(),
+            data,
+            |d, _| misread_output(d, misreading),
+        )
     }
 
     /// A case's name, its comparison with the oracle and its diagnosis.

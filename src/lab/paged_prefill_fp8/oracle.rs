@@ -342,7 +342,9 @@ mod tests {
         let whole = attention(&inputs);
         let last = inputs.tensors.batch.total_new() - 1;
         let some = attention_of_rows(&inputs, Some(&[last, 0]));
-        let row = |out: &[f64], r: usize| out[LAYOUT.head_index(r, 0, 0)..LAYOUT.head_index(r + 1, 0, 0)].to_vec();
+        let row = |out: &[f64], r: usize| {
+            out[LAYOUT.head_index(r, 0, 0)..LAYOUT.head_index(r + 1, 0, 0)].to_vec()
+        };
         assert_eq!(row(&some, last), row(&whole, last));
         assert_eq!(row(&some, 0), row(&whole, 0));
         assert!(last > 1 && row(&some, 1).iter().all(|&x| x == 0.0));
