@@ -112,39 +112,74 @@ pub fn lay_out_counted<A: Send, C: Copy + Send + Sync>(
     let activations = |tensor: u64, len: usize| {
         CounterDraw::new(seed, tensor).tensor(len, draw.range.clone(), draw.activation)
     };
-    let layout = batch.layout;
-    // Slots each block holds (0: owned by no context).
-    let mut slots = vec![0usize; batch.num_blocks];
-    for (s, blocks) in owned.iter().enumerate() {
-        for (k, &block) in blocks.iter().enumerate() {
-            if slots[block] == 0 {
-                slots[block] = (batch.context[s] - k * BLOCK).min(BLOCK);
-            }
-        }
-    }
-    let counter = |tensor: u64| CounterDraw::new(seed, tensor);
-    let (keys, values) = (counter(3), counter(4));
-    let key = |at: usize| (draw.key)(keys.uniform(at as u64, &draw.range));
-    let value = |at: usize| (draw.value)(values.uniform(at as u64, &draw.range));
+    let slots = filled_slots(batch.num_blocks, &owned, |s| batch.context[s]);
+    let (k_cache, v_cache) = counted_caches(
+        &batch.layout,
+        &slots,
+        seed,
+        &draw.range,
+        draw.unowned,
+        (draw.key, draw.value),
+    );
     PrefillTensors {
         alibi_slopes: batch.alibi.then(standard_alibi_slopes),
         q: activations(0, batch.q_elems()),
         k_new: activations(1, batch.kv_new_elems()),
         v_new: activations(2, batch.kv_new_elems()),
-        k_cache: counted_cache(&layout, &slots, draw.unowned.0, key, |b, g, d, o| {
-            layout.k_cache_index(b, g, d, o)
-        }),
-        v_cache: counted_cache(&layout, &slots, draw.unowned.1, value, |b, g, d, o| {
-            layout.v_cache_index(b, g, d, o)
-        }),
+        k_cache,
+        v_cache,
         batch,
     }
+}
+
+/// The slots of each of `num_blocks` blocks its first owner fills (0: owned
+/// by no one): sequence `s` owns `owned[s]`, in order, over `filled(s)`
+/// positions.
+pub fn filled_slots(
+    num_blocks: usize,
+    owned: &[Vec<usize>],
+    filled: impl Fn(usize) -> usize,
+) -> Vec<usize> {
+    let mut slots = vec![0usize; num_blocks];
+    for (s, blocks) in owned.iter().enumerate() {
+        for (k, &block) in blocks.iter().enumerate() {
+            if slots[block] == 0 {
+                slots[block] = (filled(s) - k * BLOCK).min(BLOCK);
+            }
+        }
+    }
+    slots
+}
+
+/// A timing shape's K and V caches in `layout`, by counter from `seed`
+/// (tensors 3 and 4): block `b` holds `slots[b]` slots drawn uniform in
+/// `range` and made by `make` (K's, V's), `unowned` everywhere else; made
+/// on every core a block at a time.
+pub fn counted_caches<C: Copy + Send + Sync>(
+    layout: &CacheLayout,
+    slots: &[usize],
+    seed: u64,
+    range: &std::ops::Range<f32>,
+    unowned: (C, C),
+    make: (&(dyn Fn(f32) -> C + Sync), &(dyn Fn(f32) -> C + Sync)),
+) -> (Vec<C>, Vec<C>) {
+    let (keys, values) = (CounterDraw::new(seed, 3), CounterDraw::new(seed, 4));
+    let key = |at: usize| make.0(keys.uniform(at as u64, range));
+    let value = |at: usize| make.1(values.uniform(at as u64, range));
+    (
+        counted_cache(layout, slots, unowned.0, key, |b, g, d, o| {
+            layout.k_cache_index(b, g, d, o)
+        }),
+        counted_cache(layout, slots, unowned.1, value, |b, g, d, o| {
+            layout.v_cache_index(b, g, d, o)
+        }),
+    )
 }
 
 /// A cache in `layout` whose block `b` holds `slots[b]` drawn slots (the
 /// element at `index(b, g, d, o)` is `value` of that index) and `unowned`
 /// everywhere else, made on every core a block at a time.
-pub fn counted_cache<C, V, I>(
+fn counted_cache<C, V, I>(
     layout: &CacheLayout,
     slots: &[usize],
     unowned: C,

@@ -25,7 +25,7 @@ use super::{alibi_slope, Batch, Inputs, BLOCK, DH, GROUP, HKV, HQ, LAYOUT};
 use crate::lab::case_file::{case_rng, case_table, read_case_tables};
 use crate::lab::counter_draw::CounterDraw;
 use crate::lab::definition::CaseError as LabCaseError;
-use crate::lab::paged::generate::{counted_cache, table_of};
+use crate::lab::paged::generate::{counted_caches, filled_slots, table_of};
 
 /// Most sequences in one launch (the timing shape has this many).
 pub const MAX_SEQS: usize = 64;
@@ -286,26 +286,15 @@ pub fn timing_inputs(seed: u64) -> Inputs {
     let (batch, mut rng) = timing_table(seed);
     let counted: u64 = rng.random();
     let range = -1.0f32..1.0;
-    let mut slots = vec![0usize; batch.num_blocks];
-    for (s, blocks) in owned_blocks(&batch).iter().enumerate() {
-        for (k, &block) in blocks.iter().enumerate() {
-            slots[block] = (batch.len_of(s) - k * BLOCK).min(BLOCK);
-        }
-    }
-    let (keys, values) = (CounterDraw::new(counted, 3), CounterDraw::new(counted, 4));
-    let k_cache = counted_cache(
+    let slots = filled_slots(batch.num_blocks, &owned_blocks(&batch), |s| batch.len_of(s));
+    let same = |x: f32| x;
+    let (k_cache, v_cache) = counted_caches(
         &LAYOUT,
         &slots,
-        f32::NAN,
-        |at| keys.uniform(at as u64, &range),
-        |b, g, d, o| LAYOUT.k_cache_index(b, g, d, o),
-    );
-    let v_cache = counted_cache(
-        &LAYOUT,
-        &slots,
-        f32::NAN,
-        |at| values.uniform(at as u64, &range),
-        |b, g, d, o| LAYOUT.v_cache_index(b, g, d, o),
+        counted,
+        &range,
+        (f32::NAN, f32::NAN),
+        (&same, &same),
     );
     Inputs {
         q: CounterDraw::new(counted, 0).tensor(batch.q_elems(), range.clone(), |x| x),
