@@ -1,6 +1,6 @@
 //! `--json` prints one JSON document on stdout for every outcome of
 //! `flashprof check`, bad files and environment errors included, and the
-//! exit code stays as documented (README, "Exit codes"; docs/JSON.md).
+//! exit code stays as documented (docs/CLI.md, "Exit codes"; docs/JSON.md).
 
 mod cli_support;
 use cli_support::{flashprof, flashprof_without_gpu, text};

@@ -1,6 +1,6 @@
 //! Command-line entry: parses arguments and dispatches to a command.
 //!
-//! Exit codes are part of the interface (README, "Exit codes"); they live in
+//! Exit codes are part of the interface (docs/CLI.md, "Exit codes"); they live in
 //! [`ExitCode`] so every command maps its outcome the same way.
 
 mod bench;

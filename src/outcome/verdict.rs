@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use super::CheckReport;
 use crate::protocol::{CaseStatus, CompileProblemKind};
 
-/// Documented process exit codes (README, "Exit codes").
+/// Documented process exit codes (docs/CLI.md, "Exit codes").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub enum ExitCode {
