@@ -28,16 +28,28 @@ start=$(date +%s.%N)
 "$VENV/bin/pip" install --quiet --disable-pip-version-check "$wheel"
 installed=$(date +%s.%N)
 outside=$(mktemp -d)
-report=$(cd "$outside" && env -u LD_LIBRARY_PATH -u VIRTUAL_ENV -u PYTHONPATH -u FLASHPROF_CUDA_LIB \
-  -u FLASHPROF_CUPTI_PATH -u CUDA_HOME -u CUDA_PATH HOME="$outside" PATH=/usr/bin:/bin \
-  "$VENV/bin/flashprof" doctor 2>&1 || true)
+# As a student runs it: nothing of this checkout's or this shell's on any path.
+student() {
+  (cd "$outside" && env -u LD_LIBRARY_PATH -u VIRTUAL_ENV -u PYTHONPATH -u FLASHPROF_CUDA_LIB \
+    -u FLASHPROF_CUPTI_PATH -u CUDA_HOME -u CUDA_PATH -u FLASHPROF_CUDA_INCLUDE HOME="$outside" \
+    PATH=/usr/bin:/bin FLASHPROF_GPU=none "$VENV/bin/flashprof" "$@" 2>&1)
+}
+report=$(student doctor || true)
 done_at=$(date +%s.%N)
-rm -rf "$outside"
 echo "$report"
 site=$(realpath "$VENV")/lib
-if ! grep -q "nvrtc.*$site/python3[^/]*/site-packages/nvidia/cu13/lib" <<<"$report"; then
-  echo "wheel check FAILED: doctor did not find NVRTC in $site/python3.*/site-packages" >&2
-  exit 1
-fi
+fail() { echo "wheel check FAILED: $*" >&2; rm -rf "$outside"; exit 1; }
+grep -q "nvrtc.*$site/python3[^/]*/site-packages/nvidia/cu13/lib" <<<"$report" \
+  || fail "doctor did not find NVRTC in $site/python3.*/site-packages"
+grep -q "^ok *cuda_headers.*$site/python3[^/]*/site-packages/nvidia/cu13/include" <<<"$report" \
+  || fail "doctor did not find the CUDA headers in $site/python3.*/site-packages"
+# The FP8 lab, which includes cuda_bf16.h and cuda_fp8.h, compiles from the
+# wheel alone (no GPU asked for: compiled, nothing graded, exit 5).
+cp kernels/paged-prefill-fp8/starter.cu "$outside/fp8.cu"
+fp8=$(student check fp8.cu --lab paged-prefill-fp8) && rc=0 || rc=$?
+echo "$fp8" | tail -3
+[ "$rc" -eq 5 ] && grep -q "NOT GRADED (no GPU)" <<<"$fp8" \
+  || fail "the FP8 lab's starter did not compile from the wheel (exit $rc)"
+rm -rf "$outside"
 awk -v a="$start" -v b="$installed" -v c="$done_at" \
-  'BEGIN { printf "wheel check ok: installed in %.1f s, doctor answered %.2f s later, NVRTC from the virtualenv\n", b - a, c - b }'
+  'BEGIN { printf "wheel check ok: installed in %.1f s, doctor answered %.2f s later, NVRTC and the CUDA headers from the virtualenv, the FP8 starter compiled\n", b - a, c - b }'

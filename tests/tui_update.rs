@@ -477,7 +477,7 @@ fn without_nvrtc_saves_wait_and_r_looks_again_until_nvrtc_is_found_then_the_newe
         key(&mut model, KeyCode::Char('r')),
         vec![Effect::SearchLibraries]
     );
-    let missing = model.nvrtc_missing.as_ref().expect("still missing");
+    let missing = model.cuda_missing.as_ref().expect("still missing");
     assert_eq!(missing.remedy, Some(Remedy::Searching));
     assert!(
         key(&mut model, KeyCode::Char('r')).is_empty(),
@@ -486,7 +486,7 @@ fn without_nvrtc_saves_wait_and_r_looks_again_until_nvrtc_is_found_then_the_newe
     // Nothing installed yet: the offer stays, and r can look again.
     assert!(update(&mut model, Msg::LibrariesSearched(searched(None))).is_empty());
     assert_eq!(
-        model.nvrtc_missing.as_ref().and_then(|m| m.remedy.clone()),
+        model.cuda_missing.as_ref().and_then(|m| m.remedy.clone()),
         None
     );
     assert!(
@@ -509,7 +509,7 @@ fn without_nvrtc_saves_wait_and_r_looks_again_until_nvrtc_is_found_then_the_newe
             "/site/nvidia/cu13/lib/libnvrtc.so.13 (via Python site-packages)",
         ))),
     );
-    assert_eq!(model.nvrtc_missing, None);
+    assert_eq!(model.cuda_missing, None);
     assert!(
         matches!(effects.as_slice(), [Effect::StartRun { source, .. }] if source == "v2"),
         "{effects:?}"
@@ -531,7 +531,7 @@ fn f_fetches_shows_pip_s_progress_says_a_failure_and_searches_after_a_fetch() {
         &mut model,
         Msg::FetchProgress("Collecting nvidia-cuda-nvrtc==13.0.88".into()),
     );
-    let remedy = model.nvrtc_missing.as_ref().and_then(|m| m.remedy.clone());
+    let remedy = model.cuda_missing.as_ref().and_then(|m| m.remedy.clone());
     assert_eq!(
         remedy,
         Some(Remedy::Fetching {
@@ -551,7 +551,7 @@ fn f_fetches_shows_pip_s_progress_says_a_failure_and_searches_after_a_fetch() {
         Msg::Fetched(Err("pip could not install NVIDIA's wheels".into()))
     )
     .is_empty());
-    let missing = model.nvrtc_missing.clone().expect("still missing");
+    let missing = model.cuda_missing.clone().expect("still missing");
     assert_eq!(missing.remedy, None);
     assert_eq!(
         missing.fetch_failed.as_deref(),
@@ -561,7 +561,7 @@ fn f_fetches_shows_pip_s_progress_says_a_failure_and_searches_after_a_fetch() {
     assert_eq!(key(&mut model, KeyCode::Char('f')), vec![Effect::FetchCuda]);
     assert_eq!(
         model
-            .nvrtc_missing
+            .cuda_missing
             .as_ref()
             .and_then(|m| m.fetch_failed.clone()),
         None
@@ -643,4 +643,106 @@ fn undo_follows_the_last_restore_and_the_selection_stays_on_its_run() {
         panic!("the history stays open");
     };
     assert_eq!(model.history.iter().rev().nth(selected).cloned(), chosen);
+}
+
+/// A compile of `text` that stopped for want of the CUDA headers, as the
+/// worker reports it.
+fn headers_missing() -> flashprof::protocol::CompileOutcome {
+    use flashprof::protocol::{CompileProblem, CompileProblemKind};
+    let mut outcome = tui_support::compile_error(1, "", "");
+    outcome.diagnostics.clear();
+    outcome.problem = Some(CompileProblem {
+        kind: CompileProblemKind::HeadersMissing,
+        message: "`cuda_fp8.h` comes from the CUDA headers (NVRTC ships none)".into(),
+    });
+    outcome
+}
+
+#[test]
+fn a_file_wanting_missing_cuda_headers_is_offered_the_fetch_and_checked_again_once_they_are_found()
+{
+    use flashprof::tui::model::{CudaPiece, Remedy};
+    use tui_support::drive::{searched, with_local_worker, HEADERS};
+    let mut model = with_local_worker(None);
+    let run = save(&mut model, "#include <cuda_fp8.h>").expect("NVRTC is here: it runs");
+    progress(&mut model, run, Progress::Compiled(headers_missing()));
+    let missing = model
+        .cuda_missing
+        .clone()
+        .expect("the headers are a missing piece");
+    assert_eq!(missing.piece, CudaPiece::Headers);
+    let screen = screen(&model, 120, 40);
+    assert!(
+        screen.contains("NO CUDA HEADERS for this file (f fetch, r look again)"),
+        "{screen}"
+    );
+    assert!(screen.contains("f fetch the CUDA headers"), "{screen}");
+    assert!(!screen.contains("NVRTC missing"), "{screen}");
+    // Not a compiler missing: a save goes on being checked.
+    finish(&mut model, run, tui_support::compile_error_report(""));
+    let again = save(&mut model, "#include <cuda_fp8.h>\n// v2").expect("checked");
+    progress(&mut model, again, Progress::Compiled(headers_missing()));
+    finish(&mut model, again, tui_support::compile_error_report(""));
+    // f fetches, the search afterwards finds the headers, and the file runs again.
+    assert_eq!(key(&mut model, KeyCode::Char('f')), vec![Effect::FetchCuda]);
+    assert!(matches!(
+        model.cuda_missing.as_ref().and_then(|m| m.remedy.clone()),
+        Some(Remedy::Fetching { .. })
+    ));
+    let effects = update(&mut model, Msg::Fetched(Ok("/home/student/.cache".into())));
+    assert_eq!(effects, vec![Effect::SearchLibraries]);
+    // Still none: the offer stays and says so.
+    let mut nothing = searched(Some("libnvrtc.so.13"));
+    nothing.headers = None;
+    update(&mut model, Msg::LibrariesSearched(nothing));
+    assert_eq!(
+        model.cuda_missing.as_ref().map(|m| m.piece),
+        Some(CudaPiece::Headers)
+    );
+    assert!(
+        model
+            .notice
+            .as_deref()
+            .is_some_and(|n| n.contains("still no CUDA headers")),
+        "{:?}",
+        model.notice
+    );
+    assert_eq!(
+        key(&mut model, KeyCode::Char('r')),
+        vec![Effect::SearchLibraries]
+    );
+    update(
+        &mut model,
+        Msg::LibrariesSearched(searched(Some("libnvrtc.so.13"))),
+    );
+    assert_eq!(model.cuda_missing, None);
+    assert_eq!(
+        model.notice.as_deref(),
+        Some(format!("found {HEADERS}").as_str())
+    );
+}
+
+#[test]
+fn a_compile_that_no_longer_wants_the_headers_drops_the_offer_and_a_remote_worker_never_makes_one()
+{
+    use tui_support::drive::with_local_worker;
+    let mut model = with_local_worker(None);
+    let run = save(&mut model, "#include <cuda_fp8.h>").expect("runs");
+    progress(&mut model, run, Progress::Compiled(headers_missing()));
+    assert!(model.cuda_missing.is_some());
+    finish(&mut model, run, tui_support::compile_error_report(""));
+    let run = save(&mut model, "// no include").expect("runs");
+    progress(
+        &mut model,
+        run,
+        Progress::Compiled(tui_support::compiled(32)),
+    );
+    assert_eq!(model.cuda_missing, None, "the file wants no header now");
+    // A worker on a GPU node compiles with the node's headers: nothing to fetch here.
+    let mut remote = tui_support::drive::fresh();
+    let run = save(&mut remote, "#include <cuda_fp8.h>").expect("runs");
+    progress(&mut remote, run, Progress::Compiled(headers_missing()));
+    assert_eq!(remote.cuda_missing, None);
+    let screen = screen(&remote, 120, 40);
+    assert!(screen.contains("CUDA headers missing"), "{screen}");
 }

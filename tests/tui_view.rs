@@ -878,13 +878,13 @@ fn without_nvrtc_the_screen_says_so_and_offers_the_fetch_not_a_compile_error() {
     assert!(text.contains("flashprof fetch-cuda"), "{text}");
     assert!(text.contains("f fetch NVRTC"), "the footer: {text}");
 
-    model.nvrtc_missing.as_mut().expect("missing").remedy = Some(Remedy::Fetching {
+    model.cuda_missing.as_mut().expect("missing").remedy = Some(Remedy::Fetching {
         last_line: "Downloading nvidia_cuda_nvrtc-13.0.88-py3-none-manylinux.whl (90.1 MB)".into(),
     });
     let text = snapshot("nvrtc_fetching", &mut model);
     assert!(text.contains("NO NVRTC: fetching... Downloading"), "{text}");
 
-    let missing = model.nvrtc_missing.as_mut().expect("missing");
+    let missing = model.cuda_missing.as_mut().expect("missing");
     missing.remedy = None;
     missing.fetch_failed = Some("pip could not install NVIDIA's wheels (exit status: 1); it said: ERROR: No matching distribution found".into());
     let text = snapshot("nvrtc_fetch_failed", &mut model);

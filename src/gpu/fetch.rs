@@ -129,7 +129,7 @@ fn folder_of(partial: &Path) -> PathBuf {
 /// `python3 -m pip` works, run in `home`, or why not, with what to do about it.
 fn require_pip(home: &Path) -> Result<(), String> {
     let by_hand = format!(
-        "or install the wheels yourself: python3 -m pip install --user {}",
+        "or install the wheels yourself, inside a virtualenv: pip install {}",
         quoted_wheels()
     );
     let answer = python(home)
@@ -389,6 +389,19 @@ mod tests {
             .permissions()
             .mode()
             & 0o7777
+    }
+
+    #[test]
+    fn every_fix_by_hand_is_one_that_works_where_it_is_offered() {
+        // `pip install --user` fails inside a virtualenv and on a system
+        // Python marked externally managed (PEP 668); a bare `pip install`
+        // works only inside a virtualenv, and each fix says so.
+        use crate::gpu::found::{CUPTI_FIX, NVRTC_PIP};
+        use crate::gpu::headers::HEADERS_FIX;
+        for fix in [NVRTC_PIP, CUPTI_FIX, HEADERS_FIX] {
+            assert!(!fix.contains("--user"), "{fix}");
+            assert!(fix.contains("inside a virtualenv, pip install '"), "{fix}");
+        }
     }
 
     #[test]

@@ -35,11 +35,13 @@ use crate::sys::trust::untrusted_because;
 /// The one step that gives a machine with Python but no CUDA a compiler:
 /// flashprof's own fetch ([`crate::gpu::fetch`]).
 pub const NVRTC_FIX: &str = crate::gpu::fetch::COMMAND;
-/// The same done by hand with pip, into the user's site-packages.
-pub const NVRTC_PIP: &str = "python3 -m pip install --user 'nvidia-cuda-nvrtc==13.0.*'";
+/// The same done by hand with pip. Only inside a virtualenv: `--user`
+/// fails there, and a system Python marked externally managed refuses any
+/// install of its own (the fetch uses `--target`, which neither refuses).
+pub const NVRTC_PIP: &str = "inside a virtualenv, pip install 'nvidia-cuda-nvrtc==13.0.*'";
 /// The same for the hardware counters: the fetch installs CUPTI beside NVRTC.
 pub const CUPTI_FIX: &str =
-    "flashprof fetch-cuda (or: python3 -m pip install --user 'nvidia-cuda-cupti==13.0.*')";
+    "flashprof fetch-cuda (or, inside a virtualenv, pip install 'nvidia-cuda-cupti==13.0.*')";
 
 /// The variable naming NVRTC's folder (searched first; how a worker is told).
 pub const NVRTC_VARIABLE: &str = "FLASHPROF_CUDA_LIB";

@@ -25,8 +25,9 @@ pub use crate::lab::source::CUDA_TYPE_HEADERS;
 
 /// The one step that gives a machine the headers (the 13.0 line, as NVRTC):
 /// the fetch installs the runtime wheel that holds them beside NVRTC.
+/// By hand, only inside a virtualenv, as [`super::found::NVRTC_PIP`] says why.
 pub const HEADERS_FIX: &str =
-    "flashprof fetch-cuda (or: python3 -m pip install --user 'nvidia-cuda-runtime==13.0.96')";
+    "flashprof fetch-cuda (or, inside a virtualenv, pip install 'nvidia-cuda-runtime==13.0.*')";
 
 /// The folder the caller found, handed to the worker so both use the same one.
 pub const INCLUDE_VARIABLE: &str = "FLASHPROF_CUDA_INCLUDE";

@@ -72,9 +72,9 @@ impl Verdict {
                 CompileProblemKind::BadSource => Self::Rejected,
                 // The student's compile bomb, not the grader's failure.
                 CompileProblemKind::OverLimit => Self::CompileError,
-                CompileProblemKind::CompilerMissing | CompileProblemKind::CompilerFailed => {
-                    Self::Error
-                }
+                CompileProblemKind::CompilerMissing
+                | CompileProblemKind::HeadersMissing
+                | CompileProblemKind::CompilerFailed => Self::Error,
             };
         }
         if !report.compile.ok {

@@ -376,6 +376,10 @@ pub enum CompileProblemKind {
     BadSource,
     /// NVRTC could not be loaded.
     CompilerMissing,
+    /// The file includes a CUDA header (`cuda_bf16.h`, `cuda_fp8.h`) and no
+    /// trusted folder of them matching this NVRTC was found: the machine's
+    /// fault, fixed by `flashprof fetch-cuda`, not the file's.
+    HeadersMissing,
     /// NVRTC hung, crashed or failed without diagnostics.
     CompilerFailed,
     /// The submission's compile went past a limit every submission has:

@@ -134,6 +134,7 @@ fn render_raw_table(report: &CheckReport, reproduce: Option<&str>) -> String {
     let nothing_ran = report.cases.iter().all(|c| c.status == CaseStatus::NotRun);
     let environment = report.compile.problem.as_ref().and_then(|p| match p.kind {
         CompileProblemKind::CompilerMissing => Some("NVRTC missing"),
+        CompileProblemKind::HeadersMissing => Some("CUDA headers missing"),
         CompileProblemKind::CompilerFailed => Some("the compiler failed"),
         CompileProblemKind::BadSource | CompileProblemKind::OverLimit => None,
     });

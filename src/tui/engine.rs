@@ -91,7 +91,11 @@ fn serve(
                     old.shutdown();
                 }
                 std::mem::replace(&mut line_worker, LineWorker::for_saves()).shutdown();
-                let search = LibrarySearch::of(&found::current(), &found::Context::current());
+                let search = LibrarySearch::of(
+                    &found::current(),
+                    &crate::gpu::headers::current(),
+                    &found::Context::current(),
+                );
                 if messages.send(Msg::LibrariesSearched(search)).is_err() {
                     break;
                 }

@@ -113,7 +113,7 @@ impl Action {
             Action::Faster => "replay: faster",
             Action::Slower => "replay: slower",
             Action::Sanitize => "compute-sanitizer over the file on one small case",
-            Action::FetchCuda => "no NVRTC: fetch it with pip (as flashprof fetch-cuda)",
+            Action::FetchCuda => "fetch NVRTC or CUDA headers (flashprof fetch-cuda)",
         }
     }
 

@@ -245,11 +245,12 @@ fn compact_lines(outcome: &CountersOutcome) -> Vec<(String, String)> {
     lines
 }
 
-/// This machine has no NVRTC, so nothing is compiled: a state of the
-/// environment, not a fault of the file. Only ever set for a worker on this
-/// machine (a remote one compiles with the node's NVRTC).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct NvrtcMissing {
+/// A piece of NVIDIA's CUDA this machine lacks, which `f` fetches: a state
+/// of the environment, not a fault of the file. Only ever set for a worker
+/// on this machine (a remote one compiles with the node's own).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CudaMissing {
+    pub piece: CudaPiece,
     /// Where `f` installs NVIDIA's wheels, for the offer.
     pub fetch_folder: Option<String>,
     /// What is under way about it.
@@ -258,19 +259,58 @@ pub struct NvrtcMissing {
     pub fetch_failed: Option<String>,
 }
 
-impl NvrtcMissing {
-    /// The state after `search`: `None` when it found NVRTC. A failed
-    /// fetch stays said across a search that still finds nothing.
+/// Which piece is missing, and so what waits for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CudaPiece {
+    /// NVRTC: nothing compiles, so no check starts until it is found.
+    Nvrtc,
+    /// The CUDA headers the file includes (`cuda_bf16.h`, `cuda_fp8.h`):
+    /// this text does not compile, but every save is still checked (one
+    /// that drops the include compiles).
+    Headers,
+}
+
+impl CudaMissing {
+    /// The state after `search`: NVRTC missing, or the headers still
+    /// missing when they were before, or `None`. A failed fetch stays said
+    /// across a search that still finds nothing.
     pub fn after(search: &LibrarySearch, before: Option<&Self>) -> Option<Self> {
-        search.nvrtc.is_none().then(|| Self {
+        let piece = if search.nvrtc.is_none() {
+            CudaPiece::Nvrtc
+        } else if search.headers.is_none() && before.is_some_and(|b| b.piece == CudaPiece::Headers)
+        {
+            CudaPiece::Headers
+        } else {
+            return None;
+        };
+        Some(Self::of(piece, search, before))
+    }
+
+    /// `piece` missing, as of `search`.
+    pub fn of(piece: CudaPiece, search: &LibrarySearch, before: Option<&Self>) -> Self {
+        Self {
+            piece,
             fetch_folder: search.fetch_folder.clone(),
             remedy: None,
             fetch_failed: before.and_then(|b| b.fetch_failed.clone()),
-        })
+        }
+    }
+
+    /// The piece in a footer's words (`f fetch NVRTC`).
+    pub fn noun(&self) -> &'static str {
+        match self.piece {
+            CudaPiece::Nvrtc => "NVRTC",
+            CudaPiece::Headers => "the CUDA headers",
+        }
+    }
+
+    /// Whether no check may start: only without a compiler at all.
+    pub fn blocks_checks(&self) -> bool {
+        self.piece == CudaPiece::Nvrtc
     }
 }
 
-/// What is being done about a missing NVRTC.
+/// What is being done about a missing piece of CUDA.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Remedy {
     /// Looking for the libraries again.
@@ -415,8 +455,12 @@ pub struct Model {
     pub reproduce: Option<ReproduceCommand>,
     /// Lecture mode: large digits and one large panel (`--present`).
     pub present: bool,
-    /// Set while this machine has no NVRTC: no check starts until it does.
-    pub nvrtc_missing: Option<NvrtcMissing>,
+    /// Set while this machine lacks NVRTC (no check starts until it is
+    /// found) or the CUDA headers the file includes.
+    pub cuda_missing: Option<CudaMissing>,
+    /// What the last search for NVIDIA's libraries found, for a worker on
+    /// this machine (`None` for a remote one, which uses the node's own).
+    pub libraries: Option<LibrarySearch>,
     pub quitting: bool,
     pub(super) next_run: RunId,
 }
@@ -454,7 +498,8 @@ impl Model {
             file_gone: false,
             reproduce: None,
             present: false,
-            nvrtc_missing: None,
+            cuda_missing: None,
+            libraries: None,
             quitting: false,
             next_run: 1,
         }
@@ -526,7 +571,11 @@ impl Model {
     pub fn not_built(&self) -> Option<&'static str> {
         // Without NVRTC nothing is compiled at all: the offer to fetch it
         // (and a failed fetch's reason) gets the rows.
-        if self.nvrtc_missing.is_some() {
+        if self
+            .cuda_missing
+            .as_ref()
+            .is_some_and(CudaMissing::blocks_checks)
+        {
             return Some("NVRTC is missing");
         }
         let compile = self.compile()?.value;
@@ -543,6 +592,7 @@ impl Model {
         }
         Some(match compile.problem.as_ref().map(|p| p.kind) {
             Some(CompileProblemKind::CompilerMissing) => "NVRTC is missing",
+            Some(CompileProblemKind::HeadersMissing) => "the CUDA headers are missing",
             Some(CompileProblemKind::CompilerFailed) => "the compiler failed",
             _ => "the file does not compile",
         })

@@ -14,6 +14,7 @@ use crossterm::event::{KeyEvent, MouseEvent};
 use crate::app::history::{DiffLine, RestoreTarget, RunSummary};
 use crate::display::path_for_display;
 use crate::gpu::found::{fetched_folder, Context, Libraries};
+use crate::gpu::headers::HeaderSearch;
 use crate::outcome::{CheckReport, CheckStopped, Progress};
 
 /// Numbers the checks of one session, so late progress from an old check
@@ -76,13 +77,15 @@ pub enum Msg {
 pub struct LibrarySearch {
     /// The NVRTC chosen, in words (its file and how it was found), if any.
     pub nvrtc: Option<String>,
+    /// The CUDA headers chosen, in words, if any.
+    pub headers: Option<String>,
     /// Where `flashprof fetch-cuda` (and `f`) installs, when there is such a folder.
     pub fetch_folder: Option<String>,
 }
 
 impl LibrarySearch {
-    /// The words for `libraries`, searched in `context`.
-    pub fn of(libraries: &Libraries, context: &Context) -> Self {
+    /// The words for `libraries` and `headers`, searched in `context`.
+    pub fn of(libraries: &Libraries, headers: &HeaderSearch, context: &Context) -> Self {
         Self {
             nvrtc: libraries.nvrtc.as_ref().map(|nvrtc| {
                 format!(
@@ -91,6 +94,7 @@ impl LibrarySearch {
                     nvrtc.origin
                 )
             }),
+            headers: headers.found.as_ref().map(ToString::to_string),
             fetch_folder: fetched_folder(context).map(|f| path_for_display(&f)),
         }
     }

@@ -18,7 +18,7 @@ use crossterm::event::Event;
 use ratatui::Frame;
 
 use super::engine::Engine;
-use super::model::{Completed, Model, NvrtcMissing, Replay};
+use super::model::{Completed, CudaMissing, Model, Replay};
 use super::msg::{Effect, LibrarySearch, Msg};
 use super::shell::{display_name, event_loop, planned_rows, watch_into, Flow, Program};
 use super::terminal;
@@ -77,8 +77,13 @@ pub fn run_live(setup: LiveSetup) -> anyhow::Result<()> {
     // A worker on this machine compiles with this machine's NVRTC; without
     // one the screen says so and offers the fetch instead of a check.
     if setup.command.remote.is_none() {
-        let search = LibrarySearch::of(&found::current(), &found::Context::current());
-        model.nvrtc_missing = NvrtcMissing::after(&search, None);
+        let search = LibrarySearch::of(
+            &found::current(),
+            &crate::gpu::headers::current(),
+            &found::Context::current(),
+        );
+        model.cuda_missing = CudaMissing::after(&search, None);
+        model.libraries = Some(search);
     }
     let (messages, inbox) = mpsc::channel();
     let store = HistoryStore::beside(&setup.file, setup.plan.lab().name());

@@ -15,7 +15,8 @@ use crossterm::event::{KeyEvent, KeyEventKind, MouseButton, MouseEvent, MouseEve
 
 use super::keys::{action_for, Action};
 use super::model::{
-    CaseRow, Completed, CountersView, LiveRun, Model, NvrtcMissing, Overlay, Phase, Remedy,
+    CaseRow, Completed, CountersView, CudaMissing, CudaPiece, LiveRun, Model, Overlay, Phase,
+    Remedy,
 };
 use super::msg::{Effect, LibrarySearch, Msg, RunId};
 use super::plot::RooflinePlot;
@@ -24,6 +25,7 @@ use super::view::layout::{case_at, compile_scroll_limit, overlay_rows, visible_c
 use crate::app::history::RestoreTarget;
 use crate::display::line_for_display;
 use crate::outcome::{CheckReport, CheckStopped, CountersResult, LinkLoss, Progress};
+use crate::protocol::{CompileOutcome, CompileProblemKind};
 
 /// Replay speeds a user can step through, as seconds per run.
 const REPLAY_INTERVALS_MS: [u64; 6] = [250, 500, 1000, 2000, 4000, 8000];
@@ -97,7 +99,7 @@ pub fn update(model: &mut Model, msg: Msg) -> Vec<Effect> {
         Msg::LibrariesSearched(search) => on_libraries_searched(model, &search),
         Msg::FetchProgress(line) => {
             if let Some(Remedy::Fetching { last_line }) =
-                model.nvrtc_missing.as_mut().and_then(|m| m.remedy.as_mut())
+                model.cuda_missing.as_mut().and_then(|m| m.remedy.as_mut())
             {
                 *last_line = line;
             }
@@ -139,7 +141,12 @@ fn on_file_changed(model: &mut Model, bytes: Vec<u8>) -> Vec<Effect> {
 /// Without NVRTC nothing starts: the newest text waits in `model.source`
 /// for the search that finds it.
 fn request_run(model: &mut Model, source: String) -> Vec<Effect> {
-    if model.replay.is_some() || model.nvrtc_missing.is_some() {
+    if model.replay.is_some()
+        || model
+            .cuda_missing
+            .as_ref()
+            .is_some_and(CudaMissing::blocks_checks)
+    {
         return Vec::new();
     }
     if let Some(live) = &model.live {
@@ -169,9 +176,12 @@ fn request_run(model: &mut Model, source: String) -> Vec<Effect> {
 }
 
 /// `r` or `f` while NVRTC is missing: starts `remedy` unless one is under way.
-fn remedy_nvrtc(model: &mut Model, remedy: Remedy, effect: Effect) -> Vec<Effect> {
-    let Some(missing) = model.nvrtc_missing.as_mut() else {
-        model.notice = Some("NVRTC is already found (`flashprof doctor` says where)".into());
+fn remedy_missing_cuda(model: &mut Model, remedy: Remedy, effect: Effect) -> Vec<Effect> {
+    let Some(missing) = model.cuda_missing.as_mut() else {
+        model.notice = Some(
+            "NVRTC is already found, and the file wants no missing CUDA header (`flashprof doctor` says where each is)"
+                .into(),
+        );
         return Vec::new();
     };
     if missing.remedy.is_some() {
@@ -184,33 +194,54 @@ fn remedy_nvrtc(model: &mut Model, remedy: Remedy, effect: Effect) -> Vec<Effect
     vec![effect]
 }
 
-/// A library search's answer: with NVRTC found, the waiting text is checked.
+/// A library search's answer: with NVRTC (and the headers the file wanted)
+/// found, the waiting text is checked.
 fn on_libraries_searched(model: &mut Model, search: &LibrarySearch) -> Vec<Effect> {
-    model.nvrtc_missing = NvrtcMissing::after(search, model.nvrtc_missing.as_ref());
-    match &search.nvrtc {
-        Some(nvrtc) => {
-            model.notice = Some(format!("NVRTC found: {nvrtc}"));
-            request_run(model, model.source.clone())
-        }
-        None => {
-            model.notice = Some(
-                "looked again: still no NVRTC (`flashprof doctor` says where it looked and what it refused)"
-                    .into(),
-            );
-            Vec::new()
-        }
+    model.libraries = Some(search.clone());
+    let before = model.cuda_missing.take();
+    model.cuda_missing = CudaMissing::after(search, before.as_ref());
+    let wanted_headers = before.is_some_and(|b| b.piece == CudaPiece::Headers);
+    let still = model.cuda_missing.as_ref().map(|m| m.piece);
+    let found = if wanted_headers {
+        search
+            .headers
+            .clone()
+            .map(|headers| format!("found {headers}"))
+    } else {
+        search
+            .nvrtc
+            .as_ref()
+            .map(|nvrtc| format!("NVRTC found: {nvrtc}"))
+    };
+    let missing = match still {
+        Some(CudaPiece::Headers) => "CUDA headers",
+        _ => "NVRTC",
+    };
+    model.notice = Some(found.filter(|_| still.is_none()).unwrap_or_else(|| {
+        format!(
+            "looked again: still no {missing} (`flashprof doctor` says where it looked and what it refused)"
+        )
+    }));
+    if still.is_some() {
+        return Vec::new();
     }
+    // The file is checked again even when a run is on screen: its compile
+    // failed for want of what was just found.
+    request_run(model, model.source.clone())
 }
 
 /// `f`'s fetch ended: look for what it installed, or say why it failed.
 fn on_fetched(model: &mut Model, result: Result<String, String>) -> Vec<Effect> {
-    let Some(missing) = model.nvrtc_missing.as_mut() else {
+    let Some(missing) = model.cuda_missing.as_mut() else {
         return Vec::new();
     };
     match result {
         Ok(folder) => {
             missing.remedy = Some(Remedy::Searching);
-            model.notice = Some(format!("fetched into {folder}; looking for NVRTC there"));
+            model.notice = Some(format!(
+                "fetched into {folder}; looking for {} there",
+                missing.noun()
+            ));
             vec![Effect::SearchLibraries]
         }
         Err(reason) => {
@@ -231,6 +262,11 @@ fn on_progress(model: &mut Model, run: RunId, progress: Progress) {
             transport,
             added_ms,
         } => model.link = Some(format!("{transport} {added_ms:.0} ms")),
+        Progress::QuickBuilt(outcome) | Progress::Compiled(outcome)
+            if model.live.as_ref().is_some_and(|l| l.id == run) =>
+        {
+            note_missing_headers(model, outcome);
+        }
         _ => {}
     }
     let Some(live) = model.live.as_mut().filter(|l| l.id == run) else {
@@ -260,6 +296,30 @@ fn on_progress(model: &mut Model, run: RunId, progress: Progress) {
         Progress::CountersStarted { .. } => live.phase = Phase::Counters,
         Progress::CountersFinished(result) => show_counters(model, Some(&result)),
         Progress::LinesStarted => live.phase = Phase::Lines,
+    }
+}
+
+/// A compile that stopped for want of the CUDA headers makes them a missing
+/// piece `f` fetches (on this machine's worker only); any other compile of
+/// the file means they are not wanted now.
+fn note_missing_headers(model: &mut Model, outcome: &CompileOutcome) {
+    let wants_headers = outcome
+        .problem
+        .as_ref()
+        .is_some_and(|p| p.kind == CompileProblemKind::HeadersMissing);
+    match (&model.cuda_missing, &model.libraries) {
+        (None, Some(search)) if wants_headers => {
+            model.cuda_missing = Some(CudaMissing::of(CudaPiece::Headers, search, None));
+        }
+        // Kept while a fetch or search for them is under way.
+        (Some(missing), _)
+            if missing.piece == CudaPiece::Headers
+                && !wants_headers
+                && missing.remedy.is_none() =>
+        {
+            model.cuda_missing = None;
+        }
+        _ => {}
     }
 }
 
@@ -399,15 +459,15 @@ fn on_key(model: &mut Model, key: KeyEvent) -> Vec<Effect> {
 
 fn on_panel_key(model: &mut Model, action: Action) -> Vec<Effect> {
     match action {
-        Action::Rerun if model.nvrtc_missing.is_some() => {
-            return remedy_nvrtc(model, Remedy::Searching, Effect::SearchLibraries)
+        Action::Rerun if model.cuda_missing.is_some() => {
+            return remedy_missing_cuda(model, Remedy::Searching, Effect::SearchLibraries)
         }
         Action::Rerun => return request_run(model, model.source.clone()),
         Action::FetchCuda if model.replay.is_none() => {
             let started = Remedy::Fetching {
                 last_line: "starting pip...".into(),
             };
-            return remedy_nvrtc(model, started, Effect::FetchCuda);
+            return remedy_missing_cuda(model, started, Effect::FetchCuda);
         }
         Action::Help => model.overlay = Some(Overlay::Help),
         Action::Up

@@ -434,9 +434,8 @@ impl Worker {
                     CompileError::Source(_) | CompileError::MissingEntryPoint { .. } => {
                         CompileProblemKind::BadSource
                     }
-                    CompileError::LibraryMissing { .. } | CompileError::HeadersMissing { .. } => {
-                        CompileProblemKind::CompilerMissing
-                    }
+                    CompileError::LibraryMissing { .. } => CompileProblemKind::CompilerMissing,
+                    CompileError::HeadersMissing { .. } => CompileProblemKind::HeadersMissing,
                     _ => CompileProblemKind::CompilerFailed,
                 };
                 outcome.problem = Some(CompileProblem {

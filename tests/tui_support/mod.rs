@@ -377,7 +377,7 @@ pub mod drive {
 
     use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
     use flashprof::outcome::{CheckReport, Progress};
-    use flashprof::tui::model::{CaseRow, Model, NvrtcMissing};
+    use flashprof::tui::model::{CaseRow, CudaMissing, Model};
     use flashprof::tui::msg::{Effect, LibrarySearch, Msg, RunId};
     use flashprof::tui::theme::Theme;
     use flashprof::tui::update::update;
@@ -527,14 +527,31 @@ pub mod drive {
     pub fn searched(nvrtc: Option<&str>) -> LibrarySearch {
         LibrarySearch {
             nvrtc: nvrtc.map(str::to_owned),
+            headers: nvrtc.map(|_| HEADERS.to_owned()),
             fetch_folder: Some(FETCH_FOLDER.into()),
         }
+    }
+
+    /// The CUDA headers a search finds beside NVRTC.
+    pub const HEADERS: &str =
+        "CUDA 13.0 headers in /site/nvidia/cu13/include (via Python site-packages)";
+
+    /// A fresh model whose worker is on this machine, which found NVRTC
+    /// and `headers` (or none).
+    pub fn with_local_worker(headers: Option<&str>) -> Model {
+        let mut model = fresh();
+        let mut search = searched(Some(
+            "/site/nvidia/cu13/lib/libnvrtc.so.13 (via Python site-packages)",
+        ));
+        search.headers = headers.map(str::to_owned);
+        model.libraries = Some(search);
+        model
     }
 
     /// A fresh model on a machine whose library search found no NVRTC, as the runtime starts it.
     pub fn without_nvrtc() -> Model {
         let mut model = fresh();
-        model.nvrtc_missing = NvrtcMissing::after(&searched(None), None);
+        model.cuda_missing = CudaMissing::after(&searched(None), None);
         model
     }
 }

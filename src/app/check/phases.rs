@@ -49,6 +49,9 @@ impl std::fmt::Display for NotRun {
             Self::Compile(CompileProblemKind::CompilerMissing) => {
                 f.write_str("not run: NVRTC is missing")
             }
+            Self::Compile(CompileProblemKind::HeadersMissing) => {
+                f.write_str("not run: the CUDA headers are missing")
+            }
             Self::Compile(CompileProblemKind::CompilerFailed) => {
                 f.write_str("not run: the compiler failed")
             }

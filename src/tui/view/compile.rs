@@ -13,7 +13,7 @@ use super::text::panel;
 use crate::display::{for_display, line_for_display};
 use crate::facts::diagnostics::{Diagnostic, Severity};
 use crate::protocol::{CompileOutcome, CompileProblemKind};
-use crate::tui::model::{Model, NvrtcMissing, Remedy};
+use crate::tui::model::{CudaMissing, CudaPiece, Model, Remedy};
 use crate::tui::theme::Theme;
 
 pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
@@ -127,9 +127,9 @@ struct Body {
 /// an earlier error stays (marked) until the new build replaces it.
 fn body(model: &Model) -> Body {
     let theme = model.theme;
-    if let Some(missing) = &model.nvrtc_missing {
+    if let Some(missing) = &model.cuda_missing {
         return Body {
-            lines: nvrtc_missing_lines(missing, theme),
+            lines: cuda_missing_lines(missing, theme),
             stale: false,
         };
     }
@@ -163,13 +163,18 @@ fn body(model: &Model) -> Body {
     }
 }
 
-/// Why nothing is compiled on a machine without NVRTC, what is under way,
+/// Why nothing is compiled without NVRTC or the CUDA headers, what is under way,
 /// and the two ways to get it: the key, and the command that does the same.
-fn nvrtc_missing_lines(missing: &NvrtcMissing, theme: Theme) -> Vec<Line<'static>> {
-    let mut lines = vec![Line::styled(
-        "not compiled: NVRTC, NVIDIA's compiler library, is not on this machine (no fault of the file)",
-        theme.warn(),
-    )];
+fn cuda_missing_lines(missing: &CudaMissing, theme: Theme) -> Vec<Line<'static>> {
+    let why = match missing.piece {
+        CudaPiece::Nvrtc => {
+            "not compiled: NVRTC, NVIDIA's compiler library, is not on this machine (no fault of the file)"
+        }
+        CudaPiece::Headers => {
+            "not compiled: the file includes cuda_bf16.h or cuda_fp8.h, from the CUDA headers, which NVRTC does not ship and this machine lacks (no fault of the file)"
+        }
+    };
+    let mut lines = vec![Line::styled(why, theme.warn())];
     if let Some(reason) = &missing.fetch_failed {
         lines.push(Line::from(vec![
             Span::styled("✗ the fetch failed: ", theme.bad()),
@@ -211,6 +216,7 @@ pub(super) fn outcome_lines(
         let what = match problem.kind {
             CompileProblemKind::BadSource => "unusable file",
             CompileProblemKind::CompilerMissing => "NVRTC missing",
+            CompileProblemKind::HeadersMissing => "CUDA headers missing",
             CompileProblemKind::CompilerFailed => "compiler failed",
             CompileProblemKind::OverLimit => "compile over its limit",
         };

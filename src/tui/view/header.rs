@@ -9,7 +9,7 @@ use ratatui::Frame;
 use crate::display::line_for_display;
 use crate::facts::device::{DeviceInfo, GpuProblem};
 use crate::outcome::CheckReport;
-use crate::tui::model::{CaseRow, Model, NvrtcMissing, Phase, Remedy};
+use crate::tui::model::{CaseRow, CudaMissing, CudaPiece, Model, Phase, Remedy};
 use crate::tui::theme::Theme;
 
 use super::layout::footer_lines;
@@ -96,8 +96,8 @@ fn activity(model: &Model) -> Vec<Span<'static>> {
             theme.bad(),
         )];
     }
-    if let Some(missing) = &model.nvrtc_missing {
-        return vec![nvrtc_missing(missing, theme)];
+    if let Some(missing) = &model.cuda_missing {
+        return vec![cuda_missing(missing, theme)];
     }
     let mut spans = Vec::new();
     if let Some(live) = &model.live {
@@ -158,15 +158,20 @@ fn kernel_name(source: &str, file_label: &str) -> String {
     }
 }
 
-/// A machine without NVRTC, said as what it is (nothing of the file is
-/// judged), with what is under way or the two keys that help.
-fn nvrtc_missing(missing: &NvrtcMissing, theme: Theme) -> Span<'static> {
+/// A machine without NVRTC or the CUDA headers the file wants, said as what
+/// it is (nothing of the file is judged), with what is under way or the two
+/// keys that help.
+fn cuda_missing(missing: &CudaMissing, theme: Theme) -> Span<'static> {
+    let (short, long) = match missing.piece {
+        CudaPiece::Nvrtc => ("NO NVRTC", "NO NVRTC on this machine"),
+        CudaPiece::Headers => ("NO CUDA HEADERS", "NO CUDA HEADERS for this file"),
+    };
     let text = match &missing.remedy {
-        Some(Remedy::Searching) => "NO NVRTC on this machine: looking again...".into(),
+        Some(Remedy::Searching) => format!("{long}: looking again..."),
         Some(Remedy::Fetching { last_line }) => {
-            format!("NO NVRTC: fetching... {}", line_for_display(last_line))
+            format!("{short}: fetching... {}", line_for_display(last_line))
         }
-        None => "NO NVRTC on this machine (f fetch, r look again)".into(),
+        None => format!("{long} (f fetch, r look again)"),
     };
     Span::styled(text, theme.warn())
 }
@@ -234,9 +239,10 @@ pub fn draw_footer(frame: &mut Frame, area: Rect, model: &Model) {
             .into_iter()
             .map(|line| Line::styled(line, model.theme.warn()))
             .collect(),
-        None if model.nvrtc_missing.is_some() => vec![Line::from(
-            "q quit  f fetch NVRTC  r look for it again  h history  ? help",
-        )],
+        None if model.cuda_missing.is_some() => vec![Line::from(format!(
+            "q quit  f fetch {}  r look again  h history  ? help",
+            model.cuda_missing.as_ref().map_or("", CudaMissing::noun)
+        ))],
         None if model.replay.is_some() => vec![Line::from(
             "q quit  space pause  ←/→ step  +/- speed  enter map  l lines  h history  ? help",
         )],
