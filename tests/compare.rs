@@ -164,3 +164,60 @@ fn the_command_compares_two_files_with_or_without_a_gpu() {
         assert_eq!(json["b"]["passed"], false);
     }
 }
+
+#[test]
+fn without_a_gpu_compare_shows_both_builds_and_exits_4_when_a_side_does_not_compile() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let class = tempfile::tempdir().expect("tempdir");
+    let starter = std::fs::read_to_string(format!("{root}/kernels/flash-prefill/starter.cu"))
+        .expect("starter");
+    let broken = starter.replacen("float m = -INFINITY", "flot m = -INFINITY", 1);
+    assert_ne!(broken, starter, "the starter still declares `float m`");
+    let broken_line = 1 + starter[..starter.find("float m = -INFINITY").unwrap()]
+        .matches('\n')
+        .count();
+    for (who, text) in [("alice", &starter), ("bob", &broken)] {
+        std::fs::create_dir(class.path().join(who)).expect("mkdir");
+        std::fs::write(class.path().join(who).join("prefill.cu"), text).expect("write");
+    }
+    let run = |a: &str, b: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_flashprof"))
+            .args(["compare", a, b])
+            .current_dir(class.path())
+            .env("FLASHPROF_GPU", "none")
+            .output()
+            .expect("flashprof runs")
+    };
+    let output = run("alice/prefill.cu", "bob/prefill.cu");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(4), "{stdout}");
+    let build_a = stdout
+        .split("A build:")
+        .nth(1)
+        .expect("A's build")
+        .split("B build:")
+        .next();
+    assert!(
+        build_a.is_some_and(|a| a.contains("registers") && a.contains("occupancy")),
+        "{stdout}"
+    );
+    let build_b = stdout.split("B build:").nth(1).expect("B's build");
+    assert!(
+        build_b.contains(&format!("bob/prefill.cu:{broken_line}:")) && build_b.contains("flot"),
+        "{stdout}"
+    );
+    // Nothing ran on either side: one line, not fourteen rows of "not run".
+    assert!(
+        stdout.contains("14 cases not run on either side: no GPU"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("not run  not run"), "{stdout}");
+    // Two kernels that build, without a GPU: compiled, nothing graded.
+    let output = run("alice/prefill.cu", "alice/prefill.cu");
+    assert_eq!(
+        output.status.code(),
+        Some(5),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+}

@@ -16,7 +16,7 @@ use super::ExitCode;
 use crate::app::check::run_check_alone;
 use crate::app::check::{GateUse, RunOptions};
 use crate::lab::source::StudentSource;
-use crate::outcome::CheckReport;
+use crate::outcome::{CheckReport, Verdict};
 use crate::report::compare::{render_compare_json, render_compare_table, Palette, Side};
 use crate::tui::{run_compare, CompareSetup};
 use crate::worker::GpuSelection;
@@ -113,11 +113,22 @@ fn compared(args: &CompareArgs, context: &mut ErrorContext) -> Result<ExitCode, 
         };
         print!("{}", render_compare_table(a, b, palette));
     }
-    Ok(if reports.iter().any(|r| r.gpu.is_err()) {
+    Ok(compare_exit(&reports))
+}
+
+/// A side that did not build decides first (as `check` would exit for it),
+/// then a missing GPU; a comparison of two kernels that ran is a success
+/// whatever their verdicts: telling them apart is its result.
+fn compare_exit(reports: &[CheckReport]) -> ExitCode {
+    let verdicts: Vec<Verdict> = reports.iter().map(Verdict::of).collect();
+    let first_of = |wanted: &[Verdict]| verdicts.iter().find(|v| wanted.contains(v)).copied();
+    if let Some(unbuilt) = first_of(&[Verdict::Rejected, Verdict::CompileError, Verdict::Error]) {
+        unbuilt.exit_code()
+    } else if reports.iter().any(|r| r.gpu.is_err()) {
         ExitCode::NoGpu
     } else {
         ExitCode::Pass
-    })
+    }
 }
 
 impl CompareArgs {

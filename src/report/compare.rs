@@ -153,27 +153,21 @@ pub fn render_compare_table(a: Side, b: Side, palette: Palette) -> String {
             let _ = writeln!(out, "GPU: {}", problem.describe());
         }
     }
+    for (label, side) in [("A", a), ("B", b)] {
+        render_build(&mut out, label, side.report);
+    }
     let rows = case_rows(a.report, b.report);
-    let width = rows.iter().map(|r| r.name.len()).max().unwrap_or(4).max(4);
-    let _ = writeln!(
-        out,
-        "\n  {:<width$}  {:<7}  {:<7}  {:>10}  {:>10}",
-        "case", "A", "B", "A max err", "B max err"
-    );
-    for row in &rows {
-        let marker = match row.marker {
-            "" => " ".to_string(),
-            m => palette.paint("33", m),
+    let unrun = |r: &CheckReport| r.cases.iter().all(|c| c.status == CaseStatus::NotRun);
+    let nothing_ran = unrun(a.report) && unrun(b.report);
+    if nothing_ran {
+        // No GPU, or neither side built: one line, not a table of "not run".
+        let why = match &a.report.gpu {
+            Err(_) => "no GPU (above)",
+            Ok(_) => "neither kernel built",
         };
-        let _ = writeln!(
-            out,
-            "{marker} {:<width$}  {}  {}  {:>10}  {:>10}",
-            row.name,
-            palette.status(row.a_status, 7),
-            palette.status(row.b_status, 7),
-            error_cell(row.a_max_abs_err),
-            error_cell(row.b_max_abs_err),
-        );
+        let _ = writeln!(out, "\n{} cases not run on either side: {why}", rows.len());
+    } else {
+        render_case_rows(&mut out, &rows, palette);
     }
     render_timing(&mut out, a.report, b.report);
     render_counters(&mut out, a.report, b.report);
@@ -194,11 +188,63 @@ pub fn render_compare_table(a: Side, b: Side, palette: Palette) -> String {
             let _ = writeln!(out, "   {line}");
         }
     }
+    if !nothing_ran {
+        let _ = writeln!(
+            out,
+            "markers: {VERDICT_DIFFERS} verdicts differ, {ERROR_DIFFERS} max errors ten times or more apart"
+        );
+    }
+    out
+}
+
+/// The cases, one row each, both verdicts and both largest errors.
+fn render_case_rows(out: &mut String, rows: &[CaseRow], palette: Palette) {
+    let width = rows.iter().map(|r| r.name.len()).max().unwrap_or(4).max(4);
     let _ = writeln!(
         out,
-        "markers: {VERDICT_DIFFERS} verdicts differ, {ERROR_DIFFERS} max errors ten times or more apart"
+        "\n  {:<width$}  {:<7}  {:<7}  {:>10}  {:>10}",
+        "case", "A", "B", "A max err", "B max err"
     );
-    out
+    for row in rows {
+        let marker = match row.marker {
+            "" => " ".to_string(),
+            m => palette.paint("33", m),
+        };
+        let _ = writeln!(
+            out,
+            "{marker} {:<width$}  {}  {}  {:>10}  {:>10}",
+            row.name,
+            palette.status(row.a_status, 7),
+            palette.status(row.b_status, 7),
+            error_cell(row.a_max_abs_err),
+            error_cell(row.b_max_abs_err),
+        );
+    }
+}
+
+/// Lines of one side's build shown at most (a kernel with a hundred errors
+/// would push the comparison off the screen; `flashprof check` shows all).
+const BUILD_LINES: usize = 12;
+
+/// One side's build: its resources and occupancy, or its compile errors,
+/// the student's text made safe for the terminal.
+fn render_build(out: &mut String, label: &str, report: &CheckReport) {
+    let mut build = String::new();
+    crate::report::table::render_compile(&mut build, &report.compile);
+    let build = crate::display::for_display(&build);
+    let lines: Vec<&str> = build.lines().filter(|l| !l.trim().is_empty()).collect();
+    let _ = writeln!(out, "{label} build:");
+    for line in lines.iter().take(BUILD_LINES) {
+        let _ = writeln!(out, "   {line}");
+    }
+    if lines.len() > BUILD_LINES {
+        let _ = writeln!(
+            out,
+            "   ... {} more lines (flashprof check {} shows them all)",
+            lines.len() - BUILD_LINES,
+            crate::display::line_for_display(&report.source_path)
+        );
+    }
 }
 
 fn render_timing(out: &mut String, a: &CheckReport, b: &CheckReport) {

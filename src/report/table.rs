@@ -286,7 +286,7 @@ fn failing_cases_line(report: &CheckReport) -> Option<String> {
         .flatten()
 }
 
-fn render_compile(out: &mut String, compile: &CompileOutcome) {
+pub(crate) fn render_compile(out: &mut String, compile: &CompileOutcome) {
     if let Some(problem) = &compile.problem {
         let _ = writeln!(out, "\nerror: {}", problem.message);
     }

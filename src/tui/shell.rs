@@ -132,6 +132,26 @@ pub fn display_name(file: &Path) -> String {
     )
 }
 
+/// Names for two files that tell them apart: each one's file name, or as
+/// many of its last path components as it takes (`alice/prefill.cu` and
+/// `bob/prefill.cu`), or the whole path when only the start differs.
+pub fn names_telling_apart(a: &Path, b: &Path) -> (String, String) {
+    let tail = |path: &Path, count: usize| {
+        let parts: Vec<_> = path.components().collect();
+        let from = parts.len().saturating_sub(count);
+        parts[from..]
+            .iter()
+            .collect::<std::path::PathBuf>()
+            .display()
+            .to_string()
+    };
+    let longest = a.components().count().max(b.components().count());
+    (1..=longest)
+        .map(|count| (tail(a, count), tail(b, count)))
+        .find(|(x, y)| x != y)
+        .unwrap_or_else(|| (a.display().to_string(), b.display().to_string()))
+}
+
 /// The table rows of the cases `plan` will run, before any has run.
 pub fn planned_rows(plan: &CheckPlan) -> Vec<CaseRow> {
     plan.cases()
@@ -141,4 +161,37 @@ pub fn planned_rows(plan: &CheckPlan) -> Vec<CaseRow> {
             shape: plan.lab().problem(c).unwrap_or_else(|_| Problem::unknown()),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::names_telling_apart;
+    use std::path::Path;
+
+    fn names(a: &str, b: &str) -> (String, String) {
+        names_telling_apart(Path::new(a), Path::new(b))
+    }
+
+    #[test]
+    fn two_files_are_named_by_as_much_of_their_paths_as_tells_them_apart() {
+        let pair = |a: &str, b: &str| (a.to_string(), b.to_string());
+        assert_eq!(names("a.cu", "b.cu"), pair("a.cu", "b.cu"));
+        assert_eq!(
+            names("class/alice/prefill.cu", "class/bob/prefill.cu"),
+            pair("alice/prefill.cu", "bob/prefill.cu")
+        );
+        assert_eq!(
+            names(
+                "/srv/2026/alice/v1/prefill.cu",
+                "/srv/2026/alice/v2/prefill.cu"
+            ),
+            pair("v1/prefill.cu", "v2/prefill.cu")
+        );
+        assert_eq!(
+            names("alice/prefill.cu", "prefill.cu"),
+            pair("alice/prefill.cu", "prefill.cu")
+        );
+        // The same file twice: nothing tells them apart, so the paths as given.
+        assert_eq!(names("x/k.cu", "x/k.cu"), pair("x/k.cu", "x/k.cu"));
+    }
 }

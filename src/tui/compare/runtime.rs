@@ -15,7 +15,7 @@ use super::update::update;
 use crate::app::check::CheckPlan;
 use crate::app::watch::Watched;
 use crate::app::worker_handle::WorkerCommand;
-use crate::tui::shell::{display_name, event_loop, planned_rows, watch_into, Flow, Program};
+use crate::tui::shell::{event_loop, names_telling_apart, planned_rows, watch_into, Flow, Program};
 use crate::tui::theme::Theme;
 use crate::tui::view;
 
@@ -54,10 +54,8 @@ impl Program for CompareModel {
 pub fn run_compare(setup: CompareSetup) -> anyhow::Result<()> {
     let [file_a, file_b] = setup.files;
     let rows = planned_rows(&setup.plan);
-    let labels = Pair {
-        a: display_name(&file_a),
-        b: display_name(&file_b),
-    };
+    let (a, b) = names_telling_apart(&file_a, &file_b);
+    let labels = Pair { a, b };
     let model = CompareModel::new(labels, rows, Theme::from_env());
     let paths = Pair {
         a: file_a.display().to_string(),
