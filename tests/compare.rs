@@ -121,7 +121,7 @@ fn differing_rows_are_marked_and_colour_is_optional() {
     assert!(coloured.contains("\x1b[31mFAIL"));
 
     let json: Value = serde_json::from_str(&render_compare_json(side_a, side_b)).expect("json");
-    assert_eq!(json["schema"], "flashprof.compare/1");
+    assert_eq!(json["schema"], "flashprof.compare/2");
     assert_eq!(json["seed"], 42);
     assert_eq!(json["cases"][1]["marker"], "*");
     assert_eq!(json["a"]["gate"]["verdict"], "pass");
@@ -146,7 +146,7 @@ fn the_command_compares_two_files_with_or_without_a_gpu() {
         .expect("flashprof runs");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let json: Value = serde_json::from_str(&stdout).expect("one JSON document");
-    assert_eq!(json["schema"], "flashprof.compare/1");
+    assert_eq!(json["schema"], "flashprof.compare/2");
     assert_eq!(json["a"]["report"]["seed"], 9);
     assert_eq!(json["b"]["report"]["seed"], 9);
     let no_gpu = json["a"]["report"]["gpu"].get("Err").is_some();

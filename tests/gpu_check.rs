@@ -39,7 +39,7 @@ fn starter_passes_every_case_on_a_gpu() {
     ]);
     assert_ne!(code, NO_GPU, "this test needs a GPU: {json}");
     let report: serde_json::Value = serde_json::from_str(&json).expect("JSON report");
-    assert_eq!(report["schema"], "flashprof.check/1");
+    assert_eq!(report["schema"], "flashprof.check/2");
     assert_eq!(code, 0, "{json}");
     assert!(report["cases"]
         .as_array()

@@ -23,7 +23,7 @@ fn json_run(args: &[&str], dir: &std::path::Path) -> (i32, serde_json::Value) {
         assert_eq!(value["exit_code"], code, "{args:?}: {value}");
         assert!(value["message"].as_str().is_some_and(|m| !m.is_empty()));
     } else {
-        assert_eq!(schema, "flashprof.check/1", "{args:?}: {value}");
+        assert_eq!(schema, "flashprof.check/2", "{args:?}: {value}");
     }
     (code, value)
 }
@@ -161,4 +161,32 @@ fn compare_json_is_json_when_a_file_is_bad_or_the_lab_unknown() {
         dir.path(),
     );
     assert_eq!(code, 2);
+}
+
+#[test]
+fn the_compiled_image_is_in_the_report_only_when_asked_for() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("k.cu"), STARTER).expect("write");
+    let report = |args: &[&str]| {
+        let run = flashprof_without_gpu(args, dir.path());
+        assert_eq!(run.status.code(), Some(5), "{}", text(&run));
+        let value: serde_json::Value = serde_json::from_slice(&run.stdout).expect("JSON");
+        assert_eq!(value["schema"], "flashprof.check/2");
+        (run.stdout.len(), value)
+    };
+    let (plain_bytes, plain) = report(&["check", "k.cu", "--json"]);
+    assert_eq!(plain["compile"]["ok"], true, "{plain}");
+    assert!(plain["compile"].get("image").is_none(), "{plain}");
+    let (full_bytes, full) = report(&["check", "k.cu", "--json", "--image"]);
+    let image = full["compile"]["image"]
+        .as_str()
+        .expect("the image, base64");
+    assert!(image.len() > 1000, "{} bytes of image", image.len());
+    assert!(
+        plain_bytes < full_bytes / 2,
+        "{plain_bytes} against {full_bytes}"
+    );
+    // Without --json there is no report to keep it in.
+    let run = flashprof(&["check", "k.cu", "--image"], dir.path());
+    assert_eq!(run.status.code(), Some(2), "{}", text(&run));
 }

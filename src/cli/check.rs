@@ -22,9 +22,13 @@ pub struct CheckArgs {
     pub lab: super::LabArg,
     #[command(flatten)]
     pub remote: super::remote::RemoteArgs,
-    /// Print the report as JSON (schema flashprof.check/1, docs/JSON.md) instead of a table.
+    /// Print the report as JSON (schema flashprof.check/2, docs/JSON.md) instead of a table.
     #[arg(short, long)]
     pub json: bool,
+    /// Keep the compiled image (cubin or PTX, base64) in the JSON report as
+    /// `compile.image`; left out otherwise, as it is most of the document.
+    #[arg(long, requires = "json")]
+    pub image: bool,
     #[command(flatten)]
     pub run: super::plan::RunArgs,
     /// A cases file to use instead of the embedded one (format: docs/CASES.md).
@@ -162,6 +166,9 @@ fn checked(args: &CheckArgs, context: &mut ErrorContext) -> Result<ExitCode, Ref
         sanitize(&mut report, &plan, show_progress_line);
     }
     let gate = plan.gate(&report);
+    if !args.image {
+        report.compile.image.clear();
+    }
     if args.json {
         println!("{}", render_json(&report, gate.as_ref()));
     } else {

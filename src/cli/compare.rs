@@ -32,7 +32,7 @@ pub struct CompareArgs {
     pub lab: super::LabArg,
     #[command(flatten)]
     pub remote: super::remote::RemoteArgs,
-    /// Print JSON (schema flashprof.compare/1, docs/TA.md) instead of a table.
+    /// Print JSON (schema flashprof.compare/2, docs/TA.md) instead of a table.
     #[arg(short, long)]
     pub json: bool,
     /// Both kernels see the same inputs; without timing there are no counters.
@@ -95,6 +95,10 @@ fn compared(args: &CompareArgs, context: &mut ErrorContext) -> Result<ExitCode, 
     }
     if show_progress {
         eprint!("\r\x1b[2K");
+    }
+    for report in &mut reports {
+        // The images are no part of a comparison (docs/TA.md).
+        report.compile.image.clear();
     }
     let (gate_a, gate_b) = (template.gate(&reports[0]), template.gate(&reports[1]));
     let a = Side {

@@ -19,7 +19,9 @@ use crate::outcome::Verdict;
 use crate::protocol::{CaseOutcome, CaseStatus, KernelCounters};
 
 /// The JSON schema of `flashprof compare --json`.
-pub const COMPARE_SCHEMA: &str = "flashprof.compare/1";
+/// 2 (2026-12-07): each side's report is a `flashprof.check/2` body, with
+/// no compiled image.
+pub const COMPARE_SCHEMA: &str = "flashprof.compare/2";
 
 /// Marker for a row whose verdicts differ.
 pub const VERDICT_DIFFERS: &str = "*";

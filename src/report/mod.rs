@@ -15,7 +15,8 @@ use crate::app::gate::SpeedGate;
 use crate::outcome::{CheckReport, Verdict};
 
 /// The JSON schema identifier; bumped on any incompatible change (docs/JSON.md).
-pub const JSON_SCHEMA: &str = "flashprof.check/1";
+/// 2 (2026-12-07): the compiled image only on request (`--image`).
+pub const JSON_SCHEMA: &str = "flashprof.check/2";
 
 #[derive(Serialize)]
 struct JsonDocument<'a> {
