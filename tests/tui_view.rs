@@ -893,3 +893,35 @@ fn without_nvrtc_the_screen_says_so_and_offers_the_fetch_not_a_compile_error() {
         "{text}"
     );
 }
+
+#[test]
+fn a_diagnosis_too_long_for_its_cell_is_cut_between_words_at_80x24() {
+    let mut model = fresh();
+    complete(&mut model, "v1", all_pass(13.0, 40));
+    let screen = screen(&model, 80, 24);
+    let report = &model.last.as_ref().expect("a check").report;
+    let mut checked = 0;
+    for case in &report.cases {
+        let Some(row) = screen
+            .lines()
+            .find(|l| l.contains(&format!(" {} ", case.name)))
+        else {
+            continue;
+        };
+        let first_word = case.diagnosis.split(' ').next().expect("a word");
+        let cell = row[row
+            .find(first_word)
+            .expect("the diagnosis starts in its cell")..]
+            .trim_end_matches(['│', ' ', '"']);
+        let shown = cell.strip_suffix('…').unwrap_or_else(|| {
+            panic!("the diagnosis fits whole or ends in an ellipsis: {row} {cell:?}")
+        });
+        assert!(
+            case.diagnosis.starts_with(shown) && case.diagnosis[shown.len()..].starts_with(' '),
+            "cut mid-word: {cell:?} of {:?}",
+            case.diagnosis
+        );
+        checked += 1;
+    }
+    assert!(checked >= 5, "only {checked} rows on screen:\n{screen}");
+}

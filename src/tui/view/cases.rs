@@ -8,7 +8,7 @@ use ratatui::widgets::{Cell, Paragraph, Row, Table};
 use ratatui::Frame;
 
 use super::layout::{first_visible_case, visible_case_rows};
-use super::text::{at_most, panel, wrap_words};
+use super::text::{at_most, between_words, panel, wrap_words};
 use crate::protocol::{CaseOutcome, CaseStatus};
 use crate::tui::model::{CaseCell, Model};
 use crate::tui::theme::Theme;
@@ -25,6 +25,7 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
         (0..model.cases.len()).any(|i| matches!(model.case(i), CaseCell::Done(s) if s.stale));
     let visible = visible_case_rows(area);
     let first = first_visible_case(model.selected, visible);
+    let columns = Columns::for_table(model, area);
     let rows = model
         .cases
         .iter()
@@ -38,11 +39,11 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
                 CaseCell::Running => plain_row(&case.name, shape, "running", theme.warn()),
                 CaseCell::Provisional(outcome) => {
                     let verdict = provisional_word(outcome.status, theme);
-                    outcome_row(&case.name, shape, outcome, verdict, model)
+                    outcome_row(&case.name, shape, outcome, verdict, model, columns)
                 }
                 CaseCell::Done(shown) => {
                     let verdict = status_word(shown.value.status, theme);
-                    let row = outcome_row(&case.name, shape, shown.value, verdict, model);
+                    let row = outcome_row(&case.name, shape, shown.value, verdict, model, columns);
                     if shown.stale {
                         row.style(theme.stale())
                     } else {
@@ -77,17 +78,45 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
     let table = Table::new(
         rows,
         [
-            Constraint::Length(7),
-            Constraint::Length(24),
-            Constraint::Length(9),
-            Constraint::Length(8),
-            Constraint::Length(8),
+            Constraint::Length(RESULT_WIDTH),
+            Constraint::Length(columns.name),
+            Constraint::Length(SHAPE_WIDTH),
+            Constraint::Length(ERROR_WIDTH),
+            Constraint::Length(HEADROOM_WIDTH),
             Constraint::Fill(1),
         ],
     )
     .header(header)
     .block(panel(&title, stale, theme));
     frame.render_widget(table, area);
+}
+
+const RESULT_WIDTH: u16 = 7;
+const SHAPE_WIDTH: u16 = 9;
+const ERROR_WIDTH: u16 = 8;
+const HEADROOM_WIDTH: u16 = 8;
+/// The case names' column: as wide as the longest name, between these.
+const NAME_WIDTHS: (u16, u16) = (12, 30);
+
+/// The widths the table's text is fitted to before drawing, so that a cell
+/// too long for its column is cut between words rather than mid-word.
+#[derive(Debug, Clone, Copy)]
+struct Columns {
+    name: u16,
+    diagnosis: usize,
+}
+
+impl Columns {
+    fn for_table(model: &Model, area: Rect) -> Self {
+        let longest = model.cases.iter().map(|c| c.name.chars().count()).max();
+        let name = (longest.unwrap_or(0) as u16).clamp(NAME_WIDTHS.0, NAME_WIDTHS.1);
+        // The panel's two borders and one column of spacing between each two.
+        let fixed = 2 + RESULT_WIDTH + name + SHAPE_WIDTH + ERROR_WIDTH + HEADROOM_WIDTH + 5;
+        Self {
+            name,
+            diagnosis: usize::from(area.width.saturating_sub(fixed)),
+        }
+    }
 }
 
 /// The seed the cases on screen drew their inputs from, and the key that
@@ -173,6 +202,7 @@ fn outcome_row(
     case: &CaseOutcome,
     (word, style): (&'static str, Style),
     model: &Model,
+    columns: Columns,
 ) -> Row<'static> {
     let (max_err, headroom) = error_cells(case);
     Row::new([
@@ -181,7 +211,8 @@ fn outcome_row(
         Cell::from(shape),
         Cell::from(max_err),
         Cell::from(headroom),
-        Cell::from(diagnosis(case, model)),
+        // The whole diagnosis is under the table for the selected case.
+        Cell::from(between_words(&diagnosis(case, model), columns.diagnosis)),
     ])
 }
 

@@ -13,6 +13,7 @@ use crate::tui::model::{CaseRow, CudaMissing, CudaPiece, Model, Phase, Remedy};
 use crate::tui::theme::Theme;
 
 use super::layout::footer_lines;
+use super::text::between_words;
 
 pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
     let theme = model.theme;
@@ -43,23 +44,6 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
     spans.push(Span::raw("  "));
     spans.push(gpu);
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
-}
-
-/// `text` in at most `width` columns: whole, or cut after its last word
-/// that fits, with an ellipsis.
-fn between_words(text: &str, width: usize) -> String {
-    let columns = |text: &str| Span::raw(text).width();
-    if columns(text) <= width {
-        return text.to_owned();
-    }
-    let mut fitted = String::new();
-    for word in text.split_inclusive(' ') {
-        if columns((fitted.clone() + word).trim_end()) + 1 > width {
-            break;
-        }
-        fitted.push_str(word);
-    }
-    format!("{}…", fitted.trim_end())
 }
 
 fn activity(model: &Model) -> Vec<Span<'static>> {
@@ -255,7 +239,7 @@ pub fn draw_footer(frame: &mut Frame, area: Rect, model: &Model) {
 
 #[cfg(test)]
 mod tests {
-    use super::{between_words, kernel_name};
+    use super::kernel_name;
 
     #[test]
     fn a_kernel_is_named_by_its_first_comment_line_else_by_its_file() {
@@ -273,14 +257,5 @@ mod tests {
         ] {
             assert_eq!(kernel_name(text, "prefill.cu"), name);
         }
-    }
-
-    #[test]
-    fn a_long_name_is_cut_between_words_with_an_ellipsis() {
-        let title = "  Decode walk, step 2: each KV head's keys read once";
-        assert_eq!(between_words(title, 60), title);
-        assert_eq!(between_words(title, 30), "  Decode walk, step 2: each…");
-        assert!(between_words(title, 30).chars().count() <= 30);
-        assert_eq!(between_words(title, 3), "…");
     }
 }

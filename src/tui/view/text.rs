@@ -100,6 +100,23 @@ pub fn at_most(mut lines: Vec<String>, max: usize, width: usize) -> Vec<String> 
     lines
 }
 
+/// `text` in at most `width` columns: whole, or cut after its last word
+/// that fits, with an ellipsis.
+pub fn between_words(text: &str, width: usize) -> String {
+    let columns = |text: &str| Span::raw(text).width();
+    if columns(text) <= width {
+        return text.to_owned();
+    }
+    let mut fitted = String::new();
+    for word in text.split_inclusive(' ') {
+        if columns((fitted.clone() + word).trim_end()) + 1 > width {
+            break;
+        }
+        fitted.push_str(word);
+    }
+    format!("{}…", fitted.trim_end())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,5 +136,14 @@ mod tests {
         let lines = vec!["aaaa".to_string(), "bbbb".into(), "cccc".into()];
         assert_eq!(at_most(lines.clone(), 2, 4), ["aaaa", "bbb…"]);
         assert_eq!(at_most(lines, 3, 4).len(), 3);
+    }
+
+    #[test]
+    fn a_long_name_is_cut_between_words_with_an_ellipsis() {
+        let title = "  Decode walk, step 2: each KV head's keys read once";
+        assert_eq!(between_words(title, 60), title);
+        assert_eq!(between_words(title, 30), "  Decode walk, step 2: each…");
+        assert!(between_words(title, 30).chars().count() <= 30);
+        assert_eq!(between_words(title, 3), "…");
     }
 }
