@@ -1,11 +1,7 @@
 //! Naming a planted bug's cause from what failed, in the decode lab's
 //! terms: sequences, partitions, blocks, heads.
 //!
-//! Two readings. Across a check's cases, [`suspects_from_cases`] reads
-//! which cases failed against each bug's "must fail" family: only ALiBi
-//! cases, or only cases with a sequence cut into several partitions, name
-//! a bug by themselves; "every case" leaves five candidates. Within one
-//! case, [`explain`] reads the failing elements (NaN only in one-key
+//! Within one case, [`explain`] reads the failing elements (NaN only in one-key
 //! sequences, NaN only in sequences of 2 to 15 partitions, every failing
 //! head the answer times one factor, failures only in split sequences)
 //! to order the suspects, then *replays* each suspect's CPU model on a few
@@ -25,38 +21,6 @@ use crate::lab::verdict::cause;
 /// Most failing sequences a suspect is replayed on (shortest first, so a
 /// replay costs little even at the timing shape).
 const REPLAY_SEQS: usize = 4;
-
-/// One case's result, as the across-cases reading needs it.
-#[derive(Debug, Clone, Copy)]
-pub struct CaseOutcome<'a> {
-    pub batch: &'a Batch,
-    pub failed: bool,
-}
-
-/// The planted bugs whose "must fail" family is exactly the failing cases,
-/// in [`Bug::ALL`] order; empty when no bug's family fits (or nothing failed).
-pub fn suspects_from_cases(outcomes: &[CaseOutcome<'_>]) -> Vec<Bug> {
-    if outcomes.iter().all(|o| !o.failed) {
-        return Vec::new();
-    }
-    Bug::ALL
-        .into_iter()
-        .filter(|bug| outcomes.iter().all(|o| bug.must_fail(o.batch) == o.failed))
-        .collect()
-}
-
-/// One line for a whole check from its failing cases, when the pattern
-/// names a cause by itself.
-pub fn check_line(outcomes: &[CaseOutcome<'_>]) -> Option<String> {
-    match suspects_from_cases(outcomes).as_slice() {
-        [] => None,
-        [bug] => Some(format!("only the cases a {} bug breaks fail: {}", bug.name(), bug.defect())),
-        several => Some(format!(
-            "every case fails: the common path is wrong (one of {}); each case's diagnosis replays them",
-            several.iter().map(|b| b.name()).collect::<Vec<_>>().join(", ")
-        )),
-    }
-}
 
 /// The likely cause of the differences between `out` and `reference` in
 /// one case (both laid out like `out`), with the planted bug whose model
@@ -368,57 +332,5 @@ mod tests {
         let (line, named) = explain(&inputs, &stray, &reference, REFERENCE_SPLITS).unwrap();
         assert_eq!(named, None);
         assert!(line.contains("NaN or Inf in sequences [3]"), "{line}");
-    }
-
-    #[test]
-    fn the_case_pattern_names_the_distinctive_bugs() {
-        let batches: Vec<Batch> = hazard_cases()
-            .iter()
-            .map(|c| c.generate(1).unwrap().batch)
-            .collect();
-        let outcomes = |bug: Bug| -> Vec<CaseOutcome<'_>> {
-            batches
-                .iter()
-                .map(|b| CaseOutcome {
-                    batch: b,
-                    failed: bug.must_fail(b),
-                })
-                .collect()
-        };
-        for bug in [
-            Bug::CombineUnscaled,
-            Bug::CombineAllSlots,
-            Bug::AlibiSignFlipped,
-        ] {
-            assert_eq!(suspects_from_cases(&outcomes(bug)), vec![bug]);
-            assert!(check_line(&outcomes(bug)).unwrap().contains(bug.defect()));
-        }
-        let every = suspects_from_cases(&outcomes(Bug::KIgnored));
-        assert_eq!(
-            every,
-            vec![
-                Bug::KIgnored,
-                Bug::BlockTableIgnored,
-                Bug::LastKeyDropped,
-                Bug::WrongGqaMap,
-                Bug::MissingDivision,
-                Bug::XAssumed8
-            ]
-        );
-        assert!(check_line(&outcomes(Bug::KIgnored))
-            .unwrap()
-            .starts_with("every case fails"));
-        let passing: Vec<CaseOutcome<'_>> = batches
-            .iter()
-            .map(|b| CaseOutcome {
-                batch: b,
-                failed: false,
-            })
-            .collect();
-        assert!(suspects_from_cases(&passing).is_empty() && check_line(&passing).is_none());
-        // One odd case failing alone fits no family.
-        let mut odd = passing.clone();
-        odd[1].failed = true;
-        assert_eq!(check_line(&odd), None);
     }
 }
