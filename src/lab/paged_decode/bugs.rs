@@ -9,7 +9,9 @@
 //! [`MIN_MISS_FACTOR`] tolerances, over several seeds; and that each
 //! planted kernel's first line lists exactly those cases.
 
-use super::{oracle, partitions, Batch, Inputs};
+use super::{oracle, Inputs};
+#[cfg(test)]
+use super::{partitions, Batch};
 
 /// How many tolerances a failing case must miss by, at its worst element.
 pub const MIN_MISS_FACTOR: f64 = 10.0;
@@ -102,7 +104,8 @@ impl Bug {
     /// "must fail" column, read exactly). A sequence of one key has a
     /// softmax of one weight 1, so the bugs that only change weights show
     /// in a sequence of two or more; every case has one. At the reference's
-    /// splits, as the contract's table is; the CI proof below reads it.
+    /// splits, as the contract's table is; the tests that prove the models
+    /// and the diagnoses against that table read it.
     #[cfg(test)]
     pub fn must_fail(self, batch: &Batch) -> bool {
         let lens = || (0..batch.num_seqs()).map(|s| batch.len_of(s));
