@@ -17,12 +17,16 @@ VENV=$(mktemp -d)/venv
 trap 'rm -rf "$(dirname "$VENV")"' EXIT
 rm -rf "$WORK/dist"
 mkdir -p "$WORK"
-if [ ! -x "$WORK/build/bin/maturin" ]; then
+if [ ! -x "$WORK/build/bin/maturin" ] || ! "$WORK/build/bin/python" -m ziglang version >/dev/null 2>&1; then
   python3 -m venv "$WORK/build"
-  "$WORK/build/bin/pip" install --quiet --disable-pip-version-check "maturin>=1.5,<2"
+  # zig links against glibc 2.28's symbols, so the wheel installs on
+  # RHEL/Rocky 8 login nodes (manylinux_2_28) whatever this machine's glibc.
+  "$WORK/build/bin/pip" install --quiet --disable-pip-version-check "maturin>=1.5,<2" "ziglang==0.17.*"
 fi
-"$WORK/build/bin/maturin" build --quiet --profile "$PROFILE" --out "$WORK/dist"
-wheel=$(ls "$WORK"/dist/flashprof_tui-*.whl)
+PATH="$WORK/build/bin:$PATH" "$WORK/build/bin/maturin" build --quiet --profile "$PROFILE" \
+  --zig --compatibility manylinux_2_28 --out "$WORK/dist"
+# maturin refuses to tag a wheel whose binary needs more than the policy allows.
+wheel=$(ls "$WORK"/dist/flashprof_tui-*-manylinux_2_28_x86_64.whl)
 python3 -m venv "$VENV"
 start=$(date +%s.%N)
 "$VENV/bin/pip" install --quiet --disable-pip-version-check "$wheel"
