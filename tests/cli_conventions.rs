@@ -78,3 +78,32 @@ fn the_remote_flags_stand_under_their_own_heading() {
         assert!(!remote.contains("--seed"), "{command}: --seed under it");
     }
 }
+
+#[test]
+fn doctor_says_unknown_for_what_it_cannot_tell_and_colours_only_when_asked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = flashprof(&["doctor", "--json"], dir.path());
+    let document: serde_json::Value = serde_json::from_slice(&run.stdout).expect("JSON");
+    let profiling = document["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .find(|f| f["item"] == "profiling")
+        .expect("a profiling finding");
+    // Without an NVIDIA kernel driver the permission cannot be read: not missing, unknown.
+    let driverless = !std::path::Path::new("/proc/driver/nvidia/params").exists();
+    assert_eq!(profiling["state"] == "unknown", driverless, "{profiling}");
+    for finding in document["findings"].as_array().expect("findings") {
+        let state = finding["state"].as_str().expect("a state");
+        assert_eq!(finding["ok"] == true, state == "ok", "{finding}");
+    }
+    let plain = flashprof(&["doctor", "--color", "never"], dir.path());
+    let plain = String::from_utf8_lossy(&plain.stdout);
+    assert!(!plain.contains('\u{1b}'), "{plain}");
+    if driverless {
+        assert!(plain.contains("unknown profiling"), "{plain}");
+    }
+    let coloured = flashprof(&["doctor", "--color", "always"], dir.path());
+    let coloured = String::from_utf8_lossy(&coloured.stdout);
+    assert!(coloured.contains("\u{1b}["), "{coloured}");
+}

@@ -23,10 +23,33 @@ pub struct Finding {
     /// `driver`, `gpu`, `peaks`, `nvrtc`, `cuda_headers`, `cupti`, `compute_sanitizer`, `profiling`.
     pub item: &'static str,
     pub ok: bool,
+    /// `ok`, `missing`, or `unknown` (what cannot be told on this machine,
+    /// such as the counter permission without an NVIDIA kernel driver).
+    pub state: State,
     /// What was found, where, and how it was found.
     pub found: String,
     /// What makes it work, when it does not.
     pub fix: Option<String>,
+}
+
+/// What doctor could tell about one thing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    Ok,
+    Missing,
+    Unknown,
+}
+
+impl State {
+    /// The mark a line starts with, as wide for every state, and its colour.
+    fn mark(self) -> (&'static str, &'static str) {
+        match self {
+            State::Ok => ("ok     ", "32"),
+            State::Missing => ("MISSING", "31"),
+            State::Unknown => ("unknown", "33"),
+        }
+    }
 }
 
 impl Finding {
@@ -34,6 +57,7 @@ impl Finding {
         Self {
             item,
             ok: true,
+            state: State::Ok,
             found,
             fix: None,
         }
@@ -43,8 +67,17 @@ impl Finding {
         Self {
             item,
             ok: false,
+            state: State::Missing,
             found,
             fix: Some(fix.into()),
+        }
+    }
+
+    /// Not known here; `fix` says where it can be.
+    fn unknown(item: &'static str, found: String, fix: impl Into<String>) -> Self {
+        Self {
+            state: State::Unknown,
+            ..Self::missing(item, found, fix)
         }
     }
 }
@@ -119,8 +152,14 @@ pub fn run(args: DoctorArgs) -> ExitCode {
 
 /// The findings as doctor prints them: one line each, its fix under it.
 pub fn print_findings(findings: &[Finding]) {
+    use std::io::IsTerminal;
+    let coloured = crate::display::colour(std::io::stdout().is_terminal());
     for finding in findings {
-        let mark = if finding.ok { "ok     " } else { "MISSING" };
+        let (mark, code) = finding.state.mark();
+        let mark = match coloured {
+            true => format!("\x1b[{code}m{mark}\x1b[0m"),
+            false => mark.to_string(),
+        };
         println!("{mark} {:<18} {}", finding.item, finding.found);
         if let Some(fix) = &finding.fix {
             println!("        {:<18} fix: {fix}", "");
@@ -375,9 +414,9 @@ fn profiling_permission() -> Finding {
         .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
         .unwrap_or(false);
     match admin_only {
-        None => Finding::missing(
+        None => Finding::unknown(
             "profiling",
-            "unknown: no /proc/driver/nvidia/params (no NVIDIA kernel driver here)".into(),
+            "no /proc/driver/nvidia/params (no NVIDIA kernel driver here)".into(),
             "needs the NVIDIA driver; on WSL2 counters follow the Windows driver's setting",
         ),
         Some(false) => Finding::ok("profiling", "counters open to every user".into()),
