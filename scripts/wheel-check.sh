@@ -26,7 +26,7 @@ fi
 PATH="$WORK/build/bin:$PATH" "$WORK/build/bin/maturin" build --quiet --profile "$PROFILE" \
   --zig --compatibility manylinux_2_28 --out "$WORK/dist"
 # maturin refuses to tag a wheel whose binary needs more than the policy allows.
-wheel=$(ls "$WORK"/dist/flashprof_tui-*-manylinux_2_28_x86_64.whl)
+wheel=$(ls "$WORK"/dist/flashprof_tui-*-manylinux_2_28_"$(uname -m)".whl)
 python3 -m venv "$VENV"
 start=$(date +%s.%N)
 "$VENV/bin/pip" install --quiet --disable-pip-version-check "$wheel"

@@ -188,6 +188,14 @@ fn without_a_gpu_compare_shows_both_builds_and_exits_4_when_a_side_does_not_comp
             .output()
             .expect("flashprof runs")
     };
+    // Whichever side does not compile, the same exit.
+    let swapped = run("bob/prefill.cu", "alice/prefill.cu");
+    assert_eq!(
+        swapped.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&swapped.stdout)
+    );
     let output = run("alice/prefill.cu", "bob/prefill.cu");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert_eq!(output.status.code(), Some(4), "{stdout}");

@@ -58,7 +58,9 @@ fn without_python3_it_says_what_is_missing_and_installs_nothing() {
     );
     assert!(shown.contains("sudo apt install python3-pip"), "{shown}");
     assert!(
-        shown.contains("inside a virtualenv: pip install 'nvidia-cuda-nvrtc==13.0.88'"),
+        shown.contains(
+            "inside a virtualenv that is active when flashprof runs: pip install 'nvidia-cuda-nvrtc==13.0.88'"
+        ),
         "{shown}"
     );
     // Only flashprof's private folder, where pip would have run.

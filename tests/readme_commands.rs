@@ -72,9 +72,18 @@ impl Help {
             })
     }
 
+    /// Whether `flag` is one of the command's options: named at the start
+    /// of an option line (`  -j, --json`, `      --lab <NAME>`), not in
+    /// some other option's words.
     fn lists(&mut self, command: &str, flag: &str) -> bool {
-        let help = self.of(command);
-        help.contains(&format!("{flag} ")) || help.contains(&format!("{flag}\n"))
+        self.of(command).lines().any(|line| {
+            let line = line.trim_start();
+            let spec = line.split("  ").next().unwrap_or("");
+            line.starts_with('-')
+                && spec
+                    .split(", ")
+                    .any(|option| option.split([' ', '=', '<', '[']).next() == Some(flag))
+        })
     }
 }
 

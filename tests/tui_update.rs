@@ -711,11 +711,15 @@ fn a_file_wanting_missing_cuda_headers_is_offered_the_fetch_and_checked_again_on
         key(&mut model, KeyCode::Char('r')),
         vec![Effect::SearchLibraries]
     );
-    update(
+    let effects = update(
         &mut model,
         Msg::LibrariesSearched(searched(Some("libnvrtc.so.13"))),
     );
     assert_eq!(model.cuda_missing, None);
+    assert!(
+        matches!(effects.as_slice(), [Effect::StartRun { source, .. }] if source.ends_with("// v2")),
+        "the newest text is checked again: {effects:?}"
+    );
     assert_eq!(
         model.notice.as_deref(),
         Some(format!("found {HEADERS}").as_str())
@@ -745,4 +749,29 @@ fn a_compile_that_no_longer_wants_the_headers_drops_the_offer_and_a_remote_worke
     assert_eq!(remote.cuda_missing, None);
     let screen = screen(&remote, 120, 40);
     assert!(screen.contains("CUDA headers missing"), "{screen}");
+}
+
+#[test]
+fn a_save_without_the_include_during_a_headers_fetch_clears_the_offer_and_a_failed_fetch_leaves_nothing_stuck(
+) {
+    use tui_support::drive::with_local_worker;
+    let mut model = with_local_worker(None);
+    let run = save(&mut model, "#include <cuda_fp8.h>").expect("runs");
+    progress(&mut model, run, Progress::Compiled(headers_missing()));
+    finish(&mut model, run, tui_support::compile_error_report(""));
+    assert_eq!(key(&mut model, KeyCode::Char('f')), vec![Effect::FetchCuda]);
+    // The student drops the include while pip runs: that build compiled.
+    let run = save(&mut model, "// no include").expect("runs");
+    progress(
+        &mut model,
+        run,
+        Progress::Compiled(tui_support::compiled(32)),
+    );
+    assert_eq!(model.cuda_missing, None);
+    let shown = screen(&model, 120, 40);
+    assert!(!shown.contains("NO CUDA HEADERS"), "{shown}");
+    assert!(!shown.contains("not compiled"), "{shown}");
+    // The fetch then fails: nothing to say about a piece no file wants.
+    assert!(update(&mut model, Msg::Fetched(Err("no network".into()))).is_empty());
+    assert_eq!(model.cuda_missing, None);
 }

@@ -120,14 +120,21 @@ fn compared(args: &CompareArgs, context: &mut ErrorContext) -> Result<ExitCode, 
     Ok(compare_exit(&reports))
 }
 
-/// A side that did not build decides first (as `check` would exit for it),
-/// then a missing GPU; a comparison of two kernels that ran is a success
-/// whatever their verdicts: telling them apart is its result.
+/// A side whose build stopped decides first, as `check` would exit for it,
+/// the machine's fault before the file's whichever side it is (6 for NVRTC
+/// or the headers missing, then 4 for a compile error, then 3 for an
+/// unusable file); then a missing GPU; a comparison of two kernels that
+/// built and ran is a success whatever their verdicts: telling them apart
+/// is its result.
 fn compare_exit(reports: &[CheckReport]) -> ExitCode {
-    let verdicts: Vec<Verdict> = reports.iter().map(Verdict::of).collect();
-    let first_of = |wanted: &[Verdict]| verdicts.iter().find(|v| wanted.contains(v)).copied();
-    if let Some(unbuilt) = first_of(&[Verdict::Rejected, Verdict::CompileError, Verdict::Error]) {
-        unbuilt.exit_code()
+    let unbuilt = |verdict: Verdict| {
+        reports
+            .iter()
+            .any(|r| !r.compile.ok && Verdict::of(r) == verdict)
+    };
+    let by_severity = [Verdict::Error, Verdict::CompileError, Verdict::Rejected];
+    if let Some(worst) = by_severity.into_iter().find(|&v| unbuilt(v)) {
+        worst.exit_code()
     } else if reports.iter().any(|r| r.gpu.is_err()) {
         ExitCode::NoGpu
     } else {

@@ -129,7 +129,7 @@ fn folder_of(partial: &Path) -> PathBuf {
 /// `python3 -m pip` works, run in `home`, or why not, with what to do about it.
 fn require_pip(home: &Path) -> Result<(), String> {
     let by_hand = format!(
-        "or install the wheels yourself, inside a virtualenv: pip install {}",
+        "or install the wheels yourself, inside a virtualenv that is active when flashprof runs: pip install {}",
         quoted_wheels()
     );
     let answer = python(home)
@@ -400,7 +400,12 @@ mod tests {
         use crate::gpu::headers::HEADERS_FIX;
         for fix in [NVRTC_PIP, CUPTI_FIX, HEADERS_FIX] {
             assert!(!fix.contains("--user"), "{fix}");
-            assert!(fix.contains("inside a virtualenv, pip install '"), "{fix}");
+            assert!(
+                fix.contains(
+                    "inside a virtualenv that is active when flashprof runs, pip install '"
+                ),
+                "{fix}"
+            );
         }
     }
 

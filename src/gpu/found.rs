@@ -38,10 +38,12 @@ pub const NVRTC_FIX: &str = crate::gpu::fetch::COMMAND;
 /// The same done by hand with pip. Only inside a virtualenv: `--user`
 /// fails there, and a system Python marked externally managed refuses any
 /// install of its own (the fetch uses `--target`, which neither refuses).
-pub const NVRTC_PIP: &str = "inside a virtualenv, pip install 'nvidia-cuda-nvrtc==13.0.*'";
+/// flashprof finds a virtualenv's wheels when it is the one active (or the
+/// one flashprof itself was installed into).
+pub const NVRTC_PIP: &str =
+    "inside a virtualenv that is active when flashprof runs, pip install 'nvidia-cuda-nvrtc==13.0.*'";
 /// The same for the hardware counters: the fetch installs CUPTI beside NVRTC.
-pub const CUPTI_FIX: &str =
-    "flashprof fetch-cuda (or, inside a virtualenv, pip install 'nvidia-cuda-cupti==13.0.*')";
+pub const CUPTI_FIX: &str = "flashprof fetch-cuda (or, inside a virtualenv that is active when flashprof runs, pip install 'nvidia-cuda-cupti==13.0.*')";
 
 /// The variable naming NVRTC's folder (searched first; how a worker is told).
 pub const NVRTC_VARIABLE: &str = "FLASHPROF_CUDA_LIB";

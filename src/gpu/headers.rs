@@ -27,7 +27,7 @@ pub use crate::lab::source::CUDA_TYPE_HEADERS;
 /// the fetch installs the runtime wheel that holds them beside NVRTC.
 /// By hand, only inside a virtualenv, as [`super::found::NVRTC_PIP`] says why.
 pub const HEADERS_FIX: &str =
-    "flashprof fetch-cuda (or, inside a virtualenv, pip install 'nvidia-cuda-runtime==13.0.*')";
+    "flashprof fetch-cuda (or, inside a virtualenv that is active when flashprof runs, pip install 'nvidia-cuda-runtime==13.0.*')";
 
 /// The folder the caller found, handed to the worker so both use the same one.
 pub const INCLUDE_VARIABLE: &str = "FLASHPROF_CUDA_INCLUDE";

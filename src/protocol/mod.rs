@@ -54,7 +54,9 @@ use crate::lab::registry;
 /// 10: the non-finite experiments' new changes (`scratch_finite`,
 /// `sentinels_tagged`) and the trial's `sentinels_tagged`.
 /// 11: a line profile's `setup_ms` and `worker_ms`.
-pub const PROTOCOL_VERSION: u32 = 11;
+/// 12: a compile problem of its own for the missing CUDA headers
+/// (`CompileProblemKind::HeadersMissing`).
+pub const PROTOCOL_VERSION: u32 = 12;
 
 /// The rules a speedup was measured under, kept with every timing and in
 /// the gradebook's journal so that a row timed under other rules is timed

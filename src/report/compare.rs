@@ -163,9 +163,12 @@ pub fn render_compare_table(a: Side, b: Side, palette: Palette) -> String {
     let nothing_ran = unrun(a.report) && unrun(b.report);
     if nothing_ran {
         // No GPU, or neither side built: one line, not a table of "not run".
-        let why = match &a.report.gpu {
-            Err(_) => "no GPU (above)",
-            Ok(_) => "neither kernel built",
+        let why = if a.report.gpu.is_err() || b.report.gpu.is_err() {
+            "no GPU (above)"
+        } else if !a.report.compile.ok && !b.report.compile.ok {
+            "neither kernel built"
+        } else {
+            "see each side's build above"
         };
         let _ = writeln!(out, "\n{} cases not run on either side: {why}", rows.len());
     } else {
@@ -242,9 +245,8 @@ fn render_build(out: &mut String, label: &str, report: &CheckReport) {
     if lines.len() > BUILD_LINES {
         let _ = writeln!(
             out,
-            "   ... {} more lines (flashprof check {} shows them all)",
-            lines.len() - BUILD_LINES,
-            crate::display::line_for_display(&report.source_path)
+            "   ... {} more lines (`flashprof check` of this file shows them all)",
+            lines.len() - BUILD_LINES
         );
     }
 }

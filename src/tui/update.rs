@@ -311,12 +311,10 @@ fn note_missing_headers(model: &mut Model, outcome: &CompileOutcome) {
         (None, Some(search)) if wants_headers => {
             model.cuda_missing = Some(CudaMissing::of(CudaPiece::Headers, search, None));
         }
-        // Kept while a fetch or search for them is under way.
-        (Some(missing), _)
-            if missing.piece == CudaPiece::Headers
-                && !wants_headers
-                && missing.remedy.is_none() =>
-        {
+        // Even while a fetch for them is under way: the screen must not
+        // call a file that compiled "not compiled". The fetch still lands,
+        // and the next compile that wants them offers `r` to find it.
+        (Some(missing), _) if missing.piece == CudaPiece::Headers && !wants_headers => {
             model.cuda_missing = None;
         }
         _ => {}

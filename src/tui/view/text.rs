@@ -107,8 +107,11 @@ pub fn between_words(text: &str, width: usize) -> String {
     if columns(text) <= width {
         return text.to_owned();
     }
+    if width == 0 {
+        return String::new();
+    }
     let mut fitted = String::new();
-    for word in text.split_inclusive(' ') {
+    for word in text.split_inclusive(char::is_whitespace) {
         if columns((fitted.clone() + word).trim_end()) + 1 > width {
             break;
         }
@@ -145,5 +148,9 @@ mod tests {
         assert_eq!(between_words(title, 30), "  Decode walk, step 2: each…");
         assert!(between_words(title, 30).chars().count() <= 30);
         assert_eq!(between_words(title, 3), "…");
+        assert_eq!(between_words(title, 0), "");
+        // Any space is a place to cut, a no-break one included.
+        assert_eq!(between_words("ab\u{a0}cd ef", 6), "ab\u{a0}cd…");
+        assert_eq!(between_words("ab\u{a0}cd ef", 5), "ab…");
     }
 }
