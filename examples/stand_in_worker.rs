@@ -149,8 +149,12 @@ fn main() {
                 };
                 if build == Build::Optimized && source_text.contains("slow-optimizer") {
                     if let Some(marks) = std::env::var_os("FLASHPROF_STAND_IN_MARKS") {
-                        let mark = std::path::Path::new(&marks).join("optimizing");
-                        std::fs::write(mark, std::process::id().to_string()).expect("mark");
+                        // Written aside and renamed, so a test that sees the
+                        // mark always reads the whole process id.
+                        let marks = std::path::Path::new(&marks);
+                        let partial = marks.join("optimizing.partial");
+                        std::fs::write(&partial, std::process::id().to_string()).expect("mark");
+                        std::fs::rename(partial, marks.join("optimizing")).expect("mark");
                     }
                     std::thread::sleep(std::time::Duration::from_secs(30));
                 }
