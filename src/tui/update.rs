@@ -175,7 +175,8 @@ fn request_run(model: &mut Model, source: String) -> Vec<Effect> {
     vec![Effect::StartRun { run: id, source }]
 }
 
-/// `r` or `f` while NVRTC is missing: starts `remedy` unless one is under way.
+/// `r` or `f` while NVRTC or the CUDA headers are missing: starts `remedy`
+/// unless one is under way.
 fn remedy_missing_cuda(model: &mut Model, remedy: Remedy, effect: Effect) -> Vec<Effect> {
     let Some(missing) = model.cuda_missing.as_mut() else {
         model.notice = Some(
