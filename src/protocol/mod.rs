@@ -390,6 +390,20 @@ pub enum CompileProblemKind {
     OverLimit,
 }
 
+impl CompileProblemKind {
+    /// Why no case of the kernel ran, as a clause: the one wording the
+    /// report's case lines and the TUI's cases table share.
+    pub fn why_nothing_ran(self) -> &'static str {
+        match self {
+            Self::BadSource => "the file cannot be used",
+            Self::CompilerMissing => "NVRTC is missing",
+            Self::HeadersMissing => "the CUDA headers are missing",
+            Self::CompilerFailed => "the compiler failed",
+            Self::OverLimit => "the compile went past its limit",
+        }
+    }
+}
+
 /// Verdict of one hazard case.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -590,10 +590,13 @@ impl Model {
         if !(0..self.cases.len()).all(unrun) {
             return None;
         }
+        // The machine's faults by name; the file's own all read alike.
         Some(match compile.problem.as_ref().map(|p| p.kind) {
-            Some(CompileProblemKind::CompilerMissing) => "NVRTC is missing",
-            Some(CompileProblemKind::HeadersMissing) => "the CUDA headers are missing",
-            Some(CompileProblemKind::CompilerFailed) => "the compiler failed",
+            Some(
+                kind @ (CompileProblemKind::CompilerMissing
+                | CompileProblemKind::HeadersMissing
+                | CompileProblemKind::CompilerFailed),
+            ) => kind.why_nothing_ran(),
             _ => "the file does not compile",
         })
     }

@@ -43,21 +43,7 @@ impl NotRun {
 impl std::fmt::Display for NotRun {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Compile(CompileProblemKind::BadSource) => {
-                f.write_str("not run: the file cannot be used")
-            }
-            Self::Compile(CompileProblemKind::CompilerMissing) => {
-                f.write_str("not run: NVRTC is missing")
-            }
-            Self::Compile(CompileProblemKind::HeadersMissing) => {
-                f.write_str("not run: the CUDA headers are missing")
-            }
-            Self::Compile(CompileProblemKind::CompilerFailed) => {
-                f.write_str("not run: the compiler failed")
-            }
-            Self::Compile(CompileProblemKind::OverLimit) => {
-                f.write_str("not run: the compile went past its limit")
-            }
+            Self::Compile(kind) => write!(f, "not run: {}", kind.why_nothing_ran()),
             Self::DidNotCompile => f.write_str("not run: the kernel did not compile"),
             Self::NoGpu(problem) => write!(f, "not run: {}", problem.describe()),
         }
