@@ -168,3 +168,49 @@ fn an_attached_nvidia_tool_gets_its_own_folders_and_nothing_else() {
         "{shown}"
     );
 }
+
+#[test]
+fn a_tensors_folder_opens_its_npy_files_and_nothing_else_of_it() {
+    // A case names its tensors folder; the worker may read the regular
+    // `.npy` files in it, not the folder: a case pointing at a folder of
+    // private files (or `/`) must not widen what the worker reads.
+    let (dir, secret) = secret_header();
+    let tensors = dir.path().join("case");
+    std::fs::create_dir(&tensors).expect("tensors folder");
+    let q = tensors.join("q.npy");
+    std::fs::write(&q, b"\x93NUMPY").expect("q.npy");
+    let beside = tensors.join("notes.txt");
+    std::fs::write(&beside, SECRET).expect("a file beside the tensors");
+    let linked = tensors.join("k.npy");
+    std::os::unix::fs::symlink(&secret, &linked).expect("a link named like a tensor");
+    let command = WorkerCommand {
+        program: env!("CARGO_BIN_EXE_flashprof").into(),
+        args: vec!["__worker".into()],
+        env: Vec::new(),
+        remote: None,
+    }
+    .reading_tensors([tensors.clone()]);
+    let granted = command
+        .env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == EXTRA_READ_ENV)
+        .map(|(_, v)| v.to_str().expect("utf-8 temp path").to_owned())
+        .expect("the tensor files are named to the sandbox");
+    let shown = probe(
+        &[&q, &beside, &linked, &secret],
+        &[(EXTRA_READ_ENV, &granted)],
+    );
+    assert!(shown.contains("level: Full"), "{shown}");
+    assert!(
+        shown.contains(&format!("{}: read 6 bytes", q.display())),
+        "{shown}"
+    );
+    for refused in [&beside, &linked, &secret] {
+        assert!(
+            shown.contains(&format!("{}: refused:", refused.display())),
+            "{} must stay out of reach: {shown}",
+            refused.display()
+        );
+    }
+}

@@ -91,7 +91,7 @@ pub fn run_check_unless_stale(
     // The sandboxed worker reads case tensors itself, so it must be let in.
     let command = &command
         .clone()
-        .reading(plan.cases.iter().filter_map(|c| plan.lab.own_tensors(c)));
+        .reading_tensors(plan.cases.iter().filter_map(|c| plan.lab.own_tensors(c)));
     let mut phase_times = PhaseTimes::default();
     let mut session = WorkerSession::new(command, worker, plan.lab);
     phase_times.worker_start_ms = session.start(&mut progress)?;

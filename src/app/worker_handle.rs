@@ -95,12 +95,15 @@ impl WorkerCommand {
         }
     }
 
-    /// The same worker, also allowed to read `paths` (the folders of cases that
-    /// bring their own tensors) inside its sandbox (docs/SECURITY.md).
-    pub fn reading(mut self, paths: impl IntoIterator<Item = PathBuf>) -> Self {
+    /// The same worker, also allowed to read the tensor files of `folders` (of
+    /// cases that bring their own tensors) inside its sandbox: the files
+    /// [`crate::lab::npy::tensor_files`] lists, never a whole folder
+    /// (docs/SECURITY.md).
+    pub fn reading_tensors(mut self, folders: impl IntoIterator<Item = PathBuf>) -> Self {
         let var = crate::worker::sandbox::EXTRA_READ_ENV;
-        let added: Vec<PathBuf> = paths
+        let added: Vec<PathBuf> = folders
             .into_iter()
+            .flat_map(|folder| crate::lab::npy::tensor_files(&folder))
             .filter_map(|p| std::fs::canonicalize(p).ok())
             .collect();
         if added.is_empty() {

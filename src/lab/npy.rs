@@ -187,6 +187,30 @@ pub fn read_file(path: &Path) -> Result<Option<Vec<u8>>, NpyError> {
     Ok(Some(read.bytes))
 }
 
+/// The tensor files a case's folder `dir` offers the worker: the regular
+/// `.npy` files directly in it, none through a link and none larger than
+/// [`MAX_FILE_BYTES`]. The worker's sandbox lets it read these files and
+/// nothing else of the folder, so a case naming `/` or a home folder as its
+/// tensors reaches only `.npy` files that [`read_file`] would accept.
+pub fn tensor_files(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .filter(|entry| {
+            entry.path().extension().is_some_and(|e| e == "npy")
+                // DirEntry::metadata does not follow a link.
+                && entry
+                    .metadata()
+                    .is_ok_and(|m| m.file_type().is_file() && m.len() <= MAX_FILE_BYTES)
+        })
+        .map(|entry| entry.path())
+        .collect();
+    files.sort();
+    files
+}
+
 fn read_bytes(path: &Path) -> Result<Vec<u8>, NpyError> {
     read_file(path)?.ok_or_else(|| NpyError::Io {
         path: path.to_owned(),
