@@ -236,13 +236,38 @@ fn compile_error_on_one_side() {
 
 #[test]
 fn no_gpu() {
-    let model = compared(compile_only(), compile_only());
+    // Without a GPU the builds are all there is to compare: each side shows
+    // its own registers and occupancy, in its own half of the screen.
+    let mut b = compile_only();
+    b.compile = compiled(96);
+    let model = compared(compile_only(), b);
     let small = snapshot("compare_no_gpu", &model);
     assert!(
         small.lines().next().is_some_and(|h| h.contains("no GPU")),
         "{small}"
     );
     assert!(small.contains("not timed: no GPU"), "{small}");
+    let column_of = |needle: &str| {
+        small
+            .lines()
+            .find_map(|line| line.find(needle).map(|byte| line[..byte].chars().count()))
+    };
+    let a_at = column_of("resources 38\u{a0}regs").expect("A's resources are shown");
+    let b_at = column_of("resources 96\u{a0}regs").expect("B's resources are shown");
+    assert!(
+        a_at < 40 && b_at > 40,
+        "A on the left, B on the right:\n{small}"
+    );
+    // A title too wide for its half gives way between words, never mid-word.
+    let titles = small
+        .lines()
+        .find(|l| l.contains("A: mine.cu compiled"))
+        .expect("the panels' titles");
+    assert!(
+        titles.contains("not graded (no…")
+            && titles.contains("B: reference.cu compiled, not graded…"),
+        "{titles}"
+    );
 }
 
 #[test]

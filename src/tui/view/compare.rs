@@ -13,9 +13,10 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table, Wrap};
 use ratatui::Frame;
 
-use super::{cases, compile, header, help};
+use super::{cases, compile, header, help, text};
+use crate::facts::byte_size;
 use crate::outcome::CheckReport;
-use crate::protocol::CaseOutcome;
+use crate::protocol::{CaseOutcome, CompileOutcome};
 use crate::report::compare::{a_over_b, case_rows, ERROR_DIFFERS, VERDICT_DIFFERS};
 use crate::tui::compare::keys::help_rows;
 use crate::tui::compare::model::{Column, CompareModel, Comparison};
@@ -186,11 +187,20 @@ fn draw_side(frame: &mut Frame, area: Rect, model: &CompareModel, column: Column
     let report = model.last.as_ref().map(|last| last.reports.get(column));
     let lines = match report {
         Some(report) => {
-            title.push(header::verdict(report, theme));
-            title.push(Span::raw(" "));
+            let mut after = vec![Span::raw(" ")];
             if model.last_is_stale() {
-                title.push(Span::styled("(previous save) ", theme.stale()));
+                after.push(Span::styled("(previous save) ", theme.stale()));
             }
+            // The verdict gives way, between its words, to what is around it.
+            let taken: usize = title.iter().chain(&after).map(Span::width).sum();
+            let mut verdict = header::verdict(report, theme);
+            verdict.content = text::between_words(
+                &verdict.content,
+                (area.width as usize).saturating_sub(taken),
+            )
+            .into();
+            title.push(verdict);
+            title.extend(after);
             side_lines(report, theme)
         }
         None => vec![Line::raw("no comparison yet")],
@@ -201,8 +211,8 @@ fn draw_side(frame: &mut Frame, area: Rect, model: &CompareModel, column: Column
     frame.render_widget(body, area);
 }
 
-/// Timing and the counters' verdict first (one line each), then what the
-/// compiler said; a kernel that did not compile has only the latter.
+/// Timing, the counters' verdict and the build's resources first (one line
+/// each), then what the compiler said; a kernel that did not compile has only the latter.
 fn side_lines(report: &CheckReport, theme: Theme) -> Vec<Line<'static>> {
     let compiled = compile::outcome_lines(&report.compile, false, theme);
     if !report.compile.ok {
@@ -211,8 +221,34 @@ fn side_lines(report: &CheckReport, theme: Theme) -> Vec<Line<'static>> {
     let mut lines = vec![timing_line(report, theme)];
     lines.extend(diagnosis_line(report, theme));
     lines.extend(counters_line(report, theme));
+    // What each side's build uses, side by side: with no GPU, the one
+    // difference between two builds there is to see.
+    lines.extend(resources_line(&report.compile, theme));
     lines.extend(compiled);
     lines
+}
+
+/// Registers, shared memory, spills and occupancy in one short line (the
+/// resources panel's words), so two builds read across at 80 columns; each
+/// item's own spaces do not break, so a narrow panel wraps between items.
+fn resources_line(compile: &CompileOutcome, theme: Theme) -> Option<Line<'static>> {
+    let usage = compile.resources.as_ref()?;
+    let mut items = vec![
+        format!("{} regs", usage.registers),
+        format!("smem {}", byte_size(usage.static_smem_bytes)),
+        format!(
+            "spills {}",
+            byte_size(usage.spill_store_bytes + usage.spill_load_bytes)
+        ),
+    ];
+    if let Some(occupancy) = &compile.occupancy {
+        items.push(format!("occupancy {:.0}%", occupancy.fraction * 100.0));
+    }
+    let items: Vec<String> = items.iter().map(|i| i.replace(' ', "\u{a0}")).collect();
+    Some(Line::from(vec![
+        Span::styled("resources ", theme.accent()),
+        Span::raw(items.join(" · ")),
+    ]))
 }
 
 /// The check's one line, when some case failed.
