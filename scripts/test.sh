@@ -8,6 +8,17 @@
 # sshd tests (they install and start daemons; CI sets both).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# What the tests run besides cargo, said before a 15-minute build rather than
+# as two failures at its end (the README's prerequisites).
+missing=()
+command -v python3 >/dev/null || missing+=("python3 (with pip): it fetches NVIDIA's wheels")
+command -v gcc >/dev/null || missing+=("gcc: the C linker, and a test builds a small library with it")
+command -v ssh >/dev/null || missing+=("ssh (OpenSSH's client, e.g. apt-get install openssh-client): the remote-worker tests run it")
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "scripts/test.sh: missing on this machine:" >&2
+  printf '  %s\n' "${missing[@]}" >&2
+  exit 2
+fi
 DEPS=.cuda-wheels
 if [ ! -e "$DEPS/nvidia/cu13/lib/libnvrtc.so.13" ] || [ ! -e "$DEPS/nvidia/cu13/lib/libcupti.so.13" ] \
   || [ ! -e "$DEPS/nvidia/cu13/include/cuda_fp8.h" ]; then
