@@ -120,7 +120,7 @@ fn in_the_tui_s_asks_for_a_pass_and_its_hazard_fails_the_result_on_screen() {
     finish(&mut model, run, tui_support::all_pass(1.0, 40));
     let effects = key(&mut model, KeyCode::Char('s'));
     assert!(
-        matches!(effects.as_slice(), [Effect::Sanitize]),
+        matches!(effects.as_slice(), [Effect::Sanitize(_)]),
         "{effects:?}"
     );
     update(

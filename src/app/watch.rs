@@ -21,7 +21,8 @@ use std::time::{Duration, Instant};
 use notify::event::{AccessKind, AccessMode, ModifyKind};
 use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 
-use crate::lab::source::{read_regular_file, FollowLinks, MAX_SOURCE_BYTES};
+use crate::lab::source::{read_pinned_file, MAX_SOURCE_BYTES};
+use crate::sys::pinned::PinnedFolder;
 
 /// Quiet time after the last event before the file is read.
 pub const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(50);
@@ -35,6 +36,11 @@ const LONGEST_WAIT: Duration = Duration::from_secs(1);
 pub enum WatchError {
     #[error("{0} does not name a file")]
     NotAFile(PathBuf),
+    #[error("cannot open the folder of {path}: {source}")]
+    Folder {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("cannot watch {path}: {source}")]
     Notify {
         path: PathBuf,
@@ -67,6 +73,26 @@ pub fn watch_file<F>(
 where
     F: FnMut(Watched) + Send + 'static,
 {
+    let pinned = PinnedFolder::of(path).map_err(|source| WatchError::Folder {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    watch_pinned(pinned, path, debounce, on_change)
+}
+
+/// [`watch_file`] of the file `pinned` names, shown as `path`: every read
+/// goes through the folder as it was pinned, and a folder swapped since (for
+/// a link to someone else's folder holding a file of the same name) is never
+/// read from.
+pub fn watch_pinned<F>(
+    pinned: PinnedFolder,
+    path: &Path,
+    debounce: Duration,
+    on_change: F,
+) -> Result<FileWatcher, WatchError>
+where
+    F: FnMut(Watched) + Send + 'static,
+{
     let name = path
         .file_name()
         .ok_or_else(|| WatchError::NotAFile(path.to_path_buf()))?
@@ -92,11 +118,11 @@ where
             path: folder.clone(),
             source,
         })?;
-    let seen = read_bounded(path);
+    let seen = read_bounded(&pinned, path);
     let file = path.to_path_buf();
     std::thread::Builder::new()
         .name("flashprof-watch".into())
-        .spawn(move || deliver_settled(&signals, debounce, &file, seen, on_change))
+        .spawn(move || deliver_settled(&signals, debounce, &pinned, &file, seen, on_change))
         .map_err(|e| WatchError::Notify {
             path: folder,
             source: notify::Error::io(e),
@@ -126,6 +152,7 @@ fn concerns(event: &Event, name: &OsString) -> bool {
 fn deliver_settled<F>(
     signals: &Receiver<()>,
     debounce: Duration,
+    pinned: &PinnedFolder,
     file: &Path,
     mut seen: Option<Vec<u8>>,
     mut on_change: F,
@@ -144,7 +171,7 @@ fn deliver_settled<F>(
         // A delete and re-create within one burst (an editor's save) is
         // read as the new content; a file still missing now is gone, said
         // once, and whatever comes back is new.
-        let Some(content) = read_bounded(file) else {
+        let Some(content) = read_bounded(pinned, file) else {
             let missing = std::fs::symlink_metadata(file)
                 .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound);
             if missing && seen.take().is_some() {
@@ -160,10 +187,12 @@ fn deliver_settled<F>(
 }
 
 /// The file's bytes (at most one past the source size limit), or `None`
-/// when it is missing or not a regular file: never blocks on a FIFO.
-fn read_bounded(path: &Path) -> Option<Vec<u8>> {
-    // A file swapped for a link is not read (so not compiled or recorded).
-    read_regular_file(path, FollowLinks::No, MAX_SOURCE_BYTES)
+/// when it is missing, not a regular file, or its folder is no longer the
+/// pinned one: never blocks on a FIFO.
+fn read_bounded(pinned: &PinnedFolder, path: &Path) -> Option<Vec<u8>> {
+    // A file swapped for a link is not read (so not compiled or recorded),
+    // nor a file of a folder swapped for a link.
+    read_pinned_file(pinned, path, MAX_SOURCE_BYTES)
         .ok()
         .map(|read| read.bytes)
 }
@@ -205,6 +234,30 @@ mod tests {
     fn delivered_once(rx: &Receiver<Watched>, text: &str) {
         assert_eq!(next(rx).as_deref(), Some(text));
         nothing_more(rx);
+    }
+
+    #[test]
+    fn a_watched_folder_swapped_for_a_link_is_never_read_from() {
+        // A student swaps the folder she owns on the watched path for a link
+        // to a folder of the TA's holding a file of the same name, then
+        // saves in her own (moved) folder to wake the watch.
+        let root = tempfile::tempdir().expect("temp dir");
+        let (work, private) = (root.path().join("work"), root.path().join("private"));
+        fs::create_dir(&work).expect("work");
+        fs::create_dir(&private).expect("private");
+        fs::write(private.join("prefill.cu"), "the TA's").expect("the TA's file");
+        let file = work.join("prefill.cu");
+        fs::write(&file, "mine").expect("the student's file");
+        let (tx, rx) = mpsc::channel();
+        let _watcher = watch_file(&file, DEFAULT_DEBOUNCE, move |bytes| {
+            let _ = tx.send(bytes);
+        })
+        .expect("watch");
+        let moved = root.path().join("moved");
+        fs::rename(&work, &moved).expect("moved away");
+        std::os::unix::fs::symlink(&private, &work).expect("a link in its place");
+        fs::write(moved.join("prefill.cu"), "mine, edited").expect("a save");
+        nothing_more(&rx);
     }
 
     #[test]

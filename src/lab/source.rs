@@ -454,6 +454,19 @@ pub fn read_regular_file_named(
     read_open(file, size, name, limit)
 }
 
+/// The file `pinned` names, read as [`read_regular_file`] reads (never
+/// through a link at its last component), through its folder as it was when
+/// pinned: a folder swapped since is refused ([`crate::sys::pinned`]).
+/// Messages name the file `shown`.
+pub fn read_pinned_file(
+    pinned: &crate::sys::pinned::PinnedFolder,
+    shown: &Path,
+    limit: u64,
+) -> Result<BoundedRead, SourceError> {
+    let opened = pinned.open().map_err(|error| unreadable(shown, error))?;
+    read_regular_file_named(&opened.file(), shown, FollowLinks::No, limit)
+}
+
 /// At most `limit + 1` bytes of an open `file` of `size` bytes, so a caller
 /// can tell it went past the limit.
 fn read_open(

@@ -1,12 +1,14 @@
 //! The bottom layer of what holds against hostile input, written once: the
 //! user flashprof runs as, whom a file, folder or link is trusted from, a
-//! folder only that user can enter, and other
+//! folder only that user can enter, a watched file's folder held to the
+//! one it was (`pinned`), and other
 //! programs (pip, Python, ssh, Slurm's commands, the sanitizer) started
 //! from such a folder with nothing of a student's in reach and run under a
 //! deadline.
 
 pub mod child;
 pub mod folder;
+pub mod pinned;
 pub mod trust;
 
 /// The effective user id of this process, read from `/proc` (the crate

@@ -124,8 +124,9 @@ pub enum Effect {
     Restore(RestoreTarget),
     /// Change how often the replay clock ticks.
     SetTickInterval(Duration),
-    /// Run compute-sanitizer over the watched file (`s`).
-    Sanitize,
+    /// Run compute-sanitizer over this text of the watched file (`s`): the
+    /// text the watch last read, never the file read again by its path.
+    Sanitize(String),
     /// Put `text` on the terminal's clipboard (OSC 52).
     Copy(String),
     /// Search for NVIDIA's libraries again and start the next worker with

@@ -33,9 +33,9 @@ use crate::app::watch::Watched;
 use crate::app::worker_handle::WorkerCommand;
 use crate::display::{line_for_display, path_for_display};
 use crate::gpu::found;
-use crate::lab::source::{read_regular_file, FollowLinks, MAX_SOURCE_BYTES};
 use crate::outcome::CheckReport;
 use crate::report::ReproduceCommand;
+use crate::sys::pinned::PinnedFolder;
 
 /// What a live session needs: the file, the check to run on each save, and
 /// how to start a worker.
@@ -87,9 +87,11 @@ pub fn run_live(setup: LiveSetup) -> anyhow::Result<()> {
     }
     let (messages, inbox) = mpsc::channel();
     let store = HistoryStore::beside(&setup.file, setup.plan.lab().name());
-    let disk = start_disk_thread(store, Some(setup.file.clone()), messages.clone())?;
+    // Restores write into the watched file only while its folder is still
+    // the one it was now (a folder swapped for a link is not written into).
+    let watched = PinnedFolder::of(&setup.file)?;
+    let disk = start_disk_thread(store, Some((setup.file.clone(), watched)), messages.clone())?;
     let sanitize_template = setup.plan.clone();
-    let setup_file = setup.file.clone();
     let sanitizer_messages = messages.clone();
     let fetch_messages = messages.clone();
     // The engine thread is not waited for at quit: what it holds on a cluster is released here.
@@ -107,8 +109,8 @@ pub fn run_live(setup: LiveSetup) -> anyhow::Result<()> {
             Effect::StartRun { run, source } => engine.check(run, source),
             Effect::SupersedeRun(run) => engine.supersede(run),
             Effect::SetTickInterval(_) => {}
-            Effect::Sanitize => {
-                start_sanitizer(&setup_file, &sanitize_template, &sanitizer_messages)
+            Effect::Sanitize(text) => {
+                start_sanitizer(text, &sanitize_template, &sanitizer_messages)
             }
             Effect::Copy(text) => terminal::copy_to_clipboard(&text),
             Effect::SearchLibraries => engine.search_libraries(),
@@ -123,11 +125,12 @@ pub fn run_live(setup: LiveSetup) -> anyhow::Result<()> {
     result
 }
 
-/// Runs the sanitizer pass over the file as saved, on the plan's first case,
-/// on a thread of its own; the result comes back as [`Msg::Sanitized`].
-fn start_sanitizer(file: &Path, template: &CheckPlan, messages: &Sender<Msg>) {
+/// Runs the sanitizer pass over `text`, the file as the watch last read it,
+/// on the plan's first case, on a thread of its own; the result comes back
+/// as [`Msg::Sanitized`].
+fn start_sanitizer(text: String, template: &CheckPlan, messages: &Sender<Msg>) {
     use crate::app::sanitize::{locate, run_pass};
-    let (file, template, replies) = (file.to_path_buf(), template.clone(), messages.clone());
+    let (template, replies) = (template.clone(), messages.clone());
     let spawned = std::thread::Builder::new()
         .name("flashprof-sanitizer".into())
         .spawn(move || {
@@ -135,11 +138,6 @@ fn start_sanitizer(file: &Path, template: &CheckPlan, messages: &Sender<Msg>) {
                 let sanitizer = locate()?;
                 let exe = std::env::current_exe()
                     .map_err(|e| format!("cannot locate flashprof itself: {e}"))?;
-                // Read like every student file: never a blocking open of a FIFO.
-                let read = read_regular_file(&file, FollowLinks::No, MAX_SOURCE_BYTES)
-                    .map_err(|e| e.to_string())?;
-                let text = String::from_utf8(read.bytes)
-                    .map_err(|_| format!("{} is not UTF-8 text", path_for_display(&file)))?;
                 let plan = template
                     .of_source(template.source_path().to_owned(), text)
                     .with_sanitizer(sanitizer)
@@ -350,7 +348,7 @@ fn send_disk_job(disk: &Sender<DiskJob>, effect: Effect, model: &Model) {
         Effect::StartRun { .. }
         | Effect::SupersedeRun(_)
         | Effect::SetTickInterval(_)
-        | Effect::Sanitize
+        | Effect::Sanitize(_)
         | Effect::Copy(_)
         | Effect::SearchLibraries
         | Effect::FetchCuda
@@ -363,7 +361,7 @@ fn send_disk_job(disk: &Sender<DiskJob>, effect: Effect, model: &Model) {
 /// answering with messages.
 fn start_disk_thread(
     store: HistoryStore,
-    file: Option<PathBuf>,
+    file: Option<(PathBuf, PinnedFolder)>,
     messages: Sender<Msg>,
 ) -> std::io::Result<Sender<DiskJob>> {
     let (jobs, inbox) = mpsc::channel::<DiskJob>();
@@ -381,7 +379,8 @@ fn start_disk_thread(
         .name("flashprof-history".into())
         .spawn(move || {
             for job in inbox {
-                let reply = run_disk_job(&store, file.as_deref(), job);
+                let watched = file.as_ref().map(|(path, pinned)| (path.as_path(), pinned));
+                let reply = run_disk_job(&store, watched, job);
                 if messages.send(reply).is_err() {
                     return;
                 }
@@ -390,7 +389,7 @@ fn start_disk_thread(
     Ok(jobs)
 }
 
-fn run_disk_job(store: &HistoryStore, file: Option<&Path>, job: DiskJob) -> Msg {
+fn run_disk_job(store: &HistoryStore, file: Option<(&Path, &PinnedFolder)>, job: DiskJob) -> Msg {
     match job {
         DiskJob::Record { source, report } => match store.append_run(&source, &report) {
             Ok(record) => Msg::Recorded(record.summary()),
@@ -412,7 +411,45 @@ fn run_disk_job(store: &HistoryStore, file: Option<&Path>, job: DiskJob) -> Msg 
         },
         DiskJob::Restore(target) => match file {
             None => Msg::Notice("nothing to restore into during a replay".into()),
-            Some(file) => restore_message(store, file, &target),
+            Some((file, pinned)) => match pinned.open() {
+                Ok(_) => restore_message(store, file, &target),
+                Err(e) => Msg::Notice(format!("nothing restored into {}: {e}", display_name(file))),
+            },
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_restore_after_the_watched_folder_was_swapped_for_a_link_writes_nothing() {
+        let root = tempfile::tempdir().expect("temp dir");
+        let (work, private) = (root.path().join("work"), root.path().join("private"));
+        std::fs::create_dir(&work).expect("work");
+        std::fs::create_dir(&private).expect("private");
+        std::fs::write(private.join("prefill.cu"), "the TA's").expect("the TA's file");
+        let file = work.join("prefill.cu");
+        std::fs::write(&file, "mine").expect("the student's file");
+        let store = HistoryStore::beside(&file, "flash-prefill");
+        let pinned = PinnedFolder::of(&file).expect("pinned");
+        std::fs::rename(&work, root.path().join("moved")).expect("moved away");
+        std::os::unix::fs::symlink(&private, &work).expect("a link in its place");
+        let reply = run_disk_job(
+            &store,
+            Some((&file, &pinned)),
+            DiskJob::Restore(RestoreTarget::BestPassing),
+        );
+        let Msg::Notice(notice) = reply else {
+            panic!("a restore through a swapped folder must be refused");
+        };
+        assert!(notice.contains("no longer the folder"), "{notice}");
+        let ta_file = std::fs::read_to_string(private.join("prefill.cu")).expect("read");
+        assert_eq!(ta_file, "the TA's");
+        assert!(
+            !private.join(".flashprof").exists(),
+            "nothing stored in the TA's folder"
+        );
     }
 }

@@ -19,10 +19,11 @@ use ratatui::Frame;
 use super::model::CaseRow;
 use super::terminal::TerminalSession;
 use crate::app::check::CheckPlan;
-use crate::app::watch::{watch_file, FileWatcher, Watched, DEFAULT_DEBOUNCE};
+use crate::app::watch::{watch_pinned, FileWatcher, Watched, DEFAULT_DEBOUNCE};
 use crate::display::path_for_display;
 use crate::lab::definition::Problem;
-use crate::lab::source::{read_regular_file, FollowLinks, MAX_SOURCE_BYTES};
+use crate::lab::source::{read_pinned_file, MAX_SOURCE_BYTES};
+use crate::sys::pinned::PinnedFolder;
 
 /// An Elm-style program: state that messages change and a view draws.
 pub trait Program {
@@ -107,12 +108,16 @@ pub fn watch_into<M: Send + 'static>(
     wrap: fn(Watched) -> Option<M>,
 ) -> anyhow::Result<FileWatcher> {
     // Never blocks on a FIFO or device node, and never reads past the size limit.
-    // Never a link: the TUI compiles, shows and stores only the file itself.
-    let initial = read_regular_file(file, FollowLinks::No, MAX_SOURCE_BYTES)
+    // Never a link: the TUI compiles, shows and stores only the file itself,
+    // and only from the folder it was in now (a folder swapped later for a
+    // link is not read from).
+    let pinned = PinnedFolder::of(file)
+        .with_context(|| format!("cannot open the folder of {}", path_for_display(file)))?;
+    let initial = read_pinned_file(&pinned, file, MAX_SOURCE_BYTES)
         .map(|read| read.bytes)
         .with_context(|| format!("cannot read {}", path_for_display(file)))?;
     let watcher_messages = messages.clone();
-    let watcher = watch_file(file, DEFAULT_DEBOUNCE, move |change| {
+    let watcher = watch_pinned(pinned, file, DEFAULT_DEBOUNCE, move |change| {
         if let Some(msg) = wrap(change) {
             let _ = watcher_messages.send(msg);
         }

@@ -515,7 +515,7 @@ fn on_panel_key(model: &mut Model, action: Action) -> Vec<Effect> {
             model.notice = Some(
                 "compute-sanitizer (racecheck, memcheck, synccheck, initcheck) running on one small case...".into(),
             );
-            return vec![Effect::Sanitize];
+            return vec![Effect::Sanitize(model.source.clone())];
         }
         Action::UndoRestore if model.replay.is_none() => return undo_restore(model),
         Action::Close
