@@ -1247,3 +1247,40 @@ fn a_grade_that_found_no_gpu_exits_5_unless_compiling_only_was_asked_for() {
     let asked = grade(&["--compile-only"], "out-b");
     assert_finished(&asked);
 }
+
+#[test]
+fn merge_holds_its_out_folder_to_grade_s_rules_and_never_locks_through_a_link() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = tempfile::tempdir().expect("tempdir");
+    let shard = root.path().join("shard");
+    std::fs::create_dir(&shard).expect("shard");
+    let merge_into = |out: &Path| {
+        flashprof(
+            &[
+                "grade",
+                "--merge",
+                shard.to_str().expect("utf-8"),
+                "--out",
+                out.to_str().expect("utf-8"),
+            ],
+            root.path(),
+        )
+    };
+    // An --out others can write could hold a planted journal: refused.
+    let shared = root.path().join("shared");
+    std::fs::create_dir(&shared).expect("shared");
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let run = merge_into(&shared);
+    assert_eq!(run.status.code(), Some(2), "{}", text(&run));
+    assert!(text(&run).contains("others cannot write"), "{}", text(&run));
+    // A link planted in place of the lock is not opened through.
+    let own = root.path().join("own");
+    std::fs::create_dir(&own).expect("own");
+    let target = root.path().join("not-the-lock");
+    std::fs::write(&target, "keep").expect("target");
+    std::os::unix::fs::symlink(&target, own.join(".flashprof-grade.lock")).expect("link");
+    let run = merge_into(&own);
+    assert_ne!(run.status.code(), Some(0), "{}", text(&run));
+    assert_eq!(std::fs::read_to_string(&target).expect("read"), "keep");
+    assert!(!own.join("gradebook.csv").exists(), "{}", text(&run));
+}

@@ -15,11 +15,11 @@ use super::ExitCode;
 use crate::app::batch::gradebook::count_by_status;
 use crate::app::batch::journal::{self, GradeMode, JOURNAL_FILE};
 use crate::app::batch::lock::{LockError, OutLock};
-use crate::app::batch::merge::{is_among, merge_folders};
+use crate::app::batch::merge::{is_among, merge_folders, MergeError};
 use crate::app::batch::output::{write_atomically, write_outputs, GRADEBOOK_CSV};
 use crate::app::batch::shard::Shard;
 use crate::app::batch::submissions::{self, cap_per_folder, discover_dir, from_files};
-use crate::app::batch::{run_batch, BatchError, BatchEvent, BatchPlan};
+use crate::app::batch::{prepare_out_folder, run_batch, BatchError, BatchEvent, BatchPlan};
 use crate::app::check::{GateUse, RunOptions};
 use crate::display::{line_for_display, path_for_display};
 use crate::gpu::device;
@@ -302,6 +302,9 @@ fn merge(args: &GradeArgs) -> Result<ExitCode, Refusal> {
             "--out must be a new folder, not one of the inputs",
         ));
     }
+    // The merged folder is held to grade's own rules: a folder others can
+    // write could hold a planted journal or a link in place of the lock.
+    prepare_out_folder(&args.out).map_err(|e| Refusal::new(ExitCode::Usage, e.to_string()))?;
     let _lock = OutLock::acquire(&args.out).map_err(|e| {
         let code = match e {
             LockError::Busy { .. } => ExitCode::Usage,
@@ -309,8 +312,13 @@ fn merge(args: &GradeArgs) -> Result<ExitCode, Refusal> {
         };
         Refusal::new(code, e.to_string())
     })?;
-    let merged = merge_folders(&args.inputs)
-        .map_err(|e| Refusal::new(ExitCode::Environment, e.to_string()))?;
+    let merged = merge_folders(&args.inputs).map_err(|e| {
+        let code = match e {
+            MergeError::Io(_) => ExitCode::Environment,
+            MergeError::Labs { .. } | MergeError::Forged { .. } => ExitCode::Usage,
+        };
+        Refusal::new(code, e.to_string())
+    })?;
     for warning in &merged.warnings {
         eprintln!("warning: {}", line_for_display(warning));
     }

@@ -179,7 +179,13 @@ pub struct RowSpan {
 /// Rows are grouped into at most [`MAX_HEATMAP_ROWS`] bins of consecutive
 /// rows (sizes differ by at most one) and a bin keeps its maximum, so a
 /// single bad element is never averaged away.
+///
+/// A map read back (a history store, a replay, a journal) is checked as it
+/// is read ([`ErrorMap::try_from`]): its sizes within what a lab makes and
+/// its cells exactly `rows * heads`, so a planted value can neither index
+/// past the cells, divide by zero bins nor make a screen loop for ever.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "UncheckedErrorMap")]
 pub struct ErrorMap {
     /// Row bins.
     pub rows: usize,
@@ -192,6 +198,63 @@ pub struct ErrorMap {
     /// `rows * heads` ratios, bin-major; infinite where an element is not finite.
     #[serde(with = "nonfinite::seq")]
     pub cells: Vec<f32>,
+}
+
+/// The most query heads a map may have: above every lab's (32).
+pub const MAX_HEATMAP_HEADS: usize = 256;
+/// The most output rows a map may cover: above every lab's largest case.
+pub const MAX_HEATMAP_OUTPUT_ROWS: usize = 1 << 24;
+
+/// An [`ErrorMap`] as it comes off the wire or the disk, before its checks.
+#[derive(Deserialize)]
+struct UncheckedErrorMap {
+    rows: usize,
+    heads: usize,
+    #[serde(rename = "chunk_len")]
+    output_rows: usize,
+    #[serde(with = "nonfinite::seq")]
+    cells: Vec<f32>,
+}
+
+impl TryFrom<UncheckedErrorMap> for ErrorMap {
+    type Error = String;
+
+    fn try_from(map: UncheckedErrorMap) -> Result<Self, String> {
+        let UncheckedErrorMap {
+            rows,
+            heads,
+            output_rows,
+            cells,
+        } = map;
+        if output_rows == 0 || output_rows > MAX_HEATMAP_OUTPUT_ROWS {
+            return Err(format!(
+                "heatmap of {output_rows} output rows (1 to {MAX_HEATMAP_OUTPUT_ROWS})"
+            ));
+        }
+        if rows != output_rows.min(MAX_HEATMAP_ROWS) {
+            return Err(format!(
+                "heatmap of {rows} row bins for {output_rows} rows (expected {})",
+                output_rows.min(MAX_HEATMAP_ROWS)
+            ));
+        }
+        if heads == 0 || heads > MAX_HEATMAP_HEADS {
+            return Err(format!(
+                "heatmap of {heads} heads (1 to {MAX_HEATMAP_HEADS})"
+            ));
+        }
+        if cells.len() != rows * heads {
+            return Err(format!(
+                "heatmap of {} cells for {rows} bins of {heads} heads",
+                cells.len()
+            ));
+        }
+        Ok(Self {
+            rows,
+            heads,
+            output_rows,
+            cells,
+        })
+    }
 }
 
 impl ErrorMap {
@@ -391,6 +454,24 @@ pub fn compare_scaled(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_planted_heatmap_is_refused_when_read() {
+        let read = |json: &str| serde_json::from_str::<ErrorMap>(json);
+        let sound = read(r#"{"rows":2,"heads":2,"chunk_len":2,"cells":[0,1,2,"inf"]}"#);
+        assert!(sound.is_ok(), "{sound:?}");
+        // No bins (a division by zero), a million heads (a screen that never
+        // ends), 2^60 rows (tile marks without end), cells short of rows x heads.
+        for planted in [
+            r#"{"rows":0,"heads":2,"chunk_len":0,"cells":[]}"#,
+            r#"{"rows":2,"heads":1000000,"chunk_len":2,"cells":[]}"#,
+            r#"{"rows":256,"heads":1,"chunk_len":1152921504606846976,"cells":[]}"#,
+            r#"{"rows":2,"heads":2,"chunk_len":2,"cells":[0]}"#,
+        ] {
+            let refused = read(planted).expect_err(planted);
+            assert!(refused.to_string().contains("heatmap of"), "{refused}");
+        }
+    }
+
     use super::*;
 
     const LAB_TOLERANCE: Tolerance = Tolerance {

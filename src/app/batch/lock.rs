@@ -3,6 +3,7 @@
 //! the process ends, however it ends (no stale lock after a crash).
 
 use std::fs::{File, OpenOptions};
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
@@ -44,6 +45,8 @@ impl OutLock {
             .write(true)
             .create(true)
             .truncate(false)
+            // A link planted in place of the lock is not opened through.
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(out_dir.join(LOCK_FILE))
             .map_err(io)?;
         // SAFETY: flock only reads the descriptor, which `file` keeps open.

@@ -6,11 +6,16 @@
 //! does not depend on the order the folders were named in. Anything that
 //! suggests the shards were not one job (two seeds, two versions of one
 //! file, two sets of limits) is reported rather than silently resolved away.
+//! Two things are refused outright, since a shard is outside input (a
+//! student may have written into one): shards of different labs, and one
+//! file graded the same way (same content, lab, cases, mode and seed) with
+//! two different verdicts, which no rerun produces and a forged row does.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use super::journal::{self, JournalEntry, JOURNAL_FILE};
+use crate::outcome::Verdict;
 
 /// The merged entries and what looked wrong.
 #[derive(Debug, Default)]
@@ -20,8 +25,31 @@ pub struct Merged {
     pub warnings: Vec<String>,
 }
 
+/// Why shards were not merged.
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error(
+        "the shards graded different labs ({labs}): a gradebook holds one lab; merge each \
+         lab's shards on their own; nothing merged"
+    )]
+    Labs { labs: String },
+    #[error(
+        "{id}: two shards hold the same file (content {hash}) graded the same way with \
+         different verdicts ({first} and {second}), which a rerun does not produce: a row was \
+         forged or a shard is damaged; nothing merged"
+    )]
+    Forged {
+        id: String,
+        hash: String,
+        first: String,
+        second: String,
+    },
+}
+
 /// Reads `folder/journal.jsonl` of every folder and merges them.
-pub fn merge_folders(folders: &[PathBuf]) -> std::io::Result<Merged> {
+pub fn merge_folders(folders: &[PathBuf]) -> Result<Merged, MergeError> {
     let mut all = Vec::new();
     let mut warnings = Vec::new();
     for folder in folders {
@@ -43,17 +71,32 @@ pub fn merge_folders(folders: &[PathBuf]) -> std::io::Result<Merged> {
         }
         all.extend(contents.entries);
     }
-    let mut merged = merge_entries(all);
+    let mut merged = merge_entries(all)?;
     warnings.append(&mut merged.warnings);
     merged.warnings = warnings;
     Ok(merged)
 }
 
 /// Merges entries from any number of journals.
-pub fn merge_entries(entries: Vec<JournalEntry>) -> Merged {
+pub fn merge_entries(entries: Vec<JournalEntry>) -> Result<Merged, MergeError> {
+    // Journals written before labs were named say none.
+    let labs: BTreeSet<&str> = entries
+        .iter()
+        .map(|e| e.lab.as_str())
+        .filter(|lab| !lab.is_empty())
+        .collect();
+    if labs.len() > 1 {
+        let labs: Vec<&str> = labs.into_iter().collect();
+        return Err(MergeError::Labs {
+            labs: crate::display::line_for_display(&labs.join(", ")).into_owned(),
+        });
+    }
     let mut by_id: BTreeMap<String, Vec<JournalEntry>> = BTreeMap::new();
     for entry in entries {
         by_id.entry(entry.id.clone()).or_default().push(entry);
+    }
+    for (id, versions) in &by_id {
+        refuse_forged(id, versions)?;
     }
     let mut warnings = Vec::new();
     let seeds: BTreeSet<u64> = by_id.values().flatten().map(|e| e.seed).collect();
@@ -92,10 +135,35 @@ pub fn merge_entries(entries: Vec<JournalEntry>) -> Merged {
         });
         chosen.extend(versions.pop());
     }
-    Merged {
+    Ok(Merged {
         entries: chosen,
         warnings,
+    })
+}
+
+/// Two entries of `id` for the same content graded the same way whose
+/// verdicts differ: a grader-side `error` is retried and may differ from
+/// its retry, nothing else does.
+fn refuse_forged(id: &str, versions: &[JournalEntry]) -> Result<(), MergeError> {
+    let same_grading = |a: &JournalEntry, b: &JournalEntry| {
+        (&a.content_hash, &a.lab, &a.cases_hash, a.mode, a.seed)
+            == (&b.content_hash, &b.lab, &b.cases_hash, b.mode, b.seed)
+    };
+    let counted = |e: &&JournalEntry| e.status != Verdict::Error;
+    for (i, a) in versions.iter().enumerate().filter(|(_, e)| counted(e)) {
+        for b in versions[i + 1..].iter().filter(counted) {
+            if same_grading(a, b) && a.status != b.status {
+                let shown = |text: &str| crate::display::line_for_display(text).into_owned();
+                return Err(MergeError::Forged {
+                    id: shown(id),
+                    hash: shown(&a.content_hash[..a.content_hash.len().min(12)]),
+                    first: a.status.word().to_owned(),
+                    second: b.status.word().to_owned(),
+                });
+            }
+        }
     }
+    Ok(())
 }
 
 /// True when `path` is one of the folders being merged (merging into a source is refused).
@@ -134,8 +202,8 @@ mod tests {
     fn newest_wins_whatever_the_order() {
         let a = vec![entry("x.cu", "1", 5, 10), entry("y.cu", "1", 5, 10)];
         let b = vec![entry("x.cu", "2", 5, 20)];
-        let forward = merge_entries(a.iter().chain(&b).cloned().collect());
-        let backward = merge_entries(b.iter().chain(&a).cloned().collect());
+        let forward = merge_entries(a.iter().chain(&b).cloned().collect()).expect("merged");
+        let backward = merge_entries(b.iter().chain(&a).cloned().collect()).expect("merged");
         assert_eq!(forward.entries, backward.entries);
         assert_eq!(forward.entries.len(), 2);
         assert_eq!(forward.entries[0].content_hash, "2");
@@ -147,7 +215,8 @@ mod tests {
 
     #[test]
     fn different_seeds_are_reported() {
-        let merged = merge_entries(vec![entry("x.cu", "1", 5, 1), entry("y.cu", "1", 6, 1)]);
+        let merged = merge_entries(vec![entry("x.cu", "1", 5, 1), entry("y.cu", "1", 6, 1)])
+            .expect("merged");
         assert!(merged
             .warnings
             .iter()
@@ -168,9 +237,11 @@ mod tests {
             under("x.cu", 5000),
             under("y.cu", 5000),
             entry("z.cu", "1", 5, 1),
-        ]);
+        ])
+        .expect("merged");
         assert!(same.warnings.is_empty(), "{:?}", same.warnings);
-        let merged = merge_entries(vec![under("x.cu", 5000), under("y.cu", 10_000)]);
+        let merged =
+            merge_entries(vec![under("x.cu", 5000), under("y.cu", 10_000)]).expect("merged");
         assert!(
             merged.warnings.iter().any(|w| w.contains(
                 "different limits (case timeout 5 s, compile 60 s and 4096 MiB; case timeout 10 s"
@@ -178,5 +249,37 @@ mod tests {
             "{:?}",
             merged.warnings
         );
+    }
+
+    #[test]
+    fn shards_of_two_labs_are_refused() {
+        let mut other = entry("y.cu", "1", 5, 10);
+        other.lab = "paged-decode".into();
+        let refused = merge_entries(vec![entry("x.cu", "1", 5, 10), other]).expect_err("two labs");
+        assert!(matches!(refused, MergeError::Labs { .. }), "{refused}");
+        assert!(
+            refused.to_string().contains("flash-prefill, paged-decode"),
+            "{refused}"
+        );
+    }
+
+    #[test]
+    fn the_same_file_graded_the_same_way_with_another_verdict_is_a_forged_row() {
+        let real = entry("alice.cu", "h1", 5, 10);
+        let mut forged = entry("alice.cu", "h1", 5, 20);
+        forged.status = Verdict::Passed;
+        let refused = merge_entries(vec![real.clone(), forged]).expect_err("forged");
+        assert!(matches!(refused, MergeError::Forged { .. }), "{refused}");
+        assert!(refused.to_string().contains("alice.cu"), "{refused}");
+        // A grader-side error retried, another seed or another text is no forgery.
+        let mut error = entry("alice.cu", "h1", 5, 5);
+        error.status = Verdict::Error;
+        let mut reseeded = entry("alice.cu", "h1", 6, 30);
+        reseeded.status = Verdict::Passed;
+        let mut edited = entry("alice.cu", "h2", 5, 40);
+        edited.status = Verdict::Passed;
+        let merged = merge_entries(vec![error, real, reseeded, edited]).expect("no forgery");
+        assert_eq!(merged.entries.len(), 1);
+        assert_eq!(merged.entries[0].content_hash, "h2");
     }
 }

@@ -297,7 +297,7 @@ pub fn run_batch(
 /// Creates `--out` (0755 at most) or checks the one there: it must be this
 /// user's and writable by no one else, since a student who could write
 /// into it could plant `journal.jsonl` rows that the run would reuse as grades.
-fn prepare_out_folder(out: &std::path::Path) -> Result<(), BatchError> {
+pub(crate) fn prepare_out_folder(out: &std::path::Path) -> Result<(), BatchError> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt};
     std::fs::DirBuilder::new()
         .recursive(true)
