@@ -44,7 +44,12 @@ impl PinnedFolder {
     pub fn of(file: &Path) -> io::Result<Self> {
         let name = file
             .file_name()
-            .ok_or_else(|| io::Error::other(format!("{} names no file", file.display())))?
+            .ok_or_else(|| {
+                io::Error::other(format!(
+                    "{} names no file",
+                    crate::display::path_for_display(file)
+                ))
+            })?
             .to_os_string();
         let folder = match file.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
@@ -70,7 +75,7 @@ impl PinnedFolder {
                 format!(
                     "its folder {} is no longer the folder it was when flashprof opened it \
                      (a link or another folder stands in its place): not used",
-                    self.folder.display()
+                    crate::display::path_for_display(&self.folder)
                 ),
             ));
         }

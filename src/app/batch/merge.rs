@@ -156,7 +156,8 @@ fn refuse_forged(id: &str, versions: &[JournalEntry]) -> Result<(), MergeError> 
                 let shown = |text: &str| crate::display::line_for_display(text).into_owned();
                 return Err(MergeError::Forged {
                     id: shown(id),
-                    hash: shown(&a.content_hash[..a.content_hash.len().min(12)]),
+                    // Planted text: cut by characters, never inside one.
+                    hash: shown(&a.content_hash.chars().take(12).collect::<String>()),
                     first: a.status.word().to_owned(),
                     second: b.status.word().to_owned(),
                 });
@@ -269,6 +270,11 @@ mod tests {
         let mut forged = entry("alice.cu", "h1", 5, 20);
         forged.status = Verdict::Passed;
         let refused = merge_entries(vec![real.clone(), forged]).expect_err("forged");
+        let mut planted = entry("bob.cu", "ééééééééé", 5, 10);
+        planted.status = Verdict::Passed;
+        let forged_text = entry("bob.cu", "ééééééééé", 5, 20);
+        let cut = merge_entries(vec![planted, forged_text]).expect_err("forged, text cut whole");
+        assert!(cut.to_string().contains("éééééé"), "{cut}");
         assert!(matches!(refused, MergeError::Forged { .. }), "{refused}");
         assert!(refused.to_string().contains("alice.cu"), "{refused}");
         // A grader-side error retried, another seed or another text is no forgery.
