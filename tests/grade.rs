@@ -1276,11 +1276,18 @@ fn merge_holds_its_out_folder_to_grade_s_rules_and_never_locks_through_a_link() 
     // A link planted in place of the lock is not opened through.
     let own = root.path().join("own");
     std::fs::create_dir(&own).expect("own");
+    // Writable by no one else, whatever the umask: only the link is wrong.
+    std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     let target = root.path().join("not-the-lock");
     std::fs::write(&target, "keep").expect("target");
     std::os::unix::fs::symlink(&target, own.join(".flashprof-grade.lock")).expect("link");
     let run = merge_into(&own);
     assert_ne!(run.status.code(), Some(0), "{}", text(&run));
+    assert!(
+        text(&run).contains("cannot lock the output folder"),
+        "the refusal says the lock: {}",
+        text(&run)
+    );
     assert_eq!(std::fs::read_to_string(&target).expect("read"), "keep");
     assert!(!own.join("gradebook.csv").exists(), "{}", text(&run));
 }

@@ -181,6 +181,9 @@ fn a_tensors_folder_opens_its_npy_files_and_nothing_else_of_it() {
     std::fs::write(&q, b"\x93NUMPY").expect("q.npy");
     let beside = tensors.join("notes.txt");
     std::fs::write(&beside, SECRET).expect("a file beside the tensors");
+    // A name the `:`-separated grant list cannot carry is left out, and the
+    // other files are still granted.
+    std::fs::write(tensors.join("a:b.npy"), b"x").expect("a name with a colon");
     let linked = tensors.join("k.npy");
     std::os::unix::fs::symlink(&secret, &linked).expect("a link named like a tensor");
     let command = WorkerCommand {

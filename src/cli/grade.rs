@@ -302,6 +302,14 @@ fn merge(args: &GradeArgs) -> Result<ExitCode, Refusal> {
             "--out must be a new folder, not one of the inputs",
         ));
     }
+    // The shards are read and judged first: a refused merge makes nothing.
+    let merged = merge_folders(&args.inputs).map_err(|e| {
+        let code = match e {
+            MergeError::Io(_) => ExitCode::Environment,
+            MergeError::Labs { .. } | MergeError::Forged { .. } => ExitCode::Usage,
+        };
+        Refusal::new(code, e.to_string())
+    })?;
     // The merged folder is held to grade's own rules: a folder others can
     // write could hold a planted journal or a link in place of the lock.
     prepare_out_folder(&args.out).map_err(|e| Refusal::new(ExitCode::Usage, e.to_string()))?;
@@ -309,13 +317,6 @@ fn merge(args: &GradeArgs) -> Result<ExitCode, Refusal> {
         let code = match e {
             LockError::Busy { .. } => ExitCode::Usage,
             _ => ExitCode::Environment,
-        };
-        Refusal::new(code, e.to_string())
-    })?;
-    let merged = merge_folders(&args.inputs).map_err(|e| {
-        let code = match e {
-            MergeError::Io(_) => ExitCode::Environment,
-            MergeError::Labs { .. } | MergeError::Forged { .. } => ExitCode::Usage,
         };
         Refusal::new(code, e.to_string())
     })?;

@@ -252,7 +252,14 @@ fn replayable(
 }
 
 /// Carries out a restore and says what it did, in the words the footer shows.
-fn restore_message(store: &HistoryStore, file: &Path, target: &RestoreTarget) -> Msg {
+/// The answer to a restore into `file`, whose text is read and written at
+/// `through` (the same file, reached through its pinned folder).
+fn restore_message(
+    store: &HistoryStore,
+    file: &Path,
+    through: &Path,
+    target: &RestoreTarget,
+) -> Msg {
     let name = display_name(file);
     let lab = store.scope().map_or("", |scope| scope.lab.as_str());
     let what = match target {
@@ -260,7 +267,7 @@ fn restore_message(store: &HistoryStore, file: &Path, target: &RestoreTarget) ->
         RestoreTarget::Text(_) => "that version",
     };
     let short = |hash: &str| hash[..8.min(hash.len())].to_owned();
-    match store.restore(file, target) {
+    match store.restore(through, target) {
         Ok(RestoreOutcome::Restored { from, replaced }) => Msg::Restored {
             note: match &replaced {
                 Some(_) => format!(
@@ -411,8 +418,10 @@ fn run_disk_job(store: &HistoryStore, file: Option<(&Path, &PinnedFolder)>, job:
         },
         DiskJob::Restore(target) => match file {
             None => Msg::Notice("nothing to restore into during a replay".into()),
+            // The file is read and written through the folder held open
+            // for the whole restore, so a swap midway reaches nothing else.
             Some((file, pinned)) => match pinned.open() {
-                Ok(_) => restore_message(store, file, &target),
+                Ok(opened) => restore_message(store, file, &opened.file(), &target),
                 Err(e) => Msg::Notice(format!("nothing restored into {}: {e}", display_name(file))),
             },
         },
