@@ -35,6 +35,12 @@ pub struct ResourceUsage {
 }
 
 impl ResourceUsage {
+    /// Bytes spilled to local memory, stores and loads together (as every
+    /// screen and table shows them).
+    pub fn spill_bytes(&self) -> u32 {
+        self.spill_store_bytes + self.spill_load_bytes
+    }
+
     /// Whether a block of `threads` is more than this kernel can launch
     /// with; never while the limit is unknown.
     pub fn rejects_block_of(&self, threads: u32) -> bool {

@@ -304,7 +304,7 @@ pub(crate) fn render_compile(out: &mut String, compile: &CompileOutcome) {
                 "; {} registers, {} B static smem, {} B spills",
                 r.registers,
                 r.static_smem_bytes,
-                r.spill_store_bytes + r.spill_load_bytes
+                r.spill_bytes()
             );
             if r.max_threads_per_block != 0 {
                 let _ = write!(out, ", at most {} threads/block", r.max_threads_per_block);

@@ -105,7 +105,7 @@ fn render_compile(out: &mut String, compile: &CompileOutcome) {
             out,
             "\nbuild: {} registers per thread, {} B spilled, {} B shared memory per block",
             r.registers,
-            r.spill_store_bytes + r.spill_load_bytes,
+            r.spill_bytes(),
             r.static_smem_bytes + dynamic
         );
         if let Some(o) = &compile.occupancy {

@@ -14,6 +14,7 @@ use crate::app::batch::journal::JournalEntry;
 use crate::app::gate::SpeedGate;
 use crate::display::for_display;
 use crate::facts::diagnostics::Severity;
+use crate::facts::resources::ResourceUsage;
 use crate::outcome::{IntegrityBadges, Verdict};
 use crate::protocol::CaseStatus;
 
@@ -171,7 +172,7 @@ impl GradebookRow {
             bandwidth_gb_s: bandwidth.map(|b| b.achieved_bytes_per_s / 1e9),
             bandwidth_share: bandwidth.map(|b| b.share()),
             registers: resources.map(|r| r.registers),
-            spill_bytes: resources.map(|r| r.spill_store_bytes + r.spill_load_bytes),
+            spill_bytes: resources.map(ResourceUsage::spill_bytes),
             smem_bytes: resources.map(|r| r.static_smem_bytes + dynamic_smem),
             occupancy: occupancy.map(|o| o.fraction),
             occupancy_limiter: occupancy.map(|o| o.limiter.word()),

@@ -382,7 +382,7 @@ fn heavy_register_use_lowers_the_largest_block() {
     eprintln!(
         "register-hungry kernel: {} registers, {} B spilled, at most {limit} threads a block",
         usage.registers,
-        usage.spill_store_bytes + usage.spill_load_bytes
+        usage.spill_bytes()
     );
     assert!(usage.registers > 64, "too few registers to test: {usage:?}");
     // The launch bounds promise that the declared 256 threads fit; the

@@ -236,10 +236,7 @@ fn resources_line(compile: &CompileOutcome, theme: Theme) -> Option<Line<'static
     let mut items = vec![
         format!("{} regs", usage.registers),
         format!("smem {}", byte_size(usage.static_smem_bytes)),
-        format!(
-            "spills {}",
-            byte_size(usage.spill_store_bytes + usage.spill_load_bytes)
-        ),
+        format!("spills {}", byte_size(usage.spill_bytes())),
     ];
     if let Some(occupancy) = &compile.occupancy {
         items.push(format!("occupancy {:.0}%", occupancy.fraction * 100.0));

@@ -15,7 +15,7 @@ use ratatui::Frame;
 
 use super::text::{delta, panel};
 use crate::facts::byte_size;
-use crate::facts::resources::Limiter;
+use crate::facts::resources::{Limiter, ResourceUsage};
 use crate::tui::model::Model;
 
 pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
@@ -40,7 +40,7 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
             };
             let blocks_line = (occupancy.limiter != Limiter::ThreadsPerBlock)
                 .then(|| Line::raw(format!("{} blocks per SM", occupancy.blocks_per_sm)));
-            let spills = usage.spill_store_bytes + usage.spill_load_bytes;
+            let spills = usage.spill_bytes();
             let mut lines = vec![
                 Line::raw(format!(
                     "registers {}{}",
@@ -55,10 +55,7 @@ pub fn draw(frame: &mut Frame, area: Rect, model: &Model) {
                 Line::raw(format!(
                     "spills {}{}",
                     byte_size(spills),
-                    delta(
-                        spills,
-                        before.map(|b| b.spill_store_bytes + b.spill_load_bytes)
-                    )
+                    delta(spills, before.map(ResourceUsage::spill_bytes))
                 )),
                 occupancy_line,
             ];
