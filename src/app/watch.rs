@@ -36,11 +36,6 @@ const LONGEST_WAIT: Duration = Duration::from_secs(1);
 pub enum WatchError {
     #[error("{0} does not name a file")]
     NotAFile(PathBuf),
-    #[error("cannot open the folder of {path}: {source}")]
-    Folder {
-        path: PathBuf,
-        source: std::io::Error,
-    },
     #[error("cannot watch {path}: {source}")]
     Notify {
         path: PathBuf,
@@ -62,28 +57,12 @@ pub struct FileWatcher {
     _watcher: RecommendedWatcher,
 }
 
-/// Watches `path` and calls `on_change` with the file's bytes each time its
-/// content settles on something new, and once when it is found gone. The
-/// content present when the watch starts counts as already seen.
-pub fn watch_file<F>(
-    path: &Path,
-    debounce: Duration,
-    on_change: F,
-) -> Result<FileWatcher, WatchError>
-where
-    F: FnMut(Watched) + Send + 'static,
-{
-    let pinned = PinnedFolder::of(path).map_err(|source| WatchError::Folder {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    watch_pinned(pinned, path, debounce, on_change)
-}
-
-/// [`watch_file`] of the file `pinned` names, shown as `path`: every read
-/// goes through the folder as it was pinned, and a folder swapped since (for
-/// a link to someone else's folder holding a file of the same name) is never
-/// read from.
+/// Watches the file `pinned` names, at `path`, and calls `on_change` with
+/// the file's bytes each time its content settles on something new, and
+/// once when it is found gone. The content present when the watch starts
+/// counts as already seen. Every read goes through the folder as it was
+/// pinned: a folder swapped since (for a link to someone else's folder
+/// holding a file of the same name) is never read from.
 pub fn watch_pinned<F>(
     pinned: PinnedFolder,
     path: &Path,
@@ -211,9 +190,14 @@ mod tests {
         let file = dir.path().join("prefill.cu");
         fs::write(&file, initial).expect("write initial");
         let (tx, rx) = mpsc::channel();
-        let watcher = watch_file(&file, DEFAULT_DEBOUNCE, move |bytes| {
-            let _ = tx.send(bytes);
-        })
+        let watcher = watch_pinned(
+            PinnedFolder::of(&file).expect("pinned"),
+            &file,
+            DEFAULT_DEBOUNCE,
+            move |bytes| {
+                let _ = tx.send(bytes);
+            },
+        )
         .expect("watch");
         (dir, file, watcher, rx)
     }
@@ -249,9 +233,14 @@ mod tests {
         let file = work.join("prefill.cu");
         fs::write(&file, "mine").expect("the student's file");
         let (tx, rx) = mpsc::channel();
-        let _watcher = watch_file(&file, DEFAULT_DEBOUNCE, move |bytes| {
-            let _ = tx.send(bytes);
-        })
+        let _watcher = watch_pinned(
+            PinnedFolder::of(&file).expect("pinned"),
+            &file,
+            DEFAULT_DEBOUNCE,
+            move |bytes| {
+                let _ = tx.send(bytes);
+            },
+        )
         .expect("watch");
         let moved = root.path().join("moved");
         fs::rename(&work, &moved).expect("moved away");

@@ -20,7 +20,9 @@ use ratatui::Frame;
 use super::engine::Engine;
 use super::model::{Completed, CudaMissing, Model, Replay};
 use super::msg::{Effect, LibrarySearch, Msg};
-use super::shell::{display_name, event_loop, planned_rows, watch_into, Flow, Program};
+use super::shell::{
+    display_name, event_loop, pin_folder_of, planned_rows, watch_into, Flow, Program,
+};
 use super::terminal;
 use super::theme::Theme;
 use super::update::{show_replay_position, update};
@@ -87,17 +89,21 @@ pub fn run_live(setup: LiveSetup) -> anyhow::Result<()> {
     }
     let (messages, inbox) = mpsc::channel();
     let store = HistoryStore::beside(&setup.file, setup.plan.lab().name());
-    // Restores write into the watched file only while its folder is still
-    // the one it was now (a folder swapped for a link is not written into).
-    let watched = PinnedFolder::of(&setup.file)?;
-    let disk = start_disk_thread(store, Some((setup.file.clone(), watched)), messages.clone())?;
+    // The watch reads, and restores write, the watched file only while its
+    // folder is still the one pinned now: one pin serves both.
+    let watched = pin_folder_of(&setup.file)?;
+    let disk = start_disk_thread(
+        store,
+        Some((setup.file.clone(), watched.clone())),
+        messages.clone(),
+    )?;
     let sanitize_template = setup.plan.clone();
     let sanitizer_messages = messages.clone();
     let fetch_messages = messages.clone();
     // The engine thread is not waited for at quit: what it holds on a cluster is released here.
     let remote = setup.command.remote.clone();
     let engine = Engine::start(setup.plan, setup.command, messages.clone())?;
-    let _watcher = watch_into(&setup.file, &messages, |change| {
+    let _watcher = watch_into(&setup.file, watched, &messages, |change| {
         Some(match change {
             Watched::Content(bytes) => Msg::FileChanged(bytes),
             Watched::Gone => Msg::FileGone,
@@ -251,9 +257,9 @@ fn replayable(
         .unzip()
 }
 
-/// Carries out a restore and says what it did, in the words the footer shows.
-/// The answer to a restore into `file`, whose text is read and written at
-/// `through` (the same file, reached through its pinned folder).
+/// Carries out a restore into `file`, whose text is read and written at
+/// `through` (the same file, reached through its pinned folder), and says
+/// what it did, in the words the footer shows.
 fn restore_message(
     store: &HistoryStore,
     file: &Path,

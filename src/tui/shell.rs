@@ -99,20 +99,27 @@ fn start_terminal_reader<P: Program>(messages: Sender<P::Msg>) -> std::io::Resul
     Ok(())
 }
 
-/// Watches `file` and sends `wrap` of its current content and then of
-/// every save that changes it, and of its disappearance (`wrap` may send
-/// nothing for that). The watch lasts as long as the returned handle.
+/// The folder of a file the TUI watches, pinned as it is now
+/// ([`PinnedFolder`]): the watch and every restore use it.
+pub fn pin_folder_of(file: &Path) -> anyhow::Result<PinnedFolder> {
+    PinnedFolder::of(file)
+        .with_context(|| format!("cannot open the folder of {}", path_for_display(file)))
+}
+
+/// Watches `file`, in the folder `pinned` holds, and sends `wrap` of its
+/// current content and then of every save that changes it, and of its
+/// disappearance (`wrap` may send nothing for that). The watch lasts as
+/// long as the returned handle.
 pub fn watch_into<M: Send + 'static>(
     file: &Path,
+    pinned: PinnedFolder,
     messages: &Sender<M>,
     wrap: fn(Watched) -> Option<M>,
 ) -> anyhow::Result<FileWatcher> {
     // Never blocks on a FIFO or device node, and never reads past the size limit.
     // Never a link: the TUI compiles, shows and stores only the file itself,
-    // and only from the folder it was in now (a folder swapped later for a
-    // link is not read from).
-    let pinned = PinnedFolder::of(file)
-        .with_context(|| format!("cannot open the folder of {}", path_for_display(file)))?;
+    // and only from the pinned folder (one swapped later for a link is not
+    // read from).
     let initial = read_pinned_file(&pinned, file, MAX_SOURCE_BYTES)
         .map(|read| read.bytes)
         .with_context(|| format!("cannot read {}", path_for_display(file)))?;

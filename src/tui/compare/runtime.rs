@@ -15,7 +15,9 @@ use super::update::update;
 use crate::app::check::CheckPlan;
 use crate::app::watch::Watched;
 use crate::app::worker_handle::WorkerCommand;
-use crate::tui::shell::{event_loop, names_telling_apart, planned_rows, watch_into, Flow, Program};
+use crate::tui::shell::{
+    event_loop, names_telling_apart, pin_folder_of, planned_rows, watch_into, Flow, Program,
+};
 use crate::tui::theme::Theme;
 use crate::tui::view;
 
@@ -65,8 +67,12 @@ pub fn run_compare(setup: CompareSetup) -> anyhow::Result<()> {
     // The engine thread is not waited for at quit: what it holds on a cluster is released here.
     let remote = setup.command.remote.clone();
     let engine = CompareEngine::start(setup.plan, paths, setup.command, messages.clone())?;
-    let _watch_a = watch_into(&file_a, &messages, |change| saved(Column::A, change))?;
-    let _watch_b = watch_into(&file_b, &messages, |change| saved(Column::B, change))?;
+    let _watch_a = watch_into(&file_a, pin_folder_of(&file_a)?, &messages, |change| {
+        saved(Column::A, change)
+    })?;
+    let _watch_b = watch_into(&file_b, pin_folder_of(&file_b)?, &messages, |change| {
+        saved(Column::B, change)
+    })?;
     let result = event_loop(model, messages, &inbox, |effect, _| match effect {
         CompareEffect::Quit => Flow::Quit,
         CompareEffect::StartComparison { run, sources } => {
