@@ -19,7 +19,7 @@ use flashprof::app::worker_handle::{WorkerCommand, WorkerHandle};
 use flashprof::gpu::compile::Build;
 use flashprof::lab::flash_prefill::FLASH_PREFILL;
 use flashprof::protocol::{Event, LabId, Request, SandboxLevel};
-use flashprof::worker::sandbox::{DISABLE_ENV, EXTRA_READ_ENV};
+use flashprof::worker::sandbox::{DISABLE_ENV, EXTRA_READ_ENV, TENSOR_FILES_ENV};
 
 const SECRET: &str = "FLASHPROF_TEST_SECRET_3f9c1a";
 
@@ -197,12 +197,12 @@ fn a_tensors_folder_opens_its_npy_files_and_nothing_else_of_it() {
         .env
         .iter()
         .rev()
-        .find(|(k, _)| k == EXTRA_READ_ENV)
+        .find(|(k, _)| k == TENSOR_FILES_ENV)
         .map(|(_, v)| v.to_str().expect("utf-8 temp path").to_owned())
         .expect("the tensor files are named to the sandbox");
     let shown = probe(
         &[&q, &beside, &linked, &secret],
-        &[(EXTRA_READ_ENV, &granted)],
+        &[(TENSOR_FILES_ENV, &granted)],
     );
     assert!(shown.contains("level: Full"), "{shown}");
     assert!(
@@ -216,4 +216,77 @@ fn a_tensors_folder_opens_its_npy_files_and_nothing_else_of_it() {
             refused.display()
         );
     }
+}
+
+/// The grants `reading_tensors` gives for the `.npy` files of `folder`.
+fn tensor_grants(folder: &std::path::Path) -> String {
+    let command = WorkerCommand {
+        program: env!("CARGO_BIN_EXE_flashprof").into(),
+        args: vec!["__worker".into()],
+        env: Vec::new(),
+        remote: None,
+    }
+    .reading_tensors([folder.to_path_buf()]);
+    command
+        .env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == TENSOR_FILES_ENV)
+        .map(|(_, v)| v.to_str().expect("utf-8 temp path").to_owned())
+        .expect("the tensor files are named to the sandbox")
+}
+
+#[test]
+fn a_tensor_file_swapped_for_a_link_after_listing_grants_nothing() {
+    // The caller lists the tensor files, then starts the worker, which
+    // confines itself: a student who swaps the listed file (or a folder on
+    // its path) for a link in between must not get the link's target
+    // granted. The worker opens each grant with no link on its path.
+    let (dir, secret) = secret_header();
+    let tensors = dir.path().join("case");
+    std::fs::create_dir(&tensors).expect("tensors folder");
+    let q = tensors.join("q.npy");
+    std::fs::write(&q, b"\x93NUMPY").expect("q.npy");
+    let granted = tensor_grants(&tensors);
+
+    // The file itself becomes a link to the secret.
+    std::fs::remove_file(&q).expect("remove q.npy");
+    std::os::unix::fs::symlink(&secret, &q).expect("q.npy as a link");
+    let shown = probe(&[&q, &secret], &[(TENSOR_FILES_ENV, &granted)]);
+    assert!(shown.contains("level: Full"), "{shown}");
+    for refused in [&q, &secret] {
+        assert!(
+            shown.contains(&format!("{}: refused:", refused.display())),
+            "{} must stay out of reach: {shown}",
+            refused.display()
+        );
+    }
+
+    // The folder becomes a link to another folder holding a `q.npy`.
+    let private = dir.path().join("private");
+    std::fs::create_dir(&private).expect("a private folder");
+    let private_q = private.join("q.npy");
+    std::fs::write(&private_q, SECRET).expect("a private q.npy");
+    std::fs::remove_file(&q).expect("remove the link");
+    std::fs::remove_dir(&tensors).expect("remove the folder");
+    std::os::unix::fs::symlink(&private, &tensors).expect("the folder as a link");
+    let shown = probe(&[&q, &private_q], &[(TENSOR_FILES_ENV, &granted)]);
+    for refused in [&q, &private_q] {
+        assert!(
+            shown.contains(&format!("{}: refused:", refused.display())),
+            "{} must stay out of reach: {shown}",
+            refused.display()
+        );
+    }
+
+    // Unswapped, the same grant reads the file: the refusals above are the
+    // swap's, not a grant that never worked.
+    std::fs::remove_file(&tensors).expect("remove the folder link");
+    std::fs::create_dir(&tensors).expect("the folder again");
+    std::fs::write(&q, b"\x93NUMPY").expect("q.npy again");
+    let shown = probe(&[&q], &[(TENSOR_FILES_ENV, &granted)]);
+    assert!(
+        shown.contains(&format!("{}: read 6 bytes", q.display())),
+        "{shown}"
+    );
 }

@@ -40,6 +40,7 @@ use crate::lab::source::{
 };
 use crate::outcome::CheckReport;
 use crate::protocol::CaseStatus;
+use crate::sys::pinned::PinnedFolder;
 
 /// The folder created beside the student's file.
 pub const STORE_DIR: &str = ".flashprof";
@@ -265,6 +266,10 @@ pub struct HistoryStore {
     /// The watched file's records, when the store is opened for one; a
     /// replayed store shows every record.
     scope: Option<HistoryScope>,
+    /// The watched file's folder, pinned when the watch began: the store
+    /// is reached through it, so a folder swapped for another mid-session
+    /// neither receives the runs nor offers its records.
+    pinned: Option<PinnedFolder>,
 }
 
 /// A stable 64-bit FNV-1a hash of a text, as 16 hex digits. Std's hasher may
@@ -297,7 +302,16 @@ impl HistoryStore {
             dir: folder.join(STORE_DIR),
             owned: true,
             scope: Some(HistoryScope::of(file, lab)),
+            pinned: None,
         }
+    }
+
+    /// The same store reached only through `pinned`, the watched file's
+    /// folder as it was when the watch began: while that folder stands
+    /// elsewhere, every read and write of the store is refused.
+    pub fn through(mut self, pinned: PinnedFolder) -> Self {
+        self.pinned = Some(pinned);
+        self
     }
 
     /// A store named by the user: the `.flashprof` folder itself, its
@@ -314,6 +328,7 @@ impl HistoryStore {
             dir,
             owned: false,
             scope: None,
+            pinned: None,
         }
     }
 
@@ -340,7 +355,13 @@ impl HistoryStore {
     /// that is a link, or not this user's when it must be, is refused);
     /// `None` when absent and not `create`d.
     fn folder(&self, create: bool) -> io::Result<Option<Folder>> {
-        Folder::open(&self.dir, create, self.owned)
+        match &self.pinned {
+            Some(pinned) => {
+                let opened = pinned.open()?;
+                Folder::open_at(&opened.entry(STORE_DIR), &self.dir, create, self.owned)
+            }
+            None => Folder::open(&self.dir, create, self.owned),
+        }
     }
 
     /// Records a completed check of `source`.
@@ -817,6 +838,49 @@ mod tests {
             let error = store.append_snapshot("x").expect_err("refused");
             assert!(error.to_string().contains("owned by uid 1001"), "{error}");
         }
+    }
+
+    /// A store reached through the watched folder's pin follows that folder,
+    /// not its path: swapped for a link to another folder with a store of
+    /// its own, the runs are refused, not written there, and the other
+    /// store's records are not offered.
+    #[test]
+    fn a_store_through_a_pinned_folder_refuses_the_folder_swapped_in() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let alice = dir.path().join("alice");
+        let other = dir.path().join("other");
+        fs::create_dir_all(&alice).expect("mkdir");
+        fs::create_dir_all(&other).expect("mkdir");
+        let file = alice.join("k.cu");
+        fs::write(&file, "mine").expect("write");
+        let pinned = PinnedFolder::of(&file).expect("pinned");
+        let store = HistoryStore::beside(&file, "flash-prefill").through(pinned);
+        store
+            .append_snapshot("mine")
+            .expect("recorded in the pinned folder");
+        let theirs = HistoryStore::beside(&other.join("k.cu"), "flash-prefill");
+        theirs.append_snapshot("theirs").expect("the other store");
+
+        fs::rename(&alice, dir.path().join("moved")).expect("moved away");
+        std::os::unix::fs::symlink(&other, &alice).expect("a link in its place");
+        for error in [
+            store
+                .append_snapshot("after the swap")
+                .expect_err("refused"),
+            store.read().expect_err("refused"),
+        ] {
+            assert!(
+                error.to_string().contains("no longer the folder"),
+                "{error}"
+            );
+        }
+        let kept = theirs.read().expect("the other store").records;
+        assert_eq!(kept.len(), 1, "nothing landed in the other folder's store");
+        // By path alone, the same store would have written there.
+        HistoryStore::beside(&file, "flash-prefill")
+            .append_snapshot("by path")
+            .expect("by path");
+        assert_eq!(theirs.read().expect("the other store").records.len(), 2);
     }
 
     /// The restore writes the student's file itself, never through a link.

@@ -151,8 +151,12 @@ fn deliver_settled<F>(
         // read as the new content; a file still missing now is gone, said
         // once, and whatever comes back is new.
         let Some(content) = read_bounded(pinned, file) else {
-            let missing = std::fs::symlink_metadata(file)
-                .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound);
+            // Asked of the pinned folder too: a folder that is no longer
+            // there (or is another one now) holds no file of the student's.
+            let missing = pinned.open().map_or(true, |folder| {
+                std::fs::symlink_metadata(folder.file())
+                    .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+            });
             if missing && seen.take().is_some() {
                 on_change(Watched::Gone);
             }
@@ -246,7 +250,9 @@ mod tests {
         fs::rename(&work, &moved).expect("moved away");
         std::os::unix::fs::symlink(&private, &work).expect("a link in its place");
         fs::write(moved.join("prefill.cu"), "mine, edited").expect("a save");
-        nothing_more(&rx);
+        // The pinned folder is no longer on the path: the file is gone from
+        // the watch, and the TA's text never comes.
+        delivered_once(&rx, "gone");
     }
 
     #[test]

@@ -100,7 +100,9 @@ impl WorkerCommand {
     /// [`crate::lab::npy::tensor_files`] lists, never a whole folder
     /// (docs/SECURITY.md).
     pub fn reading_tensors(mut self, folders: impl IntoIterator<Item = PathBuf>) -> Self {
-        let var = crate::worker::sandbox::EXTRA_READ_ENV;
+        let var = crate::worker::sandbox::TENSOR_FILES_ENV;
+        // Resolved now, so each grant names the file with no link on its
+        // path; the worker refuses one that has gained a link since.
         let added: Vec<PathBuf> = folders
             .into_iter()
             .flat_map(|folder| crate::lab::npy::tensor_files(&folder))

@@ -306,7 +306,9 @@ fn merge(args: &GradeArgs) -> Result<ExitCode, Refusal> {
     let merged = merge_folders(&args.inputs).map_err(|e| {
         let code = match e {
             MergeError::Io(_) => ExitCode::Environment,
-            MergeError::Labs { .. } | MergeError::Forged { .. } => ExitCode::Usage,
+            MergeError::Labs { .. } | MergeError::Forged { .. } | MergeError::Untrusted { .. } => {
+                ExitCode::Usage
+            }
         };
         Refusal::new(code, e.to_string())
     })?;

@@ -35,7 +35,13 @@ pub struct OpenedFolder {
 impl OpenedFolder {
     /// The file's path through the open folder, for one read or write.
     pub fn file(&self) -> PathBuf {
-        PathBuf::from(format!("/proc/self/fd/{}", self.handle.as_raw_fd())).join(&self.name)
+        self.entry(&self.name)
+    }
+
+    /// Another entry of the same folder (the history store beside the
+    /// file), reached through the open folder.
+    pub fn entry(&self, name: impl AsRef<Path>) -> PathBuf {
+        PathBuf::from(format!("/proc/self/fd/{}", self.handle.as_raw_fd())).join(name)
     }
 }
 
@@ -57,6 +63,20 @@ impl PinnedFolder {
         };
         let handle = open_folder(&folder)?;
         let metadata = handle.metadata()?;
+        // The folder must be reached through links flashprof follows (the
+        // check the file's first read made), and be the one the walk
+        // arrived at: a swap between the two is refused here.
+        let checked = crate::sys::trust::check_links(&folder)
+            .map_err(|why| io::Error::new(io::ErrorKind::PermissionDenied, why))?;
+        if checked.is_some_and(|walked| walked != (metadata.dev(), metadata.ino())) {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "{} changed while it was opened: not watched",
+                    crate::display::path_for_display(&folder)
+                ),
+            ));
+        }
         Ok(Self {
             folder,
             name,
@@ -98,6 +118,26 @@ fn open_folder(folder: &Path) -> io::Result<File> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_folder_reached_through_a_link_others_could_replace_is_not_pinned() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = tempfile::tempdir().expect("temp dir");
+        let real = root.path().join("real");
+        let open = root.path().join("open");
+        std::fs::create_dir(&real).expect("real");
+        std::fs::create_dir(&open).expect("open");
+        std::fs::write(real.join("prefill.cu"), "mine").expect("the file");
+        std::os::unix::fs::symlink(&real, open.join("work")).expect("a link");
+        // Followed while no one else can write the folder holding the link.
+        PinnedFolder::of(&open.join("work/prefill.cu")).expect("a link of mine");
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+        let refused = PinnedFolder::of(&open.join("work/prefill.cu")).expect_err("refused");
+        assert!(
+            refused.to_string().contains("writable by others"),
+            "{refused}"
+        );
+    }
 
     #[test]
     fn a_folder_swapped_for_a_link_is_refused_and_the_original_is_read_through_its_handle() {

@@ -88,10 +88,11 @@ pub fn run_live(setup: LiveSetup) -> anyhow::Result<()> {
         model.libraries = Some(search);
     }
     let (messages, inbox) = mpsc::channel();
-    let store = HistoryStore::beside(&setup.file, setup.plan.lab().name());
-    // The watch reads, and restores write, the watched file only while its
-    // folder is still the one pinned now: one pin serves both.
+    // The watch reads, restores write, and runs are stored beside the
+    // watched file only while its folder is still the one pinned now: one
+    // pin serves all three.
     let watched = pin_folder_of(&setup.file)?;
+    let store = HistoryStore::beside(&setup.file, setup.plan.lab().name()).through(watched.clone());
     let disk = start_disk_thread(
         store,
         Some((setup.file.clone(), watched.clone())),

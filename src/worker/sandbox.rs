@@ -21,14 +21,15 @@
 #![allow(unsafe_code)]
 
 use std::ffi::OsStr;
+use std::fs::File;
 use std::ops::RangeInclusive;
 use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
 
 use landlock::{
     path_beneath_rules, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible,
-    LandlockStatus, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetError, RulesetStatus, Scope,
-    ABI,
+    LandlockStatus, PathBeneath, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetError,
+    RulesetStatus, Scope, ABI,
 };
 
 use crate::facts::device::GpuProblem;
@@ -41,6 +42,14 @@ pub const DISABLE_ENV: &str = "FLASHPROF_NO_SANDBOX";
 /// More paths the worker may read (`:`-separated), for a driver or library
 /// installed somewhere unusual.
 pub const EXTRA_READ_ENV: &str = "FLASHPROF_SANDBOX_READ";
+
+/// Single files the worker may read (`:`-separated): the tensor files of
+/// cases that bring their own, set by the caller
+/// ([`crate::app::worker_handle::WorkerCommand::reading_tensors`]). Each is
+/// opened with no link anywhere on its path and granted as the file it was
+/// then, so a file swapped for a link after the caller listed it grants
+/// nothing (docs/SECURITY.md, row 40).
+pub const TENSOR_FILES_ENV: &str = "FLASHPROF_SANDBOX_TENSOR_FILES";
 
 /// The most address space, in MiB, a worker without a GPU may map (its
 /// compiles' memory limit); unset: [`DEFAULT_COMPILE_MEMORY_MB`].
@@ -328,7 +337,60 @@ fn restrict_files(tool: &[PathBuf]) -> Result<landlock::RestrictionStatus, Rules
         ))?
         .add_rules(path_beneath_rules(nvidia_devices(), devices))?
         .add_rules(path_beneath_rules(tool, AccessFs::from_all(TARGET_ABI)))?
+        .add_rules(
+            granted_tensor_files()
+                .into_iter()
+                .map(|file| Ok::<_, RulesetError>(PathBeneath::new(file, AccessFs::ReadFile))),
+        )?
         .restrict_self()
+}
+
+/// The files [`TENSOR_FILES_ENV`] names that are regular files reached with
+/// no link on their path, each held open (as `O_PATH`) for its grant, so the
+/// grant is that file and not what its path names later. Any other is left
+/// out: the worker's read of it is then refused.
+fn granted_tensor_files() -> Vec<File> {
+    let Some(list) = std::env::var_os(TENSOR_FILES_ENV) else {
+        return Vec::new();
+    };
+    std::env::split_paths(&list)
+        .filter_map(|path| open_without_links(&path).ok())
+        .filter(|file| file.metadata().is_ok_and(|m| m.file_type().is_file()))
+        .collect()
+}
+
+/// Opens `path` as an `O_PATH` handle, refusing a link at any step of it
+/// (`openat2` with `RESOLVE_NO_SYMLINKS`, Linux 5.6); where the kernel has
+/// no `openat2`, a link as the last step is still refused (`O_NOFOLLOW`).
+fn open_without_links(path: &Path) -> std::io::Result<File> {
+    use std::os::fd::FromRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    let name = std::ffi::CString::new(path.as_os_str().as_bytes())?;
+    let flags = libc::O_PATH | libc::O_CLOEXEC | libc::O_NOFOLLOW;
+    // SAFETY: `open_how` is plain integers; zero is a valid value of each.
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = flags as u64;
+    how.resolve = libc::RESOLVE_NO_SYMLINKS;
+    // SAFETY: `name` is NUL-terminated and `how` a valid `open_how` of the
+    // size passed; both outlive the calls.
+    let mut fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            libc::AT_FDCWD,
+            name.as_ptr(),
+            &how as *const libc::open_how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    } as RawFd;
+    if fd < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS) {
+        // SAFETY: as above, with plain `openat`.
+        fd = unsafe { libc::openat(libc::AT_FDCWD, name.as_ptr(), flags) };
+    }
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just opened here and is owned by nothing else.
+    Ok(unsafe { File::from_raw_fd(fd) })
 }
 
 /// Everything the worker may read: library folders, /sys, parts of /proc.

@@ -283,9 +283,16 @@ pub struct JournalWriter {
 impl JournalWriter {
     /// Opens (or creates) the journal for appending, first ending a torn last line.
     pub fn open(path: &Path) -> std::io::Result<Self> {
+        use std::os::unix::fs::OpenOptionsExt;
+        // Writable by its owner only, whatever the umask: `--merge` trusts
+        // no journal anyone else could have written into.
         let mut file = open_no_link(
             path,
-            OpenOptions::new().read(true).append(true).create(true),
+            OpenOptions::new()
+                .read(true)
+                .append(true)
+                .create(true)
+                .mode(0o644),
         )?;
         let length = file.metadata()?.len();
         if length > 0 {

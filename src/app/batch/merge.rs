@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use super::journal::{self, JournalEntry, JOURNAL_FILE};
+use crate::display::path_for_display;
 use crate::outcome::Verdict;
 
 /// The merged entries and what looked wrong.
@@ -46,6 +47,11 @@ pub enum MergeError {
         first: String,
         second: String,
     },
+    #[error(
+        "{path}: {why}; a shard's rows decide grades, so only shards in folders of yours that \
+         no one else can write are merged; nothing merged"
+    )]
+    Untrusted { path: String, why: String },
 }
 
 /// Reads `folder/journal.jsonl` of every folder and merges them.
@@ -54,18 +60,20 @@ pub fn merge_folders(folders: &[PathBuf]) -> Result<Merged, MergeError> {
     let mut warnings = Vec::new();
     for folder in folders {
         let path = folder.join(JOURNAL_FILE);
+        refuse_untrusted(folder)?;
         if !path.is_file() {
             warnings.push(format!(
                 "{}: no journal, nothing merged from it",
-                folder.display()
+                path_for_display(folder)
             ));
             continue;
         }
+        refuse_untrusted(&path)?;
         let contents = journal::read(&path)?;
         if contents.unreadable_lines > 0 {
             warnings.push(format!(
                 "{}: {} unreadable journal lines skipped",
-                path.display(),
+                path_for_display(&path),
                 contents.unreadable_lines
             ));
         }
@@ -75,6 +83,22 @@ pub fn merge_folders(folders: &[PathBuf]) -> Result<Merged, MergeError> {
     warnings.append(&mut merged.warnings);
     merged.warnings = warnings;
     Ok(merged)
+}
+
+/// Refuses a shard folder or journal that another user could have written:
+/// reached through a link flashprof does not follow, not this user's, or
+/// writable by anyone else (`grade`'s rule for its own output folder).
+fn refuse_untrusted(path: &Path) -> Result<(), MergeError> {
+    let untrusted = |why: String| MergeError::Untrusted {
+        path: path_for_display(path),
+        why,
+    };
+    crate::sys::trust::check_links(path).map_err(untrusted)?;
+    let meta = std::fs::metadata(path)?;
+    match super::untrusted_grade_file(&meta) {
+        Some(why) => Err(untrusted(why)),
+        None => Ok(()),
+    }
 }
 
 /// Merges entries from any number of journals.
@@ -290,5 +314,44 @@ mod tests {
         let merged = merge_entries(vec![error, real, reseeded, edited]).expect("no forgery");
         assert_eq!(merged.entries.len(), 1);
         assert_eq!(merged.entries[0].content_hash, "h2");
+    }
+
+    #[test]
+    fn a_shard_or_journal_others_could_write_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = tempfile::tempdir().expect("temp dir");
+        let shard = |name: &str| {
+            let folder = root.path().join(name);
+            std::fs::create_dir(&folder).expect("shard folder");
+            std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o755))
+                .expect("chmod");
+            journal::JournalWriter::open(&folder.join(JOURNAL_FILE))
+                .expect("journal")
+                .append(&entry(name, "h", 7, 1))
+                .expect("row");
+            folder
+        };
+        let (mine, open, loose) = (shard("mine"), shard("open"), shard("loose"));
+        // A journal made under a permissive umask is still its owner's alone.
+        let mode = |p: &Path| std::fs::metadata(p).expect("stat").permissions().mode() & 0o777;
+        assert_eq!(mode(&mine.join(JOURNAL_FILE)), 0o644);
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+        std::fs::set_permissions(
+            loose.join(JOURNAL_FILE),
+            std::fs::Permissions::from_mode(0o664),
+        )
+        .expect("chmod");
+
+        let merged = merge_folders(std::slice::from_ref(&mine)).expect("merged");
+        assert_eq!(merged.entries.len(), 1);
+        for (folder, why) in [(&open, "writable by"), (&loose, "writable by group")] {
+            let refused = merge_folders(&[mine.clone(), folder.clone()]).expect_err("refused");
+            let text = refused.to_string();
+            assert!(matches!(refused, MergeError::Untrusted { .. }), "{text}");
+            assert!(
+                text.contains(why) && text.contains("nothing merged"),
+                "{text}"
+            );
+        }
     }
 }

@@ -298,24 +298,32 @@ pub fn run_batch(
 /// user's and writable by no one else, since a student who could write
 /// into it could plant `journal.jsonl` rows that the run would reuse as grades.
 pub(crate) fn prepare_out_folder(out: &std::path::Path) -> Result<(), BatchError> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o755)
         .create(out)
         .map_err(io_error(out))?;
     let meta = std::fs::metadata(out).map_err(io_error(out))?;
-    let euid = crate::sys::effective_uid().unwrap_or(u32::MAX);
-    let untrusted = match meta.uid() == euid {
-        false => Some(format!("owned by uid {}, not by you", meta.uid())),
-        true => crate::sys::trust::untrusted_because(meta.uid(), meta.mode(), true, true, euid),
-    };
-    match untrusted {
+    match untrusted_grade_file(&meta) {
         None => Ok(()),
         Some(why) => Err(BatchError::UnsafeOut {
             path: crate::display::path_for_display(out),
             why,
         }),
+    }
+}
+
+/// Why a folder or file of grades (an output folder, a shard to merge and
+/// its journal) is not to be trusted: not this user's, or writable by
+/// anyone else (a sticky bit does not help: another user could have
+/// written a file there before it was used).
+pub(crate) fn untrusted_grade_file(meta: &std::fs::Metadata) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let euid = crate::sys::effective_uid().unwrap_or(u32::MAX);
+    match meta.uid() == euid {
+        false => Some(format!("owned by uid {}, not by you", meta.uid())),
+        true => crate::sys::trust::untrusted_because(meta.uid(), meta.mode(), true, true, euid),
     }
 }
 

@@ -51,7 +51,14 @@ impl Folder {
         Self::open_at(&self.at(name), &self.path.join(name), create, owned)
     }
 
-    fn open_at(real: &Path, logical: &Path, create: bool, owned: bool) -> io::Result<Option<Self>> {
+    /// Opens `real` the same way, named `logical` in messages (`real` being
+    /// a path through an open folder).
+    pub fn open_at(
+        real: &Path,
+        logical: &Path,
+        create: bool,
+        owned: bool,
+    ) -> io::Result<Option<Self>> {
         if create {
             // mkdir never follows a link: one in the way is EEXIST, refused below.
             match std::fs::create_dir(real) {
