@@ -41,7 +41,10 @@
 //! which the caller charges through the real line table. As on the H100, a
 //! worker samples once: its second profile comes back with no instruction
 //! (refused here, so a caller that samples twice in one worker fails).
-//! `FLASHPROF_STAND_IN_SLOW_LINES_MS` makes each profile take that long.
+//! A profile asked for in steps gets the samples first, then the counts
+//! (each instruction executed 1,024 times) from the same worker.
+//! `FLASHPROF_STAND_IN_SLOW_LINES_MS` makes each sampling take that long,
+//! `FLASHPROF_STAND_IN_SLOW_COUNTS_MS` each counting.
 //! Any other line profile is refused. Asked to release the counters' profiler, it writes
 //! `released` under `FLASHPROF_STAND_IN_MARKS`.
 //!
@@ -77,9 +80,9 @@ use flashprof::lab::definition::CaseData;
 use flashprof::lab::flash_prefill::FLASH_PREFILL;
 use flashprof::lab::source::StudentSource;
 use flashprof::protocol::{
-    read_message, write_message, CaseOutcome, CaseStatus, CompileOutcome, Event, LinesOutcome,
-    ProfiledKernel, ReferenceCheck, Request, TimingConfig, TimingOutcome, PROTOCOL_VERSION,
-    TIMING_RULES,
+    read_message, write_message, CaseOutcome, CaseStatus, CompileOutcome, Event, LineSteps,
+    LinesOutcome, ProfiledKernel, ReferenceCheck, Request, TimingConfig, TimingOutcome,
+    PROTOCOL_VERSION, TIMING_RULES,
 };
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -288,10 +291,20 @@ fn main() {
             Request::Time { seed, config, .. } if timing_kind.is_some() => Event::Timing(
                 cpu_timing(timing_kind.as_deref().unwrap_or_default(), seed, config),
             ),
-            Request::Lines { kernel, .. }
+            Request::Lines { kernel, steps, .. }
                 if loaded.as_ref().is_some_and(|i| i.starts_with(b"\x7fELF")) =>
             {
-                if std::mem::replace(&mut sampled, true) {
+                if !steps.samples() {
+                    // Counting after sampling is the real worker's order.
+                    if let Some(ms) = std::env::var("FLASHPROF_STAND_IN_SLOW_COUNTS_MS")
+                        .ok()
+                        .and_then(|ms| ms.parse().ok())
+                    {
+                        std::thread::sleep(std::time::Duration::from_millis(ms));
+                    }
+                    let student = loaded.clone().unwrap_or_default();
+                    Event::Lines(Ok(recorded_lines(student, kernel, steps)))
+                } else if std::mem::replace(&mut sampled, true) {
                     Event::Lines(Err(format!(
                         "stand-in: this worker sampled before; the {kernel:?} profile has no \
                          instruction (the H100's second sampling in one worker)"
@@ -305,7 +318,7 @@ fn main() {
                         std::thread::sleep(std::time::Duration::from_millis(ms));
                     }
                     let student = loaded.clone().unwrap_or_default();
-                    Event::Lines(Ok(recorded_lines(student, kernel)))
+                    Event::Lines(Ok(recorded_lines(student, kernel, steps)))
                 }
             }
             Request::PrepareLines { .. } => Event::LinesPrepared,
@@ -342,9 +355,10 @@ fn built_for_real(path: &str, text: &str) -> Vec<u8> {
         .image
 }
 
-/// The recorded samples of a line profile of `kernel`: the student's
-/// loaded image, or the starter built here and sent back.
-fn recorded_lines(student: Vec<u8>, kernel: ProfiledKernel) -> LinesOutcome {
+/// The recorded samples and counts (those `steps` asks for) of a line
+/// profile of `kernel`: the student's loaded image, or the starter built
+/// here and sent back.
+fn recorded_lines(student: Vec<u8>, kernel: ProfiledKernel, steps: LineSteps) -> LinesOutcome {
     let (image, starter_image) = match kernel {
         ProfiledKernel::Student => (student, Vec::new()),
         ProfiledKernel::Starter => {
@@ -364,12 +378,15 @@ fn recorded_lines(student: Vec<u8>, kernel: ProfiledKernel) -> LinesOutcome {
         .zip((0..bytes).step_by(SASS_INSTRUCTION_BYTES as usize))
         .map(|(&samples, offset)| InstructionReading {
             offset,
-            stalls: vec![(
-                "smsp__pcsamp_warps_issue_stalled_long_scoreboard".into(),
-                samples,
-            )],
+            stalls: match steps.samples() {
+                true => vec![(
+                    "smsp__pcsamp_warps_issue_stalled_long_scoreboard".into(),
+                    samples,
+                )],
+                false => Vec::new(),
+            },
             counts: InstructionCounts {
-                executed: 1024,
+                executed: if steps.counts() { 1024 } else { 0 },
                 ..InstructionCounts::default()
             },
         })
@@ -378,7 +395,10 @@ fn recorded_lines(student: Vec<u8>, kernel: ProfiledKernel) -> LinesOutcome {
         chip: "stand-in".into(),
         function: function.into(),
         readings,
-        total_samples: LINE_SAMPLES.iter().sum(),
+        total_samples: match steps.samples() {
+            true => LINE_SAMPLES.iter().sum(),
+            false => 0,
+        },
         dropped_samples: 0,
         period_log2: 10,
         plain_launch_ms: 0.0,

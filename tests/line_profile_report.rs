@@ -66,6 +66,8 @@ fn recorded() -> LineProfile {
         setup_ms: 0.0,
         worker_ms: 0.0,
         charge_ms: 0.0,
+        heat_ms: 0.0,
+        counts_missing: None,
         lines,
         starter: Some(Ok(Box::new(starter()))),
     }
@@ -104,6 +106,8 @@ fn starter() -> LineProfile {
         setup_ms: 0.0,
         worker_ms: 0.0,
         charge_ms: 0.0,
+        heat_ms: 0.0,
+        counts_missing: None,
         lines,
         starter: None,
     }

@@ -111,10 +111,77 @@ fn a_line_profile_is_carried_back_and_charged_with_the_starter_s_beside_it() {
         "NVRTC (libnvrtc.so.13) cannot be loaded: run the tests through scripts/test.sh"
     );
     let mut worker = None;
-    let report = run_check(&lines_plan(), &stand_in(), &mut worker, |_| {}).expect("a check");
+    let mut heat = None;
+    let report = run_check(&lines_plan(), &stand_in(), &mut worker, |progress| {
+        if let Progress::LinesSampled(sampled) = progress {
+            heat = Some(sampled);
+        }
+    })
+    .expect("a check");
     assert!(report.all_passed(), "{:?}", report.cases);
     assert_the_recorded_profile_arrived(&report);
     assert!(report.phases.lines_ms > 0.0);
+    // The samples came first, charged, while the counts were being taken.
+    let heat = heat.expect("the samples were shown before the counts");
+    assert_eq!(heat.total_samples, 6300);
+    assert_eq!(
+        heat.counts_missing.as_deref(),
+        Some(flashprof::app::check::COUNTS_COMING)
+    );
+    assert!(heat.lines.iter().all(|l| l.counts.executed == 0));
+    let profile = report.lines.and_then(Result::ok).expect("the profile");
+    assert_eq!(profile.heat_ms, heat.heat_ms);
+    assert!(0.0 < heat.heat_ms && heat.heat_ms <= report.phases.lines_ms);
+}
+
+/// A newer save that arrives while the counts are being taken stops them:
+/// the check returns at once with the samples' profile, saying why it has
+/// no counts, and the starter is left for a save still wanted.
+#[test]
+fn a_newer_save_stops_the_counts_and_keeps_the_samples() {
+    use flashprof::app::check::{run_check_unless_stale, LineWorker};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    assert!(flashprof::gpu::libraries::preload_nvrtc(), "NVRTC");
+    let mut command = stand_in();
+    command
+        .env
+        .push(("FLASHPROF_STAND_IN_SLOW_COUNTS_MS".into(), "20000".into()));
+    let newer_save = AtomicBool::new(false);
+    let (mut worker, mut lines) = (None, LineWorker::default());
+    let started = Instant::now();
+    let report = run_check_unless_stale(
+        &lines_plan(),
+        &command,
+        &mut worker,
+        &mut lines,
+        &|| newer_save.load(Ordering::SeqCst),
+        |progress| {
+            if matches!(progress, Progress::LinesSampled(_)) {
+                newer_save.store(true, Ordering::SeqCst);
+            }
+        },
+    )
+    .expect("the check's verdicts");
+    let waited = started.elapsed();
+    lines.shutdown();
+    if let Some(worker) = worker {
+        worker.shutdown();
+    }
+    let profile = match report.lines {
+        Some(Ok(profile)) => profile,
+        other => panic!("the samples' profile was lost: {other:?}"),
+    };
+    assert_eq!(profile.total_samples, 6300);
+    let why = profile.counts_missing.expect("no counts");
+    assert!(why.contains("stopped for a newer save"), "{why}");
+    match profile.starter {
+        Some(Err(why)) => assert!(why.contains("stopped for a newer save"), "{why}"),
+        other => panic!("the starter was profiled for a stale save: {other:?}"),
+    }
+    assert!(
+        waited < Duration::from_secs(15),
+        "the check waited {waited:?} for counts it no longer needed"
+    );
 }
 
 /// Saves in a row, as the TUI runs them: each profile in a worker of its

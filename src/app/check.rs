@@ -21,7 +21,7 @@ mod plan;
 mod session;
 
 pub use builds::{compile_timeout, COMPILE_TIMEOUT_ENV};
-pub use lines::{LineWorker, LinesPlan};
+pub use lines::{LineWorker, LinesPlan, COUNTS_COMING};
 pub use options::{
     CaseChoice, CountersChoice, GateUse, PlanError, RunOptions, CASE_TIMEOUT_S, STEP_TIMEOUT,
 };
@@ -162,6 +162,7 @@ pub fn run_check_unless_stale(
                 gpu.as_ref().ok(),
                 line_worker,
                 stale,
+                &mut |heat| progress(Progress::LinesSampled(Box::new(heat.clone()))),
             );
             phase_times.lines_ms = ms_since(lines_started);
             profile

@@ -103,6 +103,16 @@ pub struct LineProfile {
     pub worker_ms: f64,
     #[serde(default)]
     pub charge_ms: f64,
+    /// The lines phase until its samples were charged to lines: what the
+    /// source view waits before it shows where the time goes (0 in
+    /// profiles recorded before the counts came in a second step).
+    #[serde(default)]
+    pub heat_ms: f64,
+    /// Why the per-instruction counts (and so the memory findings) are not
+    /// in this profile: still being taken, stopped for a newer save, or
+    /// failed. `None`: they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counts_missing: Option<String>,
     pub lines: Vec<LineReading>,
     /// The lab starter's profile on the same inputs, for comparison (or
     /// why there is none); absent inside a starter's own profile and in

@@ -65,6 +65,10 @@ pub enum Progress {
     CountersFinished(CountersResult),
     /// The line profile started (after the timing and the counters).
     LinesStarted,
+    /// The line profile's samples, charged to lines, while its counts are
+    /// still being taken (`counts_missing` says so): where the time goes,
+    /// shown before the memory findings.
+    LinesSampled(Box<crate::grade::lines::LineProfile>),
 }
 
 /// How the link to a remote worker failed (docs/REMOTE.md), as the screens

@@ -56,7 +56,9 @@ use crate::lab::registry;
 /// 11: a line profile's `setup_ms` and `worker_ms`.
 /// 12: a compile problem of its own for the missing CUDA headers
 /// (`CompileProblemKind::HeadersMissing`).
-pub const PROTOCOL_VERSION: u32 = 12;
+/// 13: a line profile is asked for in steps (`Request::Lines::steps`): the
+/// samples first, the counts in a second request.
+pub const PROTOCOL_VERSION: u32 = 13;
 
 /// The rules a speedup was measured under, kept with every timing and in
 /// the gradebook's journal so that a row timed under other rules is timed
@@ -123,6 +125,7 @@ pub enum Request {
         case: WireCase,
         seed: u64,
         kernel: ProfiledKernel,
+        steps: LineSteps,
     },
     /// Do everything a line profile of `case` at `seed` needs but the
     /// profile: the baselines, CUPTI's setup, the inputs; answered by
@@ -135,6 +138,32 @@ pub enum Request {
     ReleaseCounters,
     /// Finish cleanly.
     Shutdown,
+}
+
+/// What a line profile request collects. The samples say where the time
+/// goes and take a few tenths of a second; the counts (SASS Metrics runs
+/// the kernel patched, hundreds of times slower) add the memory findings.
+/// A save's profile asks for the samples first, shows them, then asks the
+/// same worker for the counts (docs/LINE-PROFILE.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LineSteps {
+    /// The sampled launch, then the counted one.
+    Both,
+    /// The sampled launch only.
+    Samples,
+    /// The counted launch only, in a worker that has sampled.
+    Counts,
+}
+
+impl LineSteps {
+    pub fn samples(self) -> bool {
+        self != LineSteps::Counts
+    }
+
+    pub fn counts(self) -> bool {
+        self != LineSteps::Samples
+    }
 }
 
 /// Which kernel a line profile is of.

@@ -42,6 +42,8 @@ pub enum Phase {
     Counters,
     /// The line profile, after everything else.
     Lines,
+    /// The line profile's samples are shown; its counts are being taken.
+    Counting,
 }
 
 /// The check in flight, as far as it has got.
@@ -426,6 +428,10 @@ pub struct Model {
     /// before it, which each line's change is measured against.
     pub profiled: Option<Profiled>,
     pub profiled_before: Option<Profiled>,
+    /// The run whose samples `profiled` shows while its counts are being
+    /// taken: its finished profile replaces that one rather than becoming
+    /// the newer save.
+    pub heat_run: Option<RunId>,
     /// This session profiles no lines (started with `--no-lines`).
     pub lines_off: bool,
     /// The roofline plot of the same counters, when the launch was placed.
@@ -483,6 +489,7 @@ impl Model {
             history: Vec::new(),
             counters: None,
             profiled: None,
+            heat_run: None,
             profiled_before: None,
             lines_off: false,
             roofline: None,
@@ -533,8 +540,11 @@ impl Model {
         if self.lines_off && self.replay.is_none() {
             return Some("this session profiles no lines: it was started with --no-lines".into());
         }
-        if matches!(self.live.as_ref().map(|l| l.phase), Some(Phase::Lines)) {
-            return Some("profiling lines of the newest save...".into());
+        match self.live.as_ref().map(|l| l.phase) {
+            Some(Phase::Lines) => return Some("profiling lines of the newest save...".into()),
+            // The newest save's samples are on screen.
+            Some(Phase::Counting) => return None,
+            _ => {}
         }
         let report = &self.last.as_ref()?.report;
         match &report.lines {

@@ -174,6 +174,8 @@ mod tests {
                 setup_ms: 0.0,
                 worker_ms: 0.0,
                 charge_ms: 0.0,
+                heat_ms: 0.0,
+                counts_missing: None,
                 lines,
                 starter: None,
             },

@@ -56,6 +56,7 @@ pub fn update(model: &mut Model, msg: Msg) -> Vec<Effect> {
             if model.live.take_if(|l| l.id == run).is_none() {
                 return Vec::new();
             }
+            settle_heat(model, run, None);
             match model.queued.take() {
                 Some(next) => request_run(model, next),
                 None => Vec::new(),
@@ -297,6 +298,15 @@ fn on_progress(model: &mut Model, run: RunId, progress: Progress) {
         Progress::CountersStarted { .. } => live.phase = Phase::Counters,
         Progress::CountersFinished(result) => show_counters(model, Some(&result)),
         Progress::LinesStarted => live.phase = Phase::Lines,
+        Progress::LinesSampled(heat) => {
+            live.phase = Phase::Counting;
+            let now = Profiled {
+                source: live.source.clone(),
+                profile: *heat,
+            };
+            model.profiled_before = model.profiled.replace(now);
+            model.heat_run = Some(run);
+        }
     }
 }
 
@@ -330,6 +340,7 @@ fn on_run_finished(
     let Some(live) = model.live.take_if(|l| l.id == run) else {
         return Vec::new();
     };
+    let heat_settled = settle_heat(model, run, result.as_ref().ok().map(|r| &**r));
     let mut effects = Vec::new();
     let stopped = result.as_ref().err().cloned();
     model.stopped = stopped.as_ref().map(|s| s.message.clone());
@@ -368,6 +379,7 @@ fn on_run_finished(
                     source: live.source,
                     report: *report,
                 },
+                heat_settled,
             );
         }
         Err(reason) => model.notice = Some(format!("the check could not run: {reason}")),
@@ -404,7 +416,7 @@ fn link_notice(model: &Model, stopped: Option<&CheckStopped>) -> Option<String> 
 }
 
 /// Makes `completed` the result on screen, keeping the one before for deltas.
-fn show_completed(model: &mut Model, completed: Completed) {
+fn show_completed(model: &mut Model, completed: Completed, heat_settled: bool) {
     model.previous_resources = model
         .last
         .as_ref()
@@ -418,10 +430,31 @@ fn show_completed(model: &mut Model, completed: Completed) {
     // A run that stopped short of counters (compile error, no GPU) clears
     // the panel rather than leave another version's figures under this one.
     show_counters(model, completed.report.counters.last());
-    if let Some(now) = profiled(&completed) {
+    // A profile whose samples were on screen was put in place by
+    // `settle_heat`; any other is the newest save's.
+    if let Some(now) = profiled(&completed).filter(|_| !heat_settled) {
         model.profiled_before = model.profiled.replace(now);
     }
     model.last = Some(completed);
+}
+
+/// Ends the counting of `run`'s profile, whose samples are on screen: the
+/// finished profile (`report`'s, with its counts) takes their place, not
+/// the place of a newer save; a run that ended without one leaves the
+/// samples, saying their counts never came.
+fn settle_heat(model: &mut Model, run: RunId, report: Option<&CheckReport>) -> bool {
+    if model.heat_run.take_if(|heat| *heat == run).is_none() {
+        return false;
+    }
+    let finished = report.and_then(|r| r.lines.as_ref()?.as_ref().ok());
+    match (finished, model.profiled.as_mut()) {
+        (Some(profile), Some(shown)) => shown.profile = profile.clone(),
+        (None, Some(shown)) => {
+            shown.profile.counts_missing = Some("no counts: the check ended before them".into());
+        }
+        (_, None) => {}
+    }
+    true
 }
 
 /// The line profile a finished check carries, with the text it is of.

@@ -1,6 +1,7 @@
 //! The line profile inside a worker (docs/LINE-PROFILE.md): the student's
-//! kernel on the timing inputs, once unprofiled, once under PC Sampling and
-//! once under SASS Metrics, each profiled launch prepared and audited as a
+//! kernel on the timing inputs, once unprofiled, then once under PC
+//! Sampling and once under SASS Metrics (both in one request, or each in
+//! a request of its own), each profiled launch prepared and audited as a
 //! timed one is (fresh inputs, poisoned output, L2 evicted; its output
 //! checked after). A launch that did not compute its output gives no
 //! profile. The caller starts a worker of its own for this, so the code
@@ -17,7 +18,7 @@ use crate::gpu::device::{Gpu, GpuError, Kernel};
 use crate::grade::launch_audit::{LaunchAudit, LaunchId, LaunchPhase};
 use crate::grade::lines::merge;
 use crate::lab::definition::{CaseData, LabCase, LabRef};
-use crate::protocol::{LinesOutcome, WireCase};
+use crate::protocol::{LineSteps, LinesOutcome, WireCase};
 
 /// Set (to anything) in a line worker's environment, it launches the kernel
 /// once on the profile's inputs and collects nothing, so that Nsight
@@ -145,7 +146,8 @@ impl LineProfiler {
         })
     }
 
-    /// Samples and counts `kernel`'s `entry` on `data`, the timing inputs.
+    /// Samples, counts, or both (`steps`), `kernel`'s `entry` on `data`,
+    /// the timing inputs.
     pub fn collect(
         &mut self,
         gpu: &Gpu,
@@ -153,6 +155,7 @@ impl LineProfiler {
         entry: &str,
         baselines: &mut Baselines,
         data: &CaseData,
+        steps: LineSteps,
     ) -> Result<LinesOutcome, GpuError> {
         let lab = baselines.lab;
         let mut audit = LaunchAudit::new(data.problem.output, lab.tolerance());
@@ -177,7 +180,7 @@ impl LineProfiler {
         let launch_id = |number| LaunchId {
             phase: LaunchPhase::Profiled,
             number,
-            of: 2,
+            of: usize::from(steps.samples()) + usize::from(steps.counts()),
         };
 
         let sampler = &mut self.sampler;
@@ -202,25 +205,32 @@ impl LineProfiler {
                 Ok((ms, refused))
             };
         let mut sampled = None;
-        (outcome.sample_ms, outcome.refused) = profiled(1, &mut |launch| {
-            sampled = Some(sampler.sample(entry, period_log2, MAX_PCS, launch)?);
-            Ok(())
-        })?;
-        if outcome.refused.is_some() {
-            return Ok(outcome);
+        if steps.samples() {
+            (outcome.sample_ms, outcome.refused) = profiled(1, &mut |launch| {
+                sampled = Some(sampler.sample(entry, period_log2, MAX_PCS, launch)?);
+                Ok(())
+            })?;
+            if outcome.refused.is_some() {
+                return Ok(outcome);
+            }
         }
         let mut counted = Vec::new();
-        (outcome.count_ms, outcome.refused) = profiled(2, &mut |launch| {
-            counted = sampler.count(entry, launch)?;
-            Ok(())
-        })?;
-        if outcome.refused.is_some() {
-            return Ok(outcome);
+        if steps.counts() {
+            let number = 1 + usize::from(steps.samples());
+            (outcome.count_ms, outcome.refused) = profiled(number, &mut |launch| {
+                counted = sampler.count(entry, launch)?;
+                Ok(())
+            })?;
+            if outcome.refused.is_some() {
+                return Ok(outcome);
+            }
         }
-        let sampled = sampled.expect("set by the sampled launch");
-        outcome.total_samples = sampled.total_samples;
-        outcome.dropped_samples = sampled.dropped_samples;
-        outcome.readings = merge(sampled.readings, counted);
+        let samples = sampled.map_or_else(Vec::new, |sampled| {
+            outcome.total_samples = sampled.total_samples;
+            outcome.dropped_samples = sampled.dropped_samples;
+            sampled.readings
+        });
+        outcome.readings = merge(samples, counted);
         Ok(outcome)
     }
 }

@@ -35,8 +35,8 @@ use crate::lab::geometry::LaunchGeometry;
 use crate::lab::source::StudentSource;
 use crate::protocol::{
     read_message, write_message, CaseOutcome, CaseStatus, CompileOutcome, CompileProblem,
-    CompileProblemKind, CountersUnavailableReport, Event, FramingError, LabId, ProfiledKernel,
-    Request, TimingConfig, WireCase, MAX_FRAME_BYTES, PROTOCOL_VERSION,
+    CompileProblemKind, CountersUnavailableReport, Event, FramingError, LabId, LineSteps,
+    ProfiledKernel, Request, TimingConfig, WireCase, MAX_FRAME_BYTES, PROTOCOL_VERSION,
 };
 
 /// Runs the worker loop on this process's stdin and stdout until shutdown or a fatal error.
@@ -210,8 +210,13 @@ impl Worker {
                 Ok(case) => self.prepare_lines(&case, seed),
                 Err(e) => failure(e, false),
             },
-            Request::Lines { case, seed, kernel } => match self.case(&case) {
-                Ok(case) => self.lines(&case, seed, kernel),
+            Request::Lines {
+                case,
+                seed,
+                kernel,
+                steps,
+            } => match self.case(&case) {
+                Ok(case) => self.lines(&case, seed, kernel, steps),
                 Err(e) => failure(e, false),
             },
             Request::Shutdown => failure("shutdown is handled by the loop", true),
@@ -295,7 +300,13 @@ impl Worker {
         (Event::LinesPrepared, false)
     }
 
-    fn lines(&mut self, case: &LabCase, seed: u64, kernel: ProfiledKernel) -> (Event, bool) {
+    fn lines(
+        &mut self,
+        case: &LabCase,
+        seed: u64,
+        kernel: ProfiledKernel,
+        steps: LineSteps,
+    ) -> (Event, bool) {
         let started = std::time::Instant::now();
         if let Some(answer) = self.unmeasurable("a line profile needs") {
             return answer;
@@ -338,7 +349,7 @@ impl Worker {
             Ok(profiler) => profiler,
             Err(why) => return (Event::Lines(Err(why.clone())), false),
         };
-        match profiler.collect(gpu, &profiled, entry, baselines, &data) {
+        match profiler.collect(gpu, &profiled, entry, baselines, &data, steps) {
             Ok(mut outcome) => {
                 if kernel == ProfiledKernel::Starter {
                     outcome.starter_image = baselines.starter_image.clone();

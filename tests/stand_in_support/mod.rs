@@ -188,6 +188,11 @@ pub fn assert_the_recorded_profile_arrived(report: &CheckReport) {
         Some(Ok(starter)) => starter,
         other => panic!("no starter profile: {other:?}"),
     };
+    // The counts came in their own step and joined the samples: each of
+    // the six recorded instructions executed 1,024 times.
+    assert_eq!(profile.counts_missing, None);
+    let executed: u64 = profile.lines.iter().map(|l| l.counts.executed).sum();
+    assert_eq!(executed, 6 * 1024, "{:?}", profile.lines);
     assert_eq!(starter.total_samples, 6300);
     let starter_text = flashprof::lab::flash_prefill::FLASH_PREFILL.starter().text;
     assert!(

@@ -13,11 +13,11 @@ use super::CheckPlan;
 use crate::app::worker_handle::{WorkerCommand, WorkerHandle};
 use crate::facts::device::DeviceInfo;
 use crate::gpu::compile::line_table::{attribute, Attribution, LineTable};
-use crate::grade::lines::{by_line, source_of, LineKey, LineProfile};
+use crate::grade::lines::{by_line, merge, source_of, LineKey, LineProfile};
 use crate::lab::definition::{LabCase, LabRef};
 use crate::lab::geometry::LaunchGeometry;
 use crate::lab::source::marker_name;
-use crate::protocol::{Event, LinesOutcome, ProfiledKernel, WireCase};
+use crate::protocol::{Event, LineSteps, LinesOutcome, ProfiledKernel, WireCase};
 
 /// The line profile a plan asks for.
 #[derive(Debug, Clone)]
@@ -95,6 +95,7 @@ pub(super) fn profile_lines(
     gpu: Option<&DeviceInfo>,
     kept: &mut LineWorker,
     stale: &dyn Fn() -> bool,
+    on_heat: &mut dyn FnMut(&LineProfile),
 ) -> Result<LineProfile, String> {
     let started = Instant::now();
     kept.settle();
@@ -106,7 +107,15 @@ pub(super) fn profile_lines(
         .and_then(|mut ready| ready.ended().is_none().then_some(ready));
     let seed = *kept.seed.get_or_insert(plan.seed);
     let mut session = WorkerSession::new(command, &mut worker, plan.lab);
-    let profile = profile_student(&mut session, plan, lines, build, seed, stale);
+    let steps = StudentSteps {
+        plan,
+        lines,
+        build,
+        seed,
+        stale,
+        started,
+    };
+    let profile = steps.profile(&mut session, on_heat);
     drop(session);
     // This worker has sampled: it serves no other profile.
     let mut used = worker.take();
@@ -120,7 +129,12 @@ pub(super) fn profile_lines(
             seed,
             stale,
         };
-        profile.starter = Some(starter.profile_kept(gpu, &mut kept.starter, &mut used));
+        // A newer save stopped the counts: the starter waits for a save
+        // that is still wanted (a new worker's start would be wasted here).
+        profile.starter = Some(match stale() {
+            true => Err(crate::app::worker_handle::WorkerFailure::Superseded.to_string()),
+            false => starter.profile_kept(gpu, &mut kept.starter, &mut used),
+        });
         profile
     });
     if !kept.ahead {
@@ -147,17 +161,86 @@ pub(super) fn profile_lines(
     profile
 }
 
-/// The student's profile in `session`'s worker.
-fn profile_student(
-    session: &mut WorkerSession<'_>,
-    plan: &CheckPlan,
-    lines: &LinesPlan,
-    build: &LoadedBuild<'_>,
+/// What the student's profile is taken with.
+struct StudentSteps<'a> {
+    plan: &'a CheckPlan,
+    lines: &'a LinesPlan,
+    build: &'a LoadedBuild<'a>,
     seed: u64,
-    stale: &dyn Fn() -> bool,
-) -> Result<LineProfile, String> {
-    let outcome = collect(session, build, lines, ProfiledKernel::Student, seed, stale)?;
-    charge(&outcome, build.image, &plan.source_path, &plan.source_text)
+    stale: &'a dyn Fn() -> bool,
+    /// When the lines phase began, for `heat_ms`.
+    started: Instant,
+}
+
+/// What a heat-only profile says while its counts are being taken.
+pub const COUNTS_COMING: &str = "counting each instruction...";
+
+impl StudentSteps<'_> {
+    /// The student's profile in `session`'s worker, in two steps: the
+    /// samples, charged to lines and given to `on_heat` at once (where the
+    /// time goes), then the counts in a second request to the same worker
+    /// (the memory findings; SASS Metrics runs the kernel patched, hundreds
+    /// of times slower). Counts that fail or are stopped leave the samples'
+    /// profile, saying why it has none.
+    fn profile(
+        &self,
+        session: &mut WorkerSession<'_>,
+        on_heat: &mut dyn FnMut(&LineProfile),
+    ) -> Result<LineProfile, String> {
+        let (plan, build) = (self.plan, self.build);
+        let student = ProfiledKernel::Student;
+        let sampled = collect(
+            session,
+            build,
+            self.lines,
+            student,
+            LineSteps::Samples,
+            self.seed,
+            self.stale,
+        )?;
+        let mut heat = charge(&sampled, build.image, &plan.source_path, &plan.source_text)?;
+        heat.heat_ms = super::ms_since(self.started);
+        heat.counts_missing = Some(COUNTS_COMING.into());
+        on_heat(&heat);
+        let counted = session
+            .lines(
+                self.lines,
+                self.seed,
+                student,
+                LineSteps::Counts,
+                self.stale,
+            )
+            .map_err(unanswered)
+            .and_then(|answer| answer)
+            .and_then(|counted| match counted.refused {
+                Some(refused) => Err(refused),
+                None => Ok(counted),
+            });
+        match counted {
+            Ok(counted) => {
+                let both = LinesOutcome {
+                    readings: merge(
+                        sampled.readings,
+                        counted
+                            .readings
+                            .iter()
+                            .map(|r| (r.offset, r.counts))
+                            .collect(),
+                    ),
+                    count_ms: counted.count_ms,
+                    worker_ms: sampled.worker_ms + counted.worker_ms,
+                    ..sampled
+                };
+                let mut profile = charge(&both, build.image, &plan.source_path, &plan.source_text)?;
+                profile.heat_ms = heat.heat_ms;
+                Ok(profile)
+            }
+            Err(why) => {
+                heat.counts_missing = Some(format!("no counts: {why}"));
+                Ok(heat)
+            }
+        }
+    }
 }
 
 /// What the starter's profile is taken with: the save's plan, case, seed
@@ -222,6 +305,7 @@ impl StarterRun<'_> {
             self.build,
             self.lines,
             ProfiledKernel::Starter,
+            LineSteps::Both,
             self.seed,
             self.stale,
         );
@@ -288,6 +372,7 @@ fn collect(
     build: &LoadedBuild<'_>,
     lines: &LinesPlan,
     kernel: ProfiledKernel,
+    steps: LineSteps,
     seed: u64,
     stale: &dyn Fn() -> bool,
 ) -> Result<LinesOutcome, String> {
@@ -300,7 +385,7 @@ fn collect(
         .map_err(|e| format!("{worker} did not start: {e}"))?;
     session.load(build).map_err(unanswered)?;
     let outcome = session
-        .lines(lines, seed, kernel, stale)
+        .lines(lines, seed, kernel, steps, stale)
         .map_err(unanswered)??;
     match outcome.refused {
         Some(refused) => Err(refused),
@@ -343,6 +428,8 @@ fn charge(
         setup_ms: outcome.setup_ms,
         worker_ms: outcome.worker_ms,
         charge_ms: super::ms_since(started),
+        heat_ms: 0.0,
+        counts_missing: None,
         lines: rows,
         starter: None,
     })

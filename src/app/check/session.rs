@@ -19,7 +19,7 @@ use crate::lab::geometry::LaunchGeometry;
 use crate::outcome::{CountersResult, LinkLost, Progress};
 use crate::protocol::{
     CaseOutcome, CaseStatus, CompileOutcome, CompileProblem, CompileProblemKind, CounterTier,
-    Event, LabId, LinesOutcome, ProfiledKernel, Request, TimingOutcome, WireCase,
+    Event, LabId, LineSteps, LinesOutcome, ProfiledKernel, Request, TimingOutcome, WireCase,
 };
 
 /// How long a worker may take to start (CUDA initialisation included).
@@ -518,12 +518,14 @@ impl<'a> WorkerSession<'a> {
         plan: &LinesPlan,
         seed: u64,
         kernel: ProfiledKernel,
+        steps: LineSteps,
         stale: &dyn Fn() -> bool,
     ) -> Result<Result<LinesOutcome, String>, Unanswered> {
         let request = Request::Lines {
             case: (&plan.case).into(),
             seed,
             kernel,
+            steps,
         };
         self.ask_unless_stale(&request, plan.timeout, stale)
     }

@@ -119,6 +119,10 @@ fn status_lines(model: &Model, name_starter: bool, width: usize) -> Vec<Line<'st
         100.0 * source_view::own_share(profile)
     );
     push_wrapped(&mut lines, &taken, width, Style::new());
+    if let Some(why) = &profile.counts_missing {
+        let said = format!("memory findings: {why}");
+        push_wrapped(&mut lines, &said, width, theme.stale());
+    }
     if name_starter {
         let said = match &profile.starter {
             None => return lines,
