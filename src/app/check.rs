@@ -161,8 +161,10 @@ pub fn run_check_unless_stale(
                 &build,
                 gpu.as_ref().ok(),
                 line_worker,
-                stale,
-                &mut |heat| progress(Progress::LinesSampled(Box::new(heat.clone()))),
+                lines::SaveHooks {
+                    stale,
+                    on_heat: &mut |heat| progress(Progress::LinesSampled(Box::new(heat.clone()))),
+                },
             );
             phase_times.lines_ms = ms_since(lines_started);
             profile

@@ -84,6 +84,13 @@ impl LineWorker {
     }
 }
 
+/// How a profile keeps in step with its save: whether a newer save has
+/// made it stale, and where its samples go as soon as they are charged.
+pub(super) struct SaveHooks<'a> {
+    pub stale: &'a dyn Fn() -> bool,
+    pub on_heat: &'a mut dyn FnMut(&LineProfile),
+}
+
 /// Collects the profile of `build`, the build the cases ran, in a line
 /// worker (the one readied ahead, else a new one), then charges it; the
 /// starter's profile rides along, collected on the first check on `gpu`.
@@ -94,9 +101,9 @@ pub(super) fn profile_lines(
     build: &LoadedBuild<'_>,
     gpu: Option<&DeviceInfo>,
     kept: &mut LineWorker,
-    stale: &dyn Fn() -> bool,
-    on_heat: &mut dyn FnMut(&LineProfile),
+    save: SaveHooks<'_>,
 ) -> Result<LineProfile, String> {
+    let SaveHooks { stale, on_heat } = save;
     let started = Instant::now();
     kept.settle();
     let waited_ms = super::ms_since(started);
