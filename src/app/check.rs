@@ -164,6 +164,7 @@ pub fn run_check_unless_stale(
                 lines::SaveHooks {
                     stale,
                     on_heat: &mut |heat| progress(Progress::LinesSampled(Box::new(heat.clone()))),
+                    phase_started: lines_started,
                 },
             );
             phase_times.lines_ms = ms_since(lines_started);

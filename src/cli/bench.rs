@@ -407,6 +407,9 @@ fn render_line_rounds(rounds: &[CheckReport]) -> String {
         );
     };
     row("added to the save (the lines phase)", &phase);
+    row("  until the samples are shown (the heat)", &|r| {
+        profile_of(r).map_or(f64::NAN, |p| p.heat_ms)
+    });
     for (name, of) in profile_rows {
         row(name, &|r| profile_of(r).map_or(f64::NAN, of));
     }

@@ -89,6 +89,8 @@ impl LineWorker {
 pub(super) struct SaveHooks<'a> {
     pub stale: &'a dyn Fn() -> bool,
     pub on_heat: &'a mut dyn FnMut(&LineProfile),
+    /// When the check's lines phase began: `heat_ms` counts from there.
+    pub phase_started: Instant,
 }
 
 /// Collects the profile of `build`, the build the cases ran, in a line
@@ -103,7 +105,11 @@ pub(super) fn profile_lines(
     kept: &mut LineWorker,
     save: SaveHooks<'_>,
 ) -> Result<LineProfile, String> {
-    let SaveHooks { stale, on_heat } = save;
+    let SaveHooks {
+        stale,
+        on_heat,
+        phase_started,
+    } = save;
     let started = Instant::now();
     kept.settle();
     let waited_ms = super::ms_since(started);
@@ -120,7 +126,7 @@ pub(super) fn profile_lines(
         build,
         seed,
         stale,
-        started,
+        phase_started,
     };
     let profile = steps.profile(&mut session, on_heat);
     drop(session);
@@ -176,7 +182,7 @@ struct StudentSteps<'a> {
     seed: u64,
     stale: &'a dyn Fn() -> bool,
     /// When the lines phase began, for `heat_ms`.
-    started: Instant,
+    phase_started: Instant,
 }
 
 /// What a heat-only profile says while its counts are being taken.
@@ -206,7 +212,7 @@ impl StudentSteps<'_> {
             self.stale,
         )?;
         let mut heat = charge(&sampled, build.image, &plan.source_path, &plan.source_text)?;
-        heat.heat_ms = super::ms_since(self.started);
+        heat.heat_ms = super::ms_since(self.phase_started);
         heat.counts_missing = Some(COUNTS_COMING.into());
         on_heat(&heat);
         let counted = session
