@@ -292,7 +292,24 @@ impl<'a> Bench<'a> {
     ) -> Result<Self, GpuError> {
         let mut ws = gpu.workspace(baselines.lab, data, POISON_BITS)?;
         gpu.keep_pristine(&mut ws)?;
-        Ok(Self {
+        Ok(Self::on_workspace(
+            gpu, baselines, data, ws, draw_seed, cold_l2,
+        ))
+    }
+
+    /// A bench on `ws`, a workspace [`Self::new`] uploaded from `data` for
+    /// an earlier bench (a line profile's counts reuse its samples'):
+    /// every launch prepares its own inputs, so what the last one left
+    /// does not matter.
+    pub(super) fn on_workspace(
+        gpu: &'a Gpu,
+        baselines: &'a mut Baselines,
+        data: &CaseData,
+        ws: Workspace,
+        draw_seed: u64,
+        cold_l2: bool,
+    ) -> Self {
+        Self {
             gpu,
             baselines,
             ws,
@@ -304,7 +321,12 @@ impl<'a> Bench<'a> {
             best_sweep_bytes_per_s: 0.0,
             audited: 0,
             audits_ms: 0.0,
-        })
+        }
+    }
+
+    /// The workspace, for a later bench on the same inputs.
+    pub(super) fn into_workspace(self) -> Workspace {
+        self.ws
     }
 
     /// Rule 1's order before a launch on the host's own inputs (no draw, no plant).
