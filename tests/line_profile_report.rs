@@ -11,8 +11,9 @@ use flashprof::grade::lines::{
 use flashprof::outcome::{CheckReport, Progress};
 use flashprof::report::render_table;
 use flashprof::tui::model::Model;
+use flashprof::tui::update::update;
 use tui_support::all_pass;
-use tui_support::drive::{complete, fresh, key, progress, save, screen};
+use tui_support::drive::{complete, finish, fresh, key, progress, save, screen};
 
 const SOURCE: &str = "const int lane = threadIdx.x & 31;\n\
                       float v = tile[lane][warp];\n\
@@ -339,5 +340,80 @@ fn while_the_lines_are_profiled_the_view_says_so_and_before_any_profile_it_says_
     assert!(
         shown.contains("profiling lines..."),
         "the header says so too: {shown}"
+    );
+}
+
+/// A save's samples come before its counts: the view shows where the time
+/// goes at once, says the memory findings are being counted, and the
+/// finished profile then takes the samples' place (the change column still
+/// against the save before); counts that never come are said to be missing.
+#[test]
+fn the_samples_show_first_and_the_counted_profile_takes_their_place() {
+    let mut model = fresh();
+    complete(&mut model, SOURCE, profiled(recorded()));
+    key(&mut model, KeyCode::Char('l'));
+    let run = save(&mut model, EDITED).expect("a run");
+    progress(&mut model, run, Progress::LinesStarted);
+    let mut heat = edited();
+    heat.counts_missing = Some(flashprof::app::check::COUNTS_COMING.into());
+    progress(
+        &mut model,
+        run,
+        Progress::LinesSampled(Box::new(heat.clone())),
+    );
+    let shown = screen(&model, 120, 40);
+    assert!(
+        shown.contains("   3 ████████  80.0%  +20.0  float v = tile[lane][warp];"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("memory findings: counting each instruction..."),
+        "{shown}"
+    );
+    assert!(!shown.contains("bank conflict"), "{shown}");
+    assert!(
+        !shown.contains("profiling lines of the newest save"),
+        "{shown}"
+    );
+
+    // The counts arrive: the conflict line's counts as the first save had them.
+    let mut counted = edited();
+    let conflict = recorded()
+        .lines
+        .iter()
+        .find(|l| l.line == LineKey::Student(2))
+        .expect("the conflict line")
+        .counts;
+    for row in &mut counted.lines {
+        if row.line == LineKey::Student(3) {
+            row.counts = conflict;
+        }
+    }
+    finish(&mut model, run, profiled(counted));
+    let shown = screen(&model, 120, 40);
+    assert!(
+        shown.contains("32-way bank conflict: 32.0x the wavefronts a conflict-free access needs"),
+        "{shown}"
+    );
+    assert!(!shown.contains("memory findings:"), "{shown}");
+    // Still measured against the first save, not against its own samples.
+    assert!(
+        shown.contains("   3 ████████  80.0%  +20.0  float v = tile[lane][warp];"),
+        "{shown}"
+    );
+    assert_eq!(
+        model.profiled_before.as_ref().map(|p| p.source.as_str()),
+        Some(SOURCE)
+    );
+
+    // A newer save stops the next save's counts: its samples stay, saying so.
+    let next = save(&mut model, SOURCE).expect("a run");
+    progress(&mut model, next, Progress::LinesStarted);
+    progress(&mut model, next, Progress::LinesSampled(Box::new(heat)));
+    update(&mut model, flashprof::tui::msg::Msg::RunSuperseded(next));
+    let shown = screen(&model, 120, 40);
+    assert!(
+        shown.contains("memory findings: no counts: the check ended before them"),
+        "{shown}"
     );
 }
