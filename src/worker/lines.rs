@@ -8,17 +8,16 @@
 //! SASS Metrics patches and the launches PC Sampling serialises never touch
 //! a worker that times.
 
-use std::sync::Arc;
 use std::time::Instant;
 
-use super::timing::{timing_inputs, Bench};
+use super::timing::{timing_inputs, upload, Bench};
 use super::Baselines;
 use crate::gpu::cupti::lines::LineSampler;
 use crate::gpu::cupti::{Cupti, CuptiError};
 use crate::gpu::device::{Gpu, GpuError, Kernel, Workspace};
 use crate::grade::launch_audit::{LaunchAudit, LaunchId, LaunchPhase};
 use crate::grade::lines::merge;
-use crate::lab::definition::{CaseData, CaseInputs, LabCase, LabRef};
+use crate::lab::definition::{CaseData, LabCase, LabRef};
 use crate::protocol::{LineSteps, LinesOutcome, WireCase};
 
 /// Set (to anything) in a line worker's environment, it launches the kernel
@@ -40,20 +39,19 @@ pub fn launch_once(
     baselines: &mut Baselines,
     data: &CaseData,
 ) -> Result<String, GpuError> {
-    let (_, ms) = first_launch(gpu, kernel, baselines, data)?;
+    let bench = Bench::new(gpu, baselines, data, rand::random(), true)?;
+    let (_, ms) = first_launch(gpu, kernel, bench)?;
     Ok(no_collector(Some(ms)))
 }
 
-/// The bench a profile's launches run on, after its unprofiled launch on the
-/// checked launch's inputs (module loading and first touch stay out of the
-/// profiled ones), and that launch's time in milliseconds.
+/// `bench` after its unprofiled launch on the checked launch's inputs
+/// (module loading and first touch stay out of the profiled ones), and
+/// that launch's time in milliseconds.
 fn first_launch<'a>(
     gpu: &'a Gpu,
     kernel: &Kernel,
-    baselines: &'a mut Baselines,
-    data: &CaseData,
+    mut bench: Bench<'a>,
 ) -> Result<(Bench<'a>, f64), GpuError> {
-    let mut bench = Bench::new(gpu, baselines, data, rand::random(), true)?;
     bench.prepare_copy()?;
     let ms = gpu.timed(|| gpu.launch(kernel, &mut bench.ws))?;
     Ok((bench, ms))
@@ -110,35 +108,51 @@ type Collect<'a> = dyn FnMut(&mut dyn FnMut() -> anyhow::Result<()>) -> Result<(
 pub struct LineProfiler {
     // Dropped before the library it came from.
     sampler: LineSampler,
-    /// The workspace of the last profile and the inputs it was uploaded
-    /// from: a profile asked for in steps counts on the workspace its
-    /// samples were taken on (uploading a paged lab's cache again cost as
-    /// much as the samples).
-    kept: Option<(Arc<dyn CaseInputs>, Workspace)>,
     _cupti: Cupti,
 }
 
 /// A line profile's inputs, kept by the worker from when it was readied
-/// ahead of its profile (`Request::PrepareLines`): a paged lab's take
-/// seconds to make on the CPU.
-pub type KeptInputs = Option<((WireCase, u64), CaseData)>;
+/// ahead of its profile (`Request::PrepareLines`): the timing inputs (a
+/// paged lab's take seconds to make on the CPU) and the workspace uploaded
+/// from them, which every profile of this worker runs on (uploading a
+/// paged lab's cache cost as much as its sampled launch).
+pub struct Prepared {
+    made_for: (WireCase, u64),
+    pub data: CaseData,
+    workspace: Option<Workspace>,
+}
+
+pub type KeptInputs = Option<Prepared>;
 
 /// The timing inputs of `case` at `seed`: the kept ones when they are
-/// those, else made (and kept).
-pub fn inputs(
-    kept: &mut KeptInputs,
+/// those, else made (and kept, with no workspace yet).
+pub fn inputs<'k>(
+    kept: &'k mut KeptInputs,
     lab: LabRef,
     case: &LabCase,
     seed: u64,
-) -> Result<CaseData, GpuError> {
+) -> Result<&'k mut Prepared, GpuError> {
     let key = (WireCase::from(case), seed);
-    match kept {
-        Some((made_for, data)) if *made_for == key => Ok(data.clone()),
-        _ => {
-            let data = timing_inputs(lab, case, seed)?;
-            *kept = Some((key, data.clone()));
-            Ok(data)
+    if kept
+        .as_ref()
+        .is_none_or(|prepared| prepared.made_for != key)
+    {
+        *kept = Some(Prepared {
+            data: timing_inputs(lab, case, seed)?,
+            made_for: key,
+            workspace: None,
+        });
+    }
+    Ok(kept.as_mut().expect("kept just above"))
+}
+
+impl Prepared {
+    /// Uploads the inputs, unless they are already.
+    pub fn upload(&mut self, gpu: &Gpu, lab: LabRef) -> Result<(), GpuError> {
+        if self.workspace.is_none() {
+            self.workspace = Some(upload(gpu, lab, &self.data)?);
         }
+        Ok(())
     }
 }
 
@@ -148,37 +162,43 @@ impl LineProfiler {
         let sampler = LineSampler::enable(&cupti, gpu.context()).map_err(|e| why_not(&e))?;
         Ok(Self {
             sampler,
-            kept: None,
             _cupti: cupti,
         })
     }
 
-    /// Samples, counts, or both (`steps`), `kernel`'s `entry` on `data`,
-    /// the timing inputs.
+    /// Samples, counts, or both (`steps`), `kernel`'s `entry` on the
+    /// prepared timing inputs, on their workspace (uploaded here when it
+    /// is not yet, and kept for the next request).
     pub fn collect(
         &mut self,
         gpu: &Gpu,
         kernel: &Kernel,
         entry: &str,
         baselines: &mut Baselines,
-        data: &CaseData,
+        prepared: &mut Prepared,
         steps: LineSteps,
     ) -> Result<LinesOutcome, GpuError> {
         let lab = baselines.lab;
+        let Prepared {
+            data, workspace, ..
+        } = prepared;
         let mut audit = LaunchAudit::new(data.problem.output, lab.tolerance());
-        let kept = self
-            .kept
-            .take()
-            .filter(|(inputs, _)| Arc::ptr_eq(inputs, &data.inputs));
-        let (mut bench, plain_launch_ms) = match kept {
-            // The counts of a profile whose samples were taken here: the
-            // module is loaded and the workspace made; no period is needed.
-            Some((_, ws)) if !steps.samples() => {
+        let (bench, uploaded_here) = match workspace.take() {
+            Some(ws) => {
                 let bench = Bench::on_workspace(gpu, baselines, data, ws, rand::random(), true);
-                (bench, 0.0)
+                (bench, false)
             }
-            // Its unprofiled launch's time sets the sampling period.
-            _ => first_launch(gpu, kernel, baselines, data)?,
+            None => (
+                Bench::new(gpu, baselines, data, rand::random(), true)?,
+                true,
+            ),
+        };
+        // The unprofiled launch's time sets the sampling period, and keeps
+        // module loading and first touch out of the profiled launches; the
+        // counts of a profile sampled here on this workspace need neither.
+        let (mut bench, plain_launch_ms) = match steps.samples() || uploaded_here {
+            true => first_launch(gpu, kernel, bench)?,
+            false => (bench, 0.0),
         };
         let period_log2 = period_log2_for(plain_launch_ms);
         let mut outcome = LinesOutcome {
@@ -244,9 +264,7 @@ impl LineProfiler {
                 return Ok(outcome);
             }
         }
-        if steps == LineSteps::Samples {
-            self.kept = Some((Arc::clone(&data.inputs), bench.into_workspace()));
-        }
+        *workspace = Some(bench.into_workspace());
         let samples = sampled.map_or_else(Vec::new, |sampled| {
             outcome.total_samples = sampled.total_samples;
             outcome.dropped_samples = sampled.dropped_samples;

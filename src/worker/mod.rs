@@ -284,18 +284,22 @@ impl Worker {
     }
 
     /// What a line profile needs before the save's build is loaded, so
-    /// that the profile of the next save starts sooner: the baselines and
-    /// the inputs. CUPTI is set up by the profile itself, after the build
-    /// is loaded: the order of every profile that worked on the H100.
+    /// that the profile of the next save starts sooner: the baselines, the
+    /// inputs and their workspace. CUPTI is set up by the profile itself,
+    /// after the build is loaded: the order of every profile that worked on
+    /// the H100.
     fn prepare_lines(&mut self, case: &LabCase, seed: u64) -> (Event, bool) {
         if let Some(answer) = self.unmeasurable("a line profile needs") {
             return answer;
         }
-        let Some(baselines) = &self.baselines else {
-            unreachable!("unmeasurable checked it");
+        let (Some(gpu), Some(baselines)) = (&self.gpu, &self.baselines) else {
+            unreachable!("unmeasurable checked them");
         };
-        if let Err(e) = lines::inputs(&mut self.line_inputs, baselines.lab, case, seed) {
-            return failure(e, false);
+        let prepared = lines::inputs(&mut self.line_inputs, baselines.lab, case, seed)
+            .and_then(|prepared| prepared.upload(gpu, baselines.lab));
+        if let Err(e) = prepared {
+            let sticky = e.sticky;
+            return failure(e, sticky);
         }
         (Event::LinesPrepared, false)
     }
@@ -321,8 +325,8 @@ impl Worker {
             ProfiledKernel::Starter => baselines.starter.clone(),
         };
         let entry = baselines.lab.abi().entry_point;
-        let data = match lines::inputs(&mut self.line_inputs, baselines.lab, case, seed) {
-            Ok(data) => data,
+        let prepared = match lines::inputs(&mut self.line_inputs, baselines.lab, case, seed) {
+            Ok(prepared) => prepared,
             Err(e) => return failure(e, false),
         };
         if lines::launch_only() {
@@ -330,7 +334,7 @@ impl Worker {
             if kernel == ProfiledKernel::Starter {
                 return (Event::Lines(Err(lines::no_collector(None))), false);
             }
-            return match lines::launch_once(gpu, &profiled, baselines, &data) {
+            return match lines::launch_once(gpu, &profiled, baselines, &prepared.data) {
                 Ok(why) => (Event::Lines(Err(why)), false),
                 Err(e) => {
                     let sticky = e.sticky;
@@ -349,7 +353,7 @@ impl Worker {
             Ok(profiler) => profiler,
             Err(why) => return (Event::Lines(Err(why.clone())), false),
         };
-        match profiler.collect(gpu, &profiled, entry, baselines, &data, steps) {
+        match profiler.collect(gpu, &profiled, entry, baselines, prepared, steps) {
             Ok(mut outcome) => {
                 if kernel == ProfiledKernel::Starter {
                     outcome.starter_image = baselines.starter_image.clone();

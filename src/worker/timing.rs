@@ -257,6 +257,14 @@ pub(super) fn elapsed_ms(since: Instant) -> f64 {
     since.elapsed().as_secs_f64() * 1e3
 }
 
+/// `data` uploaded (guarded, output poisoned) with a pristine copy of
+/// every input, from which each launch's fresh inputs are drawn.
+pub(super) fn upload(gpu: &Gpu, lab: LabRef, data: &CaseData) -> Result<Workspace, GpuError> {
+    let mut ws = gpu.workspace(lab, data, POISON_BITS)?;
+    gpu.keep_pristine(&mut ws)?;
+    Ok(ws)
+}
+
 /// One workspace shared by every launch of a run, and what auditing and
 /// the floor need from them.
 pub(super) struct Bench<'a> {
@@ -290,8 +298,7 @@ impl<'a> Bench<'a> {
         draw_seed: u64,
         cold_l2: bool,
     ) -> Result<Self, GpuError> {
-        let mut ws = gpu.workspace(baselines.lab, data, POISON_BITS)?;
-        gpu.keep_pristine(&mut ws)?;
+        let ws = upload(gpu, baselines.lab, data)?;
         Ok(Self::on_workspace(
             gpu, baselines, data, ws, draw_seed, cold_l2,
         ))
