@@ -416,4 +416,24 @@ fn the_samples_show_first_and_the_counted_profile_takes_their_place() {
         shown.contains("memory findings: no counts: the check ended before them"),
         "{shown}"
     );
+
+    // A profile refused after its samples were shown (its counted launch
+    // did not compute its output) leaves the view on the save before.
+    let refused = save(&mut model, EDITED).expect("a run");
+    progress(&mut model, refused, Progress::LinesStarted);
+    let mut heat = recorded();
+    heat.counts_missing = Some(flashprof::app::check::COUNTS_COMING.into());
+    progress(&mut model, refused, Progress::LinesSampled(Box::new(heat)));
+    let mut report = all_pass(2.0, 40);
+    report.lines = Some(Err("not this kernel's profile: row 3 unwritten".into()));
+    finish(&mut model, refused, report);
+    let shown = screen(&model, 120, 40);
+    assert!(
+        shown.contains("the newest save has no line profile: not this kernel's profile"),
+        "{shown}"
+    );
+    assert_eq!(
+        model.profiled.as_ref().map(|p| p.source.as_str()),
+        Some(SOURCE)
+    );
 }

@@ -290,3 +290,35 @@ fn a_tensor_file_swapped_for_a_link_after_listing_grants_nothing() {
         "{shown}"
     );
 }
+
+#[test]
+fn a_tensors_folder_reached_through_a_link_others_could_replace_grants_nothing() {
+    // A student who can write the folder holding a link on the way to the
+    // tensors folder can point it at a folder of the TA's: the link is not
+    // followed, and nothing of the folder it names is granted.
+    use std::os::unix::fs::PermissionsExt;
+    let (dir, _) = secret_header();
+    let private = dir.path().join("private");
+    std::fs::create_dir(&private).expect("the TA's folder");
+    std::fs::write(private.join("q.npy"), SECRET).expect("the TA's q.npy");
+    let open = dir.path().join("open");
+    std::fs::create_dir(&open).expect("a folder anyone can write");
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    std::os::unix::fs::symlink(&private, open.join("case")).expect("the planted link");
+    let command = WorkerCommand {
+        program: env!("CARGO_BIN_EXE_flashprof").into(),
+        args: vec!["__worker".into()],
+        env: Vec::new(),
+        remote: None,
+    }
+    .reading_tensors([open.join("case")]);
+    assert!(
+        !command.env.iter().any(|(k, _)| k == TENSOR_FILES_ENV),
+        "{:?}",
+        command.env
+    );
+    // The same link in a folder only its owner writes is followed.
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let granted = tensor_grants(&open.join("case"));
+    assert_eq!(granted, private.join("q.npy").display().to_string());
+}

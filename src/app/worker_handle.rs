@@ -8,7 +8,7 @@
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
@@ -101,12 +101,10 @@ impl WorkerCommand {
     /// (docs/SECURITY.md).
     pub fn reading_tensors(mut self, folders: impl IntoIterator<Item = PathBuf>) -> Self {
         let var = crate::worker::sandbox::TENSOR_FILES_ENV;
-        // Resolved now, so each grant names the file with no link on its
-        // path; the worker refuses one that has gained a link since.
         let added: Vec<PathBuf> = folders
             .into_iter()
+            .filter_map(|folder| resolved_tensor_folder(&folder))
             .flat_map(|folder| crate::lab::npy::tensor_files(&folder))
-            .filter_map(|p| std::fs::canonicalize(p).ok())
             .collect();
         if added.is_empty() {
             return self;
@@ -134,6 +132,21 @@ impl WorkerCommand {
             .push((crate::worker::GPU_ENV.into(), selection.to_string().into()));
         self
     }
+}
+
+/// A case's tensors folder with every link on its path resolved, when
+/// those links are ones flashprof follows (`sys::trust::check_links`) and
+/// the resolved path is still the folder the walk arrived at; `None`
+/// otherwise, and its files are not granted. Only the folder is resolved:
+/// each file is granted as `FOLDER/NAME`, which the worker opens with no
+/// link on the way, so a file swapped for a link after it was listed is
+/// refused there rather than resolved here to the link's target.
+fn resolved_tensor_folder(folder: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let walked = crate::sys::trust::check_links(folder).ok()??;
+    let resolved = std::fs::canonicalize(folder).ok()?;
+    let meta = std::fs::metadata(&resolved).ok()?;
+    (meta.is_dir() && (meta.dev(), meta.ino()) == walked).then_some(resolved)
 }
 
 /// Why a request got no answer.

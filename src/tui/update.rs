@@ -440,19 +440,29 @@ fn show_completed(model: &mut Model, completed: Completed, heat_settled: bool) {
 
 /// Ends the counting of `run`'s profile, whose samples are on screen: the
 /// finished profile (`report`'s, with its counts) takes their place, not
-/// the place of a newer save; a run that ended without one leaves the
-/// samples, saying their counts never came.
+/// the place of a newer save; a profile refused after all takes them off;
+/// a run that ended without one leaves the samples, saying their counts
+/// never came.
 fn settle_heat(model: &mut Model, run: RunId, report: Option<&CheckReport>) -> bool {
     if model.heat_run.take_if(|heat| *heat == run).is_none() {
         return false;
     }
-    let finished = report.and_then(|r| r.lines.as_ref()?.as_ref().ok());
-    match (finished, model.profiled.as_mut()) {
-        (Some(profile), Some(shown)) => shown.profile = profile.clone(),
-        (None, Some(shown)) => {
-            shown.profile.counts_missing = Some("no counts: the check ended before them".into());
+    match report.and_then(|r| r.lines.as_ref()) {
+        Some(Ok(profile)) => {
+            if let Some(shown) = model.profiled.as_mut() {
+                shown.profile = profile.clone();
+            }
         }
-        (_, None) => {}
+        // Refused after its samples were shown (its counted launch did not
+        // compute its output): the save has no profile, and the view goes
+        // back to the one before, as for any save without one.
+        Some(Err(_)) => model.profiled = model.profiled_before.clone(),
+        None => {
+            if let Some(shown) = model.profiled.as_mut() {
+                shown.profile.counts_missing =
+                    Some("no counts: the check ended before them".into());
+            }
+        }
     }
     true
 }

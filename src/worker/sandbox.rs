@@ -44,8 +44,8 @@ pub const DISABLE_ENV: &str = "FLASHPROF_NO_SANDBOX";
 pub const EXTRA_READ_ENV: &str = "FLASHPROF_SANDBOX_READ";
 
 /// Single files the worker may read (`:`-separated): the tensor files of
-/// cases that bring their own, set by the caller
-/// ([`crate::app::worker_handle::WorkerCommand::reading_tensors`]). Each is
+/// cases that bring their own, set by the caller (the worker command's
+/// `reading_tensors`). Each is
 /// opened with no link anywhere on its path and granted as the file it was
 /// then, so a file swapped for a link after the caller listed it grants
 /// nothing (docs/SECURITY.md, row 40).
@@ -382,7 +382,10 @@ fn open_without_links(path: &Path) -> std::io::Result<File> {
             std::mem::size_of::<libc::open_how>(),
         )
     } as RawFd;
-    if fd < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS) {
+    // ENOSYS: a kernel before 5.6; EPERM: a container's seccomp profile
+    // that refuses the call it does not know.
+    let unknown_call = [Some(libc::ENOSYS), Some(libc::EPERM)];
+    if fd < 0 && unknown_call.contains(&std::io::Error::last_os_error().raw_os_error()) {
         // SAFETY: as above, with plain `openat`.
         fd = unsafe { libc::openat(libc::AT_FDCWD, name.as_ptr(), flags) };
     }

@@ -283,9 +283,10 @@ pub struct JournalWriter {
 impl JournalWriter {
     /// Opens (or creates) the journal for appending, first ending a torn last line.
     pub fn open(path: &Path) -> std::io::Result<Self> {
-        use std::os::unix::fs::OpenOptionsExt;
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
         // Writable by its owner only, whatever the umask: `--merge` trusts
-        // no journal anyone else could have written into.
+        // no journal anyone else could have written into. One left
+        // writable by others (an older flashprof) is made its owner's alone.
         let mut file = open_no_link(
             path,
             OpenOptions::new()
@@ -294,6 +295,10 @@ impl JournalWriter {
                 .create(true)
                 .mode(0o644),
         )?;
+        let mode = file.metadata()?.permissions().mode();
+        if mode & 0o022 != 0 {
+            file.set_permissions(std::fs::Permissions::from_mode(mode & !0o022))?;
+        }
         let length = file.metadata()?.len();
         if length > 0 {
             let mut last = [0u8; 1];

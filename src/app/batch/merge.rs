@@ -60,7 +60,10 @@ pub fn merge_folders(folders: &[PathBuf]) -> Result<Merged, MergeError> {
     let mut warnings = Vec::new();
     for folder in folders {
         let path = folder.join(JOURNAL_FILE);
-        refuse_untrusted(folder)?;
+        // A folder that is not there holds no rows to trust or refuse.
+        if std::fs::symlink_metadata(folder).is_ok() {
+            refuse_untrusted(folder)?;
+        }
         if !path.is_file() {
             warnings.push(format!(
                 "{}: no journal, nothing merged from it",
@@ -94,7 +97,7 @@ fn refuse_untrusted(path: &Path) -> Result<(), MergeError> {
         why,
     };
     crate::sys::trust::check_links(path).map_err(untrusted)?;
-    let meta = std::fs::metadata(path)?;
+    let meta = std::fs::metadata(path).map_err(|e| untrusted(e.to_string()))?;
     match super::untrusted_grade_file(&meta) {
         Some(why) => Err(untrusted(why)),
         None => Ok(()),
@@ -332,9 +335,13 @@ mod tests {
             folder
         };
         let (mine, open, loose) = (shard("mine"), shard("open"), shard("loose"));
-        // A journal made under a permissive umask is still its owner's alone.
+        // A journal left group-writable (by an older flashprof under a
+        // permissive umask) is made its owner's alone when grade opens it.
         let mode = |p: &Path| std::fs::metadata(p).expect("stat").permissions().mode() & 0o777;
-        assert_eq!(mode(&mine.join(JOURNAL_FILE)), 0o644);
+        let journal = mine.join(JOURNAL_FILE);
+        std::fs::set_permissions(&journal, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+        drop(journal::JournalWriter::open(&journal).expect("reopened"));
+        assert_eq!(mode(&journal), 0o644);
         std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).expect("chmod");
         std::fs::set_permissions(
             loose.join(JOURNAL_FILE),
@@ -353,5 +360,15 @@ mod tests {
                 "{text}"
             );
         }
+        // A folder that is not there is a warning, as before.
+        let merged = merge_folders(&[mine.clone(), root.path().join("gone")]).expect("merged");
+        assert!(
+            merged
+                .warnings
+                .iter()
+                .any(|w| w.contains("gone: no journal")),
+            "{:?}",
+            merged.warnings
+        );
     }
 }

@@ -224,12 +224,14 @@ impl StudentSteps<'_> {
                 self.stale,
             )
             .map_err(unanswered)
-            .and_then(|answer| answer)
-            .and_then(|counted| match counted.refused {
-                Some(refused) => Err(refused),
-                None => Ok(counted),
-            });
+            .and_then(|answer| answer);
         match counted {
+            // A profiled launch that did not compute its output shows no
+            // profile: not its counts, nor the samples taken before it.
+            Ok(LinesOutcome {
+                refused: Some(refused),
+                ..
+            }) => Err(refused),
             Ok(counted) => {
                 let both = LinesOutcome {
                     readings: merge(
