@@ -12,6 +12,7 @@
 //! two different verdicts, which no rerun produces and a forged row does.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use super::journal::{self, JournalEntry, JOURNAL_FILE};
@@ -60,19 +61,36 @@ pub fn merge_folders(folders: &[PathBuf]) -> Result<Merged, MergeError> {
     let mut warnings = Vec::new();
     for folder in folders {
         let path = folder.join(JOURNAL_FILE);
-        // A folder that is not there holds no rows to trust or refuse.
-        if std::fs::symlink_metadata(folder).is_ok() {
-            refuse_untrusted(folder)?;
-        }
-        if !path.is_file() {
-            warnings.push(format!(
+        let no_journal = || {
+            format!(
                 "{}: no journal, nothing merged from it",
                 path_for_display(folder)
-            ));
+            )
+        };
+        // A folder that is not there holds no rows to trust or refuse.
+        if std::fs::symlink_metadata(folder).is_err() {
+            warnings.push(no_journal());
             continue;
         }
-        refuse_untrusted(&path)?;
-        let contents = journal::read(&path)?;
+        // The journal is reached through the folder checked, held open: a
+        // folder swapped in after the check is not the one read.
+        let opened = open_trusted(folder)?;
+        let journal =
+            PathBuf::from(format!("/proc/self/fd/{}", opened.as_raw_fd())).join(JOURNAL_FILE);
+        let Some(meta) = std::fs::symlink_metadata(&journal)
+            .ok()
+            .filter(|meta| meta.is_file())
+        else {
+            warnings.push(no_journal());
+            continue;
+        };
+        if let Some(why) = super::untrusted_grade_file(&meta) {
+            return Err(MergeError::Untrusted {
+                path: path_for_display(&path),
+                why,
+            });
+        }
+        let contents = journal::read(&journal)?;
         if contents.unreadable_lines > 0 {
             warnings.push(format!(
                 "{}: {} unreadable journal lines skipped",
@@ -88,19 +106,29 @@ pub fn merge_folders(folders: &[PathBuf]) -> Result<Merged, MergeError> {
     Ok(merged)
 }
 
-/// Refuses a shard folder or journal that another user could have written:
-/// reached through a link flashprof does not follow, not this user's, or
-/// writable by anyone else (`grade`'s rule for its own output folder).
-fn refuse_untrusted(path: &Path) -> Result<(), MergeError> {
+/// A shard folder opened, when no one but this user could have written
+/// into it: reached only through links flashprof follows, the folder the
+/// walk arrived at, this user's, writable by no one else (`grade`'s rule
+/// for its own output folder).
+fn open_trusted(folder: &Path) -> Result<std::fs::File, MergeError> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let untrusted = |why: String| MergeError::Untrusted {
-        path: path_for_display(path),
+        path: path_for_display(folder),
         why,
     };
-    crate::sys::trust::check_links(path).map_err(untrusted)?;
-    let meta = std::fs::metadata(path).map_err(|e| untrusted(e.to_string()))?;
+    let walked = crate::sys::trust::check_links(folder).map_err(untrusted)?;
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .open(folder)
+        .map_err(|e| untrusted(e.to_string()))?;
+    let meta = opened.metadata()?;
+    if walked.is_some_and(|walked| walked != (meta.dev(), meta.ino())) {
+        return Err(untrusted("it changed while it was checked".into()));
+    }
     match super::untrusted_grade_file(&meta) {
         Some(why) => Err(untrusted(why)),
-        None => Ok(()),
+        None => Ok(opened),
     }
 }
 
