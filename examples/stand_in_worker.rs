@@ -296,12 +296,7 @@ fn main() {
             {
                 if !steps.samples() {
                     // Counting after sampling is the real worker's order.
-                    if let Some(ms) = std::env::var("FLASHPROF_STAND_IN_SLOW_COUNTS_MS")
-                        .ok()
-                        .and_then(|ms| ms.parse().ok())
-                    {
-                        std::thread::sleep(std::time::Duration::from_millis(ms));
-                    }
+                    slow_for("FLASHPROF_STAND_IN_SLOW_COUNTS_MS");
                     let student = loaded.clone().unwrap_or_default();
                     Event::Lines(Ok(recorded_lines(student, kernel, steps)))
                 } else if std::mem::replace(&mut sampled, true) {
@@ -311,12 +306,7 @@ fn main() {
                     )))
                 } else {
                     // A slow profile, for a newer save to stop.
-                    if let Some(ms) = std::env::var("FLASHPROF_STAND_IN_SLOW_LINES_MS")
-                        .ok()
-                        .and_then(|ms| ms.parse().ok())
-                    {
-                        std::thread::sleep(std::time::Duration::from_millis(ms));
-                    }
+                    slow_for("FLASHPROF_STAND_IN_SLOW_LINES_MS");
                     let student = loaded.clone().unwrap_or_default();
                     Event::Lines(Ok(recorded_lines(student, kernel, steps)))
                 }
@@ -342,6 +332,13 @@ fn main() {
         if sticky {
             std::process::exit(0);
         }
+    }
+}
+
+/// Sleeps as many milliseconds as `variable` says, if it is set.
+fn slow_for(variable: &str) {
+    if let Some(ms) = std::env::var(variable).ok().and_then(|ms| ms.parse().ok()) {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
     }
 }
 

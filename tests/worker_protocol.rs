@@ -134,18 +134,19 @@ fn a_line_profile_is_carried_back_and_charged_with_the_starter_s_beside_it() {
     assert!(0.0 < heat.heat_ms && heat.heat_ms <= report.phases.lines_ms);
 }
 
-/// A newer save that arrives while the counts are being taken stops them:
-/// the check returns at once with the samples' profile, saying why it has
-/// no counts, and the starter is left for a save still wanted.
-#[test]
-fn a_newer_save_stops_the_counts_and_keeps_the_samples() {
+/// A check of the stand-in whose line profile's `slow` step (the
+/// stand-in's variable naming it) takes 20 s, with a newer save arriving
+/// at the progress `arrives_at` picks: the report of a check that did not
+/// wait for the step.
+fn with_a_newer_save(
+    slow: &str,
+    arrives_at: fn(&Progress) -> bool,
+) -> flashprof::outcome::CheckReport {
     use flashprof::app::check::{run_check_unless_stale, LineWorker};
     use std::sync::atomic::{AtomicBool, Ordering};
     assert!(flashprof::gpu::libraries::preload_nvrtc(), "NVRTC");
     let mut command = stand_in();
-    command
-        .env
-        .push(("FLASHPROF_STAND_IN_SLOW_COUNTS_MS".into(), "20000".into()));
+    command.env.push((slow.into(), "20000".into()));
     let newer_save = AtomicBool::new(false);
     let (mut worker, mut lines) = (None, LineWorker::default());
     let started = Instant::now();
@@ -156,7 +157,7 @@ fn a_newer_save_stops_the_counts_and_keeps_the_samples() {
         &mut lines,
         &|| newer_save.load(Ordering::SeqCst),
         |progress| {
-            if matches!(progress, Progress::LinesSampled(_)) {
+            if arrives_at(&progress) {
                 newer_save.store(true, Ordering::SeqCst);
             }
         },
@@ -167,6 +168,21 @@ fn a_newer_save_stops_the_counts_and_keeps_the_samples() {
     if let Some(worker) = worker {
         worker.shutdown();
     }
+    assert!(
+        waited < Duration::from_secs(15),
+        "the check waited {waited:?} for a step it no longer needed"
+    );
+    report
+}
+
+/// A newer save that arrives while the counts are being taken stops them:
+/// the check returns at once with the samples' profile, saying why it has
+/// no counts, and the starter is left for a save still wanted.
+#[test]
+fn a_newer_save_stops_the_counts_and_keeps_the_samples() {
+    let report = with_a_newer_save("FLASHPROF_STAND_IN_SLOW_COUNTS_MS", |progress| {
+        matches!(progress, Progress::LinesSampled(_))
+    });
     let profile = match report.lines {
         Some(Ok(profile)) => profile,
         other => panic!("the samples' profile was lost: {other:?}"),
@@ -178,10 +194,6 @@ fn a_newer_save_stops_the_counts_and_keeps_the_samples() {
         Some(Err(why)) => assert!(why.contains("stopped for a newer save"), "{why}"),
         other => panic!("the starter was profiled for a stale save: {other:?}"),
     }
-    assert!(
-        waited < Duration::from_secs(15),
-        "the check waited {waited:?} for counts it no longer needed"
-    );
 }
 
 /// Saves in a row, as the TUI runs them: each profile in a worker of its
@@ -248,42 +260,13 @@ fn a_check_with_counters_releases_its_profiler_before_the_line_profile() {
 /// returns at once, its verdicts kept, the profile said to be stopped.
 #[test]
 fn a_newer_save_stops_the_line_profile() {
-    use flashprof::app::check::{run_check_unless_stale, LineWorker};
-    use std::sync::atomic::{AtomicBool, Ordering};
-    assert!(flashprof::gpu::libraries::preload_nvrtc(), "NVRTC");
-    let mut command = stand_in();
-    command
-        .env
-        .push(("FLASHPROF_STAND_IN_SLOW_LINES_MS".into(), "20000".into()));
     // The newer save arrives as the profile starts.
-    let newer_save = AtomicBool::new(false);
-    let (mut worker, mut lines) = (None, LineWorker::default());
-    let started = Instant::now();
-    let report = run_check_unless_stale(
-        &lines_plan(),
-        &command,
-        &mut worker,
-        &mut lines,
-        &|| newer_save.load(Ordering::SeqCst),
-        |progress| {
-            if matches!(progress, Progress::LinesStarted) {
-                newer_save.store(true, Ordering::SeqCst);
-            }
-        },
-    )
-    .expect("the check's verdicts");
-    let waited = started.elapsed();
-    lines.shutdown();
-    if let Some(worker) = worker {
-        worker.shutdown();
-    }
+    let report = with_a_newer_save("FLASHPROF_STAND_IN_SLOW_LINES_MS", |progress| {
+        matches!(progress, Progress::LinesStarted)
+    });
     assert!(report.cases.iter().all(|c| c.status == CaseStatus::Pass));
     match &report.lines {
         Some(Err(why)) => assert!(why.contains("stopped for a newer save"), "{why}"),
         other => panic!("the profile was not stopped: {other:?}"),
     }
-    assert!(
-        waited < Duration::from_secs(15),
-        "the check waited {waited:?} for a profile it no longer needed"
-    );
 }

@@ -186,20 +186,7 @@ fn a_tensors_folder_opens_its_npy_files_and_nothing_else_of_it() {
     std::fs::write(tensors.join("a:b.npy"), b"x").expect("a name with a colon");
     let linked = tensors.join("k.npy");
     std::os::unix::fs::symlink(&secret, &linked).expect("a link named like a tensor");
-    let command = WorkerCommand {
-        program: env!("CARGO_BIN_EXE_flashprof").into(),
-        args: vec!["__worker".into()],
-        env: Vec::new(),
-        remote: None,
-    }
-    .reading_tensors([tensors.clone()]);
-    let granted = command
-        .env
-        .iter()
-        .rev()
-        .find(|(k, _)| k == TENSOR_FILES_ENV)
-        .map(|(_, v)| v.to_str().expect("utf-8 temp path").to_owned())
-        .expect("the tensor files are named to the sandbox");
+    let granted = tensor_grants(&tensors);
     let shown = probe(
         &[&q, &beside, &linked, &secret],
         &[(TENSOR_FILES_ENV, &granted)],
@@ -218,16 +205,20 @@ fn a_tensors_folder_opens_its_npy_files_and_nothing_else_of_it() {
     }
 }
 
-/// The grants `reading_tensors` gives for the `.npy` files of `folder`.
-fn tensor_grants(folder: &std::path::Path) -> String {
-    let command = WorkerCommand {
+/// A worker command given the tensor files of `folder`.
+fn reading_tensors_of(folder: &std::path::Path) -> WorkerCommand {
+    WorkerCommand {
         program: env!("CARGO_BIN_EXE_flashprof").into(),
         args: vec!["__worker".into()],
         env: Vec::new(),
         remote: None,
     }
-    .reading_tensors([folder.to_path_buf()]);
-    command
+    .reading_tensors([folder.to_path_buf()])
+}
+
+/// The grants `reading_tensors` gives for the `.npy` files of `folder`.
+fn tensor_grants(folder: &std::path::Path) -> String {
+    reading_tensors_of(folder)
         .env
         .iter()
         .rev()
@@ -305,13 +296,7 @@ fn a_tensors_folder_reached_through_a_link_others_could_replace_grants_nothing()
     std::fs::create_dir(&open).expect("a folder anyone can write");
     std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).expect("chmod");
     std::os::unix::fs::symlink(&private, open.join("case")).expect("the planted link");
-    let command = WorkerCommand {
-        program: env!("CARGO_BIN_EXE_flashprof").into(),
-        args: vec!["__worker".into()],
-        env: Vec::new(),
-        remote: None,
-    }
-    .reading_tensors([open.join("case")]);
+    let command = reading_tensors_of(&open.join("case"));
     assert!(
         !command.env.iter().any(|(k, _)| k == TENSOR_FILES_ENV),
         "{:?}",
