@@ -193,17 +193,23 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let file = dir.path().join("prefill.cu");
         fs::write(&file, initial).expect("write initial");
+        let (watcher, rx) = watch(&file);
+        (dir, file, watcher, rx)
+    }
+
+    /// A watch of `file` in its pinned folder, and what it reports.
+    fn watch(file: &Path) -> (FileWatcher, Receiver<Watched>) {
         let (tx, rx) = mpsc::channel();
         let watcher = watch_pinned(
-            PinnedFolder::of(&file).expect("pinned"),
-            &file,
+            PinnedFolder::of(file).expect("pinned"),
+            file,
             DEFAULT_DEBOUNCE,
             move |bytes| {
                 let _ = tx.send(bytes);
             },
         )
         .expect("watch");
-        (dir, file, watcher, rx)
+        (watcher, rx)
     }
 
     /// The next content reported, as text; `gone` when the file was.
@@ -236,16 +242,7 @@ mod tests {
         fs::write(private.join("prefill.cu"), "the TA's").expect("the TA's file");
         let file = work.join("prefill.cu");
         fs::write(&file, "mine").expect("the student's file");
-        let (tx, rx) = mpsc::channel();
-        let _watcher = watch_pinned(
-            PinnedFolder::of(&file).expect("pinned"),
-            &file,
-            DEFAULT_DEBOUNCE,
-            move |bytes| {
-                let _ = tx.send(bytes);
-            },
-        )
-        .expect("watch");
+        let (_watcher, rx) = watch(&file);
         let moved = root.path().join("moved");
         fs::rename(&work, &moved).expect("moved away");
         std::os::unix::fs::symlink(&private, &work).expect("a link in its place");

@@ -142,11 +142,10 @@ impl WorkerCommand {
 /// link on the way, so a file swapped for a link after it was listed is
 /// refused there rather than resolved here to the link's target.
 fn resolved_tensor_folder(folder: &Path) -> Option<PathBuf> {
-    use std::os::unix::fs::MetadataExt;
-    let walked = crate::sys::trust::check_links(folder).ok()??;
-    let resolved = std::fs::canonicalize(folder).ok()?;
-    let meta = std::fs::metadata(&resolved).ok()?;
-    (meta.is_dir() && (meta.dev(), meta.ino()) == walked).then_some(resolved)
+    use std::os::unix::io::AsRawFd;
+    let opened = crate::sys::trust::open_walked_folder(folder).ok()?;
+    // The kernel's name for the folder opened: no link on it.
+    std::fs::read_link(format!("/proc/self/fd/{}", opened.as_raw_fd())).ok()
 }
 
 /// Why a request got no answer.

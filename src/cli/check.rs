@@ -284,7 +284,7 @@ fn show_progress(progress: &Progress, total: usize) {
         Progress::CountersStarted { tier } => format!("collecting {tier:?} hardware counters..."),
         Progress::CountersFinished(_) => return,
         Progress::LinesStarted => "profiling lines...".to_string(),
-        Progress::LinesSampled(_) => "counting each instruction...".to_string(),
+        Progress::LinesSampled(_) => crate::app::check::COUNTS_COMING.to_string(),
     };
     eprint!("\r\x1b[2K{line}");
     let _ = std::io::stderr().flush();

@@ -61,22 +61,10 @@ impl PinnedFolder {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
         };
-        let handle = open_folder(&folder)?;
+        // Reached through links flashprof follows (the check the file's
+        // first read made), and the folder that walk arrived at.
+        let handle = crate::sys::trust::open_walked_folder(&folder)?;
         let metadata = handle.metadata()?;
-        // The folder must be reached through links flashprof follows (the
-        // check the file's first read made), and be the one the walk
-        // arrived at: a swap between the two is refused here.
-        let checked = crate::sys::trust::check_links(&folder)
-            .map_err(|why| io::Error::new(io::ErrorKind::PermissionDenied, why))?;
-        if checked.is_some_and(|walked| walked != (metadata.dev(), metadata.ino())) {
-            return Err(io::Error::new(
-                io::ErrorKind::PermissionDenied,
-                format!(
-                    "{} changed while it was opened: not watched",
-                    crate::display::path_for_display(&folder)
-                ),
-            ));
-        }
         Ok(Self {
             folder,
             name,

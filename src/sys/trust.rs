@@ -63,6 +63,28 @@ pub fn untrusted_link(
     }
 }
 
+/// `folder` opened (for lookups through its descriptor) when every link on
+/// its path is one [`check_links`] follows and the folder opened is the one
+/// that walk arrived at, so a folder swapped in between the two is refused
+/// too. Refusals are `PermissionDenied`, with the reason.
+pub fn open_walked_folder(folder: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let refused = |why: String| std::io::Error::new(std::io::ErrorKind::PermissionDenied, why);
+    let walked = check_links(folder).map_err(refused)?;
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .open(folder)?;
+    let meta = opened.metadata()?;
+    if walked.is_some_and(|walked| walked != (meta.dev(), meta.ino())) {
+        return Err(refused(format!(
+            "{} changed while it was checked",
+            crate::display::path_for_display(folder)
+        )));
+    }
+    Ok(opened)
+}
+
 /// Checks every link met while resolving `path` (as the kernel would, one
 /// component at a time, links inside link targets included) against
 /// [`untrusted_link`]: the link named, and why, for the first one that

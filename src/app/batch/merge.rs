@@ -111,22 +111,13 @@ pub fn merge_folders(folders: &[PathBuf]) -> Result<Merged, MergeError> {
 /// walk arrived at, this user's, writable by no one else (`grade`'s rule
 /// for its own output folder).
 fn open_trusted(folder: &Path) -> Result<std::fs::File, MergeError> {
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let untrusted = |why: String| MergeError::Untrusted {
         path: path_for_display(folder),
         why,
     };
-    let walked = crate::sys::trust::check_links(folder).map_err(untrusted)?;
-    let opened = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
-        .open(folder)
-        .map_err(|e| untrusted(e.to_string()))?;
-    let meta = opened.metadata()?;
-    if walked.is_some_and(|walked| walked != (meta.dev(), meta.ino())) {
-        return Err(untrusted("it changed while it was checked".into()));
-    }
-    match super::untrusted_grade_file(&meta) {
+    let opened =
+        crate::sys::trust::open_walked_folder(folder).map_err(|e| untrusted(e.to_string()))?;
+    match super::untrusted_grade_file(&opened.metadata()?) {
         Some(why) => Err(untrusted(why)),
         None => Ok(opened),
     }

@@ -173,7 +173,7 @@ pub(super) fn phase_words(phase: Phase, cases: &[CaseRow]) -> String {
         Phase::Timing => "timing against the starter...".to_string(),
         Phase::Counters => "reading hardware counters...".to_string(),
         Phase::Lines => "profiling lines...".to_string(),
-        Phase::Counting => "counting each instruction...".to_string(),
+        Phase::Counting => crate::app::check::COUNTS_COMING.to_string(),
     }
 }
 
