@@ -147,6 +147,38 @@ impl<T: cudarc::driver::DeviceRepr> Guarded<T> {
     }
 }
 
+/// A placed input on the device ([`crate::lab::sparse`]): a reserved
+/// virtual range mapped only at its extents, each holding its uploaded
+/// bytes. A kernel's read anywhere else in or around it faults.
+struct PlacedBuffer {
+    /// What the kernel is given: offset 0 of the image, which may lie
+    /// inside, below or above what is mapped.
+    base: cudarc::driver::sys::CUdeviceptr,
+    /// The reservation's start and size.
+    reserved: (cudarc::driver::sys::CUdeviceptr, usize),
+    /// Each mapped extent's start and the bytes uploaded there.
+    extents: Vec<(cudarc::driver::sys::CUdeviceptr, Vec<u8>)>,
+    ctx: Arc<CudaContext>,
+}
+
+impl Drop for PlacedBuffer {
+    fn drop(&mut self) {
+        use cudarc::driver::sys::{cuMemAddressFree, cuMemUnmap};
+        // A context lost to a sticky fault refuses these too; the process
+        // ends then, and its address space with it.
+        if self.ctx.bind_to_thread().is_err() {
+            return;
+        }
+        for (at, bytes) in &self.extents {
+            // SAFETY: each extent was mapped at `at` over `bytes.len()` bytes
+            // by `Gpu::upload_placed` and is unmapped once, here.
+            unsafe { cuMemUnmap(*at, bytes.len()) };
+        }
+        // SAFETY: the range was reserved by `Gpu::upload_placed` and nothing maps it now.
+        unsafe { cuMemAddressFree(self.reserved.0, self.reserved.1) };
+    }
+}
+
 /// One launch argument on the device.
 enum DeviceArg {
     F32(Guarded<f32>),
@@ -154,6 +186,8 @@ enum DeviceArg {
     /// bf16 values, as their bits.
     Bf16(Guarded<u16>),
     U8(Guarded<u8>),
+    /// An input placed across a far larger virtual range.
+    Placed(PlacedBuffer),
     Scalar(i32),
     F32Scalar(f32),
     /// A null pointer (an optional input left out).
@@ -402,6 +436,7 @@ impl Gpu {
                 Laid::I32Input(image) => DeviceArg::I32(self.upload(image)?),
                 Laid::Bf16Input(image) => DeviceArg::Bf16(self.upload(image)?),
                 Laid::U8Input(image) => DeviceArg::U8(self.upload(image)?),
+                Laid::Placed(image) => DeviceArg::Placed(self.upload_placed(&image)?),
                 Laid::Scalar(n) => DeviceArg::Scalar(n),
                 Laid::F32Scalar(x) => DeviceArg::F32Scalar(x),
                 Laid::Null => DeviceArg::Null,
@@ -443,6 +478,93 @@ impl Gpu {
             len,
             pristine: None,
         })
+    }
+
+    /// A placed input uploaded: its range reserved, every extent mapped at
+    /// the device's allocation granularity and its bytes copied in.
+    fn upload_placed(&self, image: &crate::lab::sparse::SparseImage) -> GpuResult<PlacedBuffer> {
+        use cudarc::driver::sys::{self as cu, CUmemAllocationGranularity_flags as Granularity};
+        self.ctx
+            .bind_to_thread()
+            .map_err(gpu_err("cuCtxSetCurrent"))?;
+        let location = cu::CUmemLocation {
+            type_: cu::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+            id: self.info.ordinal as i32,
+        };
+        // SAFETY: a plain C struct, every field then set or left zero (no handle types, no flags).
+        let mut prop: cu::CUmemAllocationProp = unsafe { std::mem::zeroed() };
+        prop.type_ = cu::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
+        prop.location = location;
+        let mut granularity = 0usize;
+        // SAFETY: writes one size through a valid pointer; `prop` is initialised.
+        unsafe {
+            cu::cuMemGetAllocationGranularity(
+                &mut granularity,
+                &prop,
+                Granularity::CU_MEM_ALLOC_GRANULARITY_MINIMUM,
+            )
+        }
+        .result()
+        .map_err(gpu_err("cuMemGetAllocationGranularity"))?;
+        let mapped = image.mapped(granularity);
+        let size = (mapped.reserve.end - mapped.reserve.start) as usize;
+        let mut start = 0;
+        // SAFETY: writes the reserved address through a valid pointer.
+        unsafe { cu::cuMemAddressReserve(&mut start, size, granularity, 0, 0) }
+            .result()
+            .map_err(gpu_err("cuMemAddressReserve"))?;
+        let mut buffer = PlacedBuffer {
+            base: start.wrapping_add_signed(-mapped.reserve.start),
+            reserved: (start, size),
+            extents: Vec::with_capacity(mapped.extents.len()),
+            ctx: self.ctx.clone(),
+        };
+        let access = cu::CUmemAccessDesc {
+            location,
+            flags: cu::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+        };
+        for extent in mapped.extents {
+            let at = start + (extent.offset - mapped.reserve.start) as u64;
+            let len = extent.bytes.len();
+            let mut handle = 0;
+            // SAFETY: writes the new allocation's handle through a valid pointer.
+            unsafe { cu::cuMemCreate(&mut handle, len, &prop, 0) }
+                .result()
+                .map_err(gpu_err("cuMemCreate"))?;
+            // SAFETY: `at..at + len` is inside the reservation, chunk-aligned, and unmapped.
+            let mapping = unsafe { cu::cuMemMap(at, len, 0, handle, 0) }.result();
+            // The mapping keeps the memory alive; the handle is not needed again.
+            // SAFETY: the handle was created above and is released once.
+            unsafe { cu::cuMemRelease(handle) };
+            mapping.map_err(gpu_err("cuMemMap"))?;
+            buffer.extents.push((at, Vec::new()));
+            // SAFETY: the range was just mapped; one access descriptor.
+            unsafe { cu::cuMemSetAccess(at, len, &access, 1) }
+                .result()
+                .map_err(gpu_err("cuMemSetAccess"))?;
+            // SAFETY: the range is mapped and writable, `len` bytes long.
+            unsafe { cudarc::driver::result::memcpy_htod_sync(at, &extent.bytes) }
+                .map_err(gpu_err("cuMemcpyHtoD"))?;
+            if let Some(last) = buffer.extents.last_mut() {
+                last.1 = extent.bytes;
+            }
+        }
+        Ok(buffer)
+    }
+
+    /// Whether a placed input's mapped bytes differ from what was uploaded.
+    fn placed_changed(&self, placed: &PlacedBuffer) -> GpuResult<bool> {
+        self.synchronize()?;
+        for (at, uploaded) in &placed.extents {
+            let mut now = vec![0u8; uploaded.len()];
+            // SAFETY: the extent is mapped and `now` is as long as it.
+            unsafe { cudarc::driver::result::memcpy_dtoh_sync(&mut now, *at) }
+                .map_err(gpu_err("cuMemcpyDtoH"))?;
+            if now != *uploaded {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// Drops persisting L2 lines, a host call that acts at once: make it
@@ -560,7 +682,8 @@ impl Gpu {
                 DeviceArg::Bf16(g) => Some(View::U16(g.inner())),
                 DeviceArg::U8(g) => Some(View::U8(g.inner())),
                 DeviceArg::ScratchU32(g) => Some(View::U32(g.inner())),
-                DeviceArg::Scalar(_)
+                DeviceArg::Placed(_)
+                | DeviceArg::Scalar(_)
                 | DeviceArg::F32Scalar(_)
                 | DeviceArg::Null
                 | DeviceArg::Output => None,
@@ -593,6 +716,9 @@ impl Gpu {
                 }
                 (DeviceArg::Null, None) => {
                     launch.arg(&NULL);
+                }
+                (DeviceArg::Placed(placed), None) => {
+                    launch.arg(&placed.base);
                 }
                 (DeviceArg::Output, None) => {
                     if let Some(out) = output.take() {
@@ -732,6 +858,7 @@ impl Gpu {
                 DeviceArg::I32(tensor) => self.uploaded_changed(tensor)?,
                 DeviceArg::Bf16(tensor) => self.uploaded_changed(tensor)?,
                 DeviceArg::U8(tensor) => self.uploaded_changed(tensor)?,
+                DeviceArg::Placed(placed) => self.placed_changed(placed)?,
                 DeviceArg::Scalar(_)
                 | DeviceArg::F32Scalar(_)
                 | DeviceArg::Null

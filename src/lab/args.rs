@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::sparse::{SparseBlocks, SparseImage};
 use crate::grade::compare::POISON_BITS;
 
 /// Elements of guard band on each side of every buffer: 16 Ki elements
@@ -118,6 +119,11 @@ pub enum ArgValue<'a> {
     /// bf16 values as their bits.
     Bf16(&'a [u16]),
     U8(&'a [u8]),
+    /// A float input whose compact blocks sit at places of a far larger
+    /// virtual buffer ([`crate::lab::sparse`]): only they are mapped.
+    PlacedF32(&'a [f32], &'a SparseBlocks),
+    /// A byte input placed the same way.
+    PlacedU8(&'a [u8], &'a SparseBlocks),
     /// A scalar `int`.
     Scalar(i32),
     /// A scalar `float`.
@@ -135,11 +141,11 @@ impl ArgValue<'_> {
     pub fn fits(&self, kind: ArgKind) -> bool {
         matches!(
             (kind, self),
-            (ArgKind::F32Input, Self::F32(_))
+            (ArgKind::F32Input, Self::F32(_) | Self::PlacedF32(..))
                 | (ArgKind::I32Input, Self::I32(_))
                 | (ArgKind::OptionalF32Input, Self::F32(_) | Self::Null)
                 | (ArgKind::Bf16Input, Self::Bf16(_))
-                | (ArgKind::U8Input, Self::U8(_))
+                | (ArgKind::U8Input, Self::U8(_) | Self::PlacedU8(..))
                 | (ArgKind::I32Scalar, Self::Scalar(_))
                 | (ArgKind::F32Scalar, Self::F32Scalar(_))
                 | (ArgKind::F32Output | ArgKind::Bf16Output, Self::Output)
@@ -157,6 +163,9 @@ pub enum Laid {
     I32Input(Vec<i32>),
     Bf16Input(Vec<u16>),
     U8Input(Vec<u8>),
+    /// A placed input: no guard bands, the unmapped range around its
+    /// blocks faults instead, and the mapped slack holds the guard element.
+    Placed(SparseImage),
     Scalar(i32),
     F32Scalar(f32),
     Null,
@@ -188,6 +197,18 @@ impl Laid {
             ArgValue::I32(values) => Self::I32Input(guarded(values, INPUT_GUARD_BITS as i32)),
             ArgValue::Bf16(values) => Self::Bf16Input(guarded(values, BF16_INPUT_GUARD_BITS)),
             ArgValue::U8(values) => Self::U8Input(guarded(values, U8_INPUT_GUARD)),
+            ArgValue::PlacedF32(values, blocks) => Self::Placed(SparseImage {
+                blocks: blocks.clone(),
+                elem_bytes: 4,
+                compact: values.iter().flat_map(|x| x.to_le_bytes()).collect(),
+                fill: INPUT_GUARD_BITS.to_le_bytes().to_vec(),
+            }),
+            ArgValue::PlacedU8(values, blocks) => Self::Placed(SparseImage {
+                blocks: blocks.clone(),
+                elem_bytes: 1,
+                compact: values.to_vec(),
+                fill: vec![U8_INPUT_GUARD],
+            }),
             ArgValue::Scalar(n) => Self::Scalar(n),
             ArgValue::F32Scalar(x) => Self::F32Scalar(x),
             ArgValue::Null => Self::Null,
@@ -458,5 +479,56 @@ mod tests {
         assert!(ArgValue::Output.fits(ArgKind::Bf16Output));
         assert!(ArgValue::Scratch(4).fits(ArgKind::ScratchU32));
         assert!(!ArgValue::Scalar(1).fits(ArgKind::F32Scalar));
+        let blocks = SparseBlocks {
+            block_elems: 1,
+            at: vec![7],
+        };
+        assert!(ArgValue::PlacedF32(&[1.0], &blocks).fits(ArgKind::F32Input));
+        assert!(!ArgValue::PlacedF32(&[1.0], &blocks).fits(ArgKind::U8Input));
+        assert!(ArgValue::PlacedU8(&[1], &blocks).fits(ArgKind::U8Input));
+    }
+
+    #[test]
+    fn a_placed_input_is_its_compact_bytes_with_the_guard_as_fill() {
+        let blocks = SparseBlocks {
+            block_elems: 2,
+            at: vec![3, -1],
+        };
+        let laid = Laid::new(
+            ArgKind::F32Input,
+            ArgValue::PlacedF32(&[1.0, 2.0, 3.0, 4.0], &blocks),
+            0,
+            POISON_BITS,
+        );
+        let Some(Laid::Placed(image)) = laid else {
+            panic!("{laid:?}");
+        };
+        let mapped = image.mapped(8);
+        // Block 1 at -8..0, block 0 at 24..32: two chunks of 8 bytes.
+        assert_eq!(mapped.reserve, -8..32);
+        let floats = |bytes: &[u8]| -> Vec<u32> {
+            bytes
+                .chunks(4)
+                .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+                .collect()
+        };
+        assert_eq!(
+            floats(&mapped.extents[0].bytes),
+            [3.0f32.to_bits(), 4.0f32.to_bits()]
+        );
+        assert_eq!(
+            floats(&mapped.extents[1].bytes),
+            [1.0f32.to_bits(), 2.0f32.to_bits()]
+        );
+        let bytes = Laid::new(
+            ArgKind::U8Input,
+            ArgValue::PlacedU8(&[9, 9, 9, 9], &blocks),
+            0,
+            POISON_BITS,
+        );
+        let Some(Laid::Placed(image)) = bytes else {
+            panic!("{bytes:?}");
+        };
+        assert_eq!(image.fill, [U8_INPUT_GUARD]);
     }
 }

@@ -504,6 +504,9 @@ pub trait CaseInputs: Send + Sync {
     /// The likeliest cause of what a launch produced, in the lab's language,
     /// in one line; `data` is the case these inputs belong to.
     fn diagnose(&self, data: &CaseData, graded: &Graded<'_>) -> Diagnosis;
+    /// What a launch that faulted on these inputs says about the kernel,
+    /// beyond the fault itself: `None` where a fault says nothing more.
+    fn fault_note(&self) -> Option<String>;
     /// These inputs with every score multiplied by about `factor` (below 1),
     /// so that no `exp` of a score can overflow; `None` when the lab cannot
     /// shrink its scores (the overflow experiment is then skipped).
@@ -657,6 +660,10 @@ impl<'a> dyn Lab + 'a {
     /// See [`CaseInputs::diagnose`].
     pub fn diagnose(&self, data: &CaseData, graded: &Graded<'_>) -> Diagnosis {
         data.inputs.diagnose(data, graded)
+    }
+    /// See [`CaseInputs::fault_note`].
+    pub fn fault_note(&self, data: &CaseData) -> Option<String> {
+        data.inputs.fault_note()
     }
     /// The case's data with every score shrunk by about `factor` (see
     /// [`CaseInputs::scores_shrunk`]); the case's own answer is for the

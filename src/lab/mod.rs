@@ -18,6 +18,7 @@ pub mod paged;
 pub mod redraw;
 pub mod registry;
 pub mod source;
+pub mod sparse;
 pub mod typed;
 pub mod verdict;
 

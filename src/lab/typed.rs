@@ -23,6 +23,7 @@ use super::definition::{
 };
 use super::geometry::{GeometryError, LaunchGeometry};
 use super::redraw::Redraw;
+use super::sparse::SparseBlocks;
 use rand_chacha::ChaCha8Rng;
 
 /// A lab's case type: what one `[[case]]` of its cases file becomes, and what
@@ -43,6 +44,10 @@ pub enum Source<I> {
     I32(fn(&I) -> &[i32]),
     Bf16(fn(&I) -> &[u16]),
     U8(fn(&I) -> &[u8]),
+    /// A float input whose blocks may be placed far apart ([`crate::lab::sparse`]).
+    PlacedF32(fn(&I) -> (&[f32], Option<&SparseBlocks>)),
+    /// A byte input whose blocks may be placed far apart.
+    PlacedU8(fn(&I) -> (&[u8], Option<&SparseBlocks>)),
     I32Scalar(fn(&I) -> i32),
     F32Scalar(fn(&I) -> f32),
     F32Output,
@@ -75,6 +80,20 @@ impl<I> Arg<I> {
     pub const fn u8_input(name: &'static str, read: fn(&I) -> &[u8]) -> Self {
         Self::new(name, Source::U8(read))
     }
+    /// A float input that is laid out whole, or placed where the case says.
+    pub const fn placed_f32_input(
+        name: &'static str,
+        read: fn(&I) -> (&[f32], Option<&SparseBlocks>),
+    ) -> Self {
+        Self::new(name, Source::PlacedF32(read))
+    }
+    /// A byte input that is laid out whole, or placed where the case says.
+    pub const fn placed_u8_input(
+        name: &'static str,
+        read: fn(&I) -> (&[u8], Option<&SparseBlocks>),
+    ) -> Self {
+        Self::new(name, Source::PlacedU8(read))
+    }
     pub const fn int(name: &'static str, read: fn(&I) -> i32) -> Self {
         Self::new(name, Source::I32Scalar(read))
     }
@@ -101,11 +120,11 @@ impl<I> Arg<I> {
     /// The argument as the engine sees it.
     pub fn spec(&self) -> ArgSpec {
         let kind = match self.source {
-            Source::F32(_) => ArgKind::F32Input,
+            Source::F32(_) | Source::PlacedF32(_) => ArgKind::F32Input,
             Source::OptionalF32(_) => ArgKind::OptionalF32Input,
             Source::I32(_) => ArgKind::I32Input,
             Source::Bf16(_) => ArgKind::Bf16Input,
-            Source::U8(_) => ArgKind::U8Input,
+            Source::U8(_) | Source::PlacedU8(_) => ArgKind::U8Input,
             Source::I32Scalar(_) => ArgKind::I32Scalar,
             Source::F32Scalar(_) => ArgKind::F32Scalar,
             Source::F32Output => ArgKind::F32Output,
@@ -127,6 +146,14 @@ impl<I> Arg<I> {
             Source::I32(read) => ArgValue::I32(read(inputs)),
             Source::Bf16(read) => ArgValue::Bf16(read(inputs)),
             Source::U8(read) => ArgValue::U8(read(inputs)),
+            Source::PlacedF32(read) => match read(inputs) {
+                (values, Some(blocks)) => ArgValue::PlacedF32(values, blocks),
+                (values, None) => ArgValue::F32(values),
+            },
+            Source::PlacedU8(read) => match read(inputs) {
+                (values, Some(blocks)) => ArgValue::PlacedU8(values, blocks),
+                (values, None) => ArgValue::U8(values),
+            },
             Source::I32Scalar(read) => ArgValue::Scalar(read(inputs)),
             Source::F32Scalar(read) => ArgValue::F32Scalar(read(inputs)),
             Source::F32Output | Source::Bf16Output => ArgValue::Output,
@@ -193,6 +220,10 @@ pub trait TypedLab: Send + Sync + 'static {
     /// Per (row, head), what scales the tolerance's absolute part (see
     /// [`CaseInputs::tolerance_scales`]); `None` when nothing does.
     fn tolerance_scales(_inputs: &Self::Inputs) -> Option<Vec<f64>> {
+        None
+    }
+    /// What a fault on these inputs says beyond the fault (see [`CaseInputs::fault_note`]).
+    fn fault_note(_inputs: &Self::Inputs) -> Option<String> {
         None
     }
     /// The likeliest cause of what a launch produced, in one line of the lab's language.
@@ -268,6 +299,9 @@ impl<L: TypedLab> CaseInputs for Typed<L> {
     }
     fn tolerance_scales(&self) -> Option<Vec<f64>> {
         L::tolerance_scales(&self.0)
+    }
+    fn fault_note(&self) -> Option<String> {
+        L::fault_note(&self.0)
     }
     fn diagnose(&self, data: &CaseData, graded: &Graded<'_>) -> Diagnosis {
         L::diagnose(&self.0, data, graded)

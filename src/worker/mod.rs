@@ -606,6 +606,9 @@ impl Worker {
         match launched {
             Err(e) => {
                 outcome.diagnosis = crash_diagnosis(lab, &e);
+                if let Some(note) = lab.fault_note(&inputs).filter(|_| e.sticky) {
+                    outcome.diagnosis = format!("{}; {note}", outcome.diagnosis);
+                }
                 outcome.elapsed_ms = elapsed_ms();
                 (Event::Case(outcome), e.sticky)
             }

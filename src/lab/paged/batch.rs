@@ -5,8 +5,10 @@
 //! [`CacheLayout`], which the batch carries so that every size and index
 //! it derives is the lab's own.
 
+use super::high_blocks::{HighBlocks, Reach, Wrap};
 use super::layout::{table_index, CacheLayout, BLOCK, HKV, HQ};
 use crate::lab::definition::CaseError;
+use crate::lab::sparse::SparseBlocks;
 
 /// The shape of one launch: which sequences, where their tokens sit, which
 /// blocks hold their contexts.
@@ -36,6 +38,10 @@ pub struct Batch {
     pub q_start: Vec<i32>,
     /// `[numSeqs]` context + new of each sequence.
     pub seq_len: Vec<i32>,
+    /// Where the cache's blocks sit when a case places them past 2^31 or
+    /// 2^32 elements; `block_table` and the caches stay compact, and the
+    /// kernel gets [`Batch::kernel_table`].
+    pub high: Option<HighBlocks>,
 }
 
 impl Batch {
@@ -71,7 +77,19 @@ impl Batch {
             num_blocks,
             q_start,
             seq_len,
+            high: None,
         }
+    }
+
+    /// Where the caches' blocks sit, when the case places them high.
+    pub fn placed_blocks(&self) -> Option<&SparseBlocks> {
+        self.high.as_ref().map(|high| &high.blocks)
+    }
+
+    /// `blockTable` as the kernel gets it: the compact table, or each
+    /// entry's place when the blocks are placed high.
+    pub fn kernel_table(&self) -> &[i32] {
+        self.high.as_ref().map_or(&self.block_table, |high| &high.table)
     }
 
     /// That the sizes passed as `int` (`numSeqs`, `maxBlocksPerSeq`) fit one.
@@ -254,6 +272,37 @@ impl<A, C> PrefillTensors<A, C> {
 }
 
 impl<A, C: Copy> PrefillTensors<A, C> {
+    /// These tensors with the cache placed past `reach` ([`HighBlocks`]):
+    /// the landing blocks join the compact caches, each element tagged by
+    /// `tags` (K, V) from its index, so a read that wrapped to one shows
+    /// which it reached (a signed and an unsigned wrap land in different
+    /// blocks, and only the model of the one that did reproduces it).
+    pub fn placed_high(mut self, reach: Reach, tags: (fn(usize) -> C, fn(usize) -> C)) -> Self {
+        let (high, landings) = HighBlocks::place(&self.batch, reach);
+        let from = self.k_cache.len();
+        let to = from + landings * self.batch.layout.block_elems();
+        self.k_cache.extend((from..to).map(tags.0));
+        self.v_cache.extend((from..to).map(tags.1));
+        self.batch.num_blocks += landings;
+        self.batch.high = Some(high);
+        self
+    }
+
+    /// These tensors as a kernel with 32-bit `wrap` offsets reads them: the
+    /// block table through which it reads, each block where its offset
+    /// lands ([`HighBlocks::wrapped_table`]). `None` when nothing is placed
+    /// high: every offset fits, and the kernel reads the blocks it should.
+    pub fn read_wrapped(&self, wrap: Wrap) -> Option<Self>
+    where
+        A: Clone,
+    {
+        let high = self.batch.high.as_ref()?;
+        let table = high.wrapped_table(&self.batch.block_table, wrap);
+        let mut wrapped = self.clone();
+        wrapped.batch.block_table = table;
+        Some(wrapped)
+    }
+
     /// The cached key at context position `pos` of sequence `seq`, KV head `kv_head`.
     pub fn cached_key(&self, seq: usize, pos: usize, kv_head: usize, dim: usize) -> C {
         let block = self.batch.block_of(seq, pos);

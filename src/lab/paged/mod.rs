@@ -17,6 +17,7 @@ pub mod bf16;
 pub mod diagnosis;
 pub mod fp8;
 pub mod generate;
+pub mod high_blocks;
 pub mod layout;
 pub mod misread;
 pub mod problem;

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::batch::Batch;
 use super::fp8::KvFormat;
+use super::high_blocks::Reach;
 use super::layout::{CacheLayout, BLOCK, HQ};
 use crate::lab::case_file::{case_table, read_case_tables};
 use crate::lab::definition::CaseError;
@@ -166,6 +167,10 @@ pub struct CaseSpec {
     /// FP8 bytes near the format's top in V and large ones in one dimension of K.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wide: Option<bool>,
+    /// The cache's blocks placed past 2^31 or 2^32 elements (`"past-2^31"`,
+    /// `"past-2^32"`), mapped only where they and their wrapped offsets are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub high_blocks: Option<Reach>,
 }
 
 /// An FP8 case's cache keys, with their defaults.
@@ -340,11 +345,12 @@ impl CaseSpec {
                 || !self.new.is_empty()
                 || self.alibi
                 || self.share_prefix.is_some()
-                || !self.plant.is_empty();
+                || !self.plant.is_empty()
+                || self.high_blocks.is_some();
             if has_recipe {
                 return Err(self.invalid(
                     "a case with its own tensors takes only `window` (lengths come from the \
-                     files, ALiBi from alibi_slopes.npy)",
+                     files, ALiBi from alibi_slopes.npy, block ids from block_table.npy)",
                 ));
             }
             return Ok(());

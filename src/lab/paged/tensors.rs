@@ -523,6 +523,8 @@ pub fn prefill_batch(
         block_table,
         q_start,
         seq_len,
+        // A folder's tensors are the cache itself, as compact as the TA wrote it.
+        high: None,
     })
 }
 

@@ -16,6 +16,7 @@
 //! table with these two readings.
 
 use super::contract::{passes, Batch, Inputs, BLOCK};
+use crate::lab::paged::high_blocks::Wrap;
 use super::oracle::{self, Model};
 
 /// One planted defect, each the starter kernel with one line wrong.
@@ -41,10 +42,13 @@ pub enum Bug {
     VTokenMajor,
     /// The walk over cached keys covers whole blocks only: a context's last, partial block is skipped.
     PartialBlockDropped,
+    /// Cache offsets computed in 32 bits, `int` or `unsigned`: past 2^31
+    /// (2^32) elements they wrap, and a block is read from where they land.
+    Int32Offset(Wrap),
 }
 
 impl Bug {
-    pub const ALL: [Bug; 10] = [
+    pub const ALL: [Bug; 12] = [
         Bug::BlockTableIgnored,
         Bug::XAssumed8,
         Bug::WindowOffByOne,
@@ -55,6 +59,8 @@ impl Bug {
         Bug::MaskPrecedence,
         Bug::VTokenMajor,
         Bug::PartialBlockDropped,
+        Bug::Int32Offset(Wrap::Signed),
+        Bug::Int32Offset(Wrap::Unsigned),
     ];
 
     /// A short name, as the planted kernels are named.
@@ -70,6 +76,7 @@ impl Bug {
             Bug::MaskPrecedence => "mask-precedence",
             Bug::VTokenMajor => "v-token-major",
             Bug::PartialBlockDropped => "partial-block-dropped",
+            Bug::Int32Offset(wrap) => wrap.bug_name(),
         }
     }
 
@@ -101,6 +108,7 @@ impl Bug {
             Bug::PartialBlockDropped => {
                 "the context's last, partial block is never read: walk cached keys up to ctx, not to the last whole block"
             }
+            Bug::Int32Offset(wrap) => wrap.defect(),
         }
     }
 
@@ -123,6 +131,10 @@ impl Bug {
                 batch.window().is_none_or(|w| w > 1)
                     && (0..batch.num_seqs())
                         .any(|s| batch.context[s] % BLOCK != 0 && batch.new[s] > 0)
+            }
+            // Only a case whose blocks lie where the offset wraps.
+            Bug::Int32Offset(wrap) => {
+                batch.reads_cache() && batch.high.as_ref().is_some_and(|high| high.wraps(wrap))
             }
         }
     }

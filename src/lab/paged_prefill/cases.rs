@@ -20,6 +20,7 @@ use crate::lab::paged::generate::{
 };
 pub use crate::lab::paged::recipe::CaseSpec;
 use crate::lab::paged::recipe::{CaseInputs, PagedCaseError};
+use crate::lab::paged::tags;
 
 /// The cases shipped with flashprof.
 pub const EMBEDDED_CASES: &str = include_str!("../../../assets/paged-cases.toml");
@@ -47,6 +48,9 @@ pub fn generate(spec: &CaseSpec, seed: u64) -> Result<CaseInputs<Inputs>, PagedC
             plant.value,
             plant.value,
         );
+    }
+    if let Some(reach) = spec.high_blocks {
+        inputs = inputs.placed_high(reach, (tags::key_tag, tags::value_tag));
     }
     Ok(CaseInputs {
         inputs,

@@ -49,9 +49,9 @@ pub const ARGS: &[Arg<Inputs>] = &[
     Arg::f32_input("q", |i| &i.q),
     Arg::f32_input("kNew", |i| &i.k_new),
     Arg::f32_input("vNew", |i| &i.v_new),
-    Arg::f32_input("kCache", |i| &i.k_cache),
-    Arg::f32_input("vCache", |i| &i.v_cache),
-    Arg::i32_input("blockTable", |i| &i.batch.block_table),
+    Arg::placed_f32_input("kCache", |i| (&i.k_cache, i.batch.placed_blocks())),
+    Arg::placed_f32_input("vCache", |i| (&i.v_cache, i.batch.placed_blocks())),
+    Arg::i32_input("blockTable", |i| i.batch.kernel_table()),
     Arg::i32_input("qStart", |i| &i.batch.q_start),
     Arg::i32_input("seqLen", |i| &i.batch.seq_len),
     // Both fit an int: checked when the case is made (`Batch::check_int_arguments`).

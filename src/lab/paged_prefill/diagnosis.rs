@@ -33,6 +33,7 @@ use crate::lab::definition::{Diagnosis, Graded};
 use crate::lab::evidence::{self, Replay, Written};
 use crate::lab::experiment::shared_reading;
 use crate::lab::paged::diagnosis::{output_diagnosis, place, worst_element};
+use crate::lab::paged::high_blocks::{overflow_line, Wrap};
 use crate::lab::paged::misread::{
     self, context_line, head_pattern, kv_map_found, kv_map_line, Misreading, CONTEXT_SHIFTS,
 };
@@ -227,6 +228,9 @@ impl Facts {
             }
         }
         if self.failures_confined_to(batch, |_, i, ctx| sees_cache(batch, i, ctx)) {
+            if batch.high.is_some() {
+                order.extend(Wrap::BOTH.map(Bug::Int32Offset));
+            }
             order.extend([Bug::BlockTableIgnored, Bug::XAssumed8, Bug::VTokenMajor]);
         }
         if batch.alibi {
@@ -387,6 +391,8 @@ fn confirmed(bug: Bug, inputs: &Inputs, facts: &Facts) -> String {
         "only rows that see the context"
     };
     match bug {
+        Bug::Int32Offset(wrap) => overflow_line(batch, wrap, &format!("{rows}, {cached_rows}"))
+            .unwrap_or_else(|| format!("{rows}: {}", wrap.defect())),
         Bug::BlockTableIgnored => {
             let block = batch.block_of(s, 0);
             format!(
@@ -517,6 +523,10 @@ mod tests {
             Bug::MissingDivision => "not normalized",
             Bug::VTokenMajor => "token-major",
             Bug::PartialBlockDropped => "partial block is never read",
+            Bug::Int32Offset(wrap) => {
+                return message.contains("32-bit offset overflow")
+                    && message.contains(&format!("computed in {} wraps", wrap.c_type()));
+            }
         };
         message.contains(needle)
     }

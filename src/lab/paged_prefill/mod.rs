@@ -29,6 +29,7 @@ use crate::lab::definition::{
     RooflineWords,
 };
 use crate::lab::geometry::LaunchGeometry;
+use crate::lab::paged::high_blocks;
 use crate::lab::paged::layout::PREFILL_GEOMETRY;
 use crate::lab::paged::problem::{listed_rows, prefill_grid, Timed};
 use crate::lab::paged::tiled::TILED_ORACLE;
@@ -117,6 +118,10 @@ impl TypedLab for PagedPrefill {
 
     fn diagnose(inputs: &Inputs, _: &CaseData, graded: &Graded<'_>) -> Diagnosis {
         diagnosis::case_diagnosis(inputs, graded)
+    }
+
+    fn fault_note(inputs: &Inputs) -> Option<String> {
+        high_blocks::fault_note(&inputs.batch)
     }
 
     /// Scores are `q . k / 8` plus the ALiBi bias: shrinking `q` and the
@@ -401,7 +406,7 @@ mod tests {
             .collect();
         assert_eq!(
             PAGED_PREFILL.verdict(&summaries).as_deref(),
-            Some("all 16 cases pass")
+            Some("all 18 cases pass")
         );
     }
 }

@@ -73,6 +73,13 @@ pub const NOT_WRITTEN: f64 = f64::NEG_INFINITY;
 /// Rows no sequence writes (only possible under [`Bug::QStartShifted`])
 /// keep `unwritten`; so do rows left out by `rows`.
 pub fn evaluate(inputs: &Inputs, rows: Option<&[usize]>, model: Model, unwritten: f64) -> Vec<f64> {
+    if let Model::Bug(Bug::Int32Offset(wrap)) = model {
+        // The right positions through the wrong blocks: the contract's
+        // attention over the table the wrapped offsets land on (the
+        // batch's own where nothing is placed high and every offset fits).
+        let wrapped = inputs.read_wrapped(wrap);
+        return evaluate(wrapped.as_ref().unwrap_or(inputs), rows, Model::Exact, unwritten);
+    }
     let bug = model.bug();
     let batch = &inputs.batch;
     inputs.assert_lengths();

@@ -11,6 +11,7 @@
 //! whole, and the lists in the kernels are exactly the cases failed.
 
 use super::oracle::{self, Model};
+use crate::lab::paged::high_blocks::Wrap;
 use super::{miss_factor, Batch, Inputs, KvFormat, DH};
 
 /// The least miss factor a planted bug may have on a case it fails.
@@ -43,10 +44,13 @@ pub enum Bug {
     VScaleTwice,
     /// The value is `decode(byte)`, without `* vScale`.
     VScaleIgnored,
+    /// Cache offsets computed in 32 bits, `int` or `unsigned`: past 2^31
+    /// (2^32) elements they wrap, and a block is read from where they land.
+    Int32Offset(Wrap),
 }
 
 impl Bug {
-    pub const ALL: [Bug; 12] = [
+    pub const ALL: [Bug; 14] = [
         Bug::KScaleIgnored,
         Bug::ScalesSwapped,
         Bug::FormatIgnored,
@@ -59,6 +63,8 @@ impl Bug {
         Bug::FormatAssumedE4m3,
         Bug::VScaleTwice,
         Bug::VScaleIgnored,
+        Bug::Int32Offset(Wrap::Signed),
+        Bug::Int32Offset(Wrap::Unsigned),
     ];
 
     /// A short name, as the planted kernels are named.
@@ -76,6 +82,7 @@ impl Bug {
             Bug::FormatAssumedE4m3 => "format-assumed-e4m3",
             Bug::VScaleTwice => "vscale-twice",
             Bug::VScaleIgnored => "vscale-ignored",
+            Bug::Int32Offset(wrap) => wrap.bug_name(),
         }
     }
 
@@ -96,6 +103,7 @@ impl Bug {
             Bug::FormatAssumedE4m3 => "E5M2 bytes are decoded as E4M3: read kvFormat",
             Bug::VScaleTwice => "cached values are multiplied by vScale twice: once per value",
             Bug::VScaleIgnored => "cached values are not multiplied by vScale",
+            Bug::Int32Offset(wrap) => wrap.defect(),
         }
     }
 
@@ -117,6 +125,10 @@ impl Bug {
             Bug::MissingDivision => batch.has_multi_key_rows(),
             // The bias of a row's own key is 0 either way.
             Bug::AlibiSignFlipped => batch.alibi && batch.has_multi_key_rows(),
+            // Only a case whose blocks lie where the offset wraps.
+            Bug::Int32Offset(wrap) => {
+                with_context && batch.high.as_ref().is_some_and(|high| high.wraps(wrap))
+            }
         }
     }
 }

@@ -20,6 +20,7 @@ use crate::lab::case_file::case_rng;
 use crate::lab::paged::generate::{lay_out, lay_out_counted, Counted, Draw, PlantSites};
 pub use crate::lab::paged::recipe::CaseSpec;
 use crate::lab::paged::recipe::{CaseInputs, Fp8Keys, PagedCaseError, TIMING_CONTEXT, TIMING_NEW};
+use crate::lab::paged::tags;
 
 /// The cases shipped with flashprof.
 pub const EMBEDDED_CASES: &str = include_str!("../../../assets/paged-prefill-fp8-cases.toml");
@@ -68,6 +69,11 @@ pub fn generate(spec: &CaseSpec, seed: u64) -> Result<CaseInputs<Inputs>, PagedC
             value,
             key_byte,
         );
+    }
+    if let Some(reach) = spec.high_blocks {
+        inputs.tensors = inputs
+            .tensors
+            .placed_high(reach, (tags::fp8_key_tag, tags::fp8_value_tag));
     }
     Ok(CaseInputs {
         inputs,

@@ -140,9 +140,15 @@ pub const ARGS: &[Arg<LaunchInputs>] = &[
     Arg::bf16_input("q", |l| &l.q_bits),
     Arg::bf16_input("kNew", |l| &l.k_new_bits),
     Arg::bf16_input("vNew", |l| &l.v_new_bits),
-    Arg::u8_input("kCache", |l| &l.inputs.tensors.k_cache),
-    Arg::u8_input("vCache", |l| &l.inputs.tensors.v_cache),
-    Arg::i32_input("blockTable", |l| &l.inputs.tensors.batch.block_table),
+    Arg::placed_u8_input("kCache", |l| {
+        let tensors = &l.inputs.tensors;
+        (&tensors.k_cache, tensors.batch.placed_blocks())
+    }),
+    Arg::placed_u8_input("vCache", |l| {
+        let tensors = &l.inputs.tensors;
+        (&tensors.v_cache, tensors.batch.placed_blocks())
+    }),
+    Arg::i32_input("blockTable", |l| l.inputs.tensors.batch.kernel_table()),
     Arg::i32_input("qStart", |l| &l.inputs.tensors.batch.q_start),
     Arg::i32_input("seqLen", |l| &l.inputs.tensors.batch.seq_len),
     // Both fit an int: checked when the case is made (`Batch::check_int_arguments`).

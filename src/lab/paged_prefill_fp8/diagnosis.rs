@@ -22,6 +22,7 @@ use crate::lab::definition::{Diagnosis, Graded};
 use crate::lab::evidence::{self, Replay, Written};
 use crate::lab::experiment::shared_reading;
 use crate::lab::paged::diagnosis::{output_diagnosis, place, worst_element};
+use crate::lab::paged::high_blocks::overflow_line;
 use crate::lab::paged::misread::{
     self, context_line, head_pattern, kv_map_found, kv_map_line, Misreading, CONTEXT_SHIFTS,
 };
@@ -207,6 +208,10 @@ fn bug_line(bug: Bug, inputs: &Inputs) -> String {
             inputs.format,
             inputs.format.code()
         ),
+        Bug::Int32Offset(wrap) => {
+            overflow_line(&inputs.tensors.batch, wrap, "only rows that see the context fail")
+                .unwrap_or_else(|| wrap.defect().to_owned())
+        }
         _ => bug.defect().to_owned(),
     }
 }

@@ -131,10 +131,14 @@ mod tests {
     fn a_perturbed_oracle_is_caught() {
         for format in KvFormat::ALL {
             for bug in Bug::ALL {
-                // Decoding a format as itself is no perturbation; every other bug shows.
+                // Decoding a format as itself is no perturbation, nor is a
+                // 32-bit offset where every block lies below 2^31 elements,
+                // as the golden case's do; every other bug shows.
                 let no_change = matches!(
                     (format, bug),
-                    (KvFormat::E5m2, Bug::FormatIgnored) | (KvFormat::E4m3, Bug::FormatAssumedE4m3)
+                    (KvFormat::E5m2, Bug::FormatIgnored)
+                        | (KvFormat::E4m3, Bug::FormatAssumedE4m3)
+                        | (_, Bug::Int32Offset(_))
                 );
                 if no_change {
                     continue;

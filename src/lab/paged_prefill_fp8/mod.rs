@@ -32,6 +32,7 @@ use crate::lab::definition::{
     RooflineWords,
 };
 use crate::lab::geometry::LaunchGeometry;
+use crate::lab::paged::high_blocks;
 use crate::lab::paged::layout::PREFILL_GEOMETRY;
 use crate::lab::paged::problem::{fixed_timing_shape, listed_rows, prefill_grid};
 use crate::lab::paged::tiled::TILED_ORACLE;
@@ -117,6 +118,10 @@ impl TypedLab for PagedPrefillFp8 {
 
     fn diagnose(launch: &LaunchInputs, _: &CaseData, graded: &Graded<'_>) -> Diagnosis {
         diagnosis::case_diagnosis(&launch.inputs, graded)
+    }
+
+    fn fault_note(launch: &LaunchInputs) -> Option<String> {
+        high_blocks::fault_note(&launch.inputs.tensors.batch)
     }
 
     /// Scores are `q . k * scale * kScale` plus the ALiBi bias: shrinking

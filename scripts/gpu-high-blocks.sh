@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The high-blocks cases on a GPU (issue 37, docs/CASES.md "High blocks"): the
+# starter and the reference of both paged prefill labs pass them and every
+# other case; each planted 32-bit offset bug (int, unsigned) fails exactly
+# its listed cases with its own cause, and passes every other case; a kernel
+# that ignores the block table faults on them and only them (the fault kept
+# to its case, the rest of the check run by a fresh worker). The SASS of the
+# int variant shows the offset computed in 32 bits. A short table comes last;
+# JSON reports, the SASS and the log stay in $OUT.
+#
+# Usage: OUT=dir scripts/gpu-high-blocks.sh [path/to/flashprof]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BIN=${1:-target/release/flashprof}
+OUT=${OUT:-high-blocks-out}
+mkdir -p "$OUT/reports" "$OUT/sass"
+LOG="$OUT/high-blocks.log"
+: >"$LOG"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv >>"$LOG" 2>&1 || true
+: >"$OUT/runs.txt"
+
+run() { # name, then flashprof arguments
+  local name=$1; shift
+  local start=$(date +%s%N)
+  "$BIN" "$@" --json >"$OUT/reports/$name.json" 2>>"$LOG"
+  local rc=$?
+  echo "$name $rc $(awk "BEGIN { print ($(date +%s%N) - $start) / 1e9 }")" >>"$OUT/runs.txt"
+}
+
+for lab in paged-prefill paged-prefill-fp8; do
+  dir=kernels/$lab
+  run "$lab-starter" check "$dir/starter.cu" --lab "$lab" --no-timing
+  run "$lab-reference" check "$dir/reference.cu" --lab "$lab" --no-timing
+  for bug in int32-offset-signed int32-offset-unsigned block-table-ignored x-assumed-8; do
+    [ -f "$dir/bugs/$bug.cu" ] || continue
+    run "$lab-$bug" check "$dir/bugs/$bug.cu" --lab "$lab" --no-timing --case-timeout 4
+  done
+  # What the compiler made of the 32-bit offsets: the int variant's loads.
+  for bug in int32-offset-signed int32-offset-unsigned; do
+    nvcc -arch=sm_90 -cubin -lineinfo -o "$OUT/sass/$lab-$bug.cubin" "$dir/bugs/$bug.cu" >>"$LOG" 2>&1 &&
+      cuobjdump -sass "$OUT/sass/$lab-$bug.cubin" >"$OUT/sass/$lab-$bug.sass" 2>>"$LOG"
+  done
+done
+python3 scripts/high_blocks_table.py "$OUT"
