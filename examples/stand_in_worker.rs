@@ -286,6 +286,7 @@ fn main() {
                     experiments: Default::default(),
                     elapsed_ms: 0.0,
                     oracle_ms: 0.0,
+                    reference_check: None,
                 })
             }
             Request::Time { seed, config, .. } if timing_kind.is_some() => Event::Timing(
@@ -464,6 +465,7 @@ fn kinds_case(case: &flashprof::lab::definition::LabCase, seed: u64) -> CaseOutc
         experiments: Default::default(),
         elapsed_ms: 0.0,
         oracle_ms: 0.0,
+        reference_check: None,
     }
 }
 

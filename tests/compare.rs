@@ -216,7 +216,7 @@ fn without_a_gpu_compare_shows_both_builds_and_exits_4_when_a_side_does_not_comp
     );
     // Nothing ran on either side: one line, not fourteen rows of "not run".
     assert!(
-        stdout.contains("14 cases not run on either side: no GPU"),
+        stdout.contains("15 cases not run on either side: no GPU"),
         "{stdout}"
     );
     assert!(!stdout.contains("not run  not run"), "{stdout}");

@@ -71,7 +71,7 @@ fn a_compile_error() {
     assert!(text.contains("COMPILE ERROR"), "{text}");
     // No case ran: one line says so instead of fourteen rows.
     assert!(
-        text.contains("\"14 cases not run: the file does not compile "),
+        text.contains("\"15 cases not run: the file does not compile "),
         "{text}"
     );
     assert!(!text.contains("random-small"), "{text}");
@@ -608,6 +608,7 @@ fn a_paged_case_heatmap_names_the_batch_and_marks_where_each_sequence_starts() {
         experiments: Default::default(),
         elapsed_ms: 2.0,
         oracle_ms: 1.0,
+        reference_check: None,
     };
     let mut model = fresh();
     complete(&mut model, "v1", report);

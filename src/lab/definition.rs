@@ -88,7 +88,19 @@ enum ProblemRecord {
     FlashPrefillShape { chunk_len: usize, prefix_len: usize },
 }
 
+/// Attention work (flops) above which a check case's output is graded
+/// against the GPU float64 reference, which the CPU oracle proves on
+/// sampled rows (docs/CASES.md, "Long cases"): the whole output on the CPU
+/// would take seconds of every check there, and minutes of CI.
+pub const WHOLE_ORACLE_FLOPS: f64 = 4e9;
+
 impl Problem {
+    /// Whether a case of this size is graded against the GPU reference
+    /// proven on sampled rows, not the CPU oracle's whole output.
+    pub fn oracle_sampled(&self) -> bool {
+        self.work.flops > WHOLE_ORACLE_FLOPS
+    }
+
     /// A size that could not be worked out (a case whose tensors cannot be
     /// read); running the case says why.
     pub fn unknown() -> Self {

@@ -81,6 +81,28 @@ pub fn assert_proven(lab: &str, proof: &GoldenProof, elements: usize) {
     );
 }
 
+/// One head's output for one query row by the definition, in plain float64:
+/// a two-pass softmax over `scores` (one per visible key, already scaled)
+/// and the weighted sum of `value(key, dim)`, `dim` wide. What a long case's
+/// sampled rows are held to, within the golden bound ([`prove`]), where no
+/// file of 50-digit answers is kept for a case that size.
+#[cfg(test)]
+pub fn by_definition(scores: &[f64], value: impl Fn(usize, usize) -> f64, dim: usize) -> Vec<f64> {
+    let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let weights: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
+    let total: f64 = weights.iter().sum();
+    (0..dim)
+        .map(|d| {
+            let sum: f64 = weights
+                .iter()
+                .enumerate()
+                .map(|(j, w)| w * value(j, d))
+                .sum();
+            sum / total
+        })
+        .collect()
+}
+
 /// Where a disagreement is: `(row, head, dim)`.
 #[cfg(test)]
 pub fn place(worst: &Disagreement) -> (usize, usize, usize) {

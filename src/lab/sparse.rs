@@ -114,7 +114,8 @@ impl SparseBlocks {
         let mut runs: Vec<Range<i64>> = Vec::new();
         for &c in &order {
             let start = self.at[c] * block_bytes;
-            let chunks = start.div_euclid(chunk) * chunk..(start + block_bytes + chunk - 1).div_euclid(chunk) * chunk;
+            let chunks = start.div_euclid(chunk) * chunk
+                ..(start + block_bytes + chunk - 1).div_euclid(chunk) * chunk;
             match runs.last_mut() {
                 Some(last) if chunks.start <= last.end => last.end = last.end.max(chunks.end),
                 _ => runs.push(chunks),

@@ -210,6 +210,7 @@ mod tests {
             experiments: Box::default(),
             elapsed_ms: 0.0,
             oracle_ms: 0.0,
+            reference_check: None,
         }
     }
 

@@ -469,6 +469,11 @@ pub struct CaseOutcome {
     /// CPU oracle time, which overlaps the GPU work.
     #[serde(default)]
     pub oracle_ms: f64,
+    /// Present when the output was graded against the GPU float64
+    /// reference, the CPU oracle recomputing only sampled rows of it (a
+    /// case too large for the CPU's whole answer): how they agreed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference_check: Option<ReferenceCheck>,
 }
 
 fn no_experiments(experiments: &Experiments) -> bool {

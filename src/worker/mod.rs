@@ -8,6 +8,7 @@
 
 mod counters;
 mod lines;
+mod reference;
 pub mod sandbox;
 mod selection;
 mod stdio;
@@ -570,25 +571,64 @@ impl Worker {
 
     fn run_case(&mut self, case: &LabCase, seed: u64) -> (Event, bool) {
         let started = Instant::now();
-        let (Some(gpu), Some(kernel), Some(lab)) = (&self.gpu, &self.student, self.lab) else {
+        let Some(lab) = self.lab else {
             return failure("running a case needs a GPU and a loaded kernel", false);
         };
         let inputs = match lab.generate(case, seed) {
             Ok(i) => i,
             Err(e) => return failure(e, false),
         };
+        // A case too large for the CPU oracle's whole answer is graded
+        // against the GPU float64 reference, which the CPU proves on rows.
+        let sampled = (inputs.expected.is_none() && inputs.problem.oracle_sampled())
+            .then(|| reference::sampled_rows(seed, inputs.problem.output.rows));
+        if sampled.is_some() {
+            if let Err(e) = self.baselines() {
+                let sticky = e.sticky;
+                return failure(format!("the float64 reference kernel: {e}"), sticky);
+            }
+        }
+        let (Some(gpu), Some(kernel)) = (&self.gpu, &self.student) else {
+            return failure("running a case needs a GPU and a loaded kernel", false);
+        };
+        let oracle_f64 = sampled
+            .as_ref()
+            .and(self.baselines.as_ref())
+            .map(|b| &b.oracle_f64);
         // The oracle needs only the inputs, so it runs on the CPU while the GPU works.
-        let ((reference, oracle_ms), launched) = rayon::join(
+        let ((exact, oracle_ms), launched) = rayon::join(
             || {
                 let started = Instant::now();
-                let reference = inputs
-                    .expected
-                    .clone()
-                    .unwrap_or_else(|| lab.oracle(&inputs, None));
-                (reference, started.elapsed().as_secs_f64() * 1e3)
+                let exact = match (&inputs.expected, &sampled) {
+                    (Some(expected), _) => expected.clone(),
+                    (None, rows) => lab.oracle(&inputs, rows.as_deref()),
+                };
+                (exact, started.elapsed().as_secs_f64() * 1e3)
             },
-            || run_twice(gpu, lab, kernel, &inputs),
+            || run_twice(gpu, lab, kernel, &inputs, oracle_f64),
         );
+        let (reference, reference_check) = match (&sampled, &launched) {
+            (Some(rows), Ok(runs)) => {
+                let whole = runs.reference.clone().unwrap_or_default();
+                let row_len = inputs.problem.output.heads * inputs.problem.output.dim;
+                let proven = reference::listed(&whole, rows, row_len);
+                let check = reference::agreement(&exact, &proven, rows.len());
+                if !check.agrees {
+                    return failure(
+                        format!(
+                            "the GPU float64 reference disagrees with the CPU oracle on {} \
+                             sampled rows (largest relative difference {:e}): flashprof's \
+                             fault, not the kernel's",
+                            rows.len(),
+                            check.max_rel_diff
+                        ),
+                        false,
+                    );
+                }
+                (whole, Some(check))
+            }
+            _ => (exact, None),
+        };
         let elapsed_ms = || started.elapsed().as_secs_f64() * 1e3;
         let mut outcome = CaseOutcome {
             name: case.name.clone(),
@@ -602,6 +642,7 @@ impl Worker {
             experiments: Box::default(),
             elapsed_ms: 0.0,
             oracle_ms,
+            reference_check,
         };
         match launched {
             Err(e) => {
@@ -715,13 +756,18 @@ struct CaseRuns {
     integrity: Integrity,
     /// Wall time of the two launches with their copies.
     launch_ms: f64,
+    /// The float64 reference kernel's whole output on the same inputs, when asked for.
+    reference: Option<Vec<f64>>,
 }
 
+/// The two launches, audited, then `oracle_f64`'s whole answer on the same
+/// workspace when it is given.
 fn run_twice(
     gpu: &Gpu,
     lab: LabRef,
     kernel: &Kernel,
     inputs: &CaseData,
+    oracle_f64: Option<&CudaFunction>,
 ) -> Result<CaseRuns, GpuError> {
     let started = Instant::now();
     let mut ws = gpu.workspace(lab, inputs, POISON_BITS)?;
@@ -741,15 +787,23 @@ fn run_twice(
         .iter()
         .zip(&second)
         .any(|(a, b)| a.to_bits() != b.to_bits());
+    let launch_ms = started.elapsed().as_secs_f64() * 1e3;
+    // Audited before the reference reads the same inputs.
+    let inputs_modified = gpu.modified_inputs(&ws)?;
+    let reference = match oracle_f64 {
+        Some(oracle) => Some(gpu.reference_f64(oracle, &ws, None)?),
+        None => None,
+    };
     Ok(CaseRuns {
-        launch_ms: started.elapsed().as_secs_f64() * 1e3,
+        launch_ms,
         second: runs_differ.then_some(second),
         first,
         integrity: Integrity {
             out_of_bounds_writes,
-            inputs_modified: gpu.modified_inputs(&ws)?,
+            inputs_modified,
             runs_differ,
         },
+        reference,
     })
 }
 

@@ -26,7 +26,7 @@ use std::time::Instant;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::Baselines;
+use super::{reference, Baselines};
 use crate::facts::arch::traits;
 use crate::gpu::device::{Draw, Gpu, GpuError, Kernel, Workspace};
 use crate::grade::compare::{compare, POISON_BITS};
@@ -45,10 +45,6 @@ use crate::protocol::{
     Precision, ReferenceCheck, TimedData, TimingConfig, TimingOutcome, TimingPhases, TIMING_RULES,
 };
 
-/// Rows of the timed shape whose GPU reference is recomputed on the CPU.
-const SAMPLED_ROWS: usize = 12;
-/// The GPU reference must match the CPU oracle this closely (relative, float64 against float64).
-const REFERENCE_AGREEMENT: f64 = 1e-9;
 /// Headroom on the best DRAM bandwidth known (the attribute figure or the
 /// L2 sweep's): the floor must sit under any honest streaming kernel.
 const DRAM_HEADROOM: f64 = 1.10;
@@ -559,27 +555,10 @@ fn check_reference(
     data: &CaseData,
     seed: u64,
 ) -> Result<ReferenceCheck, GpuError> {
-    let shape = data.problem.output;
-    let mut rng = ChaCha8Rng::seed_from_u64(seed.rotate_left(17));
-    let mut rows: Vec<usize> = (0..SAMPLED_ROWS)
-        .map(|_| rng.random_range(0..shape.rows))
-        .collect();
-    rows.push(shape.rows - 1);
-    rows.sort_unstable();
-    rows.dedup();
+    let rows = reference::sampled_rows(seed, data.problem.output.rows);
     let gpu_rows = bench
         .gpu
         .reference_f64(&bench.baselines.oracle_f64, &bench.ws, Some(&rows))?;
     let exact = bench.baselines.lab.oracle(data, Some(&rows));
-    let mut max_rel_diff = 0f64;
-    for (want, got) in exact.iter().zip(&gpu_rows) {
-        // The offset keeps near-zero outputs from turning rounding noise into a large ratio.
-        let rel = (got - want).abs() / (want.abs() + 1e-6);
-        max_rel_diff = max_rel_diff.max(if rel.is_nan() { f64::INFINITY } else { rel });
-    }
-    Ok(ReferenceCheck {
-        rows_checked: rows.len(),
-        max_rel_diff,
-        agrees: max_rel_diff <= REFERENCE_AGREEMENT && exact.len() == gpu_rows.len(),
-    })
+    Ok(reference::agreement(&exact, &gpu_rows, rows.len()))
 }

@@ -122,6 +122,7 @@ fn blank(name: &str, shape: Shape) -> CaseOutcome {
         experiments: Default::default(),
         elapsed_ms: 3.0,
         oracle_ms: 1.0,
+        reference_check: None,
     }
 }
 

@@ -1,4 +1,4 @@
-// flashprof-expect-fail: mixed-lengths long-context decode-steps window-1 window-b-minus-1 window-b window-b-plus-1 window-longer-than-sequence alibi-no-context alibi-with-context alibi-and-window overflow-in-far-cached-block overflow-in-new-tokens last-cached-key last-key-of-sequence gqa-heads high-blocks-past-2-31 high-blocks-past-2-32
+// flashprof-expect-fail: mixed-lengths long-context decode-steps window-1 window-b-minus-1 window-b window-b-plus-1 window-longer-than-sequence alibi-no-context alibi-with-context alibi-and-window overflow-in-far-cached-block overflow-in-new-tokens last-cached-key last-key-of-sequence gqa-heads high-blocks-past-2-31 high-blocks-past-2-32 long-context-32k
 // Bug: the cache is read for every key j < seqLen, so the new tokens' keys
 // and values are fetched from cache slots past the context (which hold
 // sentinels, or a foreign block through the table's spare entries) instead of

@@ -1,4 +1,4 @@
-// flashprof-expect-fail: mixed-lengths long-context decode-steps window-b-minus-1 window-b window-b-plus-1 window-longer-than-sequence alibi-with-context alibi-and-window overflow-in-far-cached-block overflow-in-new-tokens last-cached-key last-key-of-sequence gqa-heads high-blocks-past-2-31 high-blocks-past-2-32
+// flashprof-expect-fail: mixed-lengths long-context decode-steps window-b-minus-1 window-b window-b-plus-1 window-longer-than-sequence alibi-with-context alibi-and-window overflow-in-far-cached-block overflow-in-new-tokens last-cached-key last-key-of-sequence gqa-heads high-blocks-past-2-31 high-blocks-past-2-32 long-context-32k
 // Bug: the V cache is read token-major, [block][head][slot][dim], where the
 // contract lays it out [block][head][dim][slot]: every cached value is gathered
 // from the wrong offsets (still inside its block). K is read right.

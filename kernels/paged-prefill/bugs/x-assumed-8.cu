@@ -1,4 +1,4 @@
-// flashprof-expect-fail: mixed-lengths long-context decode-steps window-b-minus-1 window-b window-b-plus-1 window-longer-than-sequence alibi-with-context alibi-and-window overflow-in-far-cached-block overflow-in-new-tokens last-cached-key last-key-of-sequence gqa-heads high-blocks-past-2-31 high-blocks-past-2-32
+// flashprof-expect-fail: mixed-lengths long-context decode-steps window-b-minus-1 window-b window-b-plus-1 window-longer-than-sequence alibi-with-context alibi-and-window overflow-in-far-cached-block overflow-in-new-tokens last-cached-key last-key-of-sequence gqa-heads high-blocks-past-2-31 high-blocks-past-2-32 long-context-32k
 // Bug: the K cache index assumes X = 8 floats per packed group (vLLM's old
 // hard-coded 8, right for 16-bit types only; vLLM issue #6332) where fp32
 // packs X = 4. Every cached key is gathered from the wrong offsets (still

@@ -91,6 +91,7 @@ pub(super) fn not_run(lab: LabRef, case: &LabCase, reason: String) -> CaseOutcom
         experiments: Default::default(),
         elapsed_ms: 0.0,
         oracle_ms: 0.0,
+        reference_check: None,
     }
 }
 

@@ -124,6 +124,21 @@ pub fn embedded_cases() -> Vec<CaseSpec> {
         .expect("the embedded cases file is checked by tests")
 }
 
+/// The embedded cases whose whole output the CPU oracle computes: the
+/// tests that run every model over every case take these, and the long
+/// cases, graded on sampled rows, have tests of their own.
+#[cfg(test)]
+pub fn whole_oracle_cases() -> Vec<CaseSpec> {
+    use crate::lab::typed::TypedLab;
+    embedded_cases()
+        .into_iter()
+        .filter(|case| {
+            let problem = super::FlashPrefill::problem(case).expect("sized");
+            !problem.oracle_sampled()
+        })
+        .collect()
+}
+
 impl CaseSpec {
     pub(super) fn invalid(&self, message: impl Into<String>) -> CaseError {
         CaseError::Invalid {

@@ -177,6 +177,43 @@ mod tests {
     use super::*;
     use crate::lab::args::ArgValue;
 
+    /// The long case's sampled rows, as the check grades them: the CPU
+    /// oracle's answer there is the definition's, within the golden bound.
+    #[test]
+    fn the_long_prefix_case_is_graded_on_sampled_rows_held_to_the_definition() {
+        use crate::lab::flash_prefill::contract::{Shape, SCALE};
+        use crate::lab::golden::{by_definition, prove};
+        let spec = crate::lab::case_file::named(cases::embedded_cases(), "long-prefix-16k");
+        assert!(FlashPrefill::problem(&spec).unwrap().oracle_sampled());
+        let inputs = FlashPrefill::generate(&spec, 5).unwrap().inputs;
+        let shape = inputs.shape;
+        assert!(shape.prefix_len >= 16_384);
+        let rows = [0, 37, shape.chunk_len - 1];
+        let sampled = FlashPrefill::oracle(&inputs, Some(&rows));
+        let mut expected = Vec::with_capacity(sampled.len());
+        for &row in &rows {
+            let seen = shape.prefix_len + row + 1;
+            for head in 0..HQ {
+                let g = head / GROUP;
+                let scores: Vec<f64> = (0..seen)
+                    .map(|j| {
+                        let dot: f64 = (0..DH)
+                            .map(|d| {
+                                f64::from(inputs.q[Shape::q_index(row, head, d)])
+                                    * f64::from(inputs.k[Shape::kv_index(j, g, d)])
+                            })
+                            .sum();
+                        dot * SCALE
+                    })
+                    .collect();
+                let value = |j: usize, d: usize| f64::from(inputs.v[Shape::kv_index(j, g, d)]);
+                expected.extend(by_definition(&scores, value, DH));
+            }
+        }
+        let proof = prove(&sampled, &expected, 1.0, (HQ, DH)).expect("within the golden bound");
+        assert_eq!(proof.elements, rows.len() * HQ * DH);
+    }
+
     #[test]
     fn the_argument_table_is_the_contracts_signature() {
         super::super::typed::check_args_against_signature(&FlashPrefill)

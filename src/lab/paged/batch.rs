@@ -89,7 +89,9 @@ impl Batch {
     /// `blockTable` as the kernel gets it: the compact table, or each
     /// entry's place when the blocks are placed high.
     pub fn kernel_table(&self) -> &[i32] {
-        self.high.as_ref().map_or(&self.block_table, |high| &high.table)
+        self.high
+            .as_ref()
+            .map_or(&self.block_table, |high| &high.table)
     }
 
     /// That the sizes passed as `int` (`numSeqs`, `maxBlocksPerSeq`) fit one.
@@ -241,6 +243,9 @@ impl Batch {
     }
 }
 
+/// A cache element that names its index: what a landing block holds.
+pub type Tag<C> = fn(usize) -> C;
+
 /// A prefill launch's tensors in the lab's element types: `A` for `q`,
 /// `kNew`, `vNew` (`[T][32][DH]`, `[T][8][DH]`), `C` for the x-packed K
 /// cache and the V cache (`[numBlocks][8][DH/X][16][X]`, `[numBlocks][8][DH][16]`).
@@ -277,7 +282,7 @@ impl<A, C: Copy> PrefillTensors<A, C> {
     /// `tags` (K, V) from its index, so a read that wrapped to one shows
     /// which it reached (a signed and an unsigned wrap land in different
     /// blocks, and only the model of the one that did reproduces it).
-    pub fn placed_high(mut self, reach: Reach, tags: (fn(usize) -> C, fn(usize) -> C)) -> Self {
+    pub fn placed_high(mut self, reach: Reach, tags: (Tag<C>, Tag<C>)) -> Self {
         let (high, landings) = HighBlocks::place(&self.batch, reach);
         let from = self.k_cache.len();
         let to = from + landings * self.batch.layout.block_elems();

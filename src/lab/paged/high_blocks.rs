@@ -294,12 +294,21 @@ mod tests {
         // 131,072 * 16,384 = 2^31: as an int, -2^31, which is block -131,072.
         assert_eq!(high.landing_of(Wrap::Signed, 0), -131_072);
         assert_eq!(high.landing_of(Wrap::Unsigned, 0), 131_072);
-        assert_eq!(high.table, vec![131_076, 131_072, 131_074, 131_073, 131_077, 131_075]);
+        assert_eq!(
+            high.table,
+            vec![131_076, 131_072, 131_074, 131_073, 131_077, 131_075]
+        );
         let signed = high.wrapped_table(&b.block_table, Wrap::Signed);
         // Landings sort below the batch's blocks: landing of block c is 7 + c.
         assert_eq!(signed, vec![11, 7, 9, 8, 12, 10]);
-        assert_eq!(high.wrapped_table(&b.block_table, Wrap::Unsigned), b.block_table);
-        assert_eq!(high.first_wrapped(&b, Wrap::Signed), Some((0, 131_076, -131_068)));
+        assert_eq!(
+            high.wrapped_table(&b.block_table, Wrap::Unsigned),
+            b.block_table
+        );
+        assert_eq!(
+            high.first_wrapped(&b, Wrap::Signed),
+            Some((0, 131_076, -131_068))
+        );
         assert_eq!(high.first_wrapped(&b, Wrap::Unsigned), None);
     }
 
@@ -317,7 +326,10 @@ mod tests {
         let signed = high.wrapped_table(&b.block_table, Wrap::Signed);
         assert!(signed.iter().zip(&b.block_table).all(|(w, c)| *w == c + 6));
         let unsigned = high.wrapped_table(&b.block_table, Wrap::Unsigned);
-        assert!(unsigned.iter().zip(&b.block_table).all(|(w, c)| *w == c + 12));
+        assert!(unsigned
+            .iter()
+            .zip(&b.block_table)
+            .all(|(w, c)| *w == c + 12));
         assert_eq!(high.top_element(&b), (786_432 + 6) * 8192 - 1);
         // Without its landings, a wrapped read names the first id past the cache.
         let mut bare = high.clone();
@@ -336,14 +348,21 @@ mod tests {
         let mapped = high
             .blocks
             .mapped(4, &compact, &0x7FC0_0BADu32.to_le_bytes(), 2 << 20);
-        assert!(mapped.mapped_bytes() <= 12 << 20, "{}", mapped.mapped_bytes());
+        assert!(
+            mapped.mapped_bytes() <= 12 << 20,
+            "{}",
+            mapped.mapped_bytes()
+        );
         // The reservation spans below the pointer to past 2^31 elements.
         assert!(mapped.reserve.start <= -(1i64 << 33) + (70 << 15));
         assert!(mapped.reserve.end >= (1i64 << 33));
         // Every place a block or its landing sits is inside a mapped extent.
         for c in 0..blocks {
             let at = high.place_of(c) * 8192 * 4;
-            assert!(mapped.extents.iter().any(|e| e.range().contains(&at)), "block {c}");
+            assert!(
+                mapped.extents.iter().any(|e| e.range().contains(&at)),
+                "block {c}"
+            );
         }
     }
 }

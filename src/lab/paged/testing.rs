@@ -24,6 +24,15 @@ pub fn embedded(lab: LabRef) -> Vec<LabCase> {
     .expect("the embedded cases parse")
 }
 
+/// `lab`'s embedded cases whose whole output the CPU oracle computes (the
+/// long ones are graded on sampled rows and tested on their own).
+pub fn whole_oracle(lab: LabRef) -> Vec<LabCase> {
+    embedded(lab)
+        .into_iter()
+        .filter(|case| !lab.problem(case).expect("sized").oracle_sampled())
+        .collect()
+}
+
 /// `lab`'s embedded case `name`, generated with `seed`.
 pub fn embedded_case(lab: LabRef, name: &str, seed: u64) -> CaseData {
     let case = embedded(lab)

@@ -172,9 +172,9 @@ pub fn failing_elements(out: &[f64], reference: &[f64]) -> usize {
 mod tests {
     use super::*;
     use crate::lab::paged_prefill::cases;
-    use crate::lab::paged_prefill::cases::embedded_cases;
+    use crate::lab::paged_prefill::cases::{embedded_cases, whole_oracle_cases};
     use crate::lab::paged_prefill::contract::Batch;
-    use crate::lab::paged_prefill::contract::LAYOUT;
+    use crate::lab::paged_prefill::contract::{DH, HQ, INSTANCE, LAYOUT};
 
     /// The planted kernels' first line lists the cases each must fail on the
     /// GPU (scripts/gpu-acceptance.sh checks it there); it must be the very
@@ -203,7 +203,7 @@ mod tests {
         let mut matrix = String::new();
         let mut wrong = Vec::new();
         for seed in [1u64, 0x5eed_2026] {
-            for case in embedded_cases() {
+            for case in whole_oracle_cases() {
                 let inputs = cases::generate(&case, seed).unwrap().inputs;
                 let reference = oracle::attention(&inputs, None);
                 assert_eq!(
@@ -242,6 +242,36 @@ mod tests {
         assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     }
 
+    /// The long case, graded on sampled rows, catches exactly the bugs the
+    /// table lists on those rows too: each model against the oracle on the
+    /// first and last row of each sequence.
+    #[test]
+    fn the_long_case_fails_exactly_the_listed_bugs_on_sampled_rows() {
+        let spec = crate::lab::case_file::named(embedded_cases(), "long-context-32k");
+        let inputs = cases::generate(&spec, 1).unwrap().inputs;
+        let b = &inputs.batch;
+        assert!(INSTANCE.problem(b).oracle_sampled());
+        let rows: Vec<usize> = (0..b.num_seqs())
+            .flat_map(|s| [b.start(s), b.start(s) + b.new[s] - 1])
+            .collect();
+        let on_rows = |all: Vec<f64>| -> Vec<f64> {
+            let len = HQ * DH;
+            rows.iter()
+                .flat_map(|&r| all[r * len..(r + 1) * len].to_vec())
+                .collect()
+        };
+        let reference = on_rows(oracle::evaluate(&inputs, Some(&rows), Model::Exact, 0.0));
+        let mut wrong = Vec::new();
+        for bug in Bug::ALL {
+            let out = on_rows(oracle::evaluate(&inputs, Some(&rows), Model::Bug(bug), f64::NAN));
+            let fails = failing_elements(&out, &reference) > 0;
+            if fails != bug.must_fail(b) {
+                wrong.push(format!("{}: fails {fails}", bug.name()));
+            }
+        }
+        assert!(wrong.is_empty(), "{wrong:?}");
+    }
+
     /// The same proof over many seeds (each run of the grader draws a fresh
     /// one): `PAGED_SWEEP_SEEDS=50 cargo test --release --lib sweep -- --ignored`.
     #[test]
@@ -253,7 +283,7 @@ mod tests {
             .unwrap_or(10);
         let mut wrong = Vec::new();
         for seed in 1000..1000 + seeds {
-            for case in embedded_cases() {
+            for case in whole_oracle_cases() {
                 let inputs = cases::generate(&case, seed).unwrap().inputs;
                 let reference = oracle::attention(&inputs, None);
                 for bug in Bug::ALL {

@@ -504,7 +504,7 @@ mod tests {
     use super::*;
     use crate::lab::paged_prefill::bugs::{failing_elements, kernel_output, model};
     use crate::lab::paged_prefill::cases;
-    use crate::lab::paged_prefill::cases::embedded_cases;
+    use crate::lab::paged_prefill::cases::{embedded_cases, whole_oracle_cases};
 
     fn to_f32(x: &[f64]) -> Vec<f32> {
         x.iter().map(|&v| v as f32).collect()
@@ -534,7 +534,7 @@ mod tests {
     #[test]
     fn each_bug_is_named_on_every_case_it_fails() {
         let mut wrong = Vec::new();
-        for case in embedded_cases() {
+        for case in whole_oracle_cases() {
             let inputs = cases::generate(&case, 3).unwrap().inputs;
             let reference = oracle::attention(&inputs, None);
             assert_eq!(diagnose(&inputs, &to_f32(&reference), &reference), None);

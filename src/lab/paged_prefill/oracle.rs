@@ -337,15 +337,58 @@ impl SequenceKv {
 mod tests {
     use super::*;
 
+    /// The long case's sampled rows, as the check grades them: the oracle's
+    /// answer there is the definition's, within the golden bound.
+    #[test]
+    fn the_long_context_case_is_graded_on_sampled_rows_held_to_the_definition() {
+        use crate::lab::golden::{by_definition, prove};
+        use crate::lab::paged_prefill::cases::{embedded_cases, generate};
+        use crate::lab::paged_prefill::contract::INSTANCE;
+        let spec = crate::lab::case_file::named(embedded_cases(), "long-context-32k");
+        let inputs = generate(&spec, 5).unwrap().inputs;
+        let b = &inputs.batch;
+        assert!(INSTANCE.problem(b).oracle_sampled());
+        assert!(b.len_of(0) >= 32_768);
+        let rows = [b.start(0), b.start(0) + b.new[0] - 1, b.start(1)];
+        let whole = attention(&inputs, Some(&rows));
+        let mut got = Vec::new();
+        let mut expected = Vec::new();
+        for &row in &rows {
+            got.extend_from_slice(&whole[row * HQ * DH..(row + 1) * HQ * DH]);
+            let (s, i) = b.sequence_of_row(row);
+            let ctx = b.context[s];
+            for head in 0..HQ {
+                let g = head / GROUP;
+                let key = |j: usize, d: usize| match j < ctx {
+                    true => f64::from(inputs.cached_key(s, j, g, d)),
+                    false => f64::from(inputs.k_new[LAYOUT.kv_index(b.start(s) + j - ctx, g, d)]),
+                };
+                let value = |j: usize, d: usize| match j < ctx {
+                    true => f64::from(inputs.cached_value(s, j, g, d)),
+                    false => f64::from(inputs.v_new[LAYOUT.kv_index(b.start(s) + j - ctx, g, d)]),
+                };
+                let scores: Vec<f64> = (0..=i)
+                    .map(|j| {
+                        let q = |d: usize| f64::from(inputs.q[LAYOUT.head_index(row, head, d)]);
+                        (0..DH).map(|d| q(d) * key(j, d)).sum::<f64>() * SCALE
+                    })
+                    .collect();
+                expected.extend(by_definition(&scores, value, DH));
+            }
+        }
+        let proof = prove(&got, &expected, 1.0, (HQ, DH)).expect("within the golden bound");
+        assert_eq!(proof.elements, rows.len() * HQ * DH);
+    }
+
     /// The GPU's tiled reference sums in another order than this oracle
     /// (tiles of keys, a running maximum): its CPU port, on every shipped
     /// case, gives this oracle's answer.
     #[test]
     fn the_tiled_order_of_sums_gives_the_oracle_s_answer() {
         use crate::lab::paged::tiled::assert_tiled_order_gives;
-        use crate::lab::paged_prefill::cases::{embedded_cases, generate};
+        use crate::lab::paged_prefill::cases::{generate, whole_oracle_cases};
         let mut checked = 0;
-        for case in embedded_cases() {
+        for case in whole_oracle_cases() {
             let inputs = generate(&case, 11).unwrap().inputs;
             let exact = attention(&inputs, None);
             let batch = &inputs.batch;

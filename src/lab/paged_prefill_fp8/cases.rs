@@ -384,7 +384,7 @@ mod tests {
         assert!(refused("k_scale = 0.0").contains("k_scale = 0"));
         assert!(refused("v_scale = -2.0").contains("v_scale = -2"));
         assert!(refused("colour = 1").contains("unknown field"));
-        assert!(refused("window = 99999").contains("at most 4608"));
+        assert!(refused("window = 99999").contains("at most 66048"));
         let text = "[[case]]\nname = \"x\"\nsummary = \"s\"\ncontext = [1]\nnew = [1]\nformat = \"e6m1\"\n";
         assert!(INSTANCE
             .parse_cases(text, "t.toml", Path::new("."))
