@@ -18,14 +18,15 @@ for line in (out / "runs.txt").read_text().splitlines():
     name, rc, wall = line.split()
     runs[name] = (int(rc), float(wall))
 SCALE = ["high-blocks-past-2-31", "high-blocks-past-2-32", "long-context-32k", "long-prefix-16k"]
-KERNELS = ["starter", "reference", "int32-offset-signed", "int32-offset-unsigned", "block-table-ignored", "x-assumed-8", "no-max-subtraction"]
+LABS = ["flash-prefill", "paged-prefill-fp8", "paged-prefill"]
 rows, ok_all = [], True
-for lab in ["flash-prefill", "paged-prefill", "paged-prefill-fp8"]:
-    for kernel in KERNELS:
-        name = f"{lab}-{kernel}"
-        path = out / "reports" / f"{name}.json"
-        if not path.exists():
-            continue
+for path in sorted((out / "reports").glob("*.json")):
+    name = path.stem
+    if name.startswith("sanitize-"):
+        continue
+    lab = next(l for l in LABS if name.startswith(l + "-"))
+    kernel = name[len(lab) + 1:]
+    if True:
         try:
             report = json.loads(path.read_text())
         except ValueError:
@@ -60,6 +61,15 @@ for lab in ["flash-prefill", "paged-prefill", "paged-prefill-fp8"]:
                     print(f"  {name} {case}: {cases[case]['diagnosis'][:400]}")
 for row in rows:
     print("  ".join(row))
+for path in sorted((out / "reports").glob("sanitize-*.json")):
+    try:
+        report = json.loads(path.read_text())
+    except ValueError:
+        report = {}
+    sanitizer = report.get("sanitizer") or {}
+    cases = report.get("cases", [])
+    status = ", ".join(f"{c['name']}: {c['status']}" for c in cases)
+    print(f"{path.stem}: rc {runs.get(path.stem, ('?',))[0]}, {status}; sanitizer: {json.dumps(sanitizer)[:300]}")
 for sass in sorted((out / "sass").glob("*.sass")):
     text = sass.read_text()
     loads = len(re.findall(r"LDG\.E", text))

@@ -281,7 +281,7 @@ fn rerun_keeps_the_last_comparison_marked_stale() {
         Progress::CaseStarted { index: 2 },
     );
     let small = snapshot("compare_rerunning", &model);
-    assert!(small.contains("checking B: case 3/14"), "{small}");
+    assert!(small.contains("checking B: case 3/15"), "{small}");
     assert!(small.contains("(previous save)"), "{small}");
 }
 

@@ -245,7 +245,7 @@ fn a_failing_run_says_how_many_fail_and_never_draws_its_speedup_in_blocks() {
         let text = screen(&model, width, height);
         insta::assert_snapshot!(format!("present_fails_timed_{width}x{height}"), text);
         let speedup = speedup_panel(&text).join("\n");
-        assert!(speedup.contains("fails 1 of 14"), "{text}");
+        assert!(speedup.contains("fails 1 of 15"), "{text}");
         assert!(!speedup.contains('█'), "no speedup in blocks:\n{text}");
         // The pass count is still a number worth blocks.
         let digit_rows = text.lines().filter(|l| l.contains("██")).count();
@@ -262,7 +262,7 @@ fn without_a_gpu_nothing_ran_and_no_number_is_drawn_in_blocks() {
     for (width, height) in LECTURE_SIZES {
         let text = screen(&model, width, height);
         insta::assert_snapshot!(format!("present_no_gpu_{width}x{height}"), text);
-        assert_eq!(block_rows(&text), 0, "no 0/14 in blocks:\n{text}");
+        assert_eq!(block_rows(&text), 0, "no 0/15 in blocks:\n{text}");
         assert!(text.contains("not run: no GPU"), "{text}");
         assert!(text.contains("not timed: no GPU"), "{text}");
     }

@@ -205,10 +205,10 @@ fn a_click_selects_the_row_drawn_under_it() {
     for _ in 0..20 {
         key(&mut model, KeyCode::Down);
     }
-    assert_eq!(model.selected, 13);
+    assert_eq!(model.selected, 14);
     let visible = usize::from(cases.height) - 3;
     update(&mut model, click(cases.y + 2));
-    assert_eq!(model.selected, 14 - visible);
+    assert_eq!(model.selected, 15 - visible);
 }
 
 #[test]
@@ -348,17 +348,17 @@ fn page_keys_home_and_end_move_through_the_cases_the_history_and_a_diff() {
     key(&mut model, KeyCode::PageDown);
     assert_eq!(model.selected, 7);
     key(&mut model, KeyCode::PageDown);
-    assert_eq!(model.selected, 13, "stops at the last case");
+    assert_eq!(model.selected, 14, "stops at the last case");
     key(&mut model, KeyCode::PageUp);
-    assert_eq!(model.selected, 6);
+    assert_eq!(model.selected, 7);
     key(&mut model, KeyCode::Home);
     assert_eq!(model.selected, 0);
     key(&mut model, KeyCode::Char('G'));
-    assert_eq!(model.selected, 13);
+    assert_eq!(model.selected, 14);
     key(&mut model, KeyCode::Char('g'));
     assert_eq!(model.selected, 0);
     key(&mut model, KeyCode::End);
-    assert_eq!(model.selected, 13);
+    assert_eq!(model.selected, 14);
 
     // The history overlay lists 20 runs at a time of the 30.
     key(&mut model, KeyCode::Char('h'));
@@ -421,7 +421,7 @@ fn y_copies_the_command_that_reruns_the_check_on_screen_with_its_seed() {
     );
     let text = screen(&model, 80, 24);
     assert!(
-        text.contains("of 14) · seed 1234, y copies the command"),
+        text.contains("of 15) · seed 1234, y copies the command"),
         "{text}"
     );
     // Not every terminal lets a program set its clipboard: the footer shows
@@ -458,7 +458,7 @@ fn a_deleted_file_is_said_in_the_header_and_its_last_results_stay() {
         header
             .lines()
             .next()
-            .is_some_and(|h| h.contains("PASS 14/14")),
+            .is_some_and(|h| h.contains("PASS 15/15")),
         "{header}"
     );
     // Gone again and back with new text: that text is checked.

@@ -128,7 +128,7 @@ fn every_compile_error_is_reachable_by_scrolling_the_compile_panel() {
     assert_eq!(model.compile_scroll, 17);
     // A fix brings the table back, and the next list of errors starts at its top.
     complete(&mut model, "v2", all_pass(1.5, 40));
-    assert!(screen(&model, 80, 24).contains("cases (7 of 14)"));
+    assert!(screen(&model, 80, 24).contains("cases (7 of 15)"));
     complete(&mut model, "v3", many_errors_report(3));
     assert_eq!(model.compile_scroll, 0);
 }
@@ -243,7 +243,7 @@ fn all_pass_with_trend_and_resource_deltas() {
     complete(&mut model, "v2", all_pass(1.2, 40));
     complete(&mut model, "v3", all_pass(2.5, 48));
     let text = snapshot("pass", &mut model);
-    assert!(text.contains("PASS 14/14"), "{text}");
+    assert!(text.contains("PASS 15/15"), "{text}");
     assert!(text.contains("speedup 2.50x"), "{text}");
     assert!(text.contains("registers 48 (+8)"), "{text}");
 }
@@ -255,7 +255,7 @@ fn a_failing_case_and_its_heatmap() {
     key(&mut model, KeyCode::Tab);
     assert_eq!(model.selected, 1);
     let table = snapshot("fail", &mut model);
-    assert!(table.contains("FAIL 13/14"), "{table}");
+    assert!(table.contains("FAIL 14/15"), "{table}");
     key(&mut model, KeyCode::Enter);
     let heatmap = snapshot("fail_heatmap", &mut model);
     assert!(heatmap.contains("heatmap: planted-overflow"), "{heatmap}");
@@ -476,7 +476,7 @@ fn help_and_history_overlays() {
     key(&mut model, KeyCode::Esc);
     key(&mut model, KeyCode::Char('h'));
     let history = snapshot("history", &mut model);
-    assert!(history.contains("PASS 14/14"), "{history}");
+    assert!(history.contains("PASS 15/15"), "{history}");
 }
 
 #[test]
@@ -660,7 +660,7 @@ fn colour_is_part_of_the_main_states() {
     let pass = colour_snapshot("pass", &mut model);
     assert!(pass.contains("⟦fg:green⟧✓ pass"), "{pass}");
     // The header's verdict and the selected row.
-    assert!(pass.contains("⟦fg:green⟧PASS 14/14⟦/⟧"), "{pass}");
+    assert!(pass.contains("⟦fg:green⟧PASS 15/15⟦/⟧"), "{pass}");
     assert!(pass.contains("reversed"), "{pass}");
 
     let mut model = fresh();
@@ -705,7 +705,7 @@ fn no_color_draws_no_colour_and_every_state_still_reads_as_text() {
     // the selection is reversed rather than coloured.
     assert!(fail.contains("⟦bold reversed⟧✗ FAIL"), "{fail}");
     assert!(fail.contains("✓ pass"), "{fail}");
-    assert!(fail.contains("⟦bold⟧FAIL 13/14"), "{fail}");
+    assert!(fail.contains("⟦bold⟧FAIL 14/15"), "{fail}");
     let run = save(&mut model, "v2").expect("run");
     progress(&mut model, run, Progress::Compiled(compiled(48)));
     progress(&mut model, run, Progress::CaseStarted { index: 2 });
@@ -758,8 +758,8 @@ fn a_clean_compile_takes_one_line_and_its_rows_go_to_the_cases() {
         "{clean}"
     );
     // Every case fits at 120x40, and seven at 80x24.
-    assert!(clean.contains("cases (14 of 14)"), "{clean}");
-    assert!(screen(&model, 80, 24).contains("cases (7 of 14)"));
+    assert!(clean.contains("cases (15 of 15)"), "{clean}");
+    assert!(screen(&model, 80, 24).contains("cases (7 of 15)"));
     // An error takes a bordered panel of its own lines: the message, the
     // source line and the caret, not a fixed height.
     complete(
