@@ -101,6 +101,14 @@ impl Problem {
         self.work.flops > WHOLE_ORACLE_FLOPS
     }
 
+    /// How many case watchdogs (`--case-timeout`) a case of this size gets:
+    /// one, or one per [`WHOLE_ORACLE_FLOPS`] of work begun for a larger
+    /// case, whose launches, inputs and diagnosis replays all grow with it,
+    /// so a kernel that finishes is never called one that hangs.
+    pub fn watchdogs(&self) -> f64 {
+        (self.work.flops / WHOLE_ORACLE_FLOPS).ceil().max(1.0)
+    }
+
     /// A size that could not be worked out (a case whose tensors cannot be
     /// read); running the case says why.
     pub fn unknown() -> Self {

@@ -147,7 +147,8 @@ pub(super) fn case(
         outcome.diagnosis = format!("could not start a worker: {e}");
         return (outcome, None);
     }
-    match session.run_case(case, plan.seed, plan.case_timeout) {
+    let watchdog = plan.case_timeout.mul_f64(outcome.shape.watchdogs());
+    match session.run_case(case, plan.seed, watchdog) {
         Ok(result) => return (result, None),
         Err(Unanswered::Lost(WorkerFailure::Timeout(limit))) => {
             outcome.status = CaseStatus::Timeout;

@@ -184,7 +184,10 @@ mod tests {
         use crate::lab::flash_prefill::contract::{Shape, SCALE};
         use crate::lab::golden::{by_definition, prove};
         let spec = crate::lab::case_file::named(cases::embedded_cases(), "long-prefix-16k");
-        assert!(FlashPrefill::problem(&spec).unwrap().oracle_sampled());
+        let problem = FlashPrefill::problem(&spec).unwrap();
+        assert!(problem.oracle_sampled());
+        // 8.6 GFLOP: three case watchdogs, 15 s at the default.
+        assert_eq!(problem.watchdogs(), 3.0);
         let inputs = FlashPrefill::generate(&spec, 5).unwrap().inputs;
         let shape = inputs.shape;
         assert!(shape.prefix_len >= 16_384);

@@ -102,6 +102,11 @@ impl TypedLab for PagedPrefill {
         match case {
             // The timing batch's size is known without its 300 MB of cache.
             Recipe::Timing { .. } => Ok(INSTANCE.problem(&cases::timing_batch(0))),
+            // A generated case's size follows from its lengths, without its
+            // cache (134 MB for the 32k case).
+            Recipe::Case(spec) if spec.tensors.is_none() => {
+                Ok(INSTANCE.problem(&INSTANCE.lengths_batch(spec)))
+            }
             Recipe::Case(_) => {
                 Self::generate(case, 0).map(|made| INSTANCE.problem(&made.inputs.batch))
             }
@@ -202,6 +207,19 @@ mod tests {
             );
             assert_eq!(inputs.batch.total_new(), data.problem.output.rows);
         });
+    }
+
+    /// A case's size is read from its lengths, the generated case's own,
+    /// and only the long case is graded on sampled rows, with the
+    /// watchdogs its 26 GFLOP need (35 s at the default).
+    #[test]
+    fn only_the_long_case_is_sampled_and_it_gets_seven_watchdogs() {
+        for case in embedded() {
+            let problem = PAGED_PREFILL.problem(&case).expect("sized");
+            let long = case.name == "long-context-32k";
+            assert_eq!(problem.oracle_sampled(), long, "{}", case.name);
+            assert_eq!(problem.watchdogs(), if long { 7.0 } else { 1.0 }, "{}", case.name);
+        }
     }
 
     #[test]
