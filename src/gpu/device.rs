@@ -156,9 +156,18 @@ struct PlacedBuffer {
     base: cudarc::driver::sys::CUdeviceptr,
     /// The reservation's start and size.
     reserved: (cudarc::driver::sys::CUdeviceptr, usize),
-    /// Each mapped extent's start and the bytes uploaded there.
-    extents: Vec<(cudarc::driver::sys::CUdeviceptr, Vec<u8>)>,
+    /// Each mapped extent, in the order it was mapped.
+    extents: Vec<MappedExtent>,
     ctx: Arc<CudaContext>,
+}
+
+/// One mapped run of a placed input.
+struct MappedExtent {
+    at: cudarc::driver::sys::CUdeviceptr,
+    /// Bytes mapped, whether or not the upload got as far as copying them.
+    len: usize,
+    /// What was copied there (empty until the copy succeeded).
+    uploaded: Vec<u8>,
 }
 
 impl Drop for PlacedBuffer {
@@ -169,10 +178,10 @@ impl Drop for PlacedBuffer {
         if self.ctx.bind_to_thread().is_err() {
             return;
         }
-        for (at, bytes) in &self.extents {
-            // SAFETY: each extent was mapped at `at` over `bytes.len()` bytes
-            // by `Gpu::upload_placed` and is unmapped once, here.
-            unsafe { cuMemUnmap(*at, bytes.len()) };
+        for extent in &self.extents {
+            // SAFETY: each extent was mapped at `at` over `len` bytes by
+            // `Gpu::upload_placed` and is unmapped once, here.
+            unsafe { cuMemUnmap(extent.at, extent.len) };
         }
         // SAFETY: the range was reserved by `Gpu::upload_placed` and nothing maps it now.
         unsafe { cuMemAddressFree(self.reserved.0, self.reserved.1) };
@@ -537,7 +546,12 @@ impl Gpu {
             // SAFETY: the handle was created above and is released once.
             unsafe { cu::cuMemRelease(handle) };
             mapping.map_err(gpu_err("cuMemMap"))?;
-            buffer.extents.push((at, Vec::new()));
+            // Kept from here on, so that a failure below still unmaps it.
+            buffer.extents.push(MappedExtent {
+                at,
+                len,
+                uploaded: Vec::new(),
+            });
             // SAFETY: the range was just mapped; one access descriptor.
             unsafe { cu::cuMemSetAccess(at, len, &access, 1) }
                 .result()
@@ -546,7 +560,7 @@ impl Gpu {
             unsafe { cudarc::driver::result::memcpy_htod_sync(at, &extent.bytes) }
                 .map_err(gpu_err("cuMemcpyHtoD"))?;
             if let Some(last) = buffer.extents.last_mut() {
-                last.1 = extent.bytes;
+                last.uploaded = extent.bytes;
             }
         }
         Ok(buffer)
@@ -555,12 +569,12 @@ impl Gpu {
     /// Whether a placed input's mapped bytes differ from what was uploaded.
     fn placed_changed(&self, placed: &PlacedBuffer) -> GpuResult<bool> {
         self.synchronize()?;
-        for (at, uploaded) in &placed.extents {
-            let mut now = vec![0u8; uploaded.len()];
-            // SAFETY: the extent is mapped and `now` is as long as it.
-            unsafe { cudarc::driver::result::memcpy_dtoh_sync(&mut now, *at) }
+        for extent in &placed.extents {
+            let mut now = vec![0u8; extent.uploaded.len()];
+            // SAFETY: the extent is mapped and `now` is no longer than it.
+            unsafe { cudarc::driver::result::memcpy_dtoh_sync(&mut now, extent.at) }
                 .map_err(gpu_err("cuMemcpyDtoH"))?;
-            if now != *uploaded {
+            if now != extent.uploaded {
                 return Ok(true);
             }
         }
