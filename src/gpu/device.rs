@@ -178,6 +178,8 @@ impl Drop for PlacedBuffer {
         if self.ctx.bind_to_thread().is_err() {
             return;
         }
+        // A launch still queued on an error path may read the extents.
+        let _ = self.ctx.synchronize();
         for extent in &self.extents {
             // SAFETY: each extent was mapped at `at` over `len` bytes by
             // `Gpu::upload_placed` and is unmapped once, here.

@@ -505,7 +505,8 @@ mod tests {
         };
         let mapped = image.mapped(8);
         // Block 1 at -8..0, block 0 at 24..32: two chunks of 8 bytes.
-        assert_eq!(mapped.reserve, -8..32);
+        use crate::lab::sparse::MARGIN;
+        assert_eq!(mapped.reserve, -8 - MARGIN..32 + MARGIN);
         let floats = |bytes: &[u8]| -> Vec<u32> {
             bytes
                 .chunks(4)

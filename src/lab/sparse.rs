@@ -12,6 +12,11 @@
 
 use std::ops::Range;
 
+/// Bytes reserved, and never mapped, beyond the first and the last mapped
+/// chunk: a read that strays up to 4 GiB past either end faults rather than
+/// landing in whatever the driver placed next door.
+pub const MARGIN: i64 = 1 << 32;
+
 /// Where each block of a compact buffer sits in the virtual buffer a kernel
 /// is given: compact block `c` (elements `c * block_elems ..`) at virtual
 /// block `at[c]`, which may be negative (below the pointer the kernel gets).
@@ -28,7 +33,8 @@ pub struct SparseBlocks {
 /// from the pointer the kernel is given.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mapped {
-    /// The virtual range to reserve, a whole number of chunks.
+    /// The virtual range to reserve, a whole number of chunks: the mapped
+    /// extents and a [`MARGIN`] on each side.
     pub reserve: Range<i64>,
     /// Mapped runs of whole chunks, in address order, none touching another.
     pub extents: Vec<Extent>,
@@ -102,6 +108,7 @@ impl SparseBlocks {
         assert_eq!(compact.len() as i64, block_bytes * self.at.len() as i64);
         assert_eq!(fill.len(), elem_bytes, "the fill is one element");
         assert!(granularity > 0 && granularity % elem_bytes == 0);
+        assert_eq!(MARGIN % granularity as i64, 0, "the margin is whole chunks");
         let chunk = granularity as i64;
         let mut order: Vec<usize> = (0..self.at.len()).collect();
         order.sort_by_key(|&c| self.at[c]);
@@ -145,15 +152,19 @@ impl SparseBlocks {
             })
             .collect::<Vec<_>>();
         let reserve = match (extents.first(), extents.last()) {
-            (Some(first), Some(last)) => first.offset..last.range().end,
+            (Some(first), Some(last)) => first.offset - MARGIN..last.range().end + MARGIN,
             _ => 0..0,
         };
         Mapped { reserve, extents }
     }
 
-    /// The compact block at virtual block `place`, if one sits there.
-    pub fn block_at(&self, place: i64) -> Option<usize> {
-        self.at.iter().position(|&a| a == place)
+    /// The compact block at each virtual block that holds one.
+    pub fn by_place(&self) -> std::collections::HashMap<i64, usize> {
+        self.at
+            .iter()
+            .enumerate()
+            .map(|(c, &place)| (place, c))
+            .collect()
     }
 }
 
@@ -193,7 +204,7 @@ mod tests {
         assert_eq!(runs, vec![-16..32, 4_000_000..4_000_016]);
         assert_eq!(byte_at(&mapped, 12), Some(0xEE), "between blocks: the fill");
         assert_eq!(byte_at(&mapped, 40), None, "past a run: unmapped");
-        assert_eq!(mapped.reserve, -16..4_000_016);
+        assert_eq!(mapped.reserve, -16 - MARGIN..4_000_016 + MARGIN);
         assert_eq!(mapped.mapped_bytes(), 64);
     }
 
@@ -212,8 +223,9 @@ mod tests {
         assert_eq!(&mapped.extents[0].bytes[..8], &[7, 0, 0, 0, 7, 0, 0, 0]);
         assert_eq!(&mapped.extents[0].bytes[8..12], &100u32.to_le_bytes());
         assert_eq!(&mapped.extents[0].bytes[28..], &105u32.to_le_bytes());
-        assert_eq!(blocks.block_at(3), Some(0));
-        assert_eq!(blocks.block_at(4), None);
+        let by_place = blocks.by_place();
+        assert_eq!(by_place.get(&3), Some(&0));
+        assert_eq!(by_place.get(&4), None);
     }
 
     #[test]

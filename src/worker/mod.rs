@@ -584,8 +584,8 @@ impl Worker {
             .then(|| reference::sampled_rows(seed, inputs.problem.output.rows));
         if sampled.is_some() {
             if let Err(e) = self.baselines() {
-                let sticky = e.sticky;
-                return failure(format!("the float64 reference kernel: {e}"), sticky);
+                let why = format!("flashprof's float64 reference or starter did not load: {e}");
+                return (Event::Case(ungraded(case, &inputs, why)), e.sticky);
             }
         }
         let (Some(gpu), Some(kernel)) = (&self.gpu, &self.student) else {
@@ -614,16 +614,13 @@ impl Worker {
                 let proven = reference::listed(&whole, rows, row_len);
                 let check = reference::agreement(&exact, &proven, rows.len());
                 if !check.agrees {
-                    return failure(
-                        format!(
-                            "the GPU float64 reference disagrees with the CPU oracle on {} \
-                             sampled rows (largest relative difference {:e}): flashprof's \
-                             fault, not the kernel's",
-                            rows.len(),
-                            check.max_rel_diff
-                        ),
-                        false,
+                    let why = format!(
+                        "flashprof's GPU float64 reference disagrees with its CPU oracle on {} \
+                         sampled rows (largest relative difference {:e})",
+                        rows.len(),
+                        check.max_rel_diff
                     );
+                    return (Event::Case(ungraded(case, &inputs, why)), false);
                 }
                 (whole, Some(check))
             }
@@ -647,7 +644,8 @@ impl Worker {
         match launched {
             Err(e) => {
                 outcome.diagnosis = crash_diagnosis(lab, &e);
-                if let Some(note) = lab.fault_note(&inputs).filter(|_| e.sticky) {
+                let stray_read = e.name == "CUDA_ERROR_ILLEGAL_ADDRESS";
+                if let Some(note) = lab.fault_note(&inputs).filter(|_| stray_read) {
                     outcome.diagnosis = format!("{}; {note}", outcome.diagnosis);
                 }
                 outcome.elapsed_ms = elapsed_ms();
@@ -666,7 +664,10 @@ impl Worker {
                 } else {
                     CaseStatus::Fail
                 };
+                // A case graded on sampled rows is too large for the
+                // experiments' whole CPU answers.
                 let wants_probe = outcome.status == CaseStatus::Fail
+                    && outcome.reference_check.is_none()
                     && self.probed_cases < MAX_PROBED_CASES
                     && runs.launch_ms < PROBE_LAUNCH_BUDGET_MS;
                 let mut sticky = false;
@@ -713,6 +714,25 @@ impl Worker {
                 (Event::Case(outcome), sticky)
             }
         }
+    }
+}
+
+/// A case flashprof could not grade, through no fault of the kernel: not
+/// run, saying why (a check with a case not run ends incomplete, not failed).
+fn ungraded(case: &LabCase, inputs: &CaseData, why: String) -> CaseOutcome {
+    CaseOutcome {
+        name: case.name.clone(),
+        summary: case.summary.clone(),
+        shape: inputs.problem.clone(),
+        status: CaseStatus::NotRun,
+        comparison: None,
+        integrity: None,
+        diagnosis: format!("not graded: {why}; not the kernel's fault"),
+        cause: None,
+        experiments: Box::default(),
+        elapsed_ms: 0.0,
+        oracle_ms: 0.0,
+        reference_check: None,
     }
 }
 
@@ -788,10 +808,15 @@ fn run_twice(
         .zip(&second)
         .any(|(a, b)| a.to_bits() != b.to_bits());
     let launch_ms = started.elapsed().as_secs_f64() * 1e3;
-    // Audited before the reference reads the same inputs.
     let inputs_modified = gpu.modified_inputs(&ws)?;
+    // The reference reads the inputs as generated: a kernel that wrote into
+    // them is judged on its own output, against an answer it cannot move.
     let reference = match oracle_f64 {
-        Some(oracle) => Some(gpu.reference_f64(oracle, &ws, None)?),
+        Some(oracle) if inputs_modified.is_empty() => Some(gpu.reference_f64(oracle, &ws, None)?),
+        Some(oracle) => {
+            let pristine = gpu.workspace(lab, inputs, POISON_BITS)?;
+            Some(gpu.reference_f64(oracle, &pristine, None)?)
+        }
         None => None,
     };
     Ok(CaseRuns {

@@ -172,12 +172,13 @@ impl Gpu {
                 DeviceArg::I32(t) => self.keep_copy(t)?,
                 DeviceArg::Bf16(t) => self.keep_copy(t)?,
                 DeviceArg::U8(t) => self.keep_copy(t)?,
-                // Fresh copies are drawn for timed and profiled launches,
-                // whose cases are never placed: refuse rather than hand a
-                // launch an input that is not fresh.
+                // Fresh copies are drawn for timed and profiled launches:
+                // refuse a placed cache rather than hand a launch an input
+                // that is not fresh.
                 DeviceArg::Placed(_) => {
                     return Err(GpuError::message(
-                        "a placed input has no fresh copies: only check cases are placed",
+                        "a high-blocks case places its cache past 2^31 elements and has no \
+                         fresh copies for timed or profiled launches: choose another case",
                     ))
                 }
                 DeviceArg::Scalar(_)

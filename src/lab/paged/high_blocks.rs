@@ -122,8 +122,9 @@ pub fn fault_note(batch: &Batch) -> Option<String> {
     let high = batch.high.as_ref()?;
     Some(format!(
         "this case places the cache's blocks from element {} on and maps only them and the \
-         blocks a 32-bit offset to one of them lands in, so the fault is a read of neither: a \
-         block id taken from the wrong table entry, or an offset that wrapped some other way",
+         blocks a 32-bit offset to one of them lands in, so an access outside both faults: \
+         perhaps a block id taken from the wrong table entry, or an offset that wrapped some \
+         other way",
         high.reach.label()
     ))
 }
@@ -175,11 +176,18 @@ impl HighBlocks {
         let block_elems = batch.layout.block_elems();
         assert!(block_elems.is_power_of_two(), "blocks of 2^k elements");
         let first = reach.first_block(block_elems);
-        let mut at: Vec<i64> = (0..batch.num_blocks as i64).map(|c| first + c).collect();
+        let end = first + batch.num_blocks as i64;
+        // `wraps` holds only while a `past-2^31` cache ends below 2^32
+        // elements, where an unsigned offset still fits.
+        assert!(
+            reach != Reach::Past2To31 || end * block_elems as i64 <= 1 << 32,
+            "a past-2^31 cache ends below 2^32 elements"
+        );
+        let mut at: Vec<i64> = (first..end).collect();
         let mut landings: Vec<i64> = at
             .iter()
             .flat_map(|&place| Wrap::BOTH.map(|wrap| landing_block(wrap, place, block_elems)))
-            .filter(|landing| !(first..first + batch.num_blocks as i64).contains(landing))
+            .filter(|landing| !(first..end).contains(landing))
             .collect();
         landings.sort_unstable();
         landings.dedup();
@@ -223,11 +231,12 @@ impl HighBlocks {
     /// buffer's end; every case places a landing for each of its blocks.
     pub fn wrapped_table(&self, table: &[i32], wrap: Wrap) -> Vec<i32> {
         let past = self.blocks.at.len();
+        let by_place = self.blocks.by_place();
         table
             .iter()
             .map(|&c| {
                 let landing = self.landing_of(wrap, c as usize);
-                self.blocks.block_at(landing).unwrap_or(past) as i32
+                by_place.get(&landing).copied().unwrap_or(past) as i32
             })
             .collect()
     }
@@ -242,15 +251,6 @@ impl HighBlocks {
                 (place != landing).then_some((seq, place, landing))
             })
         })
-    }
-
-    /// The highest element offset a context block reaches, for a case's words.
-    pub fn top_element(&self, batch: &Batch) -> i64 {
-        let top = (0..batch.num_blocks)
-            .map(|c| self.place_of(c))
-            .max()
-            .unwrap_or(0);
-        (top + 1) * self.blocks.block_elems as i64 - 1
     }
 }
 
@@ -330,7 +330,6 @@ mod tests {
             .iter()
             .zip(&b.block_table)
             .all(|(w, c)| *w == c + 12));
-        assert_eq!(high.top_element(&b), (786_432 + 6) * 8192 - 1);
         // Without its landings, a wrapped read names the first id past the cache.
         let mut bare = high.clone();
         bare.blocks.at.truncate(6);

@@ -32,6 +32,10 @@ pub const MAX_NEW: usize = 512;
 /// it recomputes sampled rows of the GPU float64 reference, and this bound
 /// keeps those rows' sequences, which it gathers whole, under a second.
 pub const MAX_VISIBLE_PAIRS: u64 = 8_000_000;
+/// Most elements one generated cache (K or V) may hold, a high-blocks
+/// case's landing blocks counted: 64 Mi, room for the 32k case's 34M, so a
+/// cases file cannot ask the host and the GPU for gigabytes.
+pub const MAX_CACHE_ELEMS: u64 = 1 << 26;
 /// Largest planted magnitude (a score of 16 * 16 * 64 / 8 = 2048 at head dim 64).
 pub const MAX_PLANT: f32 = 16.0;
 /// Blocks beyond `numSeqs * maxBlocksPerSeq` in a generated case, never
@@ -360,11 +364,22 @@ impl CaseSpec {
             return Ok(());
         }
         self.validate_lengths()?;
-        let pairs = contract.lengths_batch(self).visible_pairs_per_head();
+        let batch = contract.lengths_batch(self);
+        let pairs = batch.visible_pairs_per_head();
         if pairs > MAX_VISIBLE_PAIRS {
             return Err(self.invalid(format!(
                 "{pairs} visible (row, key) pairs per head: a case has at most \
                  {MAX_VISIBLE_PAIRS}, so its CPU oracle's sampled rows stay fast"
+            )));
+        }
+        // Each block of a high-blocks case gets up to two landing blocks.
+        let copies = if self.high_blocks.is_some() { 3 } else { 1 };
+        let elems = (batch.num_blocks * copies * contract.layout.block_elems()) as u64;
+        if elems > MAX_CACHE_ELEMS {
+            return Err(self.invalid(format!(
+                "a cache of {elems} elements (K and V each): a case has at most \
+                 {MAX_CACHE_ELEMS}; every sequence gets the longest one's blocks, so shorten \
+                 the longest or use fewer sequences"
             )));
         }
         self.validate_shared_prefix()?;

@@ -278,6 +278,14 @@ mod tests {
             ("context = [70000]\nnew = [1]", "at most 65536"),
             ("context = [1]\nnew = [600]", "at most 512"),
             ("context = [60000, 60000]\nnew = [300, 300]", "at most 8000000"),
+            (
+                "context = [65000, 1, 1, 1]\nnew = [1, 1, 1, 1]",
+                "a case has at most 67108864",
+            ),
+            (
+                "context = [30000, 1]\nnew = [1, 1]\nhigh_blocks = \"past-2^32\"",
+                "a case has at most 67108864",
+            ),
             ("context = []\nnew = []", "1 to 16"),
             ("context = [1]\nnew = [1]\nwindow = 99999", "at most 66048"),
             ("context = [1]\nnew = [1]\ncolour = 3", "unknown field"),

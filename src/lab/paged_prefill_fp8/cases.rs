@@ -399,7 +399,9 @@ mod tests {
     fn dump_the_cases() {
         let out =
             PathBuf::from(std::env::var("FP8_CASES_OUT").expect("FP8_CASES_OUT names a folder"));
-        for case in embedded_cases() {
+        // A high-blocks case is the GPU's only: its placed ids and landing
+        // blocks are no `.npy` file's.
+        for case in embedded_cases().into_iter().filter(|c| c.high_blocks.is_none()) {
             let inputs = generate(&case, 1).unwrap().inputs;
             let dir = out.join(&case.name);
             std::fs::create_dir_all(&dir).unwrap();

@@ -209,7 +209,7 @@ fn bug_line(bug: Bug, inputs: &Inputs) -> String {
             inputs.format.code()
         ),
         Bug::Int32Offset(wrap) => {
-            overflow_line(&inputs.tensors.batch, wrap, "only rows that see the context fail")
+            overflow_line(&inputs.tensors.batch, wrap, "the rows that read a wrapped block fail")
                 .unwrap_or_else(|| wrap.defect().to_owned())
         }
         _ => bug.defect().to_owned(),
