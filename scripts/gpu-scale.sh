@@ -12,9 +12,10 @@
 # planted bug of both paged labs runs too (each must fail exactly its listed
 # cases). The sanitizer runs the starter and two planted bugs on the fp32
 # high-blocks case: it sees only what the worker maps. A short table comes
-# last; JSON reports, the SASS and the log stay in $OUT.
+# last; JSON reports, the SASS and the log stay in $OUT. BUGS="a b" names the
+# planted bugs to run instead of the usual four.
 #
-# Usage: OUT=dir [ALL_BUGS=1] scripts/gpu-scale.sh [path/to/flashprof]
+# Usage: OUT=dir [ALL_BUGS=1 | BUGS="..."] scripts/gpu-scale.sh [path/to/flashprof]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=${1:-target/release/flashprof}
@@ -40,7 +41,7 @@ for lab in paged-prefill paged-prefill-fp8; do
   dir=kernels/$lab
   run "$lab-starter" check "$dir/starter.cu" --lab "$lab" --no-timing
   run "$lab-reference" check "$dir/reference.cu" --lab "$lab" --no-timing
-  bugs=(int32-offset-signed int32-offset-unsigned block-table-ignored x-assumed-8)
+  read -ra bugs <<<"${BUGS:-int32-offset-signed int32-offset-unsigned block-table-ignored x-assumed-8}"
   if [ "${ALL_BUGS:-0}" = 1 ]; then
     bugs=()
     for file in "$dir"/bugs/*.cu; do bugs+=("$(basename "$file" .cu)"); done
