@@ -16,8 +16,8 @@
 //! table with these two readings.
 
 use super::contract::{passes, Batch, Inputs, BLOCK};
-use crate::lab::paged::high_blocks::Wrap;
 use super::oracle::{self, Model};
+use crate::lab::paged::high_blocks::Wrap;
 
 /// One planted defect, each the starter kernel with one line wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -263,7 +263,12 @@ mod tests {
         let reference = on_rows(oracle::evaluate(&inputs, Some(&rows), Model::Exact, 0.0));
         let mut wrong = Vec::new();
         for bug in Bug::ALL {
-            let out = on_rows(oracle::evaluate(&inputs, Some(&rows), Model::Bug(bug), f64::NAN));
+            let out = on_rows(oracle::evaluate(
+                &inputs,
+                Some(&rows),
+                Model::Bug(bug),
+                f64::NAN,
+            ));
             let fails = failing_elements(&out, &reference) > 0;
             if fails != bug.must_fail(b) {
                 wrong.push(format!("{}: fails {fails}", bug.name()));

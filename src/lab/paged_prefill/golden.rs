@@ -134,7 +134,10 @@ mod tests {
         // perturbation of the oracle the golden case must catch by itself.
         // A 32-bit offset overflow changes nothing where every block lies
         // below 2^31 elements, as the golden case's do.
-        for bug in Bug::ALL.into_iter().filter(|bug| !matches!(bug, Bug::Int32Offset(_))) {
+        for bug in Bug::ALL
+            .into_iter()
+            .filter(|bug| !matches!(bug, Bug::Int32Offset(_)))
+        {
             let err = prove_with(&GOLDEN_FILES, |inputs, rows| {
                 oracle::evaluate(inputs, rows, oracle::Model::Bug(bug), 0.0)
             })

@@ -218,7 +218,12 @@ mod tests {
             let problem = PAGED_PREFILL.problem(&case).expect("sized");
             let long = case.name == "long-context-32k";
             assert_eq!(problem.oracle_sampled(), long, "{}", case.name);
-            assert_eq!(problem.watchdogs(), if long { 7.0 } else { 1.0 }, "{}", case.name);
+            assert_eq!(
+                problem.watchdogs(),
+                if long { 7.0 } else { 1.0 },
+                "{}",
+                case.name
+            );
         }
     }
 

@@ -78,7 +78,12 @@ pub fn evaluate(inputs: &Inputs, rows: Option<&[usize]>, model: Model, unwritten
         // attention over the table the wrapped offsets land on (the
         // batch's own where nothing is placed high and every offset fits).
         let wrapped = inputs.read_wrapped(wrap);
-        return evaluate(wrapped.as_ref().unwrap_or(inputs), rows, Model::Exact, unwritten);
+        return evaluate(
+            wrapped.as_ref().unwrap_or(inputs),
+            rows,
+            Model::Exact,
+            unwritten,
+        );
     }
     let bug = model.bug();
     let batch = &inputs.batch;

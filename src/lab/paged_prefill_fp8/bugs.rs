@@ -11,8 +11,8 @@
 //! whole, and the lists in the kernels are exactly the cases failed.
 
 use super::oracle::{self, Model};
-use crate::lab::paged::high_blocks::Wrap;
 use super::{miss_factor, Batch, Inputs, KvFormat, DH};
+use crate::lab::paged::high_blocks::Wrap;
 
 /// The least miss factor a planted bug may have on a case it fails.
 pub const MIN_MISS: f64 = 10.0;

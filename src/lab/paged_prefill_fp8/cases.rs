@@ -401,7 +401,10 @@ mod tests {
             PathBuf::from(std::env::var("FP8_CASES_OUT").expect("FP8_CASES_OUT names a folder"));
         // A high-blocks case is the GPU's only: its placed ids and landing
         // blocks are no `.npy` file's.
-        for case in embedded_cases().into_iter().filter(|c| c.high_blocks.is_none()) {
+        for case in embedded_cases()
+            .into_iter()
+            .filter(|c| c.high_blocks.is_none())
+        {
             let inputs = generate(&case, 1).unwrap().inputs;
             let dir = out.join(&case.name);
             std::fs::create_dir_all(&dir).unwrap();

@@ -208,10 +208,12 @@ fn bug_line(bug: Bug, inputs: &Inputs) -> String {
             inputs.format,
             inputs.format.code()
         ),
-        Bug::Int32Offset(wrap) => {
-            overflow_line(&inputs.tensors.batch, wrap, "the rows that read a wrapped block fail")
-                .unwrap_or_else(|| wrap.defect().to_owned())
-        }
+        Bug::Int32Offset(wrap) => overflow_line(
+            &inputs.tensors.batch,
+            wrap,
+            "the rows that read a wrapped block fail",
+        )
+        .unwrap_or_else(|| wrap.defect().to_owned()),
         _ => bug.defect().to_owned(),
     }
 }
