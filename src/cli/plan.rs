@@ -404,6 +404,16 @@ mod tests {
             "nosuch",
         ]);
         assert_eq!(missing.code, ExitCode::Usage);
+        // A high-blocks case cannot be profiled: its cache has no fresh copies.
+        let placed = options_of(&["check", "k.cu", "--counters-case", "high-blocks-past-2-31"])
+            .plan(crate::lab::paged_prefill::PAGED_PREFILL)
+            .expect_err("refused");
+        assert_eq!(placed.code, ExitCode::Usage);
+        assert!(
+            placed.message.contains("places its cache past 2^31"),
+            "{}",
+            placed.message
+        );
         // --case narrows the cases --counters-case may name.
         let cases = embedded_cases();
         let (a, b) = (cases[0].name.as_str(), cases[1].name.as_str());

@@ -137,6 +137,12 @@ pub enum ArgValue<'a> {
 }
 
 impl ArgValue<'_> {
+    /// Whether this is an input placed across a far larger virtual range,
+    /// which has no fresh copies for timed or profiled launches.
+    pub fn is_placed(&self) -> bool {
+        matches!(self, Self::PlacedF32(..) | Self::PlacedU8(..))
+    }
+
     /// Whether this value may be passed for an argument of `kind`.
     pub fn fits(&self, kind: ArgKind) -> bool {
         matches!(

@@ -11,6 +11,7 @@ use std::time::Duration;
 use super::{CheckPlan, CountersPlan, LinesPlan, TimingPlan};
 use crate::app::gate::GateTable;
 use crate::gpu::compile::QuickBuild;
+use crate::lab::args::ArgValue;
 use crate::lab::definition::{LabCase, LabRef};
 use crate::outcome::ExitCode;
 use crate::protocol::TimingConfig;
@@ -258,6 +259,19 @@ fn counters_case(lab: LabRef, cases: &[LabCase], name: &str) -> Result<LabCase, 
             ExitCode::Usage,
             format!(
                 "case `{name}` brings its own tensors; pick a generated case for --counters-case"
+            ),
+        ));
+    }
+    // Profiled launches get fresh inputs, which a placed cache has none of.
+    let placed = lab
+        .generate(case, 0)
+        .is_ok_and(|data| lab.args(&data).iter().any(ArgValue::is_placed));
+    if placed {
+        return Err(PlanError::new(
+            ExitCode::Usage,
+            format!(
+                "case `{name}` places its cache past 2^31 elements, which timed and profiled \
+                 launches cannot take; pick another case for --counters-case"
             ),
         ));
     }

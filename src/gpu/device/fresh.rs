@@ -172,9 +172,9 @@ impl Gpu {
                 DeviceArg::I32(t) => self.keep_copy(t)?,
                 DeviceArg::Bf16(t) => self.keep_copy(t)?,
                 DeviceArg::U8(t) => self.keep_copy(t)?,
-                // Fresh copies are drawn for timed and profiled launches:
-                // refuse a placed cache rather than hand a launch an input
-                // that is not fresh.
+                // Fresh copies are drawn for timed and profiled launches, and
+                // the planner refuses a placed case for them; refuse here
+                // too rather than hand a launch an input that is not fresh.
                 DeviceArg::Placed(_) => {
                     return Err(GpuError::message(
                         "a high-blocks case places its cache past 2^31 elements and has no \
