@@ -116,8 +116,8 @@ impl Wrap {
     }
 }
 
-/// What a fault on `batch` says when its blocks are placed high: the reads
-/// this case maps, so the fault is a read outside them.
+/// What an illegal address on `batch` may mean when its blocks are placed
+/// high: what this case maps, so the access fell outside it.
 pub fn fault_note(batch: &Batch) -> Option<String> {
     let high = batch.high.as_ref()?;
     Some(format!(
