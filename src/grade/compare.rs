@@ -53,6 +53,14 @@ impl Tolerance {
     }
 }
 
+/// The values of `rows` (each `row_len` long) of a whole output `all`, one
+/// after another: how an oracle's answer over listed rows is laid out.
+pub fn rows_of(all: &[f64], rows: &[usize], row_len: usize) -> Vec<f64> {
+    rows.iter()
+        .flat_map(|&row| all[row * row_len..(row + 1) * row_len].iter().copied())
+        .collect()
+}
+
 /// The element of `got` furthest from `expected`, relative to the larger of
 /// the element's magnitude and `scale`, with that relative error: what a
 /// golden proof bounds. A NaN error wins, so it fails any bound.
@@ -454,6 +462,15 @@ pub fn compare_scaled(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn listed_rows_are_cut_from_the_whole_output() {
+        let all: Vec<f64> = (0..12).map(f64::from).collect();
+        assert_eq!(
+            super::rows_of(&all, &[0, 2], 3),
+            vec![0.0, 1.0, 2.0, 6.0, 7.0, 8.0]
+        );
+    }
+
     #[test]
     fn a_planted_heatmap_is_refused_when_read() {
         let read = |json: &str| serde_json::from_str::<ErrorMap>(json);

@@ -27,7 +27,7 @@ use crate::facts::arch::parse_arch;
 use crate::facts::resources::{theoretical_occupancy, SmLimits, DEFAULT_TARGET};
 use crate::gpu::compile::{self, Build, CompileError, CompileOptions};
 use crate::gpu::device::{FreshKernels, Gpu, GpuError, Kernel, L2Flusher, PROBES_SOURCE};
-use crate::grade::compare::{compare_scaled, POISON_BITS};
+use crate::grade::compare::{compare_scaled, rows_of, POISON_BITS};
 use crate::grade::experiment::{Experiments, GuardSide};
 use crate::grade::integrity::Integrity;
 use crate::lab::definition::{CaseData, Graded, LabCase, LabRef};
@@ -611,7 +611,7 @@ impl Worker {
             (Some(rows), Ok(runs)) => {
                 let whole = runs.reference.clone().unwrap_or_default();
                 let row_len = inputs.problem.output.heads * inputs.problem.output.dim;
-                let proven = reference::listed(&whole, rows, row_len);
+                let proven = rows_of(&whole, rows, row_len);
                 let check = reference::agreement(&exact, &proven, rows.len());
                 if !check.agrees {
                     let why = format!(

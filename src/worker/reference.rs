@@ -45,13 +45,6 @@ pub fn agreement(exact: &[f64], gpu: &[f64], rows_checked: usize) -> ReferenceCh
     }
 }
 
-/// The values of `rows` (each `row_len` long) of a whole output `all`, one after another.
-pub fn listed(all: &[f64], rows: &[usize], row_len: usize) -> Vec<f64> {
-    rows.iter()
-        .flat_map(|&row| all[row * row_len..(row + 1) * row_len].iter().copied())
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -74,11 +67,5 @@ mod tests {
         let nan = agreement(&exact, &[f64::NAN, -2.0, 0.0], 1);
         assert!(!nan.agrees && nan.max_rel_diff.is_infinite());
         assert!(!agreement(&exact, &exact[..2], 1).agrees, "a short answer");
-    }
-
-    #[test]
-    fn listed_rows_are_cut_from_the_whole_output() {
-        let all: Vec<f64> = (0..12).map(f64::from).collect();
-        assert_eq!(listed(&all, &[0, 2], 3), vec![0.0, 1.0, 2.0, 6.0, 7.0, 8.0]);
     }
 }

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::batch::Batch;
 use super::layout::{GROUP, HKV, HQ};
 use super::recipe::{CacheType, PrefillContract};
-use crate::grade::compare::OutputShape;
+use crate::grade::compare::{rows_of, OutputShape};
 use crate::grade::roofline::{TensorRoof, Work};
 use crate::lab::definition::{CaseError, Problem};
 use crate::lab::geometry::LaunchGeometry;
@@ -104,10 +104,7 @@ pub fn prefill_grid(geometry: &LaunchGeometry, problem: &Problem) -> (u32, u32, 
 pub fn listed_rows(full: Vec<f64>, rows: Option<&[usize]>, row_len: usize) -> Vec<f64> {
     match rows {
         None => full,
-        Some(rows) => rows
-            .iter()
-            .flat_map(|&row| full[row * row_len..(row + 1) * row_len].iter().copied())
-            .collect(),
+        Some(rows) => rows_of(&full, rows, row_len),
     }
 }
 

@@ -171,6 +171,7 @@ pub fn failing_elements(out: &[f64], reference: &[f64]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::grade::compare::rows_of;
     use crate::lab::paged_prefill::cases;
     use crate::lab::paged_prefill::cases::{embedded_cases, whole_oracle_cases};
     use crate::lab::paged_prefill::contract::Batch;
@@ -254,12 +255,7 @@ mod tests {
         let rows: Vec<usize> = (0..b.num_seqs())
             .flat_map(|s| [b.start(s), b.start(s) + b.new[s] - 1])
             .collect();
-        let on_rows = |all: Vec<f64>| -> Vec<f64> {
-            let len = HQ * DH;
-            rows.iter()
-                .flat_map(|&r| all[r * len..(r + 1) * len].to_vec())
-                .collect()
-        };
+        let on_rows = |all: Vec<f64>| rows_of(&all, &rows, HQ * DH);
         let reference = on_rows(oracle::evaluate(&inputs, Some(&rows), Model::Exact, 0.0));
         let mut wrong = Vec::new();
         for bug in Bug::ALL {
