@@ -68,7 +68,9 @@ fn evaluate_rows(inputs: &Inputs, model: Model, rows: Option<&[usize]>) -> Vec<f
         // batch's own where nothing is placed high and every offset fits).
         let wrapped = inputs.tensors.read_wrapped(wrap).map(|tensors| Inputs {
             tensors,
-            ..inputs.clone()
+            format: inputs.format,
+            k_scale: inputs.k_scale,
+            v_scale: inputs.v_scale,
         });
         return evaluate_rows(wrapped.as_ref().unwrap_or(inputs), Model::Exact, rows);
     }
