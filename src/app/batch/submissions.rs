@@ -221,7 +221,8 @@ pub fn discover_dir(dir: &Path) -> Result<Discovered, DiscoveryError> {
                 skipped_hidden += 1;
             } else if is_cuda_file(&path) {
                 let place = if kind.is_symlink() {
-                    link_target(&folder.at(&name), &root, "the input folder")
+                    followed_link(&root.join(&path), &dir.join(&path))
+                        .and_then(|()| link_target(&folder.at(&name), &root, "the input folder"))
                 } else {
                     Ok(path.clone())
                 };
@@ -278,6 +279,7 @@ fn named_place(path: &Path) -> Result<Place, String> {
         _ => Path::new("."),
     };
     let name = path.file_name().ok_or("names no file")?;
+    followed_link(path, path)?;
     let folder = Folder::open(within, false, false)
         .map_err(|e| e.to_string())?
         .ok_or_else(|| format!("{}: no such folder", path_for_display(within)))?;
@@ -299,6 +301,24 @@ fn named_place(path: &Path) -> Result<Place, String> {
 fn is_cuda_file(path: &Path) -> bool {
     path.extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("cu"))
+}
+
+/// Whether every link met on the way to `path` is one flashprof follows,
+/// decided by ownership as `check`, `compare`, `bench` and the TUI decide
+/// it ([`crate::sys::trust::check_links`]), refused in their words; `shown`
+/// is the submission's path as the grader named it. A link that passes is
+/// still followed only to a file inside its folder ([`link_target`]): a
+/// class folder's links were made by students, whoever unpacked them.
+fn followed_link(path: &Path, shown: &Path) -> Result<(), String> {
+    crate::sys::trust::check_links(path)
+        .map(|_| ())
+        .map_err(|link| {
+            SourceError::UntrustedLink {
+                path: shown.display().to_string(),
+                link,
+            }
+            .to_string()
+        })
 }
 
 /// The target of `link` below `root` (canonical), or why it is not
@@ -498,6 +518,56 @@ mod tests {
         assert!(refused.contains("symlink"), "{refused}");
         // The link is read where discovery checked it went, never where it points now.
         assert_eq!(text_of(&link).expect("read"), "out[0] = 2.0f;");
+    }
+
+    #[test]
+    fn grade_refuses_the_links_check_refuses_in_the_same_words() {
+        use std::os::unix::fs::{symlink, PermissionsExt};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().canonicalize().expect("canonical").join("class");
+        write(&root.join("bob/sub/prefill.cu"), "out[0] = 2.0f;");
+        // A folder anyone can write holds links that stay inside the class:
+        // whoever owns them, another user could have put them there.
+        std::fs::create_dir_all(root.join("open")).expect("mkdir");
+        symlink("../bob/sub/prefill.cu", root.join("open/link.cu")).expect("symlink");
+        symlink("../bob", root.join("open/alias")).expect("symlink");
+        // This user's own link, in this user's folder, inside the class: graded.
+        symlink("bob/sub/prefill.cu", root.join("mine.cu")).expect("symlink");
+        let chmod = |mode| {
+            std::fs::set_permissions(root.join("open"), std::fs::Permissions::from_mode(mode))
+                .expect("chmod")
+        };
+        chmod(0o777);
+        let check_refusal = |path: &Path| {
+            StudentSource::from_path(path, crate::lab::flash_prefill::FLASH_PREFILL)
+                .expect_err("check refuses it")
+                .to_string()
+        };
+        let found = discover_dir(&root).expect("discovered").submissions;
+        let by_id = |id: &str| found.iter().find(|s| s.id == id).expect(id).clone();
+        let link = root.join("open/link.cu");
+        let refused = by_id("open/link.cu").place.expect_err("refused");
+        assert_eq!(refused, check_refusal(&link));
+        assert!(
+            refused.contains("in a folder writable by others"),
+            "{refused}"
+        );
+        assert_eq!(text_of(&by_id("mine.cu")).expect("read"), "out[0] = 2.0f;");
+        // Named on the command line: the link itself, and a path through a
+        // linked folder higher up.
+        let through = root.join("open/alias/sub/prefill.cu");
+        for named in [&link, &through] {
+            let refused = from_files(&[named.clone()])[0]
+                .place
+                .clone()
+                .expect_err("refused");
+            assert_eq!(refused, check_refusal(named));
+        }
+        chmod(0o755);
+        assert_eq!(
+            text_of(&from_files(&[through])[0]).expect("followed once no one else can replace it"),
+            "out[0] = 2.0f;"
+        );
     }
 
     #[test]
