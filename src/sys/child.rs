@@ -12,7 +12,7 @@
 use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use super::folder::{make_private, own_flashprof_cache};
@@ -52,40 +52,95 @@ pub struct Finished {
     pub stderr: Vec<String>,
 }
 
+/// A started program with a deadline: [`Limited::poll`] says whether it
+/// has ended, and stops it once it runs past the deadline. The one place a
+/// child is waited for under a limit ([`run_limited`], the sanitizer's tools).
+pub struct Limited {
+    child: Child,
+    until: Instant,
+    limit: Duration,
+    /// Started as the leader of its own process group: the whole group is
+    /// stopped, so a program's own children do not outlive it.
+    group: bool,
+}
+
+impl Limited {
+    /// Starts `command` (set up by the caller, pipes included) with `limit`
+    /// from now. `group`: in a process group of its own, stopped whole.
+    pub fn start(command: &mut Command, limit: Duration, group: bool) -> Result<Self, String> {
+        if group {
+            std::os::unix::process::CommandExt::process_group(command, 0);
+        }
+        let child = command.spawn().map_err(|e| {
+            let program = Path::new(command.get_program());
+            format!("cannot start {}: {e}", program.display())
+        })?;
+        Ok(Self {
+            child,
+            until: Instant::now() + limit,
+            limit,
+            group,
+        })
+    }
+
+    /// The child, for its pipes.
+    pub fn child(&mut self) -> &mut Child {
+        &mut self.child
+    }
+
+    /// `None` while it runs within its limit; its exit status once it has
+    /// ended; why not, once it ran past the limit (then it is stopped) or
+    /// could not be waited for.
+    pub fn poll(&mut self) -> Option<Result<ExitStatus, String>> {
+        let why = match self.child.try_wait() {
+            Ok(Some(status)) => return Some(Ok(status)),
+            Ok(None) if Instant::now() < self.until => return None,
+            Ok(None) => format!(
+                "still running after {} s, stopped",
+                self.limit.as_secs_f64()
+            ),
+            Err(e) => format!("it could not be waited for: {e}"),
+        };
+        if self.group {
+            let _ = command("kill")
+                .args(["-KILL", "--", &format!("-{}", self.child.id())])
+                .stderr(Stdio::null())
+                .status();
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        Some(Err(why))
+    }
+}
+
 /// Runs `command` with no input to its end or to `limit`, whichever comes
 /// first (then it is killed). Both pipes are read while it runs, so a
 /// program that fills one while the other is waited on cannot stall it.
 pub fn run_limited(mut command: Command, limit: Duration) -> Result<Finished, String> {
-    let mut child = command
+    command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot run {:?}: {e}", command.get_program()))?;
+        .stderr(Stdio::piped());
+    let mut running = Limited::start(&mut command, limit, false)?;
     let lines_of = |pipe: Option<Box<dyn Read + Send>>| {
         std::thread::spawn(move || {
             pipe.map(|p| BufReader::new(p).lines().map_while(Result::ok).collect())
                 .unwrap_or_default()
         })
     };
-    let stdout = lines_of(child.stdout.take().map(|p| Box::new(p) as _));
-    let stderr = lines_of(child.stderr.take().map(|p| Box::new(p) as _));
-    let until = Instant::now() + limit;
+    let stdout = lines_of(running.child().stdout.take().map(|p| Box::new(p) as _));
+    let stderr = lines_of(running.child().stderr.take().map(|p| Box::new(p) as _));
     loop {
-        match child.try_wait() {
-            Ok(Some(status)) => {
+        match running.poll() {
+            None => std::thread::sleep(Duration::from_millis(10)),
+            Some(Ok(status)) => {
                 return Ok(Finished {
                     code: status.code(),
                     stdout: stdout.join().unwrap_or_default(),
                     stderr: stderr.join().unwrap_or_default(),
-                });
+                })
             }
-            Ok(None) if Instant::now() < until => std::thread::sleep(Duration::from_millis(10)),
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!("no answer within {} s", limit.as_secs_f64()));
-            }
+            Some(Err(why)) => return Err(why),
         }
     }
 }
@@ -139,7 +194,7 @@ mod tests {
         sleeper.arg("30");
         let started = Instant::now();
         let error = run_limited(sleeper, Duration::from_millis(200)).unwrap_err();
-        assert!(error.starts_with("no answer within"), "{error}");
+        assert!(error.starts_with("still running after 0.2 s"), "{error}");
         assert!(started.elapsed() < Duration::from_secs(5));
     }
 }

@@ -557,7 +557,7 @@ mod tests {
         // linked folder higher up.
         let through = root.join("open/alias/sub/prefill.cu");
         for named in [&link, &through] {
-            let refused = from_files(&[named.clone()])[0]
+            let refused = from_files(std::slice::from_ref(named))[0]
                 .place
                 .clone()
                 .expect_err("refused");

@@ -15,9 +15,10 @@
 
 pub mod parse;
 
+use crate::sys::child::Limited;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 pub use crate::outcome::sanitizer::{
@@ -311,7 +312,7 @@ pub fn run_pass(plan: &SanitizePlan) -> SanitizerOutcome {
         with_copy.student.names.push(copy.display().to_string());
     }
     let plan = &with_copy;
-    let mut running: Vec<(SanitizerTool, Result<Child, String>, PathBuf, Instant)> = Vec::new();
+    let mut running: Vec<(SanitizerTool, Result<Limited, String>, PathBuf, Instant)> = Vec::new();
     for &tool in &plan.tools {
         let (child, log) = match (&folder, &copy) {
             (Ok(dir), Ok(copy)) => {
@@ -326,10 +327,7 @@ pub fn run_pass(plan: &SanitizePlan) -> SanitizerOutcome {
                         .stdin(Stdio::null())
                         .stdout(Stdio::null())
                         .stderr(stderr);
-                    std::os::unix::process::CommandExt::process_group(&mut command, 0);
-                    command
-                        .spawn()
-                        .map_err(|e| format!("cannot start {}: {e}", plan.sanitizer.display()))
+                    Limited::start(&mut command, plan.timeout, true)
                 });
                 (child, log)
             }
@@ -343,7 +341,7 @@ pub fn run_pass(plan: &SanitizePlan) -> SanitizerOutcome {
         let mut waiting = false;
         for ((_, child, _, began), exit) in running.iter_mut().zip(exits.iter_mut()) {
             if let (Ok(child), None) = (child, exit.as_ref()) {
-                *exit = poll(child, *began, plan.timeout);
+                *exit = poll(child, *began);
                 waiting |= exit.is_none();
             }
         }
@@ -391,36 +389,22 @@ struct Exit {
     problem: Option<String>,
 }
 
-/// The child's exit, once it has exited or run past `timeout` (then it is stopped).
-fn poll(child: &mut Child, began: Instant, timeout: Duration) -> Option<Exit> {
-    let wall_ms = || began.elapsed().as_secs_f64() * 1e3;
-    let stopped = |child: &mut Child, problem: String| {
-        // The tool and the processes it follows share one process group.
-        let _ = Command::new("kill")
-            .args(["-KILL", "--", &format!("-{}", child.id())])
-            .stderr(Stdio::null())
-            .status();
-        let _ = child.kill();
-        let _ = child.wait();
-        Some(Exit {
-            status: None,
-            wall_ms: wall_ms(),
-            problem: Some(problem),
-        })
-    };
-    match child.try_wait() {
-        Ok(Some(status)) => Some(Exit {
+/// The tool's exit, once it has exited or run past its limit (then it and
+/// the processes it follows, one process group, are stopped).
+fn poll(tool: &mut Limited, began: Instant) -> Option<Exit> {
+    let wall_ms = began.elapsed().as_secs_f64() * 1e3;
+    Some(match tool.poll()? {
+        Ok(status) => Exit {
             status: Some(status),
-            wall_ms: wall_ms(),
+            wall_ms,
             problem: None,
-        }),
-        Ok(None) if began.elapsed() > timeout => stopped(
-            child,
-            format!("still running after {} s, stopped", timeout.as_secs()),
-        ),
-        Ok(None) => None,
-        Err(e) => stopped(child, format!("waiting for compute-sanitizer: {e}")),
-    }
+        },
+        Err(problem) => Exit {
+            status: None,
+            wall_ms,
+            problem: Some(problem),
+        },
+    })
 }
 
 fn finish(tool: SanitizerTool, exit: Exit, log: &Path, plan: &SanitizePlan) -> ToolRun {
