@@ -342,22 +342,24 @@ mod tests {
     type Diagnosed = (String, Comparison, Diagnosis);
 
     /// Each planted bug's CPU model run on every shipped case (seed 5), compared
-    /// and diagnosed as the grader does: made once for the tests that read it.
+    /// and diagnosed as the grader does: made once for the tests that read it,
+    /// every (bug, case) on its own core, since it is the lab's longest test.
     fn every_bug_diagnosed() -> &'static [(Bug, Vec<Diagnosed>)] {
+        use rayon::prelude::*;
         static MADE: OnceLock<Vec<(Bug, Vec<Diagnosed>)>> = OnceLock::new();
         MADE.get_or_init(|| {
             let all: Vec<(String, CaseData)> = embedded()
-                .into_iter()
+                .into_par_iter()
                 .map(|c| {
                     let data = PAGED_PREFILL_FP8.generate(&c, 5).expect("generates");
                     (c.name, data)
                 })
                 .collect();
             Bug::ALL
-                .into_iter()
+                .into_par_iter()
                 .map(|bug| {
                     let ran = all
-                        .iter()
+                        .par_iter()
                         .map(|(name, data)| {
                             let (comparison, said) = diagnosed_bug(data, bug);
                             (name.clone(), comparison, said)
