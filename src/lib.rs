@@ -47,7 +47,8 @@
 //! - `src/gpu/libraries.rs`: loading NVIDIA's libraries by path;
 //! - `src/worker/stdio.rs`: the worker's private protocol descriptor;
 //! - `src/worker/sandbox.rs`: `setrlimit` and the sandbox's system calls;
-//! - `src/app/batch/lock.rs`: one `flock` on the `--out` folder.
+//! - `src/app/batch/lock.rs`: one `flock` on the `--out` folder;
+//! - `src/sys/child.rs`: one `kill` of a timed-out child's process group.
 #![deny(unsafe_code)]
 
 pub mod app;

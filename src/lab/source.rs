@@ -40,6 +40,15 @@ pub enum SourceForm {
     Body,
 }
 
+/// Why a path through `link` is not read, in the words `check`, `grade` and
+/// the TUI share (after the path they name).
+pub fn untrusted_link_reason(link: &str) -> String {
+    format!(
+        "not read: {link}; only your own or root's links, in folders no one else can write, are \
+         followed (docs/SECURITY.md)"
+    )
+}
+
 /// Why a file cannot be used as a kernel source.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SourceError {
@@ -51,10 +60,7 @@ pub enum SourceError {
     NotRegular { path: String, kind: &'static str },
     #[error("{path}: cannot be read: {reason}")]
     Unreadable { path: String, reason: String },
-    #[error(
-        "{path}: not read: {link}; only your own or root's links, in folders no one else can \
-         write, are followed (docs/SECURITY.md)"
-    )]
+    #[error("{path}: {}", untrusted_link_reason(.link))]
     UntrustedLink { path: String, link: String },
     #[error("{path}: {size} bytes is more than the {limit}-byte limit for a kernel source")]
     TooLarge { path: String, size: u64, limit: u64 },

@@ -53,8 +53,9 @@ pub struct Finished {
 }
 
 /// A started program with a deadline: [`Limited::poll`] says whether it
-/// has ended, and stops it once it runs past the deadline. The one place a
-/// child is waited for under a limit ([`run_limited`], the sanitizer's tools).
+/// has ended, and stops it once it runs past the deadline; dropped while it
+/// runs, it is stopped too. The one place a child is waited for under a
+/// limit ([`run_limited`], the sanitizer's tools).
 pub struct Limited {
     child: Child,
     until: Instant,
@@ -95,54 +96,84 @@ impl Limited {
         let why = match self.child.try_wait() {
             Ok(Some(status)) => return Some(Ok(status)),
             Ok(None) if Instant::now() < self.until => return None,
-            Ok(None) => format!(
-                "still running after {} s, stopped",
-                self.limit.as_secs_f64()
-            ),
+            Ok(None) => {
+                let limit = self.limit.as_secs_f64();
+                format!("still running after {limit} s, stopped")
+            }
             Err(e) => format!("it could not be waited for: {e}"),
         };
-        if self.group {
-            let _ = command("kill")
-                .args(["-KILL", "--", &format!("-{}", self.child.id())])
-                .stderr(Stdio::null())
-                .status();
+        self.stop();
+        Some(Err(why))
+    }
+
+    /// Stops the child and, when it leads one, its process group.
+    fn stop(&mut self) {
+        // Only while the child is unreaped is its id surely its group's.
+        if self.group && matches!(self.child.try_wait(), Ok(None)) {
+            kill_group(self.child.id());
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
-        Some(Err(why))
+    }
+}
+
+impl Drop for Limited {
+    /// A child never outlives the code that started it (a panic included).
+    /// One that ended keeps what it started, as any program's would.
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            self.stop();
+        }
+    }
+}
+
+/// SIGKILL to the process group `leader` leads.
+#[allow(unsafe_code)]
+fn kill_group(leader: u32) {
+    if let Ok(leader) = libc::pid_t::try_from(leader) {
+        // SAFETY: kill(2) takes two integers and touches no memory of ours.
+        unsafe { libc::kill(-leader, libc::SIGKILL) };
     }
 }
 
 /// Runs `command` with no input to its end or to `limit`, whichever comes
-/// first (then it is killed). Both pipes are read while it runs, so a
-/// program that fills one while the other is waited on cannot stall it.
+/// first (then it and everything it started are killed). Both pipes are
+/// read while it runs, so a program that fills one while the other is
+/// waited on cannot stall it; what a child it left behind still holds open
+/// is read only until the deadline.
 pub fn run_limited(mut command: Command, limit: Duration) -> Result<Finished, String> {
     command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut running = Limited::start(&mut command, limit, false)?;
+    let mut running = Limited::start(&mut command, limit, true)?;
     let lines_of = |pipe: Option<Box<dyn Read + Send>>| {
+        let (send, lines) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
-            pipe.map(|p| BufReader::new(p).lines().map_while(Result::ok).collect())
-                .unwrap_or_default()
-        })
+            let read: Vec<String> = pipe
+                .map(|p| BufReader::new(p).lines().map_while(Result::ok).collect())
+                .unwrap_or_default();
+            let _ = send.send(read);
+        });
+        lines
     };
     let stdout = lines_of(running.child().stdout.take().map(|p| Box::new(p) as _));
     let stderr = lines_of(running.child().stderr.take().map(|p| Box::new(p) as _));
-    loop {
+    let status = loop {
         match running.poll() {
             None => std::thread::sleep(Duration::from_millis(10)),
-            Some(Ok(status)) => {
-                return Ok(Finished {
-                    code: status.code(),
-                    stdout: stdout.join().unwrap_or_default(),
-                    stderr: stderr.join().unwrap_or_default(),
-                })
-            }
+            Some(Ok(status)) => break status,
             Some(Err(why)) => return Err(why),
         }
-    }
+    };
+    let rest = || running.until.saturating_duration_since(Instant::now());
+    let stdout = stdout.recv_timeout(rest()).unwrap_or_default();
+    let stderr = stderr.recv_timeout(rest()).unwrap_or_default();
+    Ok(Finished {
+        code: status.code(),
+        stdout,
+        stderr,
+    })
 }
 
 #[cfg(test)]
@@ -196,5 +227,36 @@ mod tests {
         let error = run_limited(sleeper, Duration::from_millis(200)).unwrap_err();
         assert!(error.starts_with("still running after 0.2 s"), "{error}");
         assert!(started.elapsed() < Duration::from_secs(5));
+        // A child left holding the pipes after the program ended: the
+        // answer comes by the deadline, not when the child lets go.
+        let mut holder = command_in("sh", Path::new("/"));
+        holder.args(["-c", "sleep 30 & echo hi"]);
+        let started = Instant::now();
+        let finished = run_limited(holder, Duration::from_millis(500)).expect("it ended");
+        assert_eq!(finished.code, Some(0));
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        // What a program started is stopped with it at the deadline.
+        let marker = tempfile::tempdir().unwrap();
+        let pid_file = marker.path().join("pid");
+        let mut parent = command_in("sh", Path::new("/"));
+        parent.args([
+            "-c",
+            &format!("sleep 30 & echo $! > {}; wait", pid_file.display()),
+        ]);
+        run_limited(parent, Duration::from_millis(300)).unwrap_err();
+        let pid = std::fs::read_to_string(&pid_file).unwrap();
+        let status = std::path::PathBuf::from(format!("/proc/{}/status", pid.trim()));
+        let gone = (0..100).any(|_| {
+            std::thread::sleep(Duration::from_millis(20));
+            std::fs::read_to_string(&status).map_or(true, |s| {
+                s.lines()
+                    .any(|l| l.starts_with("State:") && l.contains('Z'))
+            })
+        });
+        assert!(gone, "the program's own child outlived its deadline");
     }
 }

@@ -17,7 +17,8 @@ use crate::app::history::nofollow::Folder;
 use crate::display::path_for_display;
 use crate::lab::definition::LabRef;
 use crate::lab::source::{
-    read_regular_file_named, BoundedRead, FollowLinks, SourceError, StudentSource, MAX_SOURCE_BYTES,
+    read_regular_file_named, untrusted_link_reason, BoundedRead, FollowLinks, SourceError,
+    StudentSource, MAX_SOURCE_BYTES,
 };
 
 /// One file to grade.
@@ -81,7 +82,7 @@ impl Place {
         let base: &Folder = match &self.base {
             Base::Open(folder) => folder,
             Base::Named(path) => {
-                named = Folder::open(path, false, false)
+                named = named_folder(path)
                     .map_err(unreadable)?
                     .ok_or_else(missing)?;
                 &named
@@ -147,12 +148,9 @@ pub fn discover_dir(dir: &Path) -> Result<Discovered, DiscoveryError> {
         path: path_for_display(path),
         reason: e.to_string(),
     };
-    let root = dir.canonicalize().map_err(|e| unreadable(dir, e))?;
-    let root_folder = Arc::new(
-        Folder::open(&root, false, false)
-            .map_err(|e| unreadable(dir, e))?
-            .ok_or_else(|| unreadable(dir, std::io::ErrorKind::NotFound.into()))?,
-    );
+    // Reached through links flashprof follows only, as `check` reaches a file.
+    let root_folder = Arc::new(Folder::walked(dir).map_err(|e| unreadable(dir, e))?);
+    let root = root_folder.resolved().map_err(|e| unreadable(dir, e))?;
     let mut found = Vec::new();
     let mut skipped_hidden = 0;
     // A subfolder that cannot be read becomes one refused row (the rest of
@@ -221,7 +219,7 @@ pub fn discover_dir(dir: &Path) -> Result<Discovered, DiscoveryError> {
                 skipped_hidden += 1;
             } else if is_cuda_file(&path) {
                 let place = if kind.is_symlink() {
-                    followed_link(&root.join(&path), &dir.join(&path))
+                    followed_link(&dir.join(&path), &folder.at(&name))
                         .and_then(|()| link_target(&folder.at(&name), &root, "the input folder"))
                 } else {
                     Ok(path.clone())
@@ -279,11 +277,15 @@ fn named_place(path: &Path) -> Result<Place, String> {
         _ => Path::new("."),
     };
     let name = path.file_name().ok_or("names no file")?;
-    followed_link(path, path)?;
-    let folder = Folder::open(within, false, false)
-        .map_err(|e| e.to_string())?
+    let folder = named_folder(within)
+        .map_err(|e| match e.kind() {
+            // A link on the way that flashprof does not follow.
+            std::io::ErrorKind::PermissionDenied => untrusted_link_reason(&e.to_string()),
+            _ => e.to_string(),
+        })?
         .ok_or_else(|| format!("{}: no such folder", path_for_display(within)))?;
     let entry = folder.at(name);
+    followed_link(path, &entry)?;
     let is_link = std::fs::symlink_metadata(&entry).is_ok_and(|m| m.file_type().is_symlink());
     let relative = if is_link {
         let real_folder = folder.resolved().map_err(|e| e.to_string())?;
@@ -303,22 +305,46 @@ fn is_cuda_file(path: &Path) -> bool {
         .is_some_and(|e| e.eq_ignore_ascii_case("cu"))
 }
 
-/// Whether every link met on the way to `path` is one flashprof follows,
-/// decided by ownership as `check`, `compare`, `bench` and the TUI decide
-/// it ([`crate::sys::trust::check_links`]), refused in their words; `shown`
-/// is the submission's path as the grader named it. A link that passes is
-/// still followed only to a file inside its folder ([`link_target`]): a
-/// class folder's links were made by students, whoever unpacked them.
-fn followed_link(path: &Path, shown: &Path) -> Result<(), String> {
-    crate::sys::trust::check_links(path)
-        .map(|_| ())
-        .map_err(|link| {
-            SourceError::UntrustedLink {
-                path: shown.display().to_string(),
-                link,
-            }
-            .to_string()
-        })
+/// The folder a file was named in, opened with its last component not
+/// followed (a named folder that is a link is refused: a class unpacked by
+/// the TA holds the TA's links to wherever a student's archive pointed)
+/// and every link above it one flashprof follows, both opens reaching the
+/// same folder. Used at discovery and again at each read.
+fn named_folder(within: &Path) -> std::io::Result<Option<Folder>> {
+    let Some(folder) = Folder::open(within, false, false)? else {
+        return Ok(None);
+    };
+    let walked = Folder::walked(within)?;
+    if walked.identity()? != folder.identity()? {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!("{} changed while it was opened", path_for_display(within)),
+        ));
+    }
+    Ok(Some(folder))
+}
+
+/// Whether every link met on the way to `path` (a submission's path as the
+/// grader named it) is one flashprof follows, decided by ownership as
+/// `check`, `compare`, `bench` and the TUI decide it
+/// ([`crate::sys::trust::check_links`]), refused in their words; and
+/// whether that walk reached the file `through` (the entry reached through
+/// its open folder) reaches, so a folder renamed between the two is
+/// refused. A link that passes is still followed only to a file inside its
+/// folder ([`link_target`]): a class folder's links were made by students,
+/// whoever unpacked them.
+fn followed_link(path: &Path, through: &Path) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let walked =
+        crate::sys::trust::check_links(path).map_err(|link| untrusted_link_reason(&link))?;
+    let reached = std::fs::metadata(through).ok().map(|m| (m.dev(), m.ino()));
+    match walked == reached {
+        true => Ok(()),
+        false => Err(untrusted_link_reason(&format!(
+            "{} changed while its links were checked",
+            path_for_display(path)
+        ))),
+    }
 }
 
 /// The target of `link` below `root` (canonical), or why it is not
@@ -546,7 +572,8 @@ mod tests {
         let found = discover_dir(&root).expect("discovered").submissions;
         let by_id = |id: &str| found.iter().find(|s| s.id == id).expect(id).clone();
         let link = root.join("open/link.cu");
-        let refused = by_id("open/link.cu").place.expect_err("refused");
+        // The row says what `check` says, word for word.
+        let refused = text_of(&by_id("open/link.cu")).expect_err("refused");
         assert_eq!(refused, check_refusal(&link));
         assert!(
             refused.contains("in a folder writable by others"),
@@ -557,17 +584,44 @@ mod tests {
         // linked folder higher up.
         let through = root.join("open/alias/sub/prefill.cu");
         for named in [&link, &through] {
-            let refused = from_files(std::slice::from_ref(named))[0]
-                .place
-                .clone()
-                .expect_err("refused");
+            let refused =
+                text_of(&from_files(std::slice::from_ref(named))[0]).expect_err("refused");
             assert_eq!(refused, check_refusal(named));
         }
+        // A class folder reached through such a link is not listed at all.
+        let refused = discover_dir(&root.join("open/alias")).expect_err("refused");
+        assert!(
+            refused.to_string().contains("open/alias is a link"),
+            "{refused}"
+        );
         chmod(0o755);
         assert_eq!(
             text_of(&from_files(&[through])[0]).expect("followed once no one else can replace it"),
             "out[0] = 2.0f;"
         );
+    }
+
+    #[test]
+    fn a_named_file_s_folder_swapped_for_a_link_after_discovery_is_not_read() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().canonicalize().expect("canonical");
+        write(
+            &root.join("ta/src/prefill.cu"),
+            "out[0] = 7.0f; // TA secret",
+        );
+        write(&root.join("bob/lab/src/prefill.cu"), "out[0] = 1.0f;");
+        // Bob's folder is one others could write in, as a student's own is
+        // to the TA.
+        std::fs::set_permissions(root.join("bob"), std::fs::Permissions::from_mode(0o777))
+            .expect("chmod");
+        let named = from_files(&[root.join("bob/lab/src/prefill.cu")]);
+        assert_eq!(text_of(&named[0]).expect("read"), "out[0] = 1.0f;");
+        // During the grading: bob/lab becomes a link to the TA's folder.
+        std::fs::rename(root.join("bob/lab"), root.join("bob/lab.old")).expect("move");
+        std::os::unix::fs::symlink(root.join("ta"), root.join("bob/lab")).expect("symlink");
+        let refused = text_of(&named[0]).expect_err("the swapped folder is refused");
+        assert!(refused.contains("bob/lab is a link"), "{refused}");
     }
 
     #[test]

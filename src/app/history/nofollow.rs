@@ -40,6 +40,24 @@ impl Folder {
         Self::open_at(path, path, create, owned)
     }
 
+    /// `path` opened as a folder through links flashprof follows only: every
+    /// link on the way is this user's or root's, in a folder no one else
+    /// can write, and the folder opened is the one that walk reached
+    /// ([`crate::sys::trust::open_walked_folder`]). A refusal is
+    /// `PermissionDenied`, with the link and why.
+    pub fn walked(path: &Path) -> io::Result<Self> {
+        Ok(Self {
+            handle: crate::sys::trust::open_walked_folder(path)?,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The open folder's device and inode.
+    pub fn identity(&self) -> io::Result<(u64, u64)> {
+        let meta = self.handle.metadata()?;
+        Ok((meta.dev(), meta.ino()))
+    }
+
     /// `name` inside this folder, opened the same way.
     pub fn sub(
         &self,
