@@ -136,24 +136,36 @@ fn kill_group(leader: u32) {
     }
 }
 
+/// How long the pipes are still read after a program ended: a child it
+/// left behind (ssh's `ControlPersist` master, say) may hold them open for
+/// good, and what the program itself wrote is in them by then.
+const PIPES_AFTER_EXIT: Duration = Duration::from_millis(200);
+
 /// Runs `command` with no input to its end or to `limit`, whichever comes
 /// first (then it and everything it started are killed). Both pipes are
 /// read while it runs, so a program that fills one while the other is
-/// waited on cannot stall it; what a child it left behind still holds open
-/// is read only until the deadline.
+/// waited on cannot stall it; after it ended they are read for
+/// [`PIPES_AFTER_EXIT`] more at most.
 pub fn run_limited(mut command: Command, limit: Duration) -> Result<Finished, String> {
+    use std::sync::{Arc, Mutex};
     command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut running = Limited::start(&mut command, limit, true)?;
+    // Each reader keeps what it read where it can be taken at any time,
+    // and says when its pipe closed.
+    let (closed, pipes_closed) = std::sync::mpsc::channel();
     let lines_of = |pipe: Option<Box<dyn Read + Send>>| {
-        let (send, lines) = std::sync::mpsc::channel();
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let (kept, closed) = (lines.clone(), closed.clone());
         std::thread::spawn(move || {
-            let read: Vec<String> = pipe
-                .map(|p| BufReader::new(p).lines().map_while(Result::ok).collect())
-                .unwrap_or_default();
-            let _ = send.send(read);
+            if let Some(pipe) = pipe {
+                for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                    kept.lock().unwrap_or_else(|e| e.into_inner()).push(line);
+                }
+            }
+            let _ = closed.send(());
         });
         lines
     };
@@ -166,13 +178,20 @@ pub fn run_limited(mut command: Command, limit: Duration) -> Result<Finished, St
             Some(Err(why)) => return Err(why),
         }
     };
-    let rest = || running.until.saturating_duration_since(Instant::now());
-    let stdout = stdout.recv_timeout(rest()).unwrap_or_default();
-    let stderr = stderr.recv_timeout(rest()).unwrap_or_default();
+    let until = Instant::now() + PIPES_AFTER_EXIT;
+    for _ in 0..2 {
+        let rest = until.saturating_duration_since(Instant::now());
+        if pipes_closed.recv_timeout(rest).is_err() {
+            break;
+        }
+    }
+    let taken = |lines: Arc<Mutex<Vec<String>>>| {
+        std::mem::take(&mut *lines.lock().unwrap_or_else(|e| e.into_inner()))
+    };
     Ok(Finished {
         code: status.code(),
-        stdout,
-        stderr,
+        stdout: taken(stdout),
+        stderr: taken(stderr),
     })
 }
 
@@ -228,14 +247,17 @@ mod tests {
         assert!(error.starts_with("still running after 0.2 s"), "{error}");
         assert!(started.elapsed() < Duration::from_secs(5));
         // A child left holding the pipes after the program ended: the
-        // answer comes by the deadline, not when the child lets go.
+        // answer, all the program wrote, comes soon after it ended, not
+        // when the child lets go nor at the deadline.
         let mut holder = command_in("sh", Path::new("/"));
-        holder.args(["-c", "sleep 30 & echo hi"]);
+        holder.args(["-c", "sleep 3 & echo hi; echo err >&2"]);
         let started = Instant::now();
-        let finished = run_limited(holder, Duration::from_millis(500)).expect("it ended");
+        let finished = run_limited(holder, Duration::from_secs(20)).expect("it ended");
         assert_eq!(finished.code, Some(0));
+        assert_eq!(finished.stdout, ["hi"]);
+        assert_eq!(finished.stderr, ["err"]);
         assert!(
-            started.elapsed() < Duration::from_secs(5),
+            started.elapsed() < Duration::from_secs(2),
             "{:?}",
             started.elapsed()
         );

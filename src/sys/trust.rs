@@ -66,7 +66,9 @@ pub fn untrusted_link(
 /// `folder` opened (for lookups through its descriptor) when every link on
 /// its path is one [`check_links`] follows and the folder opened is the one
 /// that walk arrived at, so a folder swapped in between the two is refused
-/// too. Refusals are `PermissionDenied`, with the reason.
+/// too, and so is one that was missing when walked and is there when
+/// opened (a link put back between the two). Refusals are
+/// `PermissionDenied`, with the reason.
 pub fn open_walked_folder(folder: &Path) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
     let refused = |why: String| std::io::Error::new(std::io::ErrorKind::PermissionDenied, why);
@@ -76,7 +78,7 @@ pub fn open_walked_folder(folder: &Path) -> std::io::Result<std::fs::File> {
         .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
         .open(folder)?;
     let meta = opened.metadata()?;
-    if walked.is_some_and(|walked| walked != (meta.dev(), meta.ino())) {
+    if walked != Some((meta.dev(), meta.ino())) {
         return Err(refused(format!(
             "{} changed while it was checked",
             crate::display::path_for_display(folder)
@@ -147,7 +149,13 @@ pub fn check_links(path: &Path) -> Result<Option<(u64, u64)>, String> {
             }
         }
     }
-    Ok(std::fs::symlink_metadata(&at)
+    // A walk that stayed here (`.`, `a/..`) arrived at the working folder.
+    let arrived = if at.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        &at
+    };
+    Ok(std::fs::symlink_metadata(arrived)
         .ok()
         .map(|meta| (meta.dev(), meta.ino())))
 }

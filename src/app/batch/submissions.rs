@@ -71,9 +71,16 @@ impl Eq for Place {}
 impl Place {
     /// Reads the file, never more than the size limit and never through a link.
     fn read(&self, shown: &Path) -> Result<BoundedRead, SourceError> {
-        let unreadable = |e: std::io::Error| SourceError::Unreadable {
-            path: shown.display().to_string(),
-            reason: e.to_string(),
+        let unreadable = |e: std::io::Error| match e {
+            // A link on the way that flashprof does not follow, in check's words.
+            _ if refused_link(&e) => SourceError::UntrustedLink {
+                path: shown.display().to_string(),
+                link: e.to_string(),
+            },
+            _ => SourceError::Unreadable {
+                path: shown.display().to_string(),
+                reason: e.to_string(),
+            },
         };
         let missing = || SourceError::Missing {
             path: shown.display().to_string(),
@@ -146,7 +153,10 @@ struct Pending {
 pub fn discover_dir(dir: &Path) -> Result<Discovered, DiscoveryError> {
     let unreadable = |path: &Path, e: std::io::Error| DiscoveryError::Unreadable {
         path: path_for_display(path),
-        reason: e.to_string(),
+        reason: match e.kind() {
+            _ if refused_link(&e) => untrusted_link_reason(&e.to_string()),
+            _ => e.to_string(),
+        },
     };
     // Reached through links flashprof follows only, as `check` reaches a file.
     let root_folder = Arc::new(Folder::walked(dir).map_err(|e| unreadable(dir, e))?);
@@ -219,8 +229,9 @@ pub fn discover_dir(dir: &Path) -> Result<Discovered, DiscoveryError> {
                 skipped_hidden += 1;
             } else if is_cuda_file(&path) {
                 let place = if kind.is_symlink() {
-                    followed_link(&dir.join(&path), &folder.at(&name))
-                        .and_then(|()| link_target(&folder.at(&name), &root, "the input folder"))
+                    followed_link(&dir.join(&path), &folder.at(&name)).and_then(|walked| {
+                        link_target(&folder.at(&name), walked, &root, "the input folder")
+                    })
                 } else {
                     Ok(path.clone())
                 };
@@ -280,17 +291,17 @@ fn named_place(path: &Path) -> Result<Place, String> {
     let folder = named_folder(within)
         .map_err(|e| match e.kind() {
             // A link on the way that flashprof does not follow.
-            std::io::ErrorKind::PermissionDenied => untrusted_link_reason(&e.to_string()),
+            _ if refused_link(&e) => untrusted_link_reason(&e.to_string()),
             _ => e.to_string(),
         })?
         .ok_or_else(|| format!("{}: no such folder", path_for_display(within)))?;
     let entry = folder.at(name);
-    followed_link(path, &entry)?;
+    let walked = followed_link(path, &entry)?;
     let is_link = std::fs::symlink_metadata(&entry).is_ok_and(|m| m.file_type().is_symlink());
     let relative = if is_link {
         let real_folder = folder.resolved().map_err(|e| e.to_string())?;
         let named_in = format!("the folder it was named in ({})", path_for_display(within));
-        link_target(&entry, &real_folder, &named_in)?
+        link_target(&entry, walked, &real_folder, &named_in)?
     } else {
         PathBuf::from(name)
     };
@@ -303,6 +314,12 @@ fn named_place(path: &Path) -> Result<Place, String> {
 fn is_cuda_file(path: &Path) -> bool {
     path.extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("cu"))
+}
+
+/// Whether `e` is the walk's refusal of a link ([`Folder::walked`]), not
+/// the system's own "permission denied".
+fn refused_link(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::PermissionDenied && e.raw_os_error().is_none()
 }
 
 /// The folder a file was named in, opened with its last component not
@@ -333,13 +350,11 @@ fn named_folder(within: &Path) -> std::io::Result<Option<Folder>> {
 /// refused. A link that passes is still followed only to a file inside its
 /// folder ([`link_target`]): a class folder's links were made by students,
 /// whoever unpacked them.
-fn followed_link(path: &Path, through: &Path) -> Result<(), String> {
-    use std::os::unix::fs::MetadataExt;
+fn followed_link(path: &Path, through: &Path) -> Result<Option<(u64, u64)>, String> {
     let walked =
         crate::sys::trust::check_links(path).map_err(|link| untrusted_link_reason(&link))?;
-    let reached = std::fs::metadata(through).ok().map(|m| (m.dev(), m.ino()));
-    match walked == reached {
-        true => Ok(()),
+    match walked == identity(through) {
+        true => Ok(walked),
         false => Err(untrusted_link_reason(&format!(
             "{} changed while its links were checked",
             path_for_display(path)
@@ -347,12 +362,30 @@ fn followed_link(path: &Path, through: &Path) -> Result<(), String> {
     }
 }
 
+/// The device and inode of what `path` reaches, links followed.
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
 /// The target of `link` below `root` (canonical), or why it is not
-/// followed; `root_named` is how the refusal names `root`.
-fn link_target(link: &Path, root: &Path, root_named: &str) -> Result<PathBuf, String> {
+/// followed; `root_named` is how the refusal names `root`. `walked`: what
+/// the link check reached, which the target resolved again must still be.
+fn link_target(
+    link: &Path,
+    walked: Option<(u64, u64)>,
+    root: &Path,
+    root_named: &str,
+) -> Result<PathBuf, String> {
     let target = link
         .canonicalize()
         .map_err(|e| format!("a symlink whose target cannot be read ({e})"))?;
+    if identity(&target) != walked {
+        return Err(untrusted_link_reason(&format!(
+            "{} changed while its links were checked",
+            path_for_display(link)
+        )));
+    }
     match target.strip_prefix(root) {
         Ok(inside) if !inside.as_os_str().is_empty() && target.is_file() => {
             Ok(inside.to_path_buf())
