@@ -153,10 +153,7 @@ struct Pending {
 pub fn discover_dir(dir: &Path) -> Result<Discovered, DiscoveryError> {
     let unreadable = |path: &Path, e: std::io::Error| DiscoveryError::Unreadable {
         path: path_for_display(path),
-        reason: match e.kind() {
-            _ if refused_link(&e) => untrusted_link_reason(&e.to_string()),
-            _ => e.to_string(),
-        },
+        reason: reason_of(&e),
     };
     // Reached through links flashprof follows only, as `check` reaches a file.
     let root_folder = Arc::new(Folder::walked(dir).map_err(|e| unreadable(dir, e))?);
@@ -289,11 +286,7 @@ fn named_place(path: &Path) -> Result<Place, String> {
     };
     let name = path.file_name().ok_or("names no file")?;
     let folder = named_folder(within)
-        .map_err(|e| match e.kind() {
-            // A link on the way that flashprof does not follow.
-            _ if refused_link(&e) => untrusted_link_reason(&e.to_string()),
-            _ => e.to_string(),
-        })?
+        .map_err(|e| reason_of(&e))?
         .ok_or_else(|| format!("{}: no such folder", path_for_display(within)))?;
     let entry = folder.at(name);
     let walked = followed_link(path, &entry)?;
@@ -322,6 +315,15 @@ fn refused_link(e: &std::io::Error) -> bool {
     e.kind() == std::io::ErrorKind::PermissionDenied && e.raw_os_error().is_none()
 }
 
+/// Why a folder could not be opened: a refused link in `check`'s words,
+/// anything else as the system says it.
+fn reason_of(e: &std::io::Error) -> String {
+    match refused_link(e) {
+        true => untrusted_link_reason(&e.to_string()),
+        false => e.to_string(),
+    }
+}
+
 /// The folder a file was named in, opened with its last component not
 /// followed (a named folder that is a link is refused: a class unpacked by
 /// the TA holds the TA's links to wherever a student's archive pointed)
@@ -341,13 +343,13 @@ fn named_folder(within: &Path) -> std::io::Result<Option<Folder>> {
     Ok(Some(folder))
 }
 
-/// Whether every link met on the way to `path` (a submission's path as the
-/// grader named it) is one flashprof follows, decided by ownership as
-/// `check`, `compare`, `bench` and the TUI decide it
-/// ([`crate::sys::trust::check_links`]), refused in their words; and
-/// whether that walk reached the file `through` (the entry reached through
-/// its open folder) reaches, so a folder renamed between the two is
-/// refused. A link that passes is still followed only to a file inside its
+/// What the walk to `path` (a submission's path as the grader named it)
+/// reached, when every link on the way is one flashprof follows, decided
+/// by ownership as `check`, `compare`, `bench` and the TUI decide it
+/// ([`crate::sys::trust::check_links`]), and the walk reached what
+/// `through` (the entry, reached through its open folder) reaches, so a
+/// folder renamed between the two is refused; otherwise why not, in their
+/// words. A link that passes is still followed only to a file inside its
 /// folder ([`link_target`]): a class folder's links were made by students,
 /// whoever unpacked them.
 fn followed_link(path: &Path, through: &Path) -> Result<Option<(u64, u64)>, String> {
