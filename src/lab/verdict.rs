@@ -26,6 +26,18 @@ pub mod cause {
     pub const NEVER_WRITTEN: &str = "never-written";
     pub const COPIED_FROM_OUT: &str = "copied-from-out";
     pub const EXPECTED_FILE_WRONG: &str = "expected-file-wrong";
+    /// No result within the case's time: a loop that never ends, or a
+    /// barrier only some threads reach.
+    pub const HANG: &str = "hang";
+    /// The worker process died during the case (not a CUDA error it could report).
+    pub const WORKER_DIED: &str = "worker-died";
+    /// CUDA's word for a launch that failed, as the worker read it.
+    pub const ILLEGAL_ADDRESS: &str = "illegal-address";
+    pub const MISALIGNED_ADDRESS: &str = "misaligned-address";
+    pub const TOO_MANY_RESOURCES: &str = "too-many-resources";
+    pub const LAUNCH_REFUSED: &str = "launch-refused";
+    pub const OUT_OF_MEMORY: &str = "out-of-memory";
+    pub const KERNEL_FAILED: &str = "kernel-failed";
 }
 
 /// The lab-independent verdict: what stops grading first, else the cause

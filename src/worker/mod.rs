@@ -34,6 +34,7 @@ use crate::lab::definition::{CaseData, Graded, LabCase, LabRef};
 use crate::lab::experiment::{self, Conditions, FirstRuns, Rerun};
 use crate::lab::geometry::LaunchGeometry;
 use crate::lab::source::StudentSource;
+use crate::lab::verdict::cause;
 use crate::protocol::{
     read_message, write_message, CaseOutcome, CaseStatus, CompileOutcome, CompileProblem,
     CompileProblemKind, CountersUnavailableReport, Event, FramingError, LabId, LineSteps,
@@ -643,7 +644,9 @@ impl Worker {
         };
         match launched {
             Err(e) => {
-                outcome.diagnosis = crash_diagnosis(lab, &e);
+                let (diagnosis, word) = crash_diagnosis(lab, &e);
+                outcome.diagnosis = diagnosis;
+                outcome.cause = Some(word.to_owned());
                 let stray_read = e.name == "CUDA_ERROR_ILLEGAL_ADDRESS";
                 if let Some(note) = lab.fault_note(&inputs).filter(|_| stray_read) {
                     outcome.diagnosis = format!("{}; {note}", outcome.diagnosis);
@@ -832,7 +835,8 @@ fn run_twice(
     })
 }
 
-fn crash_diagnosis(lab: LabRef, error: &GpuError) -> String {
+/// What a failed launch says, and its cause word.
+fn crash_diagnosis(lab: LabRef, error: &GpuError) -> (String, &'static str) {
     let pointers: Vec<&str> = lab
         .abi()
         .args
@@ -846,17 +850,71 @@ fn crash_diagnosis(lab: LabRef, error: &GpuError) -> String {
         None => "a buffer".to_owned(),
     };
     match error.name.as_str() {
-        "CUDA_ERROR_ILLEGAL_ADDRESS" => format!(
-            "the kernel accessed an illegal address ({error}): an index far outside {buffers}"
+        "CUDA_ERROR_ILLEGAL_ADDRESS" => (
+            format!("the kernel accessed an illegal address ({error}): an index far outside {buffers}"),
+            cause::ILLEGAL_ADDRESS,
         ),
-        "CUDA_ERROR_MISALIGNED_ADDRESS" => format!("misaligned memory access ({error}): check vector loads"),
-        "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES" => format!(
-            "the launch asked for more threads, registers or shared memory than a block of this kernel may have ({error})"
+        "CUDA_ERROR_MISALIGNED_ADDRESS" => (
+            format!("misaligned memory access ({error}): check vector loads"),
+            cause::MISALIGNED_ADDRESS,
         ),
-        "CUDA_ERROR_INVALID_VALUE" => format!(
-            "the launch was refused ({error}): check the declared threads and dynamic shared memory"
+        "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES" => (
+            format!(
+                "the launch asked for more threads, registers or shared memory than a block of this kernel may have ({error})"
+            ),
+            cause::TOO_MANY_RESOURCES,
         ),
-        _ if error.out_of_memory => format!("the GPU ran out of memory ({error})"),
-        _ => format!("the kernel failed: {error}"),
+        "CUDA_ERROR_INVALID_VALUE" => (
+            format!("the launch was refused ({error}): check the declared threads and dynamic shared memory"),
+            cause::LAUNCH_REFUSED,
+        ),
+        _ if error.out_of_memory => (
+            format!("the GPU ran out of memory ({error})"),
+            cause::OUT_OF_MEMORY,
+        ),
+        _ => (format!("the kernel failed: {error}"), cause::KERNEL_FAILED),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab::registry;
+
+    fn failed(name: &str, out_of_memory: bool) -> GpuError {
+        GpuError {
+            call: "cuStreamSynchronize",
+            name: name.to_owned(),
+            sticky: true,
+            out_of_memory,
+        }
+    }
+
+    #[test]
+    fn every_failed_launch_has_a_cause_word_and_names_the_labs_buffers() {
+        let lab = LabRef(registry::find("paged-prefill-fp8").expect("a shipped lab"));
+        let (line, word) = crash_diagnosis(lab, &failed("CUDA_ERROR_ILLEGAL_ADDRESS", false));
+        assert_eq!(word, cause::ILLEGAL_ADDRESS);
+        assert!(line.contains("kCache, vCache"), "{line}");
+        let words: Vec<&str> = [
+            ("CUDA_ERROR_MISALIGNED_ADDRESS", false),
+            ("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", false),
+            ("CUDA_ERROR_INVALID_VALUE", false),
+            ("CUDA_ERROR_OUT_OF_MEMORY", true),
+            ("CUDA_ERROR_LAUNCH_FAILED", false),
+        ]
+        .into_iter()
+        .map(|(name, oom)| crash_diagnosis(lab, &failed(name, oom)).1)
+        .collect();
+        assert_eq!(
+            words,
+            [
+                cause::MISALIGNED_ADDRESS,
+                cause::TOO_MANY_RESOURCES,
+                cause::LAUNCH_REFUSED,
+                cause::OUT_OF_MEMORY,
+                cause::KERNEL_FAILED
+            ]
+        );
     }
 }

@@ -9,6 +9,7 @@ use crate::app::peaks_cache;
 use crate::app::worker_handle::WorkerFailure;
 use crate::facts::device::{DeviceInfo, GpuProblem};
 use crate::lab::definition::{LabCase, LabRef, Problem};
+use crate::lab::verdict::cause;
 use crate::outcome::{CountersResult, LinkLoss, LinkLost, PhaseTimes, Progress};
 use crate::protocol::{
     CaseOutcome, CaseStatus, CompileOutcome, CompileProblemKind, CounterTier,
@@ -152,6 +153,7 @@ pub(super) fn case(
         Ok(result) => return (result, None),
         Err(Unanswered::Lost(WorkerFailure::Timeout(limit))) => {
             outcome.status = CaseStatus::Timeout;
+            outcome.cause = Some(cause::HANG.to_owned());
             outcome.diagnosis = format!(
                 "no result within {:.1} s: the kernel probably never finishes for this shape (a loop bound or a barrier only some threads reach)",
                 limit.as_secs_f64()
@@ -168,6 +170,7 @@ pub(super) fn case(
         }
         Err(Unanswered::Lost(failure)) => {
             outcome.status = CaseStatus::Crash;
+            outcome.cause = Some(cause::WORKER_DIED.to_owned());
             outcome.diagnosis = format!("the worker died during this case: {failure}");
         }
         Err(unanswered) => {
