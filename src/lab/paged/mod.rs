@@ -12,6 +12,7 @@
 //! element draw, oracle, bug models, diagnosis and golden proof in its own
 //! folder (docs/LABS.md).
 
+pub mod attention;
 pub mod batch;
 pub mod bf16;
 pub mod diagnosis;

@@ -1,28 +1,16 @@
-//! The reference answer for the paged lab, in float64.
+//! The reference answer for the paged lab, in float64: the family's
+//! attention ([`crate::lab::paged::attention`]) over fp32 tensors.
 //!
 //! The oracle follows the contract's semantics literally rather than the
-//! way a kernel would compute them: for each sequence it first lays the
-//! sequence's keys and values out in position order (cache through the
-//! block table for the context, `kNew`/`vNew` rows for the new tokens),
-//! then every row does a textbook two-pass softmax over the positions it
-//! sees. Inputs are f32, so each product is exact in f64 and the remaining
-//! rounding is far below the lab's tolerance; the golden case proves it.
-//!
-//! The same function, with a [`Model`] knob, is the CPU model of each planted
-//! bug and of each misreading the diagnosis tries ([`Misreading`]). Keeping one function is the point: a bug model differs from the
-//! oracle in exactly the line the bug is about, so a test that shows the
-//! cases catch a model says something about the cases, not about a second
-//! implementation that could be wrong in other ways.
-
-use rayon::prelude::*;
+//! way a kernel would compute them, and the same function, with a [`Model`]
+//! knob, is the CPU model of each planted bug and of each misreading the
+//! diagnosis tries ([`Misreading`]): a bug model differs from the oracle in
+//! exactly the line the bug is about.
 
 use super::bugs::Bug;
-use super::contract::{Batch, Inputs, BLOCK, DH, GROUP, HKV, HQ, LAYOUT, SCALE};
-use crate::lab::paged::layout::CacheLayout;
+use super::contract::{Inputs, SCALE};
+use crate::lab::paged::attention::{self, CacheWalk, Decoding, Reading, WindowRule};
 use crate::lab::paged::misread::Misreading;
-
-/// The K cache as a kernel reads it that assumes X = 8 (the X-assumed-8 bug).
-const LAYOUT_X8: CacheLayout = CacheLayout::new(DH, 8);
 
 /// How the attention is computed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,29 +24,46 @@ pub enum Model {
 }
 
 impl Model {
-    fn bug(self) -> Option<Bug> {
-        match self {
-            Model::Bug(bug) => Some(bug),
-            _ => None,
+    /// The contract as this model reads it.
+    fn reading(self) -> Reading {
+        let bug = match self {
+            Model::Exact => return Reading::CONTRACT,
+            Model::Misread(misreading) => return Reading::misread(misreading),
+            Model::Bug(bug) => bug,
+        };
+        let mut reading = Reading::CONTRACT;
+        match bug {
+            Bug::BlockTableIgnored => reading.block_table_ignored = true,
+            Bug::XAssumed8 => reading.k_packing = Some(8),
+            Bug::WindowOffByOne => reading.window = WindowRule::OneTooWide,
+            Bug::AlibiSignFlipped => reading.alibi_flipped = true,
+            Bug::CacheForNewTokens => reading.walk = CacheWalk::EveryPosition,
+            Bug::QStartShifted => reading.q_start_shifted = true,
+            Bug::MissingDivision => reading.normalised = false,
+            Bug::MaskPrecedence => reading.window = WindowRule::CachedKeysUnwindowed,
+            Bug::VTokenMajor => reading.v_token_major = true,
+            Bug::PartialBlockDropped => reading.partial_block_dropped = true,
+            Bug::Int32Offset(wrap) => reading.wrapped = Some(wrap),
         }
-    }
-
-    fn misreading(self) -> Option<Misreading> {
-        match self {
-            Model::Misread(misreading) => Some(misreading),
-            _ => None,
-        }
+        reading
     }
 }
+
+fn widen(x: f32) -> f64 {
+    f64::from(x)
+}
+
+/// fp32 elements, read as they are.
+pub const DECODING: Decoding<'static, f32> = Decoding {
+    scale: SCALE as f32,
+    key: &widen,
+    value: &widen,
+};
 
 /// Exact attention of the batch, laid out like `out` (`[T][32][64]`).
 ///
 /// With `rows`, only those rows of `out` are computed (the rest stay 0.0):
 /// the engine samples rows of large outputs.
-///
-/// # Panics
-/// When a tensor's length disagrees with the batch or a row is past `T`
-/// (caller bugs: loaded and generated inputs are validated).
 pub fn attention(inputs: &Inputs, rows: Option<&[usize]>) -> Vec<f64> {
     evaluate(inputs, rows, Model::Exact, 0.0)
 }
@@ -68,279 +73,17 @@ pub fn attention(inputs: &Inputs, rows: Option<&[usize]>) -> Vec<f64> {
 /// means of finite values, or NaN).
 pub const NOT_WRITTEN: f64 = f64::NEG_INFINITY;
 
-/// The shared core of the oracle and the models.
-///
-/// Rows no sequence writes (only possible under [`Bug::QStartShifted`])
-/// keep `unwritten`; so do rows left out by `rows`.
+/// What `model` writes into `rows` (every row when `None`); rows no
+/// sequence writes (only possible under [`Bug::QStartShifted`]) and rows
+/// left out keep `unwritten`.
 pub fn evaluate(inputs: &Inputs, rows: Option<&[usize]>, model: Model, unwritten: f64) -> Vec<f64> {
-    if let Model::Bug(Bug::Int32Offset(wrap)) = model {
-        // The right positions through the wrong blocks: the contract's
-        // attention over the table the wrapped offsets land on (the
-        // batch's own where nothing is placed high and every offset fits).
-        let wrapped = inputs.read_wrapped(wrap);
-        return evaluate(
-            wrapped.as_ref().unwrap_or(inputs),
-            rows,
-            Model::Exact,
-            unwritten,
-        );
-    }
-    let bug = model.bug();
-    let batch = &inputs.batch;
-    inputs.assert_lengths();
-    let total = batch.total_new();
-    let mut out = vec![unwritten; total * HQ * DH];
-    let mut wanted = vec![rows.is_none(); total];
-    for &row in rows.unwrap_or(&[]) {
-        assert!(row < total, "row {row} past T = {total}");
-        wanted[row] = true;
-    }
-
-    // Which (sequence, token) writes each row. Later sequences win, as the
-    // last store would on a GPU (only the qStart bug makes writers overlap).
-    let mut writer: Vec<Option<(usize, usize)>> = vec![None; total];
-    for seq in 0..batch.num_seqs() {
-        let start = row_start(batch, seq, bug);
-        for token in 0..batch.new[seq] {
-            if let Some(slot) = writer.get_mut(start + token) {
-                *slot = Some((seq, token));
-            }
-        }
-    }
-
-    for seq in 0..batch.num_seqs() {
-        let mine: Vec<(usize, usize)> = (0..total)
-            .filter(|&row| wanted[row])
-            .filter_map(|row| match writer[row] {
-                Some((s, token)) if s == seq => Some((row, token)),
-                _ => None,
-            })
-            .collect();
-        if mine.is_empty() {
-            continue;
-        }
-        let sequence = SequenceKv::gather(inputs, seq, model);
-        let mut results = vec![0.0; mine.len() * HQ * DH];
-        results
-            .par_chunks_mut(GROUP * DH)
-            .enumerate()
-            .for_each_init(Vec::new, |scores, (task, out_group)| {
-                let (row, token) = mine[task / HKV];
-                let kv_head = task % HKV;
-                sequence.row_group(inputs, row, token, kv_head, scores, out_group);
-            });
-        for (&(row, _), result) in mine.iter().zip(results.chunks_exact(HQ * DH)) {
-            out[row * HQ * DH..(row + 1) * HQ * DH].copy_from_slice(result);
-        }
-    }
-    out
-}
-
-/// Where a sequence's rows begin, as the (possibly buggy) kernel computes it.
-fn row_start(batch: &Batch, seq: usize, bug: Option<Bug>) -> usize {
-    match bug {
-        Some(Bug::QStartShifted) => batch.q_start[seq + 1] as usize,
-        _ => batch.start(seq),
-    }
-}
-
-/// One sequence's keys and values in position order, per KV head, as f64,
-/// exactly as the (possibly buggy) kernel would read them.
-struct SequenceKv {
-    seq: usize,
-    /// The context as the kernel takes it.
-    context: usize,
-    bug: Option<Bug>,
-    misreading: Option<Misreading>,
-    /// `[HKV][len][DH]`.
-    keys: Vec<f64>,
-    values: Vec<f64>,
-    len: usize,
-}
-
-impl SequenceKv {
-    fn gather(inputs: &Inputs, seq: usize, model: Model) -> SequenceKv {
-        let (bug, misreading) = (model.bug(), model.misreading());
-        let batch = &inputs.batch;
-        let context = Misreading::context(misreading, batch.context[seq], batch.new[seq]);
-        let len = context + batch.new[seq];
-        // The contract: the cache holds positions below the context. The
-        // bug reads it for every position of the sequence.
-        let cached_below = match bug {
-            Some(Bug::CacheForNewTokens) => len,
-            _ => context,
-        };
-        let start = row_start(batch, seq, bug);
-        let read = |data: &[f32], index: Option<usize>| {
-            // Past the end of a buffer is the guard band: a NaN that shows.
-            index
-                .and_then(|i| data.get(i))
-                .map_or(f64::NAN, |&x| f64::from(x))
-        };
-        let mut keys = vec![0.0; HKV * len * DH];
-        let mut values = vec![0.0; HKV * len * DH];
-        for kv_head in 0..HKV {
-            for pos in 0..len {
-                let at = (kv_head * len + pos) * DH;
-                for dim in 0..DH {
-                    let (k, v) = if pos < cached_below {
-                        let block = match bug {
-                            Some(Bug::BlockTableIgnored) => {
-                                Some(seq * batch.max_blocks_per_seq + pos / BLOCK)
-                            }
-                            _ => batch
-                                .block_table
-                                .get(seq * batch.max_blocks_per_seq + pos / BLOCK)
-                                .map(|&b| b as usize),
-                        };
-                        let slot = pos % BLOCK;
-                        let k_index = block.map(|b| match bug {
-                            Some(Bug::XAssumed8) => LAYOUT_X8.k_cache_index(b, kv_head, dim, slot),
-                            _ => LAYOUT.k_cache_index(b, kv_head, dim, slot),
-                        });
-                        let v_index = block.map(|b| match bug {
-                            Some(Bug::VTokenMajor) => {
-                                ((b * HKV + kv_head) * BLOCK + slot) * DH + dim
-                            }
-                            _ => LAYOUT.v_cache_index(b, kv_head, dim, slot),
-                        });
-                        (
-                            read(&inputs.k_cache, k_index),
-                            read(&inputs.v_cache, v_index),
-                        )
-                    } else {
-                        let row = start + (pos - context);
-                        let index =
-                            (row < batch.total_new()).then(|| LAYOUT.kv_index(row, kv_head, dim));
-                        (read(&inputs.k_new, index), read(&inputs.v_new, index))
-                    };
-                    keys[at + dim] = k;
-                    values[at + dim] = v;
-                }
-            }
-        }
-        SequenceKv {
-            seq,
-            context,
-            bug,
-            misreading,
-            keys,
-            values,
-            len,
-        }
-    }
-
-    /// Whether the query at `i` sees the key at `j <= i`, under the model.
-    fn sees(&self, batch: &Batch, i: usize, j: usize) -> bool {
-        let partial_block = self.context / BLOCK * BLOCK..self.context;
-        if self.bug == Some(Bug::PartialBlockDropped) && partial_block.contains(&j) {
-            return false;
-        }
-        let Some(w) = batch.window() else {
-            return true;
-        };
-        match self.bug {
-            Some(Bug::WindowOffByOne) => i - j <= w,
-            // `j < ctx || (j <= i && inWindow)`: cached keys skip the window.
-            Some(Bug::MaskPrecedence) => j < self.context || i - j < w,
-            _ => i - j < w,
-        }
-    }
-
-    /// The scores of query head `head` of one output row (token `token`)
-    /// over positions `0..=i`, an unseen one's `-inf`; returns the KV head
-    /// its keys and values are read from.
-    fn head_scores(
-        &self,
-        inputs: &Inputs,
-        row: usize,
-        token: usize,
-        head: usize,
-        scores: &mut Vec<f64>,
-    ) -> usize {
-        let batch = &inputs.batch;
-        let i = self.context + token;
-        debug_assert!(i < self.len, "sequence {} position {i}", self.seq);
-        let source = Misreading::kv_head(self.misreading, head);
-        let keys = &self.keys[source * self.len * DH..(source + 1) * self.len * DH];
-        let mut query = [0.0; DH];
-        let q_row = &inputs.q[LAYOUT.head_index(row, head, 0)..LAYOUT.head_index(row, head, DH)];
-        for (q, &x) in query.iter_mut().zip(q_row) {
-            *q = f64::from(x) * SCALE;
-        }
-        let slope = inputs
-            .alibi_slopes
-            .as_ref()
-            .map(|slopes| f64::from(slopes[head]));
-        scores.clear();
-        for j in 0..=i {
-            if !self.sees(batch, i, j) {
-                scores.push(f64::NEG_INFINITY);
-                continue;
-            }
-            let key: &[f64; DH] = keys[j * DH..(j + 1) * DH].try_into().unwrap();
-            // Plain indexed loops: the tests run unoptimized, and this is
-            // where all of their time goes.
-            let mut score = 0.0;
-            for d in 0..DH {
-                score += query[d] * key[d];
-            }
-            if let Some(slope) = slope {
-                let distance = j as f64 - i as f64;
-                score += match self.bug {
-                    Some(Bug::AlibiSignFlipped) => -slope * distance,
-                    _ => slope * distance,
-                };
-            }
-            scores.push(score);
-        }
-        source
-    }
-
-    /// The values of KV head `source` at position `j`.
-    fn value(&self, source: usize, j: usize) -> &[f64; DH] {
-        let at = (source * self.len + j) * DH;
-        self.values[at..at + DH].try_into().unwrap()
-    }
-
-    /// The four query heads of KV head `kv_head` for one output row.
-    fn row_group(
-        &self,
-        inputs: &Inputs,
-        row: usize,
-        token: usize,
-        kv_head: usize,
-        scores: &mut Vec<f64>,
-        out_group: &mut [f64],
-    ) {
-        for (member, out_head) in out_group.chunks_exact_mut(DH).enumerate() {
-            let source = self.head_scores(inputs, row, token, kv_head * GROUP + member, scores);
-            // NaN scores (guard-band reads) must not be skipped by the max:
-            // they reach the sum below and poison the row, as on a GPU.
-            let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            let mut denominator = 0.0;
-            out_head.fill(0.0);
-            for (j, score) in scores.iter().enumerate() {
-                if *score == f64::NEG_INFINITY {
-                    continue;
-                }
-                let weight = (score - max).exp();
-                denominator += weight;
-                let value = self.value(source, j);
-                for d in 0..DH {
-                    out_head[d] += weight * value[d];
-                }
-            }
-            if self.bug != Some(Bug::MissingDivision) {
-                out_head.iter_mut().for_each(|o| *o /= denominator);
-            }
-        }
-    }
+    attention::evaluate(inputs, &DECODING, model.reading(), rows, unwritten)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lab::paged_prefill::contract::{Batch, DH, GROUP, HKV, HQ, LAYOUT};
 
     /// The long case's sampled rows, as the check grades them: the oracle's
     /// answer there is the definition's, within the golden bound.
@@ -390,36 +133,16 @@ mod tests {
     /// case, gives this oracle's answer.
     #[test]
     fn the_tiled_order_of_sums_gives_the_oracle_s_answer() {
-        use crate::lab::paged::tiled::assert_tiled_order_gives;
+        use crate::lab::paged::attention::assert_tiled_order_gives_the_oracle;
         use crate::lab::paged_prefill::cases::{generate, whole_oracle_cases};
-        let mut checked = 0;
-        for case in whole_oracle_cases() {
-            let inputs = generate(&case, 11).unwrap().inputs;
-            let exact = attention(&inputs, None);
-            let batch = &inputs.batch;
-            let mut scores = Vec::new();
-            for seq in 0..batch.num_seqs() {
-                let kv = SequenceKv::gather(&inputs, seq, Model::Exact);
-                for token in 0..batch.new[seq] {
-                    let row = batch.start(seq) + token;
-                    for head in 0..HQ {
-                        let source = kv.head_scores(&inputs, row, token, head, &mut scores);
-                        let visible: Vec<(usize, f64, &[f64])> = scores
-                            .iter()
-                            .enumerate()
-                            .filter(|(_, &score)| score != f64::NEG_INFINITY)
-                            .map(|(j, &score)| (j, score, kv.value(source, j).as_slice()))
-                            .collect();
-                        let want = &exact
-                            [LAYOUT.head_index(row, head, 0)..LAYOUT.head_index(row, head, DH)];
-                        assert_tiled_order_gives(batch, row, &visible, want, || {
-                            format!("{}: row {row} head {head}", case.name)
-                        });
-                        checked += 1;
-                    }
-                }
-            }
-        }
+        let checked: usize = whole_oracle_cases()
+            .iter()
+            .map(|case| {
+                let inputs = generate(case, 11).unwrap().inputs;
+                let exact = attention(&inputs, None);
+                assert_tiled_order_gives_the_oracle(&inputs, &DECODING, &exact, &case.name)
+            })
+            .sum();
         assert!(checked > 1000, "{checked} (row, head) pairs");
     }
     use crate::lab::paged_prefill::contract::{alibi_slope, standard_alibi_slopes};

@@ -1,24 +1,16 @@
-//! The float64 oracle over the dequantised cache, and the same definition
-//! with one knob turned: each planted bug, and the seed's own arithmetic.
-//!
-//! For each sequence the keys and values are first laid out in position
-//! order, dequantised exactly (`decode(byte) * scale` is exact in f64), then
-//! every row does a two-pass softmax over the positions it sees. q and K are
-//! exact bf16 and FP8 values, so each product is exact in f64 and what is
-//! left is summation rounding far below the tolerance; the golden case
-//! proves it. A bug model differs from the oracle in the one line its bug is
-//! about ([`Model`]), so a case that catches a model catches that line; the
-//! misreadings the diagnosis tries ([`Misreading`]) are knobs of the same kind.
-
-use rayon::prelude::*;
+//! The float64 oracle over the dequantised cache: the family's attention
+//! ([`crate::lab::paged::attention`]) with each cached byte decoded
+//! exactly (`decode(byte) * scale` is exact in f64), and the same
+//! definition with one knob turned: each planted bug ([`Model`]), the seed's
+//! own arithmetic, and the misreadings the diagnosis tries ([`Misreading`]).
+//! q and K are exact bf16 and FP8 values, so each product is exact in f64
+//! and what is left is summation rounding far below the tolerance; the
+//! golden case proves it.
 
 use super::bugs::Bug;
-use super::{bf16, Inputs, KvFormat, BLOCK, DH, GROUP, HKV, HQ, LAYOUT, SCALE, SCALE_F32};
-use crate::lab::paged::layout::{table_index, CacheLayout};
+use super::{Inputs, KvFormat, SCALE_F32};
+use crate::lab::paged::attention::{self, Arithmetic, CacheWalk, Decoding, Reading, WindowRule};
 use crate::lab::paged::misread::Misreading;
-
-/// The K cache as a kernel reads it that assumes X = 8 (the X-assumed-8 bug).
-const LAYOUT_X8: CacheLayout = CacheLayout::new(DH, 8);
 
 /// How the attention is computed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,11 +27,60 @@ pub enum Model {
 }
 
 impl Model {
-    fn misreading(self) -> Option<Misreading> {
-        match self {
-            Model::Misread(misreading) => Some(misreading),
-            _ => None,
+    /// The contract as this model reads it, but for how bytes are decoded ([`Model::decoded`]).
+    fn reading(self) -> Reading {
+        let mut reading = Reading::CONTRACT;
+        let bug = match self {
+            Model::Exact => return reading,
+            Model::Misread(misreading) => return Reading::misread(misreading),
+            Model::SeedLike => {
+                reading.arithmetic = Arithmetic::SeedBf16;
+                return reading;
+            }
+            Model::Bug(bug) => bug,
+        };
+        match bug {
+            Bug::XAssumed8 => reading.k_packing = Some(8),
+            Bug::OneKeyTooMany => reading.walk = CacheWalk::OnePastContext,
+            Bug::MissingMaxSubtraction => reading.max_subtracted = false,
+            Bug::WindowOffByOne => reading.window = WindowRule::OneTooWide,
+            Bug::MissingDivision => reading.normalised = false,
+            Bug::AlibiSignFlipped => reading.alibi_flipped = true,
+            Bug::Int32Offset(wrap) => reading.wrapped = Some(wrap),
+            Bug::KScaleIgnored
+            | Bug::ScalesSwapped
+            | Bug::FormatIgnored
+            | Bug::FormatAssumedE4m3
+            | Bug::VScaleTwice
+            | Bug::VScaleIgnored => {}
         }
+        reading
+    }
+
+    /// The format and the (K, V) scales the model decodes the cache with.
+    fn decoded(self, inputs: &Inputs) -> (KvFormat, f32, f32) {
+        let (format, k, v) = (inputs.format, inputs.k_scale, inputs.v_scale);
+        match self {
+            Model::Bug(Bug::FormatIgnored) => (KvFormat::E5m2, k, v),
+            Model::Bug(Bug::FormatAssumedE4m3) => (KvFormat::E4m3, k, v),
+            Model::Bug(Bug::KScaleIgnored) => (format, 1.0, v),
+            Model::Bug(Bug::ScalesSwapped) => (format, v, k),
+            Model::Bug(Bug::VScaleTwice) => (format, k, v * v),
+            Model::Bug(Bug::VScaleIgnored) => (format, k, 1.0),
+            _ => (format, k, v),
+        }
+    }
+
+    /// `run` with the cache decoded as this model decodes it.
+    fn with_decoding<T>(self, inputs: &Inputs, run: impl FnOnce(&Decoding<'_, u8>) -> T) -> T {
+        let (format, k_scale, v_scale) = self.decoded(inputs);
+        let key = |byte: u8| f64::from(format.decode(byte)) * f64::from(k_scale);
+        let value = |byte: u8| f64::from(format.decode(byte)) * f64::from(v_scale);
+        run(&Decoding {
+            scale: SCALE_F32,
+            key: &key,
+            value: &value,
+        })
     }
 }
 
@@ -62,288 +103,23 @@ pub fn evaluate(inputs: &Inputs, model: Model) -> Vec<f64> {
 }
 
 fn evaluate_rows(inputs: &Inputs, model: Model, rows: Option<&[usize]>) -> Vec<f64> {
-    if let Model::Bug(Bug::Int32Offset(wrap)) = model {
-        // The right positions through the wrong blocks: the contract's
-        // attention over the table the wrapped offsets land on (the
-        // batch's own where nothing is placed high and every offset fits).
-        let wrapped = inputs.tensors.read_wrapped(wrap).map(|tensors| Inputs {
-            tensors,
-            format: inputs.format,
-            k_scale: inputs.k_scale,
-            v_scale: inputs.v_scale,
-        });
-        return evaluate_rows(wrapped.as_ref().unwrap_or(inputs), Model::Exact, rows);
-    }
-    inputs.tensors.assert_lengths();
-    let batch = &inputs.tensors.batch;
-    let mut wanted = vec![rows.is_none(); batch.total_new()];
-    for &row in rows.unwrap_or(&[]) {
-        wanted[row] = true;
-    }
-    let mut out = vec![0.0; batch.q_elems()];
-    for seq in 0..batch.num_seqs() {
-        let start = batch.start(seq);
-        if !wanted[start..start + batch.new[seq]].contains(&true) {
-            continue;
-        }
-        let kv = SequenceKv::gather(inputs, seq, model);
-        let rows = &mut out
-            [LAYOUT.head_index(start, 0, 0)..LAYOUT.head_index(start + batch.new[seq], 0, 0)];
-        rows.par_chunks_mut(GROUP * DH).enumerate().for_each_init(
-            Vec::new,
-            |scratch, (task, group_out)| {
-                let (token, kv_head) = (task / HKV, task % HKV);
-                if wanted[start + token] {
-                    kv.row_group(inputs, start + token, token, kv_head, scratch, group_out);
-                }
-            },
-        );
-    }
-    out
+    model.with_decoding(inputs, |decoding| {
+        attention::evaluate(&inputs.tensors, decoding, model.reading(), rows, 0.0)
+    })
 }
 
 /// The largest `|v|` each (row, head) sees, laid out `[T][32]`: what
 /// scales the absolute part of the tolerance ([`super::tolerance`]).
 pub fn value_scales(inputs: &Inputs) -> Vec<f64> {
-    inputs.tensors.assert_lengths();
-    let batch = &inputs.tensors.batch;
-    let mut scales = vec![0.0; batch.total_new() * HQ];
-    for seq in 0..batch.num_seqs() {
-        let kv = SequenceKv::gather(inputs, seq, Model::Exact);
-        let start = batch.start(seq);
-        for token in 0..batch.new[seq] {
-            let i = kv.context + token;
-            for kv_head in 0..HKV {
-                let largest = kv
-                    .positions
-                    .iter()
-                    .filter(|p| p.pos <= i && kv.sees(batch.window(), i, p.pos))
-                    .flat_map(|p| &p.values[kv_head * DH..(kv_head + 1) * DH])
-                    .fold(0.0f64, |m, v| m.max(v.abs()));
-                let row = (start + token) * HQ + kv_head * GROUP;
-                scales[row..row + GROUP].fill(largest);
-            }
-        }
-    }
-    scales
-}
-
-/// One key or value as the (possibly buggy) kernel sees it.
-struct Position {
-    pos: usize,
-    /// `[HKV][DH]` keys and values.
-    keys: Vec<f64>,
-    values: Vec<f64>,
-}
-
-/// One sequence's keys and values in the order the kernel walks them.
-struct SequenceKv {
-    context: usize,
-    model: Model,
-    /// The cached walk (positions below the context; one more under
-    /// [`Bug::OneKeyTooMany`]), then the new tokens.
-    positions: Vec<Position>,
-}
-
-impl SequenceKv {
-    fn gather(inputs: &Inputs, seq: usize, model: Model) -> SequenceKv {
-        let batch = &inputs.tensors.batch;
-        let context = Misreading::context(model.misreading(), batch.context[seq], batch.new[seq]);
-        let bug = match model {
-            Model::Bug(bug) => Some(bug),
-            _ => None,
-        };
-        // The kernel's cache walk ends at the context; the bug reads one more.
-        let cached = match bug {
-            Some(Bug::OneKeyTooMany) => context + 1,
-            _ => context,
-        };
-        let format = match bug {
-            Some(Bug::FormatIgnored) => KvFormat::E5m2,
-            Some(Bug::FormatAssumedE4m3) => KvFormat::E4m3,
-            _ => inputs.format,
-        };
-        let (k_scale, v_scale) = match bug {
-            Some(Bug::KScaleIgnored) => (1.0, inputs.v_scale),
-            Some(Bug::ScalesSwapped) => (inputs.v_scale, inputs.k_scale),
-            Some(Bug::VScaleTwice) => (inputs.k_scale, inputs.v_scale * inputs.v_scale),
-            Some(Bug::VScaleIgnored) => (inputs.k_scale, 1.0),
-            _ => (inputs.k_scale, inputs.v_scale),
-        };
-        let round = |x: f64| match model {
-            Model::SeedLike => f64::from(bf16::round(x as f32)),
-            _ => x,
-        };
-        let dequantise =
-            |byte: u8, scale: f32| round(f64::from(format.decode(byte)) * f64::from(scale));
-        let mut positions = Vec::with_capacity(cached + batch.new[seq]);
-        for pos in 0..cached {
-            // A walk past the context may run past the sequence's table
-            // row, and past the table: that reads the guard band, NaN.
-            let table = table_index(seq, batch.max_blocks_per_seq, pos);
-            let block = batch.block_table.get(table).map(|&b| b as usize);
-            let slot = pos % BLOCK;
-            let read = |cache: &[u8], at: Option<usize>, scale: f32| {
-                at.and_then(|at| cache.get(at))
-                    .map_or(f64::NAN, |&byte| dequantise(byte, scale))
-            };
-            let mut keys = vec![0.0; HKV * DH];
-            let mut values = vec![0.0; HKV * DH];
-            for g in 0..HKV {
-                for d in 0..DH {
-                    let k_at = block.map(|block| match bug {
-                        Some(Bug::XAssumed8) => LAYOUT_X8.k_cache_index(block, g, d, slot),
-                        _ => LAYOUT.k_cache_index(block, g, d, slot),
-                    });
-                    keys[g * DH + d] = read(&inputs.tensors.k_cache, k_at, k_scale);
-                    let v_at = block.map(|block| LAYOUT.v_cache_index(block, g, d, slot));
-                    values[g * DH + d] = read(&inputs.tensors.v_cache, v_at, v_scale);
-                }
-            }
-            positions.push(Position { pos, keys, values });
-        }
-        let start = batch.start(seq);
-        for token in 0..batch.new[seq] {
-            let row = start + token;
-            let read = |data: &[f32]| -> Vec<f64> {
-                data[LAYOUT.kv_index(row, 0, 0)..LAYOUT.kv_index(row + 1, 0, 0)]
-                    .iter()
-                    .map(|&x| f64::from(x))
-                    .collect()
-            };
-            positions.push(Position {
-                pos: context + token,
-                keys: read(&inputs.tensors.k_new),
-                values: read(&inputs.tensors.v_new),
-            });
-        }
-        SequenceKv {
-            context,
-            model,
-            positions,
-        }
-    }
-
-    /// Whether the row at position `i` sees position `j <= i`.
-    fn sees(&self, window: Option<usize>, i: usize, j: usize) -> bool {
-        match (window, self.model) {
-            (None, _) => true,
-            (Some(w), Model::Bug(Bug::WindowOffByOne)) => i - j <= w,
-            (Some(w), _) => i - j < w,
-        }
-    }
-
-    /// The scores of the positions the row at `row` (token `token`) sees
-    /// for query head `head`, each with its index in `positions`; returns
-    /// the KV head its keys and values are read from.
-    fn visible_scores(
-        &self,
-        inputs: &Inputs,
-        row: usize,
-        token: usize,
-        head: usize,
-        scores: &mut Vec<(f64, usize)>,
-    ) -> usize {
-        let i = self.context + token;
-        let window = inputs.tensors.batch.window();
-        let seed_like = self.model == Model::SeedLike;
-        let source = Misreading::kv_head(self.model.misreading(), head);
-        let query =
-            &inputs.tensors.q[LAYOUT.head_index(row, head, 0)..LAYOUT.head_index(row, head, DH)];
-        let slope = inputs
-            .tensors
-            .alibi_slopes
-            .as_ref()
-            .map(|s| f64::from(s[head]));
-        scores.clear();
-        for (at, position) in self.positions.iter().enumerate() {
-            let j = position.pos;
-            if j > i || !self.sees(window, i, j) {
-                continue;
-            }
-            let key = &position.keys[source * DH..(source + 1) * DH];
-            let mut score = if seed_like {
-                let dot: f32 = query.iter().zip(key).map(|(&q, &k)| q * k as f32).sum();
-                f64::from(dot * SCALE_F32)
-            } else {
-                query
-                    .iter()
-                    .zip(key)
-                    .map(|(&q, &k)| f64::from(q) * k)
-                    .sum::<f64>()
-                    * SCALE
-            };
-            if let Some(slope) = slope {
-                let bias = slope * (j as f64 - i as f64);
-                score += match self.model {
-                    Model::Bug(Bug::AlibiSignFlipped) => -bias,
-                    _ => bias,
-                };
-            }
-            scores.push((score, at));
-        }
-        source
-    }
-
-    /// The four query heads of `kv_head` for the row at `row` (token `token`).
-    fn row_group(
-        &self,
-        inputs: &Inputs,
-        row: usize,
-        token: usize,
-        kv_head: usize,
-        scores: &mut Vec<(f64, usize)>,
-        out_group: &mut [f64],
-    ) {
-        let seed_like = self.model == Model::SeedLike;
-        for (member, out_head) in out_group.chunks_exact_mut(DH).enumerate() {
-            let head = kv_head * GROUP + member;
-            let source = self.visible_scores(inputs, row, token, head, scores);
-            // NaN scores (stray NaN bytes) must reach the sums, as on a GPU.
-            let max = match self.model {
-                Model::Bug(Bug::MissingMaxSubtraction) => 0.0,
-                _ => scores.iter().map(|s| s.0).fold(f64::NEG_INFINITY, f64::max),
-            };
-            let mut denominator = 0.0;
-            out_head.fill(0.0);
-            for &(score, at) in scores.iter() {
-                let weight = match self.model {
-                    // The kernel's expf: past f32's range it is infinite.
-                    Model::Bug(Bug::MissingMaxSubtraction) => {
-                        f64::from(((score - max) as f32).exp())
-                    }
-                    Model::SeedLike => f64::from(((score - max) as f32).exp()),
-                    _ => (score - max).exp(),
-                };
-                denominator += weight;
-                let p = match seed_like {
-                    true => f64::from(bf16::round(weight as f32)),
-                    false => weight,
-                };
-                let value = &self.positions[at].values[source * DH..(source + 1) * DH];
-                for (o, &v) in out_head.iter_mut().zip(value) {
-                    *o = if seed_like {
-                        f64::from(*o as f32 + (p * v) as f32)
-                    } else {
-                        *o + p * v
-                    };
-                }
-            }
-            if self.model != Model::Bug(Bug::MissingDivision) {
-                out_head.iter_mut().for_each(|o| *o /= denominator);
-            }
-            if seed_like {
-                out_head
-                    .iter_mut()
-                    .for_each(|o| *o = f64::from(bf16::round(*o as f32)));
-            }
-        }
-    }
+    Model::Exact.with_decoding(inputs, |decoding| {
+        attention::largest_visible_values(&inputs.tensors, decoding)
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lab::paged_prefill_fp8::{bf16, DH, HKV, LAYOUT};
 
     /// Listed rows are the whole answer's rows; the others are left 0.
     #[test]
@@ -368,41 +144,23 @@ mod tests {
     /// case, gives this oracle's answer to 1e-12.
     #[test]
     fn the_tiled_order_of_sums_gives_the_oracle_s_answer() {
-        use crate::lab::paged::tiled::assert_tiled_order_gives;
+        use crate::lab::paged::attention::assert_tiled_order_gives_the_oracle;
         use crate::lab::paged_prefill_fp8::cases::{embedded_cases, generate};
-        let mut checked = 0;
-        for case in embedded_cases() {
-            let inputs = generate(&case, 11).unwrap().inputs;
-            let exact = attention(&inputs);
-            let batch = &inputs.tensors.batch;
-            let mut scores = Vec::new();
-            for seq in 0..batch.num_seqs() {
-                let kv = SequenceKv::gather(&inputs, seq, Model::Exact);
-                for token in 0..batch.new[seq] {
-                    let row = batch.start(seq) + token;
-                    for head in 0..HQ {
-                        let source = kv.visible_scores(&inputs, row, token, head, &mut scores);
-                        let visible: Vec<(usize, f64, &[f64])> = scores
-                            .iter()
-                            .map(|&(score, at)| {
-                                let position = &kv.positions[at];
-                                (
-                                    position.pos,
-                                    score,
-                                    &position.values[source * DH..(source + 1) * DH],
-                                )
-                            })
-                            .collect();
-                        let want = &exact
-                            [LAYOUT.head_index(row, head, 0)..LAYOUT.head_index(row, head, DH)];
-                        assert_tiled_order_gives(batch, row, &visible, want, || {
-                            format!("{}: row {row} head {head}", case.name)
-                        });
-                        checked += 1;
-                    }
-                }
-            }
-        }
+        let checked: usize = embedded_cases()
+            .iter()
+            .map(|case| {
+                let inputs = generate(case, 11).unwrap().inputs;
+                let exact = attention(&inputs);
+                Model::Exact.with_decoding(&inputs, |decoding| {
+                    assert_tiled_order_gives_the_oracle(
+                        &inputs.tensors,
+                        decoding,
+                        &exact,
+                        &case.name,
+                    )
+                })
+            })
+            .sum();
         assert!(checked > 1000, "{checked} (row, head) pairs");
     }
     use crate::lab::paged_prefill_fp8::{Batch, PrefillTensors, FP8_NAN};
