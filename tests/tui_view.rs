@@ -605,6 +605,7 @@ fn a_paged_case_heatmap_names_the_batch_and_marks_where_each_sequence_starts() {
         integrity: Some(Integrity::default()),
         diagnosis: "rows of sequence 1 are wrong".into(),
         cause: None,
+        candidates: Vec::new(),
         experiments: Default::default(),
         elapsed_ms: 2.0,
         oracle_ms: 1.0,

@@ -112,7 +112,9 @@ pub fn run_check_unless_stale(
 
     let cases_started = Instant::now();
     let blocked = NotRun::before_cases(&compile, &gpu);
-    let (cases, link_lost) = phases::run_cases(&mut session, plan, blocked.as_ref(), &mut progress);
+    let (mut cases, link_lost) =
+        phases::run_cases(&mut session, plan, blocked.as_ref(), &mut progress);
+    crate::outcome::settle_candidates(&mut cases);
     phase_times.cases_ms = ms_since(cases_started);
 
     let ended = CasesEnded::of(blocked.is_some(), &cases);

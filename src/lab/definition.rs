@@ -231,6 +231,9 @@ pub struct Graded<'a> {
 pub struct Diagnosis {
     pub line: String,
     pub cause: Option<&'static str>,
+    /// Causes whose models write the same output on this case, when it
+    /// cannot tell them apart (then `cause` is `None`).
+    pub candidates: Vec<&'static str>,
 }
 
 impl Diagnosis {
@@ -238,6 +241,7 @@ impl Diagnosis {
         Self {
             line: line.into(),
             cause: Some(cause),
+            candidates: Vec::new(),
         }
     }
 
@@ -246,6 +250,17 @@ impl Diagnosis {
         Self {
             line: line.into(),
             cause: None,
+            candidates: Vec::new(),
+        }
+    }
+
+    /// A line that says several causes, each of whose models reproduces
+    /// the case, and names none: the check's other cases may tell them apart.
+    pub fn either(line: impl Into<String>, candidates: Vec<&'static str>) -> Self {
+        Self {
+            line: line.into(),
+            cause: None,
+            candidates,
         }
     }
 

@@ -455,6 +455,7 @@ pub fn explain_non_finite(
     super::definition::Diagnosis {
         line: parts.join("; "),
         cause: first_cause,
+        candidates: Vec::new(),
     }
 }
 

@@ -99,48 +99,14 @@ impl LaunchGeometry {
     /// Every key is optional; omitted keys keep the lab default. A comment
     /// (rather than a `#pragma`) keeps the file compiling unchanged under nvcc.
     pub fn from_source(source: &str, default: Self) -> Result<Self, GeometryError> {
-        let mut found: Option<(usize, Self)> = None;
-        for (index, text) in source.lines().enumerate() {
-            let line = index + 1;
-            let Some(rest) = directive_body(text) else {
-                continue;
-            };
-            if let Some((first, _)) = found {
-                return Err(GeometryError {
-                    line,
-                    message: format!(
-                        "a second {DIRECTIVE} declaration (the first is on line {first})"
-                    ),
-                });
-            }
-            found = Some((
-                line,
-                Self::parse_directive(rest, default)
-                    .map_err(|message| GeometryError { line, message })?,
-            ));
-        }
-        Ok(found.map_or(default, |(_, g)| g))
+        Ok(declared(source, |body| Self::parse_directive(body, default))?.unwrap_or(default))
     }
 
     /// Parses the `key=value` pairs after the [`DIRECTIVE`] marker.
     pub fn parse_directive(body: &str, default: Self) -> Result<Self, String> {
         let mut geometry = default;
-        let mut given: Vec<&str> = Vec::new();
-        for pair in body.split_whitespace() {
-            let (key, value) = pair
-                .split_once('=')
-                .ok_or_else(|| format!("expected key=value, found `{}`", shown(pair)))?;
-            // Two values for one key (two labs, say) would leave the reader
-            // guessing which one counts.
-            if given.contains(&key) {
-                return Err(format!("`{}` is given twice", shown(key)));
-            }
-            given.push(key);
-            let number = || {
-                value
-                    .parse::<u32>()
-                    .map_err(|_| format!("`{key}` needs a whole number, found `{}`", shown(value)))
-            };
+        for (key, value) in directive_pairs(body)? {
+            let number = || whole_number(key, value);
             match key {
                 "rows_per_block" => geometry.rows_per_block = number()?,
                 "threads" => geometry.threads = number()?,
@@ -189,6 +155,55 @@ impl LaunchGeometry {
         }
         Ok(())
     }
+}
+
+/// What the one [`DIRECTIVE`] line of `source` declares, read by `parse`;
+/// `None` when there is none. Every lab refuses a second line: the reader
+/// would be left guessing which one counts.
+pub fn declared<T>(
+    source: &str,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Result<Option<T>, GeometryError> {
+    let mut found: Option<(usize, T)> = None;
+    for (index, text) in source.lines().enumerate() {
+        let line = index + 1;
+        let Some(body) = directive_body(text) else {
+            continue;
+        };
+        if let Some((first, _)) = found {
+            return Err(GeometryError {
+                line,
+                message: format!("a second {DIRECTIVE} declaration (the first is on line {first})"),
+            });
+        }
+        let declared = parse(body).map_err(|message| GeometryError { line, message })?;
+        found = Some((line, declared));
+    }
+    Ok(found.map(|(_, declared)| declared))
+}
+
+/// The `key=value` pairs of a directive's body, in order; a pair without
+/// `=` is refused, and so is a key given twice (two labs, say), which
+/// would leave the reader guessing which one counts.
+pub fn directive_pairs(body: &str) -> Result<Vec<(&str, &str)>, String> {
+    let mut pairs: Vec<(&str, &str)> = Vec::new();
+    for pair in body.split_whitespace() {
+        let (key, value) = pair
+            .split_once('=')
+            .ok_or_else(|| format!("expected key=value, found `{}`", shown(pair)))?;
+        if pairs.iter().any(|(given, _)| *given == key) {
+            return Err(format!("`{}` is given twice", shown(key)));
+        }
+        pairs.push((key, value));
+    }
+    Ok(pairs)
+}
+
+/// The whole number a directive's `key` is given.
+pub fn whole_number(key: &str, value: &str) -> Result<u32, String> {
+    value
+        .parse::<u32>()
+        .map_err(|_| format!("`{key}` needs a whole number, found `{}`", shown(value)))
 }
 
 /// The most of a student's value (a lab name, a key, a number) that

@@ -179,10 +179,17 @@ pub fn with_planted(cases: &[CaseSummary<'_>], planted: &[(&str, &str)]) -> Opti
     if let Some(line) = settled(cases) {
         return line;
     }
+    let confirmed = confirmed(cases, planted);
     if let Some(line) = severe(cases) {
-        return Some(line);
+        // What stopped grading comes first; a planted bug that explains
+        // the cases that ran is still named after it (a kernel that reads
+        // the wrong blocks reads unmapped ones where the cache is placed high).
+        return Some(match confirmed {
+            Some(named) => format!("{line}; in the cases that ran: {named}"),
+            None => line,
+        });
     }
-    Some(confirmed(cases, planted).unwrap_or_else(|| by_cause(cases)))
+    Some(confirmed.unwrap_or_else(|| by_cause(cases)))
 }
 
 /// The planted bug whose model reproduces most failing cases, when it
@@ -310,6 +317,40 @@ mod tests {
             case("c", CaseState::Fail, "rows wrong", None),
         ];
         assert_eq!(confirmed(&few, &planted), None);
+    }
+
+    #[test]
+    fn a_crash_comes_first_and_the_planted_bug_the_other_cases_show_follows() {
+        let planted = [("x-bug", "the x defect")];
+        let cases = [
+            case("a", CaseState::Fail, "x here", Some("x-bug")),
+            case(
+                "b",
+                CaseState::Crash,
+                "illegal address",
+                Some("illegal-address"),
+            ),
+            case("c", CaseState::Pass, "correct", None),
+        ];
+        assert_eq!(
+            with_planted(&cases, &planted).unwrap(),
+            "crashes on b: illegal address; in the cases that ran: the x defect: its model \
+             reproduces the output of 1 of 1 failing cases (a); c passes"
+        );
+        // Without a planted bug to name, the crash speaks alone.
+        let unexplained = [
+            case("a", CaseState::Fail, "rows wrong", None),
+            case(
+                "b",
+                CaseState::Crash,
+                "illegal address",
+                Some("illegal-address"),
+            ),
+        ];
+        assert_eq!(
+            with_planted(&unexplained, &planted).unwrap(),
+            "crashes on b: illegal address"
+        );
     }
 
     #[test]

@@ -207,6 +207,7 @@ mod tests {
             integrity: Some(integrity),
             diagnosis: String::new(),
             cause: None,
+            candidates: Vec::new(),
             experiments: Box::default(),
             elapsed_ms: 0.0,
             oracle_ms: 0.0,

@@ -171,6 +171,38 @@ pub struct CheckReport {
     pub link_lost: Option<LinkLost>,
 }
 
+/// Settles each failing case that several causes reproduce alike by what
+/// the check's other failing cases name: when exactly one of its candidates
+/// is named by another case, that is its cause, and its line says why. A
+/// case alone cannot tell such causes apart; the check's cases can.
+pub fn settle_candidates(cases: &mut [CaseOutcome]) {
+    let named: Vec<String> = cases
+        .iter()
+        .filter(|case| case.status == CaseStatus::Fail)
+        .filter_map(|case| case.cause.clone())
+        .collect();
+    let unsettled = cases
+        .iter_mut()
+        .filter(|case| case.cause.is_none() && !case.candidates.is_empty());
+    for case in unsettled {
+        let seen: Vec<&String> = case
+            .candidates
+            .iter()
+            .filter(|candidate| named.contains(candidate))
+            .collect();
+        if let [only] = seen.as_slice() {
+            let count = named.iter().filter(|name| name == only).count();
+            let only = (*only).clone();
+            case.diagnosis.push_str(&format!(
+                " (the other cases settle it: {count} failing case{} name{} {only}, none the others)",
+                if count == 1 { "" } else { "s" },
+                if count == 1 { "s" } else { "" }
+            ));
+            case.cause = Some(only);
+        }
+    }
+}
+
 /// The lab's one line for a check with these cases.
 pub fn check_diagnosis(lab: &dyn Lab, cases: &[CaseOutcome]) -> Option<String> {
     let summaries: Vec<CaseSummary<'_>> = cases
@@ -231,5 +263,83 @@ impl CheckReport {
             && self.timing_error.is_none()
             && self.timing.as_ref().is_none_or(|t| t.speedup.is_some())
             && self.sanitizer.as_ref().is_none_or(|s| s.clean())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab::definition::Problem;
+
+    fn case(
+        name: &str,
+        status: CaseStatus,
+        cause: Option<&str>,
+        candidates: &[&str],
+    ) -> CaseOutcome {
+        CaseOutcome {
+            name: name.into(),
+            summary: String::new(),
+            shape: Problem::unknown(),
+            status,
+            comparison: None,
+            integrity: None,
+            diagnosis: format!("{name} says"),
+            cause: cause.map(str::to_owned),
+            candidates: candidates.iter().map(|c| c.to_string()).collect(),
+            experiments: Box::default(),
+            elapsed_ms: 0.0,
+            oracle_ms: 0.0,
+            reference_check: None,
+        }
+    }
+
+    #[test]
+    fn a_case_two_causes_reproduce_takes_the_one_the_other_cases_name() {
+        let mut cases = [
+            case("a", CaseStatus::Fail, Some("tile-edge"), &[]),
+            case("b", CaseStatus::Fail, Some("tile-edge"), &[]),
+            case(
+                "c",
+                CaseStatus::Fail,
+                None,
+                &["causal-off-by-one", "tile-edge"],
+            ),
+            case("d", CaseStatus::Pass, None, &[]),
+        ];
+        settle_candidates(&mut cases);
+        assert_eq!(cases[2].cause.as_deref(), Some("tile-edge"));
+        assert_eq!(
+            cases[2].diagnosis,
+            "c says (the other cases settle it: 2 failing cases name tile-edge, none the others)"
+        );
+    }
+
+    #[test]
+    fn a_case_stays_unsettled_when_the_other_cases_name_none_or_several_of_its_causes() {
+        let mut none_named = [
+            case("a", CaseStatus::Fail, Some("race"), &[]),
+            case(
+                "c",
+                CaseStatus::Fail,
+                None,
+                &["causal-off-by-one", "tile-edge"],
+            ),
+        ];
+        settle_candidates(&mut none_named);
+        assert_eq!(none_named[1].cause, None);
+        assert_eq!(none_named[1].diagnosis, "c says");
+        let mut both_named = [
+            case("a", CaseStatus::Fail, Some("tile-edge"), &[]),
+            case("b", CaseStatus::Fail, Some("causal-off-by-one"), &[]),
+            case(
+                "c",
+                CaseStatus::Fail,
+                None,
+                &["causal-off-by-one", "tile-edge"],
+            ),
+        ];
+        settle_candidates(&mut both_named);
+        assert_eq!(both_named[2].cause, None);
     }
 }

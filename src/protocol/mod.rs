@@ -461,6 +461,11 @@ pub struct CaseOutcome {
     /// (`nan-guard-read`, `block-table-ignored`), when it names one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cause: Option<String>,
+    /// The causes whose models all reproduce this case alike, when the
+    /// case alone cannot tell them apart (and `cause` is then absent until
+    /// the check's other cases settle it: the outcome layer's `settle_candidates`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub candidates: Vec<String>,
     /// What reruns under changed conditions showed (absent when none ran).
     #[serde(default, skip_serializing_if = "no_experiments")]
     pub experiments: Box<Experiments>,

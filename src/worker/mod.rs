@@ -637,6 +637,7 @@ impl Worker {
             integrity: None,
             diagnosis: String::new(),
             cause: None,
+            candidates: Vec::new(),
             experiments: Box::default(),
             elapsed_ms: 0.0,
             oracle_ms,
@@ -710,6 +711,7 @@ impl Worker {
                 );
                 outcome.diagnosis = diagnosis.line;
                 outcome.cause = diagnosis.cause.map(str::to_owned);
+                outcome.candidates = diagnosis.candidates.iter().map(|c| c.to_string()).collect();
                 outcome.experiments = Box::new(experiments);
                 outcome.comparison = Some(comparison);
                 outcome.integrity = Some(runs.integrity);
@@ -732,6 +734,7 @@ fn ungraded(case: &LabCase, inputs: &CaseData, why: String) -> CaseOutcome {
         integrity: None,
         diagnosis: format!("not graded: {why}; not the kernel's fault"),
         cause: None,
+        candidates: Vec::new(),
         experiments: Box::default(),
         elapsed_ms: 0.0,
         oracle_ms: 0.0,

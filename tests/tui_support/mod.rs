@@ -119,6 +119,7 @@ fn blank(name: &str, shape: Shape) -> CaseOutcome {
         integrity: None,
         diagnosis: String::new(),
         cause: None,
+        candidates: Vec::new(),
         experiments: Default::default(),
         elapsed_ms: 3.0,
         oracle_ms: 1.0,

@@ -89,6 +89,7 @@ pub(super) fn not_run(lab: LabRef, case: &LabCase, reason: String) -> CaseOutcom
         integrity: None,
         diagnosis: reason,
         cause: None,
+        candidates: Vec::new(),
         experiments: Default::default(),
         elapsed_ms: 0.0,
         oracle_ms: 0.0,

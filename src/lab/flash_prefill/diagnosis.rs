@@ -416,11 +416,14 @@ fn named(found: &[FlashBug], evidence: &str) -> Option<Diagnosis> {
         }
         several => {
             let whats: Vec<&str> = several.iter().map(|&b| defect(b).0).collect();
-            Some(Diagnosis::plain(format!(
-                "{}: {evidence}, for each of these defects, which write the same output on \
-                 this case; the other cases tell them apart",
-                whats.join(", or ")
-            )))
+            Some(Diagnosis::either(
+                format!(
+                    "{}: {evidence}, for each of these defects, which write the same output on \
+                     this case; the other cases tell them apart",
+                    whats.join(", or ")
+                ),
+                several.iter().map(|b| b.name()).collect(),
+            ))
         }
     }
 }

@@ -138,6 +138,7 @@ mod tests {
         integrity: Integrity,
         diagnosis: String,
         cause: Option<&'static str>,
+        candidates: Vec<&'static str>,
     }
 
     fn summaries(ran: &[Ran]) -> Vec<CaseSummary<'_>> {
@@ -208,6 +209,7 @@ mod tests {
             integrity,
             diagnosis: said.line,
             cause: said.cause,
+            candidates: said.candidates,
         }
     }
 
@@ -226,20 +228,29 @@ mod tests {
     /// On every case a loop-bound bug fails, its diagnosis names it: by its
     /// model on finite rows, by the rows it leaves with no key where the
     /// NaN is all there is, and beside the other defect where the two write
-    /// the same output (then naming neither as the cause).
+    /// the same output (then naming neither, but listing both as the
+    /// candidates the check's other cases settle: only this bug is named
+    /// by them, the outcome layer's `settle_candidates`).
     #[test]
     fn every_failing_case_of_a_loop_bound_bug_names_it() {
         for bug in [FlashBug::CausalOffByOne, FlashBug::TileEdge] {
-            for ran in check_with(bug) {
-                if ran.state == CaseState::Pass {
-                    continue;
-                }
-                let both = ran.cause.is_none() && ran.diagnosis.contains("write the same output");
+            let ran = check_with(bug);
+            let failing: Vec<&Ran> = ran.iter().filter(|r| r.state != CaseState::Pass).collect();
+            let named: Vec<&str> = failing.iter().filter_map(|r| r.cause).collect();
+            for ran in &failing {
+                let settled = ran.cause.is_none()
+                    && ran.candidates.contains(&bug.name())
+                    && ran
+                        .candidates
+                        .iter()
+                        .all(|&c| c == bug.name() || !named.contains(&c))
+                    && named.contains(&bug.name());
                 assert!(
-                    ran.cause == Some(bug.name()) || both,
-                    "{bug:?} on {}: {:?} {}",
+                    ran.cause == Some(bug.name()) || settled,
+                    "{bug:?} on {}: {:?} {:?} {}",
                     ran.name,
                     ran.cause,
+                    ran.candidates,
                     ran.diagnosis
                 );
             }
@@ -330,6 +341,7 @@ mod tests {
                     integrity: Integrity::default(),
                     diagnosis: if hit { crash } else { "correct" }.to_owned(),
                     cause: None,
+                    candidates: Vec::new(),
                 },
             })
             .collect();

@@ -7,7 +7,9 @@
 //! another lab says what to change rather than launching in a shape its
 //! author did not mean.
 
-use crate::lab::geometry::{directive_body, shown, GeometryError, MAX_THREADS};
+use crate::lab::geometry::{
+    declared, directive_pairs, shown, whole_number, GeometryError, MAX_THREADS,
+};
 
 use super::{DEFAULT_THREADS, HKV, HQ, MAX_SPLITS};
 
@@ -54,41 +56,14 @@ impl DecodeGeometry {
 /// The geometry `source` declares, or the default when it declares none.
 /// A second declaration line is refused, as in every lab.
 pub fn from_source(source: &str) -> Result<DecodeGeometry, GeometryError> {
-    let mut found: Option<(usize, DecodeGeometry)> = None;
-    for (index, text) in source.lines().enumerate() {
-        let line = index + 1;
-        let Some(body) = directive_body(text) else {
-            continue;
-        };
-        if let Some((first, _)) = found {
-            return Err(GeometryError {
-                line,
-                message: format!("a second @flashprof declaration (the first is on line {first})"),
-            });
-        }
-        let geometry = parse_directive(body).map_err(|message| GeometryError { line, message })?;
-        found = Some((line, geometry));
-    }
-    Ok(found.map_or_else(DecodeGeometry::default, |(_, g)| g))
+    Ok(declared(source, parse_directive)?.unwrap_or_default())
 }
 
 /// Parses the `key=value` pairs after the `@flashprof` marker.
 pub fn parse_directive(body: &str) -> Result<DecodeGeometry, String> {
     let mut geometry = DecodeGeometry::default();
-    let mut given: Vec<&str> = Vec::new();
-    for pair in body.split_whitespace() {
-        let (key, value) = pair
-            .split_once('=')
-            .ok_or_else(|| format!("expected key=value, found `{}`", shown(pair)))?;
-        if given.contains(&key) {
-            return Err(format!("`{}` is given twice", shown(key)));
-        }
-        given.push(key);
-        let number = || {
-            value
-                .parse::<u32>()
-                .map_err(|_| format!("`{key}` needs a whole number, found `{}`", shown(value)))
-        };
+    for (key, value) in directive_pairs(body)? {
+        let number = || whole_number(key, value);
         match key {
             "lab" => {}
             "threads" => geometry.threads = number()?,
