@@ -373,6 +373,7 @@ impl<'a, C: Copy> SequenceWalk<'a, C> {
         let seed_like = self.reading.arithmetic == Arithmetic::SeedBf16;
         let source = Misreading::kv_head(self.reading.misreading, head);
         let query = &tensors.q[layout.head_index(row, head, 0)..layout.head_index(row, head, dim)];
+        let exact_query: Vec<f64> = query.iter().map(|&q| f64::from(q)).collect();
         let slope = tensors.alibi_slopes.as_ref().map(|s| f64::from(s[head]));
         scores.clear();
         for (step, &j) in self.positions.iter().enumerate() {
@@ -380,14 +381,12 @@ impl<'a, C: Copy> SequenceWalk<'a, C> {
                 continue;
             }
             let key = self.of(&self.keys, source, step);
+            // Iterators, not indexing: this is where the tests' time goes.
             let mut score = if seed_like {
                 let dot: f32 = query.iter().zip(key).map(|(&q, &k)| q * k as f32).sum();
                 f64::from(dot * self.decoding.scale)
             } else {
-                let mut dot = 0.0;
-                for d in 0..dim {
-                    dot += f64::from(query[d]) * key[d];
-                }
+                let dot: f64 = exact_query.iter().zip(key).map(|(q, k)| q * k).sum();
                 dot * f64::from(self.decoding.scale)
             };
             if let Some(slope) = slope {
@@ -438,11 +437,14 @@ impl<'a, C: Copy> SequenceWalk<'a, C> {
                     false => weight,
                 };
                 let value = self.value(source, step);
-                for (o, &v) in out_head.iter_mut().zip(value) {
-                    *o = match seed_like {
-                        true => f64::from(*o as f32 + (p * v) as f32),
-                        false => *o + p * v,
-                    };
+                if seed_like {
+                    for (o, &v) in out_head.iter_mut().zip(value) {
+                        *o = f64::from(*o as f32 + (p * v) as f32);
+                    }
+                } else {
+                    for (o, &v) in out_head.iter_mut().zip(value) {
+                        *o += p * v;
+                    }
                 }
             }
             if reading.normalised {
