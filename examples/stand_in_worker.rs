@@ -270,25 +270,18 @@ fn main() {
                     (Some(_), "flaky-build") if !quick => CaseStatus::Fail,
                     (Some(_), _) => CaseStatus::Pass,
                 };
-                Event::Case(CaseOutcome {
-                    name: case.name.clone(),
-                    summary: case.summary.clone(),
-                    shape: FLASH_PREFILL.problem(&case).expect("a generated case"),
+                let said = match &loaded {
+                    None => "no kernel loaded",
+                    Some(_) if quick => "stand-in, quick image",
+                    Some(_) => "stand-in, optimized image",
+                };
+                Event::Case(CaseOutcome::unmeasured(
+                    &case.name,
+                    &case.summary,
+                    FLASH_PREFILL.problem(&case).expect("a generated case"),
                     status,
-                    comparison: None,
-                    integrity: None,
-                    diagnosis: match &loaded {
-                        None => "no kernel loaded".into(),
-                        Some(_) if quick => "stand-in, quick image".into(),
-                        Some(_) => "stand-in, optimized image".into(),
-                    },
-                    cause: None,
-                    candidates: Vec::new(),
-                    experiments: Default::default(),
-                    elapsed_ms: 0.0,
-                    oracle_ms: 0.0,
-                    reference_check: None,
-                })
+                    said.to_owned(),
+                ))
             }
             Request::Time { seed, config, .. } if timing_kind.is_some() => Event::Timing(
                 cpu_timing(timing_kind.as_deref().unwrap_or_default(), seed, config),
@@ -451,23 +444,20 @@ fn kinds_case(case: &flashprof::lab::definition::LabCase, seed: u64) -> CaseOutc
             experiments: &Default::default(),
         },
     );
+    let status = match comparison.passed && integrity.is_clean() {
+        true => CaseStatus::Pass,
+        false => CaseStatus::Fail,
+    };
     CaseOutcome {
-        name: case.name.clone(),
-        summary: case.summary.clone(),
-        shape: data.problem.clone(),
-        status: match comparison.passed && integrity.is_clean() {
-            true => CaseStatus::Pass,
-            false => CaseStatus::Fail,
-        },
         comparison: Some(comparison),
         integrity: Some(integrity),
-        diagnosis: diagnosis.line,
-        cause: None,
-        candidates: Vec::new(),
-        experiments: Default::default(),
-        elapsed_ms: 0.0,
-        oracle_ms: 0.0,
-        reference_check: None,
+        ..CaseOutcome::unmeasured(
+            &case.name,
+            &case.summary,
+            data.problem.clone(),
+            status,
+            diagnosis.line,
+        )
     }
 }
 

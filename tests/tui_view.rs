@@ -597,19 +597,17 @@ fn a_paged_case_heatmap_names_the_batch_and_marks_where_each_sequence_starts() {
     let mut report = failing_report();
     report.lab = "paged-prefill".into();
     report.cases[1] = CaseOutcome {
-        name: case.name.clone(),
-        summary: case.summary.clone(),
-        shape: data.problem.clone(),
-        status: CaseStatus::Fail,
         comparison: Some(comparison),
         integrity: Some(Integrity::default()),
-        diagnosis: "rows of sequence 1 are wrong".into(),
-        cause: None,
-        candidates: Vec::new(),
-        experiments: Default::default(),
         elapsed_ms: 2.0,
         oracle_ms: 1.0,
-        reference_check: None,
+        ..CaseOutcome::unmeasured(
+            &case.name,
+            &case.summary,
+            data.problem.clone(),
+            CaseStatus::Fail,
+            "rows of sequence 1 are wrong".into(),
+        )
     };
     let mut model = fresh();
     complete(&mut model, "v1", report);

@@ -194,24 +194,14 @@ mod tests {
             inputs_modified: Vec::new(),
             runs_differ,
         };
+        let status = match comparison.passed && !runs_differ {
+            true => CaseStatus::Pass,
+            false => CaseStatus::Fail,
+        };
         CaseOutcome {
-            name: name.into(),
-            summary: String::new(),
-            shape: Problem::unknown(),
-            status: if comparison.passed && !runs_differ {
-                CaseStatus::Pass
-            } else {
-                CaseStatus::Fail
-            },
             comparison: Some(comparison),
             integrity: Some(integrity),
-            diagnosis: String::new(),
-            cause: None,
-            candidates: Vec::new(),
-            experiments: Box::default(),
-            elapsed_ms: 0.0,
-            oracle_ms: 0.0,
-            reference_check: None,
+            ..CaseOutcome::unmeasured(name, "", Problem::unknown(), status, String::new())
         }
     }
 

@@ -278,19 +278,9 @@ mod tests {
         candidates: &[&str],
     ) -> CaseOutcome {
         CaseOutcome {
-            name: name.into(),
-            summary: String::new(),
-            shape: Problem::unknown(),
-            status,
-            comparison: None,
-            integrity: None,
-            diagnosis: format!("{name} says"),
             cause: cause.map(str::to_owned),
             candidates: candidates.iter().map(|c| c.to_string()).collect(),
-            experiments: Box::default(),
-            elapsed_ms: 0.0,
-            oracle_ms: 0.0,
-            reference_check: None,
+            ..CaseOutcome::unmeasured(name, "", Problem::unknown(), status, format!("{name} says"))
         }
     }
 

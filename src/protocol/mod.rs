@@ -481,6 +481,34 @@ pub struct CaseOutcome {
     pub reference_check: Option<ReferenceCheck>,
 }
 
+impl CaseOutcome {
+    /// A case as it stands before anything is measured: its `status` and
+    /// what is said of it, nothing compared, no time spent.
+    pub fn unmeasured(
+        name: &str,
+        summary: &str,
+        shape: Problem,
+        status: CaseStatus,
+        diagnosis: String,
+    ) -> CaseOutcome {
+        CaseOutcome {
+            name: name.to_owned(),
+            summary: summary.to_owned(),
+            shape,
+            status,
+            comparison: None,
+            integrity: None,
+            diagnosis,
+            cause: None,
+            candidates: Vec::new(),
+            experiments: Box::default(),
+            elapsed_ms: 0.0,
+            oracle_ms: 0.0,
+            reference_check: None,
+        }
+    }
+}
+
 fn no_experiments(experiments: &Experiments) -> bool {
     experiments.is_empty()
 }

@@ -629,19 +629,15 @@ impl Worker {
         };
         let elapsed_ms = || started.elapsed().as_secs_f64() * 1e3;
         let mut outcome = CaseOutcome {
-            name: case.name.clone(),
-            summary: case.summary.clone(),
-            shape: inputs.problem.clone(),
-            status: CaseStatus::Crash,
-            comparison: None,
-            integrity: None,
-            diagnosis: String::new(),
-            cause: None,
-            candidates: Vec::new(),
-            experiments: Box::default(),
-            elapsed_ms: 0.0,
             oracle_ms,
             reference_check,
+            ..CaseOutcome::unmeasured(
+                &case.name,
+                &case.summary,
+                inputs.problem.clone(),
+                CaseStatus::Crash,
+                String::new(),
+            )
         };
         match launched {
             Err(e) => {
@@ -725,21 +721,13 @@ impl Worker {
 /// A case flashprof could not grade, through no fault of the kernel: not
 /// run, saying why (a check with a case not run ends incomplete, not failed).
 fn ungraded(case: &LabCase, inputs: &CaseData, why: String) -> CaseOutcome {
-    CaseOutcome {
-        name: case.name.clone(),
-        summary: case.summary.clone(),
-        shape: inputs.problem.clone(),
-        status: CaseStatus::NotRun,
-        comparison: None,
-        integrity: None,
-        diagnosis: format!("not graded: {why}; not the kernel's fault"),
-        cause: None,
-        candidates: Vec::new(),
-        experiments: Box::default(),
-        elapsed_ms: 0.0,
-        oracle_ms: 0.0,
-        reference_check: None,
-    }
+    CaseOutcome::unmeasured(
+        &case.name,
+        &case.summary,
+        inputs.problem.clone(),
+        CaseStatus::NotRun,
+        format!("not graded: {why}; not the kernel's fault"),
+    )
 }
 
 /// Reruns of a case on the GPU under changed conditions, each on a fresh workspace.

@@ -110,20 +110,17 @@ pub fn compile_error(line: usize, message: &str, source_line: &str) -> CompileOu
 }
 
 fn blank(name: &str, shape: Shape) -> CaseOutcome {
+    let summary = format!("hand-made case {name}");
     CaseOutcome {
-        name: name.into(),
-        summary: format!("hand-made case {name}"),
-        shape: shape.problem(),
-        status: CaseStatus::NotRun,
-        comparison: None,
-        integrity: None,
-        diagnosis: String::new(),
-        cause: None,
-        candidates: Vec::new(),
-        experiments: Default::default(),
         elapsed_ms: 3.0,
         oracle_ms: 1.0,
-        reference_check: None,
+        ..CaseOutcome::unmeasured(
+            name,
+            &summary,
+            shape.problem(),
+            CaseStatus::NotRun,
+            String::new(),
+        )
     }
 }
 

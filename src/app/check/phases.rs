@@ -80,21 +80,7 @@ impl CasesEnded {
 /// `case` as not run, for `reason`.
 pub(super) fn not_run(lab: LabRef, case: &LabCase, reason: String) -> CaseOutcome {
     let shape = lab.problem(case).unwrap_or_else(|_| Problem::unknown());
-    CaseOutcome {
-        name: case.name.clone(),
-        summary: case.summary.clone(),
-        shape,
-        status: CaseStatus::NotRun,
-        comparison: None,
-        integrity: None,
-        diagnosis: reason,
-        cause: None,
-        candidates: Vec::new(),
-        experiments: Default::default(),
-        elapsed_ms: 0.0,
-        oracle_ms: 0.0,
-        reference_check: None,
-    }
+    CaseOutcome::unmeasured(&case.name, &case.summary, shape, CaseStatus::NotRun, reason)
 }
 
 /// The cases phase: every case of the plan in order, or each marked not
