@@ -307,6 +307,24 @@ impl PrefillContract {
     }
 }
 
+/// Why a `share_prefix` pair cannot be laid out, if it cannot: it must name
+/// two different sequences of the case, each with at least a block of keys
+/// to share (`keys`: a prefill case's contexts, a decode case's lengths).
+pub fn shared_prefix_refusal([a, b]: [usize; 2], keys: &[usize]) -> Option<String> {
+    let seqs = keys.len();
+    if a == b || a >= seqs || b >= seqs {
+        return Some(format!(
+            "share_prefix [{a}, {b}] must name two different sequences below {seqs}"
+        ));
+    }
+    let short = [a, b].into_iter().find(|&s| keys[s] < BLOCK)?;
+    Some(format!(
+        "share_prefix: sequence {short} has {} keys to share, shorter than a block \
+         ({BLOCK} keys): sharing a block needs one in both",
+        keys[short]
+    ))
+}
+
 impl CaseSpec {
     fn invalid(&self, message: impl Into<String>) -> PagedCaseError {
         PagedCaseError::Invalid {
@@ -464,22 +482,13 @@ impl CaseSpec {
     }
 
     fn validate_shared_prefix(&self) -> Result<(), PagedCaseError> {
-        let seqs = self.context.len();
-        if let Some([a, b]) = self.share_prefix {
-            if a == b || a >= seqs || b >= seqs {
-                return Err(self.invalid(format!(
-                    "share_prefix [{a}, {b}] must name two different sequences below {seqs}"
-                )));
-            }
-            if let Some(&s) = [a, b].iter().find(|&&s| self.context[s] < BLOCK) {
-                return Err(self.invalid(format!(
-                    "share_prefix: sequence {s} has a context of {} tokens; sharing a block \
-                     needs at least {BLOCK} in both",
-                    self.context[s]
-                )));
-            }
+        match self
+            .share_prefix
+            .and_then(|pair| shared_prefix_refusal(pair, &self.context))
+        {
+            Some(refusal) => Err(self.invalid(refusal)),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     fn validate_plant(&self, plant: &Plant) -> Result<(), PagedCaseError> {

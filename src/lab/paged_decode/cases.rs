@@ -26,6 +26,7 @@ use crate::lab::case_file::{case_rng, case_table, read_case_tables};
 use crate::lab::counter_draw::CounterDraw;
 use crate::lab::definition::CaseError as LabCaseError;
 use crate::lab::paged::generate::{counted_caches, filled_slots, table_of};
+use crate::lab::paged::recipe::shared_prefix_refusal;
 
 /// Most sequences in one launch (the timing shape has this many).
 pub const MAX_SEQS: usize = 64;
@@ -165,17 +166,11 @@ impl CaseSpec {
                 "sequence {s} has seqLen {len} (1 to {MAX_SEQ_LEN})"
             )));
         }
-        if let Some([a, b]) = self.share_prefix {
-            if a == b || a >= seqs || b >= seqs {
-                return Err(self.invalid(format!(
-                    "share_prefix [{a}, {b}] must name two different sequences below {seqs}"
-                )));
-            }
-            if let Some(&s) = [a, b].iter().find(|&&s| self.seq_len[s] < BLOCK) {
-                return Err(self.invalid(format!(
-                    "share_prefix: sequence {s} is shorter than a block ({BLOCK} keys)"
-                )));
-            }
+        if let Some(refusal) = self
+            .share_prefix
+            .and_then(|pair| shared_prefix_refusal(pair, &self.seq_len))
+        {
+            return Err(self.invalid(refusal));
         }
         for p in &self.plant {
             if p.seq >= seqs || p.head >= HQ {

@@ -289,7 +289,7 @@ mod tests {
             ("context = []\nnew = []", "1 to 16"),
             ("context = [1]\nnew = [1]\nwindow = 99999", "at most 66048"),
             ("context = [1]\nnew = [1]\ncolour = 3", "unknown field"),
-            ("context = [8, 20]\nnew = [1, 1]\nshare_prefix = [0, 1]", "at least 16"),
+            ("context = [8, 20]\nnew = [1, 1]\nshare_prefix = [0, 1]", "shorter than a block (16 keys)"),
             ("context = [20, 20]\nnew = [1, 1]\nshare_prefix = [1, 1]", "two different"),
             (
                 "context = [1]\nnew = [1]\n[[case.plant]]\nseq = 0\nhead = 32\nrows = \"all\"\nkeys = [0]\nvalue = 4.0",
