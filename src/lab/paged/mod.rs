@@ -4,13 +4,15 @@
 //! prefill cases' recipe validated against an instance's contract
 //! ([`recipe`]), the grader's memory layout in an instance's element types
 //! ([`generate`]), the `.npy` schema and its loader ([`tensors`]), the
-//! problem, grid and timing recipe ([`problem`]), what an output says by
+//! problem, grid and timing recipe ([`problem`]), the prefill attention in
+//! float64 that is each prefill instance's oracle and bug models
+//! ([`attention`]), what an output says by
 //! itself ([`diagnosis`]), the misreadings no planted bug models
 //! ([`misread`]), finite tags for the sentinel slots ([`tags`]), the
 //! element formats ([`bf16`], [`fp8`]), and, for their tests, what every
 //! instance's tests check (`testing`). Each instance keeps its contract,
-//! element draw, oracle, bug models, diagnosis and golden proof in its own
-//! folder (docs/LABS.md).
+//! element draw, its decoding and models' readings of the attention,
+//! diagnosis and golden proof in its own folder (docs/LABS.md).
 
 pub mod attention;
 pub mod batch;
