@@ -31,6 +31,9 @@ pub mod cause {
     pub const HANG: &str = "hang";
     /// The worker process died during the case (not a CUDA error it could report).
     pub const WORKER_DIED: &str = "worker-died";
+    /// The worker could not run the case: it did not start, was of another
+    /// version, was stopped for a newer save, or answered out of turn.
+    pub const WORKER_FAILED: &str = "worker-failed";
     /// CUDA's word for a launch that failed, as the worker read it.
     pub const ILLEGAL_ADDRESS: &str = "illegal-address";
     pub const MISALIGNED_ADDRESS: &str = "misaligned-address";
@@ -181,11 +184,15 @@ pub fn with_planted(cases: &[CaseSummary<'_>], planted: &[(&str, &str)]) -> Opti
     }
     let confirmed = confirmed(cases, planted);
     if let Some(line) = severe(cases) {
-        // What stopped grading comes first; a planted bug that explains
-        // the cases that ran is still named after it (a kernel that reads
-        // the wrong blocks reads unmapped ones where the cache is placed high).
-        return Some(match confirmed {
-            Some(named) => format!("{line}; in the cases that ran: {named}"),
+        // A hang or a crash comes first; a planted bug that explains the
+        // cases that finished is still named after it (a kernel that reads
+        // the wrong blocks reads unmapped ones where the cache is placed
+        // high). A broken integrity rule speaks alone: every case finished.
+        let stopped = cases
+            .iter()
+            .any(|c| matches!(c.state, CaseState::Timeout | CaseState::Crash));
+        return Some(match confirmed.filter(|_| stopped) {
+            Some(named) => format!("{line}; in the cases that finished: {named}"),
             None => line,
         });
     }
@@ -334,8 +341,22 @@ mod tests {
         ];
         assert_eq!(
             with_planted(&cases, &planted).unwrap(),
-            "crashes on b: illegal address; in the cases that ran: the x defect: its model \
+            "crashes on b: illegal address; in the cases that finished: the x defect: its model \
              reproduces the output of 1 of 1 failing cases (a); c passes"
+        );
+        // A race, found in cases that all finished, speaks alone.
+        let raced = [
+            case(
+                "a",
+                CaseState::Fail,
+                "race in rows 1 to 3",
+                Some(cause::RACE),
+            ),
+            case("b", CaseState::Fail, "x here", Some("x-bug")),
+        ];
+        assert_eq!(
+            with_planted(&raced, &planted).unwrap(),
+            "race in rows 1 to 3 (in a; 2 of 2 cases fail)"
         );
         // Without a planted bug to name, the crash speaks alone.
         let unexplained = [

@@ -132,6 +132,7 @@ pub(super) fn case(
             return (outcome, Some(lost.loss));
         }
         outcome.status = CaseStatus::Crash;
+        outcome.cause = Some(cause::WORKER_FAILED.to_owned());
         outcome.diagnosis = format!("could not start a worker: {e}");
         return (outcome, None);
     }
@@ -157,11 +158,16 @@ pub(super) fn case(
         }
         Err(Unanswered::Lost(failure)) => {
             outcome.status = CaseStatus::Crash;
-            outcome.cause = Some(cause::WORKER_DIED.to_owned());
+            let word = match failure {
+                WorkerFailure::Died { .. } | WorkerFailure::Protocol(_) => cause::WORKER_DIED,
+                _ => cause::WORKER_FAILED,
+            };
+            outcome.cause = Some(word.to_owned());
             outcome.diagnosis = format!("the worker died during this case: {failure}");
         }
         Err(unanswered) => {
             outcome.status = CaseStatus::Crash;
+            outcome.cause = Some(cause::WORKER_FAILED.to_owned());
             outcome.diagnosis = unanswered.message("unexpected answer", None);
         }
     }
