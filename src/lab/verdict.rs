@@ -79,6 +79,11 @@ pub fn settled(cases: &[CaseSummary<'_>]) -> Option<Option<String>> {
 /// A hang, a crash or a broken integrity rule, which comes before any
 /// reading of values (one root cause explains the rest).
 pub fn severe(cases: &[CaseSummary<'_>]) -> Option<String> {
+    stopped(cases).or_else(|| broken(cases))
+}
+
+/// A case that hung, else one that crashed: grading stopped there.
+fn stopped(cases: &[CaseSummary<'_>]) -> Option<String> {
     let states = [
         (CaseState::Timeout, "hangs on"),
         (CaseState::Crash, "crashes on"),
@@ -89,6 +94,11 @@ pub fn severe(cases: &[CaseSummary<'_>]) -> Option<String> {
             return Some(format!("{verb} {}: {}", names(&hit), first.diagnosis));
         }
     }
+    None
+}
+
+/// A write outside `out`, a touched input or a race, in cases that finished.
+fn broken(cases: &[CaseSummary<'_>]) -> Option<String> {
     for slug in [
         cause::OUT_OF_BOUNDS_WRITE,
         cause::INPUT_WRITTEN,
@@ -183,18 +193,19 @@ pub fn with_planted(cases: &[CaseSummary<'_>], planted: &[(&str, &str)]) -> Opti
         return line;
     }
     let confirmed = confirmed(cases, planted);
-    if let Some(line) = severe(cases) {
+    if let Some(line) = stopped(cases) {
         // A hang or a crash comes first; a planted bug that explains the
         // cases that finished is still named after it (a kernel that reads
-        // the wrong blocks reads unmapped ones where the cache is placed
-        // high). A broken integrity rule speaks alone: every case finished.
-        let stopped = cases
-            .iter()
-            .any(|c| matches!(c.state, CaseState::Timeout | CaseState::Crash));
-        return Some(match confirmed.filter(|_| stopped) {
+        // the wrong blocks reads unmapped ones where the cache is placed high).
+        return Some(match confirmed {
             Some(named) => format!("{line}; in the cases that finished: {named}"),
             None => line,
         });
+    }
+    // A broken integrity rule speaks alone: every case finished, and it is
+    // what to fix first.
+    if let Some(line) = broken(cases) {
+        return Some(line);
     }
     Some(confirmed.unwrap_or_else(|| by_cause(cases)))
 }

@@ -295,8 +295,10 @@ impl<'a, C: Copy> SequenceWalk<'a, C> {
                 false => batch.block_table.get(entry).map(|&b| b as usize),
             };
             let slot = pos % BLOCK;
-            let row = start + pos.saturating_sub(context);
-            let new_row = (row < batch.total_new()).then_some(row);
+            // A new token's row of `kNew`/`vNew` (a shifted qStart may run past them).
+            let new_row = (!from_cache)
+                .then(|| start + pos - context)
+                .filter(|&row| row < batch.total_new());
             for g in 0..HKV {
                 let at = (g * steps + step) * dim;
                 for d in 0..dim {
