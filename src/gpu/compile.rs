@@ -6,7 +6,7 @@
 //! needs to fix a failure comes back as [`Diagnostic`]s that point into
 //! their own file; the raw log is kept next to them.
 
-mod image;
+pub(crate) mod image;
 pub mod line_table;
 mod nvrtc;
 

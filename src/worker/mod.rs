@@ -78,6 +78,7 @@ pub fn main() -> anyhow::Result<()> {
         lab: None,
         student: None,
         baselines: None,
+        baseline_images: None,
         counters: None,
         lines: None,
         line_inputs: None,
@@ -121,12 +122,66 @@ struct Baselines {
     probes: Vec<u8>,
 }
 
+/// What [`Baselines`] are loaded from: three NVRTC builds of trusted code,
+/// a few hundred milliseconds of CPU between them. They start on a thread
+/// of their own when a lab is chosen, so they overlap the student's build
+/// and cases instead of delaying the first timing, counters or long case.
+struct BaselineImages {
+    starter: compile::CompiledKernel,
+    oracle: Vec<u8>,
+    probes: Vec<u8>,
+}
+
+impl BaselineImages {
+    /// The three builds for `lab` on `arch`, side by side.
+    fn compile(lab: LabRef, arch: String) -> Result<Self, String> {
+        let options = CompileOptions::for_arch(Some(arch));
+        std::thread::scope(|scope| {
+            let starter = scope.spawn(|| {
+                let file = lab.starter();
+                let source = StudentSource::from_bytes(file.path, file.text.as_bytes(), lab)
+                    .map_err(|e| e.to_string())?;
+                compile::compile(&source, &options).map_err(|e| e.to_string())
+            });
+            let oracle = scope.spawn(|| {
+                let support = lab.support();
+                compile::compile_trusted(support.file.path, support.file.text, &options)
+                    .map_err(|e| e.to_string())
+            });
+            let probes = compile::compile_trusted("kernels/probes.cu", PROBES_SOURCE, &options)
+                .map_err(|e| e.to_string());
+            fn joined<T>(
+                handle: std::thread::ScopedJoinHandle<'_, Result<T, String>>,
+            ) -> Result<T, String> {
+                handle
+                    .join()
+                    .unwrap_or_else(|_| Err("a baseline build panicked".into()))
+            }
+            Ok(Self {
+                starter: joined(starter)?,
+                oracle: joined(oracle)?,
+                probes: probes?,
+            })
+        })
+    }
+
+    /// Starts [`Self::compile`] on a thread of its own.
+    fn start(lab: LabRef, arch: String) -> (LabRef, std::thread::JoinHandle<Result<Self, String>>) {
+        (lab, std::thread::spawn(move || Self::compile(lab, arch)))
+    }
+}
+
 struct Worker {
     gpu: Option<Gpu>,
     /// The lab of the last compiled or loaded kernel: every request after it is for this lab.
     lab: Option<LabRef>,
     student: Option<Kernel>,
     baselines: Option<Baselines>,
+    /// The chosen lab's baseline images, compiling on a thread of their own.
+    baseline_images: Option<(
+        LabRef,
+        std::thread::JoinHandle<Result<BaselineImages, String>>,
+    )>,
     /// Enabled on the first counters request; an error is kept so it is reported, not retried.
     counters: Option<Result<counters::Counters, CountersUnavailableReport>>,
     /// Enabled on the first line request, kept the same way.
@@ -378,6 +433,7 @@ impl Worker {
             self.lab = Some(lab);
             self.student = None;
             self.baselines = None;
+            self.baseline_images = self.arch().map(|arch| BaselineImages::start(lab, arch));
         }
         Ok(())
     }
@@ -544,23 +600,24 @@ impl Worker {
             .gpu
             .as_ref()
             .ok_or_else(|| GpuError::message("no GPU in this worker"))?;
-        let options = CompileOptions::for_arch(Some(gpu.info.arch()));
-        let starter_file = lab.starter();
-        let starter_source =
-            StudentSource::from_bytes(starter_file.path, starter_file.text.as_bytes(), lab)
-                .map_err(GpuError::message)?;
-        let starter = compile::compile(&starter_source, &options).map_err(GpuError::message)?;
-        let support = lab.support();
-        let oracle_image = compile::compile_trusted(support.file.path, support.file.text, &options)
-            .map_err(GpuError::message)?;
-        let probes = compile::compile_trusted("kernels/probes.cu", PROBES_SOURCE, &options)
-            .map_err(GpuError::message)?;
+        let images = match self.baseline_images.take() {
+            Some((started_for, compiling)) if started_for == lab => compiling
+                .join()
+                .unwrap_or_else(|_| Err("the baselines' build thread panicked".into())),
+            _ => BaselineImages::compile(lab, gpu.info.arch()),
+        }
+        .map_err(GpuError::message)?;
+        let BaselineImages {
+            starter,
+            oracle: oracle_image,
+            probes,
+        } = images;
         let l2_sweep = gpu.load_support(&probes, "l2_sweep")?;
         self.baselines = Some(Baselines {
             lab,
             starter: gpu.load(&starter.image, lab.abi().entry_point, starter.geometry)?,
             starter_image: starter.image,
-            oracle_f64: gpu.load_support(&oracle_image, support.oracle_f64)?,
+            oracle_f64: gpu.load_support(&oracle_image, lab.support().oracle_f64)?,
             clock_probe: gpu.load_support(&probes, "clock_probe")?,
             l2_flusher: gpu.l2_flusher(&l2_sweep)?,
             fresh: FreshKernels::load(gpu, &probes)?,
@@ -878,6 +935,35 @@ mod tests {
             name: name.to_owned(),
             sticky: true,
             out_of_memory,
+        }
+    }
+
+    /// The baselines a timing loads, built on their own thread as a lab is
+    /// chosen, hold every function the loader then asks for.
+    #[test]
+    fn every_lab_s_baseline_images_build_on_their_thread_with_what_is_loaded() {
+        use crate::gpu::compile::image::defines_function;
+        for lab in registry::labs() {
+            let lab = LabRef(lab);
+            let (started_for, compiling) = BaselineImages::start(lab, "sm_90".into());
+            assert!(started_for == lab);
+            let images = compiling
+                .join()
+                .expect("the build thread ends")
+                .unwrap_or_else(|e| panic!("{}: {e}", lab.name()));
+            assert!(defines_function(
+                &images.starter.image,
+                lab.abi().entry_point
+            ));
+            assert!(defines_function(&images.oracle, lab.support().oracle_f64));
+            for probe in [
+                "l2_sweep",
+                "clock_probe",
+                "empty_launch",
+                "fingerprint_bytes",
+            ] {
+                assert!(defines_function(&images.probes, probe), "{probe}");
+            }
         }
     }
 
