@@ -307,6 +307,7 @@ fn main() {
                 }
             }
             Request::PrepareLines { .. } => Event::LinesPrepared,
+            Request::ChooseLab { .. } => Event::LabChosen,
             Request::ReleaseCounters => {
                 // Marked, so a test can see the check's worker was asked.
                 if let Some(marks) = std::env::var_os("FLASHPROF_STAND_IN_MARKS") {

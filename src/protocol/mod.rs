@@ -58,7 +58,9 @@ use crate::lab::registry;
 /// (`CompileProblemKind::HeadersMissing`).
 /// 13: a line profile is asked for in steps (`Request::Lines::steps`): the
 /// samples first, the counts in a second request.
-pub const PROTOCOL_VERSION: u32 = 13;
+/// 14: the lab is said as the worker starts (`Request::ChooseLab`), so its
+/// baselines build while the student's build is made.
+pub const PROTOCOL_VERSION: u32 = 14;
 
 /// The rules a speedup was measured under, kept with every timing and in
 /// the gradebook's journal so that a row timed under other rules is timed
@@ -136,6 +138,11 @@ pub enum Request {
     /// while one was open. Answered by `Event::CountersReleased`; the next
     /// counters request sets it up again.
     ReleaseCounters,
+    /// The lab every later request is for, said as soon as the worker is
+    /// started: the lab's baselines (its starter, float64 reference and
+    /// flashprof's probes) start building on a thread of the worker's while
+    /// the student's build is made. Answered by `Event::LabChosen`.
+    ChooseLab { lab: LabId },
     /// Finish cleanly.
     Shutdown,
 }
@@ -309,6 +316,8 @@ pub enum Event {
     LinesPrepared,
     /// The counters' profiler session is ended (`Request::ReleaseCounters`).
     CountersReleased,
+    /// The lab is chosen (`Request::ChooseLab`).
+    LabChosen,
     /// A request could not be served; the worker stays usable unless `fatal`.
     Failed {
         message: String,

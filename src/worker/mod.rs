@@ -263,6 +263,10 @@ impl Worker {
                 self.counters = None;
                 (Event::CountersReleased, false)
             }
+            Request::ChooseLab { lab } => match self.choose_lab(&lab) {
+                Ok(()) => (Event::LabChosen, false),
+                Err(e) => failure(e, false),
+            },
             Request::PrepareLines { case, seed } => match self.case(&case) {
                 Ok(case) => self.prepare_lines(&case, seed),
                 Err(e) => failure(e, false),

@@ -133,6 +133,9 @@ pub(super) struct LinesPrepared;
 /// The answer to a `ReleaseCounters`: the worker's profiler session is ended.
 pub(super) struct CountersReleased;
 
+/// The answer to a `ChooseLab`.
+struct LabChosen;
+
 carried_by! {
     CompileOutcome: Event::Compiled(outcome) => outcome;
     Loaded: Event::Loaded { load_ms } => Loaded(load_ms);
@@ -142,6 +145,7 @@ carried_by! {
     Result<LinesOutcome, String>: Event::Lines(result) => result;
     LinesPrepared: Event::LinesPrepared => LinesPrepared;
     CountersReleased: Event::CountersReleased => CountersReleased;
+    LabChosen: Event::LabChosen => LabChosen;
 }
 
 /// The one rule for when a worker is let go, after `request` got `answer`:
@@ -237,8 +241,24 @@ impl<'a> WorkerSession<'a> {
                     Some(wait) => std::thread::sleep(*wait),
                     None => return Err(failure),
                 },
-                spawned => return Ok(self.worker.insert(spawned?)),
+                spawned => {
+                    *self.worker = Some(spawned?);
+                    break;
+                }
             }
+        }
+        // Said first, so the worker's baselines build while the student's
+        // build is made. A worker that answers with a failure still serves
+        // every request (its baselines are then built when first needed).
+        let choose = Request::ChooseLab {
+            lab: LabId::of(self.lab),
+        };
+        match self.ask::<LabChosen>(&choose, LOAD_TIMEOUT) {
+            Err(Unanswered::Lost(failure)) => Err(failure),
+            Ok(LabChosen) | Err(Unanswered::Answered(_) | Unanswered::NoWorker) => self
+                .worker
+                .as_ref()
+                .ok_or_else(|| WorkerFailure::Spawn("the worker ended as it started".into())),
         }
     }
 
