@@ -971,6 +971,45 @@ mod tests {
         }
     }
 
+    fn worker_without_a_gpu() -> Worker {
+        Worker {
+            gpu: None,
+            lab: None,
+            student: None,
+            baselines: None,
+            baseline_images: None,
+            counters: None,
+            lines: None,
+            line_inputs: None,
+            probed_cases: 0,
+        }
+    }
+
+    /// The lab said as the worker starts is the one its later requests
+    /// are for; a worker without a GPU starts no baseline build, and a lab
+    /// of another contract is refused with the worker still usable.
+    #[test]
+    fn choosing_a_lab_sets_it_and_a_foreign_contract_is_refused() {
+        let mut worker = worker_without_a_gpu();
+        let lab = LabRef(registry::find("paged-decode").expect("a shipped lab"));
+        let (event, fatal) = worker.serve(Request::ChooseLab {
+            lab: LabId::of(lab),
+        });
+        assert_eq!(event, Event::LabChosen);
+        assert!(!fatal);
+        assert!(worker.lab == Some(lab));
+        assert!(worker.baseline_images.is_none());
+        let mut foreign = LabId::of(lab);
+        foreign.contract.push_str("-other");
+        let (event, fatal) = worker.serve(Request::ChooseLab { lab: foreign });
+        assert!(
+            matches!(event, Event::Failed { fatal: false, .. }),
+            "{event:?}"
+        );
+        assert!(!fatal);
+        assert!(worker.lab == Some(lab));
+    }
+
     #[test]
     fn every_failed_launch_has_a_cause_word_and_names_the_labs_buffers() {
         let lab = LabRef(registry::find("paged-prefill-fp8").expect("a shipped lab"));
