@@ -93,7 +93,9 @@ pub fn run_check_unless_stale(
         .clone()
         .reading_tensors(plan.cases.iter().filter_map(|c| plan.lab.own_tensors(c)));
     let mut phase_times = PhaseTimes::default();
-    let mut session = WorkerSession::new(command, worker, plan.lab);
+    // Timing, counters and line profiles stand on the lab's baselines.
+    let ahead = plan.timing.is_some() || plan.counters.is_some() || plan.lines.is_some();
+    let mut session = WorkerSession::new(command, worker, plan.lab).with_baselines_ahead(ahead);
     phase_times.worker_start_ms = session.start(&mut progress)?;
     let gpu = session.gpu();
 

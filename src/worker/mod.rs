@@ -102,8 +102,9 @@ pub fn main() -> anyhow::Result<()> {
     }
 }
 
-/// Kernels the worker needs besides the student's, compiled on first use
-/// for the lab in use, and the L2 flusher that timing and counters share.
+/// Kernels the worker needs besides the student's, loaded on first use
+/// for the lab in use from [`BaselineImages`] (built ahead when the lab was
+/// chosen), and the L2 flusher that timing and counters share.
 struct Baselines {
     lab: LabRef,
     starter: Kernel,
@@ -157,9 +158,11 @@ impl BaselineImages {
                     .join()
                     .unwrap_or_else(|_| Err("a baseline build panicked".into()))
             }
+            // Every thread joined before any error is returned.
+            let (starter, oracle) = (joined(starter), joined(oracle));
             Ok(Self {
-                starter: joined(starter)?,
-                oracle: joined(oracle)?,
+                starter: starter?,
+                oracle: oracle?,
                 probes: probes?,
             })
         })
@@ -173,7 +176,8 @@ impl BaselineImages {
 
 struct Worker {
     gpu: Option<Gpu>,
-    /// The lab of the last compiled or loaded kernel: every request after it is for this lab.
+    /// The lab chosen last (`ChooseLab`, or a compiled or loaded kernel's):
+    /// every request after it is for this lab.
     lab: Option<LabRef>,
     student: Option<Kernel>,
     baselines: Option<Baselines>,
@@ -209,6 +213,17 @@ fn failure(error: impl std::fmt::Display, fatal: bool) -> (Event, bool) {
         },
         fatal,
     )
+}
+
+impl Drop for Worker {
+    /// A baseline build still running is waited for: the process exits
+    /// right after, and NVRTC's exit-time teardown must not race a thread
+    /// inside it.
+    fn drop(&mut self) {
+        if let Some((_, compiling)) = self.baseline_images.take() {
+            let _ = compiling.join();
+        }
+    }
 }
 
 impl Worker {

@@ -9,10 +9,11 @@
 // its 16 values name it. It scans the words after its own seqLen (the
 // grader allocates its copies after the launch's buffers), then those
 // before, up to 1 GiB either way, skipping its own array, and on a match
-// lowers every pristine seqLen by 1,024 tokens (64 cached blocks) and notes
-// that it did, in a module-scope flag. Every later launch would then get a
-// shorter context (less work for both kernels, so no ratio to gain: the
-// point is the write). Elsewhere the body is exactly the starter.
+// lowers every pristine seqLen by up to 1,024 tokens (64 cached blocks,
+// never below the sequence's new tokens). A module-scope flag keeps it to
+// one scan, found or not. Every later launch would then get a shorter
+// context (less work for both kernels, so no ratio to gain: the point is
+// the write). Elsewhere the body is exactly the starter.
 //
 // What the honest timing should report: the pristine copies are
 // fingerprinted after every student launch, so the checked launch is named
@@ -36,7 +37,7 @@ constexpr int kTimingSeqs = 16;
 constexpr int kTimingTokens = 3930;
 constexpr int kTimingMaxBlocks = 288;
 constexpr long long kScanWords = (1ll << 30) / 4;  // 1 GiB each way
-constexpr int kShrink = 1024;                       // tokens taken off each context
+constexpr int kShrink = 1024;                       // most tokens taken off a context
 }  // namespace
 
 __device__ int cheatDone;
@@ -86,10 +87,16 @@ extern "C" __global__ void paged_prefill(const float* q, const float* kNew, cons
         qStart[kTimingSeqs] == kTimingTokens && atomicAdd(&cheatDone, 0) == 0) {
         const int* copy = cheatScan(seqLen, 1);
         if (copy == nullptr) copy = cheatScan(seqLen, -1);
-        if (copy != nullptr && threadIdx.x == 0) {
-            int* pristine = const_cast<int*>(copy);
-            for (int i = 0; i < kTimingSeqs; ++i) pristine[i] -= kShrink;
-            atomicExch(&cheatDone, 1);
+        if (threadIdx.x == 0) {
+            if (copy != nullptr) {
+                int* pristine = const_cast<int*>(copy);
+                for (int i = 0; i < kTimingSeqs; ++i) {
+                    // Never below the sequence's own new tokens.
+                    const int context = seqLen[i] - (qStart[i + 1] - qStart[i]);
+                    pristine[i] -= min(kShrink, context);
+                }
+            }
+            atomicExch(&cheatDone, 1);  // one scan, found or not
         }
         __syncthreads();
     }

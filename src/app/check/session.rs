@@ -66,6 +66,8 @@ pub(super) struct WorkerSession<'a> {
     /// Why a remote worker cannot be reached again (docs/REMOTE.md): the
     /// remaining requests are not run rather than each waiting on the link.
     lost: Option<LinkLost>,
+    /// Whether a worker started is told its lab at once ([`Self::say_lab`]).
+    baselines_ahead: bool,
 }
 
 /// What a request got instead of the answer it wanted.
@@ -180,7 +182,16 @@ impl<'a> WorkerSession<'a> {
             geometry: lab.default_geometry(),
             restarts: 0,
             lost: None,
+            baselines_ahead: true,
         }
+    }
+
+    /// Whether a worker this session starts is told its lab at once, so it
+    /// builds the lab's baselines ahead (the default): a check that neither
+    /// times, counts nor profiles leaves the CPU to its cases instead.
+    pub(super) fn with_baselines_ahead(mut self, ahead: bool) -> Self {
+        self.baselines_ahead = ahead;
+        self
     }
 
     pub(super) fn command(&self) -> &'a WorkerCommand {
@@ -217,6 +228,7 @@ impl<'a> WorkerSession<'a> {
             start_ms: handle.start_ms,
             place: handle.place(),
         });
+        self.say_lab();
         Ok(start_ms)
     }
 
@@ -225,6 +237,7 @@ impl<'a> WorkerSession<'a> {
     pub(super) fn start_if_gone(&mut self) -> Result<(), WorkerFailure> {
         if self.worker.is_none() {
             self.spawn(Start::Once)?;
+            self.say_lab();
         }
         Ok(())
     }
@@ -241,24 +254,22 @@ impl<'a> WorkerSession<'a> {
                     Some(wait) => std::thread::sleep(*wait),
                     None => return Err(failure),
                 },
-                spawned => {
-                    *self.worker = Some(spawned?);
-                    break;
-                }
+                spawned => return Ok(self.worker.insert(spawned?)),
             }
         }
-        // Said first, so the worker's baselines build while the student's
-        // build is made. A worker that answers with a failure still serves
-        // every request (its baselines are then built when first needed).
-        let choose = Request::ChooseLab {
-            lab: LabId::of(self.lab),
-        };
-        match self.ask::<LabChosen>(&choose, LOAD_TIMEOUT) {
-            Err(Unanswered::Lost(failure)) => Err(failure),
-            Ok(LabChosen) | Err(Unanswered::Answered(_) | Unanswered::NoWorker) => self
-                .worker
-                .as_ref()
-                .ok_or_else(|| WorkerFailure::Spawn("the worker ended as it started".into())),
+    }
+
+    /// Says the session's lab to a worker just started, when the session
+    /// will need its baselines: the worker then builds them on a thread
+    /// while the student's build is made. Any failure is left to the next
+    /// request, which meets a gone worker by the usual rules (a case starts
+    /// a fresh one) and a refusing one builds its baselines when first needed.
+    fn say_lab(&mut self) {
+        if self.baselines_ahead {
+            let choose = Request::ChooseLab {
+                lab: LabId::of(self.lab),
+            };
+            let _ = self.ask::<LabChosen>(&choose, LOAD_TIMEOUT);
         }
     }
 
@@ -279,6 +290,7 @@ impl<'a> WorkerSession<'a> {
             self.give_up_on_link(&failure);
             return Err(failure.to_string());
         }
+        self.say_lab();
         let load = self.load_request(&self.image, self.geometry);
         if let Err(unanswered) = self.ask::<Loaded>(&load, LOAD_TIMEOUT) {
             return Err(format!(
