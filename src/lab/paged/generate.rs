@@ -154,7 +154,7 @@ pub fn filled_slots(
 /// A timing shape's K and V caches in `layout`, by counter from `seed`
 /// (tensors 3 and 4): block `b` holds `slots[b]` slots drawn uniform in
 /// `range` and made by `make` (K's, V's), `unowned` everywhere else; made
-/// on every core a block at a time.
+/// on every core, each element written once.
 pub fn counted_caches<C: Copy + Send + Sync>(
     layout: &CacheLayout,
     slots: &[usize],
@@ -167,47 +167,45 @@ pub fn counted_caches<C: Copy + Send + Sync>(
     let key = |at: usize| make.0(keys.uniform(at as u64, range));
     let value = |at: usize| make.1(values.uniform(at as u64, range));
     (
-        counted_cache(layout, slots, unowned.0, key, |b, g, d, o| {
-            layout.k_cache_index(b, g, d, o)
+        counted_cache(layout, slots, unowned.0, key, |local| {
+            layout.k_cache_slot(local)
         }),
-        counted_cache(layout, slots, unowned.1, value, |b, g, d, o| {
-            layout.v_cache_index(b, g, d, o)
+        counted_cache(layout, slots, unowned.1, value, |local| {
+            layout.v_cache_slot(local)
         }),
     )
 }
 
 /// A cache in `layout` whose block `b` holds `slots[b]` drawn slots (the
-/// element at `index(b, g, d, o)` is `value` of that index) and `unowned`
-/// everywhere else, made on every core a block at a time.
-fn counted_cache<C, V, I>(
+/// element at index `at` in a filled slot is `value(at)`) and `unowned`
+/// everywhere else; `slot_of` names the slot of an element by its place in
+/// its block. Collected straight into the cache on every core: a cache of
+/// hundreds of megabytes is written once, its pages first touched by the
+/// thread that fills them, not filled with `unowned` by one thread first.
+fn counted_cache<C, V, S>(
     layout: &CacheLayout,
     slots: &[usize],
     unowned: C,
     value: V,
-    index: I,
+    slot_of: S,
 ) -> Vec<C>
 where
     C: Copy + Send + Sync,
     V: Fn(usize) -> C + Sync,
-    I: Fn(usize, usize, usize, usize) -> usize + Sync,
+    S: Fn(usize) -> usize + Sync,
 {
     let block_elems = layout.block_elems();
-    let mut cache = vec![unowned; slots.len() * block_elems];
-    cache
-        .par_chunks_mut(block_elems)
-        .enumerate()
-        .for_each(|(block, elements)| {
-            let base = block * block_elems;
-            for g in 0..HKV {
-                for d in 0..layout.dim {
-                    for o in 0..slots[block] {
-                        let at = index(block, g, d, o);
-                        elements[at - base] = value(at);
-                    }
-                }
+    (0..slots.len() * block_elems)
+        .into_par_iter()
+        .map(|at| {
+            let (block, local) = (at / block_elems, at % block_elems);
+            if slot_of(local) < slots[block] {
+                value(at)
+            } else {
+                unowned
             }
-        });
-    cache
+        })
+        .collect()
 }
 
 /// The block table for `batch`'s lengths and which block each context owns.
@@ -355,6 +353,36 @@ impl PlantSites {
 mod tests {
     use super::*;
     use rand::SeedableRng;
+
+    /// Each element of a counted cache is its index's draw in a filled
+    /// slot and the unowned marker elsewhere, by the layout's own indices
+    /// (both layouts' x, a full, an empty and two partial blocks).
+    #[test]
+    fn a_counted_cache_draws_every_filled_slot_by_its_index_and_marks_the_rest() {
+        let range = -1.0f32..1.0;
+        let bits = |x: f32| x.to_bits();
+        for layout in [CacheLayout::new(64, 4), CacheLayout::new(128, 16)] {
+            let slots = [BLOCK, 0, 7, 1, BLOCK];
+            let (k, v) = counted_caches(&layout, &slots, 11, &range, (u32::MAX, 0), (&bits, &bits));
+            let (keys, values) = (CounterDraw::new(11, 3), CounterDraw::new(11, 4));
+            let n = slots.len() * layout.block_elems();
+            let (mut want_k, mut want_v) = (vec![u32::MAX; n], vec![0u32; n]);
+            for (block, &filled) in slots.iter().enumerate() {
+                for g in 0..HKV {
+                    for d in 0..layout.dim {
+                        for o in 0..filled {
+                            let at = layout.k_cache_index(block, g, d, o);
+                            want_k[at] = keys.uniform(at as u64, &range).to_bits();
+                            let at = layout.v_cache_index(block, g, d, o);
+                            want_v[at] = values.uniform(at as u64, &range).to_bits();
+                        }
+                    }
+                }
+            }
+            assert!(k == want_k, "K cache, x = {}", layout.x);
+            assert!(v == want_v, "V cache, x = {}", layout.x);
+        }
+    }
 
     /// A counted layout keeps what the sequential one holds of a batch:
     /// the same block table from the same stream, markers in every slot no

@@ -62,6 +62,19 @@ impl CacheLayout {
             + dim % self.x
     }
 
+    /// The slot of element `local` of a block of the x-packed `kCache`
+    /// (`local` counted from the block's first element): the inverse of
+    /// [`Self::k_cache_index`] in its slot.
+    pub const fn k_cache_slot(&self, local: usize) -> usize {
+        (local / self.x) % BLOCK
+    }
+
+    /// The slot of element `local` of a block of `vCache`: the inverse of
+    /// [`Self::v_cache_index`] in its slot.
+    pub const fn v_cache_slot(&self, local: usize) -> usize {
+        local % BLOCK
+    }
+
     /// Index into `vCache` (`[numBlocks][8][DH][16]`).
     pub const fn v_cache_index(
         &self,
