@@ -148,6 +148,11 @@ for lab, prefix, folder in [("flash-prefill", "cheat", "kernels/flash-prefill/ch
             hints = facts.get("eviction_hints") or []
             ok = point is not None and reference is not None and abs(point / reference - 1) <= 0.03 and bool(hints)
             expected, seen = "reference's speed, hints shown", f"{point and round(point, 2)}x vs {reference and round(reference, 2)}x, hints {hints}"
+        elif path.stem == "writes-pristine":
+            # Named for what it wrote, not only without a speedup (a scan
+            # that faults also has none, but proves nothing of the rule).
+            ok = point is None and "HarnessWritten" in json.dumps(finding)
+            expected, seen = "withheld: harness written", f"{point and round(point, 2)}x" if point else f"withheld: {str(finding)[:70]}"
         else:
             # Against the file with its trick never taken, when there is one.
             control = speed(load(f"{prefix}-control-{path.stem}")) if path.stem == "memo-by-values" else None
