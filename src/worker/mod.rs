@@ -103,8 +103,8 @@ pub fn main() -> anyhow::Result<()> {
 }
 
 /// Kernels the worker needs besides the student's, loaded on first use
-/// for the lab in use from [`BaselineImages`] (built ahead when the lab was
-/// chosen), and the L2 flusher that timing and counters share.
+/// for the lab in use from [`BaselineImages`] (built ahead when the caller
+/// said the lab with `ChooseLab`), and the L2 flusher that timing and counters share.
 struct Baselines {
     lab: LabRef,
     starter: Kernel,
@@ -124,9 +124,10 @@ struct Baselines {
 }
 
 /// What [`Baselines`] are loaded from: three NVRTC builds of trusted code,
-/// a few hundred milliseconds of CPU between them. They start on a thread
-/// of their own when a lab is chosen, so they overlap the student's build
-/// and cases instead of delaying the first timing, counters or long case.
+/// a few hundred milliseconds of CPU between them. When the caller says
+/// the lab first (`ChooseLab`), they start on a thread of their own, so
+/// they overlap the student's build and cases instead of delaying the first
+/// timing, counters or long case; otherwise they are built at first use.
 struct BaselineImages {
     starter: compile::CompiledKernel,
     oracle: Vec<u8>,
@@ -181,7 +182,8 @@ struct Worker {
     lab: Option<LabRef>,
     student: Option<Kernel>,
     baselines: Option<Baselines>,
-    /// The chosen lab's baseline images, compiling on a thread of their own.
+    /// The chosen lab's baseline images, compiling on a thread of their own
+    /// since `ChooseLab`.
     baseline_images: Option<(
         LabRef,
         std::thread::JoinHandle<Result<BaselineImages, String>>,
@@ -279,7 +281,10 @@ impl Worker {
                 (Event::CountersReleased, false)
             }
             Request::ChooseLab { lab } => match self.choose_lab(&lab) {
-                Ok(()) => (Event::LabChosen, false),
+                Ok(()) => {
+                    self.build_baselines_ahead();
+                    (Event::LabChosen, false)
+                }
                 Err(e) => failure(e, false),
             },
             Request::PrepareLines { case, seed } => match self.case(&case) {
@@ -449,12 +454,29 @@ impl Worker {
     fn choose_lab(&mut self, id: &LabId) -> Result<(), String> {
         let lab = id.resolve()?;
         if self.lab != Some(lab) {
+            // Another lab's build still running is waited for rather than
+            // left detached: the process may exit next (see `Drop`).
+            if let Some((_, compiling)) = self.baseline_images.take() {
+                let _ = compiling.join();
+            }
             self.lab = Some(lab);
             self.student = None;
             self.baselines = None;
-            self.baseline_images = self.arch().map(|arch| BaselineImages::start(lab, arch));
         }
         Ok(())
+    }
+
+    /// Starts building the chosen lab's baselines on a thread, unless they
+    /// are built or building, or there is no GPU to load them on. Only
+    /// `ChooseLab` asks for it: a check that neither times, counts nor
+    /// profiles never does, and builds nothing it will not use.
+    fn build_baselines_ahead(&mut self) {
+        if self.baselines.is_some() || self.baseline_images.is_some() {
+            return;
+        }
+        if let (Some(lab), Some(arch)) = (self.lab, self.arch()) {
+            self.baseline_images = Some(BaselineImages::start(lab, arch));
+        }
     }
 
     /// A case as it arrived (JSON), decoded once by the chosen lab.

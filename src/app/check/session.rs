@@ -259,11 +259,12 @@ impl<'a> WorkerSession<'a> {
         }
     }
 
-    /// Says the session's lab to a worker just started, when the session
-    /// will need its baselines: the worker then builds them on a thread
-    /// while the student's build is made. Any failure is left to the next
-    /// request, which meets a gone worker by the usual rules (a case starts
-    /// a fresh one) and a refusing one builds its baselines when first needed.
+    /// Says the session's lab to the session's first worker, when the
+    /// session will need its baselines: the worker then builds them on a
+    /// thread while the student's build is made. Any failure is left to the
+    /// next request, which meets a gone worker by the usual rules (a case
+    /// starts a fresh one) and a refusing one builds its baselines when
+    /// first needed, as a replacement worker (a restart) does.
     fn say_lab(&mut self) {
         if self.baselines_ahead {
             let choose = Request::ChooseLab {
@@ -290,7 +291,6 @@ impl<'a> WorkerSession<'a> {
             self.give_up_on_link(&failure);
             return Err(failure.to_string());
         }
-        self.say_lab();
         let load = self.load_request(&self.image, self.geometry);
         if let Err(unanswered) = self.ask::<Loaded>(&load, LOAD_TIMEOUT) {
             return Err(format!(
