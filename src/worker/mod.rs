@@ -73,17 +73,7 @@ pub fn main() -> anyhow::Result<()> {
         sandbox: Some(sandbox),
     };
     write_message(&mut protocol_out, &ready)?;
-    let mut worker = Worker {
-        gpu: gpu.ok(),
-        lab: None,
-        student: None,
-        baselines: None,
-        baseline_images: None,
-        counters: None,
-        lines: None,
-        line_inputs: None,
-        probed_cases: 0,
-    };
+    let mut worker = Worker::new(gpu.ok());
     loop {
         let request: Request = match read_message(&mut input) {
             Ok(r) => r,
@@ -170,8 +160,8 @@ impl BaselineImages {
     }
 
     /// Starts [`Self::compile`] on a thread of its own.
-    fn start(lab: LabRef, arch: String) -> (LabRef, std::thread::JoinHandle<Result<Self, String>>) {
-        (lab, std::thread::spawn(move || Self::compile(lab, arch)))
+    fn start(lab: LabRef, arch: String) -> std::thread::JoinHandle<Result<Self, String>> {
+        std::thread::spawn(move || Self::compile(lab, arch))
     }
 }
 
@@ -183,11 +173,8 @@ struct Worker {
     student: Option<Kernel>,
     baselines: Option<Baselines>,
     /// The chosen lab's baseline images, compiling on a thread of their own
-    /// since `ChooseLab`.
-    baseline_images: Option<(
-        LabRef,
-        std::thread::JoinHandle<Result<BaselineImages, String>>,
-    )>,
+    /// since `ChooseLab` (always for `lab`: a new lab waits this build out).
+    baseline_images: Option<std::thread::JoinHandle<Result<BaselineImages, String>>>,
     /// Enabled on the first counters request; an error is kept so it is reported, not retried.
     counters: Option<Result<counters::Counters, CountersUnavailableReport>>,
     /// Enabled on the first line request, kept the same way.
@@ -218,17 +205,36 @@ fn failure(error: impl std::fmt::Display, fatal: bool) -> (Event, bool) {
 }
 
 impl Drop for Worker {
-    /// A baseline build still running is waited for: the process exits
-    /// right after, and NVRTC's exit-time teardown must not race a thread
-    /// inside it.
+    /// The process exits right after (see [`Worker::finish_baseline_build`]).
     fn drop(&mut self) {
-        if let Some((_, compiling)) = self.baseline_images.take() {
-            let _ = compiling.join();
-        }
+        self.finish_baseline_build();
     }
 }
 
 impl Worker {
+    fn new(gpu: Option<Gpu>) -> Worker {
+        Worker {
+            gpu,
+            lab: None,
+            student: None,
+            baselines: None,
+            baseline_images: None,
+            counters: None,
+            lines: None,
+            line_inputs: None,
+            probed_cases: 0,
+        }
+    }
+
+    /// Waits for a baseline build still running and drops what it made,
+    /// rather than leave the thread detached: the process may exit next,
+    /// and NVRTC's exit-time teardown must not race a thread inside it.
+    fn finish_baseline_build(&mut self) {
+        if let Some(compiling) = self.baseline_images.take() {
+            let _ = compiling.join();
+        }
+    }
+
     fn serve(&mut self, request: Request) -> (Event, bool) {
         match request {
             Request::Compile {
@@ -454,11 +460,7 @@ impl Worker {
     fn choose_lab(&mut self, id: &LabId) -> Result<(), String> {
         let lab = id.resolve()?;
         if self.lab != Some(lab) {
-            // Another lab's build still running is waited for rather than
-            // left detached: the process may exit next (see `Drop`).
-            if let Some((_, compiling)) = self.baseline_images.take() {
-                let _ = compiling.join();
-            }
+            self.finish_baseline_build();
             self.lab = Some(lab);
             self.student = None;
             self.baselines = None;
@@ -642,10 +644,10 @@ impl Worker {
             .as_ref()
             .ok_or_else(|| GpuError::message("no GPU in this worker"))?;
         let images = match self.baseline_images.take() {
-            Some((started_for, compiling)) if started_for == lab => compiling
+            Some(compiling) => compiling
                 .join()
                 .unwrap_or_else(|_| Err("the baselines' build thread panicked".into())),
-            _ => BaselineImages::compile(lab, gpu.info.arch()),
+            None => BaselineImages::compile(lab, gpu.info.arch()),
         }
         .map_err(GpuError::message)?;
         let BaselineImages {
@@ -986,9 +988,7 @@ mod tests {
         use crate::gpu::compile::image::defines_function;
         for lab in registry::labs() {
             let lab = LabRef(lab);
-            let (started_for, compiling) = BaselineImages::start(lab, "sm_90".into());
-            assert!(started_for == lab);
-            let images = compiling
+            let images = BaselineImages::start(lab, "sm_90".into())
                 .join()
                 .expect("the build thread ends")
                 .unwrap_or_else(|e| panic!("{}: {e}", lab.name()));
@@ -1008,26 +1008,12 @@ mod tests {
         }
     }
 
-    fn worker_without_a_gpu() -> Worker {
-        Worker {
-            gpu: None,
-            lab: None,
-            student: None,
-            baselines: None,
-            baseline_images: None,
-            counters: None,
-            lines: None,
-            line_inputs: None,
-            probed_cases: 0,
-        }
-    }
-
     /// The lab said as the worker starts is the one its later requests
     /// are for; a worker without a GPU starts no baseline build, and a lab
     /// of another contract is refused with the worker still usable.
     #[test]
     fn choosing_a_lab_sets_it_and_a_foreign_contract_is_refused() {
-        let mut worker = worker_without_a_gpu();
+        let mut worker = Worker::new(None);
         let lab = LabRef(registry::find("paged-decode").expect("a shipped lab"));
         let (event, fatal) = worker.serve(Request::ChooseLab {
             lab: LabId::of(lab),
