@@ -59,15 +59,21 @@ def precision(report):
 
 
 def drift(report):
+    """The starter's drift, with the SM clocks after each side where read."""
     d = timing(report).get("drift")
-    return f"{d['after_student_ms'] / d['after_starter_ms'] - 1:+.1%}" if d else "-"
+    if not d:
+        return "-"
+    said = f"{d['after_student_ms'] / d['after_starter_ms'] - 1:+.1%}"
+    if d.get("clock_after_starter_mhz") and d.get("clock_after_student_mhz"):
+        said += f"@{d['clock_after_starter_mhz']:.0f}/{d['clock_after_student_mhz']:.0f}MHz"
+    return said
 
 
 def main():
     folder = pathlib.Path(sys.argv[1])
     names = sorted({p.name.split(".")[0] for p in folder.glob("*.json")})
     print(f"{'kernel':<34} {'before':>9} {'after':>9} {'ratio':>6} {'floor x':>8} {'dram x':>7} "
-          f"{'t_before':>8} {'t_after':>8} {'audits':>6} {'drift':>7}  after says; worst share timed/checked")
+          f"{'t_before':>8} {'t_after':>8} {'audits':>6} {'drift':>18}  after says; worst share timed/checked")
     for name in names:
         after = load(folder / f"{name}.after.json")
         before = load(folder / f"{name}.before.json")
@@ -77,7 +83,7 @@ def main():
         margin, dram = floor_margin(after)
         ms = lambda r: f"{timing(r)['elapsed_ms'] / 1e3:.2f}s" if timing(r) else "-"
         print(f"{name:<34} {fmt(b):>9} {fmt(a):>9} {ratio:>6} {margin:>8} {dram:>7} "
-              f"{ms(before):>8} {ms(after):>8} {timing(after).get('audited_launches', '-'):>6} {drift(after):>7}  "
+              f"{ms(before):>8} {ms(after):>8} {timing(after).get('audited_launches', '-'):>6} {drift(after):>18}  "
               f"{withheld(after)}; {precision(after)}")
 
 

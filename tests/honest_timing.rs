@@ -19,6 +19,7 @@ use flashprof::app::batch::submissions::discover_dir;
 use flashprof::app::batch::{run_batch, BatchEvent, BatchPlan};
 use flashprof::app::check::{run_check, GateUse, RunOptions};
 use flashprof::app::gate::{GateTable, GpuGate, SpeedGate};
+use flashprof::grade::drift::StarterDrift;
 use flashprof::lab::flash_prefill::FLASH_PREFILL;
 use flashprof::outcome::CheckReport;
 use flashprof::protocol::{CaseStatus, TimingConfig, TimingOutcome};
@@ -469,6 +470,39 @@ fn a_timing_saved_before_the_rules_had_a_version_loads_as_rules_1() {
     assert!(
         table.contains("timed under earlier rules (v1): timed launches were not audited"),
         "{table}"
+    );
+}
+
+/// A starter slowed after the student's kernel while the GPU lowered its
+/// clock: the table prints both sides' clocks under the drift line, and the
+/// withheld sentence names the clock beside the times.
+#[test]
+fn a_starter_slowed_with_the_clock_down_is_withheld_naming_both_clocks() {
+    let mut report = check("honest").clone();
+    let timing = report.timing.as_mut().expect("timed");
+    let clocks: (&[f64], &[f64]) = (&[1980.0, 1976.0, 1980.0], &[1755.0, 1750.0, 1761.0]);
+    timing.drift = StarterDrift::of(&[1.0, 1.0, 1.01], &[1.14; 12], clocks).map(Box::new);
+    // As the worker does past the drift limit.
+    timing.speedup = None;
+    assert_eq!(timing.withheld_word(), Some("starter slowed"));
+    assert_eq!(
+        timing.withheld().as_deref(),
+        Some(
+            "the starter ran 14% slower after this kernel (1.140 ms against 1.000 ms after \
+             itself), the GPU's SM clock at 1755 MHz after this kernel against 1980 MHz after \
+             the starter"
+        )
+    );
+    let table = render_table(&report, None);
+    let lines: Vec<&str> = table.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.trim_start().starts_with("drift "))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(lines[at].contains("(+14.0%)"), "{table}");
+    assert_eq!(
+        lines[at + 1].trim(),
+        "SM clock 1980 MHz after itself, 1755 MHz after the student"
     );
 }
 

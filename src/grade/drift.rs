@@ -16,9 +16,14 @@ use super::stats::median_of;
 pub const DRIFT_LIMIT: f64 = 0.10;
 /// Two groups of launch times this many times apart are named.
 pub const BIMODAL_GAP: f64 = 2.0;
+/// SM clocks this far apart (a share of the higher) are told with the
+/// drift: the probe itself reads within about 1% (2 ms of `%globaltimer`
+/// against `clock64`), and an H100 under load holds its clock within 1%.
+pub const CLOCK_GAP: f64 = 0.02;
 
 /// The starter's median after the starter against its median after the
-/// student's kernel, from the same run.
+/// student's kernel, from the same run, with the SM clock right after each
+/// of those starter launches where it was read.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StarterDrift {
     pub after_starter_ms: f64,
@@ -26,17 +31,32 @@ pub struct StarterDrift {
     /// Launches behind each median.
     pub after_starter: usize,
     pub after_student: usize,
+    /// The median SM clock read right after the drift pairs' starter
+    /// launches that followed the starter, MHz (absent in older records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_after_starter_mhz: Option<f64>,
+    /// ... and after those that followed the student's kernel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_after_student_mhz: Option<f64>,
 }
 
 impl StarterDrift {
     /// The starter's median after the student's kernel, compared with the
-    /// starter after itself, or `None` when either side has no launch.
-    pub fn of(after_starter: &[f64], after_student: &[f64]) -> Option<Self> {
+    /// starter after itself, or `None` when either side has no launch;
+    /// `clocks` are the SM clocks read after each side's launches (either
+    /// may be empty).
+    pub fn of(
+        after_starter: &[f64],
+        after_student: &[f64],
+        clocks: (&[f64], &[f64]),
+    ) -> Option<Self> {
         Some(Self {
             after_starter_ms: median_of(after_starter)?,
             after_student_ms: median_of(after_student)?,
             after_starter: after_starter.len(),
             after_student: after_student.len(),
+            clock_after_starter_mhz: median_of(clocks.0),
+            clock_after_student_mhz: median_of(clocks.1),
         })
     }
 
@@ -49,6 +69,15 @@ impl StarterDrift {
     pub fn withholds(&self) -> bool {
         self.slower() > DRIFT_LIMIT
     }
+
+    /// Both sides' clocks when they are [`CLOCK_GAP`] or more apart: the
+    /// GPU changed its clock between them, which is then told as the way the
+    /// starter was slowed (or sped up), since the time alone cannot say.
+    pub fn clocks_apart(&self) -> Option<(f64, f64)> {
+        let (starter, student) = (self.clock_after_starter_mhz?, self.clock_after_student_mhz?);
+        ((starter - student).abs() >= CLOCK_GAP * starter.max(student))
+            .then_some((starter, student))
+    }
 }
 
 impl std::fmt::Display for StarterDrift {
@@ -59,7 +88,14 @@ impl std::fmt::Display for StarterDrift {
             self.slower() * 100.0,
             self.after_student_ms,
             self.after_starter_ms
-        )
+        )?;
+        if let Some((starter, student)) = self.clocks_apart() {
+            write!(
+                f,
+                ", the GPU's SM clock at {student:.0} MHz after this kernel against {starter:.0} MHz after the starter"
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -107,9 +143,12 @@ impl std::fmt::Display for TwoGroups {
 mod tests {
     use super::*;
 
+    const NO_CLOCKS: (&[f64], &[f64]) = (&[], &[]);
+
     #[test]
     fn a_starter_slowed_by_the_kernel_before_it_is_withheld_with_the_figures() {
-        let drift = StarterDrift::of(&[1.0, 1.02, 0.98], &[1.2, 1.25, 1.18, 1.22]).unwrap();
+        let drift =
+            StarterDrift::of(&[1.0, 1.02, 0.98], &[1.2, 1.25, 1.18, 1.22], NO_CLOCKS).unwrap();
         assert!((drift.slower() - 0.21).abs() < 1e-9, "{}", drift.slower());
         assert!(drift.withholds());
         assert_eq!(
@@ -120,11 +159,41 @@ mod tests {
 
     #[test]
     fn an_honest_spread_or_a_faster_starter_is_not_withheld() {
-        let noisy = StarterDrift::of(&[1.0, 1.04, 0.97], &[1.03, 0.99, 1.05, 1.0]).unwrap();
+        let noisy =
+            StarterDrift::of(&[1.0, 1.04, 0.97], &[1.03, 0.99, 1.05, 1.0], NO_CLOCKS).unwrap();
         assert!(!noisy.withholds(), "{}", noisy.slower());
-        let faster = StarterDrift::of(&[1.0], &[0.5]).unwrap();
+        let faster = StarterDrift::of(&[1.0], &[0.5], NO_CLOCKS).unwrap();
         assert!(!faster.withholds());
-        assert_eq!(StarterDrift::of(&[], &[1.0]), None);
+        assert_eq!(StarterDrift::of(&[], &[1.0], NO_CLOCKS), None);
+    }
+
+    #[test]
+    fn a_clock_that_fell_after_the_kernel_is_told_with_the_drift() {
+        // An H100 at 1,980 MHz after the starter, throttled to 1,755 MHz
+        // after the student's kernel: the starter's 13% is the clock's.
+        let clocks: (&[f64], &[f64]) = (&[1980.0, 1978.0, 1980.0], &[1755.0, 1760.0, 1750.0]);
+        let drift = StarterDrift::of(&[1.0], &[1.13], clocks).unwrap();
+        assert!(drift.withholds());
+        assert_eq!(drift.clocks_apart(), Some((1980.0, 1755.0)));
+        assert_eq!(
+            drift.to_string(),
+            "the starter ran 13% slower after this kernel (1.130 ms against 1.000 ms after itself), \
+             the GPU's SM clock at 1755 MHz after this kernel against 1980 MHz after the starter"
+        );
+        // The five-run spread's clocks (1,966 to 1,980 MHz) are not told.
+        let steady = StarterDrift::of(&[1.0], &[1.01], (&[1980.0], &[1966.0])).unwrap();
+        assert_eq!(steady.clocks_apart(), None);
+        assert!(!steady.to_string().contains("MHz"));
+        // A record from before clocks were read has none to tell.
+        let old: StarterDrift = serde_json::from_str(
+            r#"{"after_starter_ms":1.0,"after_student_ms":1.2,"after_starter":3,"after_student":9}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (old.clock_after_starter_mhz, old.clocks_apart()),
+            (None, None)
+        );
+        assert!(!serde_json::to_string(&old).unwrap().contains("clock"));
     }
 
     #[test]

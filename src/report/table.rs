@@ -551,6 +551,14 @@ fn render_timing_integrity(out: &mut String, t: &crate::protocol::TimingOutcome)
             drift.after_student_ms,
             drift.slower() * 100.0
         );
+        if let (Some(starter), Some(student)) =
+            (drift.clock_after_starter_mhz, drift.clock_after_student_mhz)
+        {
+            let _ = writeln!(
+                out,
+                "           SM clock {starter:.0} MHz after itself, {student:.0} MHz after the student"
+            );
+        }
     }
     if let Some(groups) = &t.two_groups {
         let _ = writeln!(out, "  groups   {groups}");

@@ -16,7 +16,8 @@
 //! exact than the checked launch's (`grade::precision`). Launches alternate
 //! starter, student, ... so drift hits both alike; a few pairs launch the
 //! starter twice, so the starter after itself is compared with the starter
-//! after the student (`grade::drift`). Timing stops as the request's
+//! after the student, with the SM clock read right after each of those
+//! starter launches (`grade::drift`). Timing stops as the request's
 //! stopping rule says (`grade::stopping`: by default once the speedup's 95%
 //! interval is within 1%). A median below the physical floor
 //! (`grade::floor`) is impossible. Any finding withholds the speedup.
@@ -119,6 +120,9 @@ pub fn time(
     let mut starter_ms = Vec::with_capacity(most as usize);
     let mut student_ms = Vec::with_capacity(most as usize);
     let mut starter_after_starter = Vec::new();
+    // The SM clock after the drift pairs' starter launches: after the
+    // starter, after the student's kernel.
+    let mut clocks: (Vec<f64>, Vec<f64>) = (Vec::new(), Vec::new());
     for number in 1..=most as usize {
         let id = LaunchId {
             phase: LaunchPhase::Timed,
@@ -130,7 +134,11 @@ pub fn time(
         let times = bench.pair(student, &mut sides, id, twice)?;
         starter_ms.push(times.starter);
         student_ms.push(times.student);
-        starter_after_starter.extend(times.starter_again);
+        if let Some(again) = times.starter_again {
+            starter_after_starter.push(again.ms);
+            clocks.0.push(again.clock_after_starter_mhz);
+            clocks.1.push(again.clock_after_student_mhz);
+        }
         if config
             .stopping
             .done(&starter_ms, &student_ms, most, sides.finding.is_some())
@@ -159,7 +167,7 @@ pub fn time(
     let floor = bench.floor(data.problem.work)?;
     let impossible = floor.judge(student_summary.median);
     // Every starter launch after the first timed one followed the student's kernel.
-    let drift = StarterDrift::of(&starter_after_starter, &starter_ms);
+    let drift = StarterDrift::of(&starter_after_starter, &starter_ms, (&clocks.0, &clocks.1));
     let mut all_student_ms = warmup_ms.clone();
     all_student_ms.extend(&student_ms);
     let correct = output_check.passed
@@ -239,7 +247,17 @@ struct PairTimes {
     starter: f64,
     student: f64,
     /// The starter launched right after itself, when the pair did.
-    starter_again: Option<f64>,
+    starter_again: Option<DriftLaunch>,
+}
+
+/// A drift pair's second starter launch, with the SM clocks read right
+/// after each of its starter launches.
+struct DriftLaunch {
+    ms: f64,
+    clock_after_starter_mhz: f64,
+    /// After the pair's first starter launch, which followed the student's
+    /// kernel (of the pair before, or of the warm-up).
+    clock_after_student_mhz: f64,
 }
 
 /// Keeps the first finding of a kernel's launches.
@@ -445,6 +463,24 @@ impl<'a> Bench<'a> {
         Ok((ms, self.audit(audit, launch)?))
     }
 
+    /// A starter launch of a drift pair: its time, the SM clock read right
+    /// after it (before its audit, so the clock is the one the launch left
+    /// the GPU at), and its audit recorded.
+    fn clocked_starter(
+        &mut self,
+        sides: &mut Sides,
+        launch: LaunchId,
+    ) -> Result<(f64, f64), GpuError> {
+        self.prepare_next()?;
+        let gpu = self.gpu;
+        let starter = &self.baselines.starter;
+        let ms = gpu.timed(|| gpu.launch(starter, &mut self.ws))?;
+        let clock_mhz = gpu.measure_sm_clock(&self.baselines.clock_probe)?;
+        let audited = self.audit(&mut sides.starter, launch)?;
+        record(audited, &mut sides.starter_finding);
+        Ok((ms, clock_mhz))
+    }
+
     /// One interleaved pair, the starter first (twice, when `twice`), each
     /// audited, the student's also for harness writes and precision.
     fn pair(
@@ -454,16 +490,23 @@ impl<'a> Bench<'a> {
         launch: LaunchId,
         twice: bool,
     ) -> Result<PairTimes, GpuError> {
-        let starter = self.baselines.starter.clone();
-        let (starter_ms, audited) = self.audited_launch(&starter, &mut sides.starter, launch)?;
-        record(audited, &mut sides.starter_finding);
-        let starter_again = match twice {
+        let (starter_ms, starter_again) = match twice {
             true => {
+                let (ms, clock_after_student_mhz) = self.clocked_starter(sides, launch)?;
+                let (again_ms, clock_after_starter_mhz) = self.clocked_starter(sides, launch)?;
+                let again = DriftLaunch {
+                    ms: again_ms,
+                    clock_after_starter_mhz,
+                    clock_after_student_mhz,
+                };
+                (ms, Some(again))
+            }
+            false => {
+                let starter = self.baselines.starter.clone();
                 let (ms, audited) = self.audited_launch(&starter, &mut sides.starter, launch)?;
                 record(audited, &mut sides.starter_finding);
-                Some(ms)
+                (ms, None)
             }
-            false => None,
         };
         let (student_ms, audited) = self.audited_launch(student, &mut sides.student, launch)?;
         let audited = match audited {

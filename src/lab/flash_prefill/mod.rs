@@ -218,12 +218,6 @@ mod tests {
     }
 
     #[test]
-    fn the_argument_table_is_the_contracts_signature() {
-        super::super::typed::check_args_against_signature(&FlashPrefill)
-            .expect("table and signature agree");
-    }
-
-    #[test]
     fn a_case_packs_into_the_signatures_order() {
         let case = FLASH_PREFILL
             .timing_case(&[("chunk".into(), "3".into()), ("prefix".into(), "5".into())])

@@ -37,16 +37,9 @@ pub const ABOUT_FOUR: PlantValue = PlantValue::Drawn {
 /// overflow of a kernel that does not subtract the row max), each at a
 /// random head.
 pub fn prefill_redraw(batch: &Batch, large: Large, rng: &mut ChaCha8Rng) -> Redraw {
-    let (mut redraw, block_table) = blocks_moved(
-        batch.layout.block_elems(),
-        batch.num_blocks,
-        &batch.block_table,
-        rng,
-    );
-    let launched = Batch {
-        block_table,
-        ..batch.clone()
-    };
+    let mut launched = batch.clone();
+    let (elems, blocks) = (batch.layout.block_elems(), batch.num_blocks);
+    let mut redraw = blocks_moved(elems, blocks, &mut launched.block_table, rng);
     let seqs: Vec<usize> = (0..batch.num_seqs())
         .filter(|&s| batch.new[s] > 0)
         .collect();
@@ -69,26 +62,26 @@ pub fn prefill_redraw(batch: &Batch, large: Large, rng: &mut ChaCha8Rng) -> Redr
 }
 
 /// A paged launch's redraw before its plants: every one of `blocks` ids of
-/// the K and V caches (`block_elems` elements a block) renamed, with the
-/// block table as the launch sees it, which the plants are placed through.
+/// the K and V caches (`block_elems` elements a block) renamed, and `table`
+/// renamed with them into the block table as the launch sees it, which the
+/// plants are placed through.
 pub fn blocks_moved(
     block_elems: usize,
     blocks: usize,
-    table: &[i32],
+    table: &mut Vec<i32>,
     rng: &mut ChaCha8Rng,
-) -> (Redraw, Vec<i32>) {
+) -> Redraw {
     let moved = BlockMove::shuffled(
         "blockTable",
         vec![("kCache", block_elems), ("vCache", block_elems)],
         blocks,
         rng,
     );
-    let table = moved.moved_table(table);
-    let redraw = Redraw {
+    *table = moved.moved_table(table);
+    Redraw {
         blocks: Some(moved),
         ..Redraw::default()
-    };
-    (redraw, table)
+    }
 }
 
 /// Query `row` of `seq` at a head drawn from `rng`, meeting `keys`.

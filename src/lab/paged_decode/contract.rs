@@ -311,14 +311,5 @@ mod tests {
         assert!(ENTRY_SIGNATURE.contains(&format!("void {ENTRY_POINT}(")));
         assert_eq!(ENTRY_SIGNATURE.matches("const float*").count(), 4);
         assert_eq!(ENTRY_SIGNATURE.matches("const int*").count(), 2);
-        // The kernels are written against the same parameter list (a
-        // kernel may put `__launch_bounds__` before the name).
-        let squashed = |t: &str| t.split_whitespace().collect::<String>();
-        let params = squashed(&ENTRY_SIGNATURE[ENTRY_SIGNATURE.find("paged_decode(").unwrap()..]);
-        for file in ["starter.cu", "reference.cu"] {
-            let path = format!("{}/kernels/paged-decode/{file}", env!("CARGO_MANIFEST_DIR"));
-            let text = std::fs::read_to_string(&path).unwrap();
-            assert!(squashed(&text).contains(&params), "{path}");
-        }
     }
 }

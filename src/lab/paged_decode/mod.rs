@@ -263,11 +263,6 @@ mod tests {
     }
 
     #[test]
-    fn the_argument_table_is_the_contracts_signature() {
-        typed::check_args_against_signature(&PagedDecode).expect("table and signature agree");
-    }
-
-    #[test]
     fn every_case_becomes_the_contracts_argument_list_with_its_scratch() {
         testing::for_each_argument_list(PAGED_DECODE, &embedded(), 7, |case, data, args| {
             let inputs = typed::inputs_of::<PagedDecode>(data);

@@ -16,16 +16,9 @@ use crate::lab::redraw::Redraw;
 
 pub fn redraw(inputs: &Inputs, rng: &mut ChaCha8Rng) -> Redraw {
     let batch = &inputs.batch;
-    let (mut redraw, block_table) = blocks_moved(
-        LAYOUT.block_elems(),
-        batch.num_blocks,
-        &batch.block_table,
-        rng,
-    );
-    let launched = Batch {
-        block_table,
-        ..batch.clone()
-    };
+    let mut launched = batch.clone();
+    let (elems, blocks) = (LAYOUT.block_elems(), batch.num_blocks);
+    let mut redraw = blocks_moved(elems, blocks, &mut launched.block_table, rng);
     let seqs: Vec<usize> = (0..batch.num_seqs()).collect();
     if let Some(&seq) = seqs.choose(rng) {
         let last = batch.len_of(seq) - 1;

@@ -190,11 +190,6 @@ mod tests {
     }
 
     #[test]
-    fn the_argument_table_is_the_contracts_signature() {
-        typed::check_args_against_signature(&PagedPrefill).expect("table and signature agree");
-    }
-
-    #[test]
     fn every_case_becomes_the_contracts_argument_list() {
         testing::for_each_argument_list(PAGED_PREFILL, &embedded(), 7, |case, data, args| {
             // The ALiBi slopes are passed exactly when the case asks for them.

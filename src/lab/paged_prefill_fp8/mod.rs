@@ -216,11 +216,6 @@ mod tests {
     }
 
     #[test]
-    fn the_argument_table_is_the_contracts_signature() {
-        typed::check_args_against_signature(&PagedPrefillFp8).expect("table and signature agree");
-    }
-
-    #[test]
     fn every_case_becomes_the_contracts_argument_list() {
         testing::for_each_argument_list(PAGED_PREFILL_FP8, &embedded(), 7, |case, data, args| {
             let launch = typed::inputs_of::<PagedPrefillFp8>(data);
