@@ -148,11 +148,11 @@ for lab, prefix, folder in [("flash-prefill", "cheat", "kernels/flash-prefill/ch
             hints = facts.get("eviction_hints") or []
             ok = point is not None and reference is not None and abs(point / reference - 1) <= 0.03 and bool(hints)
             expected, seen = "reference's speed, hints shown", f"{point and round(point, 2)}x vs {reference and round(reference, 2)}x, hints {hints}"
-        elif path.stem in ("split-k-atomics", "adaptive-precision"):
-            # Honest controls of the precision rule: launch-to-launch
-            # rounding (atomics) and precision chosen from the data. Every
-            # case passes and the speedup stands; the worst timed class's
-            # share against the checked launch's is the margin shown.
+        elif path.stem == "adaptive-precision":
+            # The precision rule's honest control, precision chosen from the
+            # data: every case passes and the speedup stands; the worst
+            # timed class's share against the checked launch's is the
+            # margin shown.
             cases = report.get("cases") or []
             passed = bool(cases) and all(c.get("status") == "pass" for c in cases)
             shares = timing.get("precision") or {}

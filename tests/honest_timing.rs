@@ -489,8 +489,7 @@ fn a_starter_slowed_with_the_clock_down_is_withheld_naming_both_clocks() {
         timing.withheld().as_deref(),
         Some(
             "the starter ran 14% slower after this kernel (1.140 ms against 1.000 ms after \
-             itself), the GPU's SM clock at 1755 MHz after this kernel against 1980 MHz after \
-             the starter"
+             itself), its SM clock 1755 MHz after this kernel against 1980 MHz after itself"
         )
     );
     let table = render_table(&report, None);

@@ -955,13 +955,14 @@ impl Gpu {
         Ok(values)
     }
 
-    /// The SM clock right now, in MHz: cycles counted over a fixed wall time.
-    pub fn measure_sm_clock(&self, probe: &CudaFunction) -> GpuResult<f64> {
+    /// The SM clock right now, in MHz: cycles counted over `spin_ns` of wall
+    /// time (`%globaltimer` ticks every microsecond or faster, so 0.5 ms
+    /// reads within about 0.2%).
+    pub fn measure_sm_clock(&self, probe: &CudaFunction, spin_ns: u64) -> GpuResult<f64> {
         let mut result = self
             .stream
             .alloc_zeros::<u64>(2)
             .map_err(gpu_err("cuMemAlloc"))?;
-        let spin_ns: u64 = 2_000_000;
         let mut launch = self.stream.launch_builder(probe);
         launch.arg(&mut result).arg(&spin_ns);
         // SAFETY: `clock_probe` in kernels/probes.cu takes (unsigned long long*, unsigned long long).

@@ -22,8 +22,8 @@ pub const BIMODAL_GAP: f64 = 2.0;
 pub const CLOCK_GAP: f64 = 0.02;
 
 /// The starter's median after the starter against its median after the
-/// student's kernel, from the same run, with the SM clock right after each
-/// of those starter launches where it was read.
+/// student's kernel, from the same run, with the median SM clock read right
+/// after each side's launches where it was read.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StarterDrift {
     pub after_starter_ms: f64,
@@ -31,8 +31,8 @@ pub struct StarterDrift {
     /// Launches behind each median.
     pub after_starter: usize,
     pub after_student: usize,
-    /// The median SM clock read right after the drift pairs' starter
-    /// launches that followed the starter, MHz (absent in older records).
+    /// The median SM clock read right after the starter's launches that
+    /// followed the starter, MHz (absent in older records).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock_after_starter_mhz: Option<f64>,
     /// ... and after those that followed the student's kernel.
@@ -92,7 +92,7 @@ impl std::fmt::Display for StarterDrift {
         if let Some((starter, student)) = self.clocks_apart() {
             write!(
                 f,
-                ", the GPU's SM clock at {student:.0} MHz after this kernel against {starter:.0} MHz after the starter"
+                ", its SM clock {student:.0} MHz after this kernel against {starter:.0} MHz after itself"
             )?;
         }
         Ok(())
@@ -178,7 +178,7 @@ mod tests {
         assert_eq!(
             drift.to_string(),
             "the starter ran 13% slower after this kernel (1.130 ms against 1.000 ms after itself), \
-             the GPU's SM clock at 1755 MHz after this kernel against 1980 MHz after the starter"
+             its SM clock 1755 MHz after this kernel against 1980 MHz after itself"
         );
         // The five-run spread's clocks (1,966 to 1,980 MHz) are not told.
         let steady = StarterDrift::of(&[1.0], &[1.01], (&[1980.0], &[1966.0])).unwrap();

@@ -16,8 +16,8 @@
 //! exact than the checked launch's (`grade::precision`). Launches alternate
 //! starter, student, ... so drift hits both alike; a few pairs launch the
 //! starter twice, so the starter after itself is compared with the starter
-//! after the student, with the SM clock read right after each of those
-//! starter launches (`grade::drift`). Timing stops as the request's
+//! after the student, with the SM clock read right after every launch
+//! (`grade::drift`). Timing stops as the request's
 //! stopping rule says (`grade::stopping`: by default once the speedup's 95%
 //! interval is within 1%). A median below the physical floor
 //! (`grade::floor`) is impossible. Any finding withholds the speedup.
@@ -120,8 +120,8 @@ pub fn time(
     let mut starter_ms = Vec::with_capacity(most as usize);
     let mut student_ms = Vec::with_capacity(most as usize);
     let mut starter_after_starter = Vec::new();
-    // The SM clock after the drift pairs' starter launches: after the
-    // starter, after the student's kernel.
+    // The SM clock read right after each starter launch: those after the
+    // starter, those after the student's kernel.
     let mut clocks: (Vec<f64>, Vec<f64>) = (Vec::new(), Vec::new());
     for number in 1..=most as usize {
         let id = LaunchId {
@@ -132,12 +132,12 @@ pub fn time(
         // Pairs 1, 3, 5: the starter once more, right after itself.
         let twice = number % 2 == 1 && number < 2 * DRIFT_PAIRS;
         let times = bench.pair(student, &mut sides, id, twice)?;
-        starter_ms.push(times.starter);
+        starter_ms.push(times.starter.ms);
+        clocks.1.push(times.starter.clock_mhz);
         student_ms.push(times.student);
         if let Some(again) = times.starter_again {
             starter_after_starter.push(again.ms);
-            clocks.0.push(again.clock_after_starter_mhz);
-            clocks.1.push(again.clock_after_student_mhz);
+            clocks.0.push(again.clock_mhz);
         }
         if config
             .stopping
@@ -147,7 +147,7 @@ pub fn time(
         }
     }
     let launches_ms = elapsed_ms(started) - inputs_ms - reference_ms;
-    let sm_clock_mhz = gpu.measure_sm_clock(&bench.baselines.clock_probe)?;
+    let sm_clock_mhz = gpu.measure_sm_clock(&bench.baselines.clock_probe, 2_000_000)?;
     let inputs_intact = gpu.modified_inputs(&bench.ws)?.is_empty();
 
     let summary = |samples: &[f64]| summarize(samples).map_err(GpuError::message);
@@ -244,21 +244,23 @@ struct Sides {
 
 /// One pair's times.
 struct PairTimes {
-    starter: f64,
+    /// Its first starter launch, which followed the student's kernel (of
+    /// the pair before, or of the last warm-up).
+    starter: Clocked,
     student: f64,
     /// The starter launched right after itself, when the pair did.
-    starter_again: Option<DriftLaunch>,
+    starter_again: Option<Clocked>,
 }
 
-/// A drift pair's second starter launch, with the SM clocks read right
-/// after each of its starter launches.
-struct DriftLaunch {
+/// A launch's time and the SM clock read right after it.
+struct Clocked {
     ms: f64,
-    clock_after_starter_mhz: f64,
-    /// After the pair's first starter launch, which followed the student's
-    /// kernel (of the pair before, or of the warm-up).
-    clock_after_student_mhz: f64,
+    clock_mhz: f64,
 }
+
+/// How long each launch's clock read spins (see `Gpu::measure_sm_clock`):
+/// half a millisecond a launch, about 16 ms over a flash timing's 33.
+const LAUNCH_CLOCK_SPIN_NS: u64 = 500_000;
 
 /// Keeps the first finding of a kernel's launches.
 fn record(audited: Result<Vec<RowShare>, LaunchFinding>, first: &mut Option<LaunchFinding>) {
@@ -456,29 +458,14 @@ impl<'a> Bench<'a> {
         kernel: &Kernel,
         audit: &mut LaunchAudit,
         launch: LaunchId,
-    ) -> Result<(f64, Result<Vec<RowShare>, LaunchFinding>), GpuError> {
+    ) -> Result<(Clocked, Result<Vec<RowShare>, LaunchFinding>), GpuError> {
         self.prepare_next()?;
         let gpu = self.gpu;
         let ms = gpu.timed(|| gpu.launch(kernel, &mut self.ws))?;
-        Ok((ms, self.audit(audit, launch)?))
-    }
-
-    /// A starter launch of a drift pair: its time, the SM clock read right
-    /// after it (before its audit, so the clock is the one the launch left
-    /// the GPU at), and its audit recorded.
-    fn clocked_starter(
-        &mut self,
-        sides: &mut Sides,
-        launch: LaunchId,
-    ) -> Result<(f64, f64), GpuError> {
-        self.prepare_next()?;
-        let gpu = self.gpu;
-        let starter = &self.baselines.starter;
-        let ms = gpu.timed(|| gpu.launch(starter, &mut self.ws))?;
-        let clock_mhz = gpu.measure_sm_clock(&self.baselines.clock_probe)?;
-        let audited = self.audit(&mut sides.starter, launch)?;
-        record(audited, &mut sides.starter_finding);
-        Ok((ms, clock_mhz))
+        // Before the audit, so the clock is the one the launch left the GPU
+        // at; after every launch alike, so no side's launches follow it more.
+        let clock_mhz = gpu.measure_sm_clock(&self.baselines.clock_probe, LAUNCH_CLOCK_SPIN_NS)?;
+        Ok((Clocked { ms, clock_mhz }, self.audit(audit, launch)?))
     }
 
     /// One interleaved pair, the starter first (twice, when `twice`), each
@@ -490,25 +477,19 @@ impl<'a> Bench<'a> {
         launch: LaunchId,
         twice: bool,
     ) -> Result<PairTimes, GpuError> {
-        let (starter_ms, starter_again) = match twice {
+        let starter = self.baselines.starter.clone();
+        let (starter_launch, audited) =
+            self.audited_launch(&starter, &mut sides.starter, launch)?;
+        record(audited, &mut sides.starter_finding);
+        let starter_again = match twice {
             true => {
-                let (ms, clock_after_student_mhz) = self.clocked_starter(sides, launch)?;
-                let (again_ms, clock_after_starter_mhz) = self.clocked_starter(sides, launch)?;
-                let again = DriftLaunch {
-                    ms: again_ms,
-                    clock_after_starter_mhz,
-                    clock_after_student_mhz,
-                };
-                (ms, Some(again))
-            }
-            false => {
-                let starter = self.baselines.starter.clone();
-                let (ms, audited) = self.audited_launch(&starter, &mut sides.starter, launch)?;
+                let (again, audited) = self.audited_launch(&starter, &mut sides.starter, launch)?;
                 record(audited, &mut sides.starter_finding);
-                (ms, None)
+                Some(again)
             }
+            false => None,
         };
-        let (student_ms, audited) = self.audited_launch(student, &mut sides.student, launch)?;
+        let (student_launch, audited) = self.audited_launch(student, &mut sides.student, launch)?;
         let audited = match audited {
             Ok(shares) => match self.harness_written(launch)? {
                 Some(finding) => Err(finding),
@@ -522,8 +503,8 @@ impl<'a> Bench<'a> {
         };
         record(audited, &mut sides.finding);
         Ok(PairTimes {
-            starter: starter_ms,
-            student: student_ms,
+            starter: starter_launch,
+            student: student_launch.ms,
             starter_again,
         })
     }

@@ -3,12 +3,16 @@
 // What it is: ladder rung 4 (kernels/flash-prefill/ladder/04-tensor-cores-
 // 3xtf32.cu), whose two products go to the tensor cores in 3xTF32, with one
 // change: a product is taken in plain TF32 (one tensor-core product instead
-// of three) where every operand it meets is at most 1 in magnitude, and in
-// 3xTF32 where any is larger. A warp looks at its 16 query rows once; the
-// block looks at each K and V tile as it lands (each thread at the 16 bytes
-// it copied, then one __syncthreads_or). Uniform draws in [-1, 1) take the
-// cheap path; a planted 4.0, a head eight times larger, or any value past 1
-// takes the exact one, wherever it lands and whatever the launch.
+// of three) where every operand it meets is at most 1 in magnitude and every
+// row of the warp's strip sees at least 1024 keys, and in 3xTF32 otherwise.
+// A warp looks at its 16 query rows once; the block looks at each K and V
+// tile as it lands (each thread at the 16 bytes it copied, then one
+// __syncthreads_or). Long rows of uniform draws in [-1, 1) take the cheap
+// path, where TF32's rounding (2^-11 of each operand) averages out over the
+// keys; a planted 4.0, a head eight times larger, any value past 1, or a row
+// of a few keys (no-prefix's first rows: plain TF32 misses them by about 2x
+// the allowance) takes the exact one, wherever it lands and whatever the
+// launch.
 //
 // Why it is here: a kernel may spend precision where its data needs it; the
 // precision rule (docs/INTEGRITY.md) must not mistake that for a kernel
@@ -42,8 +46,10 @@ constexpr int kStripFloats = kStripRows * kLd;
 constexpr int kSharedBytes = (kWarps * kStripFloats + 2 * kTileKeys * kLd) * (int)sizeof(float);
 static_assert(kSharedBytes == 69632, "keep the @flashprof dynamic_smem line in step");
 
-// Operands at most this large in magnitude take plain TF32 (ADAPTIVE).
+// Operands at most this large in magnitude take plain TF32 (ADAPTIVE) ...
 constexpr float kCheapBound = 1.0f;
+// ... in strips whose every row sees at least this many keys.
+constexpr int kCheapMinKeys = 1024;
 
 // 0.125 * log2(e): scores in log2 units, ready for exp2f.
 constexpr float kScoreScale = 0.125f * 1.4426950408889634f;
@@ -186,7 +192,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
         *reinterpret_cast<float4*>(myQ + r * kLd + dim) = value;
     }
     __syncwarp();
-    qLarge = __any_sync(0xffffffffu, qLarge);
+    // The strip's first row sees the fewest keys (ADAPTIVE).
+    const bool shortRows = prefixLen + firstRow + stripFirst + 1 < kCheapMinKeys;
+    const bool stripExact = __any_sync(0xffffffffu, qLarge) || shortRows;
 
     // Each lane's fixed place in every operand it reads.
     const float* qLane = myQ + g * kLd + t;     // A of Q K^T: row g, col t
@@ -213,7 +221,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
         // ADAPTIVE: the barrier that publishes the tiles also says whether
         // any thread copied a large value.
         const bool tileLarge = __syncthreads_or(stagedLarge(kTile) || stagedLarge(vTile));
-        const bool exact = qLarge || tileLarge;
+        const bool exact = stripExact || tileLarge;
 
         // S = Q K^T: slice j holds keys 8j .. 8j+7.
         float s[kSlices][4];
