@@ -197,7 +197,17 @@ pub fn diagnosed(
     integrity: &Integrity,
 ) -> (Comparison, Diagnosis) {
     let launch = lab.default_geometry();
-    diagnosed_with(lab, &launch, data, out, integrity, &Experiments::default())
+    let (comparison, reference) = compared(lab, data, out);
+    let said = said_of(
+        lab,
+        &launch,
+        data,
+        out,
+        (&comparison, &reference),
+        integrity,
+        &Experiments::default(),
+    );
+    (comparison, said)
 }
 
 /// [`diagnosed`] for a CPU model of a kernel (`kernel` gives its output on
@@ -221,7 +231,17 @@ pub fn diagnosed_model(
         second: None,
     };
     let Ok(experiments) = experiment::run(&*lab, &first, &mut ModelKernel(kernel));
-    diagnosed_with(lab, launch, data, &out, &Integrity::default(), &experiments)
+    let integrity = Integrity::default();
+    let said = said_of(
+        lab,
+        launch,
+        data,
+        &out,
+        (&comparison, &reference),
+        &integrity,
+        &experiments,
+    );
+    (comparison, said)
 }
 
 fn compared(lab: LabRef, data: &CaseData, out: &[f32]) -> (Comparison, Vec<f64>) {
@@ -237,27 +257,27 @@ fn compared(lab: LabRef, data: &CaseData, out: &[f32]) -> (Comparison, Vec<f64>)
     (comparison, reference)
 }
 
-fn diagnosed_with(
+/// `lab`'s diagnosis of `out`, already compared with its reference.
+fn said_of(
     lab: LabRef,
     launch: &LaunchGeometry,
     data: &CaseData,
     out: &[f32],
+    (comparison, reference): (&Comparison, &[f64]),
     integrity: &Integrity,
     experiments: &Experiments,
-) -> (Comparison, Diagnosis) {
-    let (comparison, reference) = compared(lab, data, out);
-    let said = lab.diagnose(
+) -> Diagnosis {
+    lab.diagnose(
         data,
         &Graded {
             launch,
             out,
-            reference: &reference,
-            comparison: &comparison,
+            reference,
+            comparison,
             integrity,
             experiments,
         },
-    );
-    (comparison, said)
+    )
 }
 
 /// A CPU model of a kernel as the experiments rerun it: what it writes on

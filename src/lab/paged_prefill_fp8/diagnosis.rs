@@ -15,7 +15,7 @@
 //! element is shown.
 
 use super::bugs::{model, Bug};
-use super::oracle::{evaluate, value_scales, Model};
+use super::oracle::{evaluate, evaluate_rows, value_scales, Model};
 use super::{bf16, passes, Inputs, DH, HKV, HQ, LAYOUT};
 use crate::grade::compare::Footprint;
 use crate::lab::definition::{Diagnosis, Graded};
@@ -105,14 +105,31 @@ fn misread_diagnosis(
 ) -> Option<Diagnosis> {
     let batch = &inputs.tensors.batch;
     let agrees = agreement(inputs, out);
-    let read_by_all: Vec<Vec<f64>> = (0..HKV)
-        .map(|g| evaluate(inputs, Model::Misread(Misreading::all_read(g))))
-        .collect();
-    let head_reads = |head: usize, g: usize| {
-        (0..batch.total_new()).all(|row| {
+    // As with the bugs (`reproducing_bugs`): a misreading is refuted on a
+    // few failing rows before it is computed whole.
+    let row_len = HQ * DH;
+    let probe = probe_rows(batch.total_new(), |row| {
+        (row * row_len..(row + 1) * row_len).any(failing)
+    });
+    let head_agrees = |modelled: &[f64], rows: &[usize], head: usize| {
+        rows.iter().all(|&row| {
             let at = LAYOUT.head_index(row, head, 0);
-            (at..at + DH).all(|k| agrees(k, read_by_all[g][k]))
+            (at..at + DH).all(|k| agrees(k, modelled[k]))
         })
+    };
+    let read_by_all: Vec<Option<Vec<f64>>> = (0..HKV)
+        .map(|g| {
+            let model = Model::Misread(Misreading::all_read(g));
+            let few = evaluate_rows(inputs, model, Some(&probe));
+            let some_head = (0..HQ).any(|head| head_agrees(&few, &probe, head));
+            some_head.then(|| evaluate(inputs, model))
+        })
+        .collect();
+    let every_row: Vec<usize> = (0..batch.total_new()).collect();
+    let head_reads = |head: usize, g: usize| {
+        read_by_all[g]
+            .as_ref()
+            .is_some_and(|modelled| head_agrees(modelled, &every_row, head))
     };
     if let Some(map) = kv_map_found(head_reads) {
         return Some(Diagnosis::new(
@@ -121,8 +138,12 @@ fn misread_diagnosis(
         ));
     }
     let shift = CONTEXT_SHIFTS.into_iter().find(|&shift| {
-        let modelled = evaluate(inputs, Model::Misread(Misreading::ContextShift(shift)));
-        (0..out.len()).all(|k| agrees(k, modelled[k]))
+        let model = Model::Misread(Misreading::ContextShift(shift));
+        let few = evaluate_rows(inputs, model, Some(&probe));
+        elements_of(&probe).all(|k| agrees(k, few[k])) && {
+            let modelled = evaluate(inputs, model);
+            (0..out.len()).all(|k| agrees(k, modelled[k]))
+        }
     })?;
     let row = (0..out.len()).find(|&k| failing(k))? / (HQ * DH);
     let (seq, _) = batch.sequence_of_row(row);
@@ -157,21 +178,52 @@ pub fn reproducing_bugs(inputs: &Inputs, out: &[f32], reference: &[f64]) -> Vec<
         x if x.is_finite() => want,
         x => f64::from(x),
     };
-    let reproduces = |bug: Bug| {
-        let modelled = model(inputs, bug);
-        let replayed = evidence::replay_output(
-            0..out.len(),
+    let replayed = |modelled: &[f64], indices: &mut dyn Iterator<Item = usize>| {
+        evidence::replay_output(
+            indices,
             out,
             reference,
             |at| Written::Value(as_output(modelled[at])),
             |at, got, want| passes(got, want, scales[at / DH]),
-        );
-        replayed == Replay::Reproduces
+        )
+    };
+    // A model that differs on one element differs on the whole output, and
+    // a wrong model nearly always differs on the kernel's failing rows: it
+    // is refuted there, at a few rows' cost, before a whole evaluation.
+    let row_len = HQ * DH;
+    let probe = probe_rows(out.len() / row_len, |row| {
+        (row * row_len..(row + 1) * row_len).any(|at| !agrees(at, reference[at]))
+    });
+    let reproduces = |bug: Bug| {
+        let few = evaluate_rows(inputs, Model::Bug(bug), Some(&probe));
+        if replayed(&few, &mut elements_of(&probe)) == Replay::Differs {
+            return false;
+        }
+        replayed(&model(inputs, bug), &mut (0..out.len())) == Replay::Reproduces
     };
     Bug::ALL
         .into_iter()
         .filter(|&bug| reproduces(bug))
         .collect()
+}
+
+/// Rows to refute a model on first: the first, middle and last of the
+/// `rows` rows that `fails`.
+fn probe_rows(rows: usize, fails: impl Fn(usize) -> bool) -> Vec<usize> {
+    let failing: Vec<usize> = (0..rows).filter(|&row| fails(row)).collect();
+    let mut probe: Vec<usize> = [0, failing.len() / 2, failing.len().saturating_sub(1)]
+        .into_iter()
+        .filter_map(|i| failing.get(i).copied())
+        .collect();
+    probe.dedup();
+    probe
+}
+
+/// Every output element of `rows`.
+fn elements_of(rows: &[usize]) -> impl Iterator<Item = usize> + '_ {
+    let row_len = HQ * DH;
+    rows.iter()
+        .flat_map(move |&row| row * row_len..(row + 1) * row_len)
 }
 
 /// A value `factor` times what it should be, in words: "2.000x too large",

@@ -102,7 +102,9 @@ pub fn evaluate(inputs: &Inputs, model: Model) -> Vec<f64> {
     evaluate_rows(inputs, model, None)
 }
 
-fn evaluate_rows(inputs: &Inputs, model: Model, rows: Option<&[usize]>) -> Vec<f64> {
+/// What `model` computes for `rows` only (every row when `None`), laid out
+/// like `out`, the rest 0.
+pub fn evaluate_rows(inputs: &Inputs, model: Model, rows: Option<&[usize]>) -> Vec<f64> {
     model.with_decoding(inputs, |decoding| {
         attention::evaluate(&inputs.tensors, decoding, model.reading(), rows, 0.0)
     })
