@@ -107,10 +107,7 @@ fn misread_diagnosis(
     let agrees = agreement(inputs, out);
     // As with the bugs (`reproducing_bugs`): a misreading is refuted on a
     // few failing rows before it is computed whole.
-    let row_len = HQ * DH;
-    let probe = probe_rows(batch.total_new(), |row| {
-        (row * row_len..(row + 1) * row_len).any(failing)
-    });
+    let probe = probe_rows(out.len(), failing);
     let head_agrees = |modelled: &[f64], rows: &[usize], head: usize| {
         rows.iter().all(|&row| {
             let at = LAYOUT.head_index(row, head, 0);
@@ -145,7 +142,7 @@ fn misread_diagnosis(
             (0..out.len()).all(|k| agrees(k, modelled[k]))
         }
     })?;
-    let row = (0..out.len()).find(|&k| failing(k))? / (HQ * DH);
+    let row = (0..out.len()).find(|&k| failing(k))? / ROW_LEN;
     let (seq, _) = batch.sequence_of_row(row);
     Some(Diagnosis::new(
         context_line(shift, row, seq, batch.context[seq]),
@@ -190,10 +187,7 @@ pub fn reproducing_bugs(inputs: &Inputs, out: &[f32], reference: &[f64]) -> Vec<
     // A model that differs on one element differs on the whole output, and
     // a wrong model nearly always differs on the kernel's failing rows: it
     // is refuted there, at a few rows' cost, before a whole evaluation.
-    let row_len = HQ * DH;
-    let probe = probe_rows(out.len() / row_len, |row| {
-        (row * row_len..(row + 1) * row_len).any(|at| !agrees(at, reference[at]))
-    });
+    let probe = probe_rows(out.len(), |at| !agrees(at, reference[at]));
     let reproduces = |bug: Bug| {
         let few = evaluate_rows(inputs, Model::Bug(bug), Some(&probe));
         if replayed(&few, &mut elements_of(&probe)) == Replay::Differs {
@@ -207,10 +201,12 @@ pub fn reproducing_bugs(inputs: &Inputs, out: &[f32], reference: &[f64]) -> Vec<
         .collect()
 }
 
-/// Rows to refute a model on first: the first, middle and last of the
-/// `rows` rows that `fails`.
-fn probe_rows(rows: usize, fails: impl Fn(usize) -> bool) -> Vec<usize> {
-    let failing: Vec<usize> = (0..rows).filter(|&row| fails(row)).collect();
+/// Rows to refute a model on first: the first, middle and last of the rows
+/// of an output of `elements` elements that hold an element that `fails`.
+fn probe_rows(elements: usize, fails: impl Fn(usize) -> bool) -> Vec<usize> {
+    let failing: Vec<usize> = (0..elements / ROW_LEN)
+        .filter(|&row| elements_of(&[row]).any(&fails))
+        .collect();
     let mut probe: Vec<usize> = [0, failing.len() / 2, failing.len().saturating_sub(1)]
         .into_iter()
         .filter_map(|i| failing.get(i).copied())
@@ -219,11 +215,13 @@ fn probe_rows(rows: usize, fails: impl Fn(usize) -> bool) -> Vec<usize> {
     probe
 }
 
+/// Elements of one output row (`[32][128]`).
+const ROW_LEN: usize = HQ * DH;
+
 /// Every output element of `rows`.
 fn elements_of(rows: &[usize]) -> impl Iterator<Item = usize> + '_ {
-    let row_len = HQ * DH;
     rows.iter()
-        .flat_map(move |&row| row * row_len..(row + 1) * row_len)
+        .flat_map(|&row| row * ROW_LEN..(row + 1) * ROW_LEN)
 }
 
 /// A value `factor` times what it should be, in words: "2.000x too large",
