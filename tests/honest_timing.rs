@@ -20,6 +20,7 @@ use flashprof::app::batch::{run_batch, BatchEvent, BatchPlan};
 use flashprof::app::check::{run_check, GateUse, RunOptions};
 use flashprof::app::gate::{GateTable, GpuGate, SpeedGate};
 use flashprof::grade::drift::StarterDrift;
+use flashprof::grade::stopping::Stopped;
 use flashprof::lab::flash_prefill::FLASH_PREFILL;
 use flashprof::outcome::CheckReport;
 use flashprof::protocol::{CaseStatus, TimingConfig, TimingOutcome};
@@ -164,7 +165,15 @@ fn every_cheat_gets_no_speedup_and_the_reason_names_launch_row_and_cause() {
             assert!(reason.contains(fragment), "{}: {reason}", cheat.kind);
         }
         assert_eq!(t.withheld_word(), Some(cheat.word), "{}", cheat.kind);
-        assert_eq!(t.audited_launches, 15, "{}", cheat.kind);
+        // An audit finding needs no precision: the pairs stop at the
+        // rule's minimum. The floor judges after the pairs, which ran on
+        // (the stand-in's 3% noise never settles the interval).
+        let (pairs, stopped) = match cheat.kind {
+            "too-fast" => (15, Stopped::MostPairs),
+            _ => (5, Stopped::Withheld),
+        };
+        assert_eq!(t.audited_launches, pairs, "{}", cheat.kind);
+        assert_eq!(t.stopped, Some(stopped), "{}", cheat.kind);
         assert!(!report.all_passed(), "{}", cheat.kind);
     }
     // An audit finding names a row; the floor's verdict does not need one.
@@ -184,20 +193,65 @@ fn the_honest_kernel_is_audited_and_gets_its_speedup() {
 }
 
 #[test]
+fn a_kernel_clear_of_its_gate_stops_at_the_minimum_pairs_and_says_so() {
+    // Ungated, the 3% noise keeps the 1% interval out of reach: every pair.
+    let ungated = check("honest");
+    let t = timing(&ungated);
+    assert_eq!((t.config.gate, t.stopped), (None, Some(Stopped::MostPairs)));
+    assert_eq!(t.student.n, 15);
+    assert!(
+        render_table(&ungated, None).contains(
+            "(15 interleaved runs each of at most 15, \
+             ci95-within-1pct-or-clear-of-gate-after-5, ended as every pair ran;"
+        ),
+        "{}",
+        render_table(&ungated, None)
+    );
+
+    // Gated at 1.5x, the 2x kernel's interval clears the gate at the
+    // minimum five pairs; the session named the gate its GPU has.
+    let plan = plan_of(
+        RunOptions {
+            gates: GateUse::These(gates()),
+            ..one_case_options()
+        },
+        "",
+    )
+    .of_source("honest.cu".into(), source("honest"));
+    let mut worker = None;
+    let gated = run_check(&plan, &stand_in(), &mut worker, |_| {}).expect("the check runs");
+    if let Some(worker) = worker {
+        worker.shutdown();
+    }
+    let t = timing(&gated);
+    assert_eq!(
+        (t.config.gate, t.stopped),
+        (Some(1.5), Some(Stopped::ClearOfGate))
+    );
+    assert_eq!((t.student.n, t.audited_launches), (5, 5));
+    let speedup = t.speedup.as_ref().expect("an honest speedup");
+    assert!((speedup.point - 2.0).abs() < 1e-9, "{speedup:?}");
+    assert!(speedup.ci_low >= 1.5, "{speedup:?}");
+    let table = render_table(&gated, None);
+    assert!(
+        table.contains("(5 interleaved runs each of at most 15, ci95-within-1pct-or-clear-of-gate-after-5, ended as the interval cleared the 1.5x gate;"),
+        "{table}"
+    );
+}
+
+#[test]
 fn the_table_prints_the_withheld_sentence_with_the_audit_and_floor_lines() {
     for cheat in &CHEATS {
         let report = check(cheat.kind);
         let table = render_table(&report, None);
         let speedup_line = format!("  SPEEDUP  withheld: {}\n", withheld(&report));
         assert!(table.contains(&speedup_line), "{}:\n{table}", cheat.kind);
-        assert!(
-            table.contains(
-                "  audit    15 launches on fresh inputs, each with a poisoned output and \
-                 checked after it ran\n"
-            ),
-            "{}:\n{table}",
-            cheat.kind
+        let audited = format!(
+            "  audit    {} launches on fresh inputs, each with a poisoned output and \
+             checked after it ran\n",
+            timing(&report).audited_launches
         );
+        assert!(table.contains(&audited), "{}:\n{table}", cheat.kind);
         assert!(
             table.contains("  floor    0.0050 ms (an empty launch of the same run); "),
             "{}:\n{table}",

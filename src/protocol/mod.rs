@@ -60,7 +60,9 @@ use crate::lab::registry;
 /// samples first, the counts in a second request.
 /// 14: the lab is said as the worker starts (`Request::ChooseLab`), so its
 /// baselines build while the student's build is made.
-pub const PROTOCOL_VERSION: u32 = 14;
+/// 15: a timing request names its speed gate (`TimingConfig::gate`), and
+/// its outcome what ended the pairs (`TimingOutcome::stopped`).
+pub const PROTOCOL_VERSION: u32 = 15;
 
 /// The rules a speedup was measured under, kept with every timing and in
 /// the gradebook's journal so that a row timed under other rules is timed
@@ -260,8 +262,7 @@ impl LabId {
 pub struct TimingConfig {
     pub warmup: u32,
     /// The most timed launches of each kernel (interleaved starter, student,
-    /// starter, ...); timing stops earlier once the speedup's 95% interval
-    /// is within 1% of it.
+    /// starter, ...); timing stops earlier when `stopping` says.
     pub repetitions: u32,
     /// Evict L2 before every timed launch (outside the timed region).
     pub cold_l2: bool,
@@ -269,6 +270,12 @@ pub struct TimingConfig {
     /// reports: the rule they were timed under, [`StoppingRule::DEFAULT`]).
     #[serde(default)]
     pub stopping: crate::grade::stopping::StoppingRule,
+    /// The speed gate's threshold for this lab on the worker's GPU, when
+    /// one serves it: the stopping rule may stop once the speedup's
+    /// interval is clear of it. Filled in by the session, which knows the
+    /// GPU (absent: no gate, or a request from before gates were named).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<f64>,
     /// The timed launches' draw seed when replaying one (`check --draw-seed`);
     /// absent: the operating system's entropy, new each timing.
     /// (Never zero: draw seeds are odd, which also keeps this field small.)
@@ -285,6 +292,7 @@ impl Default for TimingConfig {
             repetitions: 15,
             cold_l2: true,
             stopping: crate::grade::stopping::StoppingRule::DEFAULT,
+            gate: None,
             draw_seed: None,
         }
     }
@@ -552,7 +560,7 @@ pub struct TimingOutcome {
     pub starter_finding: Option<LaunchFinding>,
     /// The shortest time any kernel could do the timed problem in on this GPU.
     #[serde(default)]
-    pub floor: Option<Floor>,
+    pub floor: Option<Box<Floor>>,
     /// Set when the student's median is below the floor: no speedup.
     #[serde(default)]
     pub impossible: Option<Impossible>,
@@ -585,6 +593,10 @@ pub struct TimingOutcome {
     /// apart, named but not withheld.
     #[serde(default)]
     pub two_groups: Option<Box<crate::grade::drift::TwoGroups>>,
+    /// What ended the timed pairs (absent in reports from before it was
+    /// told).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<crate::grade::stopping::Stopped>,
 }
 
 /// What a timing's launches were given, and the student's warm-ups.

@@ -8,6 +8,7 @@ use std::fmt::Write;
 use crate::facts::diagnostics::Severity;
 use crate::facts::metrics::finite_value;
 use crate::grade::lines::{reason_shown, LineKey, LineProfile};
+use crate::grade::stopping::Stopped;
 use crate::outcome::CheckReport;
 use crate::protocol::{CaseOutcome, CaseStatus, CompileOutcome, CompileProblemKind};
 
@@ -432,9 +433,16 @@ fn render_timing(out: &mut String, report: &CheckReport) {
     let Some(t) = &report.timing else {
         return;
     };
+    let ended = match (t.stopped, t.config.gate) {
+        (Some(Stopped::ClearOfGate), Some(gate)) => {
+            format!(", ended as the interval cleared the {gate}x gate")
+        }
+        (Some(stopped), _) => format!(", ended as {}", stopped.phrase()),
+        (None, _) => String::new(),
+    };
     let _ = writeln!(
         out,
-        "\ntiming at {} ({} interleaved runs each of at most {}, {}; L2 {}):",
+        "\ntiming at {} ({} interleaved runs each of at most {}, {}{ended}; L2 {}):",
         t.shape.detail,
         t.student.n,
         t.config.repetitions,

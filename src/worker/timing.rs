@@ -19,7 +19,7 @@
 //! after the student, with the SM clock read right after every launch
 //! (`grade::drift`). Timing stops as the request's
 //! stopping rule says (`grade::stopping`: by default once the speedup's 95%
-//! interval is within 1%). A median below the physical floor
+//! interval is within 1%, or wholly above or below the request's gate). A median below the physical floor
 //! (`grade::floor`) is impossible. Any finding withholds the speedup.
 
 use std::time::Instant;
@@ -39,6 +39,7 @@ use crate::grade::launch_audit::{
 use crate::grade::precision::{self, ClassShares};
 use crate::grade::roofline::Bandwidth;
 use crate::grade::stats::{speedup, summarize};
+use crate::grade::stopping::StoppingRule;
 use crate::lab::args::ArgKind;
 use crate::lab::definition::{CaseData, CaseInputs, LabCase, LabRef};
 use crate::lab::redraw::Redraw;
@@ -123,6 +124,7 @@ pub fn time(
     // The SM clock read right after each starter launch: those after the
     // starter, those after the student's kernel.
     let mut clocks: (Vec<f64>, Vec<f64>) = (Vec::new(), Vec::new());
+    let mut stopped = None;
     for number in 1..=most as usize {
         let id = LaunchId {
             phase: LaunchPhase::Timed,
@@ -139,10 +141,14 @@ pub fn time(
             starter_after_starter.push(again.ms);
             clocks.0.push(again.clock_mhz);
         }
-        if config
-            .stopping
-            .done(&starter_ms, &student_ms, most, sides.finding.is_some())
-        {
+        stopped = config.stopping.stop(
+            &starter_ms,
+            &student_ms,
+            most,
+            sides.finding.is_some(),
+            config.gate,
+        );
+        if stopped.is_some() {
             break;
         }
     }
@@ -195,7 +201,7 @@ pub fn time(
         rules: TIMING_RULES,
         finding: sides.finding,
         starter_finding: sides.starter_finding,
-        floor: Some(floor),
+        floor: Some(Box::new(floor)),
         impossible,
         audited_launches: bench.audited,
         phases: Some(TimingPhases {
@@ -223,11 +229,15 @@ pub fn time(
         })),
         drift: drift.map(Box::new),
         two_groups: TwoGroups::of(&all_student_ms).map(Box::new),
+        stopped,
     })
 }
 
 /// Timed pairs that launch the starter twice, for the drift comparison.
 const DRIFT_PAIRS: usize = 3;
+// The default rule's fewest pairs hold every drift pair (1, 3, 5), so no
+// way of stopping skips the drift check.
+const _: () = assert!(2 * DRIFT_PAIRS - 1 <= StoppingRule::DEFAULT.min_pairs as usize);
 
 /// Both kernels' audits over one timing, the first finding of each, and the
 /// student's shares of the allowance by class of rows.

@@ -228,6 +228,7 @@ pub fn timing(starter_ms: f64, ratio: f64) -> TimingOutcome {
         precision: None,
         drift: None,
         two_groups: None,
+        stopped: None,
     }
 }
 

@@ -192,7 +192,8 @@ pub(super) fn run_timing(
             progress(Progress::TimingStarted);
             let timing_started = Instant::now();
             let result = session.ready(&mut |_| {}, "before timing").and_then(|()| {
-                session.time(timing, plan.seed).map_err(|unanswered| {
+                let gate = plan.gate_threshold(session.gpu().ok().as_ref());
+                session.time(timing, plan.seed, gate).map_err(|unanswered| {
                     unanswered.message("unexpected answer to timing", Some("timing failed"))
                 })
             });

@@ -12,6 +12,7 @@ use std::time::Duration;
 use super::LinesPlan;
 use crate::app::gate::{GateTable, SpeedGate};
 use crate::app::sanitize::{SanitizePlan, SanitizerTool, StudentFile};
+use crate::facts::device::DeviceInfo;
 use crate::gpu::compile::QuickBuild;
 use crate::lab::definition::{LabCase, LabRef};
 use crate::outcome::CheckReport;
@@ -142,6 +143,13 @@ impl CheckPlan {
     /// The speed gates the reports are judged by; `None`: ungated.
     pub fn gates(&self) -> Option<&GateTable> {
         self.gates.as_ref()
+    }
+
+    /// The threshold of the gate that judges this plan's lab on `gpu`, if
+    /// one does: the timing's stopping rule may stop once it is decided.
+    pub fn gate_threshold(&self, gpu: Option<&DeviceInfo>) -> Option<f64> {
+        let gate = self.gates.as_ref()?.lookup(self.lab.name(), &gpu?.name)?;
+        Some(gate.threshold)
     }
 
     /// The speed gate's verdict on `report`, for a report that ran on a GPU

@@ -19,7 +19,8 @@ use crate::lab::geometry::LaunchGeometry;
 use crate::outcome::{CountersResult, LinkLost, Progress};
 use crate::protocol::{
     CaseOutcome, CaseStatus, CompileOutcome, CompileProblem, CompileProblemKind, CounterTier,
-    Event, LabId, LineSteps, LinesOutcome, ProfiledKernel, Request, TimingOutcome, WireCase,
+    Event, LabId, LineSteps, LinesOutcome, ProfiledKernel, Request, TimingConfig, TimingOutcome,
+    WireCase,
 };
 
 /// How long a worker may take to start (CUDA initialisation included).
@@ -491,16 +492,22 @@ impl<'a> WorkerSession<'a> {
         self.ask(&request, timeout)
     }
 
-    /// Times the loaded build against the starter on the plan's inputs.
+    /// Times the loaded build against the starter on the plan's inputs,
+    /// naming `gate`, the speed gate's threshold on this worker's GPU, to
+    /// the stopping rule.
     pub(super) fn time(
         &mut self,
         plan: &TimingPlan,
         seed: u64,
+        gate: Option<f64>,
     ) -> Result<TimingOutcome, Unanswered> {
         let request = Request::Time {
             case: (&plan.case).into(),
             seed,
-            config: plan.config,
+            config: TimingConfig {
+                gate,
+                ..plan.config
+            },
         };
         self.ask(&request, plan.timeout)
     }
