@@ -305,7 +305,8 @@ mod tests {
     #[test]
     fn the_plan_carries_the_gates_and_the_sanitizer_pass_each_command_asks_for() {
         // A check and a comparison say a broken gates file and go on
-        // ungated; a gradebook needs its gates; the TUI judges no speed.
+        // ungated; a gradebook needs its gates; the TUI shows no verdict
+        // but stops its timing by them, so it reads them as a check does.
         assert_eq!(
             options_of(&["check", "k.cu"]).gates,
             GateUse::Lenient("flashprof")
@@ -316,7 +317,7 @@ mod tests {
         );
         let grade = ["grade", "class", "--out", "o"];
         assert_eq!(options_of(&grade).gates, GateUse::Required);
-        assert_eq!(options_of(&["k.cu"]).gates, GateUse::Off);
+        assert_eq!(options_of(&["k.cu"]).gates, GateUse::Lenient("flashprof"));
         // The gates a plan is given are the ones it judges by.
         let table = GateTable::parse(
             "[[gpu]]\nlab = \"flash-prefill\"\nname = \"NVIDIA H100 80GB HBM3\"\nthreshold = 9.0\n",

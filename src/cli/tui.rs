@@ -6,7 +6,7 @@ use clap::Args;
 
 use super::refusal::Refusal;
 use super::ExitCode;
-use crate::app::check::RunOptions;
+use crate::app::check::{GateUse, RunOptions};
 use crate::app::history::HistoryStore;
 use crate::app::lab_memory;
 use crate::display::{line_for_display, path_for_display};
@@ -66,11 +66,15 @@ pub struct ReplayArgs {
 }
 
 impl TuiArgs {
-    /// What every check of the session asks for: counters on unless refused.
+    /// What every check of the session asks for: counters on unless
+    /// refused, and the gates in effect, which the screen never shows as a
+    /// verdict but whose threshold ends a save's timing once its interval
+    /// is clear of it (docs/INTEGRITY.md, rule 7).
     pub(super) fn options(&self) -> RunOptions {
         RunOptions {
             quick_build: self.quick_build.choice.0,
             lines: !self.no_lines,
+            gates: GateUse::Lenient("flashprof"),
             ..self.run.options(!self.no_counters.no_counters)
         }
     }

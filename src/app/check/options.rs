@@ -61,10 +61,12 @@ pub enum CaseChoice {
     These(Vec<LabCase>),
 }
 
-/// How a command's checks are judged by the speed gates.
+/// How a command's checks are judged by the speed gates, whose threshold
+/// also ends a timing once the speedup's interval is clear of it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum GateUse {
-    /// Not at all (the TUI, `bench`, `calibrate`).
+    /// Not at all (`bench`, `calibrate`: a calibration's interval must
+    /// settle, whatever the gate it replaces).
     Off,
     /// By the gates in effect; a broken gates file is said (after the
     /// command's name) and leaves the reports ungated.
