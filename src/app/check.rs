@@ -93,9 +93,12 @@ pub fn run_check_unless_stale(
         .clone()
         .reading_tensors(plan.cases.iter().filter_map(|c| plan.lab.own_tensors(c)));
     let mut phase_times = PhaseTimes::default();
-    // Timing, counters and line profiles stand on the lab's baselines.
+    // Timing, counters and line profiles stand on the lab's baselines, and
+    // on the inputs of the shape they measure.
     let ahead = plan.timing.is_some() || plan.counters.is_some() || plan.lines.is_some();
-    let mut session = WorkerSession::new(command, worker, plan.lab).with_baselines_ahead(ahead);
+    let mut session = WorkerSession::new(command, worker, plan.lab)
+        .with_baselines_ahead(ahead)
+        .with_inputs_ahead(plan.measured_shape());
     phase_times.worker_start_ms = session.start(&mut progress)?;
     let gpu = session.gpu();
 

@@ -61,7 +61,8 @@ use crate::lab::registry;
 /// 14: the lab is said as the worker starts (`Request::ChooseLab`), so its
 /// baselines build while the student's build is made.
 /// 15: a timing request names its speed gate (`TimingConfig::gate`), and
-/// its outcome what ended the pairs (`TimingOutcome::stopped`).
+/// its outcome what ended the pairs (`TimingOutcome::stopped`); the lab is
+/// said with the shape whose inputs to draw ahead (`ChooseLab::inputs`).
 pub const PROTOCOL_VERSION: u32 = 15;
 
 /// The rules a speedup was measured under, kept with every timing and in
@@ -143,10 +144,24 @@ pub enum Request {
     /// The lab every later request is for, said as soon as the worker is
     /// started: the lab's baselines (its starter, float64 reference and
     /// flashprof's probes) start building on a thread of the worker's while
-    /// the student's build is made. Answered by `Event::LabChosen`.
-    ChooseLab { lab: LabId },
+    /// the student's build is made, and so do the inputs of the shape the
+    /// check will time, count or profile, when `inputs` names it (absent in
+    /// requests from before it). Answered by `Event::LabChosen`.
+    ChooseLab {
+        lab: LabId,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        inputs: Option<InputsAhead>,
+    },
     /// Finish cleanly.
     Shutdown,
+}
+
+/// The shape a worker will time, count or profile lines on, and the seed
+/// its inputs are drawn from, named ahead so they are drawn ahead.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InputsAhead {
+    pub case: WireCase,
+    pub seed: u64,
 }
 
 /// What a line profile request collects. The samples say where the time

@@ -17,7 +17,8 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use super::timing::{timing_inputs, Bench};
+use super::drawn::DrawnInputs;
+use super::timing::Bench;
 use super::Baselines;
 use crate::facts::metrics;
 use crate::gpu::cupti::{
@@ -114,6 +115,7 @@ impl Counters {
         gpu: &Gpu,
         student: &Kernel,
         baselines: &mut Baselines,
+        drawn: &mut DrawnInputs,
         request: &CountersRequest,
     ) -> Result<CountersOutcome, GpuError> {
         let started = Instant::now();
@@ -161,6 +163,7 @@ impl Counters {
             gpu,
             request,
             case_key,
+            drawn,
             inputs: None,
             peaks: &peaks.peaks,
             full_breakdown: request.tier == CounterTier::Full,
@@ -250,6 +253,8 @@ struct Session<'a> {
     gpu: &'a Gpu,
     request: &'a CountersRequest,
     case_key: String,
+    /// Where the inputs come from: kept from the timing, or drawn now.
+    drawn: &'a mut DrawnInputs,
     inputs: Option<CaseData>,
     peaks: &'a DevicePeaks,
     /// Whether the configs hold the whole per-unit breakdown.
@@ -260,7 +265,9 @@ impl Session<'_> {
     /// The request's inputs, made on first use.
     fn inputs(&mut self) -> Result<&CaseData, GpuError> {
         if self.inputs.is_none() {
-            let data = timing_inputs(self.lab, &self.request.case, self.request.seed)?;
+            let data = self
+                .drawn
+                .get(self.lab, &self.request.case, self.request.seed)?;
             self.problems
                 .insert(self.case_key.clone(), data.problem.clone());
             self.inputs = Some(data);

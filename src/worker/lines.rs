@@ -10,7 +10,8 @@
 
 use std::time::Instant;
 
-use super::timing::{timing_inputs, upload, Bench};
+use super::drawn::DrawnInputs;
+use super::timing::{upload, Bench};
 use super::Baselines;
 use crate::gpu::cupti::lines::LineSampler;
 use crate::gpu::cupti::{Cupti, CuptiError};
@@ -125,9 +126,10 @@ pub struct Prepared {
 pub type KeptInputs = Option<Prepared>;
 
 /// The timing inputs of `case` at `seed`: the kept ones when they are
-/// those, else made (and kept, with no workspace yet).
+/// those, else taken from `drawn` (and kept, with no workspace yet).
 pub fn inputs<'k>(
     kept: &'k mut KeptInputs,
+    drawn: &mut DrawnInputs,
     lab: LabRef,
     case: &LabCase,
     seed: u64,
@@ -138,7 +140,7 @@ pub fn inputs<'k>(
         .is_none_or(|prepared| prepared.made_for != key)
     {
         *kept = Some(Prepared {
-            data: timing_inputs(lab, case, seed)?,
+            data: drawn.get(lab, case, seed)?,
             made_for: key,
             workspace: None,
         });

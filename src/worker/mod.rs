@@ -9,6 +9,7 @@
 mod baselines;
 mod cases;
 mod counters;
+mod drawn;
 mod lines;
 mod reference;
 pub mod sandbox;
@@ -34,8 +35,8 @@ use crate::lab::geometry::LaunchGeometry;
 use crate::lab::source::StudentSource;
 use crate::protocol::{
     read_message, write_message, CompileOutcome, CompileProblem, CompileProblemKind,
-    CountersUnavailableReport, Event, FramingError, LabId, LineSteps, ProfiledKernel, Request,
-    TimingConfig, WireCase, MAX_FRAME_BYTES, PROTOCOL_VERSION,
+    CountersUnavailableReport, Event, FramingError, InputsAhead, LabId, LineSteps, ProfiledKernel,
+    Request, TimingConfig, WireCase, MAX_FRAME_BYTES, PROTOCOL_VERSION,
 };
 
 /// Runs the worker loop on this process's stdin and stdout until shutdown or a fatal error.
@@ -104,6 +105,9 @@ struct Worker {
     /// Enabled on the first line request, kept the same way.
     lines: Option<Result<lines::LineProfiler, String>>,
     line_inputs: lines::KeptInputs,
+    /// The inputs of the shape timed, counted and profiled, kept between
+    /// requests (and drawn ahead when `ChooseLab` names them).
+    drawn: drawn::DrawnInputs,
     /// Cases rerun under changed conditions since the kernel was loaded (at most [`MAX_PROBED_CASES`]).
     probed_cases: usize,
 }
@@ -137,6 +141,7 @@ impl Worker {
             counters: None,
             lines: None,
             line_inputs: None,
+            drawn: drawn::DrawnInputs::default(),
             probed_cases: 0,
         }
     }
@@ -192,10 +197,13 @@ impl Worker {
                 self.counters = None;
                 (Event::CountersReleased, false)
             }
-            Request::ChooseLab { lab } => match self.choose_lab(&lab) {
+            Request::ChooseLab { lab, inputs } => match self.choose_lab(&lab) {
                 Ok(()) => {
                     self.build_baselines_ahead();
-                    (Event::LabChosen, false)
+                    match inputs.map(|ahead| self.draw_ahead(ahead)) {
+                        Some(Err(e)) => failure(e, false),
+                        Some(Ok(())) | None => (Event::LabChosen, false),
+                    }
                 }
                 Err(e) => failure(e, false),
             },
@@ -229,7 +237,8 @@ impl Worker {
                 else {
                     return failure("timing needs a GPU and a loaded kernel", false);
                 };
-                match timing::time(gpu, student, baselines, case, seed, config) {
+                let drawn = &mut self.drawn;
+                match timing::time(gpu, student, baselines, drawn, case, seed, config) {
                     Ok(outcome) => (Event::Timing(outcome), false),
                     Err(e) => failure(&e, e.sticky),
                 }
@@ -267,7 +276,7 @@ impl Worker {
             Ok(p) => p,
             Err(report) => return (Event::Counters(Err(report.clone())), false),
         };
-        match profiler.collect(gpu, student, baselines, &request) {
+        match profiler.collect(gpu, student, baselines, &mut self.drawn, &request) {
             Ok(outcome) => (Event::Counters(Ok(outcome)), false),
             Err(e) => {
                 let sticky = e.sticky;
@@ -288,8 +297,14 @@ impl Worker {
         let (Some(gpu), Some(baselines)) = (&self.gpu, &self.baselines) else {
             unreachable!("unmeasurable checked them");
         };
-        let prepared = lines::inputs(&mut self.line_inputs, baselines.lab, case, seed)
-            .and_then(|prepared| prepared.upload(gpu, baselines.lab));
+        let prepared = lines::inputs(
+            &mut self.line_inputs,
+            &mut self.drawn,
+            baselines.lab,
+            case,
+            seed,
+        )
+        .and_then(|prepared| prepared.upload(gpu, baselines.lab));
         if let Err(e) = prepared {
             let sticky = e.sticky;
             return failure(e, sticky);
@@ -318,7 +333,13 @@ impl Worker {
             ProfiledKernel::Starter => baselines.starter.clone(),
         };
         let entry = baselines.lab.abi().entry_point;
-        let prepared = match lines::inputs(&mut self.line_inputs, baselines.lab, case, seed) {
+        let prepared = match lines::inputs(
+            &mut self.line_inputs,
+            &mut self.drawn,
+            baselines.lab,
+            case,
+            seed,
+        ) {
             Ok(prepared) => prepared,
             Err(e) => return failure(e, false),
         };
@@ -370,6 +391,17 @@ impl Worker {
             self.lab = Some(lab);
             self.student = None;
             self.baselines = None;
+        }
+        Ok(())
+    }
+
+    /// Starts drawing the inputs `ahead` names on a thread of their own,
+    /// once the chosen lab has read their case; a worker without a GPU
+    /// never times, counts or profiles, so it draws nothing.
+    fn draw_ahead(&mut self, ahead: InputsAhead) -> Result<(), String> {
+        let case = self.case(&ahead.case)?;
+        if let (Some(_), Some(lab)) = (&self.gpu, self.lab) {
+            self.drawn.ahead(lab, case, ahead.seed);
         }
         Ok(())
     }
@@ -541,14 +573,37 @@ mod tests {
         let lab = LabRef(registry::find("paged-decode").expect("a shipped lab"));
         let (event, fatal) = worker.serve(Request::ChooseLab {
             lab: LabId::of(lab),
+            inputs: Some(InputsAhead {
+                case: WireCase::from(&lab.timing_case(&[]).expect("the timing shape")),
+                seed: 7,
+            }),
         });
         assert_eq!(event, Event::LabChosen);
         assert!(!fatal);
         assert!(worker.lab == Some(lab));
         assert!(worker.baseline_images.is_none());
+        assert!(worker.drawn.is_empty(), "no GPU, so nothing is drawn ahead");
+        // Inputs named with another lab's case are refused, the lab kept.
+        let flash = LabRef(registry::find("flash-prefill").expect("a shipped lab"));
+        let (event, fatal) = worker.serve(Request::ChooseLab {
+            lab: LabId::of(lab),
+            inputs: Some(InputsAhead {
+                case: WireCase::from(&flash.timing_case(&[]).expect("the timing shape")),
+                seed: 7,
+            }),
+        });
+        assert!(
+            matches!(event, Event::Failed { fatal: false, .. }),
+            "{event:?}"
+        );
+        assert!(!fatal);
+        assert!(worker.lab == Some(lab));
         let mut foreign = LabId::of(lab);
         foreign.contract.push_str("-other");
-        let (event, fatal) = worker.serve(Request::ChooseLab { lab: foreign });
+        let (event, fatal) = worker.serve(Request::ChooseLab {
+            lab: foreign,
+            inputs: None,
+        });
         assert!(
             matches!(event, Event::Failed { fatal: false, .. }),
             "{event:?}"

@@ -27,6 +27,7 @@ use std::time::Instant;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use super::drawn::DrawnInputs;
 use super::{reference, Baselines};
 use crate::facts::arch::traits;
 use crate::gpu::device::{Draw, Gpu, GpuError, Kernel, Workspace};
@@ -55,13 +56,14 @@ pub fn time(
     gpu: &Gpu,
     student: &Kernel,
     baselines: &mut Baselines,
+    drawn: &mut DrawnInputs,
     case: &LabCase,
     seed: u64,
     config: TimingConfig,
 ) -> Result<TimingOutcome, GpuError> {
     let started = Instant::now();
     let lab = baselines.lab;
-    let data = timing_inputs(lab, case, seed)?;
+    let data = drawn.get(lab, case, seed)?;
     let shape = data.problem.output;
     // Unknown to the kernel before it runs, so no launch can be worked out
     // ahead; a replay names the seed a report printed.
@@ -574,11 +576,6 @@ impl<'a> Bench<'a> {
         };
         Ok(Floor::of(work, ceilings, self.cold_l2))
     }
-}
-
-/// Fresh random inputs for `case`: the same for timing and counters of one run.
-pub fn timing_inputs(lab: LabRef, case: &LabCase, seed: u64) -> Result<CaseData, GpuError> {
-    lab.generate(case, seed).map_err(GpuError::message)
 }
 
 /// Recomputes sampled rows (every head) on the CPU and compares them with

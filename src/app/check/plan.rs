@@ -16,7 +16,7 @@ use crate::facts::device::DeviceInfo;
 use crate::gpu::compile::QuickBuild;
 use crate::lab::definition::{LabCase, LabRef};
 use crate::outcome::CheckReport;
-use crate::protocol::TimingConfig;
+use crate::protocol::{InputsAhead, TimingConfig};
 
 /// How long each compute-sanitizer tool may run over one case.
 const SANITIZER_TOOL_TIMEOUT: Duration = Duration::from_secs(300);
@@ -143,6 +143,21 @@ impl CheckPlan {
     /// The speed gates the reports are judged by; `None`: ungated.
     pub fn gates(&self) -> Option<&GateTable> {
         self.gates.as_ref()
+    }
+
+    /// The shape the worker measures first and the seed of its inputs: the
+    /// timing's, else the counters' (the line profile runs in a worker of
+    /// its own).
+    pub fn measured_shape(&self) -> Option<InputsAhead> {
+        let case = match (&self.timing, &self.counters) {
+            (Some(timing), _) => &timing.case,
+            (None, Some(counters)) => &counters.case,
+            (None, None) => return None,
+        };
+        Some(InputsAhead {
+            case: case.into(),
+            seed: self.seed,
+        })
     }
 
     /// The threshold of the gate that judges this plan's lab on `gpu`, if

@@ -19,8 +19,8 @@ use crate::lab::geometry::LaunchGeometry;
 use crate::outcome::{CountersResult, LinkLost, Progress};
 use crate::protocol::{
     CaseOutcome, CaseStatus, CompileOutcome, CompileProblem, CompileProblemKind, CounterTier,
-    Event, LabId, LineSteps, LinesOutcome, ProfiledKernel, Request, TimingConfig, TimingOutcome,
-    WireCase,
+    Event, InputsAhead, LabId, LineSteps, LinesOutcome, ProfiledKernel, Request, TimingConfig,
+    TimingOutcome, WireCase,
 };
 
 /// How long a worker may take to start (CUDA initialisation included).
@@ -69,6 +69,8 @@ pub(super) struct WorkerSession<'a> {
     lost: Option<LinkLost>,
     /// Whether a worker started is told its lab at once ([`Self::say_lab`]).
     baselines_ahead: bool,
+    /// The shape it is told to draw the inputs of, with the lab.
+    inputs_ahead: Option<InputsAhead>,
 }
 
 /// What a request got instead of the answer it wanted.
@@ -184,6 +186,7 @@ impl<'a> WorkerSession<'a> {
             restarts: 0,
             lost: None,
             baselines_ahead: true,
+            inputs_ahead: None,
         }
     }
 
@@ -192,6 +195,15 @@ impl<'a> WorkerSession<'a> {
     /// times, counts nor profiles leaves the CPU to its cases instead.
     pub(super) fn with_baselines_ahead(mut self, ahead: bool) -> Self {
         self.baselines_ahead = ahead;
+        self
+    }
+
+    /// The shape a worker this session starts draws the inputs of while
+    /// the student's build is made, when it is told its lab: the shape the
+    /// check times, counts or profiles, whose inputs a paged lab makes on
+    /// the CPU in about a second.
+    pub(super) fn with_inputs_ahead(mut self, inputs: Option<InputsAhead>) -> Self {
+        self.inputs_ahead = inputs;
         self
     }
 
@@ -270,6 +282,7 @@ impl<'a> WorkerSession<'a> {
         if self.baselines_ahead {
             let choose = Request::ChooseLab {
                 lab: LabId::of(self.lab),
+                inputs: self.inputs_ahead.clone(),
             };
             let _ = self.ask::<LabChosen>(&choose, LOAD_TIMEOUT);
         }
