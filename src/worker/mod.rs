@@ -564,51 +564,38 @@ mod tests {
     use super::*;
     use crate::lab::registry;
 
+    /// `ChooseLab` for `lab`, naming the timing shape of `shape_of` to draw ahead.
+    fn choose(worker: &mut Worker, lab: LabId, shape_of: Option<LabRef>) -> (Event, bool) {
+        let inputs = shape_of.map(|owner| InputsAhead {
+            case: WireCase::from(&owner.timing_case(&[]).expect("the timing shape")),
+            seed: 7,
+        });
+        worker.serve(Request::ChooseLab { lab, inputs })
+    }
+
+    fn refused((event, fatal): (Event, bool)) -> bool {
+        matches!(event, Event::Failed { fatal: false, .. }) && !fatal
+    }
+
     /// The lab said as the worker starts is the one its later requests
-    /// are for; a worker without a GPU starts no baseline build, and a lab
-    /// of another contract is refused with the worker still usable.
+    /// are for; a worker without a GPU starts no baseline build and draws
+    /// no inputs ahead; inputs named with another lab's case, and a lab of
+    /// another contract, are refused with the worker still usable.
     #[test]
     fn choosing_a_lab_sets_it_and_a_foreign_contract_is_refused() {
         let mut worker = Worker::new(None);
         let lab = LabRef(registry::find("paged-decode").expect("a shipped lab"));
-        let (event, fatal) = worker.serve(Request::ChooseLab {
-            lab: LabId::of(lab),
-            inputs: Some(InputsAhead {
-                case: WireCase::from(&lab.timing_case(&[]).expect("the timing shape")),
-                seed: 7,
-            }),
-        });
-        assert_eq!(event, Event::LabChosen);
-        assert!(!fatal);
+        let chosen = choose(&mut worker, LabId::of(lab), Some(lab));
+        assert_eq!(chosen, (Event::LabChosen, false));
         assert!(worker.lab == Some(lab));
         assert!(worker.baseline_images.is_none());
         assert!(worker.drawn.is_empty(), "no GPU, so nothing is drawn ahead");
-        // Inputs named with another lab's case are refused, the lab kept.
         let flash = LabRef(registry::find("flash-prefill").expect("a shipped lab"));
-        let (event, fatal) = worker.serve(Request::ChooseLab {
-            lab: LabId::of(lab),
-            inputs: Some(InputsAhead {
-                case: WireCase::from(&flash.timing_case(&[]).expect("the timing shape")),
-                seed: 7,
-            }),
-        });
-        assert!(
-            matches!(event, Event::Failed { fatal: false, .. }),
-            "{event:?}"
-        );
-        assert!(!fatal);
+        assert!(refused(choose(&mut worker, LabId::of(lab), Some(flash))));
         assert!(worker.lab == Some(lab));
         let mut foreign = LabId::of(lab);
         foreign.contract.push_str("-other");
-        let (event, fatal) = worker.serve(Request::ChooseLab {
-            lab: foreign,
-            inputs: None,
-        });
-        assert!(
-            matches!(event, Event::Failed { fatal: false, .. }),
-            "{event:?}"
-        );
-        assert!(!fatal);
+        assert!(refused(choose(&mut worker, foreign, None)));
         assert!(worker.lab == Some(lab));
     }
 }
