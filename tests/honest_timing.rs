@@ -20,7 +20,7 @@ use flashprof::app::batch::{run_batch, BatchEvent, BatchPlan};
 use flashprof::app::check::{run_check, GateUse, RunOptions};
 use flashprof::app::gate::{GateTable, GpuGate, SpeedGate};
 use flashprof::grade::drift::StarterDrift;
-use flashprof::grade::stopping::Stopped;
+use flashprof::grade::stopping::{Stopped, StoppingRule};
 use flashprof::lab::flash_prefill::FLASH_PREFILL;
 use flashprof::outcome::CheckReport;
 use flashprof::protocol::{CaseStatus, TimingConfig, TimingOutcome};
@@ -514,8 +514,13 @@ fn a_timing_saved_before_the_rules_had_a_version_loads_as_rules_1() {
     ] {
         assert!(fields.remove(added).is_some(), "{added} is written");
     }
+    // Nor the stopping rule (it came later): the one it ran under, 1%.
+    let config = fields["config"].as_object_mut().expect("the config");
+    assert!(config.remove("stopping").is_some(), "the rule is written");
     let old: TimingOutcome = serde_json::from_value(saved).expect("an old timing still loads");
     assert_eq!(old.rules, 1);
+    assert_eq!(old.config.stopping, StoppingRule::NARROW);
+    assert_eq!(old.config.stopping.name(), "ci95-within-1pct-after-5");
     assert!(old.finding.is_none() && old.floor.is_none() && old.impossible.is_none());
     assert!(old.speedup.is_some() && old.withheld().is_none());
     let mut report = check("honest").clone();

@@ -15,8 +15,10 @@ use super::refusal::{ErrorContext, Refusal};
 use super::ExitCode;
 use crate::app::check::run_check_alone;
 use crate::app::check::{GateUse, RunOptions};
+use crate::grade::stopping::StoppingRule;
 use crate::lab::source::StudentSource;
 use crate::outcome::{CheckReport, Verdict};
+use crate::protocol::TimingConfig;
 use crate::report::compare::{render_compare_json, render_compare_table, Palette, Side};
 use crate::tui::{run_compare, CompareSetup};
 use crate::worker::GpuSelection;
@@ -144,12 +146,18 @@ fn compare_exit(reports: &[CheckReport]) -> ExitCode {
 
 impl CompareArgs {
     /// What both kernels' checks ask for: counters only with the timing,
-    /// each report judged by the speed gates.
+    /// each report judged by the speed gates but timed to the narrow
+    /// interval (the two speedups' ratio needs it, wherever the gate is).
     pub(super) fn options(&self) -> RunOptions {
         let counters = !self.run.no_timing && !self.no_counters.no_counters;
+        let options = self.run.options(counters);
         RunOptions {
             gates: GateUse::Lenient("flashprof compare"),
-            ..self.run.options(counters)
+            timing: options.timing.map(|timing| TimingConfig {
+                stopping: StoppingRule::NARROW,
+                ..timing
+            }),
+            ..options
         }
     }
 }

@@ -129,6 +129,7 @@ mod tests {
     use crate::app::gate::GateTable;
     use crate::cli::{ExitCode, Refusal};
     use crate::gpu::compile::QuickBuild;
+    use crate::grade::stopping::StoppingRule;
     use crate::lab::definition::LabCase;
     use crate::lab::flash_prefill::FLASH_PREFILL;
     use clap::Parser;
@@ -318,6 +319,18 @@ mod tests {
         let grade = ["grade", "class", "--out", "o"];
         assert_eq!(options_of(&grade).gates, GateUse::Required);
         assert_eq!(options_of(&["k.cu"]).gates, GateUse::Lenient("flashprof"));
+        // Each stops its timing once the interval clears the gate, but a
+        // comparison, whose ratio of two kernels needs both intervals narrow.
+        let compare = ["compare", "a.cu", "b.cu"];
+        for (args, rule) in [
+            (&["check", "k.cu"][..], StoppingRule::DEFAULT),
+            (&["k.cu"], StoppingRule::DEFAULT),
+            (&grade, StoppingRule::DEFAULT),
+            (&compare, StoppingRule::NARROW),
+        ] {
+            let stopping = options_of(args).timing.map(|timing| timing.stopping);
+            assert_eq!(stopping, Some(rule), "{args:?}");
+        }
         // The gates a plan is given are the ones it judges by.
         let table = GateTable::parse(
             "[[gpu]]\nlab = \"flash-prefill\"\nname = \"NVIDIA H100 80GB HBM3\"\nthreshold = 9.0\n",

@@ -16,7 +16,7 @@ use super::stats::{speedup, Speedup};
 ///
 /// Deciding the gate is what a grade needs: a kernel at twice its gate is
 /// judged the same by a 4% interval as by a 1% one, so only kernels near
-/// their gate pay for the narrow interval (docs/INTEGRITY.md, rule 8).
+/// their gate pay for the narrow interval (docs/INTEGRITY.md, rule 7).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct StoppingRule {
     pub min_pairs: u32,
@@ -25,12 +25,6 @@ pub struct StoppingRule {
     /// recorded before it: they did not).
     #[serde(default)]
     pub decides_gates: bool,
-}
-
-impl Default for StoppingRule {
-    fn default() -> Self {
-        Self::DEFAULT
-    }
 }
 
 /// What ended a timing's pairs.
@@ -66,6 +60,30 @@ impl StoppingRule {
         half_width: 0.01,
         decides_gates: true,
     };
+
+    /// Five pairs at least, then a 1% interval, whatever the gate: the rule
+    /// of every timing recorded without one, and of a comparison, whose
+    /// ratio of two kernels needs both intervals narrow.
+    pub const NARROW: Self = Self {
+        decides_gates: false,
+        ..Self::DEFAULT
+    };
+
+    /// [`Self::NARROW`], as serde fills in an absent rule.
+    pub fn before_gates() -> Self {
+        Self::NARROW
+    }
+
+    /// Whether a timing stopped by this rule stands for one the rule named
+    /// `wanted` would stop: the same rule, or this one without the gate's
+    /// way out (it ran at least as many pairs as the gate's would have).
+    pub fn answers_for(&self, wanted: &str) -> bool {
+        let with_gates = Self {
+            decides_gates: true,
+            ..*self
+        };
+        self.name() == wanted || with_gates.name() == wanted
+    }
 
     /// The rule's name, as a report and a journal key spell it. The gate's
     /// threshold is not in it: a gradebook row records its gate apart.
@@ -105,7 +123,10 @@ impl StoppingRule {
             return Some(Stopped::Withheld);
         }
         let interval = speedup(starter_ms, student_ms).ok();
-        let clear = |s: &Speedup| gate.is_some_and(|g| s.ci_low >= g || s.ci_high < g);
+        // The point with its whole interval, on one side of the gate.
+        let clear = |s: &Speedup| {
+            gate.is_some_and(|g| (s.ci_low >= g && s.point >= g) || (s.ci_high < g && s.point < g))
+        };
         match interval {
             Some(s) if self.settled(&s) => Some(Stopped::Settled),
             Some(s) if self.decides_gates && clear(&s) => Some(Stopped::ClearOfGate),
@@ -235,7 +256,21 @@ mod tests {
         );
         let older: StoppingRule =
             serde_json::from_str(r#"{"min_pairs":5,"half_width":0.01}"#).unwrap();
-        assert!(!older.decides_gates);
+        assert_eq!(older, StoppingRule::NARROW);
         assert_eq!(older.name(), "ci95-within-1pct-after-5");
+    }
+
+    #[test]
+    fn a_timing_that_ran_to_the_narrow_interval_answers_for_the_rule_that_also_decides_gates() {
+        let now = StoppingRule::DEFAULT.name();
+        assert!(StoppingRule::NARROW.answers_for(&now));
+        assert!(StoppingRule::DEFAULT.answers_for(&now));
+        // Not the other way: a timing stopped at the gate ran fewer pairs.
+        assert!(!StoppingRule::DEFAULT.answers_for(&StoppingRule::NARROW.name()));
+        let wider = StoppingRule {
+            half_width: 0.02,
+            ..StoppingRule::NARROW
+        };
+        assert!(!wider.answers_for(&now));
     }
 }

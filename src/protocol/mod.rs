@@ -282,8 +282,9 @@ pub struct TimingConfig {
     /// Evict L2 before every timed launch (outside the timed region).
     pub cold_l2: bool,
     /// When timing stops before `repetitions` (absent in older requests and
-    /// reports: the rule they were timed under, [`StoppingRule::DEFAULT`]).
-    #[serde(default)]
+    /// reports: the rule they were timed under,
+    /// [`StoppingRule::NARROW`]).
+    #[serde(default = "crate::grade::stopping::StoppingRule::before_gates")]
     pub stopping: crate::grade::stopping::StoppingRule,
     /// The speed gate's threshold for this lab on the worker's GPU, when
     /// one serves it: the stopping rule may stop once the speedup's

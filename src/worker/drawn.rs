@@ -33,8 +33,11 @@ enum Drawing {
 
 impl DrawnInputs {
     /// Starts drawing `case` at `seed` on a thread, unless those are kept
-    /// or being drawn already. Another shape's draw still running is left
-    /// to finish on its own: only one shape is kept.
+    /// or being drawn already. The draw uses half the cores, so the
+    /// student's build and cases, whose watchdogs count wall time, keep the
+    /// rest. Another shape's draw still running is left to finish on its
+    /// own: only one shape is kept. Where no thread can be started, nothing
+    /// is drawn ahead.
     pub(super) fn ahead(&mut self, lab: LabRef, case: LabCase, seed: u64) {
         let key = (WireCase::from(&case), seed);
         if !keepable(&case) || self.holds(&key) {
@@ -42,13 +45,25 @@ impl DrawnInputs {
         }
         // Only one shape is kept: the old one's memory goes first.
         self.kept = None;
-        let drawing = std::thread::spawn(move || draw(lab, &case, seed));
-        self.kept = Some((key, Drawing::Ahead(drawing)));
+        let half = std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1));
+        let drawing = std::thread::Builder::new()
+            .name("draw-ahead".into())
+            .spawn(move || {
+                let pool = rayon::ThreadPoolBuilder::new().num_threads(half).build();
+                match pool {
+                    Ok(pool) => pool.install(|| draw(lab, &case, seed)),
+                    Err(_) => draw(lab, &case, seed),
+                }
+            });
+        if let Ok(drawing) = drawing {
+            self.kept = Some((key, Drawing::Ahead(drawing)));
+        }
     }
 
     /// `case`'s inputs at `seed`: the kept ones when they are those
     /// (waiting for a draw ahead to end), else drawn now and kept. A draw
-    /// that failed is not kept, so the next request tries again.
+    /// ahead that failed or panicked is drawn again now; a draw that fails
+    /// now is not kept, so the next request tries again.
     pub(super) fn get(
         &mut self,
         lab: LabRef,
@@ -64,7 +79,9 @@ impl DrawnInputs {
             Some((kept, Drawing::Done(data))) if kept == key => Ok(data),
             Some((kept, Drawing::Ahead(drawing))) if kept == key => drawing
                 .join()
-                .unwrap_or_else(|_| Err("the thread drawing the inputs panicked".into())),
+                .ok()
+                .and_then(Result::ok)
+                .map_or_else(draw_now, Ok),
             other => {
                 // Another shape's inputs are freed before these are drawn.
                 drop(other);

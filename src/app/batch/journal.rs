@@ -141,12 +141,13 @@ impl JournalEntry {
     }
 
     /// Timed under the same rules and, when the row was timed, stopped by
-    /// the same rule.
+    /// a rule that answers for this run's (the same, or the same without
+    /// the gate's way out, which ran at least as many pairs).
     fn same_timing_rules(&self, grading: &GradingKey) -> bool {
         let timing = self.report.as_ref().and_then(|r| r.timing.as_ref());
         grading.mode == GradeMode::CompileOnly
             || (self.timing_rules == grading.timing_rules
-                && timing.is_none_or(|t| t.config.stopping.name() == grading.stopping))
+                && timing.is_none_or(|t| t.config.stopping.answers_for(&grading.stopping)))
     }
 
     /// Whether no limit cut this row short, or each limit that did is the
