@@ -102,9 +102,11 @@ pub fn time(
     let output_check = compare(shape, tolerance, &output.output, &reference);
     let shares = row_shares(shape, tolerance, &output.output, &reference);
     sides.checked = ClassShares::of(&shares, |row| bench.redraw.kind_of(row));
-    sides.finding = match bench.changed_inputs(checked)? {
+    // A write into the grader's pristine copies comes first: the inputs
+    // are compared with those copies, so it shows as a changed input too.
+    sides.finding = match bench.harness_written(checked)? {
         Some(finding) => Some(finding),
-        None => bench.harness_written(checked)?,
+        None => bench.changed_inputs(checked)?,
     };
     sides.student.remember(checked, &output.output);
     let reference_ms = elapsed_ms(started) - inputs_ms;
@@ -502,16 +504,16 @@ impl<'a> Bench<'a> {
             false => None,
         };
         let (student_launch, audited) = self.audited_launch(student, &mut sides.student, launch)?;
-        let audited = match audited {
-            Ok(shares) => match self.harness_written(launch)? {
-                Some(finding) => Err(finding),
-                None => {
-                    let classes = ClassShares::of(&shares, |row| self.redraw.kind_of(row));
-                    sides.timed.worst(&classes);
-                    precision::judge(launch, &sides.checked, &classes).map(|()| shares)
-                }
-            },
-            Err(finding) => Err(finding),
+        // A write into the grader's pristine copies is named before what
+        // the audit saw: the inputs are compared with those copies.
+        let audited = match (self.harness_written(launch)?, audited) {
+            (Some(written), _) => Err(written),
+            (None, Ok(shares)) => {
+                let classes = ClassShares::of(&shares, |row| self.redraw.kind_of(row));
+                sides.timed.worst(&classes);
+                precision::judge(launch, &sides.checked, &classes).map(|()| shares)
+            }
+            (None, Err(finding)) => Err(finding),
         };
         record(audited, &mut sides.finding);
         Ok(PairTimes {
