@@ -175,21 +175,21 @@ mod tests {
                         least = least.min(miss);
                     }
                 }
-                let must: Vec<String> = runs
-                    .iter()
-                    .filter(|(_, _, inputs)| bug.must_fail(&inputs.batch))
-                    .map(|(name, _, _)| name.clone())
-                    .collect();
+                let must = must_fail(bug, runs.iter().map(|(name, _, i)| (name, &i.batch)));
                 (bug, failing, least, must)
             })
             .collect()
     }
 
-    fn must_fail(bug: Bug, seed: u64) -> Vec<String> {
-        hazard_cases()
-            .into_iter()
-            .filter(|c| bug.must_fail(&c.generate(seed).unwrap().batch))
-            .map(|c| c.name)
+    /// The names of the cases (name, batch) the contract's table says
+    /// `bug` must fail.
+    fn must_fail<'c>(
+        bug: Bug,
+        cases: impl Iterator<Item = (&'c String, &'c Batch)>,
+    ) -> Vec<String> {
+        cases
+            .filter(|(_, batch)| bug.must_fail(batch))
+            .map(|(name, _)| name.clone())
             .collect()
     }
 
@@ -224,10 +224,18 @@ mod tests {
     /// the GPU: the very set the table and the models agree on.
     #[test]
     fn each_planted_kernel_expects_exactly_the_cases_its_model_fails() {
+        let cases: Vec<(String, Batch)> = hazard_cases()
+            .into_iter()
+            .map(|c| {
+                let batch = c.generate(1).unwrap().batch;
+                (c.name, batch)
+            })
+            .collect();
         for bug in Bug::ALL {
             let (path, text, listed) =
                 crate::lab::paged::testing::planted_kernel("paged-decode", bug.name());
-            assert_eq!(listed, must_fail(bug, 1), "{path}");
+            let must = must_fail(bug, cases.iter().map(|(name, batch)| (name, batch)));
+            assert_eq!(listed, must, "{path}");
             // The split bugs are the reference's split path; the rest the starter's.
             assert_eq!(text.contains("splits=16"), bug.is_split(), "{path}");
         }
